@@ -1,0 +1,92 @@
+"""Codegen: a kernel AST from the scheduler -> a program (source text plus launch information) for one device.
+
+The pipeline, in order:
+  0. fold_reduces         sums that pick one element or count a range lose their loop       codegen/fold.py
+  1. merge_axes           loops that can merge without division (fewer, longer loops)      codegen/lower.py
+  2. optimize             a list of Opts from the heuristic or BEAM, applied to the Kernel  codegen/kernel.py
+  3. expand_unrolled      UPCAST/UNROLL ranges become copies of code                         codegen/expand.py
+  4. to_launch_dims       output loops become gidx/lidx where the device has a grid         codegen/lower.py
+  5. device lowering      THREEFRY and bfloat16 for renderers that lack them                codegen/lower.py
+  6. linearize            the flat program with loops and accumulators                      codegen/linearize.py
+  7. render               source text (the PYTHON device runs the flat program itself)      renderer/
+Order matters: opts (2) address the merged axes (1); unrolling (3) must see the opts' ranges before they become
+launch indices (4); lowering (5) runs on final values so that every bfloat16 op is caught.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint
+from fusegrad.renderer import Renderer
+from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
+from fusegrad.uop.rewrite import graph_rewrite
+from fusegrad.uop.symbolic import simplify
+from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
+from fusegrad.codegen.heuristic import hand_coded_optimizations
+from fusegrad.codegen.expand import expand_unrolled
+from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered
+from fusegrad.codegen.linearize import linearize
+from fusegrad.codegen.fold import fold_reduces
+
+__all__ = ["ProgramSpec", "get_program", "Kernel", "Opt", "OptOps", "KernelOptError", "lower_kernel"]
+
+@dataclass
+class ProgramSpec:
+  """Everything a device needs to compile and launch one kernel."""
+  name: str
+  src: str
+  device: str
+  uops: list[UOp]
+  global_size: tuple[int, ...] = (1, 1, 1)  # workgroups in each launch dimension
+  local_size: tuple[int, ...] | None = None  # threads in a workgroup (None where the device has no workgroups)
+  vars: list[UOp] = field(default_factory=list)
+  applied_opts: list[Opt] = field(default_factory=list)
+  flops: int = 0  # estimated arithmetic ops per launch, for DEBUG=2 and GlobalCounters
+
+def lower_kernel(k: Kernel) -> list[UOp]:
+  """Steps 3-6: an optimized Kernel -> the flat program."""
+  ast = expand_unrolled(k.ast)
+  ast = to_launch_dims(ast, k.ren)
+  if not k.ren.native_threefry: ast = decompose_threefry(ast)
+  if not k.ren.supports_bfloat16: ast = emulate_bfloat16(ast)
+  ast = graph_rewrite(simplify(ast), pm_lowered)
+  return linearize(ast)
+
+def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
+  """Step 2: apply the given opts, or search (BEAM=n), or the heuristic."""
+  if opts is None:
+    if NOOPT: opts = []
+    elif BEAM >= 1:
+      from fusegrad.engine.search import beam_search
+      return beam_search(k, BEAM.value)
+    else: opts = hand_coded_optimizations(k)
+  for o in opts: k.apply_opt(o)
+  return k
+
+def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
+  """A kernel AST -> a ProgramSpec (rendered source and launch sizes) for the renderer's device."""
+  if DEBUG >= 5: dprint(5, pretty_print(ast))
+  k = optimize(Kernel(merge_axes(fold_reduces(ast)), ren), opts)
+  uops = lower_kernel(k)
+  name = k.name
+  dprint(3, f"{name}: opts {k.applied_opts}")
+  if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
+  from fusegrad.helpers import to_function_name
+  src = ren.render(to_function_name(name), uops)
+  if DEBUG >= 4: dprint(4, src)
+  specials = {u.arg[0]: u.arg[1] for u in uops if u.op is Ops.SPECIAL}
+  gsz = tuple(specials.get(f"gidx{i}", 1) for i in range(3))
+  lsz = tuple(specials.get(f"lidx{i}", 1) for i in range(3)) if ren.has_local else None
+  return ProgramSpec(name, src, ren.device, uops, gsz, lsz, [u for u in uops if u.op is Ops.DEFINE_VAR], k.applied_opts,
+                     estimate_flops(uops))
+
+def estimate_flops(uops: list[UOp]) -> int:
+  """Arithmetic ops on values (not on addresses) times the iterations of their loops and launch grid."""
+  index_nodes: set[UOp] = set()
+  for u in uops:
+    if u.op in (Ops.LOAD, Ops.STORE): index_nodes.update(x for s in u.src[1:2] + u.src[3:] for x in s.toposort() if x.op is not Ops.LOAD)
+  mult = prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)
+  flops, stack = 0, [mult]
+  for u in uops:
+    if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].arg)
+    elif u.op is Ops.ENDRANGE: stack.pop()
+    elif u.op in GroupOp.ALU and u not in index_nodes: flops += stack[-1]
+  return flops

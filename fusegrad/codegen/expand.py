@@ -1,0 +1,43 @@
+"""Unrolling: UPCAST and UNROLL ranges are replaced by copies of the code, one per value of the range.
+
+In:  a kernel AST whose RANGEs may have the roles UPCAST (output elements computed by the same thread) and UNROLL
+     (iterations of a reduce loop done in one pass).
+Out: the same computation with those ranges gone: a REDUCE over an UNROLL range adds up (with its own op) one copy of
+     its value per iteration, and a STORE that depends on UPCAST ranges becomes one STORE per combination of values.
+     Copies that come out identical (a load that does not depend on the range) are the same node, so they are
+     computed once.
+"""
+from __future__ import annotations
+import itertools
+from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.uop.symbolic import simplify
+from fusegrad.codegen.kernel import range_kind, range_size
+
+def _combos(ranges: list[UOp]) -> list[dict[UOp, UOp]]:
+  values = itertools.product(*(range(range_size(r)) for r in ranges))
+  return [{r: UOp.const(r.dtype, v) for r, v in zip(ranges, combo)} for combo in values]
+
+def tree_reduce(op: Ops, vals: list[UOp]) -> UOp:
+  """vals combined pairwise: ((a+b)+(c+d)), which is shorter to wait for than (((a+b)+c)+d)."""
+  while len(vals) > 1:
+    vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1])) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+  return vals[0]
+
+def expand_unrolled(sink: UOp) -> UOp:
+  """The AST with no UPCAST or UNROLL ranges left."""
+  memo: dict[UOp, UOp] = {}
+  for node in sink.toposort():
+    src = tuple(memo[s] for s in node.src)
+    if node.op is Ops.REDUCE and any(range_kind(r) is AxisType.UNROLL for r in src[1:]):
+      unrolled = [r for r in src[1:] if range_kind(r) is AxisType.UNROLL]
+      kept = tuple(r for r in src[1:] if range_kind(r) is not AxisType.UNROLL)
+      value = tree_reduce(node.arg, [src[0].substitute(c) for c in _combos(unrolled)])
+      memo[node] = value if not kept else UOp(Ops.REDUCE, node.dtype, (value,) + kept, node.arg)
+    elif node.op is Ops.SINK:
+      stores = []
+      for store in src:
+        upcast = sorted((r for r in store.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST), key=lambda r: r.arg[0])
+        stores.extend(store.substitute(c) for c in _combos(upcast))
+      memo[node] = node.replace(src=tuple(stores))
+    else: memo[node] = node if src == node.src else node.replace(src=src)
+  return simplify(memo[sink])

@@ -1,0 +1,118 @@
+"""Reduce folding: sums whose loop variable is pinned or bounded by the condition of a `where` are computed directly.
+
+  sum over r of where(r == e, v(r), 0)        -> where(0 <= e < n, v(e), 0)     a gather: one load, bounds-checked
+  sum over r of where(lo <= r < hi, v, 0)     -> v * clamp(hi, 0, n) - ...       a count: arange, cumsum of ones
+
+This is what makes `Tensor.arange` an elementwise kernel with no loop, and `x[idx]` (built from one-hot masks) read
+one element per output. Loads moved under a new index are gated by its bounds check, so a bad index reads 0.
+"""
+from __future__ import annotations
+from fusegrad.dtype import dtypes
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.symbolic import simplify
+
+def _linear(x: UOp, r: UOp) -> tuple[int, UOp] | None:
+  """x as coeff*r + rest with rest free of r (looking through casts between integer types), or None."""
+  if r not in x.toposort(): return 0, x
+  if x is r: return 1, UOp.const(r.dtype, 0)
+  if x.op is Ops.CAST and dtypes.is_int(x.dtype) and dtypes.is_int(x.src[0].dtype) and x.dtype.itemsize >= x.src[0].dtype.itemsize:
+    inner = _linear(x.src[0], r)
+    return None if inner is None else (inner[0], inner[1].cast(x.dtype))
+  if x.op is Ops.ADD:
+    a, b = _linear(x.src[0], r), _linear(x.src[1], r)
+    if a is None or b is None: return None
+    return a[0] + b[0], _add(a[1], b[1])
+  if x.op is Ops.MUL and x.src[1].op is Ops.CONST and r not in x.src[1].toposort():
+    a = _linear(x.src[0], r)
+    return None if a is None else (a[0] * x.src[1].arg, a[1] * x.src[1].arg)
+  return None
+
+def _add(a: UOp, b: UOp) -> UOp:
+  if a.dtype != b.dtype:
+    dt = a.dtype if a.dtype.itemsize >= b.dtype.itemsize else b.dtype
+    a, b = a.cast(dt), b.cast(dt)
+  return a + b
+
+def _atoms(cond: UOp, positive: bool) -> list[tuple[UOp, bool]] | None:
+  """cond (or its negation) as a conjunction of (comparison, holds) atoms; None if it isn't one."""
+  if cond.op is Ops.CMPNE and cond.src[1].op is Ops.CONST and cond.src[1].arg is True: return _atoms(cond.src[0], not positive)
+  if cond.op is Ops.AND and cond.dtype == dtypes.bool and positive:
+    a, b = _atoms(cond.src[0], True), _atoms(cond.src[1], True)
+    return None if a is None or b is None else a + b
+  if cond.op is Ops.OR and cond.dtype == dtypes.bool and not positive:
+    a, b = _atoms(cond.src[0], False), _atoms(cond.src[1], False)
+    return None if a is None or b is None else a + b
+  return [(cond, positive)]
+
+def _gate_loads(v: UOp, valid: UOp) -> UOp:
+  """Every load in v also gated by valid."""
+  loads = [u for u in v.toposort() if u.op is Ops.LOAD]
+  return v.substitute({ld: ld.replace(src=ld.src[:2] + ((ld.src[2] & valid) if len(ld.src) > 2 else valid,)) for ld in loads})
+
+def _is_zero(u: UOp) -> bool: return u.op is Ops.CONST and u.arg == 0 and not isinstance(u.arg, bool)
+
+def fold_one(value: UOp, r: UOp) -> UOp | None:
+  """The sum of value over range r, without a loop; None when it doesn't have a foldable form."""
+  n = r.src[0].arg
+  if r not in value.toposort(): return value * UOp.const(value.dtype, n)  # sum of something that doesn't change: v*n
+  if value.op is not Ops.WHERE: return None
+  cond, a, b = value.src
+  if _is_zero(b): v, atoms = a, _atoms(cond, True)
+  elif _is_zero(a): v, atoms = b, _atoms(cond, False)
+  else: return None
+  if atoms is None: return None
+  residual, lower, upper, equal = [], [], [], None
+  for atom, holds in atoms:
+    if r not in atom.toposort():
+      residual.append(atom if holds else atom.logical_not())
+      continue
+    if atom.op not in (Ops.CMPLT, Ops.CMPNE) or not dtypes.is_int(atom.src[0].dtype): return None
+    lin = _linear(_add(atom.src[0], -atom.src[1]), r)  # atom compares coeff*r + rest with 0
+    if lin is None or lin[0] not in (1, -1): return None
+    coeff, rest = lin
+    bound = -rest if coeff == 1 else rest  # the value r is compared with
+    if atom.op is Ops.CMPNE:
+      if holds: return None  # r != e: not a single element or a range
+      equal = bound
+    elif (coeff == 1) == holds: upper.append(bound if coeff == 1 else bound + 1)  # r < bound
+    else: lower.append(bound if coeff == 1 else bound + 1)  # r >= bound
+  if equal is not None:  # sum of where(r == e, v, 0): v at r = e, if e is in range
+    e = equal
+    valid = (e < 0).logical_not() & (e < n)
+    for lo in lower: valid = valid & (e < lo).logical_not()
+    for hi in upper: valid = valid & (e < hi)
+    for c in residual: valid = valid & c
+    e_idx = e.cast(r.dtype) if e.dtype != r.dtype else e
+    picked = _gate_loads(v.substitute({r: e_idx}), valid)
+    return valid.where(picked, UOp.const(v.dtype, 0))
+  if r in v.toposort(): return None
+  # sum of where(lo <= r < hi, v, 0) with v free of r: v times the count of r in [max(lo, 0), min(hi, n))
+  lo = UOp.const(r.dtype, 0)
+  for x in lower: lo = lo.maximum(x.cast(r.dtype))
+  hi = UOp.const(r.dtype, n)
+  for x in upper: hi = hi.minimum(x.cast(r.dtype))
+  count = (hi - lo).maximum(0)
+  ret = v * count.cast(v.dtype)
+  for c in residual: ret = c.where(ret, UOp.const(v.dtype, 0))
+  return ret
+
+def fold_reduces(ast: UOp) -> UOp:
+  """Every sum that can be computed without its loops (see the module doc), folded."""
+  memo: dict[UOp, UOp] = {}
+  for node in ast.toposort():
+    src = tuple(memo[s] for s in node.src)
+    new = node if src == node.src else node.replace(src=src)
+    if new.op is Ops.REDUCE and new.arg is Ops.ADD:
+      value, ranges = new.src[0], list(new.src[1:])
+      changed = True
+      while changed:
+        changed = False
+        for r in ranges:
+          folded = fold_one(simplify(value), r)
+          if folded is not None:
+            value, changed = folded, True
+            ranges.remove(r)
+            break
+      new = UOp(Ops.REDUCE, new.dtype, (value, *ranges), new.arg) if ranges else value
+    memo[node] = new
+  return simplify(memo[ast])

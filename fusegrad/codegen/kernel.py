@@ -1,0 +1,132 @@
+"""A kernel being optimized: its AST and the list of optimization actions applied so far.
+
+Every loop of a kernel is a RANGE in its AST. An optimization action (an Opt) splits one RANGE in two: the outer part
+keeps the loop's role, the inner part gets a new role (unrolled, a workgroup dimension, ...). Splitting is
+substitution: r -> outer*amount + inner everywhere, followed by simplification. Heuristics and BEAM search both
+produce lists of Opts; `Kernel.apply_opt` is the only place that changes a kernel.
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from enum import Enum, auto
+from fusegrad.dtype import dtypes
+from fusegrad.helpers import prod, colored
+from fusegrad.renderer import Renderer
+from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.uop.symbolic import simplify, split_terms
+
+class OptOps(Enum):
+  UPCAST = auto()   # split an output axis; the inner part is unrolled (each thread computes `arg` outputs)
+  UNROLL = auto()   # split a reduce axis; the inner part is unrolled inside the loop
+  LOCAL = auto()    # split an output axis; the inner part becomes a workgroup dimension
+  GROUP = auto()    # split a reduce axis; the inner part is reduced across a workgroup in shared memory
+  THREAD = auto()   # split the first output axis across CPU threads
+  def __repr__(self) -> str: return f"OptOps.{self.name}"
+
+@dataclass(frozen=True, order=True)
+class Opt:
+  """One optimization action: op applied to axis (an index into Kernel.axes()) with amount arg (0: the whole axis)."""
+  op: OptOps
+  axis: int
+  arg: int
+  def __repr__(self) -> str: return f"Opt(op={self.op!r}, axis={self.axis}, arg={self.arg})"
+
+class KernelOptError(Exception):
+  """An Opt that can't be applied to this kernel (BEAM search skips these)."""
+
+_NEW_KIND = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL,
+             OptOps.GROUP: AxisType.GROUP, OptOps.THREAD: AxisType.THREAD}
+_SPLITTABLE = (AxisType.GLOBAL, AxisType.LOOP, AxisType.REDUCE)
+
+def range_kind(r: UOp) -> AxisType: return r.arg[1]
+def range_size(r: UOp) -> int: return r.src[0].arg
+
+class Kernel:
+  """The AST of one kernel plus the optimizations applied to it."""
+  def __init__(self, ast: UOp, renderer: Renderer):
+    if ast.op is not Ops.SINK: raise ValueError(f"a kernel AST is a SINK, not {ast.op}")
+    self.ast, self.ren, self.applied_opts = ast, renderer, []
+    self._next_id = max((r.arg[0] for r in self.ranges()), default=-1) + 1
+
+  def copy(self) -> Kernel:
+    ret = Kernel.__new__(Kernel)
+    ret.ast, ret.ren, ret.applied_opts, ret._next_id = self.ast, self.ren, list(self.applied_opts), self._next_id
+    return ret
+
+  def ranges(self) -> list[UOp]:
+    """Every loop of the kernel, output axes first, each group in creation order."""
+    rs = [u for u in self.ast.toposort() if u.op is Ops.RANGE]
+    return sorted(rs, key=lambda r: (range_kind(r) is AxisType.REDUCE, range_kind(r).value, r.arg[0]))
+  def axes(self) -> list[UOp]:
+    """The loops an Opt may still split: output axes (in order), then reduce axes."""
+    return [r for r in self.ranges() if range_kind(r) in _SPLITTABLE]
+  def ranges_of(self, *kinds: AxisType) -> list[UOp]: return [r for r in self.ranges() if range_kind(r) in kinds]
+  @property
+  def reduce_op(self) -> bool: return any(u.op is Ops.REDUCE for u in self.ast.toposort())
+  def upcast_size(self) -> int: return prod(range_size(r) for r in self.ranges_of(AxisType.UPCAST, AxisType.UNROLL))
+  def loads(self) -> list[UOp]: return [u for u in self.ast.toposort() if u.op is Ops.LOAD]
+  def stores(self) -> list[UOp]: return [u for u in self.ast.toposort() if u.op is Ops.STORE]
+
+  def stride(self, access: UOp, r: UOp) -> int | None:
+    """How far the address of a LOAD/STORE moves when r grows by one (None when not linear in r)."""
+    terms, _ = split_terms(access.src[1])
+    coeff = 0
+    for t, c in terms:
+      if t is r: coeff += c
+      elif r in t.toposort(): return None
+    return coeff
+
+  # *** applying an optimization ***
+  def apply_opt(self, opt: Opt) -> Kernel:
+    """Split axis opt.axis so that its inner `opt.arg` iterations take the role opt.op asks for."""
+    axes = self.axes()
+    if not 0 <= opt.axis < len(axes): raise KernelOptError(f"{opt}: the kernel has {len(axes)} axes")
+    r = axes[opt.axis]
+    size, is_reduce = range_size(r), range_kind(r) is AxisType.REDUCE
+    amount = opt.arg or size
+    if size % amount != 0 or amount <= 1: raise KernelOptError(f"{opt}: can't split an axis of {size} by {amount}")
+    if opt.op in (OptOps.UNROLL, OptOps.GROUP) and not is_reduce: raise KernelOptError(f"{opt}: axis {opt.axis} is not a reduce")
+    if opt.op in (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD) and is_reduce: raise KernelOptError(f"{opt}: axis {opt.axis} is a reduce")
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP) and not self.ren.has_local: raise KernelOptError(f"{opt}: the device has no workgroups")
+    if opt.op is OptOps.GROUP and not self.ren.has_shared: raise KernelOptError(f"{opt}: the device has no shared memory")
+    if opt.op is OptOps.THREAD and not self.ren.has_threads: raise KernelOptError(f"{opt}: the device has no threads")
+    if opt.op in (OptOps.UPCAST, OptOps.UNROLL) and self.upcast_size() * amount > self.ren.upcast_max:
+      raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} unrolled elements")
+    if opt.op is OptOps.LOCAL:
+      local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
+      if local > self.ren.max_workgroup: raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")
+    self.ast = self._split(r, amount, _NEW_KIND[opt.op], outer=opt.op is OptOps.THREAD)
+    self.applied_opts.append(opt)
+    return self
+
+  def _split(self, r: UOp, amount: int, kind: AxisType, outer: bool = False) -> UOp:
+    """r -> a*amount + b; the new role goes to the inner part b (or, with outer, to the outer part a of size amount)."""
+    size, old_kind = range_size(r), range_kind(r)
+    def new_range(n: int, k: AxisType, rid: int) -> UOp: return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (rid, k))
+    if amount == size: pieces = [new_range(size, kind, r.arg[0])]
+    elif outer: pieces = [new_range(amount, kind, r.arg[0]), new_range(size // amount, old_kind, self._next_id)]
+    else: pieces = [new_range(size // amount, old_kind, r.arg[0]), new_range(amount, kind, self._next_id)]
+    self._next_id += 1
+    expr = pieces[0] if len(pieces) == 1 else pieces[0] * range_size(pieces[1]) + pieces[1]
+    return simplify(replace_range(self.ast, r, expr, tuple(pieces)))
+
+  # *** naming ***
+  @property
+  def name(self) -> str:
+    """E_ for elementwise kernels, r_ for reductions, then the loop sizes colored by role."""
+    colors = {AxisType.GLOBAL: "blue", AxisType.LOOP: "blue", AxisType.THREAD: "BLUE", AxisType.LOCAL: "cyan", AxisType.GROUP: "green",
+              AxisType.REDUCE: "red", AxisType.UPCAST: "yellow", AxisType.UNROLL: "magenta"}
+    prefix = "r" if self.reduce_op else "E"
+    return prefix + "".join(colored(f"_{range_size(r)}", colors[range_kind(r)]) for r in self.ranges()) if self.ranges() else prefix
+
+def replace_range(ast: UOp, r: UOp, expr: UOp, pieces: tuple[UOp, ...]) -> UOp:
+  """ast with range r replaced by expr in every value, and by the ranges `pieces` in the range lists of REDUCEs."""
+  memo: dict[UOp, UOp] = {r: expr}
+  for node in ast.toposort():
+    if node in memo: continue
+    if node.op is Ops.REDUCE:
+      rs = tuple(p for s in node.src[1:] for p in (pieces if s is r else (s,)))
+      memo[node] = node.replace(src=(memo[node.src[0]],) + rs)
+    else:
+      src = tuple(memo[s] for s in node.src)
+      memo[node] = node if src == node.src else node.replace(src=src)
+  return memo[ast]

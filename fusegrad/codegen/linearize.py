@@ -1,0 +1,88 @@
+"""Linearize: a lowered kernel AST -> a flat program, each node after the nodes it uses, with explicit loops.
+
+In:  a SINK of STOREs whose values may hold REDUCEs (over RANGEs), loads, ALU ops, SPECIAL launch indices.
+Out: a list of UOps: parameters (DEFINE_GLOBAL, DEFINE_VAR), launch indices, then code where RANGE opens a loop and
+     ENDRANGE closes it, and each REDUCE has become an accumulator: DEFINE_ACC before its loops, an ASSIGN of
+     `acc <op> value` inside them. Output loops (on devices without a launch grid) enclose everything.
+
+Placement: a node goes in the innermost loop it depends on. Before a reduce's loops open, everything its value
+needs that does not depend on those loops is computed (loop-invariant hoisting). Reduces over the same loops (the
+copies that unrolling made) share one loop nest, so an upcast matmul keeps its whole register tile in one loop.
+"""
+from __future__ import annotations
+from fusegrad.dtype import dtypes
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.codegen.kernel import range_kind
+
+def reduce_identity(op: Ops, dtype) -> object:
+  if op is Ops.ADD: return 0
+  if op is Ops.MUL: return 1
+  if op is Ops.MAX: return dtypes.min(dtype)
+  raise ValueError(f"no identity for reduce op {op}")
+
+class _Linearizer:
+  def __init__(self, sink: UOp):
+    self.sink, self.out, self.done = sink, [], {}
+    self.nodes = sink.toposort()
+    self.reduces = [u for u in self.nodes if u.op is Ops.REDUCE]
+    self.deps: dict[UOp, frozenset[UOp]] = {}
+    for u in self.nodes:  # the loops each node depends on (a REDUCE does not depend on the loops it closes)
+      d = frozenset([u]) if u.op is Ops.RANGE else frozenset().union(*(self.deps[s] for s in u.src))
+      self.deps[u] = d - frozenset(u.src[1:]) if u.op is Ops.REDUCE else d
+
+  def run(self) -> list[UOp]:
+    for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): self.add(u)
+    for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): self.add(u)
+    for u in sorted((u for u in self.nodes if u.op is Ops.SPECIAL), key=lambda u: u.arg): self.add(u)
+    outer = sorted(self.deps[self.sink], key=lambda r: (range_kind(r).value, r.arg[0]))
+    for r in outer: self.add(r)
+    for store in self.sink.src: self.emit(store)
+    for r in reversed(outer): self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
+    return self.out
+
+  def add(self, u: UOp) -> UOp:
+    self.out.append(u)
+    self.done[u] = u
+    return u
+
+  def emit(self, u: UOp) -> UOp:
+    """Emit u (and what it needs) at the current position, once."""
+    if (ret := self.done.get(u)) is not None: return ret
+    if u.op is Ops.REDUCE:
+      self.emit_reduce_group(u)
+      return self.done[u]
+    if u.op is Ops.RANGE: raise RuntimeError(f"range {u.arg} used outside its loop")
+    src = tuple(self.emit(s) for s in u.src)
+    new = u if src == u.src else u.replace(src=src)
+    self.out.append(new)
+    self.done[u] = new
+    return new
+
+  def emit_reduce_group(self, red: UOp) -> None:
+    ranges = red.src[1:]
+    group = [x for x in self.reduces if x.src[1:] == ranges and x not in self.done]
+    group = [x for x in group if x is red or not any(y in x.src[0].toposort() for y in group if y is not x)]
+    # hoist: what the values need that does not depend on these loops is computed before the loops open
+    rset = frozenset(ranges)
+    for x in group:
+      for n in x.src[0].toposort(gate=lambda n: n not in self.done and bool(self.deps[n] & rset)):
+        if n not in self.done and not self.deps[n] & rset and n.op is not Ops.RANGE: self.emit(n)
+    accs = [UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, reduce_identity(x.arg, x.dtype)),), len(self.out) + i)
+            for i, x in enumerate(group)]
+    for acc in accs: self.out.append(acc)
+    for r in ranges: self.add(r)
+    for x, acc in zip(group, accs):
+      value = self.emit(x.src[0])
+      update = UOp(x.arg, x.dtype, (acc, value))
+      self.out += [update, UOp(Ops.ASSIGN, x.dtype, (acc, update))]
+    for r in reversed(ranges):
+      self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
+      del self.done[r]
+    for x, acc in zip(group, accs): self.done[x] = acc
+    # values computed inside the loops are out of scope now
+    for n in list(self.done):
+      if self.deps.get(n, frozenset()) & rset: del self.done[n]
+
+def linearize(sink: UOp) -> list[UOp]:
+  """The flat program for a lowered kernel AST."""
+  return _Linearizer(sink).run()

@@ -1,0 +1,125 @@
+"""Passes between an optimized kernel AST and the flat program: each reads the renderer's capabilities.
+
+  merge_axes          adjacent loops whose merge needs no extra division become one loop (before optimizing)
+  to_launch_dims      output loops become launch dimensions (gidx/lidx) on devices that have them
+  decompose_threefry  THREEFRY becomes 32-bit integer ops, for renderers without it
+  emulate_bfloat16    bfloat16 values live in float32 registers and 16-bit memory, for renderers without it
+  pm_lowered          cleanups of the final AST (gated loads that can't fail, ...)
+"""
+from __future__ import annotations
+from fusegrad.dtype import dtypes, DType, PtrDType
+from fusegrad.renderer import Renderer
+from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
+from fusegrad.uop.rewrite import UPat, PatternMatcher
+from fusegrad.uop.symbolic import simplify
+from fusegrad.codegen.kernel import range_kind, range_size, replace_range
+
+def _count_divmod(ast: UOp) -> int: return sum(1 for u in ast.toposort() if u.op in (Ops.IDIV, Ops.MOD))
+
+def _merge(ast: UOp, outer: UOp, inner: UOp) -> UOp:
+  size = range_size(inner)
+  merged = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, range_size(outer) * size),), outer.arg)
+  ast = replace_range(ast, outer, merged // size, (merged,))
+  return simplify(replace_range(ast, inner, merged % size, ()))
+
+def merge_axes(ast: UOp) -> UOp:
+  """Adjacent output loops (and adjacent loops of one reduce) merged where that adds no division or modulo:
+  an elementwise op on a contiguous (4, 5, 6) tensor becomes one loop of 120."""
+  changed = True
+  while changed:
+    changed = False
+    rs = [u for u in ast.toposort() if u.op is Ops.RANGE]
+    outputs = sorted((r for r in rs if range_kind(r) is AxisType.GLOBAL), key=lambda r: r.arg[0])
+    pairs = list(zip(outputs, outputs[1:]))
+    for red in (u for u in ast.toposort() if u.op is Ops.REDUCE): pairs += list(zip(red.src[1:], red.src[2:]))
+    base = _count_divmod(ast)
+    for outer, inner in pairs:
+      candidate = _merge(ast, outer, inner)
+      if _count_divmod(candidate) <= base:
+        ast, changed = candidate, True
+        break
+  return ast
+
+def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
+  """Output loops -> SPECIAL launch indices (the last, fastest-moving axis is gidx0), if the device launches a grid;
+  else they stay loops. Too many output axes are merged into the first ones."""
+  ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+  glbl = [r for r in ranges if range_kind(r) is AxisType.GLOBAL]
+  if ren.global_max is None:
+    for r in glbl:
+      loop = r.replace(arg=(r.arg[0], AxisType.LOOP))
+      ast = replace_range(ast, r, loop, (loop,))
+    return ast
+  while len(glbl) > len(ren.global_max):
+    ast = _merge(ast, glbl[0], glbl[1])
+    glbl = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) is AxisType.GLOBAL), key=lambda r: r.arg[0])
+  local = [r for r in ranges if range_kind(r) in (AxisType.LOCAL, AxisType.GROUP)]
+  mapping = {r: UOp(Ops.SPECIAL, dtypes.index, (), (f"gidx{i}", range_size(r))) for i, r in enumerate(reversed(glbl))}
+  mapping.update({r: UOp(Ops.SPECIAL, dtypes.index, (), (f"lidx{i}", range_size(r))) for i, r in enumerate(reversed(local))})
+  for r, sp in mapping.items(): ast = replace_range(ast, r, sp, ())
+  return simplify(ast)
+
+# *** THREEFRY as 32-bit integer ops ***
+
+def _rotl(x: UOp, r: int) -> UOp: return (x.alu(Ops.SHL, x.const_like(r))) | (x.alu(Ops.SHR, x.const_like(32 - r)))
+
+def threefry_ops(x: UOp, key: UOp) -> UOp:
+  """Threefry-2x32, 20 rounds, the same function as uop.alu.threefry2x32, built from uint32 ALU ops."""
+  u32, u64 = dtypes.uint32, dtypes.uint64
+  def lo(v: UOp) -> UOp: return (v & v.const_like(0xFFFFFFFF)).cast(u32)
+  def hi(v: UOp) -> UOp: return v.alu(Ops.SHR, v.const_like(32)).cast(u32)
+  x0, x1, k0, k1 = lo(x), hi(x), lo(key), hi(key)
+  ks = (k0, k1, k0 ^ k1 ^ UOp.const(u32, THREEFRY_PARITY))
+  x0, x1 = x0 + ks[0], x1 + ks[1]
+  for r in range(20):
+    x0 = x0 + x1
+    x1 = _rotl(x1, THREEFRY_ROTATIONS[r % 8]) ^ x0
+    if r % 4 == 3:
+      s = r // 4 + 1
+      x0, x1 = x0 + ks[s % 3], x1 + ks[(s + 1) % 3] + s
+  return (x1.cast(u64).alu(Ops.SHL, UOp.const(u64, 32))) | x0.cast(u64)
+
+def decompose_threefry(ast: UOp) -> UOp:
+  return ast.substitute({u: threefry_ops(*u.src) for u in ast.toposort() if u.op is Ops.THREEFRY})
+
+# *** bfloat16 without hardware support: float32 registers, 16-bit memory ***
+
+def _bf16_bits_to_float(raw: UOp) -> UOp:
+  return (raw.cast(dtypes.uint32).alu(Ops.SHL, UOp.const(dtypes.uint32, 16))).bitcast(dtypes.float32)
+
+def _float_to_bf16_bits(f: UOp) -> UOp:
+  """Round to nearest even; nan stays nan."""
+  b = f.bitcast(dtypes.uint32)
+  rounded = (b + 0x7FFF + (b.alu(Ops.SHR, b.const_like(16)) & 1)).alu(Ops.SHR, b.const_like(16))
+  return f.ne(f).where(UOp.const(dtypes.uint32, 0x7FC0), rounded).cast(dtypes.uint16)
+
+def _as_float(dt: DType) -> DType: return dtypes.float32 if dt == dtypes.bfloat16 else dt
+
+def emulate_bfloat16(ast: UOp) -> UOp:
+  """Every bfloat16 value becomes a float32 holding a bfloat16-rounded number; memory stays 16-bit."""
+  if not any(u.dtype == dtypes.bfloat16 or (isinstance(u.dtype, PtrDType) and u.dtype.base == dtypes.bfloat16) for u in ast.toposort()):
+    return ast
+  memo: dict[UOp, UOp] = {}
+  for n in ast.toposort():
+    src = tuple(memo[s] for s in n.src)
+    if n.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL) and n.dtype.base == dtypes.bfloat16:
+      memo[n] = n.replace(dtype=dtypes.uint16.ptr(n.dtype.local))
+    elif n.op is Ops.LOAD and n.dtype == dtypes.bfloat16: memo[n] = _bf16_bits_to_float(n.replace(dtype=dtypes.uint16, src=src))
+    elif n.op is Ops.STORE and n.src[0].dtype.base == dtypes.bfloat16:
+      memo[n] = n.replace(src=(src[0], src[1], _float_to_bf16_bits(src[2])) + src[3:])
+    elif n.op is Ops.BITCAST and n.dtype == dtypes.bfloat16: memo[n] = _bf16_bits_to_float(src[0].bitcast(dtypes.uint16))
+    elif n.op is Ops.BITCAST and n.src[0].dtype == dtypes.bfloat16: memo[n] = _float_to_bf16_bits(src[0]).bitcast(n.dtype)
+    elif n.dtype == dtypes.bfloat16:
+      out = n.replace(dtype=dtypes.float32, src=src)
+      # ops that make a new value round it to bfloat16; a select or a constant already holds one
+      memo[n] = out if n.op in (Ops.WHERE, Ops.CONST, Ops.MAX) else _bf16_bits_to_float(_float_to_bf16_bits(out))
+    else: memo[n] = n if src == n.src else n.replace(src=src)
+  return simplify(memo[ast])
+
+# *** cleanups of the lowered AST ***
+
+pm_lowered = PatternMatcher([
+  (UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.const(True)), name="ld"), lambda ld: ld.replace(src=ld.src[:2])),  # load gated by True -> load
+  (UPat.var("g").where(UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.var("g")), name="ld"), UPat.const(0)), lambda g, ld: ld),  # g ? load(g) : 0 -> load(g)
+])

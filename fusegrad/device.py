@@ -1,0 +1,151 @@
+"""Devices: the registry (Device["CPU"], Device.DEFAULT), Buffer, and the four pieces each backend provides.
+
+A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
+  an Allocator (alloc, free, copyin, copyout), a Compiler (source -> binary, cached on disk),
+  a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
+"""
+from __future__ import annotations
+import functools, hashlib, importlib, inspect, pkgutil, sys
+from typing import Any, Callable
+from fusegrad.dtype import DType, dtypes
+from fusegrad.helpers import DEV, DEBUG, GlobalCounters, diskcache_get, diskcache_put, dprint
+from fusegrad.renderer import Renderer
+
+# *** the device registry ***
+
+class _Device:
+  """Device["CPU"] opens (once) and returns a backend; Device.DEFAULT names the one tensors use by default."""
+  def __init__(self) -> None:
+    self._opened: dict[str, Compiled] = {}
+  @property
+  def _names(self) -> list[str]:
+    import fusegrad.runtime
+    return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
+  def canonicalize(self, device: str | None) -> str:
+    """'cpu' -> 'CPU', 'cl:0' -> 'CL', None -> Device.DEFAULT."""
+    if device is None: return self.DEFAULT
+    name, _, num = str(device).partition(":")
+    name = name.upper()
+    return name if num in ("", "0") else f"{name}:{num}"
+  def __getitem__(self, device: str) -> Compiled:
+    device = self.canonicalize(device)
+    if device not in self._opened: self._opened[device] = self._open(device)
+    return self._opened[device]
+  def _open(self, device: str) -> Compiled:
+    base = device.split(":")[0]
+    if base not in self._names: raise ValueError(f"unknown device {device!r}; devices: {', '.join(sorted(self._names))}")
+    module = importlib.import_module(f"fusegrad.runtime.ops_{base.lower()}")
+    cls = next(c for n, c in inspect.getmembers(module, inspect.isclass) if n.lower() == f"{base.lower()}device")
+    ret = cls(device)
+    dprint(1, f"opened device {device} ({type(ret).__name__})")
+    return ret
+  def get_available(self, device: str) -> tuple[bool, str]:
+    """(works, why not) for a device name, without raising."""
+    try:
+      self[device]
+      return True, ""
+    except Exception as e:  # a backend that fails to initialise is skipped, with the reason
+      return False, f"{type(e).__name__}: {e}"
+  @functools.cached_property
+  def DEFAULT(self) -> str:
+    if DEV.value:
+      dev = self.canonicalize(DEV.value)
+      ok, why = self.get_available(dev)
+      if not ok: raise RuntimeError(f"DEV={DEV.value} can't be opened: {why}")
+      return dev
+    # a real accelerator first, then the native CPU backend, then the interpreter
+    for dev in ("CUDA", "CL", "CPU", "PYTHON"):
+      ok, why = self.get_available(dev)
+      if ok and (dev in ("CPU", "PYTHON") or self[dev].is_accelerator): return dev
+      dprint(1, f"device {dev} skipped: {why or 'not an accelerator'}")
+    raise RuntimeError("no device works on this machine")
+  def set_default(self, device: str) -> None:
+    self.__dict__["DEFAULT"] = self.canonicalize(device)
+Device = _Device()
+
+# *** buffers ***
+
+class Buffer:
+  """size elements of dtype on a device. Memory is allocated on first use; a Buffer with a base is a view into it."""
+  def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
+    if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
+    self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
+    self._base, self._buf = base, None
+    if base is not None:
+      if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
+      if offset + self.nbytes > base.nbytes: raise ValueError(f"view of {self.nbytes} bytes at {offset} is outside a {base.nbytes}-byte buffer")
+  @property
+  def base(self) -> Buffer: return self._base if self._base is not None else self
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+  def is_allocated(self) -> bool: return self._buf is not None
+  def allocate(self) -> Buffer:
+    if self._buf is not None: return self
+    allocator = Device[self.device].allocator
+    if self._base is not None:
+      self._base.allocate()
+      self._buf = allocator.offset(self._base._buf, self.offset, self.nbytes)
+    else:
+      self._buf = allocator.alloc(max(self.nbytes, 1))
+      GlobalCounters.mem_used += self.nbytes
+    return self
+  def __del__(self) -> None:
+    if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None: return
+    try:
+      GlobalCounters.mem_used -= self.nbytes
+      Device[self.device].allocator.free(self._buf, max(self.nbytes, 1))
+    except Exception: pass  # interpreter shutdown
+  def copyin(self, data: memoryview | bytes | bytearray) -> Buffer:
+    mv = memoryview(data).cast("B")
+    if mv.nbytes != self.nbytes: raise ValueError(f"copyin of {mv.nbytes} bytes into a {self.nbytes}-byte buffer")
+    self.allocate()
+    Device[self.device].allocator.copyin(self._buf, mv)
+    return self
+  def copyout(self, dest: memoryview) -> memoryview:
+    dest = dest.cast("B")
+    if dest.nbytes != self.nbytes: raise ValueError(f"copyout of a {self.nbytes}-byte buffer into {dest.nbytes} bytes")
+    self.allocate()
+    Device[self.device].allocator.copyout(dest, self._buf)
+    return dest
+  def as_bytes(self) -> bytes:
+    out = bytearray(self.nbytes)
+    self.copyout(memoryview(out))
+    return bytes(out)
+  def view(self, size: int, dtype: DType, offset: int) -> Buffer:
+    """A buffer sharing this one's memory from byte offset."""
+    return Buffer(self.device, size, dtype, base=self.base, offset=self.offset + offset)
+  def __repr__(self) -> str:
+    return f"<buf {self.device} {self.size} {self.dtype}{' view' if self._base is not None else ''}{'' if self._buf is not None else ' unalloc'}>"
+
+# *** the pieces of a backend ***
+
+class Allocator:
+  """Device memory: alloc returns an opaque handle."""
+  def alloc(self, nbytes: int) -> Any: raise NotImplementedError
+  def free(self, handle: Any, nbytes: int) -> None: pass
+  def copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
+  def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
+  def offset(self, handle: Any, offset: int, nbytes: int) -> Any: raise NotImplementedError(f"{type(self).__name__} has no buffer views")
+
+class Compiler:
+  """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache."""
+  def __init__(self, cachekey: str | None = None): self.cachekey = cachekey
+  def compile(self, src: str) -> bytes: raise NotImplementedError
+  def compile_cached(self, src: str) -> bytes:
+    key = hashlib.sha256(src.encode()).hexdigest()
+    if self.cachekey is not None and (lib := diskcache_get(self.cachekey, key)) is not None: return lib
+    lib = self.compile(src)
+    return diskcache_put(self.cachekey, key, lib) if self.cachekey is not None else lib
+
+class CompileError(RuntimeError):
+  """A kernel failed to compile; the message holds the compiler's log and the source."""
+
+class Compiled:
+  """A device: allocator, renderer, compiler and program class. runtime(name, lib) -> a callable program."""
+  def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler, runtime: Callable[[str, bytes], Any]):
+    self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
+  @property
+  def is_accelerator(self) -> bool:
+    """True for a real GPU (preferred as the default device); the CPU, the interpreter and PoCL are not."""
+    return False
+  def synchronize(self) -> None: pass

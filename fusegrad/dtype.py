@@ -1,0 +1,189 @@
+"""Data types: the scalar types, promotion (PyTorch's rules, tinygrad's defaults), and conversions."""
+from __future__ import annotations
+import math, struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+@dataclass(frozen=True)
+class DType:
+  """A scalar type, or a vector of `count` scalars (used inside kernels only)."""
+  priority: int   # order used to break ties when printing; not used for promotion
+  itemsize: int   # bytes per element
+  name: str
+  fmt: str | None  # struct / memoryview format character; None for bfloat16 (stored as raw 16 bits)
+  count: int = 1
+  def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
+  def __lt__(self, other: DType) -> bool: return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
+  def vec(self, n: int) -> DType:
+    assert self.count == 1, f"can't vectorize {self} again"
+    return self if n == 1 else DType(self.priority, self.itemsize * n, self.name, None, n)
+  def scalar(self) -> DType: return DTYPES_DICT[self.name] if self.count > 1 else self
+  def ptr(self, local: bool = False) -> PtrDType: return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, local)
+  @property
+  def bitsize(self) -> int: return self.itemsize * 8
+
+@dataclass(frozen=True)
+class PtrDType(DType):
+  """A pointer to global (or, if local, workgroup-shared) memory holding elements of `base`."""
+  base: DType = None  # type: ignore
+  local: bool = False
+  def __repr__(self) -> str: return f"{self.base!r}.ptr({'local=True' if self.local else ''})"
+
+class dtypes:
+  """The dtype namespace: dtypes.float32, dtypes.is_float(dt), dtypes.from_py(3.0) ..."""
+  void: Final[DType] = DType(-1, 0, "void", None)
+  bool: Final[DType] = DType(0, 1, "bool", "?")
+  int8: Final[DType] = DType(1, 1, "char", "b")
+  uint8: Final[DType] = DType(2, 1, "uchar", "B")
+  int16: Final[DType] = DType(3, 2, "short", "h")
+  uint16: Final[DType] = DType(4, 2, "ushort", "H")
+  int32: Final[DType] = DType(5, 4, "int", "i")
+  uint32: Final[DType] = DType(6, 4, "uint", "I")
+  int64: Final[DType] = DType(7, 8, "long", "q")
+  uint64: Final[DType] = DType(8, 8, "ulong", "Q")
+  float16: Final[DType] = DType(9, 2, "half", "e")
+  bfloat16: Final[DType] = DType(10, 2, "bfloat16", None)
+  float32: Final[DType] = DType(11, 4, "float", "f")
+  float64: Final[DType] = DType(12, 8, "double", "d")
+  # aliases
+  half, float, double = float16, float32, float64
+  char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
+  # defaults (tinygrad's: Tensor([1, 2]) is int32, Tensor([1.0]) is float32)
+  default_float: DType = float32
+  default_int: DType = int32
+  index: Final[DType] = int32  # the type of index arithmetic inside kernels
+
+  @staticmethod
+  def is_float(x: DType) -> bool: return x.scalar() in dtypes.floats
+  @staticmethod
+  def is_int(x: DType) -> bool: return x.scalar() in dtypes.ints
+  @staticmethod
+  def is_unsigned(x: DType) -> bool: return x.scalar() in dtypes.uints
+  @staticmethod
+  def is_bool(x: DType) -> bool: return x.scalar() == dtypes.bool
+  @staticmethod
+  def from_py(x: Any) -> DType:
+    """The dtype a Python value (or nested list of values) becomes."""
+    if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
+    if isinstance(x, bool): return dtypes.bool
+    if isinstance(x, int): return dtypes.default_int
+    if isinstance(x, float): return dtypes.default_float
+    raise TypeError(f"can't make a tensor from a {type(x).__name__}: {x!r}")
+  @staticmethod
+  def as_const(val: Any, dtype: DType) -> Any:
+    """A Python value converted to what a constant of `dtype` holds (bool, wrapped int or float)."""
+    if isinstance(val, tuple): return tuple(dtypes.as_const(v, dtype) for v in val)
+    if dtypes.is_float(dtype): return truncate_float(float(val), dtype.scalar())
+    if dtypes.is_int(dtype):
+      if isinstance(val, float):
+        if math.isnan(val) or math.isinf(val): return 0
+        val = int(val)  # truncates toward zero, like C
+      return wrap_int(int(val), dtype)
+    return bool(val)
+  @staticmethod
+  def min(dtype: DType) -> Any:
+    if dtypes.is_int(dtype): return 0 if dtypes.is_unsigned(dtype) else -2 ** (dtype.itemsize * 8 - 1)
+    return -math.inf if dtypes.is_float(dtype) else False
+  @staticmethod
+  def max(dtype: DType) -> Any:
+    if dtypes.is_int(dtype): return 2 ** (dtype.itemsize * 8 - (0 if dtypes.is_unsigned(dtype) else 1)) - 1
+    return math.inf if dtypes.is_float(dtype) else True
+  @staticmethod
+  def finfo(dtype: DType) -> tuple[int, int]:
+    """(exponent bits, mantissa bits) of a float dtype."""
+    if not dtypes.is_float(dtype): raise TypeError(f"{dtype} is not a float dtype")
+    return {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}[dtype]
+  @staticmethod
+  def fields() -> dict[str, DType]: return DTYPES_DICT
+  floats: tuple[DType, ...] = ()
+  uints: tuple[DType, ...] = ()
+  sints: tuple[DType, ...] = ()
+  ints: tuple[DType, ...] = ()
+  all: tuple[DType, ...] = ()
+
+dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+dtypes.ints = dtypes.uints + dtypes.sints
+dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
+
+DTYPES_DICT: dict[str, DType] = {dt.name: dt for dt in dtypes.all}
+# the names users write: "float32", "int8", torch-style aliases too
+NAMED_DTYPES: dict[str, DType] = {
+  "bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16,
+  "int32": dtypes.int32, "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64,
+  "float16": dtypes.float16, "bfloat16": dtypes.bfloat16, "float32": dtypes.float32, "float64": dtypes.float64,
+  **DTYPES_DICT}
+
+def to_dtype(x: DType | str) -> DType:
+  """A DType from a DType or its name ("float32", "half", "int"); raises on unknown names."""
+  if isinstance(x, DType): return x
+  if isinstance(x, str) and x in NAMED_DTYPES: return NAMED_DTYPES[x]
+  if type(x).__module__ == "numpy" or type(x).__name__ == "dtype" or isinstance(x, type): return from_numpy(x)
+  raise TypeError(f"unknown dtype {x!r}")
+
+def _py_rank(dt: DType) -> int: return {dtypes.bool: 0, dtypes.default_int: 1}.get(dt, 2)
+
+def wrap_int(x: int, dtype: DType) -> int:
+  """x reduced to the range of the integer dtype, as C's two's complement wraparound does."""
+  bits = dtype.itemsize * 8
+  x &= (1 << bits) - 1
+  return x - (1 << bits) if not dtypes.is_unsigned(dtype) and x >= 1 << (bits - 1) else x
+
+# *** promotion: a lattice, each type points to the types it promotes to (PyTorch's rules) ***
+_promo_lattice: dict[DType, list[DType]] = {
+  dtypes.bool: [dtypes.int8, dtypes.uint8], dtypes.int8: [dtypes.int16], dtypes.int16: [dtypes.int32],
+  dtypes.int32: [dtypes.int64], dtypes.int64: [dtypes.float16, dtypes.bfloat16],
+  dtypes.uint8: [dtypes.int16, dtypes.uint16], dtypes.uint16: [dtypes.int32, dtypes.uint32],
+  dtypes.uint32: [dtypes.int64, dtypes.uint64], dtypes.uint64: [dtypes.float16, dtypes.bfloat16],
+  dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32], dtypes.float32: [dtypes.float64], dtypes.float64: []}
+
+def _upper_set(dt: DType) -> set[DType]:
+  return {dt}.union(*(_upper_set(up) for up in _promo_lattice[dt]))
+
+def least_upper_dtype(*ds: DType) -> DType:
+  """The smallest dtype that all of ds promote to: int8+uint8 -> int16, int32+float16 -> float16."""
+  common = set.intersection(*(_upper_set(d.scalar()) for d in ds))
+  return min(common, key=lambda d: len(_upper_set(d)) * -1)
+
+def least_upper_float(dt: DType) -> DType:
+  """dt if it is a float, else the default float (int / int -> float32)."""
+  return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
+
+def sum_acc_dtype(dt: DType) -> DType:
+  """The dtype a sum of dt accumulates in: ints at least 32 bits (unsigned stay unsigned), floats at least float32."""
+  if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)
+  if dtypes.is_int(dt) or dt == dtypes.bool: return least_upper_dtype(dt, dtypes.int32)
+  return least_upper_dtype(dt, dtypes.float32)
+
+# *** conversions used by the PYTHON device and by Tensor creation ***
+
+def float_to_bf16_bits(x: float) -> int:
+  """Round a float to bfloat16 (round to nearest even) and return its 16 bits."""
+  if math.isnan(x): return 0x7FC0
+  bits = struct.unpack("<I", struct.pack("<f", x if abs(x) < 3.5e38 else math.copysign(math.inf, x)))[0]
+  return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+def bf16_bits_to_float(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xFFFF) << 16))[0]
+
+def truncate_float(x: float, dtype: DType) -> float:
+  """x rounded to the precision of a float dtype (overflow gives inf)."""
+  if dtype == dtypes.float64: return float(x)
+  if dtype == dtypes.bfloat16: return bf16_bits_to_float(float_to_bf16_bits(x))
+  fmt = "f" if dtype == dtypes.float32 else "e"
+  try: return struct.unpack(fmt, struct.pack(fmt, x))[0]
+  except OverflowError: return math.copysign(math.inf, x)
+
+def from_numpy(npdtype: Any) -> DType:
+  import numpy as np
+  npdtype = np.dtype(npdtype)
+  if npdtype.kind == "V" and npdtype.itemsize == 2 or str(npdtype) == "bfloat16": return dtypes.bfloat16
+  lookup = {"?": dtypes.bool, "b": dtypes.int8, "B": dtypes.uint8, "h": dtypes.int16, "H": dtypes.uint16, "i": dtypes.int32,
+            "I": dtypes.uint32, "l": dtypes.int64, "q": dtypes.int64, "L": dtypes.uint64, "Q": dtypes.uint64,
+            "e": dtypes.float16, "f": dtypes.float32, "d": dtypes.float64}
+  if npdtype.char not in lookup: raise TypeError(f"numpy dtype {npdtype} has no fusegrad equivalent")
+  return lookup[npdtype.char]
+
+def to_numpy(dtype: DType) -> Any:
+  import numpy as np
+  return np.dtype(np.uint16) if dtype == dtypes.bfloat16 else np.dtype(dtype.fmt)

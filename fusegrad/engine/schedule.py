@@ -1,0 +1,290 @@
+"""The scheduler: splits a lazy graph into kernels. All fusion decisions live here.
+
+In:  the UOps of the tensors being realized.
+Out: ScheduleItems in a valid run order (each a kernel AST plus its buffers, or a copy), and for each output the
+     UOp that now stands for it (a view of a BUFFER).
+
+The rules (DESIGN.md, invariant 3):
+  * a node becomes a buffer when it is an output, a CONTIGUOUS, COPY or ASSIGN, or a reduce that can't fuse;
+  * everything else is inlined into the kernels that use it: elementwise chains fuse, elementwise producers fuse into
+    the reduce that consumes them, and movement ops are index arithmetic on the way to a load;
+  * a reduce fuses into its consumer when it has one consumer path with no expand on the way (an expand would
+    recompute it once per copy), so elementwise consumers of a reduce join its kernel.
+"""
+from __future__ import annotations
+import sys, weakref
+from dataclasses import dataclass, field
+from typing import Any
+from fusegrad.dtype import dtypes
+from fusegrad.device import Buffer
+from fusegrad.helpers import prod, dprint, DEBUG
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
+from fusegrad.uop.symbolic import simplify
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  """One step of a schedule: a kernel (ast is a SINK of STOREs) or a copy (ast is a COPY); bufs[0] is the output."""
+  ast: UOp
+  bufs: tuple[Buffer, ...]
+  var_vals: dict[UOp, int] = field(default_factory=dict)
+
+# lazy nodes already computed, and what stands for them now: a view of a BUFFER (for an assign, the target's view)
+becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+def _is_leaf(n: UOp) -> bool: return n.op is Ops.BUFFER or n in becomes_map
+def _no_buffer_needed(n: UOp) -> bool: return n.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE)
+
+def view_base(n: UOp) -> UOp:
+  """The node under movement ops and DETACH: what a view is a view of."""
+  while n.op in GroupOp.Movement or n.op is Ops.DETACH: n = n.src[0]
+  return n
+
+def resolve_view(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
+  """A view of computed nodes rewritten as a view of BUFFERs (the first computed node on the way down is replaced by
+  what it became). Returns n unchanged when it is not a view of anything computed."""
+  chain = []
+  while n not in becomes and (n.op in GroupOp.Movement or n.op is Ops.DETACH):
+    chain.append(n)
+    n = n.src[0]
+  if n in becomes: n = resolve_view(becomes[n], becomes)
+  elif n.op is not Ops.BUFFER: return chain[0] if chain else n
+  for c in reversed(chain): n = n if c.op is Ops.DETACH else c.replace(src=(n,))
+  return n
+
+def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].size
+
+# *** deciding which nodes become buffers ***
+
+def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp]) -> dict[UOp, None]:
+  """The nodes that get their own buffer, in dependency order."""
+  consumers: dict[UOp, list[UOp]] = {n: [] for n in nodes}
+  for n in nodes:
+    for s in dict.fromkeys(n.src): consumers.setdefault(s, []).append(n)
+  want: set[UOp] = set()
+  for o in outs:
+    if not _is_leaf(b := view_base(o)) and not _no_buffer_needed(b): want.add(b)
+  for n in nodes:
+    if n.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN): want.add(n)
+    if n.op is Ops.COPY and not is_identity_view(resolve_view(n.src[0], becomes)): want.add(n.src[0])  # a copy moves one whole buffer
+  # decide reduces consumers-first, since a reduce that becomes a buffer ends the fusion paths above it
+  for r in reversed(nodes):
+    if r.op is Ops.REDUCE_AXIS and r not in want and not _fuses_into_consumer(r, consumers, want): want.add(r)
+  return {n: None for n in nodes if n in want and not _is_leaf(n)}
+
+def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]) -> bool:
+  """True when r reaches a buffer through a single chain of consumers with no expand, so it is computed once."""
+  n = r
+  while n not in want:
+    users = consumers.get(n, [])
+    if len(users) != 1 or _expands(users[0]) or users[0].op is Ops.SINK: return False
+    n = users[0]
+  return True
+
+def is_identity_view(n: UOp) -> bool:
+  """True when n (a view of a BUFFER) reads the whole buffer in order, so it can be used without a copy."""
+  b = view_base(n)
+  if b.op is not Ops.BUFFER or n.size != b.size: return False
+  if n is b: return True
+  ranges = [UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),), (i, AxisType.LOOP)) for i, s in enumerate(n.shape)]
+  idxs, valid = map_view(n, b, ranges)
+  return valid is None and simplify(flat_index(idxs, b.shape)) is simplify(flat_index(ranges, n.shape))
+
+# *** movement ops as index arithmetic ***
+
+def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
+  """The indices into n.src[0] that element idxs of the movement op n reads, and when that element is valid."""
+  in_shape, valid = n.src[0].shape, None
+  if n.op is Ops.RESHAPE:
+    flat = flat_index(idxs, n.shape)
+    return [(flat // st) % s if s != 1 else UOp.const(dtypes.index, 0) for st, s in zip(strides_for_shape(in_shape), in_shape)], None
+  if n.op is Ops.PERMUTE:
+    ret: list[UOp] = [UOp.const(dtypes.index, 0)] * len(in_shape)
+    for i, axis in enumerate(n.arg): ret[axis] = idxs[i]
+    return ret, None
+  if n.op is Ops.EXPAND: return [UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idxs, in_shape)], None
+  if n.op is Ops.SHRINK: return [i + b for i, (b, _) in zip(idxs, n.arg)], None
+  if n.op is Ops.FLIP: return [(s - 1) - i if f else i for i, s, f in zip(idxs, in_shape, n.arg)], None
+  if n.op is Ops.PAD:
+    ret = []
+    for i, s, (b, a) in zip(idxs, in_shape, n.arg):
+      if b or a:
+        cond = (i < b).logical_not() & (i < b + s) if b else (i < s)
+        valid = cond if valid is None else valid & cond
+      ret.append(i - b if b else i)
+    return ret, valid
+  raise RuntimeError(f"{n.op} is not a movement op")
+
+def map_view(n: UOp, base: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
+  """Indices into base (below a chain of movement ops ending at n) and the validity condition."""
+  valid = None
+  while n is not base:
+    if n.op is Ops.DETACH:
+      n = n.src[0]
+      continue
+    idxs, v = movement_index(n, idxs)
+    if v is not None: valid = v if valid is None else valid & v
+    n = n.src[0]
+  return idxs, valid
+
+# *** building one kernel ***
+
+class KernelBuilder:
+  """Lowers the fused subgraph under one realized node into a kernel AST of loads, ALU ops, reduces and a store."""
+  def __init__(self, becomes: dict[UOp, UOp]):
+    self.becomes = becomes
+    self.bufs: list[Buffer] = []
+    self.var_vals: dict[UOp, int] = {}
+    self.reads: set[UOp] = set()  # computed nodes this kernel reads (their kernels must run first)
+    self.memo: dict[tuple, UOp] = {}
+    self.next_range = 0
+
+  def global_for(self, buf: Buffer) -> UOp:
+    i = next((i for i, b in enumerate(self.bufs) if b is buf), None)
+    if i is None: self.bufs, i = self.bufs + [buf], len(self.bufs)
+    return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(), (), i)
+
+  def new_ranges(self, shape: tuple[int, ...], kind: AxisType, axes: tuple[int, ...] | None = None) -> list[UOp]:
+    ret = []
+    for i, s in enumerate(shape):
+      if s == 1 or (axes is not None and i not in axes): ret.append(UOp.const(dtypes.index, 0))
+      else:
+        ret.append(UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),), (self.next_range, kind)))
+        self.next_range += 1
+    return ret
+
+  def lower(self, n: UOp, idxs: tuple[UOp, ...], gate: UOp | None) -> UOp:
+    """The value of node n at indices idxs, loading anything that has a buffer."""
+    key = (n, idxs, gate)
+    if (ret := self.memo.get(key)) is None: ret = self.memo[key] = self._lower(n, idxs, gate)
+    return ret
+
+  def _lower(self, n: UOp, idxs: tuple[UOp, ...], gate: UOp | None) -> UOp:
+    if n in self.becomes:  # computed already: read it from its buffer
+      self.reads.add(n)
+      return self.lower(self.becomes[n], idxs, gate)
+    if n.op is Ops.BUFFER:
+      return UOp(Ops.LOAD, n.dtype, (self.global_for(n.arg), idxs[0]) + ((gate,) if gate is not None else ()))
+    if n.op is Ops.CONST: return UOp.const(n.dtype, n.arg)
+    if n.op is Ops.BIND:
+      var, val = n.unbind()
+      self.var_vals[var] = val
+      return var
+    if n.op is Ops.DEFINE_VAR: raise RuntimeError(f"variable {n.arg[0]} has no value: bind it with .bind(value)")
+    if n.op in (Ops.DETACH, Ops.CONTIGUOUS): return self.lower(n.src[0], idxs, gate)
+    if n.op in GroupOp.Movement:
+      in_idxs, valid = movement_index(n, list(idxs))
+      if valid is None: return self.lower(n.src[0], tuple(in_idxs), gate)
+      val = self.lower(n.src[0], tuple(in_idxs), valid if gate is None else gate & valid)
+      return valid.where(val, UOp.const(n.dtype, 0))
+    if n.op is Ops.REDUCE_AXIS:
+      op, axes = n.arg
+      ranges = self.new_ranges(n.src[0].shape, AxisType.REDUCE, axes)
+      red_idxs = tuple(r if i in axes else idx for i, (idx, r) in enumerate(zip(idxs, ranges)))
+      val = self.lower(n.src[0], red_idxs, gate)
+      return UOp(Ops.REDUCE, n.dtype, (val,) + tuple(r for r in ranges if r.op is Ops.RANGE), op)
+    if n.op in GroupOp.Elementwise:
+      return UOp(n.op, n.dtype, tuple(self.lower(s, idxs, gate) for s in n.src), n.arg)
+    raise RuntimeError(f"the scheduler can't lower {n.op}")
+
+  def build(self, out_buf: Buffer, value: UOp, target: UOp | None = None) -> UOp:
+    """The kernel storing value into out_buf: contiguously, or through the view target (a view of out_buf) if assigning."""
+    out = self.global_for(out_buf)
+    ranges = tuple(self.new_ranges(value.shape, AxisType.GLOBAL))
+    val = self.lower(value, ranges, None)
+    idx = flat_index(ranges, value.shape)
+    if target is not None:
+      base = view_base(target)
+      tidxs, valid = map_view(target, base, list(ranges))
+      if valid is not None: raise ValueError(f"assign: can't assign into a padded view of shape {target.shape}")
+      idx = flat_index(tidxs, base.shape)
+    return simplify(UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, idx, val)),)))
+
+# *** the schedule ***
+
+@dataclass
+class _Step:
+  node: UOp
+  item: ScheduleItem
+  reads: set[UOp]
+
+def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Kernels and copies that compute outs, in run order, and what each out becomes (a view of its buffer)."""
+  sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
+  nodes = [n for n in sink.toposort(gate=lambda n: not _is_leaf(n)) if n is not sink]
+  becomes: dict[UOp, UOp] = {n: becomes_map[n] for n in nodes if n in becomes_map}
+  to_realize = find_realizes(outs, nodes, becomes)
+  steps: list[_Step] = []
+  for n in to_realize:
+    if n.op is Ops.ASSIGN:
+      steps.extend(_assign_steps(n, becomes))
+      becomes[n] = resolve_view(n.src[0], becomes)
+      continue
+    if n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
+      becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
+      continue
+    buf = Buffer(n.device or "CPU", n.size, n.dtype)
+    if n.size and n.op is Ops.COPY:
+      src = resolve_view(n.src[0], becomes)
+      steps.append(_Step(n, ScheduleItem(UOp(Ops.COPY, n.dtype, (), n.arg), (buf, view_base(src).arg)), {n.src[0]}))
+    elif n.size:
+      kb = KernelBuilder(becomes)
+      steps.append(_Step(n, ScheduleItem(kb.build(buf, n), tuple(kb.bufs), kb.var_vals), kb.reads))
+    becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
+  for n in to_realize: becomes_map[n] = becomes[n]
+  dprint(3, f"scheduled {len(steps)} kernels/copies for {len(outs)} outputs ({len(nodes)} graph nodes)")
+  return _order(steps, set(to_realize)), {n: becomes[n] for n in to_realize}
+
+def _assign_steps(n: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
+  """The kernel(s) for target.assign(value): one kernel, or two (value to a temp, then a copy) if the value reads the
+  target at other positions than it writes (x.assign(x.flip(0)) must not read values it already overwrote)."""
+  target, value = resolve_view(n.src[0], becomes), n.src[1]
+  if view_base(target).op is not Ops.BUFFER: raise RuntimeError("assign: the target must be realized first")
+  buf = view_base(target).arg
+  kb = KernelBuilder(becomes)
+  ast = kb.build(buf, value, target)
+  store = ast.src[0]
+  if not any(u.op is Ops.LOAD and u.src[0] is store.src[0] and u.src[1:] != store.src[1:2] for u in ast.toposort()):
+    return [_Step(n, ScheduleItem(ast, tuple(kb.bufs), kb.var_vals), kb.reads)]
+  tmp = Buffer(buf.device, value.size, value.dtype)
+  kb_tmp = KernelBuilder(becomes)
+  first = _Step(n, ScheduleItem(kb_tmp.build(tmp, value), tuple(kb_tmp.bufs), kb_tmp.var_vals), kb_tmp.reads)
+  kb2 = KernelBuilder(becomes)
+  tmp_view = UOp(Ops.BUFFER, value.dtype, (), tmp).reshape(value.shape)
+  return [first, _Step(n, ScheduleItem(kb2.build(buf, tmp_view, target), tuple(kb2.bufs), kb2.var_vals), kb2.reads)]
+
+def _order(steps: list[_Step], scheduled: set[UOp]) -> list[ScheduleItem]:
+  """Run order: each step after the steps whose results it reads; and a step that reads a buffer's old contents
+  before the assign that overwrites it."""
+  made_by: dict[UOp, list[int]] = {}
+  for i, st in enumerate(steps): made_by.setdefault(st.node, []).append(i)
+  deps: list[set[int]] = [set() for _ in steps]
+  for i, st in enumerate(steps):
+    deps[i].update(j for r in st.reads if r in scheduled for j in made_by.get(r, []) if j < i)
+    deps[i].update(j for j in made_by[st.node] if j < i)  # the two halves of an assign
+  for j, st in enumerate(steps):
+    if st.node.op is not Ops.ASSIGN: continue
+    written = st.item.bufs[0]
+    for i, other in enumerate(steps):
+      if st.node not in other.reads and other.node is not st.node and any(b is written for b in other.item.bufs[1:]) \
+         and j not in _all_deps(i, deps):
+        deps[j].add(i)  # write after read
+  order: list[ScheduleItem] = []
+  state = [0] * len(steps)
+  def visit(i: int) -> None:
+    if state[i] == 2: return
+    if state[i] == 1: raise RuntimeError("an assign and a reader of the old value depend on each other; realize them separately")
+    state[i] = 1
+    for d in sorted(deps[i]): visit(d)
+    state[i], _ = 2, order.append(steps[i].item)
+  for i in range(len(steps)): visit(i)
+  return order
+
+def _all_deps(i: int, deps: list[set[int]]) -> set[int]:
+  seen, stack = set(), list(deps[i])
+  while stack:
+    if (d := stack.pop()) not in seen:
+      seen.add(d)
+      stack.extend(deps[d])
+  return seen
+
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))

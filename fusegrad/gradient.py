@@ -1,0 +1,88 @@
+"""Reverse-mode autodiff over the lazy graph: one derivative rule per primitive, nothing else.
+
+A rule takes (grad of the node's output, the node) and returns one gradient per source (None: no gradient flows
+there). compute_gradient walks the graph from the output back to the targets and adds up what arrives; the result is
+more lazy graph, so the forward pass, the backward pass and the optimizer step can all fuse.
+"""
+from __future__ import annotations
+import math
+from typing import Callable
+from fusegrad.dtype import dtypes
+from fusegrad.uop.ops import UOp, Ops, inverse_permutation
+
+def _max_grad(g: UOp, n: UOp) -> tuple[UOp, UOp]:
+  """d max(x, y): all of it to the larger input, half to each on a tie (as torch.maximum)."""
+  x, y = n.src
+  gt, eq = y.alu(Ops.CMPLT, x), x.ne(y).logical_not()
+  half = g * g.const_like(0.5)
+  return gt.where(g, eq.where(half, g.const_like(0))), gt.where(g.const_like(0), eq.where(half, g))
+
+def _reduce_max_grad(g: UOp, n: UOp) -> tuple[UOp]:
+  """d max over axes: shared equally by the elements that equal the max."""
+  x = n.src[0]
+  mask = x.ne(n.expand(x.shape)).logical_not().cast(g.dtype)
+  count = mask.r(Ops.ADD, n.arg[1])
+  return (mask * (g * count.alu(Ops.RECIPROCAL)).expand(x.shape),)
+
+def _reduce_grad(g: UOp, n: UOp) -> tuple[UOp | None]:
+  op, axes = n.arg
+  if op is Ops.ADD: return (g.expand(n.src[0].shape),)
+  if op is Ops.MAX: return _reduce_max_grad(g, n)
+  if op is Ops.MUL: return ((g * n).expand(n.src[0].shape) * n.src[0].alu(Ops.RECIPROCAL),)
+  raise RuntimeError(f"no gradient for a {op} reduce")
+
+def _expand_grad(g: UOp, n: UOp) -> tuple[UOp]:
+  axes = tuple(i for i, (s, o) in enumerate(zip(n.src[0].shape, n.shape)) if s != o)
+  return (g.r(Ops.ADD, axes),)
+
+def _cast_grad(g: UOp, n: UOp) -> tuple[UOp | None]:
+  return (g.cast(n.src[0].dtype),) if dtypes.is_float(n.src[0].dtype) else (None,)
+
+LN2 = math.log(2)
+# rule(grad of output, node) -> gradients of node.src, in order
+grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
+  Ops.ADD: lambda g, n: (g, g),
+  Ops.MUL: lambda g, n: (g * n.src[1], g * n.src[0]),
+  Ops.MAX: _max_grad,
+  Ops.MULACC: lambda g, n: (g * n.src[1], g * n.src[0], g),
+  Ops.WHERE: lambda g, n: (None, n.src[0].where(g, g.const_like(0)), n.src[0].where(g.const_like(0), g)),
+  Ops.RECIPROCAL: lambda g, n: (-(g * n * n),),
+  Ops.SQRT: lambda g, n: (g * (n * n.const_like(2)).alu(Ops.RECIPROCAL),),
+  Ops.EXP2: lambda g, n: (g * n * n.const_like(LN2),),
+  Ops.LOG2: lambda g, n: (g * (n.src[0] * n.const_like(LN2)).alu(Ops.RECIPROCAL),),
+  Ops.SIN: lambda g, n: (g * (n.src[0].const_like(math.pi / 2) - n.src[0]).alu(Ops.SIN),),  # sin' = cos = sin(pi/2 - x)
+  Ops.TRUNC: lambda g, n: (None,),
+  Ops.CAST: _cast_grad,
+  Ops.BITCAST: lambda g, n: (None,),
+  Ops.CMPLT: lambda g, n: (None, None), Ops.CMPNE: lambda g, n: (None, None),
+  Ops.IDIV: lambda g, n: (None, None), Ops.MOD: lambda g, n: (None, None),
+  Ops.AND: lambda g, n: (None, None), Ops.OR: lambda g, n: (None, None), Ops.XOR: lambda g, n: (None, None),
+  Ops.SHL: lambda g, n: (None, None), Ops.SHR: lambda g, n: (None, None), Ops.THREEFRY: lambda g, n: (None, None),
+  Ops.REDUCE_AXIS: _reduce_grad,
+  Ops.RESHAPE: lambda g, n: (g.reshape(n.src[0].shape),),
+  Ops.PERMUTE: lambda g, n: (g.permute(inverse_permutation(n.arg)),),
+  Ops.EXPAND: _expand_grad,
+  Ops.PAD: lambda g, n: (g.shrink(tuple((b, b + s) for (b, _), s in zip(n.arg, n.src[0].shape))),),
+  Ops.SHRINK: lambda g, n: (g.pad(tuple((b, s - e) for (b, e), s in zip(n.arg, n.src[0].shape))),),
+  Ops.FLIP: lambda g, n: (g.flip(n.arg),),
+  Ops.CONTIGUOUS: lambda g, n: (g,),
+  Ops.DETACH: lambda g, n: (None,),
+  Ops.COPY: lambda g, n: (g.copy_to_device(n.src[0].device),),
+  Ops.ASSIGN: lambda g, n: (None, g),
+}
+_LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """Gradients of root (seeded with root_grad) for every node on a path from root to a target."""
+  topo = root.toposort()
+  on_path: set[UOp] = set()
+  for n in topo:  # sources come first, so one pass finds every node that leads to a target
+    if n in targets or any(s in on_path for s in n.src): on_path.add(n)
+  grads: dict[UOp, UOp] = {root: root_grad}
+  for n in reversed(topo):
+    if n not in grads or n.op in _LEAVES: continue
+    if n.op not in grad_rules: raise RuntimeError(f"no derivative rule for {n.op}")
+    for s, sg in zip(n.src, grad_rules[n.op](grads[n], n)):
+      if sg is None or s not in on_path: continue
+      grads[s] = grads[s].alu(Ops.ADD, sg) if s in grads else sg
+  return grads

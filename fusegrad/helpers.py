@@ -1,0 +1,288 @@
+"""Small helpers shared by every stage: flags, counters, printing, caching, downloads, progress bars.
+
+Every setting fusegrad reads from the environment is declared in this file (see "Flags" below), with its
+default and one line of doc. Nothing else reads os.environ.
+"""
+from __future__ import annotations
+import contextlib, functools, hashlib, math, os, pathlib, pickle, sqlite3, sys, tempfile, time, urllib.request
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+T = TypeVar("T")
+OSX, WIN = sys.platform == "darwin", sys.platform == "win32"
+
+# *** small pure functions ***
+
+def prod(x: Iterable[Any], start: Any = 1) -> Any:
+  """Product of an iterable (works on ints and on symbolic UOps)."""
+  return functools.reduce(lambda a, b: a * b, x, start)
+
+def dedup(x: Iterable[T]) -> list[T]: return list(dict.fromkeys(x))
+def all_same(items: Sequence[Any]) -> bool: return all(x == items[0] for x in items)
+def all_int(t: Sequence[Any]) -> bool: return all(isinstance(s, int) for s in t)
+def flatten(lists: Iterable[Iterable[T]]) -> list[T]: return [x for xs in lists for x in xs]
+def ceildiv(num: int, amt: int) -> int: return -(-num // amt)
+def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
+def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x.__getitem__)
+def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+  yes, no = [], []
+  for item in items: (yes if fn(item) else no).append(item)
+  return yes, no
+
+def argfix(*x: Any) -> tuple:
+  """Accept both f(1, 2, 3) and f((1, 2, 3)): returns the tuple."""
+  if x and isinstance(x[0], (tuple, list)):
+    if len(x) != 1: raise ValueError(f"pass either one sequence or several values, got {x}")
+    return tuple(x[0])
+  return x
+
+def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
+  return (x,) * cnt if isinstance(x, int) else tuple(x)
+
+def unwrap(x: T | None) -> T:
+  assert x is not None
+  return x
+
+def to_function_name(s: str) -> str:
+  """A string made safe for use as a C identifier (ANSI colors stripped)."""
+  return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in ansistrip(s))
+
+# *** flags ***
+
+def getenv(key: str, default: Any = 0) -> Any:
+  """Read an environment variable, converted to the type of `default` (the one place os.environ is read)."""
+  val = os.environ.get(key)
+  if val is None: return default
+  return type(default)(val) if not isinstance(default, bool) else val not in ("", "0", "false", "False")
+
+class ContextVar:
+  """A flag read once from the environment, overridable with `with Context(NAME=value)`."""
+  _cache: dict[str, ContextVar] = {}
+  def __init__(self, key: str, default: Any, doc: str = ""):
+    if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
+    self.key, self.default, self.doc, self.value = key, default, doc, getenv(key, default)
+    ContextVar._cache[key] = self
+  def __bool__(self) -> bool: return bool(self.value)
+  def __int__(self) -> int: return int(self.value)
+  def __index__(self) -> int: return int(self.value)
+  def __ge__(self, x: int) -> bool: return self.value >= x
+  def __gt__(self, x: int) -> bool: return self.value > x
+  def __lt__(self, x: int) -> bool: return self.value < x
+  def __le__(self, x: int) -> bool: return self.value <= x
+  def __eq__(self, x: object) -> bool: return self.value == x
+  def __hash__(self) -> int: return hash(self.key)
+  def __repr__(self) -> str: return f"{self.key}={self.value!r}"
+
+class Context(contextlib.ContextDecorator):
+  """Temporarily set flags: `with Context(DEBUG=2): ...` or as a decorator `@Context(BEAM=2)`."""
+  def __init__(self, **kwargs: Any):
+    for k in kwargs:
+      if k not in ContextVar._cache: raise KeyError(f"unknown flag {k!r}; known: {sorted(ContextVar._cache)}")
+    self.kwargs = kwargs
+  def __enter__(self) -> Context:
+    self.old = {k: ContextVar._cache[k].value for k in self.kwargs}
+    for k, v in self.kwargs.items(): ContextVar._cache[k].value = v
+    return self
+  def __exit__(self, *exc: Any) -> None:
+    for k, v in self.old.items(): ContextVar._cache[k].value = v
+
+# Flags. Each is read once from the environment; `Context(NAME=...)` overrides it.
+DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: schedule and opts, 4: source, 5: IR")
+DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")
+BEAM = ContextVar("BEAM", 0, "beam width for the kernel optimization search; 0 uses the heuristic")
+NOOPT = ContextVar("NOOPT", 0, "1: apply no kernel optimizations at all")
+JIT = ContextVar("JIT", 1, "0: TinyJit runs the function every time instead of replaying kernels")
+TRAINING = ContextVar("TRAINING", 0, "1: layers such as dropout and batchnorm behave as in training")
+CC = ContextVar("CC", "", "C compiler for the CPU backend (default: clang if present, else gcc)")
+CPU_THREADS = ContextVar("CPU_THREADS", 0, "threads per CPU kernel (0: one per core)")
+DISABLE_COMPILER_CACHE = ContextVar("DISABLE_COMPILER_CACHE", 0, "1: never read or write the on-disk kernel cache")
+CACHEDB = ContextVar("CACHEDB", "", "path of the SQLite cache file (default: <user cache dir>/fusegrad/cache.db)")
+CACHE_DIR = ContextVar("XDG_CACHE_HOME", "", "user cache directory (default ~/.cache)")
+MNIST_DIR = ContextVar("MNIST_DIR", "", "a local folder holding the MNIST .gz files (skips the download)")
+FASHION_MNIST_DIR = ContextVar("FASHION_MNIST_DIR", "", "a local folder holding the Fashion-MNIST .gz files")
+SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "split very large reductions into two kernels")
+CAPTURE_PROCESS_REPLAY = ContextVar("CAPTURE_PROCESS_REPLAY", 0, "unused; kept for tinygrad-compatible scripts")
+
+# *** printing ***
+
+def colored(st: str, color: str | None, background: bool = False) -> str:
+  """Wrap a string in ANSI color codes: colored("hi", "red")."""
+  if color is None: return st
+  colors = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
+  return f"\u001b[{10 * background + 60 * (color.upper() == color) + 30 + colors.index(color.lower())}m{st}\u001b[0m"
+
+def ansistrip(s: str) -> str:
+  import re
+  return re.sub(r"\x1b\[(K|.*?m)", "", s)
+
+def ansilen(s: str) -> int: return len(ansistrip(s))
+
+def dprint(level: int, *args: Any, **kwargs: Any) -> None:
+  """The one debug printer: prints when DEBUG >= level."""
+  if DEBUG.value >= level: print(*args, **kwargs)
+
+def time_to_str(t: float, w: int = 8) -> str:
+  return next((f"{t * d:{w - 2}.2f}{pr}" for d, pr in [(1, "s "), (1e3, "ms")] if t > 10 / d), f"{t * 1e6:{w - 3}.2f}us")
+
+class GlobalCounters:
+  """Totals since the last reset(): kernels run, FLOPs, bytes moved, kernel time, device memory in use."""
+  global_ops: int = 0
+  global_mem: int = 0
+  time_sum_s: float = 0.0
+  kernel_count: int = 0
+  mem_used: int = 0
+  @staticmethod
+  def reset() -> None:
+    GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+
+class Timing(contextlib.ContextDecorator):
+  """`with Timing("load: "): ...` prints how long the block took."""
+  def __init__(self, prefix: str = "", on_exit: Callable[[int], str] | None = None, enabled: bool = True):
+    self.prefix, self.on_exit, self.enabled = prefix, on_exit, enabled
+  def __enter__(self) -> Timing:
+    self.st = time.perf_counter_ns()
+    return self
+  def __exit__(self, *exc: Any) -> None:
+    self.et = time.perf_counter_ns() - self.st
+    if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
+
+# *** on-disk cache: one SQLite file, safe with several processes, rebuilt if corrupt ***
+
+_db_connection: sqlite3.Connection | None = None
+_cache_tables: set[str] = set()
+
+def cache_dir() -> pathlib.Path:
+  return pathlib.Path(CACHE_DIR.value or pathlib.Path.home() / ".cache") / "fusegrad"
+
+def _cache_path() -> pathlib.Path: return pathlib.Path(CACHEDB.value) if CACHEDB.value else cache_dir() / "cache.db"
+
+def _db() -> sqlite3.Connection:
+  global _db_connection
+  if _db_connection is None:
+    path = _cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+      _db_connection = sqlite3.connect(path, timeout=60, isolation_level=None)
+      _db_connection.execute("PRAGMA journal_mode=WAL")
+      _db_connection.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError:  # corrupt file: start again with an empty cache
+      if _db_connection is not None: _db_connection.close()
+      for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")): p.unlink(missing_ok=True)
+      _db_connection = sqlite3.connect(path, timeout=60, isolation_level=None)
+      _db_connection.execute("PRAGMA journal_mode=WAL")
+  return _db_connection
+
+def diskcache_get(table: str, key: str) -> Any:
+  """The value stored under (table, key), or None. Never raises on a missing or damaged cache."""
+  if DISABLE_COMPILER_CACHE: return None
+  try:
+    row = _db().execute(f"SELECT val FROM '{table}' WHERE key=?", (key,)).fetchone()
+    return pickle.loads(row[0]) if row is not None else None
+  except (sqlite3.Error, pickle.UnpicklingError, EOFError): return None
+
+def diskcache_put(table: str, key: str, val: Any) -> Any:
+  """Store val under (table, key) and return it."""
+  if DISABLE_COMPILER_CACHE: return val
+  try:
+    conn = _db()
+    if table not in _cache_tables:
+      conn.execute(f"CREATE TABLE IF NOT EXISTS '{table}' (key TEXT PRIMARY KEY, val BLOB)")
+      _cache_tables.add(table)
+    conn.execute(f"INSERT OR REPLACE INTO '{table}' (key, val) VALUES (?, ?)", (key, pickle.dumps(val)))
+  except sqlite3.Error: pass
+  return val
+
+def diskcache(func: Callable) -> Callable:
+  """Decorator: cache a function of hashable-by-repr arguments on disk."""
+  def wrapper(*args: Any, **kwargs: Any) -> Any:
+    key = hashlib.sha256(pickle.dumps((args, kwargs))).hexdigest()
+    if (ret := diskcache_get(func.__name__, key)) is not None: return ret
+    return diskcache_put(func.__name__, key, func(*args, **kwargs))
+  return wrapper
+
+# *** files ***
+
+def atomic_write(path: str | os.PathLike, data: bytes | Iterable[bytes]) -> None:
+  """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename."""
+  path = pathlib.Path(path)
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "wb") as f:
+      for chunk in ([data] if isinstance(data, (bytes, bytearray, memoryview)) else data): f.write(chunk)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    raise
+
+def fetch(url: str, name: str | pathlib.Path | None = None, subdir: str | None = None, allow_caching: bool = True,
+          sha256: str | None = None, timeout: float = 30) -> pathlib.Path:
+  """Download url into the user cache (once) and return the local path; verify sha256 when given."""
+  if url.startswith(("/", ".")): return pathlib.Path(url)
+  if isinstance(name, pathlib.Path) or (isinstance(name, str) and "/" in name): fp = pathlib.Path(name)
+  else: fp = cache_dir() / "downloads" / (subdir or "") / (name or hashlib.md5(url.encode()).hexdigest())
+  if not fp.is_file() or not allow_caching:
+    fp.parent.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+      if r.status != 200: raise ConnectionError(f"fetch {url} failed with HTTP status {r.status}")
+      total = int(r.headers.get("content-length", 0)) or None
+      chunks, bar = [], tqdm(total=total, unit="B", unit_scale=True, desc=f"{url}", disable=not total)
+      while chunk := r.read(1 << 20):
+        chunks.append(chunk)
+        bar.update(len(chunk))
+      bar.close()
+    data = b"".join(chunks)
+    if total is not None and len(data) != total: raise ConnectionError(f"fetch {url}: got {len(data)} of {total} bytes")
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+      raise ValueError(f"fetch {url}: sha256 mismatch (the download is corrupt)")
+    atomic_write(fp, data)
+  return fp
+
+# *** progress bar (tqdm-compatible in use) ***
+
+class tqdm:
+  """A small progress bar: `for i in (t := trange(10)): t.set_description(f"loss {l:.2f}")`."""
+  def __init__(self, iterable: Iterable | None = None, desc: str = "", disable: bool = False, unit: str = "it",
+               unit_scale: bool = False, total: int | None = None, rate: int = 100, leave: bool = True):
+    self.iterable, self.disable, self.unit, self.unit_scale, self.rate, self.leave = iterable, disable, unit, unit_scale, rate, leave
+    self.st, self.i, self.n, self.skip, self.t = time.perf_counter(), -1, 0, 1, total
+    if total is None and iterable is not None and hasattr(iterable, "__len__"): self.t = len(iterable)  # type: ignore
+    self.desc = f"{desc}: " if desc else ""
+    self.update(0)
+  def __iter__(self) -> Iterator:
+    assert self.iterable is not None, "tqdm without an iterable cannot be iterated"
+    for item in self.iterable:
+      yield item
+      self.update(1)
+    self.update(close=True)
+  def __enter__(self) -> tqdm: return self
+  def __exit__(self, *exc: Any) -> None: self.update(close=True)
+  def set_description(self, desc: str) -> None: self.desc = f"{desc}: " if desc else ""
+  def close(self) -> None: self.update(close=True)
+  def update(self, n: int = 0, close: bool = False) -> None:
+    self.n, self.i = self.n + n, self.i + 1
+    if self.disable or (not close and self.i % self.skip != 0): return
+    elapsed = time.perf_counter() - self.st
+    ncols = 80 if not sys.stderr.isatty() else os.get_terminal_size().columns if hasattr(os, "get_terminal_size") else 80
+    if self.i / max(elapsed, 1e-9) > self.rate and self.i: self.skip = max(int(self.i / max(elapsed, 1e-9)) // self.rate, 1)
+    def fmt(t: float) -> str:
+      return ":".join(f"{x:02d}" if i else str(x) for i, x in enumerate([int(t) // 3600, int(t) % 3600 // 60, int(t) % 60]) if i or x)
+    def scale(x: float) -> str:
+      if not self.unit_scale: return str(int(x))
+      for i, pre in enumerate(("", "k", "M", "G", "T")):
+        if x < 1000 ** (i + 1): return f"{x / 1000 ** i:.{2 if x < 10 * 1000 ** i else 1}f}{pre}".replace(".0", "")
+      return f"{x:.1e}"
+    rate = self.n / elapsed if self.n and elapsed else 0
+    left = f"{fmt((self.t - self.n) / rate) if rate and self.t else '?'}" if self.t else ""
+    pct = f"{100 * self.n / self.t:3.0f}%|" if self.t else ""
+    suf = f" {scale(self.n)}{'/' + scale(self.t) if self.t else ''} [{fmt(elapsed)}<{left}, {rate:.2f}{self.unit}/s]"
+    bar_w = max(ncols - len(self.desc) - len(pct) - len(suf) - 2, 1)
+    bar = ""
+    if self.t:
+      filled = bar_w * self.n / self.t
+      bar = "█" * int(filled) + (" ▏▎▍▌▋▊▉"[int(8 * (filled - int(filled)))] if filled < bar_w else "")
+      bar = bar.ljust(bar_w)[:bar_w] + "|"
+    print(f"\r{self.desc}{pct}{bar}{suf}"[: ncols + 1], end="\n" if close and self.leave else "", file=sys.stderr, flush=True)
+
+class trange(tqdm):
+  def __init__(self, n: int, **kwargs: Any): super().__init__(iterable=range(n), total=n, **kwargs)

@@ -1,0 +1,75 @@
+"""The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
+from __future__ import annotations
+import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, time
+from typing import Any
+from fusegrad.device import Compiled, Allocator, Compiler, CompileError
+from fusegrad.helpers import CC
+from fusegrad.renderer.cstyle import ClangRenderer
+
+class CPUBuffer:
+  """Host memory aligned to 64 bytes; `addr` is what kernels get."""
+  __slots__ = ("raw", "addr", "nbytes")
+  def __init__(self, raw: Any, addr: int, nbytes: int): self.raw, self.addr, self.nbytes = raw, addr, nbytes
+
+class CPUAllocator(Allocator):
+  def alloc(self, nbytes: int) -> CPUBuffer:
+    raw = (ctypes.c_uint8 * (nbytes + 64))()
+    addr = ctypes.addressof(raw)
+    return CPUBuffer(raw, addr + (-addr % 64), nbytes)
+  def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
+    if src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
+                                  (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+  def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
+    if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
+  def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer: return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
+  def as_memoryview(self, handle: CPUBuffer) -> memoryview:
+    """The buffer's memory itself (no copy)."""
+    return memoryview((ctypes.c_uint8 * handle.nbytes).from_address(handle.addr)).cast("B")
+
+def find_c_compiler() -> str:
+  """$CC if set, else clang if installed, else gcc."""
+  if CC.value: return CC.value
+  for cc in ("clang", "gcc", "cc"):
+    if shutil.which(cc): return cc
+  raise RuntimeError("no C compiler found: install clang or gcc, or set CC")
+
+class ClangCompiler(Compiler):
+  """C -> shared library. The cache key holds the compiler, its flags and the CPU (flags use -march=native)."""
+  def __init__(self, cc: str):
+    self.cc = cc
+    self.args = ["-shared", "-O2", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno", "-fno-strict-aliasing", "-x", "c"]
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    cpu = next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "") if os.path.exists("/proc/cpuinfo") else ""
+    ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
+    super().__init__(f"compile_cpu_{ident}")
+  def compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+      out = os.path.join(tmp, "kernel.so")
+      proc = subprocess.run([self.cc, *self.args, "-", "-o", out, "-lm"], input=src.encode(), capture_output=True)
+      if proc.returncode != 0: raise CompileError(f"{self.cc} failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
+      with open(out, "rb") as f: return f.read()
+
+class CPUProgram:
+  """A compiled kernel: the shared library is written to a temp file, loaded, and the file removed."""
+  def __init__(self, name: str, lib: bytes):
+    self.name = name
+    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
+      f.write(lib)
+      path = f.name
+    try: self.lib = ctypes.CDLL(path)
+    finally: os.unlink(path)
+    self.fxn = self.lib[name]
+    self.fxn.restype = None
+  def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
+               wait: bool = False) -> float | None:
+    args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int(v) for v in vals]
+    st = time.perf_counter()
+    self.fxn(*args)
+    return time.perf_counter() - st if wait else None
+
+class CPUDevice(Compiled):
+  def __init__(self, device: str):
+    cc = find_c_compiler()
+    is_clang = "clang" in subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.lower()
+    renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False)
+    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc), CPUProgram)

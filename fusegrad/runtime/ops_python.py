@@ -1,0 +1,144 @@
+"""The PYTHON device: runs the flat program directly, with no compiler. It is the reference other backends are
+checked against, and it runs anywhere Python does.
+
+Every launch index (gidx) is simulated at once: a value is either one Python scalar (the same for every thread:
+constants, loop counters) or a list with one entry per thread. Loops are uniform, so one program counter serves
+all threads. ALU ops use uop/alu.py, the same definitions constant folding uses.
+"""
+from __future__ import annotations
+import array, base64, pickle, struct, time
+from typing import Any
+from fusegrad.dtype import DType, dtypes, PtrDType
+from fusegrad.device import Compiled, Allocator, Compiler
+from fusegrad.helpers import prod
+from fusegrad.renderer import Renderer
+from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.alu import python_alu, truncate, exec_alu
+
+class PythonRenderer(Renderer):
+  """The 'source' is the pickled flat program."""
+  def render(self, name: str, uops: list[UOp]) -> str: return base64.b64encode(pickle.dumps(uops)).decode()
+
+Value = Any  # a scalar (uniform across threads) or a list with one entry per thread
+
+def _truncate_list(vals: list, dtype: DType) -> list:
+  """Round/wrap a list of results to dtype, in bulk where the array module can."""
+  if dtype == dtypes.float32:
+    try: return array.array("f", vals).tolist()
+    except OverflowError: pass
+  elif dtype == dtypes.float64 or dtype == dtypes.bool: return vals
+  elif dtypes.is_int(dtype) and vals and dtypes.min(dtype) <= min(vals) and max(vals) <= dtypes.max(dtype): return vals
+  return [truncate(v, dtype) for v in vals]
+
+def _alu(op: Ops, dtype: DType, args: list[Value]) -> Value:
+  lists = [a for a in args if isinstance(a, list)]
+  if not lists: return exec_alu(op, dtype, args)
+  n = len(lists[0])
+  cols = [a if isinstance(a, list) else [a] * n for a in args]
+  if op is Ops.SHL and dtypes.is_int(dtype): cols[1] = [b % (dtype.itemsize * 8) for b in cols[1]]
+  return _truncate_list(list(map(python_alu[op], *cols)), dtype)
+
+def _cast(x: Any, dtype: DType) -> Any:
+  if dtype == dtypes.bool: return bool(x)
+  if dtypes.is_float(dtype): return truncate(float(x), dtype)
+  if isinstance(x, float):
+    if x != x or x in (float("inf"), float("-inf")): return dtypes.min(dtype) if not dtypes.is_unsigned(dtype) else 0
+    x = int(x)
+  return truncate(int(x), dtype)
+
+def _bitcast(x: Any, dtype: DType, from_dtype: DType) -> Any:
+  return struct.unpack(f"<{dtype.fmt}", struct.pack(f"<{from_dtype.fmt}", x))[0]
+
+def _map(fn: Any, x: Value, *args: Any) -> Value: return [fn(v, *args) for v in x] if isinstance(x, list) else fn(x, *args)
+
+class PythonProgram:
+  def __init__(self, name: str, lib: bytes):
+    self.name, self.uops = name, pickle.loads(base64.b64decode(lib))
+    self.loop_end: dict[int, int] = {}  # RANGE position -> its ENDRANGE position
+    self.loop_start: dict[int, int] = {}  # ENDRANGE position -> its RANGE position
+    open_loops: list[int] = []
+    for i, u in enumerate(self.uops):
+      if u.op is Ops.RANGE: open_loops.append(i)
+      elif u.op is Ops.ENDRANGE:
+        self.loop_start[i] = open_loops.pop()
+        self.loop_end[self.loop_start[i]] = i
+
+  def __call__(self, *bufs: memoryview, global_size: tuple[int, ...] = (1, 1, 1), local_size: Any = None, vals: tuple[int, ...] = (),
+               wait: bool = False) -> float | None:
+    st = time.perf_counter()
+    nthreads = prod(global_size)
+    values: dict[UOp, Value] = {}
+    views: dict[UOp, memoryview] = {}
+    var_i, pc, uops = 0, 0, self.uops
+    counters: dict[UOp, int] = {}
+    while pc < len(uops):
+      u = uops[pc]
+      op = u.op
+      if op is Ops.DEFINE_GLOBAL:
+        base = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+        views[u] = bufs[u.arg].cast(base.fmt if base.fmt is not None else "H")
+      elif op is Ops.DEFINE_VAR:
+        values[u] = vals[var_i]
+        var_i += 1
+      elif op is Ops.SPECIAL:
+        dim, size = int(u.arg[0][4:]), u.arg[1]
+        inner = prod(global_size[:dim])
+        values[u] = [(t // inner) % size for t in range(nthreads)] if nthreads > 1 else 0
+      elif op is Ops.CONST: values[u] = u.arg
+      elif op is Ops.RANGE:
+        if u.src[0].arg == 0:
+          pc = self.loop_end[pc] + 1
+          continue
+        counters[u] = values[u] = 0
+      elif op is Ops.ENDRANGE:
+        r = u.src[0]
+        counters[r] += 1
+        if counters[r] < r.src[0].arg:
+          values[r] = counters[r]
+          pc = self.loop_start[pc] + 1
+          continue
+      elif op is Ops.LOAD: values[u] = self._load(views[u.src[0]], [values[s] for s in u.src[1:]], u.dtype)
+      elif op is Ops.STORE: self._store(views[u.src[0]], [values[s] for s in u.src[1:]])
+      elif op is Ops.DEFINE_ACC: values[u] = values[u.src[0]]
+      elif op is Ops.ASSIGN: values[u.src[0]] = values[u] = values[u.src[1]]
+      elif op is Ops.CAST: values[u] = _map(_cast, values[u.src[0]], u.dtype)
+      elif op is Ops.BITCAST: values[u] = _map(_bitcast, values[u.src[0]], u.dtype, u.src[0].dtype)
+      elif op in GroupOp.ALU: values[u] = _alu(op, u.dtype, [values[s] for s in u.src])
+      else: raise NotImplementedError(f"PYTHON can't run {op}")
+      pc += 1
+    return time.perf_counter() - st if wait else None
+
+  @staticmethod
+  def _load(mv: memoryview, args: list[Value], dtype: DType) -> Value:
+    idx, gate = args[0], (args[1] if len(args) > 1 else True)
+    zero = 0.0 if dtypes.is_float(dtype) else (False if dtype == dtypes.bool else 0)
+    if not isinstance(idx, list) and not isinstance(gate, list): return mv[idx] if gate else zero
+    n = len(idx) if isinstance(idx, list) else len(gate)
+    idxs = idx if isinstance(idx, list) else [idx] * n
+    if gate is True: return [mv[i] for i in idxs]
+    gates = gate if isinstance(gate, list) else [gate] * n
+    return [mv[i] if g else zero for i, g in zip(idxs, gates)]
+
+  @staticmethod
+  def _store(mv: memoryview, args: list[Value]) -> None:
+    idx, val, gate = args[0], args[1], (args[2] if len(args) > 2 else True)
+    if not any(isinstance(a, list) for a in (idx, val, gate)):
+      if gate: mv[idx] = val
+      return
+    n = next(len(a) for a in (idx, val, gate) if isinstance(a, list))
+    for i, v, g in zip(*(a if isinstance(a, list) else [a] * n for a in (idx, val, gate))):
+      if g: mv[i] = v
+
+class PythonAllocator(Allocator):
+  def alloc(self, nbytes: int) -> memoryview: return memoryview(bytearray(nbytes))
+  def copyin(self, dest: memoryview, src: memoryview) -> None: dest[:] = src
+  def copyout(self, dest: memoryview, src: memoryview) -> None: dest[:] = src
+  def offset(self, handle: memoryview, offset: int, nbytes: int) -> memoryview: return handle[offset:offset + nbytes]
+
+class PythonDevice(Compiled):
+  def __init__(self, device: str):
+    renderer = PythonRenderer(device="PYTHON", global_max=(2 ** 31 - 1,) * 3, supports_bfloat16=False)
+    super().__init__(device, PythonAllocator(), renderer, _PythonCompiler(), PythonProgram)
+
+class _PythonCompiler(Compiler):
+  def compile(self, src: str) -> bytes: return src.encode()

@@ -1,0 +1,368 @@
+"""The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed.
+
+The same class holds the lazy tensor graph (BUFFER, ADD, RESHAPE, REDUCE_AXIS ...), the kernel AST the scheduler
+makes (LOAD, STORE, RANGE, REDUCE ...), integer index expressions, and the flat program codegen emits.
+Hash-consing means two UOps built from the same parts are the same object, so `is` is structural equality and
+identical subexpressions are shared for free.
+"""
+from __future__ import annotations
+import math, struct, weakref
+from enum import Enum, auto
+from typing import Any, Callable, Iterator, Sequence
+from fusegrad.dtype import DType, dtypes, PtrDType
+from fusegrad.helpers import prod, argsort
+
+class Ops(Enum):
+  # the lazy graph's leaves and buffer ops
+  SINK = auto(); DEVICE = auto(); BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()  # noqa: E702
+  COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto(); DETACH = auto()  # noqa: E702
+  # movement: zero-copy views, never kernels
+  RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
+  # reduce over axes of a tensor (arg: (ALU op, axes))
+  REDUCE_AXIS = auto()
+  # unary ALU
+  EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); TRUNC = auto()  # noqa: E702
+  # binary ALU
+  ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); CMPLT = auto(); CMPNE = auto()  # noqa: E702
+  AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto(); THREEFRY = auto()  # noqa: E702
+  # ternary ALU
+  WHERE = auto(); MULACC = auto()  # noqa: E702
+  # type changes
+  CAST = auto(); BITCAST = auto()  # noqa: E702
+  # kernel level: the scheduler's ASTs and codegen's flat programs
+  DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_ACC = auto(); RANGE = auto(); SPECIAL = auto()  # noqa: E702
+  LOAD = auto(); STORE = auto(); REDUCE = auto(); ENDRANGE = auto(); IF = auto(); ENDIF = auto()  # noqa: E702
+  BARRIER = auto(); VECTORIZE = auto(); GEP = auto(); NOOP = auto()  # noqa: E702
+  def __repr__(self) -> str: return f"Ops.{self.name}"
+
+class GroupOp:
+  Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC}
+  Binary = {Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
+            Ops.THREEFRY}
+  Ternary = {Ops.WHERE, Ops.MULACC}
+  ALU = Unary | Binary | Ternary
+  Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+  Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+  Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
+  Comparison = {Ops.CMPLT, Ops.CMPNE}
+  Associative = {Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX}
+  # ops whose result is 0 when all inputs are 0: a zero-padded input stays zero-padded through them
+  UnsafePad = {Ops.RECIPROCAL, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.THREEFRY}
+
+class AxisType(Enum):
+  """What a kernel RANGE becomes in the generated code."""
+  GLOBAL = auto()   # a launch dimension (gidx on GPUs, an outer loop on the CPU)
+  LOCAL = auto()    # a workgroup dimension (lidx)
+  LOOP = auto()     # a plain loop over output elements
+  REDUCE = auto()   # a loop that accumulates
+  GROUP = auto()    # a reduce split across a workgroup with shared memory
+  UPCAST = auto()   # unrolled output elements (each gets its own registers)
+  UNROLL = auto()   # an unrolled reduce axis
+  THREAD = auto()   # a CPU thread index
+  def __repr__(self) -> str: return f"AxisType.{self.name}"
+
+def _arg_key(arg: Any) -> Any:
+  # floats are keyed by their bits so that 0.0 and -0.0 (and each nan) stay distinct constants
+  if type(arg) is float: return ("f", struct.pack("<d", arg))
+  return arg
+
+class UOp:
+  """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
+  __slots__ = ("op", "dtype", "src", "arg", "_cache", "__weakref__")
+  _interned: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+  op: Ops
+  dtype: DType
+  src: tuple[UOp, ...]
+  arg: Any
+
+  def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+    key = (op, dtype, src, _arg_key(arg))
+    if (ret := UOp._interned.get(key)) is not None: return ret
+    ret = object.__new__(cls)
+    ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
+    UOp._interned[key] = ret
+    return ret
+  def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
+  def replace(self, **kwargs: Any) -> UOp:
+    return UOp(kwargs.get("op", self.op), kwargs.get("dtype", self.dtype), kwargs.get("src", self.src), kwargs.get("arg", self.arg))
+
+  # *** graph walking ***
+  def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
+    """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
+    With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
+    visited: dict[UOp, None] = {}
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      node, expanded = stack.pop()
+      if node in visited: continue
+      if expanded: visited[node] = None
+      else:
+        stack.append((node, True))
+        if gate is None or gate(node): stack.extend((s, False) for s in reversed(node.src) if s not in visited)
+    return list(visited)
+  def sparents(self) -> set[UOp]: return set(self.toposort())
+
+  # *** shapes of lazy-graph nodes ***
+  @property
+  def shape(self) -> tuple[int, ...]:
+    if "shape" not in self._cache: self._cache["shape"] = _infer_shape(self)
+    return self._cache["shape"]
+  @property
+  def size(self) -> int: return prod(self.shape)
+  @property
+  def base(self) -> UOp:
+    """The node below any chain of movement ops."""
+    return self.src[0].base if self.op in GroupOp.Movement else self
+
+  # *** constructors used by Tensor, autograd and the passes ***
+  @property
+  def device(self) -> str | None:
+    """The device a tensor-graph node lives on (None for kernel-level nodes and bare constants)."""
+    if "device" not in self._cache: self._cache["device"] = _infer_device(self)
+    return self._cache["device"]
+  @staticmethod
+  def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
+    """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
+    src = () if device is None else (UOp(Ops.DEVICE, arg=device),)
+    ret = UOp(Ops.CONST, dtype, src, dtypes.as_const(val, dtype))
+    return ret if shape is None else ret.reshape((1,) * len(shape)).expand(shape)
+  def const_like(self, val: Any) -> UOp:
+    """A constant of this node's dtype (and, for tensor-graph nodes, its shape and device)."""
+    return UOp.const(self.dtype, val, self.shape or None, self.device)
+  def alu(self, op: Ops, *src: UOp) -> UOp:
+    out_dtype = dtypes.bool if op in GroupOp.Comparison else (src[-1].dtype if op is Ops.WHERE else self.dtype)
+    return UOp(op, out_dtype, (self,) + src)
+  def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+  def bitcast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.BITCAST, dtype, (self,))
+  def where(self, x: UOp | Any, y: UOp | Any) -> UOp:
+    """self ? x : y, where one of x, y may be a Python constant (it takes the other's dtype)."""
+    if not isinstance(x, UOp): x = y.const_like(x)
+    if not isinstance(y, UOp): y = x.const_like(y)
+    return UOp(Ops.WHERE, x.dtype, (self, x, y))
+  def r(self, op: Ops, axis: tuple[int, ...]) -> UOp:
+    """Reduce over axes, keeping them as size 1 (the lazy-graph REDUCE_AXIS)."""
+    axis = tuple(sorted(a for a in axis if self.shape[a] != 1))
+    if not axis: return self
+    return UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axis))
+  def contiguous(self) -> UOp: return UOp(Ops.CONTIGUOUS, self.dtype, (self,))
+  def detach(self) -> UOp: return UOp(Ops.DETACH, self.dtype, (self,))
+  def assign(self, x: UOp) -> UOp: return UOp(Ops.ASSIGN, self.dtype, (self, x))
+  def copy_to_device(self, device: str) -> UOp: return UOp(Ops.COPY, self.dtype, (self,), device)
+  def sink(self, *srcs: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self,) + srcs)
+
+  # *** movement ops (a movement that changes nothing returns self; chains stay, so each tensor keeps its own node) ***
+  def reshape(self, shape: tuple[int, ...]) -> UOp:
+    shape = tuple(shape)
+    if shape == self.shape: return self
+    if prod(shape) != self.size: raise ValueError(f"reshape: can't reshape {self.shape} ({self.size} elements) to {shape}")
+    return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
+  def permute(self, order: tuple[int, ...]) -> UOp:
+    order = tuple(order)
+    if sorted(order) != list(range(len(self.shape))): raise ValueError(f"permute: {order} is not a permutation of {len(self.shape)} axes")
+    if order == tuple(range(len(order))): return self
+    return UOp(Ops.PERMUTE, self.dtype, (self,), order)
+  def expand(self, shape: tuple[int, ...]) -> UOp:
+    shape = tuple(shape)
+    if len(shape) != len(self.shape) or any(s != n and s != 1 for s, n in zip(self.shape, shape)):
+      raise ValueError(f"expand: can't expand {self.shape} to {shape}")
+    if shape == self.shape: return self
+    return UOp(Ops.EXPAND, self.dtype, (self,), shape)
+  def pad(self, arg: tuple[tuple[int, int], ...]) -> UOp:
+    arg = tuple((int(b), int(a)) for b, a in arg)
+    if len(arg) != len(self.shape) or any(b < 0 or a < 0 for b, a in arg): raise ValueError(f"pad: bad padding {arg} for {self.shape}")
+    if all(b == 0 and a == 0 for b, a in arg): return self
+    return UOp(Ops.PAD, self.dtype, (self,), arg)
+  def shrink(self, arg: tuple[tuple[int, int], ...]) -> UOp:
+    arg = tuple((int(b), int(e)) for b, e in arg)
+    if len(arg) != len(self.shape) or any(not 0 <= b <= e <= s for (b, e), s in zip(arg, self.shape)):
+      raise ValueError(f"shrink: bad range {arg} for {self.shape}")
+    if all(b == 0 and e == s for (b, e), s in zip(arg, self.shape)): return self
+    return UOp(Ops.SHRINK, self.dtype, (self,), arg)
+  def flip(self, axes: tuple[bool, ...]) -> UOp:
+    axes = tuple(bool(a) and s > 1 for a, s in zip(axes, self.shape))
+    if not any(axes): return self
+    return UOp(Ops.FLIP, self.dtype, (self,), axes)
+
+  # *** integer math, for index expressions (and readable rewrite rules) ***
+  def _ufix(self, x: Any) -> UOp: return x if isinstance(x, UOp) else self.const_like(x)
+  def __add__(self, x: Any) -> UOp: return self.alu(Ops.ADD, self._ufix(x))
+  def __radd__(self, x: Any) -> UOp: return self._ufix(x).alu(Ops.ADD, self)
+  def __mul__(self, x: Any) -> UOp: return self.alu(Ops.MUL, self._ufix(x))
+  def __rmul__(self, x: Any) -> UOp: return self._ufix(x).alu(Ops.MUL, self)
+  def __neg__(self) -> UOp: return self * -1
+  def __sub__(self, x: Any) -> UOp: return self + (-self._ufix(x))
+  def __rsub__(self, x: Any) -> UOp: return self._ufix(x) + (-self)
+  def __floordiv__(self, x: Any) -> UOp: return self.alu(Ops.IDIV, self._ufix(x))
+  def __mod__(self, x: Any) -> UOp: return self.alu(Ops.MOD, self._ufix(x))
+  def __lt__(self, x: Any) -> UOp: return self.alu(Ops.CMPLT, self._ufix(x))
+  def __ge__(self, x: Any) -> UOp: return (self < x).logical_not()
+  def __gt__(self, x: Any) -> UOp: return self._ufix(x).alu(Ops.CMPLT, self)
+  def __le__(self, x: Any) -> UOp: return (self > x).logical_not()
+  def __and__(self, x: Any) -> UOp: return self.alu(Ops.AND, self._ufix(x))
+  def __or__(self, x: Any) -> UOp: return self.alu(Ops.OR, self._ufix(x))
+  def __xor__(self, x: Any) -> UOp: return self.alu(Ops.XOR, self._ufix(x))
+  def ne(self, x: Any) -> UOp: return self.alu(Ops.CMPNE, self._ufix(x))
+  def eq(self, x: Any) -> UOp: return self.ne(x).logical_not()
+  def logical_not(self) -> UOp: return self.alu(Ops.CMPNE, UOp.const(dtypes.bool, True))
+  def maximum(self, x: Any) -> UOp: return self.alu(Ops.MAX, self._ufix(x))
+  def minimum(self, x: Any) -> UOp: return -((-self).maximum(-self._ufix(x)))
+  __hash__ = object.__hash__  # identity (hash-consing makes it structural)
+  __eq__ = object.__eq__
+
+  # *** symbolic integers ***
+  @property
+  def vmin(self) -> Any: return self._min_max[0]
+  @property
+  def vmax(self) -> Any: return self._min_max[1]
+  @property
+  def _min_max(self) -> tuple[Any, Any]:
+    if "mm" not in self._cache: self._cache["mm"] = _min_max(self)
+    return self._cache["mm"]
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    """This graph with the keys of mapping replaced by their values (no simplification)."""
+    if not mapping: return self
+    memo: dict[UOp, UOp] = dict(mapping)
+    for node in self.toposort(gate=lambda n: n not in mapping):
+      if node in memo: continue
+      new_src = tuple(memo[s] for s in node.src)
+      memo[node] = node if new_src == node.src else node.replace(src=new_src)
+    return memo[self]
+  def variables(self) -> list[UOp]:
+    return sorted([x for x in self.toposort() if x.op is Ops.DEFINE_VAR], key=lambda v: v.arg)
+  def expr(self) -> str: return self.arg[0]
+  def bind(self, val: int) -> UOp:
+    assert self.op is Ops.DEFINE_VAR, "only a Variable can be bound"
+    if not self.arg[1] <= val <= self.arg[2]: raise ValueError(f"{self.arg[0]}={val} is outside [{self.arg[1]}, {self.arg[2]}]")
+    return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, val)))
+  def unbind(self) -> tuple[UOp, int]:
+    assert self.op is Ops.BIND, f"can't unbind {self.op}"
+    return self.src[0], self.src[1].arg
+  @property
+  def val(self) -> int:
+    """The bound value of a BIND (a Variable with a value)."""
+    return self.unbind()[1]
+  def sym_infer(self, var_vals: dict[UOp, int]) -> Any:
+    """Evaluate an integer expression with the variables' values."""
+    from fusegrad.uop.symbolic import simplify
+    ret = simplify(self.substitute({k: UOp.const(k.dtype, v) for k, v in var_vals.items()}))
+    if ret.op is not Ops.CONST: raise ValueError(f"can't evaluate {ret.render()}: unbound variables")
+    return ret.arg
+
+  # *** printing ***
+  def render(self) -> str:
+    """A short infix rendering of an index/ALU expression, e.g. '((r0*4)+r1)'."""
+    from fusegrad.renderer import render_expr
+    return render_expr(self)
+  def __repr__(self) -> str: return pretty_print(self)
+
+_SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
+_KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
+               Ops.ENDRANGE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
+
+def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
+  """A symbolic integer in [min_val, max_val]; `Variable("i", 1, 10).bind(3)` gives it a value."""
+  if min_val > max_val: raise ValueError(f"Variable {name}: min {min_val} > max {max_val}")
+  return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
+
+def sint_to_uop(x: int | UOp, dtype: DType = dtypes.index) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtype, x)
+
+# *** shape inference for the lazy graph ***
+
+def _infer_shape(u: UOp) -> tuple[int, ...]:
+  if u.op is Ops.BUFFER: return (u.arg.size,)
+  if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE) or u.op in _KERNEL_OPS: return ()  # scalars
+  if u.op in (Ops.RESHAPE, Ops.EXPAND): return u.arg
+  if u.op is Ops.PERMUTE: return tuple(u.src[0].shape[i] for i in u.arg)
+  if u.op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(u.src[0].shape, u.arg))
+  if u.op is Ops.SHRINK: return tuple(e - b for b, e in u.arg)
+  if u.op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
+  if u.op is Ops.BITCAST and u.src[0].shape and u.dtype.itemsize != u.src[0].dtype.itemsize:
+    *rest, last = u.src[0].shape
+    return (*rest, last * u.src[0].dtype.itemsize // u.dtype.itemsize)
+  if u.op is Ops.SINK: return ()
+  if u.src: return u.src[0].shape
+  raise RuntimeError(f"{u.op} has no shape")
+
+def _infer_device(u: UOp) -> str | None:
+  if u.op is Ops.DEVICE or u.op is Ops.COPY: return u.arg
+  if u.op is Ops.BUFFER: return u.arg.device
+  if u.op in _KERNEL_OPS: return None
+  return next((d for s in u.src if (d := s.device) is not None), None)
+
+# *** value bounds, for the simplifier ***
+
+def _min_max(u: UOp) -> tuple[Any, Any]:
+  if u.op is Ops.CONST: return u.arg, u.arg
+  if u.op is Ops.DEFINE_VAR: return u.arg[1], u.arg[2]
+  if u.op is Ops.BIND: return u.src[0].vmin, u.src[0].vmax
+  if u.op is Ops.RANGE: return 0, u.src[0].vmax - 1
+  if u.op is Ops.SPECIAL: return 0, u.arg[1] - 1
+  if u.dtype == dtypes.bool and u.op is not Ops.CAST: lo, hi = False, True
+  else: lo, hi = dtypes.min(u.dtype), dtypes.max(u.dtype)
+  if not u.src or u.op not in GroupOp.ALU | {Ops.CAST}: return lo, hi
+  s0 = u.src[0]
+  s1 = u.src[1] if len(u.src) > 1 else s0
+  if u.op is Ops.ADD: return _clip(u, s0.vmin + s1.vmin, s0.vmax + s1.vmax)
+  if u.op is Ops.MUL:
+    vals = [a * b for a in (s0.vmin, s0.vmax) for b in (s1.vmin, s1.vmax)]
+    if any(isinstance(v, float) and math.isnan(v) for v in vals): return lo, hi
+    return _clip(u, min(vals), max(vals))
+  if u.op is Ops.MAX: return max(s0.vmin, s1.vmin), max(s0.vmax, s1.vmax)
+  if u.op is Ops.IDIV and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg > 0 and s0.vmin >= 0:
+    return s0.vmin // s1.arg, s0.vmax // s1.arg
+  if u.op is Ops.MOD and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg > 0:
+    if s0.vmin >= 0: return (s0.vmin, s0.vmax) if s0.vmax < s1.arg else (0, s1.arg - 1)
+    return -(s1.arg - 1), s1.arg - 1
+  if u.op is Ops.CMPLT:
+    if s0.vmax < s1.vmin: return True, True
+    if s0.vmin >= s1.vmax: return False, False
+    return False, True
+  if u.op is Ops.CMPNE:
+    if s0.vmax < s1.vmin or s0.vmin > s1.vmax: return True, True
+    if s0.vmin == s0.vmax == s1.vmin == s1.vmax: return False, False
+    return False, True
+  if u.op is Ops.AND and u.dtype == dtypes.bool: return s0.vmin and s1.vmin, s0.vmax and s1.vmax
+  if u.op is Ops.OR and u.dtype == dtypes.bool: return s0.vmin or s1.vmin, s0.vmax or s1.vmax
+  if u.op is Ops.AND and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg >= 0 and s0.vmin >= 0: return 0, min(s0.vmax, s1.arg)
+  if u.op is Ops.WHERE: return min(u.src[1].vmin, u.src[2].vmin), max(u.src[1].vmax, u.src[2].vmax)
+  if u.op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(s0.dtype) or s0.dtype == dtypes.bool):
+    if dtypes.min(u.dtype) <= s0.vmin and s0.vmax <= dtypes.max(u.dtype): return int(s0.vmin), int(s0.vmax)
+  return lo, hi
+
+def _clip(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
+  # integer results that could overflow their dtype have unknown bounds
+  if dtypes.is_int(u.dtype) and (lo < dtypes.min(u.dtype) or hi > dtypes.max(u.dtype)): return dtypes.min(u.dtype), dtypes.max(u.dtype)
+  return lo, hi
+
+# *** printing ***
+
+def pretty_print(root: UOp, max_nodes: int = 400) -> str:
+  """One line per node, sources referenced by number: readable for graphs of any depth."""
+  nodes = root.toposort()
+  if len(nodes) > max_nodes: return f"<UOp {root.op.name} {root.dtype} with {len(nodes)} nodes>"
+  num = {n: i for i, n in enumerate(nodes)}
+  lines = []
+  for n in nodes:
+    arg = n.arg if n.op is not Ops.BUFFER else f"<buf {n.arg.device} {n.arg.size}>"
+    lines.append(f"%{num[n]:<3d} = {n.op.name:<12s} {str(n.dtype):<16s} ({', '.join(f'%{num[s]}' for s in n.src)}) {arg!r}")
+  return "\n".join(lines)
+
+def flat_index(idxs: Sequence[UOp], shape: Sequence[int]) -> UOp:
+  """The row-major flat index of per-axis indices idxs into a contiguous array of shape."""
+  ret: UOp = UOp.const(dtypes.index, 0)
+  for idx, st in zip(idxs, strides_for_shape(shape)):
+    if st != 0: ret = ret + idx * st
+  return ret
+
+def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
+  """Row-major strides, 0 for size-1 axes."""
+  strides, acc = [], 1
+  for s in reversed(shape):
+    strides.append(acc if s != 1 else 0)
+    acc *= s
+  return tuple(reversed(strides))
+
+def inverse_permutation(order: Sequence[int]) -> tuple[int, ...]: return tuple(argsort(order))
+
+def all_nodes(roots: Sequence[UOp]) -> Iterator[UOp]:
+  yield from UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort()

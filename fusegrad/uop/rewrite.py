@@ -1,0 +1,111 @@
+"""The rewrite engine: patterns (UPat), rule tables (PatternMatcher) and one fixed-point rewriter (graph_rewrite).
+
+A rule is `(pattern, fn)`: when the pattern matches a node, fn is called with the named parts as keyword arguments
+(and `ctx=` if it takes one) and returns the replacement, or None for "no match". Every compiler pass that
+simplifies, lowers or expands is a table of such rules, one line each.
+"""
+from __future__ import annotations
+import inspect
+from typing import Any, Callable, Sequence
+from fusegrad.dtype import DType
+from fusegrad.helpers import unwrap
+from fusegrad.uop.ops import UOp, Ops
+
+class UPat:
+  """A pattern over UOps. op/dtype may be one value or a tuple of allowed values; None matches anything."""
+  __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len")
+  def __init__(self, op: Ops | tuple[Ops, ...] | set[Ops] | None = None, dtype: DType | tuple[DType, ...] | None = None,
+               src: tuple[UPat, ...] | UPat | None = None, arg: Any = None, name: str | None = None, allow_any_len: bool = False):
+    self.ops = None if op is None else (frozenset((op,)) if isinstance(op, Ops) else frozenset(op))
+    self.dtypes = None if dtype is None else (frozenset((dtype,)) if isinstance(dtype, DType) else frozenset(dtype))
+    self.src = src if src is None or isinstance(src, tuple) else (src,)
+    self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
+
+  @staticmethod
+  def var(name: str | None = None, dtype: DType | tuple[DType, ...] | None = None) -> UPat: return UPat(dtype=dtype, name=name)
+  @staticmethod
+  def cvar(name: str | None = None, dtype: DType | tuple[DType, ...] | None = None) -> UPat: return UPat(Ops.CONST, dtype, name=name)
+  @staticmethod
+  def const(val: Any, dtype: DType | tuple[DType, ...] | None = None) -> UPat: return UPat(Ops.CONST, dtype, arg=val)
+
+  def match(self, u: UOp, store: dict[str, UOp]) -> bool:
+    if self.ops is not None and u.op not in self.ops: return False
+    if self.dtypes is not None and u.dtype not in self.dtypes and u.dtype.scalar() not in self.dtypes: return False
+    # bool args only match bool patterns: the constant True is not the number 1
+    if self.arg is not None and (u.arg != self.arg or isinstance(u.arg, bool) != isinstance(self.arg, bool)): return False
+    if self.name is not None:
+      if self.name in store and store[self.name] is not u: return False
+      store[self.name] = u
+    if self.src is None: return True
+    if len(u.src) < len(self.src) or (not self.allow_any_len and len(u.src) != len(self.src)): return False
+    return all(p.match(s, store) for p, s in zip(self.src, u.src))
+
+  # readable rule tables: UPat.var("x") + 0 builds UPat(Ops.ADD, src=(x, const 0))
+  def _bin(self, op: Ops, x: Any) -> UPat: return UPat(op, src=(self, x if isinstance(x, UPat) else UPat.const(x)))
+  def __add__(self, x: Any) -> UPat: return self._bin(Ops.ADD, x)
+  def __mul__(self, x: Any) -> UPat: return self._bin(Ops.MUL, x)
+  def __floordiv__(self, x: Any) -> UPat: return self._bin(Ops.IDIV, x)
+  def __mod__(self, x: Any) -> UPat: return self._bin(Ops.MOD, x)
+  def __lt__(self, x: Any) -> UPat: return self._bin(Ops.CMPLT, x)
+  def __and__(self, x: Any) -> UPat: return self._bin(Ops.AND, x)
+  def __or__(self, x: Any) -> UPat: return self._bin(Ops.OR, x)
+  def ne(self, x: Any) -> UPat: return self._bin(Ops.CMPNE, x)
+  def maximum(self, x: Any) -> UPat: return self._bin(Ops.MAX, x)
+  def where(self, x: UPat, y: UPat) -> UPat: return UPat(Ops.WHERE, src=(self, x, y))
+  def cast(self, dtype: DType | None = None, name: str | None = None) -> UPat: return UPat(Ops.CAST, dtype, (self,), name=name)
+  def named(self, name: str) -> UPat:
+    self.name = name
+    return self
+  def __repr__(self) -> str:
+    return f"UPat({set(self.ops) if self.ops else None}, name={self.name!r}, src={self.src!r}, arg={self.arg!r})"
+
+Rule = tuple[UPat, Callable[..., UOp | None]]
+
+class PatternMatcher:
+  """An ordered table of rules, indexed by the op of each rule's root."""
+  def __init__(self, rules: Sequence[Rule]):
+    self.rules = list(rules)
+    self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool]]] = {}
+    for pat, fn in self.rules:
+      takes_ctx = "ctx" in inspect.signature(fn).parameters
+      for op in (pat.ops if pat.ops is not None else (None,)): self.by_op.setdefault(op, []).append((pat, fn, takes_ctx))
+    for op, rs in self.by_op.items():
+      if op is not None: rs.extend(self.by_op.get(None, []))
+  def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
+
+  def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
+    """The first rule's replacement for u, or None if no rule applies."""
+    for pat, fn, takes_ctx in self.by_op.get(u.op, self.by_op.get(None, [])):
+      store: dict[str, UOp] = {}
+      if pat.match(u, store):
+        ret = fn(ctx=ctx, **store) if takes_ctx else fn(**store)
+        if ret is not None and ret is not u: return ret
+    return None
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000) -> UOp:
+  """Rewrite bottom-up to a fixed point: sources first, then the node, until no rule matches anywhere."""
+  done: dict[UOp, UOp] = {}
+  stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+  steps = 0
+  while stack:
+    node, stage, new = stack.pop()
+    if node in done: continue
+    if stage == 0:  # visit the sources first
+      stack.append((node, 1, None))
+      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+    elif stage == 1:  # rebuild with rewritten sources, then try the rules
+      src = tuple(done[s] for s in node.src)
+      rebuilt = node if src == node.src else node.replace(src=src)
+      if rebuilt is not node and rebuilt in done:
+        done[node] = done[rebuilt]
+        continue
+      steps += 1
+      if steps > max_steps: raise RuntimeError("graph_rewrite did not reach a fixed point (a rule cycle?)")
+      replacement = pm.rewrite(rebuilt, ctx)
+      if replacement is None: done[node] = done[rebuilt] = rebuilt
+      else:  # the replacement may hold new nodes: rewrite it fully, then map node to the result
+        stack.append((node, 2, replacement))
+        stack.append((replacement, 0, None))
+    else:
+      done[node] = done[unwrap(new)]
+  return done[root]
