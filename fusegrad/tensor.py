@@ -158,13 +158,15 @@ class Tensor(ElementwiseMixin, NNMixin):
     return self
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
-    from fusegrad.engine.schedule import create_schedule
+    """Compute the given tensors together (one schedule, so shared work is done once)."""
+    from fusegrad.engine.schedule import create_schedule, becomes_map
     from fusegrad.engine.realize import run_schedule
-    tensors = [t for t in tensors if not _is_realized(t.uop)]
-    if not tensors: return
-    schedule, becomes = create_schedule([t.uop for t in tensors])
+    for t in tensors: t.uop = _apply_becomes(t.uop, becomes_map)  # computed already (maybe through another tensor)
+    todo = [t for t in tensors if not _is_realized(t.uop)]
+    if not todo: return
+    schedule, becomes = create_schedule([t.uop for t in todo])
     run_schedule(schedule)
-    for t in tensors: t.uop = _apply_becomes(t.uop, becomes)
+    for t in todo: t.uop = _apply_becomes(t.uop, becomes)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run (and the graph is updated as if they ran: use for inspection only)."""
     from fusegrad.engine.schedule import create_schedule

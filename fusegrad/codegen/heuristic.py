@@ -30,16 +30,17 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
     for amt in (256, 128, 64, 32, 16):
       if range_size(axes[last]) % amt == 0 and range_size(axes[last]) >= amt * 4 and _try(k, Opt(OptOps.GROUP, last, amt), opts): break
 
-  # register tiling: upcast output axes that an input does not move along (a matmul's i and j)
+  # register tiling: upcast output axes that an input does not move along (a matmul's i and j), each axis once
   if k.reduce_op:
+    upcasted: set[int] = set()
     for _ in range(2):
-      axes = k.axes()
-      best = None
+      axes, best = k.axes(), None
       for i, r in enumerate(axes):
-        if range_kind(r) is AxisType.REDUCE or range_size(r) % 4 != 0 or range_size(r) < 8: continue
+        if range_kind(r) is AxisType.REDUCE or range_size(r) % 4 != 0 or range_size(r) < 8 or r.arg[0] in upcasted: continue
         broadcast = sum(1 for ld in k.loads() if k.stride(ld, r) == 0)
-        if broadcast and (best is None or broadcast > best[0]): best = (broadcast, i)
+        if broadcast and (best is None or broadcast > best[0]): best = (broadcast, i, r.arg[0])
       if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], 4), opts): break
+      upcasted.add(best[2])
 
   # unroll the innermost reduce loop a little
   axes = k.axes()

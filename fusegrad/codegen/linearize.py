@@ -35,10 +35,14 @@ class _Linearizer:
     for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): self.add(u)
     for u in sorted((u for u in self.nodes if u.op is Ops.SPECIAL), key=lambda u: u.arg): self.add(u)
     outer = sorted(self.deps[self.sink], key=lambda r: (range_kind(r).value, r.arg[0]))
-    for r in outer: self.add(r)
+    for r in outer: self.open_loop(r)
     for store in self.sink.src: self.emit(store)
     for r in reversed(outer): self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
     return self.out
+
+  def open_loop(self, r: UOp) -> None:
+    self.emit(r.src[0])
+    self.add(r)
 
   def add(self, u: UOp) -> UOp:
     self.out.append(u)
@@ -69,8 +73,8 @@ class _Linearizer:
         if n not in self.done and not self.deps[n] & rset and n.op is not Ops.RANGE: self.emit(n)
     accs = [UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, reduce_identity(x.arg, x.dtype)),), len(self.out) + i)
             for i, x in enumerate(group)]
-    for acc in accs: self.out.append(acc)
-    for r in ranges: self.add(r)
+    for acc in accs: self.emit(acc)
+    for r in ranges: self.open_loop(r)
     for x, acc in zip(group, accs):
       value = self.emit(x.src[0])
       update = UOp(x.arg, x.dtype, (acc, value))

@@ -197,7 +197,17 @@ class KernelBuilder:
       tidxs, valid = map_view(target, base, list(ranges))
       if valid is not None: raise ValueError(f"assign: can't assign into a padded view of shape {target.shape}")
       idx = flat_index(tidxs, base.shape)
-    return simplify(UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, idx, val)),)))
+    ast = simplify(UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, idx, val)),)))
+    return self._drop_unused_buffers(ast)
+
+  def _drop_unused_buffers(self, ast: UOp) -> UOp:
+    """Simplification can remove every load of a buffer (a read that padding hides): renumber the rest."""
+    used = sorted({u.arg for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
+    if used == list(range(len(self.bufs))): return ast
+    renumber = {UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), old): UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), new)
+                for new, old in enumerate(used)}
+    self.bufs = [self.bufs[old] for old in used]
+    return ast.substitute(renumber)
 
 # *** the schedule ***
 

@@ -32,10 +32,11 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
       raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
     idx_list.append(i)
   consuming = [i for i in idx_list if i is not None and i is not Ellipsis]
-  if idx_list.count(Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+  ellipses = [k for k, i in enumerate(idx_list) if i is Ellipsis]  # by identity: == on a Tensor is elementwise
+  if len(ellipses) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
   if len(consuming) > t.ndim: raise IndexError(f"too many indices for tensor of dimension {t.ndim}")
-  if Ellipsis in idx_list:
-    e = idx_list.index(Ellipsis)
+  if ellipses:
+    e = ellipses[0]
     idx_list = idx_list[:e] + [slice(None)] * (t.ndim - len(consuming)) + idx_list[e + 1:]
   else: idx_list = idx_list + [slice(None)] * (t.ndim - len(consuming))
 
