@@ -159,18 +159,19 @@ class Tensor(ElementwiseMixin, NNMixin):
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
-    from fusegrad.engine.schedule import create_schedule, becomes_map
+    from fusegrad.engine.schedule import create_schedule
     from fusegrad.engine.realize import run_schedule
-    for t in tensors: t.uop = _apply_becomes(t.uop, becomes_map)  # computed already (maybe through another tensor)
+    for t in tensors: t.uop = _resolve_realized(t.uop)  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not _is_realized(t.uop)]
     if not todo: return
-    schedule, becomes = create_schedule([t.uop for t in todo])
-    run_schedule(schedule)
-    for t in todo: t.uop = _apply_becomes(t.uop, becomes)
+    sched = create_schedule([t.uop for t in todo])
+    run_schedule(sched.items)
+    sched.remember()
+    for t in todo: t.uop = _apply_becomes(t.uop, sched.becomes)
   def schedule(self, *lst: Tensor) -> list:
-    """The kernels realize() would run (and the graph is updated as if they ran: use for inspection only)."""
+    """The kernels realize() would run, without running them."""
     from fusegrad.engine.schedule import create_schedule
-    return create_schedule([t.uop for t in (self, *lst)])[0]
+    return create_schedule([t.uop for t in (self, *lst)]).items
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
@@ -223,7 +224,7 @@ class Tensor(ElementwiseMixin, NNMixin):
   def contiguous_backward(self) -> Tensor: return self
   def clone(self) -> Tensor:
     """A copy with its own buffer."""
-    return self._new(self.uop.copy_to_device(self.device))
+    return self._new(self.uop.copy_to_device(self.device, clone=True))
   def detach(self) -> Tensor:
     """The same values, cut off from autograd."""
     return Tensor(self.uop.detach())
@@ -814,20 +815,33 @@ def _view_base(u: UOp) -> UOp:
 
 def _is_realized(u: UOp) -> bool:
   """True when u is a view of memory that holds its values (or a constant): realize has nothing to do."""
-  from fusegrad.engine.schedule import becomes_map
   b = _view_base(u)
-  return b.op in (Ops.BUFFER, Ops.CONST) or b in becomes_map
+  return b.op in (Ops.BUFFER, Ops.CONST)
 
-def _apply_becomes(u: UOp, becomes: dict[UOp, UOp]) -> UOp:
-  """u with realized nodes replaced by views of their buffers (only the movement ops on top are rebuilt)."""
+def _apply_becomes(u: UOp, becomes: Any) -> UOp:
+  """u with its base replaced by what it became (a view of a buffer); only the movement ops on top are rebuilt."""
   chain = []
   while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+    if (got := becomes.get(u)) is not None: return _rebuild(got, chain)
     chain.append(u)
     u = u.src[0]
-  if u not in becomes: return chain[0] if chain else u
-  u = becomes[u]
+  return _rebuild(becomes[u], chain) if u in becomes else (chain[0] if chain else u)
+
+def _rebuild(u: UOp, chain: list[UOp]) -> UOp:
   for c in reversed(chain): u = u if c.op is Ops.DETACH else c.replace(src=(u,))
   return u
+
+class _RealizedLookup:
+  def get(self, u: UOp) -> UOp | None:
+    from fusegrad.engine.schedule import lookup_realized
+    return lookup_realized(u)
+  def __contains__(self, u: UOp) -> bool: return self.get(u) is not None
+  def __getitem__(self, u: UOp) -> UOp:
+    ret = self.get(u)
+    assert ret is not None
+    return ret
+
+def _resolve_realized(u: UOp) -> UOp: return _apply_becomes(u, _RealizedLookup())
 
 def _node_in(t: Tensor, root: UOp, nodes: set[UOp] | None = None) -> UOp | None:
   """The node of t (now or before a realize) that appears in root's graph."""

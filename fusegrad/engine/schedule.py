@@ -28,10 +28,23 @@ class ScheduleItem:
   bufs: tuple[Buffer, ...]
   var_vals: dict[UOp, int] = field(default_factory=dict)
 
-# lazy nodes already computed, and what stands for them now: a view of a BUFFER (for an assign, the target's view)
-becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class Realized:
+  """A computed lazy node: the view of the BUFFER that holds its value (for an assign, the target's view), and every
+  buffer its value depends on with that buffer's version when it was computed."""
+  view: UOp
+  reads: tuple[tuple[Buffer, int], ...]
 
-def _is_leaf(n: UOp) -> bool: return n.op is Ops.BUFFER or n in becomes_map
+# Computed lazy nodes. Hash-consing rebuilds the same node for the same expression, so `a @ b` written again finds
+# its earlier result here; the entry stays valid only while none of the buffers it read has been written since.
+_realized: weakref.WeakKeyDictionary[UOp, Realized] = weakref.WeakKeyDictionary()
+
+def lookup_realized(n: UOp) -> UOp | None:
+  """The buffer view holding n's value, if n was computed and its inputs haven't changed since."""
+  if (entry := _realized.get(n)) is None: return None
+  if all(b.version == v for b, v in entry.reads): return entry.view
+  del _realized[n]  # an input was written since: the old value is stale
+  return None
 def _no_buffer_needed(n: UOp) -> bool: return n.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE)
 
 def view_base(n: UOp) -> UOp:
@@ -56,6 +69,7 @@ def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].si
 # *** deciding which nodes become buffers ***
 
 def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp]) -> dict[UOp, None]:
+  def _is_leaf(n: UOp) -> bool: return n.op is Ops.BUFFER or n in becomes
   """The nodes that get their own buffer, in dependency order."""
   consumers: dict[UOp, list[UOp]] = {n: [] for n in nodes}
   for n in nodes:
@@ -217,32 +231,69 @@ class _Step:
   item: ScheduleItem
   reads: set[UOp]
 
-def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-  """Kernels and copies that compute outs, in run order, and what each out becomes (a view of its buffer)."""
+@dataclass
+class Schedule:
+  """The result of scheduling: items in run order, what each realized node becomes, and (after running) the memo."""
+  items: list[ScheduleItem]
+  becomes: dict[UOp, UOp]
+  versions: dict[UOp, tuple[tuple[Buffer, int], ...]]  # for each realized node, its inputs' versions once computed
+  def remember(self) -> None:
+    """Record the realized nodes for later schedules (call after the items ran)."""
+    for n, view in self.becomes.items():
+      # a write happened once and for all: its node stands for the target from now on, whatever is written later
+      _realized[n] = Realized(view, () if n.op is Ops.ASSIGN else self.versions[n])
+
+def create_schedule(outs: list[UOp]) -> Schedule:
+  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
-  nodes = [n for n in sink.toposort(gate=lambda n: not _is_leaf(n)) if n is not sink]
-  becomes: dict[UOp, UOp] = {n: becomes_map[n] for n in nodes if n in becomes_map}
+  becomes: dict[UOp, UOp] = {}
+  def is_leaf(n: UOp) -> bool:
+    if n.op is Ops.BUFFER or n in becomes: return True
+    if (view := lookup_realized(n)) is not None: becomes[n] = view
+    return view is not None
+  nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
+  deps: dict[UOp, set[Buffer]] = {n: {b for b, _ in _realized[n].reads} for n in becomes}
   to_realize = find_realizes(outs, nodes, becomes)
   steps: list[_Step] = []
   for n in to_realize:
     if n.op is Ops.ASSIGN:
-      steps.extend(_assign_steps(n, becomes))
+      new_steps = _assign_steps(n, becomes)
+      steps.extend(new_steps)
       becomes[n] = resolve_view(n.src[0], becomes)
-      continue
-    if n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
+    elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
-      continue
-    buf = Buffer(n.device or "CPU", n.size, n.dtype)
-    if n.size and n.op is Ops.COPY:
-      src = resolve_view(n.src[0], becomes)
-      steps.append(_Step(n, ScheduleItem(UOp(Ops.COPY, n.dtype, (), n.arg), (buf, view_base(src).arg)), {n.src[0]}))
-    elif n.size:
-      kb = KernelBuilder(becomes)
-      steps.append(_Step(n, ScheduleItem(kb.build(buf, n), tuple(kb.bufs), kb.var_vals), kb.reads))
-    becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
-  for n in to_realize: becomes_map[n] = becomes[n]
+      new_steps = []
+      deps[n] = {view_base(src).arg} | set().union(*(deps.get(x, set()) for x in n.src[0].toposort() if x in becomes))
+    else:
+      buf = Buffer(n.device or "CPU", n.size, n.dtype)
+      if n.size and n.op is Ops.COPY:
+        src = resolve_view(n.src[0], becomes)
+        new_steps = [_Step(n, ScheduleItem(UOp(Ops.COPY, n.dtype, (), n.arg), (buf, view_base(src).arg)), {n.src[0]})]
+        deps[n] = {buf} | deps.get(n.src[0], {view_base(src).arg})
+      elif n.size:
+        kb = KernelBuilder(becomes)
+        new_steps = [_Step(n, ScheduleItem(kb.build(buf, n), tuple(kb.bufs), kb.var_vals), kb.reads)]
+      else: new_steps = []
+      becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
+      steps.extend(new_steps)
+    for st in new_steps: deps[n] = deps.get(n, set()) | set(st.item.bufs) | set().union(*(deps.get(r, set()) for r in st.reads))
+    deps.setdefault(n, set())
+  ordered = _order(steps, set(to_realize))
   dprint(3, f"scheduled {len(steps)} kernels/copies for {len(outs)} outputs ({len(nodes)} graph nodes)")
-  return _order(steps, set(to_realize)), {n: becomes[n] for n in to_realize}
+  return Schedule([st.item for st in ordered], {n: becomes[n] for n in to_realize}, _versions_after(ordered, to_realize, deps))
+
+def _versions_after(ordered: list[_Step], to_realize: dict[UOp, None], deps: dict[UOp, set[Buffer]]) -> dict:
+  """Each realized node's inputs with the versions they will have right after its last step runs (every run of an
+  item bumps the version of the buffer it writes, see engine/realize.py)."""
+  version = {b: b.version for bs in deps.values() for b in bs}
+  for st in ordered: version.setdefault(st.item.bufs[0], st.item.bufs[0].version)
+  done: dict[UOp, tuple[tuple[Buffer, int], ...]] = {}
+  for st in ordered:
+    version[st.item.bufs[0]] += 1
+    done[st.node] = tuple((b, version[b]) for b in deps[st.node])
+  for n in to_realize:  # realized without a step of their own (aliases, empty tensors): as of the end
+    if n not in done: done[n] = tuple((b, version.get(b, b.version)) for b in deps[n])
+  return done
 
 def _assign_steps(n: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
   """The kernel(s) for target.assign(value): one kernel, or two (value to a temp, then a copy) if the value reads the
@@ -262,7 +313,7 @@ def _assign_steps(n: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
   tmp_view = UOp(Ops.BUFFER, value.dtype, (), tmp).reshape(value.shape)
   return [first, _Step(n, ScheduleItem(kb2.build(buf, tmp_view, target), tuple(kb2.bufs), kb2.var_vals), kb2.reads)]
 
-def _order(steps: list[_Step], scheduled: set[UOp]) -> list[ScheduleItem]:
+def _order(steps: list[_Step], scheduled: set[UOp]) -> list[_Step]:
   """Run order: each step after the steps whose results it reads; and a step that reads a buffer's old contents
   before the assign that overwrites it."""
   made_by: dict[UOp, list[int]] = {}
@@ -278,14 +329,15 @@ def _order(steps: list[_Step], scheduled: set[UOp]) -> list[ScheduleItem]:
       if st.node not in other.reads and other.node is not st.node and any(b is written for b in other.item.bufs[1:]) \
          and j not in _all_deps(i, deps):
         deps[j].add(i)  # write after read
-  order: list[ScheduleItem] = []
+  order: list[_Step] = []
   state = [0] * len(steps)
   def visit(i: int) -> None:
     if state[i] == 2: return
     if state[i] == 1: raise RuntimeError("an assign and a reader of the old value depend on each other; realize them separately")
     state[i] = 1
     for d in sorted(deps[i]): visit(d)
-    state[i], _ = 2, order.append(steps[i].item)
+    state[i] = 2
+    order.append(steps[i])
   for i in range(len(steps)): visit(i)
   return order
 

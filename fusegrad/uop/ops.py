@@ -6,7 +6,7 @@ Hash-consing means two UOps built from the same parts are the same object, so `i
 identical subexpressions are shared for free.
 """
 from __future__ import annotations
-import math, struct, weakref
+import itertools, math, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, PtrDType
@@ -146,8 +146,12 @@ class UOp:
     return UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axis))
   def contiguous(self) -> UOp: return UOp(Ops.CONTIGUOUS, self.dtype, (self,))
   def detach(self) -> UOp: return UOp(Ops.DETACH, self.dtype, (self,))
-  def assign(self, x: UOp) -> UOp: return UOp(Ops.ASSIGN, self.dtype, (self, x))
-  def copy_to_device(self, device: str) -> UOp: return UOp(Ops.COPY, self.dtype, (self,), device)
+  def assign(self, x: UOp) -> UOp:
+    """Write x into self's buffer. Each call is a new node: two identical writes are still two writes."""
+    return UOp(Ops.ASSIGN, self.dtype, (self, x), next(_unique_ids))
+  def copy_to_device(self, device: str, clone: bool = False) -> UOp:
+    """self's values in a buffer on device; with clone, always a buffer of its own (arg: (device, unique id or None))."""
+    return UOp(Ops.COPY, self.dtype, (self,), (device, next(_unique_ids) if clone else None))
   def sink(self, *srcs: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self,) + srcs)
 
   # *** movement ops (a movement that changes nothing returns self; chains stay, so each tensor keeps its own node) ***
@@ -283,8 +287,11 @@ def _infer_shape(u: UOp) -> tuple[int, ...]:
   if u.src: return u.src[0].shape
   raise RuntimeError(f"{u.op} has no shape")
 
+_unique_ids = itertools.count()
+
 def _infer_device(u: UOp) -> str | None:
-  if u.op is Ops.DEVICE or u.op is Ops.COPY: return u.arg
+  if u.op is Ops.DEVICE: return u.arg
+  if u.op is Ops.COPY: return u.arg[0]
   if u.op is Ops.BUFFER: return u.arg.device
   if u.op in _KERNEL_OPS: return None
   return next((d for s in u.src if (d := s.device) is not None), None)
