@@ -31,8 +31,9 @@ def expand_unrolled(sink: UOp) -> UOp:
     if node.op is Ops.REDUCE and any(range_kind(r) is AxisType.UNROLL for r in src[1:]):
       unrolled = [r for r in src[1:] if range_kind(r) is AxisType.UNROLL]
       kept = tuple(r for r in src[1:] if range_kind(r) is not AxisType.UNROLL)
-      value = tree_reduce(node.arg, [src[0].substitute(c) for c in _combos(unrolled)])
-      memo[node] = value if not kept else UOp(Ops.REDUCE, node.dtype, (value,) + kept, node.arg)
+      copies = [src[0].substitute(c) for c in _combos(unrolled)]
+      # with loops left, the copies are added into the accumulator one by one (a chain of fused multiply-adds)
+      memo[node] = tree_reduce(node.arg, copies) if not kept else UOp(Ops.REDUCE, node.dtype, tuple(copies) + kept, node.arg)
     elif node.op is Ops.SINK:
       stores = []
       for store in src:

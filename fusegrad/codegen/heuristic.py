@@ -5,7 +5,7 @@ timing candidates; both produce the same kind of list.
 """
 from __future__ import annotations
 from fusegrad.helpers import prod
-from fusegrad.uop.ops import AxisType
+from fusegrad.uop.ops import AxisType, UOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_kind, range_size
 
 def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
@@ -14,50 +14,73 @@ def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   opts.append(opt)
   return True
 
+def _out_axes(k: Kernel) -> list[tuple[int, UOp]]: return [(i, r) for i, r in enumerate(k.axes()) if range_kind(r) is not AxisType.REDUCE]
+def _red_axes(k: Kernel) -> list[tuple[int, UOp]]: return [(i, r) for i, r in enumerate(k.axes()) if range_kind(r) is AxisType.REDUCE]
+
+def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
+  """A big reduce into few outputs on a device with workgroups: reduce across the workgroup in shared memory."""
+  if not (k.ren.has_local and k.ren.has_shared and _red_axes(k)) or prod(range_size(r) for _, r in _out_axes(k)) > 2048: return
+  last, r = _red_axes(k)[-1]
+  for amt in (256, 128, 64, 32, 16):
+    if range_size(r) % amt == 0 and range_size(r) >= amt * 4 and _try(k, Opt(OptOps.GROUP, last, amt), opts): return
+
+def _register_tile(k: Kernel, opts: list[Opt]) -> None:
+  """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
+  registers: the axis the output is contiguous in gets a full SIMD register's worth, another one 4."""
+  store = k.stores()[0]
+  itemsize = store.src[0].dtype.base.itemsize
+  vec = max(k.ren.simd_width // itemsize, 4)
+  done: set[int] = set()
+  for _ in range(2):
+    best = None
+    for i, r in _out_axes(k):
+      if r.arg[0] in done or range_size(r) < 8: continue
+      broadcast = sum(1 for ld in k.loads() if k.stride(ld, r) == 0)
+      if not broadcast: continue
+      contiguous = k.stride(store, r) == 1
+      amt = next((a for a in ((vec, vec // 2, 4) if contiguous and not done else (4,)) if range_size(r) % a == 0), None)
+      if amt is None: continue
+      score = (broadcast, contiguous)
+      if best is None or score > best[0]: best = (score, i, amt, r.arg[0])
+    if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
+    done.add(best[3])
+
+def _unroll(k: Kernel, opts: list[Opt]) -> None:
+  """Unroll the innermost reduce loop a little (small ones entirely)."""
+  if not _red_axes(k): return
+  last, r = _red_axes(k)[-1]
+  size = range_size(r)
+  for amt in ((size,) if size <= 8 else ()) + (4, 2):
+    if _try(k, Opt(OptOps.UNROLL, last, amt), opts): return
+
+def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
+  """An elementwise kernel on the CPU: a few elements per iteration of the contiguous axis."""
+  if k.reduce_op or k.ren.has_local: return
+  store = k.stores()[0]
+  for i, r in reversed(_out_axes(k)):
+    if k.stride(store, r) == 1:
+      for amt in (4, 2):
+        if range_size(r) % amt == 0 and range_size(r) >= 4 * amt and _try(k, Opt(OptOps.UPCAST, i, amt), opts): return
+      return
+
+def _workgroups(k: Kernel, opts: list[Opt]) -> None:
+  """Workgroups along the innermost output axis, on devices that have them."""
+  if not k.ren.has_local: return
+  for i, r in reversed(_out_axes(k)):
+    for amt in (16, 8, 4, 2):
+      if range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts): return
+    return
+
+def _threads(k: Kernel, opts: list[Opt]) -> None:
+  """Split the outermost output loop across CPU threads when the kernel does enough work to pay for it."""
+  if not k.ren.threads or not _out_axes(k): return
+  work = prod(range_size(r) for r in k.ranges())
+  i, r = _out_axes(k)[0]
+  if work >= 1 << 16 and range_size(r) >= 2: _try(k, Opt(OptOps.THREAD, i, 0), opts)
+
 def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
-  """Opts for a kernel: workgroups and grouped reduces where the device has them, then register tiling
-  (upcast the output axes that some input broadcasts over) and unrolling of the innermost reduce loop."""
+  """Opts for a kernel, in order: grouped reduce, register tiling, unrolling, elementwise upcast, workgroups, threads."""
   k, opts = kernel.copy(), []
-  ren = k.ren
-  axes = k.axes()
-  out_axes = [i for i, r in enumerate(axes) if range_kind(r) is not AxisType.REDUCE]
-  red_axes = [i for i, r in enumerate(axes) if range_kind(r) is AxisType.REDUCE]
-  out_size = prod(range_size(axes[i]) for i in out_axes)
-
-  # a big reduce into few outputs on a device with workgroups: reduce across the workgroup in shared memory
-  if ren.has_local and ren.has_shared and red_axes and out_size <= 2048:
-    last = red_axes[-1]
-    for amt in (256, 128, 64, 32, 16):
-      if range_size(axes[last]) % amt == 0 and range_size(axes[last]) >= amt * 4 and _try(k, Opt(OptOps.GROUP, last, amt), opts): break
-
-  # register tiling: upcast output axes that an input does not move along (a matmul's i and j), each axis once
-  if k.reduce_op:
-    upcasted: set[int] = set()
-    for _ in range(2):
-      axes, best = k.axes(), None
-      for i, r in enumerate(axes):
-        if range_kind(r) is AxisType.REDUCE or range_size(r) % 4 != 0 or range_size(r) < 8 or r.arg[0] in upcasted: continue
-        broadcast = sum(1 for ld in k.loads() if k.stride(ld, r) == 0)
-        if broadcast and (best is None or broadcast > best[0]): best = (broadcast, i, r.arg[0])
-      if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], 4), opts): break
-      upcasted.add(best[2])
-
-  # unroll the innermost reduce loop a little
-  axes = k.axes()
-  red_axes = [i for i, r in enumerate(axes) if range_kind(r) is AxisType.REDUCE]
-  if red_axes:
-    last = red_axes[-1]
-    size = range_size(axes[last])
-    for amt in ((size,) if size <= 8 else ()) + (8, 4, 2):
-      if _try(k, Opt(OptOps.UNROLL, last, amt), opts): break
-
-  # workgroups for the output axes
-  if ren.has_local:
-    axes = k.axes()
-    for i in reversed(range(len(axes))):
-      r = axes[i]
-      if range_kind(r) is AxisType.REDUCE: continue
-      for amt in (16, 8, 4, 2):
-        if range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts): break
-      break
+  for step in (_grouped_reduce, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast, _workgroups, _threads):
+    if step is not None: step(k, opts)
   return opts

@@ -19,7 +19,7 @@ class OptOps(Enum):
   UNROLL = auto()   # split a reduce axis; the inner part is unrolled inside the loop
   LOCAL = auto()    # split an output axis; the inner part becomes a workgroup dimension
   GROUP = auto()    # split a reduce axis; the inner part is reduced across a workgroup in shared memory
-  THREAD = auto()   # split the first output axis across CPU threads
+  THREAD = auto()   # run an output axis's iterations on several CPU threads (the whole axis: arg must be 0)
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -38,6 +38,10 @@ _NEW_KIND = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, Opt
 _SPLITTABLE = (AxisType.GLOBAL, AxisType.LOOP, AxisType.REDUCE)
 
 def range_kind(r: UOp) -> AxisType: return r.arg[1]
+def reduce_parts(red: UOp) -> tuple[tuple[UOp, ...], tuple[UOp, ...]]:
+  """A REDUCE's (values, ranges): usually one value; unrolling can leave several, combined one after another."""
+  n = next((i for i, s in enumerate(red.src) if s.op is Ops.RANGE), len(red.src))
+  return red.src[:n], red.src[n:]
 def range_size(r: UOp) -> int: return r.src[0].arg
 
 class Kernel:
@@ -62,7 +66,10 @@ class Kernel:
   def ranges_of(self, *kinds: AxisType) -> list[UOp]: return [r for r in self.ranges() if range_kind(r) in kinds]
   @property
   def reduce_op(self) -> bool: return any(u.op is Ops.REDUCE for u in self.ast.toposort())
-  def upcast_size(self) -> int: return prod(range_size(r) for r in self.ranges_of(AxisType.UPCAST, AxisType.UNROLL))
+  def upcast_size(self) -> int:
+    """Outputs each thread keeps in registers (the product of UPCAST sizes)."""
+    return prod(range_size(r) for r in self.ranges_of(AxisType.UPCAST))
+  def unroll_size(self) -> int: return prod(range_size(r) for r in self.ranges_of(AxisType.UNROLL))
   def loads(self) -> list[UOp]: return [u for u in self.ast.toposort() if u.op is Ops.LOAD]
   def stores(self) -> list[UOp]: return [u for u in self.ast.toposort() if u.op is Ops.STORE]
 
@@ -83,27 +90,31 @@ class Kernel:
     r = axes[opt.axis]
     size, is_reduce = range_size(r), range_kind(r) is AxisType.REDUCE
     amount = opt.arg or size
-    if size % amount != 0 or amount <= 1: raise KernelOptError(f"{opt}: can't split an axis of {size} by {amount}")
+    if size % amount != 0 or (amount <= 1 and opt.op is not OptOps.THREAD):
+      raise KernelOptError(f"{opt}: can't split an axis of {size} by {amount}")
     if opt.op in (OptOps.UNROLL, OptOps.GROUP) and not is_reduce: raise KernelOptError(f"{opt}: axis {opt.axis} is not a reduce")
     if opt.op in (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD) and is_reduce: raise KernelOptError(f"{opt}: axis {opt.axis} is a reduce")
     if opt.op in (OptOps.LOCAL, OptOps.GROUP) and not self.ren.has_local: raise KernelOptError(f"{opt}: the device has no workgroups")
     if opt.op is OptOps.GROUP and not self.ren.has_shared: raise KernelOptError(f"{opt}: the device has no shared memory")
-    if opt.op is OptOps.THREAD and not self.ren.has_threads: raise KernelOptError(f"{opt}: the device has no threads")
-    if opt.op in (OptOps.UPCAST, OptOps.UNROLL) and self.upcast_size() * amount > self.ren.upcast_max:
-      raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} unrolled elements")
+    if opt.op is OptOps.THREAD and (not self.ren.threads or opt.arg != 0):
+      raise KernelOptError(f"{opt}: the device has no threads" if not self.ren.threads else f"{opt}: THREAD takes the whole axis (arg 0)")
+    if opt.op is OptOps.UPCAST and self.upcast_size() * amount > self.ren.upcast_max:
+      raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} upcast elements")
+    if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 4 * self.ren.upcast_max:
+      raise KernelOptError(f"{opt}: more than {4 * self.ren.upcast_max} unrolled operations")
     if opt.op is OptOps.LOCAL:
       local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
       if local > self.ren.max_workgroup: raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")
-    self.ast = self._split(r, amount, _NEW_KIND[opt.op], outer=opt.op is OptOps.THREAD)
+    self.ast = self._split(r, amount, _NEW_KIND[opt.op])
     self.applied_opts.append(opt)
     return self
 
-  def _split(self, r: UOp, amount: int, kind: AxisType, outer: bool = False) -> UOp:
-    """r -> a*amount + b; the new role goes to the inner part b (or, with outer, to the outer part a of size amount)."""
+  def _split(self, r: UOp, amount: int, kind: AxisType) -> UOp:
+    """r -> a*amount + b: the outer part a keeps r's role, the inner part b (amount iterations) gets the new one.
+    With amount equal to r's size, r just changes role."""
     size, old_kind = range_size(r), range_kind(r)
     def new_range(n: int, k: AxisType, rid: int) -> UOp: return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (rid, k))
     if amount == size: pieces = [new_range(size, kind, r.arg[0])]
-    elif outer: pieces = [new_range(amount, kind, r.arg[0]), new_range(size // amount, old_kind, self._next_id)]
     else: pieces = [new_range(size // amount, old_kind, r.arg[0]), new_range(amount, kind, self._next_id)]
     self._next_id += 1
     expr = pieces[0] if len(pieces) == 1 else pieces[0] * range_size(pieces[1]) + pieces[1]
@@ -124,8 +135,9 @@ def replace_range(ast: UOp, r: UOp, expr: UOp, pieces: tuple[UOp, ...]) -> UOp:
   for node in ast.toposort():
     if node in memo: continue
     if node.op is Ops.REDUCE:
-      rs = tuple(p for s in node.src[1:] for p in (pieces if s is r else (s,)))
-      memo[node] = node.replace(src=(memo[node.src[0]],) + rs)
+      values, ranges = reduce_parts(node)
+      rs = tuple(p for s in ranges for p in (pieces if s is r else (s,)))
+      memo[node] = node.replace(src=tuple(memo[v] for v in values) + rs)
     else:
       src = tuple(memo[s] for s in node.src)
       memo[node] = node if src == node.src else node.replace(src=src)

@@ -11,8 +11,8 @@ copies that unrolling made) share one loop nest, so an upcast matmul keeps its w
 """
 from __future__ import annotations
 from fusegrad.dtype import dtypes
-from fusegrad.uop.ops import UOp, Ops
-from fusegrad.codegen.kernel import range_kind
+from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.codegen.kernel import range_kind, reduce_parts
 
 def reduce_identity(op: Ops, dtype) -> object:
   if op is Ops.ADD: return 0
@@ -28,13 +28,14 @@ class _Linearizer:
     self.deps: dict[UOp, frozenset[UOp]] = {}
     for u in self.nodes:  # the loops each node depends on (a REDUCE does not depend on the loops it closes)
       d = frozenset([u]) if u.op is Ops.RANGE else frozenset().union(*(self.deps[s] for s in u.src))
-      self.deps[u] = d - frozenset(u.src[1:]) if u.op is Ops.REDUCE else d
+      self.deps[u] = d - frozenset(reduce_parts(u)[1]) if u.op is Ops.REDUCE else d
 
   def run(self) -> list[UOp]:
     for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): self.add(u)
     for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): self.add(u)
     for u in sorted((u for u in self.nodes if u.op is Ops.SPECIAL), key=lambda u: u.arg): self.add(u)
-    outer = sorted(self.deps[self.sink], key=lambda r: (range_kind(r).value, r.arg[0]))
+    # threaded loops go outermost (one parallel region per kernel), then the rest in axis order
+    outer = sorted(self.deps[self.sink], key=lambda r: (range_kind(r) is not AxisType.THREAD, r.arg[0]))
     for r in outer: self.open_loop(r)
     for store in self.sink.src: self.emit(store)
     for r in reversed(outer): self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
@@ -63,22 +64,23 @@ class _Linearizer:
     return new
 
   def emit_reduce_group(self, red: UOp) -> None:
-    ranges = red.src[1:]
-    group = [x for x in self.reduces if x.src[1:] == ranges and x not in self.done]
-    group = [x for x in group if x is red or not any(y in x.src[0].toposort() for y in group if y is not x)]
+    ranges = reduce_parts(red)[1]
+    group = [x for x in self.reduces if reduce_parts(x)[1] == ranges and x not in self.done]
+    group = [x for x in group if x is red or not any(y in x.toposort() for y in group if y is not x)]
     # hoist: what the values need that does not depend on these loops is computed before the loops open
     rset = frozenset(ranges)
     for x in group:
-      for n in x.src[0].toposort(gate=lambda n: n not in self.done and bool(self.deps[n] & rset)):
-        if n not in self.done and not self.deps[n] & rset and n.op is not Ops.RANGE: self.emit(n)
+      for v in reduce_parts(x)[0]:
+        for n in v.toposort(gate=lambda n: n not in self.done and bool(self.deps[n] & rset)):
+          if n not in self.done and not self.deps[n] & rset and n.op is not Ops.RANGE: self.emit(n)
     accs = [UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, reduce_identity(x.arg, x.dtype)),), len(self.out) + i)
             for i, x in enumerate(group)]
     for acc in accs: self.emit(acc)
     for r in ranges: self.open_loop(r)
     for x, acc in zip(group, accs):
-      value = self.emit(x.src[0])
-      update = UOp(x.arg, x.dtype, (acc, value))
-      self.out += [update, UOp(Ops.ASSIGN, x.dtype, (acc, update))]
+      update = acc
+      for v in reduce_parts(x)[0]: update = self.accumulate(x.arg, update, v)
+      self.out.append(UOp(Ops.ASSIGN, x.dtype, (acc, update)))
     for r in reversed(ranges):
       self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
       del self.done[r]
@@ -86,6 +88,14 @@ class _Linearizer:
     # values computed inside the loops are out of scope now
     for n in list(self.done):
       if self.deps.get(n, frozenset()) & rset: del self.done[n]
+
+  def accumulate(self, op: Ops, acc: UOp, v: UOp) -> UOp:
+    """acc <op> v; a sum of products becomes multiply-accumulates (one fused multiply-add where the device has it)."""
+    if op is Ops.ADD and v.op is Ops.MUL and dtypes.is_float(v.dtype):
+      update = UOp(Ops.MULACC, v.dtype, (self.emit(v.src[0]), self.emit(v.src[1]), acc))
+    else: update = UOp(op, acc.dtype, (acc, self.emit(v)))
+    self.out.append(update)
+    return update
 
 def linearize(sink: UOp) -> list[UOp]:
   """The flat program for a lowered kernel AST."""

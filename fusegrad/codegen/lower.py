@@ -13,7 +13,7 @@ from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
 from fusegrad.uop.rewrite import UPat, PatternMatcher
 from fusegrad.uop.symbolic import simplify
-from fusegrad.codegen.kernel import range_kind, range_size, replace_range
+from fusegrad.codegen.kernel import range_kind, range_size, replace_range, reduce_parts
 
 def _count_divmod(ast: UOp) -> int: return sum(1 for u in ast.toposort() if u.op in (Ops.IDIV, Ops.MOD))
 
@@ -32,7 +32,9 @@ def merge_axes(ast: UOp) -> UOp:
     rs = [u for u in ast.toposort() if u.op is Ops.RANGE]
     outputs = sorted((r for r in rs if range_kind(r) is AxisType.GLOBAL), key=lambda r: r.arg[0])
     pairs = list(zip(outputs, outputs[1:]))
-    for red in (u for u in ast.toposort() if u.op is Ops.REDUCE): pairs += list(zip(red.src[1:], red.src[2:]))
+    for red in (u for u in ast.toposort() if u.op is Ops.REDUCE):
+      ranges = reduce_parts(red)[1]
+      pairs += list(zip(ranges, ranges[1:]))
     base = _count_divmod(ast)
     for outer, inner in pairs:
       candidate = _merge(ast, outer, inner)

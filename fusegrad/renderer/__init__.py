@@ -16,7 +16,8 @@ class Renderer:
   shared_max: int = 0              # bytes of shared memory per workgroup
   upcast_max: int = 16             # largest number of unrolled elements per thread
   max_buffers: int = 64            # buffers one kernel may take
-  has_threads: bool = False        # the CPU backend: outer loop split across threads
+  threads: int = 0                 # CPU threads that split the outermost loop (0: none)
+  simd_width: int = 16             # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512): sizes upcasts
   supports_float16: bool = True
   supports_bfloat16: bool = False
   supports_float64: bool = True

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 from fusegrad.dtype import DType, dtypes, PtrDType
 from fusegrad.renderer import Renderer
-from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType
 
 def _signed_idiv(a: str, b: str) -> str: return f"(({b})==0?0:({b})==-1?(0-({a})):({a})/({b}))"
 def _signed_mod(a: str, b: str) -> str: return f"(({b})==0||({b})==-1?0:({a})%({b}))"
@@ -88,6 +88,10 @@ class CStyleLanguage(Renderer):
     return "\n".join(prelude + [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
 
   def render_prelude(self, uops: list[UOp]) -> list[str]: return []
+  def render_thread_loop(self, name: str, params: list[str], var: str, size: str, inner: list[str]) -> tuple[list[str], list[str]]:
+    """A loop whose iterations run on several threads (inner: the loop body's lines): its lines in the kernel, and
+    functions to render before the kernel."""
+    raise NotImplementedError(f"{type(self).__name__} has no threaded loops")
 
   # *** the program ***
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -95,6 +99,8 @@ class CStyleLanguage(Renderer):
     uses = Counter(s for u in uops for s in u.src)
     written = {u.src[0] for u in uops if u.op is Ops.STORE}
     params, body, depth, counter = [], [], 1, Counter()
+    thread_loop: tuple[str, str, int] | None = None  # (variable, size, first body line) of a loop split across threads
+    helpers: list[str] = []  # functions the kernel calls, rendered before it
     def new_name(prefix: str) -> str:
       counter[prefix] += 1
       return f"{prefix}{counter[prefix] - 1}"
@@ -114,11 +120,18 @@ class CStyleLanguage(Renderer):
       elif u.op is Ops.CONST: names[u] = self.render_const(u.arg, u.dtype)
       elif u.op is Ops.RANGE:
         names[u] = f"ridx{u.arg[0]}"
-        line(f"for (int {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
-        depth += 1
+        if u.arg[1] is AxisType.THREAD: thread_loop = (names[u], src[0], len(body))
+        else:
+          line(f"for (int {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
+          depth += 1
       elif u.op is Ops.ENDRANGE:
-        depth -= 1
-        line("}")
+        if u.src[0].arg[1] is AxisType.THREAD:
+          assert thread_loop is not None
+          loop, funcs = self.render_thread_loop(name, params, thread_loop[0], thread_loop[1], body[thread_loop[2]:])
+          body, helpers = body[:thread_loop[2]] + loop, helpers + funcs
+        else:
+          depth -= 1
+          line("}")
       elif u.op is Ops.DEFINE_LOCAL:
         names[u] = u.arg[0]
         line(f"{self.smem_prefix}{self.render_dtype(u.dtype.base)} {u.arg[0]}[{u.arg[1]}];")
@@ -146,7 +159,7 @@ class CStyleLanguage(Renderer):
           names[u] = new_name("alu" if u.op in GroupOp.ALU else "cast")
           line(f"{self.render_dtype(u.dtype)} {names[u]} = {expr};")
       else: raise NotImplementedError(f"{type(self).__name__} can't render {u.op}")
-    return self.render_kernel(name, params, body, self.render_prelude(uops))
+    return self.render_kernel(name, params, body, self.render_prelude(uops) + helpers)
 
 @dataclass(frozen=True)
 class ClangRenderer(CStyleLanguage):
@@ -164,3 +177,10 @@ class ClangRenderer(CStyleLanguage):
     return f"({{union {{ {f} a; {t} b; }} u_; u_.a = ({f})({x}); u_.b;}})"
   def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
     return "\n".join(prelude + [f"void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
+  def render_thread_loop(self, name: str, params: list[str], var: str, size: str, inner: list[str]) -> tuple[list[str], list[str]]:
+    """An OpenMP loop calling the body in a function of its own: there the pointers stay `restrict` and the compiler
+    vectorizes as it would without threads."""
+    args = ", ".join(p.split()[-1] for p in params)
+    body_fn = [f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const int {var}'])}) {{"] + inner + ["}"]
+    loop = [f"  #pragma omp parallel for num_threads({self.threads})", f"  for (int {var} = 0; {var} < {size}; {var}++) {name}_body({args}, {var});"]
+    return loop, body_fn

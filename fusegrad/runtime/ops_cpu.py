@@ -3,7 +3,7 @@ from __future__ import annotations
 import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, time
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
-from fusegrad.helpers import CC
+from fusegrad.helpers import CC, CPU_THREADS
 from fusegrad.renderer.cstyle import ClangRenderer
 
 class CPUBuffer:
@@ -33,11 +33,27 @@ def find_c_compiler() -> str:
     if shutil.which(cc): return cc
   raise RuntimeError("no C compiler found: install clang or gcc, or set CC")
 
+def simd_width() -> int:
+  """Bytes in a SIMD register of this CPU (64 with AVX-512, 32 with AVX2, else 16)."""
+  flags = next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "") if os.path.exists("/proc/cpuinfo") else ""
+  return 64 if " avx512f" in flags else 32 if " avx2" in flags else 16
+
+def openmp_works(cc: str) -> bool:
+  """True when cc can build and load a program with an OpenMP parallel loop."""
+  src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "omp.so")
+    if subprocess.run([cc, "-shared", "-fPIC", "-fopenmp", "-x", "c", "-", "-o", out], input=src.encode(), capture_output=True).returncode:
+      return False
+    try: return ctypes.CDLL(out).f(10) == 45
+    except OSError: return False
+
 class ClangCompiler(Compiler):
   """C -> shared library. The cache key holds the compiler, its flags and the CPU (flags use -march=native)."""
-  def __init__(self, cc: str):
+  def __init__(self, cc: str, openmp: bool):
     self.cc = cc
     self.args = ["-shared", "-O2", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno", "-fno-strict-aliasing", "-x", "c"]
+    if openmp: self.args.insert(0, "-fopenmp")
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     cpu = next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "") if os.path.exists("/proc/cpuinfo") else ""
     ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
@@ -71,5 +87,8 @@ class CPUDevice(Compiled):
   def __init__(self, device: str):
     cc = find_c_compiler()
     is_clang = "clang" in subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.lower()
-    renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False)
-    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc), CPUProgram)
+    openmp = openmp_works(cc)
+    threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
+    renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
+                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=64)
+    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp), CPUProgram)
