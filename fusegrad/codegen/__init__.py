@@ -14,7 +14,7 @@ launch indices (4); lowering (5) runs on final values so that every bfloat16 op 
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
-from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint
+from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint, to_function_name
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
@@ -65,17 +65,19 @@ def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> Progr
   """A kernel AST -> a ProgramSpec (rendered source and launch sizes) for the renderer's device."""
   if DEBUG >= 5: dprint(5, pretty_print(ast))
   k = optimize(Kernel(merge_axes(fold_reduces(ast)), ren), opts)
+  dprint(3, f"{k.name}: opts {k.applied_opts}")
+  return program_for(k)
+
+def program_for(k: Kernel) -> ProgramSpec:
+  """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes."""
   uops = lower_kernel(k)
-  name = k.name
-  dprint(3, f"{name}: opts {k.applied_opts}")
   if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
-  from fusegrad.helpers import to_function_name
-  src = ren.render(to_function_name(name), uops)
+  src = k.ren.render(to_function_name(k.name), uops)
   if DEBUG >= 4: dprint(4, src)
   specials = {u.arg[0]: u.arg[1] for u in uops if u.op is Ops.SPECIAL}
   gsz = tuple(specials.get(f"gidx{i}", 1) for i in range(3))
-  lsz = tuple(specials.get(f"lidx{i}", 1) for i in range(3)) if ren.has_local else None
-  return ProgramSpec(name, src, ren.device, uops, gsz, lsz, [u for u in uops if u.op is Ops.DEFINE_VAR], k.applied_opts,
+  lsz = tuple(specials.get(f"lidx{i}", 1) for i in range(3)) if k.ren.has_local else None
+  return ProgramSpec(k.name, src, k.ren.device, uops, gsz, lsz, [u for u in uops if u.op is Ops.DEFINE_VAR], list(k.applied_opts),
                      estimate_flops(uops))
 
 def estimate_flops(uops: list[UOp]) -> int:
