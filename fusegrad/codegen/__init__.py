@@ -5,6 +5,7 @@ The pipeline, in order:
   1. merge_axes           loops that can merge without division (fewer, longer loops)      codegen/lower.py
   2. optimize             a list of Opts from the heuristic or BEAM, applied to the Kernel  codegen/kernel.py
   3. expand_unrolled      UPCAST/UNROLL ranges become copies of code                         codegen/expand.py
+     lower_group_reduces  GROUP reduces get shared memory and a barrier                      codegen/lower.py
   4. to_launch_dims       output loops become gidx/lidx where the device has a grid         codegen/lower.py
   5. device lowering      THREEFRY and bfloat16 for renderers that lack them                codegen/lower.py
   6. linearize            the flat program with loops and accumulators                      codegen/linearize.py
@@ -22,7 +23,7 @@ from fusegrad.uop.symbolic import simplify
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
 from fusegrad.codegen.heuristic import hand_coded_optimizations
 from fusegrad.codegen.expand import expand_unrolled
-from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered
+from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered, lower_group_reduces
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
 
@@ -43,7 +44,7 @@ class ProgramSpec:
 
 def lower_kernel(k: Kernel) -> list[UOp]:
   """Steps 3-6: an optimized Kernel -> the flat program."""
-  ast = expand_unrolled(k.ast)
+  ast = lower_group_reduces(expand_unrolled(k.ast))
   ast = to_launch_dims(ast, k.ren)
   if not k.ren.native_threefry: ast = decompose_threefry(ast)
   if not k.ren.supports_bfloat16: ast = emulate_bfloat16(ast)

@@ -1,6 +1,7 @@
 """Passes between an optimized kernel AST and the flat program: each reads the renderer's capabilities.
 
   merge_axes          adjacent loops whose merge needs no extra division become one loop (before optimizing)
+  lower_group_reduces a reduce split across a workgroup gets shared memory, a barrier and a final sum
   to_launch_dims      output loops become launch dimensions (gidx/lidx) on devices that have them
   decompose_threefry  THREEFRY becomes 32-bit integer ops, for renderers without it
   emulate_bfloat16    bfloat16 values live in float32 registers and 16-bit memory, for renderers without it
@@ -9,7 +10,8 @@
 from __future__ import annotations
 from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.renderer import Renderer
-from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.uop.ops import UOp, Ops, AxisType, flat_index
+from fusegrad.codegen.expand import tree_reduce
 from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
 from fusegrad.uop.rewrite import UPat, PatternMatcher
 from fusegrad.uop.symbolic import simplify
@@ -61,6 +63,43 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   mapping.update({r: UOp(Ops.SPECIAL, dtypes.index, (), (f"lidx{i}", range_size(r))) for i, r in enumerate(reversed(local))})
   for r, sp in mapping.items(): ast = replace_range(ast, r, sp, ())
   return simplify(ast)
+
+# *** grouped reductions: a reduce split across a workgroup, combined through shared memory ***
+
+def lower_group_reduces(ast: UOp) -> UOp:
+  """Each REDUCE over a GROUP range: every thread of the workgroup reduces its share, stores the partial result in a
+  shared buffer, waits at a barrier, then adds up the buffer; stores to global memory happen in the group's first
+  thread only."""
+  groups = sorted({r for u in ast.toposort() if u.op is Ops.REDUCE for r in reduce_parts(u)[1] if range_kind(r) is AxisType.GROUP},
+                  key=lambda r: r.arg[0])
+  if not groups: return ast
+  local = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) in (AxisType.LOCAL, AxisType.GROUP)),
+                 key=lambda r: r.arg[0])
+  tid = flat_index(local, [range_size(r) for r in local])  # this thread's slot in the workgroup
+  next_id = max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE) + 1
+  replace: dict[UOp, UOp] = {}
+  for i, red in enumerate(u for u in ast.toposort() if u.op is Ops.REDUCE and any(r in groups for r in reduce_parts(u)[1])):
+    values, ranges = reduce_parts(red)
+    kept = tuple(r for r in ranges if r not in groups)
+    mine = tuple(r for r in ranges if r in groups)
+    partial = UOp(Ops.REDUCE, red.dtype, values + kept, red.arg) if kept else tree_reduce(red.arg, list(values))
+    smem = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(local=True), (), (f"temp{i}", range_size_prod(local)))
+    barrier = UOp(Ops.BARRIER, dtypes.void, (UOp(Ops.STORE, dtypes.void, (smem, tid, partial)),))
+    j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, range_size_prod(mine)),), (next_id + i, AxisType.REDUCE))
+    digits, rest = {}, j
+    for r in reversed(mine):  # j enumerates the group positions: its digits stand for the group ranges
+      digits[r], rest = rest % range_size(r), rest // range_size(r)
+    replace[red] = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (smem, tid.substitute(digits), barrier)), j), red.arg)
+  ast = ast.substitute(replace)
+  first = UOp.const(dtypes.bool, True)
+  for g in groups: first = first & g.ne(0).logical_not()
+  stores = [st.replace(src=st.src[:3] + ((st.src[3] & first) if len(st.src) > 3 else first,)) for st in ast.src]
+  return simplify(ast.replace(src=tuple(stores)))
+
+def range_size_prod(rs: list[UOp] | tuple[UOp, ...]) -> int:
+  ret = 1
+  for r in rs: ret *= range_size(r)
+  return ret
 
 # *** THREEFRY as 32-bit integer ops ***
 

@@ -135,11 +135,14 @@ class CStyleLanguage(Renderer):
       elif u.op is Ops.DEFINE_LOCAL:
         names[u] = u.arg[0]
         line(f"{self.smem_prefix}{self.render_dtype(u.dtype.base)} {u.arg[0]}[{u.arg[1]}];")
-      elif u.op is Ops.BARRIER: line(self.barrier)
+      elif u.op is Ops.BARRIER:
+        names[u] = ""
+        line(self.barrier)
       elif u.op is Ops.LOAD:
         names[u] = new_name("val")
         access = f"{src[0]}[{src[1]}]"
-        val = access if len(src) == 2 else f"({src[2]}?{access}:{self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)})"
+        gate = next((n for x, n in zip(u.src[2:], src[2:]) if x.dtype == dtypes.bool), None)  # other extras order only (BARRIER)
+        val = access if gate is None else f"({gate}?{access}:{self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)})"
         line(f"{self.render_dtype(u.dtype)} {names[u]} = {val};")
       elif u.op is Ops.STORE:
         stmt = f"{src[0]}[{src[1]}] = {src[2]};"

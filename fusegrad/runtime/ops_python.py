@@ -66,9 +66,12 @@ class PythonProgram:
   def __call__(self, *bufs: memoryview, global_size: tuple[int, ...] = (1, 1, 1), local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
     st = time.perf_counter()
-    nthreads = prod(global_size)
+    local_size = local_size or (1, 1, 1)
+    group_threads = prod(local_size)
+    nthreads = prod(global_size) * group_threads  # every thread of every workgroup, in lockstep (barriers are free)
     values: dict[UOp, Value] = {}
     views: dict[UOp, memoryview] = {}
+    local_base: dict[UOp, list[int]] = {}  # for shared memory: where each thread's workgroup's copy starts
     var_i, pc, uops = 0, 0, self.uops
     counters: dict[UOp, int] = {}
     while pc < len(uops):
@@ -82,8 +85,14 @@ class PythonProgram:
         var_i += 1
       elif op is Ops.SPECIAL:
         dim, size = int(u.arg[0][4:]), u.arg[1]
-        inner = prod(global_size[:dim])
-        values[u] = [(t // inner) % size for t in range(nthreads)] if nthreads > 1 else 0
+        if u.arg[0].startswith("l"): values[u] = [(t % group_threads // prod(local_size[:dim])) % size for t in range(nthreads)]
+        else: values[u] = [(t // group_threads // prod(global_size[:dim])) % size for t in range(nthreads)]
+        if nthreads == 1: values[u] = 0
+      elif op is Ops.DEFINE_LOCAL:
+        size, groups = u.arg[1], nthreads // group_threads
+        views[u] = memoryview(bytearray(size * groups * u.dtype.base.itemsize)).cast(u.dtype.base.fmt)
+        local_base[u] = [t // group_threads * size for t in range(nthreads)]
+      elif op is Ops.BARRIER: pass
       elif op is Ops.CONST: values[u] = u.arg
       elif op is Ops.RANGE:
         if u.src[0].arg == 0:
@@ -97,8 +106,14 @@ class PythonProgram:
           values[r] = counters[r]
           pc = self.loop_start[pc] + 1
           continue
-      elif op is Ops.LOAD: values[u] = self._load(views[u.src[0]], [values[s] for s in u.src[1:]], u.dtype)
-      elif op is Ops.STORE: self._store(views[u.src[0]], [values[s] for s in u.src[1:]])
+      elif op is Ops.LOAD:
+        args = [values[s] for s in u.src[1:] if s.op is not Ops.BARRIER]
+        if u.src[0] in local_base: args[0] = _alu(Ops.ADD, dtypes.index, [args[0], local_base[u.src[0]]])
+        values[u] = self._load(views[u.src[0]], args, u.dtype)
+      elif op is Ops.STORE:
+        args = [values[s] for s in u.src[1:]]
+        if u.src[0] in local_base: args[0] = _alu(Ops.ADD, dtypes.index, [args[0], local_base[u.src[0]]])
+        self._store(views[u.src[0]], args)
       elif op is Ops.DEFINE_ACC: values[u] = values[u.src[0]]
       elif op is Ops.ASSIGN: values[u.src[0]] = values[u] = values[u.src[1]]
       elif op is Ops.CAST: values[u] = _map(_cast, values[u.src[0]], u.dtype)
@@ -137,7 +152,8 @@ class PythonAllocator(Allocator):
 
 class PythonDevice(Compiled):
   def __init__(self, device: str):
-    renderer = PythonRenderer(device="PYTHON", global_max=(2 ** 31 - 1,) * 3, supports_bfloat16=False)
+    renderer = PythonRenderer(device="PYTHON", global_max=(2 ** 31 - 1,) * 3, local_max=(1024, 1024, 64), has_local=True,
+                              has_shared=True, max_workgroup=1024, supports_bfloat16=False)
     super().__init__(device, PythonAllocator(), renderer, _PythonCompiler(), PythonProgram)
 
 class _PythonCompiler(Compiler):
