@@ -334,11 +334,14 @@ class Tensor(ElementwiseMixin, NNMixin):
     Tensor._seed, Tensor._rng_counter = int(seed), 0
   @staticmethod
   def _random_bits(n: int, device: str | None) -> Tensor:
-    """n uint32 random words (fresh ones on every call)."""
-    counter = Tensor.arange(n, device=device, dtype=dtypes.uint32).cast(dtypes.uint64) + Tensor._rng_counter
+    """n uint32 random words, fresh on every call: Threefry of (counter + i) under the seed. The seed and counter
+    come from a small buffer of their own (not constants in the kernel), so every call runs the same compiled
+    kernel, and TinyJit can write the next counter into it before each replay."""
+    state = Tensor([Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter], dtype=dtypes.uint64, device=device)
+    for hook in _rng_hooks: hook(state, Tensor._rng_counter)
     Tensor._rng_counter += n
-    key = Tensor.full((n,), Tensor._seed & 0xFFFFFFFFFFFFFFFF, dtype=dtypes.uint64, device=device)
-    bits = Tensor(counter.uop.alu(Ops.THREEFRY, key.uop))
+    counter = Tensor.arange(n, device=device, dtype=dtypes.uint32).cast(dtypes.uint64) + state[1]
+    bits = Tensor(counter.uop.alu(Ops.THREEFRY, state[0].expand(n).uop))
     return (bits & 0xFFFFFFFF).cast(dtypes.uint32)
   @staticmethod
   def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
@@ -798,6 +801,9 @@ class Tensor(ElementwiseMixin, NNMixin):
     with Tensor.train(False): yield
 
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
+
+# called with (state tensor, counter value) for every random draw: TinyJit records the draws it captures
+_rng_hooks: list[Callable[[Tensor, int], None]] = []
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
   s = argfix(*shape) if shape else ()

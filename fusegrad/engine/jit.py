@@ -1,0 +1,188 @@
+"""TinyJit: run a function once, capture the kernels it launches the second time, and replay them after that.
+
+A replay skips Python entirely: no graph building, no scheduling, no codegen; the captured kernels run again with
+the new inputs' buffers swapped in. So the function must do the same work every call: same input shapes, dtypes
+and devices, and no Python-side branching on tensor values.
+
+`function` is the lighter cousin: it traces the graph a function builds once per input signature and reuses it, so
+building a model's forward graph again costs one substitution.
+"""
+from __future__ import annotations
+import functools, struct
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar
+from fusegrad.device import Buffer
+from fusegrad.helpers import JIT, dprint, colored
+from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.engine.realize import ExecItem, capturing
+
+ReturnType = TypeVar("ReturnType")
+
+class JitError(RuntimeError):
+  """A TinyJit call that can't be captured or replayed."""
+
+def _tensors_in(x: Any) -> list:
+  """Every Tensor in x: x itself, or inside lists, tuples and dicts (in order)."""
+  from fusegrad.tensor import Tensor
+  if isinstance(x, Tensor): return [x]
+  if isinstance(x, (list, tuple)): return [t for v in x for t in _tensors_in(v)]
+  if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
+  return []
+
+def _view_structure(u: UOp) -> tuple:
+  """The movement ops between a tensor and its buffer (the kernels were built for exactly this view)."""
+  chain = []
+  while u.op in GroupOp.Movement:
+    chain.append((u.op, u.arg))
+    u = u.src[0]
+  return tuple(chain)
+
+def _input_buffer(t: Any, i: int) -> Buffer:
+  u = t.uop
+  while u.op in GroupOp.Movement: u = u.src[0]
+  if u.op is not Ops.BUFFER:
+    raise JitError(f"TinyJit: input {i} (shape {t.shape}) is not realized; call .realize() on inputs before passing them")
+  return u.arg
+
+@dataclass(frozen=True)
+class _Signature:
+  shapes: tuple
+  dtypes: tuple
+  devices: tuple
+  views: tuple
+
+def _signature(tensors: list) -> _Signature:
+  return _Signature(tuple(t.shape for t in tensors), tuple(t.dtype for t in tensors), tuple(t.device for t in tensors),
+                    tuple(_view_structure(t.uop) for t in tensors))
+
+class TinyJit(Generic[ReturnType]):
+  """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay."""
+  def __init__(self, fxn: Callable[..., ReturnType]):
+    self.fxn, self.cnt = fxn, 0
+    self.jit_cache: list[ExecItem] = []
+    self.input_slots: list[tuple[int, int, int]] = []  # (exec item, buffer position, input index)
+    self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
+    self.rng_step = 0
+    functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+
+  def reset(self) -> None:
+    """Forget the capture: the next call runs normally again."""
+    self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
+
+  def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
+    return functools.partial(self.__call__, obj)  # as a method: bind the instance
+
+  def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    inputs = _tensors_in(list(args)) + _tensors_in(kwargs)
+    if not JIT: return self.fxn(*args, **kwargs)
+    bufs = [_input_buffer(t, i) for i, t in enumerate(inputs)]
+    sig = _signature(inputs)
+    if self.cnt == 0:
+      self.sig, self.cnt = sig, 1
+      return self._finish(self.fxn(*args, **kwargs))
+    if sig != self.sig: raise JitError(f"TinyJit: inputs changed since the capture:\n  was {self.sig}\n  now {sig}")
+    if self.cnt == 1: return self._capture(args, kwargs, bufs)
+    return self._replay(bufs)
+
+  def _finish(self, ret: Any) -> Any:
+    from fusegrad.tensor import Tensor
+    Tensor.realize_all(_tensors_in(ret))
+    return ret
+
+  def _capture(self, args: tuple, kwargs: dict, bufs: list[Buffer]) -> Any:
+    from fusegrad.tensor import Tensor, _rng_hooks
+    start = Tensor._rng_counter
+    draws: list[tuple[Tensor, int]] = []
+    _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
+    capturing.append(self.jit_cache)
+    try: ret = self._finish(self.fxn(*args, **kwargs))
+    finally:
+      capturing.pop()
+      _rng_hooks.pop()
+    if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
+    self.input_slots = [(i, j, bufs.index(b)) for i, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs)
+                        if any(b is x for x in bufs)]
+    self.rng_draws = [(_input_buffer(state, 0), off) for state, off in draws]
+    self.rng_step = Tensor._rng_counter - start
+    self.ret, self.cnt = ret, 2
+    dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
+    return ret
+
+  def _replay(self, bufs: list[Buffer]) -> Any:
+    from fusegrad.tensor import Tensor
+    for i, j, k in self.input_slots: self.jit_cache[i].bufs[j] = bufs[k]
+    for state, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
+      state.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
+    Tensor._rng_counter += self.rng_step
+    for ei in self.jit_cache: ei.run(jit=True)
+    self.cnt += 1
+    return self.ret
+
+class function:
+  """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
+  `@function def f(x): return (x @ w).relu()`: calls with same-shaped inputs give the same results as calling f."""
+  def __init__(self, fxn: Callable):
+    self.fxn = fxn
+    self.traces: dict[_Signature, tuple[list[UOp], Any, list]] = {}
+    functools.update_wrapper(self, fxn)
+
+  def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    from fusegrad.tensor import Tensor
+    inputs = _tensors_in(list(args)) + _tensors_in(kwargs)
+    key = _Signature(tuple(t.shape for t in inputs), tuple(t.dtype for t in inputs), tuple(t.device for t in inputs),
+                     (tuple(kwargs), len(args)))
+    if key not in self.traces: self.traces[key] = self._trace(args, kwargs, inputs)
+    holders, structure, outs = self.traces[key]
+    sub = {h: t.uop for h, t in zip(holders, inputs)}
+    results = iter([Tensor(o.substitute(sub)) for o in outs])
+    return _rebuild(structure, results)
+
+  def _trace(self, args: tuple, kwargs: dict, inputs: list) -> tuple[list[UOp], Any, list]:
+    from fusegrad.tensor import Tensor
+    holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
+    stand_ins = iter([Tensor(h) for h in holders])
+    ret = self.fxn(*_swap(list(args), stand_ins), **_swap(dict(kwargs), stand_ins))
+    roots = [o.uop for o in _tensors_in(ret)]
+    return holders, _structure(ret), _realize_external(roots, set(holders))
+
+def _realize_external(roots: list[UOp], held: set[UOp]) -> list[UOp]:
+  """roots with every part that doesn't depend on the inputs (weights, lazily initialized or computed) replaced by
+  its realized buffer, so a reused trace never recomputes it (and sees updates written into those buffers)."""
+  from fusegrad.tensor import Tensor
+  topo = UOp(Ops.SINK, src=tuple(roots)).toposort()[:-1]
+  dependent: dict[UOp, bool] = {}
+  for n in topo: dependent[n] = n in held or any(dependent[x] for x in n.src)
+  users_dependent = {x for n in topo if dependent[n] for x in n.src}
+  frontier = [n for n in topo if not dependent[n] and (n in users_dependent or n in roots)]
+  todo = [n for n in frontier if _view_base(n).op not in (Ops.BUFFER, Ops.CONST, Ops.DEVICE)]
+  if not todo: return roots
+  done = [Tensor(n) for n in todo]
+  Tensor.realize_all(done)
+  return [r.substitute({n: t.uop for n, t in zip(todo, done)}) for r in roots]
+
+def _view_base(u: UOp) -> UOp:
+  while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
+  return u
+
+def _swap(x: Any, stand_ins: Any) -> Any:
+  from fusegrad.tensor import Tensor
+  if isinstance(x, Tensor): return next(stand_ins)
+  if isinstance(x, list): return [_swap(v, stand_ins) for v in x]
+  if isinstance(x, tuple): return tuple(_swap(v, stand_ins) for v in x)
+  if isinstance(x, dict): return {k: _swap(v, stand_ins) for k, v in x.items()}
+  return x
+
+def _structure(x: Any) -> Any:
+  """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
+  from fusegrad.tensor import Tensor
+  if isinstance(x, Tensor): return Tensor
+  if isinstance(x, (list, tuple)): return type(x)(_structure(v) for v in x)
+  if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
+  return x
+
+def _rebuild(structure: Any, tensors: Any) -> Any:
+  from fusegrad.tensor import Tensor
+  if structure is Tensor: return next(tensors)
+  if isinstance(structure, (list, tuple)): return type(structure)(_rebuild(v, tensors) for v in structure)
+  if isinstance(structure, dict): return {k: _rebuild(v, tensors) for k, v in structure.items()}
+  return structure
