@@ -1,6 +1,7 @@
 """Data types: the scalar types, promotion (PyTorch's rules, tinygrad's defaults), and conversions."""
 from __future__ import annotations
-import math, struct
+import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Final
 

@@ -6,10 +6,13 @@ Hash-consing means two UOps built from the same parts are the same object, so `i
 identical subexpressions are shared for free.
 """
 from __future__ import annotations
-import itertools, math, struct, weakref
+import itertools
+import math
+import struct
+import weakref
 from enum import Enum, auto
 from typing import Any, Callable, Iterator, Sequence
-from fusegrad.dtype import DType, dtypes, PtrDType
+from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, argsort
 
 class Ops(Enum):
