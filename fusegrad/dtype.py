@@ -1,7 +1,6 @@
 """Data types: the scalar types, promotion (PyTorch's rules, tinygrad's defaults), and conversions."""
 from __future__ import annotations
-import math
-import struct
+import math, struct
 from dataclasses import dataclass
 from typing import Any, Final
 

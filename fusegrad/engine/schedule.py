@@ -12,12 +12,12 @@ The rules (DESIGN.md, invariant 3):
     recompute it once per copy), so elementwise consumers of a reduce join its kernel.
 """
 from __future__ import annotations
-import sys
-import weakref
+import sys, weakref
 from dataclasses import dataclass, field
+from typing import Any
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer
-from fusegrad.helpers import dprint
+from fusegrad.helpers import prod, dprint, DEBUG
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
 from fusegrad.uop.symbolic import simplify
 

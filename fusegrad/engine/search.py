@@ -4,8 +4,7 @@ In: a Kernel with no opts applied. Out: the Kernel with the best opts found appl
 (device, kernel AST, beam width), so a kernel is searched once per machine.
 """
 from __future__ import annotations
-import hashlib
-import math
+import hashlib, math
 from fusegrad.device import Buffer, CompileError
 from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG
 from fusegrad.uop.ops import Ops, pretty_print

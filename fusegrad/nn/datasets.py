@@ -5,11 +5,7 @@ the copy bundled in this repository (data/mnist), Debian's dataset-fashion-mnist
 are nowhere, they are downloaded (with a progress bar) into the cache. Every file is checked against its sha256.
 """
 from __future__ import annotations
-import gzip
-import hashlib
-import pathlib
-import struct
-import zlib
+import gzip, hashlib, pathlib, struct, zlib
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import fetch, MNIST_DIR, FASHION_MNIST_DIR, prod

@@ -1,13 +1,6 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
-import time
+import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, time
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
 from fusegrad.helpers import CC, CPU_THREADS

@@ -6,11 +6,7 @@ constants, loop counters) or a list with one entry per thread. Loops are uniform
 all threads. ALU ops use uop/alu.py, the same definitions constant folding uses.
 """
 from __future__ import annotations
-import array
-import base64
-import pickle
-import struct
-import time
+import array, base64, pickle, struct, time
 from typing import Any
 from fusegrad.dtype import DType, dtypes, PtrDType
 from fusegrad.device import Compiled, Allocator, Compiler

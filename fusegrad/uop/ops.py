@@ -6,13 +6,10 @@ Hash-consing means two UOps built from the same parts are the same object, so `i
 identical subexpressions are shared for free.
 """
 from __future__ import annotations
-import itertools
-import math
-import struct
-import weakref
+import itertools, math, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Iterator, Sequence
-from fusegrad.dtype import DType, dtypes
+from fusegrad.dtype import DType, dtypes, PtrDType
 from fusegrad.helpers import prod, argsort
 
 class Ops(Enum):
