@@ -5,10 +5,10 @@ A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
   a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
 """
 from __future__ import annotations
-import functools, hashlib, importlib, inspect, pkgutil, sys
+import functools, hashlib, importlib, inspect, pkgutil
 from typing import Any, Callable
-from fusegrad.dtype import DType, dtypes
-from fusegrad.helpers import DEV, DEBUG, GlobalCounters, diskcache_get, diskcache_put, dprint
+from fusegrad.dtype import DType
+from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer import Renderer
 
 # *** the device registry ***

@@ -4,7 +4,7 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import contextlib, functools, hashlib, math, os, pathlib, pickle, sqlite3, sys, tempfile, time, urllib.request
+import contextlib, functools, hashlib, os, pathlib, pickle, sqlite3, sys, tempfile, time, urllib.request
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")

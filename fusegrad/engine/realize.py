@@ -5,7 +5,6 @@ DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captu
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
-from typing import Any
 from fusegrad.device import Buffer, Device
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, to_function_name, dprint
 from fusegrad.uop.ops import UOp, Ops

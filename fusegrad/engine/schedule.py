@@ -14,10 +14,9 @@ The rules (DESIGN.md, invariant 3):
 from __future__ import annotations
 import sys, weakref
 from dataclasses import dataclass, field
-from typing import Any
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer
-from fusegrad.helpers import prod, dprint, DEBUG
+from fusegrad.helpers import dprint
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
 from fusegrad.uop.symbolic import simplify
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
 from fusegrad.dtype import DType, dtypes, PtrDType
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType

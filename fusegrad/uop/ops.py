@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools, math, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Iterator, Sequence
-from fusegrad.dtype import DType, dtypes, PtrDType
+from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, argsort
 
 class Ops(Enum):

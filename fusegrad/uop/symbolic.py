@@ -6,7 +6,6 @@ turn `((r0*12 + r1*4 + r2) // 4) % 3` into `r1` when the bounds of r0, r1, r2 al
 """
 from __future__ import annotations
 import math
-from typing import Any
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.uop.alu import exec_alu
