@@ -139,8 +139,10 @@ class CStyleLanguage(Renderer):
         if u.op is Ops.CAST: expr = self.render_cast(src[0], u.dtype, u.src[0].dtype)
         elif u.op is Ops.BITCAST: expr = self.render_bitcast(src[0], u.dtype, u.src[0].dtype)
         else: expr = self.render_alu(u, src)
-        # small integer expressions used once are written inline; every float result gets a variable (it rounds)
-        if uses[u] == 1 and (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool) and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
+        # small integer expressions used once are written inline; every float result gets a variable (it rounds), and so
+        # does every int narrower than C's int (C computes those in int: only the assignment wraps them to their type)
+        inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or u.dtype == dtypes.bool
+        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
           names[u] = expr
         else:
           names[u] = new_name("alu" if u.op in GroupOp.ALU else "cast")
