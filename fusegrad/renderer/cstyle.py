@@ -76,6 +76,9 @@ class CStyleLanguage(Renderer):
 
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
     if dt == dtypes.bool: return f"(({x})!=0)"
+    # float -> int through int64 (uint64 excepted: its top half doesn't fit), so out-of-range values wrap as in PYTHON
+    if dtypes.is_float(from_dt) and dtypes.is_int(dt) and dt not in (dtypes.int64, dtypes.uint64):
+      x = f"(({self.render_dtype(dtypes.int64)})({x}))"
     return f"(({self.render_dtype(dt)})({x}))"
 
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
