@@ -6,6 +6,7 @@ With a GPU (Device["CUDA"] opens): results against numpy and against the PYTHON 
 CUDA, launches over the grid limits, timing. test/cuda_gpu_check.sh runs these and the op suite on a GPU machine.
 """
 from __future__ import annotations
+import os, shutil, subprocess, sys
 from typing import Callable
 import numpy as np
 import pytest
@@ -128,6 +129,26 @@ def test_compile_with_opts(compiler: Compiler, opts: str):
   assert f"__launch_bounds__({threads})" in p.src and (threads == 1 or "threadIdx" in p.src)
   assert "threadIdx.y" in p.src if opts == "local2d" else True
   assert compiler.compile(p.src)[:4] == b"\x7fELF"
+
+def _shared_memory_kernel() -> str:
+  """A flat program swapping neighbours through shared memory, as grouped reduces will: data0[i] = data0[i^1]."""
+  from fusegrad.uop.ops import UOp, Ops
+  glob = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), 0)
+  lidx = UOp(Ops.SPECIAL, dtypes.index, (), ("lidx0", 16))
+  temp = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(local=True), (), ("temp0", 16))
+  load = UOp(Ops.LOAD, dtypes.float32, (glob, lidx))
+  store_local = UOp(Ops.STORE, dtypes.void, (temp, lidx, load))
+  barrier = UOp(Ops.BARRIER, dtypes.void, ())  # the base renderer names no STORE: a BARRIER can't list its stores yet
+  neighbour = UOp(Ops.XOR, dtypes.index, (lidx, UOp.const(dtypes.index, 1)))
+  swapped = UOp(Ops.LOAD, dtypes.float32, (temp, neighbour))
+  store = UOp(Ops.STORE, dtypes.void, (glob, lidx, swapped))
+  uops = [glob, lidx, temp, load, store_local, barrier, neighbour, swapped, store]
+  return CUDARenderer().render("swap_16", uops)
+
+def test_compile_shared_memory_and_barrier(compiler: Compiler):
+  src = _shared_memory_kernel()
+  assert "__shared__ float temp0[16];" in src and "__syncthreads();" in src and "__launch_bounds__(16)" in src
+  assert compiler.compile(src)[:4] == b"\x7fELF"
 
 def test_compile_error_is_clear(compiler: Compiler):
   with pytest.raises(CompileError, match="undefined|identifier") as e:
@@ -270,26 +291,36 @@ static unsigned last_launch[6];
 static u64 last_arg0;
 int launches = 0;
 int cuInit(unsigned flags) { return getenv("FAKE_CUDA_INIT_ERROR") ? atoi(getenv("FAKE_CUDA_INIT_ERROR")) : 0; }
-int cuGetErrorName(int err, const char **out) { snprintf(names[nerr % 8], 64, "CUDA_ERROR_FAKE_%d", err); *out = names[nerr++ % 8]; return 0; }
+int cuGetErrorName(int err, const char **out) {
+  snprintf(names[nerr % 8], 64, "CUDA_ERROR_FAKE_%d", err);
+  *out = names[nerr++ % 8];
+  return 0;
+}
 int cuDeviceGetCount(int *n) { *n = 1; return 0; }
 int cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
 int cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)0x1234; return 0; }
 int cuCtxSetCurrent(void *ctx) { return ctx == (void *)0x1234 ? 0 : 201; }
 int cuCtxSynchronize(void) { return 0; }
-int cuDeviceGetAttribute(int *v, int attr, int dev) { *v = attr == 75 ? 9 : 0; return attr == 75 || attr == 76 ? 0 : 1; }
+int cuDeviceGetAttribute(int *v, int attr, int dev) {  /* compute capability 9.0 */
+  *v = attr == 75 ? 9 : 0;
+  return attr == 75 || attr == 76 ? 0 : 1;
+}
 int cuMemAlloc_v2(u64 *ptr, size_t n) { *ptr = (u64)calloc(n, 1); return *ptr ? 0 : 2; }
 int cuMemFree_v2(u64 ptr) { free((void *)ptr); return 0; }
 int cuMemcpyHtoD_v2(u64 dst, const void *src, size_t n) { memcpy((void *)dst, src, n); return 0; }
 int cuMemcpyDtoH_v2(void *dst, u64 src, size_t n) { memcpy(dst, (void *)src, n); return 0; }
-int cuModuleLoadData(void **mod, const void *image) { *mod = (void *)image; return memcmp(image, "\x7f" "ELF", 4) ? 200 : 0; }
+int cuModuleLoadData(void **mod, const void *image) {
+  *mod = (void *)image;
+  return memcmp(image, "\x7f" "ELF", 4) ? 200 : 0;
+}
 int cuModuleGetFunction(void **fn, void *mod, const char *name) { *fn = (void *)0x42; return strlen(name) ? 0 : 500; }
 int cuModuleUnload(void *mod) { return 0; }
 int cuEventCreate(void **ev, unsigned flags) { *ev = malloc(1); return 0; }
 int cuEventRecord(void *ev, void *stream) { return 0; }
 int cuEventSynchronize(void *ev) { return 0; }
 int cuEventElapsedTime(float *ms, void *a, void *b) { *ms = 0.5f; return 0; }
-int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                   void *stream, void **params, void **extra) {
+int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned smem, void *stream, void **params, void **extra) {
   unsigned dims[6] = {gx, gy, gz, bx, by, bz};
   if (fn != (void *)0x42 || params == 0 || extra != 0 || bx * by * bz > 1024 || gy > 65535 || gz > 65535) return 1;
   memcpy(last_launch, dims, sizeof(dims));
@@ -324,16 +355,15 @@ print("fake driver ok")
 """
 
 def _fake_libcuda(tmp_path, compiler_needed: bool = True) -> str:
-  import shutil, subprocess
   cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
   if cc is None: pytest.skip("no C compiler to build the fake libcuda.so.1")
   if compiler_needed and find_nvcc() is None and find_nvrtc() is None: pytest.skip("no CUDA compiler here")
   (tmp_path / "fake_cuda.c").write_text(FAKE_LIBCUDA)
-  subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(tmp_path / "libcuda.so.1"), str(tmp_path / "fake_cuda.c")], check=True)
+  lib, c_file = str(tmp_path / "libcuda.so.1"), str(tmp_path / "fake_cuda.c")
+  subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, c_file], check=True)
   return str(tmp_path)
 
 def _run_with_fake(libdir: str, script: str, **env: str):
-  import os, subprocess, sys
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   full_env = {**os.environ, "LD_LIBRARY_PATH": libdir, "PYTHONPATH": root, "DISABLE_COMPILER_CACHE": "1", **env}
   full_env.pop("DEV", None)
