@@ -79,6 +79,15 @@ CASES: dict[str, Callable[[], list[Tensor]]] = {
                        (f32(20).double() * 2).bitcast(dtypes.int64)],
 }
 
+def _backward() -> list[Tensor]:
+  x, w = Tensor(_rand(4, 8), requires_grad=True), Tensor(_rand(8, 6, seed=1), requires_grad=True)
+  ((x @ w).relu().softmax(-1) * f32(4, 6, seed=2)).sum().backward()
+  h = Tensor(_rand(5, 3), requires_grad=True)
+  h.half().exp().max(axis=1).float().sum().backward()
+  return [x.grad, w.grad, h.grad]
+
+CASES["backward"] = _backward
+
 def _programs(case: str, opts: list[Opt] | None = None) -> list[ProgramSpec]:
   """The ProgramSpecs (CUDA C) of every kernel the case schedules."""
   schedule, _ = create_schedule([t.uop for t in CASES[case]()])
