@@ -55,7 +55,9 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
       loop = r.replace(arg=(r.arg[0], AxisType.LOOP))
       ast = replace_range(ast, r, loop, (loop,))
     return ast
-  while len(glbl) > len(ren.global_max):
+  def too_big(rs: list[UOp]) -> bool: return any(range_size(r) > m for r, m in zip(reversed(rs), ren.global_max))
+  # too many axes, or an axis over its dimension's limit (CUDA's y and z stop at 65535): merge the two outermost
+  while len(glbl) > len(ren.global_max) or (len(glbl) > 1 and too_big(glbl)):
     ast = _merge(ast, glbl[0], glbl[1])
     glbl = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) is AxisType.GLOBAL), key=lambda r: r.arg[0])
   local = [r for r in ranges if range_kind(r) in (AxisType.LOCAL, AxisType.GROUP)]

@@ -75,6 +75,9 @@ class CStyleLanguage(Renderer):
 
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
     if dt == dtypes.bool: return f"(({x})!=0)"
+    # float -> int through int64 (uint64 excepted: its top half doesn't fit), so out-of-range values wrap as in PYTHON
+    if dtypes.is_float(from_dt) and dtypes.is_int(dt) and dt not in (dtypes.int64, dtypes.uint64):
+      x = f"(({self.render_dtype(dtypes.int64)})({x}))"
     return f"(({self.render_dtype(dt)})({x}))"
 
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
@@ -91,6 +94,10 @@ class CStyleLanguage(Renderer):
     """A loop whose iterations run on several threads (inner: the loop body's lines): its lines in the kernel, and
     functions to render before the kernel."""
     raise NotImplementedError(f"{type(self).__name__} has no threaded loops")
+
+  def render_kernel_name(self, name: str, uops: list[UOp]) -> str:
+    """The kernel's name as its signature declares it (CUDA puts __launch_bounds__ in front)."""
+    return name
 
   # *** the program ***
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -154,14 +161,16 @@ class CStyleLanguage(Renderer):
         if u.op is Ops.CAST: expr = self.render_cast(src[0], u.dtype, u.src[0].dtype)
         elif u.op is Ops.BITCAST: expr = self.render_bitcast(src[0], u.dtype, u.src[0].dtype)
         else: expr = self.render_alu(u, src)
-        # small integer expressions used once are written inline; every float result gets a variable (it rounds)
-        if uses[u] == 1 and (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool) and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
+        # small integer expressions used once are written inline; every float result gets a variable (it rounds), and so
+        # does every int narrower than C's int (C computes those in int: only the assignment wraps them to their type)
+        inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or u.dtype == dtypes.bool
+        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
           names[u] = expr
         else:
           names[u] = new_name("alu" if u.op in GroupOp.ALU else "cast")
           line(f"{self.render_dtype(u.dtype)} {names[u]} = {expr};")
       else: raise NotImplementedError(f"{type(self).__name__} can't render {u.op}")
-    return self.render_kernel(name, params, body, self.render_prelude(uops) + helpers)
+    return self.render_kernel(self.render_kernel_name(name, uops), params, body, self.render_prelude(uops) + helpers)
 
 @dataclass(frozen=True)
 class ClangRenderer(CStyleLanguage):
@@ -186,3 +195,67 @@ class ClangRenderer(CStyleLanguage):
     body_fn = [f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const int {var}'])}) {{"] + inner + ["}"]
     loop = [f"  #pragma omp parallel for num_threads({self.threads})", f"  for (int {var} = 0; {var} < {size}; {var}++) {name}_body({args}, {var});"]
     return loop, body_fn
+
+@dataclass(frozen=True)
+class CUDARenderer(CStyleLanguage):
+  """CUDA C for NVRTC or nvcc: one `extern "C" __global__` function per kernel, gidx/lidx from blockIdx/threadIdx.
+  half and bfloat16 are cuda_fp16.h's and cuda_bf16.h's types; their math runs in float."""
+  device: str = "CUDA"
+  has_local: bool = True
+  has_shared: bool = False  # grouped reduces come later; DEFINE_LOCAL and BARRIER already render
+  global_max: tuple[int, ...] | None = (2 ** 31 - 1, 65535, 65535)
+  local_max: tuple[int, ...] | None = (1024, 1024, 64)
+  max_workgroup: int = 1024
+  shared_max: int = 48 * 1024
+  supports_bfloat16: bool = True
+  kernel_prefix: str = 'extern "C" __global__ '
+  buffer_suffix: str = " __restrict__"
+  smem_prefix: str = "__shared__ "
+  barrier: str = "__syncthreads();"
+  type_map: dict[DType, str] = field(default_factory=lambda: {
+    dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+    dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+    dtypes.uint64: "unsigned long long", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16",
+    dtypes.float32: "float", dtypes.float64: "double"})
+
+  def render_const(self, val: object, dt: DType) -> str:
+    if not (dtypes.is_float(dt) and isinstance(val, float) and not math.isfinite(val)):
+      return super().render_const(val, dt)
+    # NVRTC has no __builtin_nan/__builtin_inf: build them from their bits
+    nan = math.isnan(val)
+    if dt == dtypes.float64: ret = f"__longlong_as_double({'0x7ff8000000000000' if nan else '0x7ff0000000000000'}ll)"
+    else: ret = f"__int_as_float({'0x7fc00000' if nan else '0x7f800000'})"
+    ret = f"(-{ret})" if val < 0 else ret
+    return ret if dt in (dtypes.float32, dtypes.float64) else f"(({self.render_dtype(dt)})({ret}))"
+
+  def render_math(self, fn: str, x: str, dt: DType) -> str:
+    """exp2f/exp2 and friends; other types compute in float and convert back."""
+    if dt == dtypes.float64: return f"{fn}({x})"
+    if dt == dtypes.float32: return f"{fn}f({x})"
+    return f"(({self.render_dtype(dt)})({fn}f((float)({x}))))"
+
+  def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
+    # half and bfloat16 convert through float (exact); integers become them through double (one rounding, as in PYTHON)
+    low = (dtypes.float16, dtypes.bfloat16)
+    if from_dt in low and dt != from_dt: x, from_dt = f"((float)({x}))", dtypes.float32
+    elif dt in low and not dtypes.is_float(from_dt): x, from_dt = f"((double)({x}))", dtypes.float64
+    return super().render_cast(x, dt, from_dt)
+
+  def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
+    return f"fg_bitcast<{self.render_dtype(dt)}, {self.render_dtype(from_dt)}>({x})"
+
+  def render_special(self, name: str) -> str:
+    return f"{'blockIdx' if name.startswith('gidx') else 'threadIdx'}.{'xyz'[int(name[4:])]}"
+
+  def render_kernel_name(self, name: str, uops: list[UOp]) -> str:
+    threads = math.prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"))
+    return f"__launch_bounds__({threads}) {name}"
+
+  def render_prelude(self, uops: list[UOp]) -> list[str]:
+    dts = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops}
+    prelude = ["#include <cuda_fp16.h>"] if dtypes.float16 in dts else []
+    if dtypes.bfloat16 in dts: prelude.append("#include <cuda_bf16.h>")
+    if any(u.op is Ops.BITCAST for u in uops):  # memcpy: a bitcast without undefined behaviour, compiled to a move
+      prelude.append("template <class T, class F> __device__ __forceinline__ T fg_bitcast(F x) "
+                     "{ T r; memcpy(&r, &x, sizeof(T)); return r; }")
+    return prelude
