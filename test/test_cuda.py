@@ -213,11 +213,11 @@ def test_gpu_cases_hold_on_default_device():
   the GPU is a CUDA bug); this also checks the narrow-int and float->int fixes of the shared C renderer."""
   for case in GPU_CASES: check_case(case, Device.DEFAULT)
 
-@pytest.mark.xfail(reason="uop/symbolic.py fold_lt moves constants across '<' for wrapping ints: "
-                          "uint8 (x+200)<50 becomes x<-150, and -150 wraps to 106", strict=True)
 def test_compare_after_wrapping_add():
   x = np.array([181, 25, 60, 251, 95], dtype=np.uint8)
   np.testing.assert_equal(((Tensor(x) + 200) < 50).numpy(), (x + np.uint8(200)) < 50)
+  y = np.array([100, -100, 3], dtype=np.int8)
+  np.testing.assert_equal(((Tensor(y) * 2) < 0).numpy(), (y * np.int8(2)) < 0)
 
 # *** running: needs a GPU ***
 

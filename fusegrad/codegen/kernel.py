@@ -105,9 +105,21 @@ class Kernel:
     if opt.op is OptOps.LOCAL:
       local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
       if local > self.ren.max_workgroup: raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")
-    self.ast = self._split(r, amount, _NEW_KIND[opt.op])
+    new_ast = self._split(r, amount, _NEW_KIND[opt.op])
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP): self._check_local_dims(new_ast, opt)
+    self.ast = new_ast
     self.applied_opts.append(opt)
     return self
+
+  def _check_local_dims(self, ast: UOp, opt: Opt) -> None:
+    """Workgroup dimensions must fit the device: as many as local_max has, each within its limit (the last local
+    axis becomes lidx0, see codegen/lower.py to_launch_dims)."""
+    local = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) in (AxisType.LOCAL, AxisType.GROUP)),
+                   key=lambda r: r.arg[0])
+    limits = self.ren.local_max or ()
+    if len(local) > len(limits): raise KernelOptError(f"{opt}: more than {len(limits)} workgroup dimensions")
+    for dim, r in enumerate(reversed(local)):
+      if range_size(r) > limits[dim]: raise KernelOptError(f"{opt}: workgroup dimension {dim} of {range_size(r)} is over {limits[dim]}")
 
   def _split(self, r: UOp, amount: int, kind: AxisType) -> UOp:
     """r -> a*amount + b: the outer part a keeps r's role, the inner part b (amount iterations) gets the new one.

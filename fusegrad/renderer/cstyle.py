@@ -151,6 +151,7 @@ class CStyleLanguage(Renderer):
         val = access if gate is None else f"({gate}?{access}:{self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)})"
         line(f"{self.render_dtype(u.dtype)} {names[u]} = {val};")
       elif u.op is Ops.STORE:
+        names[u] = ""  # a BARRIER lists the stores it waits for
         stmt = f"{src[0]}[{src[1]}] = {src[2]};"
         line(stmt if len(src) == 3 else f"if ({src[3]}) {stmt}")
       elif u.op is Ops.DEFINE_ACC:

@@ -65,6 +65,14 @@ def fold_add(x: UOp) -> UOp | None:
   ret = build_sum(combine_terms(terms), const, x)
   return None if ret is x else ret
 
+def exact_sum(x: UOp) -> bool:
+  """True when the sum x, term by term, can't wrap around its dtype: only then is algebra on it exact.
+  (Index math never wraps; a uint8 x+200 can.)"""
+  terms, const = split_terms(x)
+  lo = const + sum(min(t.vmin * k, t.vmax * k) for t, k in terms)
+  hi = const + sum(max(t.vmin * k, t.vmax * k) for t, k in terms)
+  return dtypes.min(x.dtype) <= lo and hi <= dtypes.max(x.dtype)
+
 def _split_by_gcd(terms: list[Term], const: int, c: int) -> tuple[int, list[Term], list[Term], int] | None:
   """Find g dividing c such that sum = g*big + small with 0 <= small < g: returns (g, big terms, small terms, const)."""
   for g in sorted({math.gcd(k, c) for _, k in terms} | {c}, reverse=True):
@@ -79,7 +87,7 @@ def _split_by_gcd(terms: list[Term], const: int, c: int) -> tuple[int, list[Term
 def fold_div(x: UOp, d: UOp) -> UOp | None:
   """Integer division of a non-negative sum by a positive constant: (a*8 + b*2 + 1) // 4 -> a*2 + (b*2+1)//4."""
   c = d.arg
-  if c <= 0 or x.vmin < 0: return None
+  if c <= 0 or x.vmin < 0 or not exact_sum(x): return None
   if x.op is Ops.IDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and x.src[0].vmin >= 0:
     return x.src[0] // (x.src[1].arg * c)  # (y//a)//b -> y//(a*b)
   terms, const = split_terms(x)
@@ -98,7 +106,7 @@ def fold_div(x: UOp, d: UOp) -> UOp | None:
 def fold_mod(x: UOp, d: UOp) -> UOp | None:
   """Remainder of a non-negative sum by a positive constant: (a*8 + b) % 4 -> b % 4, (a*4 + b) % 8 -> (a%2)*4 + b."""
   c = d.arg
-  if c <= 0 or x.vmin < 0: return None
+  if c <= 0 or x.vmin < 0 or not exact_sum(x): return None
   if x.vmax < c: return x  # x%c -> x when 0 <= x < c
   if x.op is Ops.MOD and x.src[1].op is Ops.CONST and x.src[1].arg % c == 0 and x.src[0].vmin >= 0:
     return x.src[0] % c  # (y%(c*k))%c -> y%c
@@ -114,6 +122,7 @@ def fold_mod(x: UOp, d: UOp) -> UOp | None:
 
 def fold_lt(x: UOp, d: UOp) -> UOp | None:
   """A bound on a sum moves its constants and common factor to the right: (a*4 + b + 2) < 10 with 0<=b<4 -> a < 2."""
+  if not exact_sum(x): return None
   terms, const = split_terms(x)
   if const != 0: return build_sum(terms, 0, x) < (d.arg - const)  # x+c1 < c2 -> x < c2-c1
   if not terms: return None
