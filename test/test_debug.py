@@ -18,16 +18,18 @@ def run(code: str, debug: int, cache_home: str, dev: str | None = "inherit", tim
   env = {**os.environ, "DEBUG": str(debug), "XDG_CACHE_HOME": cache_home, "PYTHONPATH": str(ROOT)}
   if dev is None: env.pop("DEV", None)
   elif dev != "inherit": env["DEV"] = dev
-  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout,
+                        cwd=ROOT)
   assert proc.returncode == 0, f"DEBUG={debug} failed:\n{proc.stdout}\n{proc.stderr}"
   return [ansistrip(line) for line in proc.stdout.splitlines()]
 
 def timing_lines(lines: list[str]) -> list[str]: return [line for line in lines if TIMING.match(line)]
-def opts_lines(lines: list[str]) -> list[str]: return [line for line in lines if re.match(r"^[Er](_\d+)*: opts \[", line)]
+def opts_lines(lines: list[str]) -> list[str]:
+  return [line for line in lines if re.match(r"^[Er](_\d+)*: opts \[", line)]
 
 def cpu_works() -> bool: return Device.get_available("CPU")[0]
 
-@pytest.mark.skipif(not cpu_works(), reason="needs the CPU backend (a C compiler): N=1024 is too slow for the interpreter")
+@pytest.mark.skipif(not cpu_works(), reason="needs the CPU backend (a C compiler): N=1024 is too slow to interpret")
 def test_readme_command_debug3(cache_home):
   """The exact README command: one kernel, its optimizations, and its timing line."""
   lines = run(README_MATMUL, 3, cache_home, dev=None, timeout=300)
@@ -52,7 +54,8 @@ def test_debug4_prints_c_source(cache_home):
   functions = [line for line in lines if line.startswith("void ")]
   assert len(functions) == 1, lines
   name = opts_lines(lines)[0].split(": opts ")[0]
-  assert functions[0].startswith(f"void {name}(float* restrict data0, const float* restrict data1, const float* restrict data2)")
+  params = "float* restrict data0, const float* restrict data1, const float* restrict data2"
+  assert functions[0].startswith(f"void {name}({params})")
   assert any("for (int ridx" in line for line in lines)
   assert any("data0[" in line and "] = " in line for line in lines)  # the store
   assert len(timing_lines(lines)) == 1
@@ -77,7 +80,8 @@ def test_debug2_one_timing_line_per_kernel(cache_home):
   assert not opts_lines(lines) and not any(line.startswith("scheduled ") for line in lines)  # that is DEBUG=3
 
 def test_debug1_shows_the_device(cache_home):
-  lines = run("from fusegrad import Tensor, Device; (Tensor([1.0, 2.0]) * 2).realize(); print('default', Device.DEFAULT)", 1, cache_home)
+  code = "from fusegrad import Tensor, Device; (Tensor([1.0, 2.0]) * 2).realize(); print('default', Device.DEFAULT)"
+  lines = run(code, 1, cache_home)
   default = lines[-1].split()[1]
   assert any(line.startswith(f"opened device {default} ") for line in lines), lines
   assert not timing_lines(lines)

@@ -17,7 +17,8 @@ def run_python(code: str, timeout: float = 120, **env_overrides: str | None) -> 
   for k, v in env_overrides.items():
     if v is None: env.pop(k, None)
     else: env[k] = v
-  return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+  return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout,
+                        cwd=ROOT)
 
 # *** the registry ***
 class TestRegistry:
@@ -73,7 +74,8 @@ class TestDevEnv:
 
   @needs_cpu
   def test_dev_cpu(self):
-    proc = run_python("from fusegrad import Tensor, Device; print(Device.DEFAULT, (Tensor([1.0]) + 1).tolist())", DEV="CPU")
+    proc = run_python("from fusegrad import Tensor, Device; print(Device.DEFAULT, (Tensor([1.0]) + 1).tolist())",
+                      DEV="CPU")
     assert proc.stdout.split() == ["CPU", "[2.0]"], proc.stderr
 
   def test_dev_unknown_is_a_clear_error(self):
@@ -108,69 +110,67 @@ def compiles(proc: subprocess.CompletedProcess) -> int:
   assert proc.returncode == 0, proc.stderr
   return int(proc.stdout.split("compiles")[1].split()[0])
 
+def cached_run(cache_home: pathlib.Path, cachedb: str | None = None, disable: str | None = None) -> int:
+  """Run CACHE_SCRIPT on the CPU with this cache folder; how many kernels it had to compile."""
+  return compiles(run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(cache_home), CACHEDB=cachedb,
+                             DISABLE_COMPILER_CACHE=disable))
+
+def cache_tables(conn: sqlite3.Connection) -> list[str]:
+  names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+  return [name for name in names if name.startswith("compile_")]
+
 def cache_rows(db: pathlib.Path) -> int:
   """Compiled kernels stored in the cache file."""
   with sqlite3.connect(db) as conn:
-    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    return sum(conn.execute(f"SELECT count(*) FROM '{t}'").fetchone()[0] for t in tables if t.startswith("compile_"))
+    return sum(conn.execute(f"SELECT count(*) FROM '{t}'").fetchone()[0] for t in cache_tables(conn))
 
 @needs_cpu
 class TestCompileCache:
   def test_created_and_reused(self, tmp_path):
-    first = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE=None)
-    n = compiles(first)
+    n = cached_run(tmp_path)
     db = tmp_path / "fusegrad" / "cache.db"
     assert n >= 1 and db.is_file()
     assert cache_rows(db) == n
-    second = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE=None)
-    assert compiles(second) == 0  # every kernel came from the cache
+    assert cached_run(tmp_path) == 0  # every kernel came from the cache
     assert cache_rows(db) == n
 
   def test_cachedb_path(self, tmp_path):
     db = tmp_path / "elsewhere" / "my.db"
-    proc = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path / "xdg"), CACHEDB=str(db), DISABLE_COMPILER_CACHE=None)
-    assert cache_rows(db) == compiles(proc)
+    n = cached_run(tmp_path / "xdg", cachedb=str(db))
+    assert n >= 1 and cache_rows(db) == n
     assert not (tmp_path / "xdg" / "fusegrad" / "cache.db").exists()
 
   def test_disabled(self, tmp_path):
-    for _ in range(2):
-      proc = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE="1")
-      assert compiles(proc) >= 1  # compiled every time
+    assert cached_run(tmp_path, disable="1") >= 1
+    assert cached_run(tmp_path, disable="1") >= 1  # compiled again
     assert not (tmp_path / "fusegrad" / "cache.db").exists()
 
   def test_corrupted_file_is_recovered(self, tmp_path):
     db = tmp_path / "fusegrad" / "cache.db"
     db.parent.mkdir(parents=True)
     db.write_bytes(b"this is not an sqlite database " * 200)
-    proc = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE=None)
-    n = compiles(proc)
+    n = cached_run(tmp_path)
     assert n >= 1 and cache_rows(db) == n  # rebuilt as a working cache
-    again = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE=None)
-    assert compiles(again) == 0
+    assert cached_run(tmp_path) == 0
 
   def test_corrupted_entry_is_recompiled(self, tmp_path):
-    n = compiles(run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE=None))
-    db = tmp_path / "fusegrad" / "cache.db"
-    with sqlite3.connect(db) as conn:
-      tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'") if r[0].startswith("compile_")]
-      for t in tables: conn.execute(f"UPDATE '{t}' SET val=?", (b"\x80garbage",))
-    proc = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE=None)
-    assert compiles(proc) == n
+    n = cached_run(tmp_path)
+    with sqlite3.connect(tmp_path / "fusegrad" / "cache.db") as conn:
+      for t in cache_tables(conn): conn.execute(f"UPDATE '{t}' SET val=?", (b"\x80garbage",))
+    assert cached_run(tmp_path) == n
 
   def test_two_processes_at_once(self, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DEV": "CPU", "XDG_CACHE_HOME": str(tmp_path)}
     env.pop("CACHEDB", None)
     env.pop("DISABLE_COMPILER_CACHE", None)
-    procs = [subprocess.Popen([sys.executable, "-c", CACHE_SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-             for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", CACHE_SCRIPT], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
     for p in procs:
       out, err = p.communicate(timeout=120)
       assert p.returncode == 0, err
       assert "compiles" in out
-    db = tmp_path / "fusegrad" / "cache.db"
-    n = cache_rows(db)
-    assert n >= 1
-    assert compiles(run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None, DISABLE_COMPILER_CACHE=None)) == 0
+    assert cache_rows(tmp_path / "fusegrad" / "cache.db") >= 1
+    assert cached_run(tmp_path) == 0
 
 # *** flags ***
 class TestContext:
@@ -240,7 +240,8 @@ class TestGlobalCounters:
     assert GlobalCounters.global_mem >= 2 * 32 * 4  # read x, wrote the result
     mem = GlobalCounters.mem_used
     GlobalCounters.reset()
-    assert (GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s) == (0, 0, 0, 0.0)
+    assert GlobalCounters.kernel_count == 0 and GlobalCounters.global_ops == 0
+    assert GlobalCounters.global_mem == 0 and GlobalCounters.time_sum_s == 0.0
     assert GlobalCounters.mem_used == mem  # memory in use is not a per-run total
 
   def test_time_with_debug(self):

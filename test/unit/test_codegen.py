@@ -79,8 +79,8 @@ class TestOpts:
     _, p = run_with(si, [Opt(OptOps.UNROLL, 2, 0)])
     assert not any(u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE for u in p.uops)
 
-  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UNROLL, 1, 4)], [Opt(OptOps.UNROLL, 1, 16)], [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 1, 8)]],
-                           ids=str)
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UNROLL, 1, 4)], [Opt(OptOps.UNROLL, 1, 16)],
+                                    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 1, 8)]], ids=str)
   def test_reduce_max(self, opts):
     x = RNG.standard_normal((6, 16)).astype(np.float32)
     si = kernel_of(Tensor(x).max(axis=1))
@@ -89,7 +89,8 @@ class TestOpts:
     np.testing.assert_equal(got, x.max(axis=1))
 
   # an UPCAST over a whole axis removes it from the list of axes: later opts count without it
-  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.UPCAST, 1, 4)], [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 0, 3)],
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.UPCAST, 1, 4)],
+                                    [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 0, 3)],
                                     [Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.UPCAST, 0, 2)]], ids=str)
   def test_elementwise_with_a_transposed_input(self, opts):
     x, y = RNG.standard_normal((12, 4)).astype(np.float32), RNG.standard_normal((4, 12)).astype(np.float32)
@@ -98,7 +99,8 @@ class TestOpts:
     got, _ = run_with(si, opts)
     np.testing.assert_allclose(got.reshape(4, 12), x.T * 2 + y, rtol=1e-6)
 
-  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.UPCAST, 1, 3)], [Opt(OptOps.UPCAST, 0, 3), Opt(OptOps.UPCAST, 1, 2)],
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.UPCAST, 1, 3)],
+                                    [Opt(OptOps.UPCAST, 0, 3), Opt(OptOps.UPCAST, 1, 2)],
                                     [Opt(OptOps.UPCAST, 1, 0), Opt(OptOps.UPCAST, 0, 2)]], ids=str)
   def test_padded_input(self, opts):
     # padding makes gated loads; upcasting must keep each copy's own gate
@@ -137,7 +139,8 @@ class TestBadOpts:
   def test_device_without_workgroups(self):
     if renderer().has_local: pytest.skip("the device has workgroups")
     si = kernel_of(Tensor(A) @ Tensor(B))
-    with pytest.raises(KernelOptError, match="no workgroups"): get_program(si.ast, renderer(), opts=[Opt(OptOps.LOCAL, 0, 2)])
+    with pytest.raises(KernelOptError, match="no workgroups"):
+      get_program(si.ast, renderer(), opts=[Opt(OptOps.LOCAL, 0, 2)])
     with pytest.raises(KernelOptError, match="no workgroups|no shared memory"):
       get_program(si.ast, renderer(), opts=[Opt(OptOps.GROUP, 2, 4)])
 
@@ -158,7 +161,8 @@ def assert_no_reduce_loop(p: ProgramSpec) -> None:
   assert not any(u.op is Ops.DEFINE_ACC for u in p.uops)
 
 class TestReduceFolding:
-  @pytest.mark.parametrize("args,want", [((10,), np.arange(10)), ((2, 20, 3), np.arange(2, 20, 3)), ((5, -4, -2), np.arange(5, -4, -2)),
+  @pytest.mark.parametrize("args,want", [((10,), np.arange(10)), ((2, 20, 3), np.arange(2, 20, 3)),
+                                         ((5, -4, -2), np.arange(5, -4, -2)),
                                          ((0.0, 1.0, 0.25), np.arange(0, 1, 0.25))], ids=str)
   def test_arange_has_no_loop(self, args, want):
     t = Tensor.arange(*args)
@@ -184,7 +188,8 @@ class TestReduceFolding:
     assert AxisType.REDUCE in _loops(p)
     np.testing.assert_equal(run_program(si, p), np.cumsum(x))
 
-  @pytest.mark.parametrize("shape,index,axis", [((10,), [3, 1, 9, 0, -1], 0), ((5, 4), [4, 0, -2], 0), ((5, 4), [3, 3, 0, 1, 2, -4], 1)], ids=str)
+  @pytest.mark.parametrize("shape,index,axis", [((10,), [3, 1, 9, 0, -1], 0), ((5, 4), [4, 0, -2], 0),
+                                                ((5, 4), [3, 3, 0, 1, 2, -4], 1)], ids=str)
   def test_gather_reads_one_element_per_output(self, shape, index, axis):
     x = RNG.standard_normal(shape).astype(np.float32)
     idx = np.array(index, dtype=np.int32)

@@ -82,7 +82,8 @@ class TestPatternMatcher:
     assert pm.rewrite(x * y) is None
   def test_order_kept_between_any_op_and_one_op_rules(self):
     # a rule whose root matches any op, listed first, is tried first
-    pm = PatternMatcher([(UPat(name="u"), lambda u: const(1) if u.op is Ops.ADD else None), (UPat(Ops.ADD), lambda: const(2))])
+    pm = PatternMatcher([(UPat(name="u"), lambda u: const(1) if u.op is Ops.ADD else None),
+                         (UPat(Ops.ADD), lambda: const(2))])
     assert pm.rewrite(x + y) is const(1)
     pm = PatternMatcher([(UPat(Ops.ADD), lambda: const(2)), (UPat(name="u"), lambda u: const(1))])
     assert pm.rewrite(x + y) is const(2)
@@ -107,8 +108,9 @@ class TestPatternMatcher:
 
 # rules for the graph_rewrite tests: plain constant folding of ADD and MUL, and x*1 -> x
 def _fold(u: UOp) -> UOp | None:
-  if all(s.op is Ops.CONST for s in u.src): return const(u.src[0].arg + u.src[1].arg if u.op is Ops.ADD else u.src[0].arg * u.src[1].arg)
-  return None
+  if not all(s.op is Ops.CONST for s in u.src): return None
+  a, b = u.src[0].arg, u.src[1].arg
+  return const(a + b if u.op is Ops.ADD else a * b)
 pm_fold = PatternMatcher([(UPat((Ops.ADD, Ops.MUL), name="u"), _fold), (UPat.var("a") * 1, lambda a: a)])
 
 class TestGraphRewrite:
@@ -122,7 +124,8 @@ class TestGraphRewrite:
     assert graph_rewrite(x * const(5), pm) is const(15)
   def test_chain_of_rules(self):
     # x -> y -> z, each by a different rule: the fixed point is z
-    pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, arg=("x", 0, 100)), lambda: y), (UPat(Ops.DEFINE_VAR, arg=("y", 0, 100)), lambda: z)])
+    pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, arg=("x", 0, 100)), lambda: y),
+                         (UPat(Ops.DEFINE_VAR, arg=("y", 0, 100)), lambda: z)])
     assert graph_rewrite(x + const(1), pm) is z + const(1)
   def test_no_match_returns_same_node(self):
     e = x * y + z
@@ -151,5 +154,6 @@ class TestGraphRewrite:
     for _ in range(2500): want = want + const(1)
     assert graph_rewrite(e, pm_fold) is want  # every *1 gone, no recursion limit hit
   def test_cycle_is_an_error(self):
-    pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, arg=("x", 0, 100)), lambda: y), (UPat(Ops.DEFINE_VAR, arg=("y", 0, 100)), lambda: x)])
+    pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, arg=("x", 0, 100)), lambda: y),
+                         (UPat(Ops.DEFINE_VAR, arg=("y", 0, 100)), lambda: x)])
     with pytest.raises(RuntimeError, match="fixed point"): graph_rewrite(x + z, pm, max_steps=1000)

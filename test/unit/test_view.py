@@ -36,7 +36,8 @@ def view_values(view: UOp, base: UOp, data: np.ndarray, simplified: bool) -> np.
 # *** one movement op at a time: (name, lazy op, numpy op) ***
 def _pad_np(a: np.ndarray, arg: tuple) -> np.ndarray: return np.pad(a, arg)
 def _shrink_np(a: np.ndarray, arg: tuple) -> np.ndarray: return a[tuple(slice(b, e) for b, e in arg)]
-def _flip_np(a: np.ndarray, arg: tuple) -> np.ndarray: return np.flip(a, tuple(i for i, f in enumerate(arg) if f)) if any(arg) else a
+def _flip_np(a: np.ndarray, arg: tuple) -> np.ndarray:
+  return np.flip(a, tuple(i for i, f in enumerate(arg) if f)) if any(arg) else a
 
 def apply(u: UOp, a: np.ndarray, op: str, arg) -> tuple[UOp, np.ndarray]:
   if op == "reshape": return u.reshape(arg), a.reshape(arg)
@@ -74,7 +75,8 @@ CHAINS = [
           ("reshape", (4, 8)), ("shrink", ((0, 4), (0, 4)))]),
   # the README matmul's operands
   ((3, 3), [("permute", (1, 0)), ("reshape", (1, 3, 3)), ("expand", (3, 3, 3))]),
-  ((2, 3, 4), [("shrink", ((0, 2), (0, 3), (1, 3))), ("reshape", (2, 6)), ("pad", ((1, 0), (0, 0))), ("permute", (1, 0))]),
+  ((2, 3, 4), [("shrink", ((0, 2), (0, 3), (1, 3))), ("reshape", (2, 6)), ("pad", ((1, 0), (0, 0))),
+               ("permute", (1, 0))]),
 ]
 
 @pytest.mark.parametrize("start,steps", CHAINS, ids=[f"chain{i}" for i in range(len(CHAINS))])
@@ -99,8 +101,10 @@ def _random_step(gen: random.Random, shape: tuple[int, ...]) -> tuple[str, objec
   # reshape: split an axis by a divisor, merge two neighbours, or add a size-1 axis
   i = gen.randrange(nd)
   divisors = [d for d in range(2, shape[i]) if shape[i] % d == 0]
-  if divisors and gen.random() < 0.4: return "reshape", shape[:i] + (divisors[0], shape[i] // divisors[0]) + shape[i + 1:]
-  if nd > 1 and i + 1 < nd and gen.random() < 0.5: return "reshape", shape[:i] + (shape[i] * shape[i + 1],) + shape[i + 2:]
+  if divisors and gen.random() < 0.4:
+    return "reshape", shape[:i] + (divisors[0], shape[i] // divisors[0]) + shape[i + 1:]
+  if nd > 1 and i + 1 < nd and gen.random() < 0.5:
+    return "reshape", shape[:i] + (shape[i] * shape[i + 1],) + shape[i + 2:]
   return "reshape", shape[:i] + (1,) + shape[i:]
 
 def test_random_chains():
@@ -153,7 +157,8 @@ def test_identity_views():
   assert not is_identity_view(base.reshape((3, 4)).shrink(((0, 2), (0, 4))))
   assert not is_identity_view(base.reshape((3, 4)).pad(((0, 1), (0, 0))).shrink(((1, 4), (0, 4))))
 
-@pytest.mark.xfail(strict=True, reason="simplifier: (y//4)*4 + y%4 is not folded back to y when y%4 was reduced first "
-                   "((r0*6+r1)%4 -> (r0*2+r1)%4), so a (3,4)->(2,6) reshape is not seen as in-order and contiguous() copies")
+@pytest.mark.xfail(strict=True, reason="simplifier: (y//4)*4 + y%4 is not folded back to y when y%4 was reduced "
+                   "first ((r0*6+r1)%4 -> (r0*2+r1)%4), so a (3,4)->(2,6) reshape is not seen as in-order and "
+                   "contiguous() copies")
 def test_identity_view_of_unaligned_reshape():
   assert is_identity_view(make_base(12).reshape((3, 4)).reshape((2, 6)))
