@@ -177,7 +177,7 @@ def diskcache_get(table: str, key: str) -> Any:
   try:
     row = _db().execute(f"SELECT val FROM '{table}' WHERE key=?", (key,)).fetchone()
     return pickle.loads(row[0]) if row is not None else None
-  except (sqlite3.Error, pickle.UnpicklingError, EOFError): return None
+  except Exception: return None  # a damaged entry can make unpickling raise almost anything (ValueError, KeyError...)
 
 def diskcache_put(table: str, key: str, val: Any) -> Any:
   """Store val under (table, key) and return it."""

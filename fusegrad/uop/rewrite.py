@@ -66,11 +66,11 @@ class PatternMatcher:
   def __init__(self, rules: Sequence[Rule]):
     self.rules = list(rules)
     self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool]]] = {}
+    # a rule with any op at its root goes into every op's list at its own place, so the table's order is kept
+    all_ops: set[Ops | None] = {None, *(op for pat, _ in self.rules if pat.ops is not None for op in pat.ops)}
     for pat, fn in self.rules:
       takes_ctx = "ctx" in inspect.signature(fn).parameters
-      for op in (pat.ops if pat.ops is not None else (None,)): self.by_op.setdefault(op, []).append((pat, fn, takes_ctx))
-    for op, rs in self.by_op.items():
-      if op is not None: rs.extend(self.by_op.get(None, []))
+      for op in (pat.ops if pat.ops is not None else all_ops): self.by_op.setdefault(op, []).append((pat, fn, takes_ctx))
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
 
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:

@@ -159,7 +159,7 @@ symbolic = PatternMatcher([
   (UPat(GroupOp.ALU, name="u"), const_fold),  # op(const, const) -> const
   (UPat(GroupOp.Commutative, src=(UPat.cvar("c"), UPat.var("x")), name="u"), swap_const),  # c+x -> x+c
   (UPat(GroupOp.ALU, dtype=INTS + (dtypes.bool,), name="u"), bound_fold),  # x -> c when vmin == vmax
-  (UPat.var("x") + 0, lambda x: x),  # x+0 -> x
+  (UPat.var("x", INTS) + 0, lambda x: x),  # x+0 -> x (ints only: for floats -0.0+0.0 is +0.0)
   (UPat.var("x") * 1, lambda x: x),  # x*1 -> x
   (UPat.var("x", INTS) * 0, lambda x: x.const_like(0)),  # x*0 -> 0 (ints only: nan*0 is nan)
   (UPat.var("x", INTS) // 1, lambda x: x),  # x//1 -> x

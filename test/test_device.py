@@ -1,0 +1,290 @@
+"""The device registry, the on-disk compile cache, flags (Context, getenv), GlobalCounters and the progress bar."""
+import os, pathlib, sqlite3, subprocess, sys
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, Context, GlobalCounters, getenv
+from fusegrad.device import Compiled
+from fusegrad.helpers import DEBUG, BEAM, DEV, tqdm, trange
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+def cpu_works() -> bool: return Device.get_available("CPU")[0]
+needs_cpu = pytest.mark.skipif(not cpu_works(), reason="needs the CPU backend (a C compiler)")
+
+def run_python(code: str, timeout: float = 120, **env_overrides: str | None) -> subprocess.CompletedProcess:
+  """code in a fresh interpreter; env_overrides set (or, with None, remove) environment variables."""
+  env = {**os.environ, "PYTHONPATH": str(ROOT)}
+  for k, v in env_overrides.items():
+    if v is None: env.pop(k, None)
+    else: env[k] = v
+  return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout,
+                        cwd=ROOT)
+
+# *** the registry ***
+class TestRegistry:
+  def test_default(self):
+    assert isinstance(Device.DEFAULT, str)
+    assert Device.get_available(Device.DEFAULT) == (True, "")
+    if DEV.value: assert Device.DEFAULT == Device.canonicalize(DEV.value)
+    assert Tensor([1.0]).device == Device.DEFAULT
+
+  def test_python_always_works(self):
+    dev = Device["PYTHON"]
+    assert isinstance(dev, Compiled) and dev.renderer.device == "PYTHON"
+    assert Tensor([1.0, 2.0], device="PYTHON").add(1).tolist() == [2.0, 3.0]
+
+  @needs_cpu
+  def test_cpu(self):
+    dev = Device["CPU"]
+    assert dev is Device["cpu"] is Device["CPU:0"]  # opened once, whatever the spelling
+    assert isinstance(dev, Compiled)
+    assert dev.renderer.device == "CPU"
+    assert dev.allocator is not None and dev.compiler is not None and dev.runtime is not None
+    assert (Tensor([1.0, 2.0], device="cpu") * 3).tolist() == [3.0, 6.0]
+
+  def test_canonicalize(self):
+    assert Device.canonicalize("cpu") == "CPU"
+    assert Device.canonicalize("CPU:0") == "CPU"
+    assert Device.canonicalize("cpu:1") == "CPU:1"
+    assert Device.canonicalize("python") == "PYTHON"
+    assert Device.canonicalize(None) == Device.DEFAULT
+
+  def test_unknown_device(self):
+    with pytest.raises(ValueError, match=r"unknown device 'NOPE'.*PYTHON"): Device["nope"]
+    with pytest.raises(ValueError, match="unknown device 'NOPE'"): Tensor([1.0], device="nope")
+    with pytest.raises(ValueError, match="unknown device 'NOPE'"): Tensor([1.0]).to("nope").realize()
+    ok, why = Device.get_available("nope")
+    assert not ok and "unknown device" in why
+
+  def test_tensors_on_two_devices_dont_mix(self):
+    other = "PYTHON" if Device.DEFAULT != "PYTHON" else ("CPU" if cpu_works() else None)
+    if other is None: pytest.skip("only one device works here")
+    with pytest.raises(ValueError, match="different devices"): Tensor([1.0]) + Tensor([1.0], device=other)
+    assert (Tensor([1.0]) + Tensor([2.0], device=other).to(Device.DEFAULT)).tolist() == [3.0]
+
+class TestDevEnv:
+  def test_dev_python(self):
+    proc = run_python("from fusegrad import Tensor, Device; print(Device.DEFAULT, Tensor([1]).device)", DEV="PYTHON")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["PYTHON", "PYTHON"]
+
+  def test_dev_lowercase(self):
+    proc = run_python("from fusegrad import Device; print(Device.DEFAULT)", DEV="python")
+    assert proc.stdout.strip() == "PYTHON", proc.stderr
+
+  @needs_cpu
+  def test_dev_cpu(self):
+    proc = run_python("from fusegrad import Tensor, Device; print(Device.DEFAULT, (Tensor([1.0]) + 1).tolist())",
+                      DEV="CPU")
+    assert proc.stdout.split() == ["CPU", "[2.0]"], proc.stderr
+
+  def test_dev_unknown_is_a_clear_error(self):
+    proc = run_python("from fusegrad import Tensor; Tensor([1.0]).realize()", DEV="NOPE")
+    assert proc.returncode != 0
+    assert "DEV=NOPE can't be opened" in proc.stderr and "unknown device" in proc.stderr
+
+  def test_no_dev_picks_a_working_backend(self):
+    proc = run_python("from fusegrad import Device; print(Device.DEFAULT)", DEV=None)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("CPU" if cpu_works() else "PYTHON")
+
+# *** the compile cache: one SQLite file under $XDG_CACHE_HOME/fusegrad ***
+# counts calls to the C compiler in a subprocess, and checks the values it computes
+CACHE_SCRIPT = """
+import numpy as np
+import fusegrad.runtime.ops_cpu as ops_cpu
+calls = []
+compile_source = ops_cpu.ClangCompiler.compile
+def counting_compile(self, src):
+  calls.append(src)
+  return compile_source(self, src)
+ops_cpu.ClangCompiler.compile = counting_compile
+from fusegrad import Tensor
+x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+out = ((x * 2 + 1).sum(axis=1) + x.max()).numpy()
+assert out.tolist() == [27.0, 59.0, 91.0], out
+print("compiles", len(calls))
+"""
+
+def compiles(proc: subprocess.CompletedProcess) -> int:
+  assert proc.returncode == 0, proc.stderr
+  return int(proc.stdout.split("compiles")[1].split()[0])
+
+def cached_run(cache_home: pathlib.Path, cachedb: str | None = None, disable: str | None = None) -> int:
+  """Run CACHE_SCRIPT on the CPU with this cache folder; how many kernels it had to compile."""
+  return compiles(run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(cache_home), CACHEDB=cachedb,
+                             DISABLE_COMPILER_CACHE=disable))
+
+def cache_tables(conn: sqlite3.Connection) -> list[str]:
+  names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+  return [name for name in names if name.startswith("compile_")]
+
+def cache_rows(db: pathlib.Path) -> int:
+  """Compiled kernels stored in the cache file."""
+  with sqlite3.connect(db) as conn:
+    return sum(conn.execute(f"SELECT count(*) FROM '{t}'").fetchone()[0] for t in cache_tables(conn))
+
+@needs_cpu
+class TestCompileCache:
+  def test_created_and_reused(self, tmp_path):
+    n = cached_run(tmp_path)
+    db = tmp_path / "fusegrad" / "cache.db"
+    assert n >= 1 and db.is_file()
+    assert cache_rows(db) == n
+    assert cached_run(tmp_path) == 0  # every kernel came from the cache
+    assert cache_rows(db) == n
+
+  def test_cachedb_path(self, tmp_path):
+    db = tmp_path / "elsewhere" / "my.db"
+    n = cached_run(tmp_path / "xdg", cachedb=str(db))
+    assert n >= 1 and cache_rows(db) == n
+    assert not (tmp_path / "xdg" / "fusegrad" / "cache.db").exists()
+
+  def test_disabled(self, tmp_path):
+    assert cached_run(tmp_path, disable="1") >= 1
+    assert cached_run(tmp_path, disable="1") >= 1  # compiled again
+    assert not (tmp_path / "fusegrad" / "cache.db").exists()
+
+  def test_corrupted_file_is_recovered(self, tmp_path):
+    db = tmp_path / "fusegrad" / "cache.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not an sqlite database " * 200)
+    n = cached_run(tmp_path)
+    assert n >= 1 and cache_rows(db) == n  # rebuilt as a working cache
+    assert cached_run(tmp_path) == 0
+
+  def test_corrupted_entry_is_recompiled(self, tmp_path):
+    n = cached_run(tmp_path)
+    with sqlite3.connect(tmp_path / "fusegrad" / "cache.db") as conn:
+      for t in cache_tables(conn): conn.execute(f"UPDATE '{t}' SET val=?", (b"\x80garbage",))
+    assert cached_run(tmp_path) == n
+
+  def test_two_processes_at_once(self, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DEV": "CPU", "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop("CACHEDB", None)
+    env.pop("DISABLE_COMPILER_CACHE", None)
+    procs = [subprocess.Popen([sys.executable, "-c", CACHE_SCRIPT], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
+    for p in procs:
+      out, err = p.communicate(timeout=120)
+      assert p.returncode == 0, err
+      assert "compiles" in out
+    assert cache_rows(tmp_path / "fusegrad" / "cache.db") >= 1
+    assert cached_run(tmp_path) == 0
+
+# *** flags ***
+class TestContext:
+  def test_with_block(self):
+    before = DEBUG.value
+    with Context(DEBUG=4, BEAM=2):
+      assert DEBUG.value == 4 and DEBUG >= 4 and BEAM == 2
+    assert DEBUG.value == before and BEAM.value == 0
+
+  def test_nested(self):
+    with Context(DEBUG=1):
+      with Context(DEBUG=3):
+        assert DEBUG.value == 3
+      assert DEBUG.value == 1
+
+  def test_restored_after_an_exception(self):
+    before = DEBUG.value
+    with pytest.raises(ZeroDivisionError):
+      with Context(DEBUG=5): _ = 1 / 0
+    assert DEBUG.value == before
+
+  def test_decorator(self):
+    @Context(DEBUG=3)
+    def inside() -> int: return DEBUG.value
+    before = DEBUG.value
+    assert inside() == 3 and inside() == 3
+    assert DEBUG.value == before
+
+  def test_unknown_flag(self):
+    with pytest.raises(KeyError, match="unknown flag 'NOT_A_FLAG'"): Context(NOT_A_FLAG=1)
+
+  def test_flag_compares_like_its_value(self):
+    with Context(DEBUG=2):
+      assert DEBUG >= 2 and DEBUG > 1 and DEBUG < 3 and DEBUG <= 2 and DEBUG == 2 and bool(DEBUG) and int(DEBUG) == 2
+    with Context(DEBUG=0): assert not DEBUG
+
+  def test_flags_read_from_the_environment(self):
+    proc = run_python("from fusegrad.helpers import DEBUG, BEAM; print(DEBUG.value, BEAM.value)", DEBUG="2", BEAM="3")
+    assert proc.stdout.split() == ["2", "3"], proc.stderr
+
+class TestGetenv:
+  def test_types_follow_the_default(self, monkeypatch):
+    monkeypatch.setenv("FG_TEST_VALUE", "5")
+    assert getenv("FG_TEST_VALUE") == 5 and isinstance(getenv("FG_TEST_VALUE"), int)
+    assert getenv("FG_TEST_VALUE", "") == "5"
+    assert getenv("FG_TEST_VALUE", 1.5) == 5.0
+    monkeypatch.setenv("FG_TEST_VALUE", "2.5")
+    assert getenv("FG_TEST_VALUE", 0.0) == 2.5
+
+  def test_missing(self, monkeypatch):
+    monkeypatch.delenv("FG_TEST_MISSING", raising=False)
+    assert getenv("FG_TEST_MISSING") == 0
+    assert getenv("FG_TEST_MISSING", "x") == "x"
+
+  def test_bool(self, monkeypatch):
+    for val, want in [("1", True), ("0", False), ("", False), ("false", False), ("yes", True)]:
+      monkeypatch.setenv("FG_TEST_BOOL", val)
+      assert getenv("FG_TEST_BOOL", False) is want
+
+class TestGlobalCounters:
+  def test_counts_and_reset(self):
+    GlobalCounters.reset()
+    x = Tensor(np.ones((4, 8), dtype=np.float32))
+    (x * 2 + 1).realize()
+    assert GlobalCounters.kernel_count == 1
+    assert GlobalCounters.global_ops >= 32  # at least one op per element
+    assert GlobalCounters.global_mem >= 2 * 32 * 4  # read x, wrote the result
+    mem = GlobalCounters.mem_used
+    GlobalCounters.reset()
+    assert GlobalCounters.kernel_count == 0 and GlobalCounters.global_ops == 0
+    assert GlobalCounters.global_mem == 0 and GlobalCounters.time_sum_s == 0.0
+    assert GlobalCounters.mem_used == mem  # memory in use is not a per-run total
+
+  def test_time_with_debug(self):
+    GlobalCounters.reset()
+    with Context(DEBUG=2): (Tensor([1.0, 2.0]) * 3).realize()
+    assert GlobalCounters.time_sum_s > 0
+
+# *** the progress bar ***
+class TestProgressBar:
+  def test_trange_with_set_description(self, capsys):
+    seen = []
+    bar = trange(10)
+    for i in bar:
+      bar.set_description(f"step {i}")
+      seen.append(i)
+    assert seen == list(range(10))
+    last = capsys.readouterr().err.split("\r")[-1]
+    assert last.startswith("step 9: 100%|") and "10/10" in last and last.endswith("\n")
+
+  def test_tqdm_over_an_iterable(self, capsys):
+    assert list(tqdm(["a", "b", "c"], desc="letters")) == ["a", "b", "c"]
+    last = capsys.readouterr().err.split("\r")[-1]
+    assert last.startswith("letters: 100%|") and "3/3" in last
+
+  def test_generator_without_length(self, capsys):
+    assert sum(tqdm(i for i in range(7))) == 21
+    assert " 7 [" in capsys.readouterr().err.split("\r")[-1]
+
+  def test_manual_updates(self, capsys):
+    with tqdm(total=40, desc="bytes") as bar:
+      for _ in range(4): bar.update(10)
+    last = capsys.readouterr().err.split("\r")[-1]
+    assert last.startswith("bytes: 100%|") and "40/40" in last
+
+  def test_disabled_prints_nothing(self, capsys):
+    assert list(tqdm(range(3), disable=True)) == [0, 1, 2]
+    assert capsys.readouterr().err == ""
+
+  def test_many_fast_iterations(self, capsys):
+    bar = trange(20000)
+    total = 0
+    for i in bar: total += i
+    assert total == sum(range(20000))
+    err = capsys.readouterr().err
+    assert err.count("\r") < 2000  # redrawn at a limited rate, not once per step
+    assert "20000/20000" in err.split("\r")[-1]

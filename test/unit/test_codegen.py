@@ -1,0 +1,214 @@
+"""Codegen: optimization actions keep results equal, bad ones raise KernelOptError; reduce folding removes loops.
+
+Kernels come from the scheduler (Tensor.schedule) and are compiled with get_program(ast, renderer, opts=[...]) for the
+default device, then run on the schedule's own buffers.
+"""
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, dtypes
+from fusegrad.dtype import to_numpy
+from fusegrad.codegen import get_program, Kernel, Opt, OptOps, KernelOptError, ProgramSpec
+from fusegrad.codegen.fold import fold_reduces
+from fusegrad.codegen.lower import merge_axes
+from fusegrad.engine.realize import CompiledRunner, ExecItem, run_schedule
+from fusegrad.engine.schedule import ScheduleItem
+from fusegrad.uop.ops import Ops, AxisType
+
+def renderer(): return Device[Device.DEFAULT].renderer
+
+def kernel_of(out: Tensor) -> ScheduleItem:
+  """The last kernel of out's schedule; the kernels before it run now, so its inputs hold their values."""
+  sched = out.schedule()
+  run_schedule(sched[:-1])
+  return sched[-1]
+
+def run_program(si: ScheduleItem, p: ProgramSpec) -> np.ndarray:
+  out = si.bufs[0]
+  fill = np.full(out.size, np.nan if dtypes.is_float(out.dtype) else -7, dtype=to_numpy(out.dtype))
+  out.copyin(memoryview(fill.tobytes()))  # so a kernel that writes nothing can't pass on an earlier run's result
+  ExecItem(CompiledRunner(p), list(si.bufs), dict(si.var_vals)).run()
+  return np.frombuffer(out.as_bytes(), dtype=to_numpy(out.dtype)).copy()
+
+def run_with(si: ScheduleItem, opts: list[Opt]) -> tuple[np.ndarray, ProgramSpec]:
+  p = get_program(si.ast, renderer(), opts=opts)
+  assert p.applied_opts == opts
+  return run_program(si, p), p
+
+def axes_of(si: ScheduleItem) -> list[tuple[AxisType, int]]:
+  """The (role, size) of each axis an Opt can address, as get_program sees the kernel."""
+  k = Kernel(merge_axes(fold_reduces(si.ast)), renderer())
+  return [(r.arg[1], r.src[0].arg) for r in k.axes()]
+
+def stores(p: ProgramSpec) -> int: return sum(1 for u in p.uops if u.op is Ops.STORE)
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((8, 12)).astype(np.float32)
+B = RNG.standard_normal((12, 16)).astype(np.float32)
+
+class TestOpts:
+  def test_matmul_axes(self):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    assert axes_of(si) == [(AxisType.GLOBAL, 8), (AxisType.GLOBAL, 16), (AxisType.REDUCE, 12)]
+
+  @pytest.mark.parametrize("opts", [
+    [],
+    [Opt(OptOps.UPCAST, 0, 4)],
+    [Opt(OptOps.UPCAST, 1, 4)],
+    [Opt(OptOps.UPCAST, 1, 0)],  # 0: the whole axis (16)
+    [Opt(OptOps.UNROLL, 2, 4)],
+    [Opt(OptOps.UNROLL, 2, 0)],
+    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 4)],
+    [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4)],
+    [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 2, 3)],
+    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 2, 2)],
+  ], ids=str)
+  def test_matmul(self, opts):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    got, p = run_with(si, opts)
+    np.testing.assert_allclose(got.reshape(8, 16), A @ B, atol=1e-5, rtol=1e-5)
+    upcast = 1
+    for o in opts:
+      if o.op is OptOps.UPCAST: upcast *= o.arg or axes_of(si)[o.axis][1]
+    assert stores(p) == upcast  # each upcast output is its own store in the flat program
+
+  def test_unroll_leaves_a_shorter_loop(self):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    _, p = run_with(si, [Opt(OptOps.UNROLL, 2, 4)])
+    reduce_loops = [u.src[0].arg for u in p.uops if u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE]
+    assert reduce_loops == [3]
+    _, p = run_with(si, [Opt(OptOps.UNROLL, 2, 0)])
+    assert not any(u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE for u in p.uops)
+
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UNROLL, 1, 4)], [Opt(OptOps.UNROLL, 1, 16)],
+                                    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 1, 8)]], ids=str)
+  def test_reduce_max(self, opts):
+    x = RNG.standard_normal((6, 16)).astype(np.float32)
+    si = kernel_of(Tensor(x).max(axis=1))
+    assert axes_of(si) == [(AxisType.GLOBAL, 6), (AxisType.REDUCE, 16)]
+    got, _ = run_with(si, opts)
+    np.testing.assert_equal(got, x.max(axis=1))
+
+  # an UPCAST over a whole axis removes it from the list of axes: later opts count without it
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.UPCAST, 1, 4)],
+                                    [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 0, 3)],
+                                    [Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.UPCAST, 0, 2)]], ids=str)
+  def test_elementwise_with_a_transposed_input(self, opts):
+    x, y = RNG.standard_normal((12, 4)).astype(np.float32), RNG.standard_normal((4, 12)).astype(np.float32)
+    si = kernel_of(Tensor(x).T * 2 + Tensor(y))
+    assert axes_of(si) == [(AxisType.GLOBAL, 4), (AxisType.GLOBAL, 12)]
+    got, _ = run_with(si, opts)
+    np.testing.assert_allclose(got.reshape(4, 12), x.T * 2 + y, rtol=1e-6)
+
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.UPCAST, 1, 3)],
+                                    [Opt(OptOps.UPCAST, 0, 3), Opt(OptOps.UPCAST, 1, 2)],
+                                    [Opt(OptOps.UPCAST, 1, 0), Opt(OptOps.UPCAST, 0, 2)]], ids=str)
+  def test_padded_input(self, opts):
+    # padding makes gated loads; upcasting must keep each copy's own gate
+    x = RNG.standard_normal((4, 4)).astype(np.float32)
+    si = kernel_of(Tensor(x).pad(((1, 1), (0, 2))).T + 1)
+    assert axes_of(si) == [(AxisType.GLOBAL, 6), (AxisType.GLOBAL, 6)]
+    got, _ = run_with(si, opts)
+    np.testing.assert_allclose(got.reshape(6, 6), np.pad(x, ((1, 1), (0, 2))).T + 1, rtol=1e-6)
+
+  def test_heuristic_opts_keep_results(self):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    p = get_program(si.ast, renderer())
+    np.testing.assert_allclose(run_program(si, p).reshape(8, 16), A @ B, atol=1e-5, rtol=1e-5)
+
+class TestBadOpts:
+  @pytest.mark.parametrize("opt,msg", [
+    (Opt(OptOps.UPCAST, 3, 2), "the kernel has 3 axes"),
+    (Opt(OptOps.UPCAST, -1, 2), "the kernel has 3 axes"),
+    (Opt(OptOps.UNROLL, 0, 4), "is not a reduce"),
+    (Opt(OptOps.UPCAST, 2, 4), "is a reduce"),
+    (Opt(OptOps.UPCAST, 0, 3), "can't split an axis of 8 by 3"),
+    (Opt(OptOps.UNROLL, 2, 5), "can't split an axis of 12 by 5"),
+    (Opt(OptOps.UPCAST, 0, 1), "can't split"),
+    (Opt(OptOps.UPCAST, 1, 32), "can't split"),
+  ], ids=str)
+  def test_invalid(self, opt, msg):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    with pytest.raises(KernelOptError, match=msg): get_program(si.ast, renderer(), opts=[opt])
+
+  def test_too_much_upcasting(self):
+    if renderer().upcast_max >= 8 * 16: pytest.skip("the device allows a whole 8x16 tile in registers")
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    with pytest.raises(KernelOptError, match=f"more than {renderer().upcast_max} "):
+      get_program(si.ast, renderer(), opts=[Opt(OptOps.UPCAST, 1, 0), Opt(OptOps.UPCAST, 0, 0)])
+
+  def test_device_without_workgroups(self):
+    if renderer().has_local: pytest.skip("the device has workgroups")
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    with pytest.raises(KernelOptError, match="no workgroups"):
+      get_program(si.ast, renderer(), opts=[Opt(OptOps.LOCAL, 0, 2)])
+    with pytest.raises(KernelOptError, match="no workgroups|no shared memory"):
+      get_program(si.ast, renderer(), opts=[Opt(OptOps.GROUP, 2, 4)])
+
+  def test_failed_opt_leaves_kernel_unchanged(self):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    k = Kernel(merge_axes(fold_reduces(si.ast)), renderer())
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
+    ast = k.ast
+    with pytest.raises(KernelOptError): k.apply_opt(Opt(OptOps.UPCAST, 0, 3))
+    assert k.ast is ast and k.applied_opts == [Opt(OptOps.UPCAST, 0, 2)]
+
+# *** reduce folding ***
+def _loops(p: ProgramSpec) -> list[AxisType]: return [u.arg[1] for u in p.uops if u.op is Ops.RANGE]
+
+def assert_no_reduce_loop(p: ProgramSpec) -> None:
+  """Only output loops are left (on a device with a launch grid, none at all), and no accumulator."""
+  assert all(kind in (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD) for kind in _loops(p)), _loops(p)
+  assert not any(u.op is Ops.DEFINE_ACC for u in p.uops)
+
+class TestReduceFolding:
+  @pytest.mark.parametrize("args,want", [((10,), np.arange(10)), ((2, 20, 3), np.arange(2, 20, 3)),
+                                         ((5, -4, -2), np.arange(5, -4, -2)),
+                                         ((0.0, 1.0, 0.25), np.arange(0, 1, 0.25))], ids=str)
+  def test_arange_has_no_loop(self, args, want):
+    t = Tensor.arange(*args)
+    sched = t.schedule()
+    assert len(sched) == 1
+    for opts in ([], None):  # no opts, and the heuristic's
+      p = get_program(sched[0].ast, renderer(), opts=opts)
+      assert_no_reduce_loop(p)
+      np.testing.assert_allclose(run_program(sched[0], p), want)
+
+  def test_sum_of_a_constant(self):
+    sched = Tensor.full((5, 7), 3.0).sum(axis=1).schedule()
+    assert len(sched) == 1
+    p = get_program(sched[0].ast, renderer(), opts=[])
+    assert_no_reduce_loop(p)
+    np.testing.assert_equal(run_program(sched[0], p), np.full(5, 21.0, dtype=np.float32))
+
+  def test_cumsum_of_data_keeps_its_loop(self):
+    # folding must only fire where the summed value does not depend on the loop
+    x = np.arange(1, 7, dtype=np.float32)
+    si = kernel_of(Tensor(x).cumsum())
+    p = get_program(si.ast, renderer(), opts=[])
+    assert AxisType.REDUCE in _loops(p)
+    np.testing.assert_equal(run_program(si, p), np.cumsum(x))
+
+  @pytest.mark.parametrize("shape,index,axis", [((10,), [3, 1, 9, 0, -1], 0), ((5, 4), [4, 0, -2], 0),
+                                                ((5, 4), [3, 3, 0, 1, 2, -4], 1)], ids=str)
+  def test_gather_reads_one_element_per_output(self, shape, index, axis):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    idx = np.array(index, dtype=np.int32)
+    out = Tensor(x)[Tensor(idx)] if axis == 0 else Tensor(x)[:, Tensor(idx)]
+    sched = out.schedule()
+    assert len(sched) == 1, "the arange inside indexing fuses into the gather kernel"
+    p = get_program(sched[0].ast, renderer(), opts=[])
+    assert_no_reduce_loop(p)
+    x_buf = next(i for i, b in enumerate(sched[0].bufs) if b.size == x.size and b.dtype == dtypes.float32 and i > 0)
+    x_loads = [u for u in p.uops if u.op is Ops.LOAD and u.src[0].arg == x_buf]
+    assert len(x_loads) == 1
+    want = x[idx] if axis == 0 else x[:, idx]
+    # the kernel writes (other axes, index axes); for x[idx] on 2-D x the tensor is a transposed view of that buffer
+    if axis == 0 and x.ndim == 2: want = want.T
+    np.testing.assert_equal(run_program(sched[0], p).reshape(want.shape), want)
+
+  def test_gather_out_of_range_reads_zero(self):
+    # an index past the end is gated, so the kernel never reads outside the buffer
+    x = np.arange(1, 5, dtype=np.float32)
+    sched = Tensor(x)[Tensor(np.array([0, 7, 2], dtype=np.int32))].schedule()
+    p = get_program(sched[0].ast, renderer(), opts=[])
+    np.testing.assert_equal(run_program(sched[0], p), np.array([1, 0, 3], dtype=np.float32))
