@@ -128,7 +128,7 @@ def test_compile(compiler: Compiler, case: str):
     assert compiler.compile(p.src)[:4] == b"\x7fELF", f"{case}: {p.name} did not compile to a cubin"
 
 OPTS = {"noopt": [], "local": [Opt(OptOps.LOCAL, 0, 8)], "local2d": [Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.LOCAL, 1, 2)],
-        "upcast_local_unroll": [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.UNROLL, 2, 4)]}
+        "upcast_local_unroll": [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.UNROLL, 0, 4)]}
 
 @pytest.mark.parametrize("opts", list(OPTS))
 def test_compile_with_opts(compiler: Compiler, opts: str):

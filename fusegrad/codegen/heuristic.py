@@ -14,8 +14,8 @@ def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   opts.append(opt)
   return True
 
-def _out_axes(k: Kernel) -> list[tuple[int, UOp]]: return [(i, r) for i, r in enumerate(k.axes()) if range_kind(r) is not AxisType.REDUCE]
-def _red_axes(k: Kernel) -> list[tuple[int, UOp]]: return [(i, r) for i, r in enumerate(k.axes()) if range_kind(r) is AxisType.REDUCE]
+def _out_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.output_axes()))
+def _red_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.reduce_axes()))
 
 def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
   """A big reduce into few outputs on a device with workgroups: reduce across the workgroup in shared memory."""

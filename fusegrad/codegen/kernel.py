@@ -24,7 +24,8 @@ class OptOps(Enum):
 
 @dataclass(frozen=True, order=True)
 class Opt:
-  """One optimization action: op applied to axis (an index into Kernel.axes()) with amount arg (0: the whole axis)."""
+  """One optimization action: op applied to an axis with amount arg (0: the whole axis). As in tinygrad, UNROLL and
+  GROUP count axes from the first reduce axis; the others count the output axes."""
   op: OptOps
   axis: int
   arg: int
@@ -63,6 +64,8 @@ class Kernel:
   def axes(self) -> list[UOp]:
     """The loops an Opt may still split: output axes (in order), then reduce axes."""
     return [r for r in self.ranges() if range_kind(r) in _SPLITTABLE]
+  def output_axes(self) -> list[UOp]: return [r for r in self.axes() if range_kind(r) is not AxisType.REDUCE]
+  def reduce_axes(self) -> list[UOp]: return [r for r in self.axes() if range_kind(r) is AxisType.REDUCE]
   def ranges_of(self, *kinds: AxisType) -> list[UOp]: return [r for r in self.ranges() if range_kind(r) in kinds]
   @property
   def reduce_op(self) -> bool: return any(u.op is Ops.REDUCE for u in self.ast.toposort())
@@ -85,15 +88,15 @@ class Kernel:
   # *** applying an optimization ***
   def apply_opt(self, opt: Opt) -> Kernel:
     """Split axis opt.axis so that its inner `opt.arg` iterations take the role opt.op asks for."""
-    axes = self.axes()
-    if not 0 <= opt.axis < len(axes): raise KernelOptError(f"{opt}: the kernel has {len(axes)} axes")
+    on_reduce = opt.op in (OptOps.UNROLL, OptOps.GROUP)
+    axes = self.reduce_axes() if on_reduce else self.output_axes()
+    if not 0 <= opt.axis < len(axes):
+      raise KernelOptError(f"{opt}: the kernel has {len(axes)} {'reduce' if on_reduce else 'output'} axes left to split")
     r = axes[opt.axis]
-    size, is_reduce = range_size(r), range_kind(r) is AxisType.REDUCE
+    size = range_size(r)
     amount = opt.arg or size
     if size % amount != 0 or (amount <= 1 and opt.op is not OptOps.THREAD):
       raise KernelOptError(f"{opt}: can't split an axis of {size} by {amount}")
-    if opt.op in (OptOps.UNROLL, OptOps.GROUP) and not is_reduce: raise KernelOptError(f"{opt}: axis {opt.axis} is not a reduce")
-    if opt.op in (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD) and is_reduce: raise KernelOptError(f"{opt}: axis {opt.axis} is a reduce")
     if opt.op in (OptOps.LOCAL, OptOps.GROUP) and not self.ren.has_local: raise KernelOptError(f"{opt}: the device has no workgroups")
     if opt.op is OptOps.GROUP and not self.ren.has_shared: raise KernelOptError(f"{opt}: the device has no shared memory")
     if opt.op is OptOps.THREAD and (not self.ren.threads or opt.arg != 0):

@@ -55,12 +55,12 @@ class TestOpts:
     [Opt(OptOps.UPCAST, 0, 4)],
     [Opt(OptOps.UPCAST, 1, 4)],
     [Opt(OptOps.UPCAST, 1, 0)],  # 0: the whole axis (16)
-    [Opt(OptOps.UNROLL, 2, 4)],
-    [Opt(OptOps.UNROLL, 2, 0)],
+    [Opt(OptOps.UNROLL, 0, 4)],
+    [Opt(OptOps.UNROLL, 0, 0)],
     [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 4)],
     [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4)],
-    [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 2, 3)],
-    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 2, 2)],
+    [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 3)],
+    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 0, 2)],
   ], ids=str)
   def test_matmul(self, opts):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -73,14 +73,14 @@ class TestOpts:
 
   def test_unroll_leaves_a_shorter_loop(self):
     si = kernel_of(Tensor(A) @ Tensor(B))
-    _, p = run_with(si, [Opt(OptOps.UNROLL, 2, 4)])
+    _, p = run_with(si, [Opt(OptOps.UNROLL, 0, 4)])
     reduce_loops = [u.src[0].arg for u in p.uops if u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE]
     assert reduce_loops == [3]
-    _, p = run_with(si, [Opt(OptOps.UNROLL, 2, 0)])
+    _, p = run_with(si, [Opt(OptOps.UNROLL, 0, 0)])
     assert not any(u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE for u in p.uops)
 
-  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UNROLL, 1, 4)], [Opt(OptOps.UNROLL, 1, 16)],
-                                    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 1, 8)]], ids=str)
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UNROLL, 0, 4)], [Opt(OptOps.UNROLL, 0, 16)],
+                                    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 0, 8)]], ids=str)
   def test_reduce_max(self, opts):
     x = RNG.standard_normal((6, 16)).astype(np.float32)
     si = kernel_of(Tensor(x).max(axis=1))
@@ -117,12 +117,12 @@ class TestOpts:
 
 class TestBadOpts:
   @pytest.mark.parametrize("opt,msg", [
-    (Opt(OptOps.UPCAST, 3, 2), "the kernel has 3 axes"),
-    (Opt(OptOps.UPCAST, -1, 2), "the kernel has 3 axes"),
-    (Opt(OptOps.UNROLL, 0, 4), "is not a reduce"),
-    (Opt(OptOps.UPCAST, 2, 4), "is a reduce"),
+    (Opt(OptOps.UPCAST, 3, 2), "the kernel has 2 output axes"),
+    (Opt(OptOps.UPCAST, -1, 2), "the kernel has 2 output axes"),
+    (Opt(OptOps.UNROLL, 1, 4), "the kernel has 1 reduce axes"),
+    (Opt(OptOps.UPCAST, 2, 4), "the kernel has 2 output axes"),
     (Opt(OptOps.UPCAST, 0, 3), "can't split an axis of 8 by 3"),
-    (Opt(OptOps.UNROLL, 2, 5), "can't split an axis of 12 by 5"),
+    (Opt(OptOps.UNROLL, 0, 5), "can't split an axis of 12 by 5"),
     (Opt(OptOps.UPCAST, 0, 1), "can't split"),
     (Opt(OptOps.UPCAST, 1, 32), "can't split"),
   ], ids=str)
@@ -142,7 +142,7 @@ class TestBadOpts:
     with pytest.raises(KernelOptError, match="no workgroups"):
       get_program(si.ast, renderer(), opts=[Opt(OptOps.LOCAL, 0, 2)])
     with pytest.raises(KernelOptError, match="no workgroups|no shared memory"):
-      get_program(si.ast, renderer(), opts=[Opt(OptOps.GROUP, 2, 4)])
+      get_program(si.ast, renderer(), opts=[Opt(OptOps.GROUP, 0, 4)])
 
   def test_failed_opt_leaves_kernel_unchanged(self):
     si = kernel_of(Tensor(A) @ Tensor(B))
