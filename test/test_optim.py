@@ -14,7 +14,7 @@ STEPS = 3
 def fg_loss(ps: list, x: Tensor) -> Tensor: return ((x @ ps[0]).relu() @ ps[1] + ps[2]).square().mean()
 def torch_loss(ps: list, x: torch.Tensor) -> torch.Tensor: return ((x @ ps[0]).relu() @ ps[1] + ps[2]).square().mean()
 
-def fg_params() -> list[Tensor]: return [Tensor(W1, requires_grad=True), Tensor(W2, requires_grad=True), Tensor(BIAS, requires_grad=True)]
+def fg_params() -> list[Tensor]: return [Tensor(a, requires_grad=True) for a in (W1, W2, BIAS)]
 def torch_params() -> list[torch.Tensor]: return [torch.tensor(a, requires_grad=True) for a in (W1, W2, BIAS)]
 
 def run_fg(make_opt, steps: int = STEPS) -> list[list[np.ndarray]]:
@@ -55,8 +55,10 @@ def assert_steps_close(got, want, atol=1e-5, rtol=1e-4):
 
 # *** against torch.optim ***
 
-@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.05, momentum=0.9), dict(lr=0.05, momentum=0.9, nesterov=True),
-                                    dict(lr=0.1, weight_decay=0.1), dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.05)])
+@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.05, momentum=0.9),
+                                    dict(lr=0.05, momentum=0.9, nesterov=True),
+                                    dict(lr=0.1, weight_decay=0.1),
+                                    dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.05)])
 def test_sgd(kwargs):
   assert_steps_close(run_fg(lambda ps: SGD(ps, **kwargs)), run_torch(lambda ps: torch.optim.SGD(ps, **kwargs)))
 
@@ -68,9 +70,11 @@ def test_sgd_classic_momentum():
     return p - bufs[i]
   assert_steps_close(run_fg(lambda ps: SGD(ps, lr=lr, momentum=mom, classic=True)), run_reference(rule))
 
-@pytest.mark.parametrize("kwargs", [dict(lr=0.01), dict(lr=0.1, b1=0.8, b2=0.99, eps=1e-6), dict(lr=0.05, weight_decay=0.1)])
+@pytest.mark.parametrize("kwargs", [dict(lr=0.01), dict(lr=0.1, b1=0.8, b2=0.99, eps=1e-6),
+                                    dict(lr=0.05, weight_decay=0.1)])
 def test_adam(kwargs):
-  torch_kwargs = {("betas" if k == "b1" else k): ((v, kwargs.get("b2", 0.999)) if k == "b1" else v) for k, v in kwargs.items() if k != "b2"}
+  torch_kwargs = {k: v for k, v in kwargs.items() if k not in ("b1", "b2")}
+  torch_kwargs["betas"] = (kwargs.get("b1", 0.9), kwargs.get("b2", 0.999))
   assert_steps_close(run_fg(lambda ps: Adam(ps, **kwargs)), run_torch(lambda ps: torch.optim.Adam(ps, **torch_kwargs)))
 
 @pytest.mark.parametrize("kwargs", [dict(lr=0.01), dict(lr=0.1, weight_decay=0.3), dict(lr=0.05, weight_decay=0.0)])
@@ -166,7 +170,8 @@ def jit_vs_eager(make_opt, steps: int = 5, lr_schedule=None):
   return results
 
 @pytest.mark.parametrize("make_opt", [lambda ps: SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
-                                     lambda ps: Adam(ps, lr=0.05), lambda ps: Muon(ps[:2], lr=0.05)], ids=["sgd", "adam", "muon"])
+                                      lambda ps: Adam(ps, lr=0.05),
+                                      lambda ps: Muon(ps[:2], lr=0.05)], ids=["sgd", "adam", "muon"])
 def test_jit_step_matches_eager(make_opt):
   eager, jitted = jit_vs_eager(make_opt)
   assert_steps_close(jitted, eager, atol=1e-6, rtol=1e-5)
@@ -264,9 +269,11 @@ def test_optimizer_group():
   group = fg_group(fg_params())
   assert isinstance(group[0], SGD) and isinstance(group[1], Adam) and len(group) == 2 and len(group.params) == 3
 
-@pytest.mark.parametrize("make", [lambda: SGD([]), lambda: Adam([Tensor([1.0])] * 2), lambda: SGD([Tensor([1.0])], lr=-1),
+@pytest.mark.parametrize("make", [lambda: SGD([]), lambda: Adam([Tensor([1.0])] * 2),
+                                  lambda: SGD([Tensor([1.0])], lr=-1),
                                   lambda: SGD([Tensor([1.0])], nesterov=True), lambda: Adam([Tensor([1.0])], b1=1.0),
-                                  lambda: SGD([Tensor([1.0], requires_grad=False)]), lambda: Muon([Tensor([[1.0]])], ns_steps=-1)])
+                                  lambda: SGD([Tensor([1.0], requires_grad=False)]),
+                                  lambda: Muon([Tensor([[1.0]])], ns_steps=-1)])
 def test_bad_arguments(make):
   with pytest.raises(ValueError): make()
 

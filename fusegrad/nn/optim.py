@@ -56,15 +56,18 @@ class Optimizer:
     if not params: raise ValueError(f"{name}: got an empty list of parameters")
     for p in params:
       if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
-    if len({id(p) for p in params}) != len(params): raise ValueError(f"{name}: the same Tensor appears twice in the parameters")
-    if not isinstance(lr, (int, float)) or lr < 0 or math.isnan(lr): raise ValueError(f"{name}: invalid learning rate {lr!r}")
+    if len({id(p) for p in params}) != len(params):
+      raise ValueError(f"{name}: the same Tensor appears twice in the parameters")
+    if not isinstance(lr, (int, float)) or lr < 0 or math.isnan(lr):
+      raise ValueError(f"{name}: invalid learning rate {lr!r}")
     for p in params:
       if p.requires_grad is None: p.requires_grad = True
     self.params: list[Tensor] = [p for p in params if p.requires_grad]
     self.buffers: list[Tensor] = [p for p in params if not p.requires_grad]
     if not self.params: raise ValueError(f"{name}: none of the {len(params)} parameters requires grad")
     for p in self.params:
-      if not dtypes.is_float(p.dtype): raise TypeError(f"{name}: parameter of shape {p.shape} is {p.dtype}; only float tensors can be optimized")
+      if not dtypes.is_float(p.dtype):
+        raise TypeError(f"{name}: parameter of shape {p.shape} is {p.dtype}; only float tensors can be optimized")
     _give_own_buffers(self.params)
     self.device = self.params[0].device
     self.lr = Tensor([float(lr)], dtype=dtypes.float32, device=self.device, requires_grad=False)
@@ -97,7 +100,8 @@ class Optimizer:
     for i, p in todo:
       grad = p.grad
       assert grad is not None
-      if grad.shape != p.shape: raise ValueError(f"{type(self).__name__}: gradient of shape {grad.shape} for a parameter of shape {p.shape}")
+      if grad.shape != p.shape:
+        raise ValueError(f"{type(self).__name__}: gradient of shape {grad.shape} for a parameter of shape {p.shape}")
       new = self._update(i, p.detach(), grad.detach().cast(p.dtype))
       p.assign(new.reshape(p.shape).cast(p.dtype))
     return [*self._state(), *self.params, *self.buffers]
@@ -129,7 +133,8 @@ class OptimizerGroup(Optimizer):
     for o in self.optimizers: o.zero_grad()
   def schedule_step(self) -> list[Tensor]: return [t for o in self.optimizers for t in o.schedule_step()]
 
-def _check_range(name: str, what: str, value: float, low: float, high: float = math.inf, high_open: bool = False) -> None:
+def _check_range(name: str, what: str, value: float, low: float, high: float = math.inf,
+                 high_open: bool = False) -> None:
   ok = low <= value < high if high_open else low <= value <= high
   if not ok: raise ValueError(f"{name}: invalid {what} {value!r}")
 
@@ -267,8 +272,9 @@ class Muon(Optimizer):
   gains (a 1-D parameter is treated as a column, which only normalizes it), e.g. OptimizerGroup(Muon(...), AdamW(...)).
   The iteration runs in the parameter's dtype (float32 for lower precisions), not bfloat16 as in the reference code.
   """
-  def __init__(self, params: Iterable[Tensor], lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True, ns_steps: int = 5,
-               weight_decay: float = 0.0, ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS, eps: float = 1e-7):
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True,
+               ns_steps: int = 5, weight_decay: float = 0.0,
+               ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS, eps: float = 1e-7):
     super().__init__(params, lr)
     _check_range("Muon", "momentum", momentum, 0.0, 1.0, high_open=True)
     _check_range("Muon", "weight_decay", weight_decay, 0.0)

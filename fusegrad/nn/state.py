@@ -15,15 +15,18 @@ from typing import Any, Callable, Iterator
 from fusegrad.tensor import Tensor, _make_buffer
 from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import atomic_write, prod
+from fusegrad.nn.optim import _fresh, _own_buffer
 
 Source = Tensor | str | pathlib.Path
 
 def _read_source(fn: Source, who: str) -> tuple[memoryview, str]:
   """The bytes of a file (read once) or of a 1-D uint8 Tensor, and a name for error messages."""
   if isinstance(fn, Tensor):
-    if fn.dtype != dtypes.uint8 or fn.ndim != 1: raise ValueError(f"{who}: a Tensor source must be 1-D uint8, got {fn.shape} {fn.dtype}")
+    if fn.dtype != dtypes.uint8 or fn.ndim != 1:
+      raise ValueError(f"{who}: a Tensor source must be 1-D uint8, got {fn.shape} {fn.dtype}")
     return (fn.data() if fn.numel() else memoryview(b"")), "<tensor>"
-  if not isinstance(fn, (str, pathlib.Path)): raise TypeError(f"{who}: expected a path or a uint8 Tensor, got {type(fn).__name__}")
+  if not isinstance(fn, (str, pathlib.Path)):
+    raise TypeError(f"{who}: expected a path or a uint8 Tensor, got {type(fn).__name__}")
   return memoryview(pathlib.Path(fn).read_bytes()), str(fn)
 
 def _from_bytes(data: memoryview, dtype: DType, shape: tuple[int, ...]) -> Tensor:
@@ -76,7 +79,8 @@ def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> di
   return out
 
 def get_parameters(obj: Any) -> list[Tensor]:
-  """Every Tensor reachable from obj (see get_state_dict), each once, in a stable order: `SGD(get_parameters(model))`."""
+  """Every Tensor reachable from obj (see get_state_dict), each once, in a stable order:
+  `SGD(get_parameters(model))`."""
   seen: set[int] = set()
   ret = []
   for t in get_state_dict(obj).values():
@@ -104,8 +108,8 @@ def _state_dict_problems(model_sd: dict[str, Tensor], state_dict: dict[str, Tens
       problems.append(f"shape mismatch for {k!r}: the model has {v.shape}, the state dict {src.shape}")
   return problems
 
-def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = True, consume: bool = False,
-                    realize: bool = True) -> list[Tensor]:
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = True,
+                    consume: bool = False, realize: bool = True) -> list[Tensor]:
   """Copy the tensors of state_dict into the model's tensors of the same names (see get_state_dict), converting to
   their dtype and device. The values are assigned into the existing tensors, so optimizers and TinyJit holding them
   keep working. With strict=True every model tensor must be in state_dict and nothing else may be; shapes must always
@@ -117,7 +121,11 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   for k, v in model_sd.items():
     if k not in state_dict: continue
     src = state_dict[k]
-    if src is not v: v.assign(src.reshape(v.shape).to(v.device).cast(v.dtype))
+    if src is not v and not any(v is t for t in loaded):
+      value = src.reshape(v.shape).to(v.device).cast(v.dtype)
+      # write into v's own buffer when it has one; a constant or lazy v gets a new buffer (never src's)
+      if _own_buffer(v) is not None: v.assign(value)
+      else: v.replace(_fresh(value))
     loaded.append(v)
     if consume: del state_dict[k]
   if realize: Tensor.realize_all(loaded)
@@ -128,18 +136,22 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 # *** safetensors: 8-byte little-endian header length, a JSON header, then the raw data ***
 
-SAFE_DTYPES: dict[str, DType] = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
-                                 "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64,
-                                 "F16": dtypes.float16, "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64}
+SAFE_DTYPES: dict[str, DType] = {
+  "BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
+  "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64, "F16": dtypes.float16,
+  "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64}
 _SAFE_NAMES = {v: k for k, v in SAFE_DTYPES.items()}
 
 def _safe_header(raw: memoryview, name: str) -> tuple[int, dict[str, Any]]:
   """(where the data starts, the parsed header), with every entry checked against the file's size."""
   if len(raw) < 8: raise ValueError(f"safe_load: {name}: {len(raw)} bytes is too short for a safetensors file")
   n = int.from_bytes(raw[:8], "little")
-  if n > len(raw) - 8: raise ValueError(f"safe_load: {name}: header of {n} bytes but the file has only {len(raw) - 8} after the length (truncated?)")
+  if n > len(raw) - 8:
+    raise ValueError(f"safe_load: {name}: header of {n} bytes but the file has only {len(raw) - 8} after the length "
+                     "(truncated?)")
   try: header = json.loads(bytes(raw[8:8 + n]).decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"safe_load: {name}: the header is not valid JSON ({e})") from None
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise ValueError(f"safe_load: {name}: the header is not valid JSON ({e})") from None
   if not isinstance(header, dict): raise ValueError(f"safe_load: {name}: the header is not a JSON object")
   data_len = len(raw) - 8 - n
   for key, info in header.items():
@@ -149,15 +161,22 @@ def _safe_header(raw: memoryview, name: str) -> tuple[int, dict[str, Any]]:
 
 def _check_safe_entry(key: str, info: Any, data_len: int, name: str) -> None:
   where = f"safe_load: {name}: tensor {key!r}"
-  if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys(): raise ValueError(f"{where}: entry needs dtype, shape and data_offsets")
-  if info["dtype"] not in SAFE_DTYPES: raise ValueError(f"{where}: unsupported dtype {info['dtype']!r} (supported: {', '.join(SAFE_DTYPES)})")
+  if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
+    raise ValueError(f"{where}: entry needs dtype, shape and data_offsets")
+  if info["dtype"] not in SAFE_DTYPES:
+    raise ValueError(f"{where}: unsupported dtype {info['dtype']!r} (supported: {', '.join(SAFE_DTYPES)})")
   shape, offsets = info["shape"], info["data_offsets"]
-  if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape): raise ValueError(f"{where}: bad shape {shape!r}")
-  if not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets) or not 0 <= offsets[0] <= offsets[1]:
+  if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+    raise ValueError(f"{where}: bad shape {shape!r}")
+  ints = isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
+  if not ints or not 0 <= offsets[0] <= offsets[1]:
     raise ValueError(f"{where}: bad data_offsets {offsets!r}")
   want = prod(shape) * SAFE_DTYPES[info["dtype"]].itemsize
-  if offsets[1] - offsets[0] != want: raise ValueError(f"{where}: data_offsets {offsets} hold {offsets[1] - offsets[0]} bytes, shape {shape} needs {want}")
-  if offsets[1] > data_len: raise ValueError(f"{where}: data ends at {offsets[1]} but the file has {data_len} bytes of data (truncated?)")
+  if offsets[1] - offsets[0] != want:
+    raise ValueError(f"{where}: data_offsets {offsets} hold {offsets[1] - offsets[0]} bytes, shape {shape} needs "
+                     f"{want}")
+  if offsets[1] > data_len:
+    raise ValueError(f"{where}: data ends at {offsets[1]} but the file has {data_len} bytes of data (truncated?)")
 
 def safe_load_metadata(fn: Source) -> tuple[Tensor, int, dict[str, Any]]:
   """(the file as a uint8 Tensor, where the data starts, the JSON header) of a .safetensors file; the header's
@@ -167,7 +186,8 @@ def safe_load_metadata(fn: Source) -> tuple[Tensor, int, dict[str, Any]]:
   return (fn if isinstance(fn, Tensor) else _from_bytes(raw, dtypes.uint8, (len(raw),))), data_start, header
 
 def safe_load(fn: Source) -> dict[str, Tensor]:
-  """The tensors of a .safetensors file (path or uint8 Tensor of its bytes), by name: `safe_load("model.safetensors")`."""
+  """The tensors of a .safetensors file (path or uint8 Tensor of its bytes), by name:
+  `safe_load("model.safetensors")`."""
   raw, name = _read_source(fn, "safe_load")
   data_start, header = _safe_header(raw, name)
   ret = {}
@@ -186,13 +206,15 @@ def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict
   """
   header: dict[str, Any] = {}
   if metadata is not None:
-    if not isinstance(metadata, dict): raise TypeError(f"safe_save: metadata must be a dict, got {type(metadata).__name__}")
+    if not isinstance(metadata, dict):
+      raise TypeError(f"safe_save: metadata must be a dict, got {type(metadata).__name__}")
     header["__metadata__"] = metadata
   offset = 0
   for key, t in tensors.items():
     if not isinstance(key, str) or key == "__metadata__": raise ValueError(f"safe_save: bad tensor name {key!r}")
     if not isinstance(t, Tensor): raise TypeError(f"safe_save: {key!r} is a {type(t).__name__}, not a Tensor")
-    if t.dtype not in _SAFE_NAMES: raise ValueError(f"safe_save: {key!r} has dtype {t.dtype}, which safetensors can't store")
+    if t.dtype not in _SAFE_NAMES:
+      raise ValueError(f"safe_save: {key!r} has dtype {t.dtype}, which safetensors can't store")
     header[key] = {"dtype": _SAFE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes()]}
     offset += t.nbytes()
   text = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -207,13 +229,17 @@ def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict
 
 # *** PyTorch checkpoints (zip and legacy formats), without torch: a pickle reader that only builds tensors ***
 
-_TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
-                   "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32, "ShortStorage": dtypes.int16,
-                   "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool, "UntypedStorage": dtypes.uint8}
-_TORCH_DTYPES = {"float32": dtypes.float32, "float": dtypes.float32, "float64": dtypes.float64, "double": dtypes.float64,
-                 "float16": dtypes.float16, "half": dtypes.float16, "bfloat16": dtypes.bfloat16, "int64": dtypes.int64, "long": dtypes.int64,
-                 "int32": dtypes.int32, "int": dtypes.int32, "int16": dtypes.int16, "short": dtypes.int16, "int8": dtypes.int8,
-                 "uint8": dtypes.uint8, "bool": dtypes.bool, "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64}
+_TORCH_STORAGES = {
+  "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
+  "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
+  "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool,
+  "UntypedStorage": dtypes.uint8}
+_TORCH_DTYPES = {
+  "float32": dtypes.float32, "float": dtypes.float32, "float64": dtypes.float64, "double": dtypes.float64,
+  "float16": dtypes.float16, "half": dtypes.float16, "bfloat16": dtypes.bfloat16, "int64": dtypes.int64,
+  "long": dtypes.int64, "int32": dtypes.int32, "int": dtypes.int32, "int16": dtypes.int16, "short": dtypes.int16,
+  "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool, "uint16": dtypes.uint16, "uint32": dtypes.uint32,
+  "uint64": dtypes.uint64}
 _TORCH_MAGIC, _TORCH_LEGACY_PROTOCOL = 0x1950A86A20F9469CFC6C, 1001
 
 class UnsafePickleError(pickle.UnpicklingError, ValueError):
@@ -229,7 +255,8 @@ class _Storage:
 
 def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
   """_codecs.encode as protocol-2 pickles use it to store bytes."""
-  if encoding not in ("latin1", "latin-1"): raise UnsafePickleError(f"torch_load: refusing _codecs.encode with encoding {encoding!r}")
+  if encoding not in ("latin1", "latin-1"):
+    raise UnsafePickleError(f"torch_load: refusing _codecs.encode with encoding {encoding!r}")
   return text.encode("latin1")
 
 class _TorchUnpickler(pickle.Unpickler):
@@ -238,10 +265,12 @@ class _TorchUnpickler(pickle.Unpickler):
     super().__init__(file)
     self.name, self.find_data, self.storages = name, find_data, {}
     self.allowed: dict[tuple[str, str], Any] = {
-      ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set, ("builtins", "frozenset"): frozenset,
-      ("_codecs", "encode"): _latin1_encode, ("torch", "Size"): tuple, ("torch", "device"): str,
-      ("torch._utils", "_rebuild_tensor"): self.rebuild_tensor, ("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
-      ("torch._utils", "_rebuild_tensor_v3"): self.rebuild_tensor_v3, ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
+      ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set,
+      ("builtins", "frozenset"): frozenset, ("_codecs", "encode"): _latin1_encode, ("torch", "Size"): tuple,
+      ("torch", "device"): str, ("torch._utils", "_rebuild_tensor"): self.rebuild_tensor,
+      ("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
+      ("torch._utils", "_rebuild_tensor_v3"): self.rebuild_tensor_v3,
+      ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
       ("torch._utils", "_rebuild_parameter_with_state"): self.rebuild_parameter}
     for storage, dt in _TORCH_STORAGES.items():
       for module in ("torch", "torch.storage"): self.allowed[(module, storage)] = _StorageType(dt)
@@ -249,8 +278,8 @@ class _TorchUnpickler(pickle.Unpickler):
 
   def find_class(self, module: str, name: str) -> Any:
     if (module, name) not in self.allowed:
-      raise UnsafePickleError(f"torch_load: {self.name}: refusing to unpickle {module}.{name}: only torch tensors and plain containers "
-                              "are allowed (a checkpoint that needs other objects could run code when loaded)")
+      raise UnsafePickleError(f"torch_load: {self.name}: refusing to unpickle {module}.{name}: only torch tensors and "
+                              "plain containers are allowed (other objects could run code when loaded)")
     return self.allowed[(module, name)]
 
   def persistent_load(self, pid: Any) -> _Storage:
@@ -266,31 +295,35 @@ class _TorchUnpickler(pickle.Unpickler):
   def _storage_view(self, storage: _Storage, view: Any) -> _Storage:
     """A legacy-format view of a storage: (view key, offset, size) in elements."""
     _, offset, size = view
-    data = None if storage.data is None else storage.data[offset * storage.dtype.itemsize:(offset + size) * storage.dtype.itemsize]
+    item = storage.dtype.itemsize
+    data = None if storage.data is None else storage.data[offset * item:(offset + size) * item]
     return _Storage(storage.key, storage.dtype, size, data)
 
   def rebuild_tensor(self, storage: _Storage, offset: int, size: Any, stride: Any, *args: Any) -> Tensor | None:
     return _strided_tensor(storage, storage.dtype, offset, tuple(size), tuple(stride), self.name)
 
-  def rebuild_tensor_v3(self, storage: _Storage, offset: int, size: Any, stride: Any, requires_grad: Any, hooks: Any, dtype: DType,
-                        *args: Any) -> Tensor | None:
+  def rebuild_tensor_v3(self, storage: _Storage, offset: int, size: Any, stride: Any, requires_grad: Any, hooks: Any,
+                        dtype: DType, *args: Any) -> Tensor | None:
     if not isinstance(dtype, DType): raise ValueError(f"torch_load: {self.name}: bad dtype {dtype!r}")
     return _strided_tensor(storage, dtype, offset, tuple(size), tuple(stride), self.name)
 
   def rebuild_parameter(self, data: Tensor | None, requires_grad: Any = None, *args: Any) -> Tensor | None:
     return data
 
-def _strided_tensor(storage: _Storage, dtype: DType, offset: int, size: tuple[int, ...], stride: tuple[int, ...], name: str) -> Tensor | None:
+def _strided_tensor(storage: _Storage, dtype: DType, offset: int, size: tuple[int, ...], stride: tuple[int, ...],
+                    name: str) -> Tensor | None:
   """The tensor torch describes as (storage, offset, size, stride), copied out of the storage's bytes."""
   if storage.data is None: return None  # the legacy format's first pass: the data isn't located yet
   if len(size) != len(stride) or any(s < 0 for s in size) or any(s < 0 for s in stride) or offset < 0:
     raise ValueError(f"torch_load: {name}: bad tensor layout size={size} stride={stride} offset={offset}")
   item, n = dtype.itemsize, prod(size)
-  if len(storage.data) % item: raise ValueError(f"torch_load: {name}: storage {storage.key} of {len(storage.data)} bytes can't hold {dtype}")
+  if len(storage.data) % item:
+    raise ValueError(f"torch_load: {name}: storage {storage.key} of {len(storage.data)} bytes can't hold {dtype}")
   if n == 0: return _from_bytes(memoryview(b""), dtype, size)
   last = offset + sum((s - 1) * st for s, st in zip(size, stride))
   if (last + 1) * item > len(storage.data):
-    raise ValueError(f"torch_load: {name}: a tensor of size {size} reads past the end of storage {storage.key} (corrupt file?)")
+    raise ValueError(f"torch_load: {name}: a tensor of size {size} reads past the end of storage {storage.key} "
+                     "(corrupt file?)")
   dims = [d for d in range(len(size)) if size[d] != 1]
   order = sorted(dims, key=lambda d: -stride[d])  # the dims from outermost to innermost in memory
   inner = [prod(size[d] for d in order[j + 1:]) for j in range(len(order))]
@@ -328,13 +361,16 @@ def _zip_members(raw: memoryview, name: str) -> dict[str, memoryview]:
 def _torch_load_zip(raw: memoryview, name: str) -> Any:
   members = _zip_members(raw, name)
   pkl = next((m for m in members if m.endswith("data.pkl") and m.count("/") == 1), None)
-  if pkl is None: raise ValueError(f"torch_load: {name}: zip file without a <name>/data.pkl (not a PyTorch checkpoint?)")
+  if pkl is None:
+    raise ValueError(f"torch_load: {name}: zip file without a <name>/data.pkl (not a PyTorch checkpoint?)")
   base = pkl.split("/")[0]
-  if bytes(members.get(f"{base}/byteorder", b"little")) != b"little": raise ValueError(f"torch_load: {name}: big-endian checkpoints are not supported")
+  if bytes(members.get(f"{base}/byteorder", b"little")) != b"little":
+    raise ValueError(f"torch_load: {name}: big-endian checkpoints are not supported")
   def find_data(key: str, dtype: DType, numel: int) -> memoryview:
     data = members.get(f"{base}/data/{key}")
     if data is None: raise ValueError(f"torch_load: {name}: storage {key} is missing from the archive")
-    if len(data) < numel * dtype.itemsize: raise ValueError(f"torch_load: {name}: storage {key} has {len(data)} bytes, needs {numel * dtype.itemsize}")
+    if len(data) < numel * dtype.itemsize:
+      raise ValueError(f"torch_load: {name}: storage {key} has {len(data)} bytes, needs {numel * dtype.itemsize}")
     return data[:numel * dtype.itemsize]
   return _unpickle(_TorchUnpickler(io.BytesIO(members[pkl]), name, find_data), name)
 
@@ -352,7 +388,8 @@ def _torch_load_legacy(raw: memoryview, name: str) -> Any:
   header = [_unpickle(_TorchUnpickler(f, name, no_data), name) for _ in range(3)]
   if header[0] != _TORCH_MAGIC or header[1] != _TORCH_LEGACY_PROTOCOL:
     raise ValueError(f"torch_load: {name}: not a PyTorch checkpoint (bad magic number or protocol)")
-  if isinstance(header[2], dict) and not header[2].get("little_endian", True): raise ValueError(f"torch_load: {name}: big-endian checkpoints are not supported")
+  if isinstance(header[2], dict) and not header[2].get("little_endian", True):
+    raise ValueError(f"torch_load: {name}: big-endian checkpoints are not supported")
   start = f.tell()
   first = _TorchUnpickler(f, name, no_data)  # first pass: learn each storage's type and size
   _unpickle(first, name)
@@ -360,12 +397,14 @@ def _torch_load_legacy(raw: memoryview, name: str) -> Any:
   located: dict[str, memoryview] = {}
   pos = f.tell()
   for key in keys if isinstance(keys, list) else []:
-    if str(key) not in first.storages: raise ValueError(f"torch_load: {name}: storage {key} is not used by the checkpoint")
+    if str(key) not in first.storages:
+      raise ValueError(f"torch_load: {name}: storage {key} is not used by the checkpoint")
     storage = first.storages[str(key)]
     if pos + 8 > len(raw): raise ValueError(f"torch_load: {name}: truncated before storage {key}")
     numel = int.from_bytes(raw[pos:pos + 8], "little")
     nbytes = numel * storage.dtype.itemsize
-    if numel != storage.numel or pos + 8 + nbytes > len(raw): raise ValueError(f"torch_load: {name}: storage {key} is truncated or corrupt")
+    if numel != storage.numel or pos + 8 + nbytes > len(raw):
+      raise ValueError(f"torch_load: {name}: storage {key} is truncated or corrupt")
     located[str(key)] = raw[pos + 8:pos + 8 + nbytes]
     pos += 8 + nbytes
   def find_data(key: str, dtype: DType, numel: int) -> memoryview:
@@ -388,17 +427,20 @@ def torch_load(fn: Source) -> Any:
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 # ggml type -> (elements per block, bytes per block)
-GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 8: (32, 34), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
-               30: (1, 2)}
-_GGML_PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32, 27: dtypes.int64,
-               28: dtypes.float64, 30: dtypes.bfloat16}
-_GGML_NAMES = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K"}
+GGML_BLOCKS = {
+  0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 8: (32, 34), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8),
+  28: (1, 8), 30: (1, 2)}
+_GGML_PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32,
+               27: dtypes.int64, 28: dtypes.float64, 30: dtypes.bfloat16}
+_GGML_NAMES = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K",
+               13: "Q5_K", 14: "Q6_K"}
 
 class _Reader:
   """Little-endian values read from a memoryview, with a clear error when the data runs out."""
   def __init__(self, raw: memoryview, name: str): self.raw, self.pos, self.name = raw, 0, name
   def take(self, n: int, what: str) -> memoryview:
-    if n < 0 or self.pos + n > len(self.raw): raise ValueError(f"gguf_load: {self.name}: truncated while reading {what} at byte {self.pos}")
+    if n < 0 or self.pos + n > len(self.raw):
+      raise ValueError(f"gguf_load: {self.name}: truncated while reading {what} at byte {self.pos}")
     self.pos += n
     return self.raw[self.pos - n:self.pos]
   def scalar(self, fmt: str, what: str) -> Any: return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
@@ -411,10 +453,13 @@ class _Reader:
     if vtype == _GGUF_STRING: return self.string(what)
     if vtype == _GGUF_ARRAY:
       etype, count = self.scalar("<I", what), self.scalar("<Q", what)
-      if etype not in _GGUF_SCALARS and etype not in (_GGUF_STRING, _GGUF_ARRAY): raise ValueError(f"gguf_load: {self.name}: {what}: unknown array type {etype}")
+      if etype not in _GGUF_SCALARS and etype not in (_GGUF_STRING, _GGUF_ARRAY):
+        raise ValueError(f"gguf_load: {self.name}: {what}: unknown array type {etype}")
       min_size = struct.calcsize(_GGUF_SCALARS[etype]) if etype in _GGUF_SCALARS else 8
-      if count * min_size > len(self.raw) - self.pos: raise ValueError(f"gguf_load: {self.name}: {what}: array of {count} items is truncated")
-      if etype in _GGUF_SCALARS: return list(struct.unpack(f"<{count}{_GGUF_SCALARS[etype][1]}", self.take(count * min_size, what)))
+      if count * min_size > len(self.raw) - self.pos:
+        raise ValueError(f"gguf_load: {self.name}: {what}: array of {count} items is truncated")
+      if etype in _GGUF_SCALARS:
+        return list(struct.unpack(f"<{count}{_GGUF_SCALARS[etype][1]}", self.take(count * min_size, what)))
       return [self.value(etype, what) for _ in range(count)]
     raise ValueError(f"gguf_load: {self.name}: {what}: unknown value type {vtype}")
 
@@ -425,7 +470,8 @@ def _ggml_f16(lo: Tensor, hi: Tensor) -> Tensor:
 def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
   """n values of ggml type ggml_type from the uint8 tensor t, as a 1-D tensor: plain types keep their dtype; the
   quantized Q4_0, Q4_1 and Q8_0 are dequantized to float32 (lazily, on the device)."""
-  if ggml_type not in GGML_BLOCKS: raise ValueError(f"gguf_load: ggml type {_GGML_NAMES.get(ggml_type, ggml_type)} is not supported")
+  if ggml_type not in GGML_BLOCKS:
+    raise ValueError(f"gguf_load: ggml type {_GGML_NAMES.get(ggml_type, ggml_type)} is not supported")
   block, nbytes = GGML_BLOCKS[ggml_type]
   if ggml_type in _GGML_PLAIN: raise ValueError("ggml_data_to_tensor: plain types are read directly")
   blocks = t[:n // block * nbytes].reshape(n // block, nbytes)
@@ -454,30 +500,38 @@ def gguf_load(tensor: Source) -> tuple[dict[str, Any], dict[str, Tensor]]:
   r = _Reader(raw, name)
   if bytes(r.take(4, "the magic")) != b"GGUF": raise ValueError(f"gguf_load: {name}: not a GGUF file (bad magic)")
   version = r.scalar("<I", "the version")
-  if version not in (2, 3): raise ValueError(f"gguf_load: {name}: GGUF version {version} is not supported (only 2 and 3)")
+  if version not in (2, 3):
+    raise ValueError(f"gguf_load: {name}: GGUF version {version} is not supported (only 2 and 3)")
   n_tensors, n_kv = r.scalar("<Q", "the tensor count"), r.scalar("<Q", "the metadata count")
   kv = {}
   for i in range(n_kv):
     key = r.string(f"metadata key {i}")
     kv[key] = r.value(r.scalar("<I", f"the type of {key!r}"), repr(key))
-  if n_tensors * 24 > len(raw) - r.pos: raise ValueError(f"gguf_load: {name}: {n_tensors} tensor infos don't fit in the file (truncated?)")
+  if n_tensors * 24 > len(raw) - r.pos:
+    raise ValueError(f"gguf_load: {name}: {n_tensors} tensor infos don't fit in the file (truncated?)")
   infos = _gguf_tensor_infos(r, n_tensors)
   alignment = kv.get("general.alignment", 32)
-  if not isinstance(alignment, int) or alignment <= 0: raise ValueError(f"gguf_load: {name}: bad general.alignment {alignment!r}")
+  if not isinstance(alignment, int) or alignment <= 0:
+    raise ValueError(f"gguf_load: {name}: bad general.alignment {alignment!r}")
   data_start = r.pos + (-r.pos % alignment)
-  return kv, {tname: _gguf_tensor(raw, name, data_start, tname, shape, ggml_type, offset) for tname, shape, ggml_type, offset in infos}
+  return kv, {info[0]: _gguf_tensor(raw, name, data_start, *info) for info in infos}
 
-def _gguf_tensor(raw: memoryview, name: str, data_start: int, tname: str, shape: tuple[int, ...], ggml_type: int, offset: int) -> Tensor:
+def _gguf_tensor(raw: memoryview, name: str, data_start: int, tname: str, shape: tuple[int, ...], ggml_type: int,
+                 offset: int) -> Tensor:
   if ggml_type not in GGML_BLOCKS:
-    raise ValueError(f"gguf_load: {name}: tensor {tname!r} has ggml type {_GGML_NAMES.get(ggml_type, ggml_type)}, which is not supported")
+    type_name = _GGML_NAMES.get(ggml_type, ggml_type)
+    raise ValueError(f"gguf_load: {name}: tensor {tname!r} has ggml type {type_name}, which is not supported")
   n = prod(shape)
   block, block_bytes = GGML_BLOCKS[ggml_type]
-  if n % block: raise ValueError(f"gguf_load: {name}: tensor {tname!r} of {n} elements isn't a whole number of {block}-element blocks")
+  if n % block:
+    raise ValueError(f"gguf_load: {name}: tensor {tname!r} of {n} elements isn't a whole number of {block}-element "
+                     "blocks")
   start, nbytes = data_start + offset, n // block * block_bytes
-  if start + nbytes > len(raw): raise ValueError(f"gguf_load: {name}: the data of tensor {tname!r} runs past the end of the file (truncated?)")
+  if start + nbytes > len(raw):
+    raise ValueError(f"gguf_load: {name}: the data of tensor {tname!r} runs past the end of the file (truncated?)")
   data = raw[start:start + nbytes]
   if ggml_type in _GGML_PLAIN: return _from_bytes(data, _GGML_PLAIN[ggml_type], shape)
   return ggml_data_to_tensor(_from_bytes(data, dtypes.uint8, (nbytes,)), n, ggml_type).reshape(shape)
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "StateDictError", "safe_load", "safe_save", "safe_load_metadata",
-           "torch_load", "UnsafePickleError", "gguf_load", "ggml_data_to_tensor"]
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "StateDictError", "safe_load", "safe_save",
+           "safe_load_metadata", "torch_load", "UnsafePickleError", "gguf_load", "ggml_data_to_tensor"]
