@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from fusegrad import Tensor, TinyJit, dtypes
-from fusegrad.nn.optim import SGD
+from fusegrad.nn.optim import SGD, Adam
 from fusegrad.nn.state import (get_state_dict, get_parameters, load_state_dict, StateDictError, safe_save, safe_load,
                                safe_load_metadata, torch_load, UnsafePickleError, gguf_load)
 
@@ -124,6 +124,29 @@ def test_load_state_dict_consume(capsys):
   net, sd = Net(), get_state_dict(Net(seed=7))
   load_state_dict(net, sd, consume=True)
   assert sd == {} and "loaded 7 tensors" in capsys.readouterr().out
+
+def test_optimizer_checkpoint_resume(tmp_path):
+  x = Tensor(np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32))
+  def make():
+    net = Net(seed=1)
+    return net, Adam(get_parameters(net), lr=0.05)
+  def train(net, opt, steps):
+    for _ in range(steps):
+      opt.zero_grad()
+      net(x).square().mean().backward()
+      opt.step()
+  straight = make()
+  train(*straight, 4)
+  first = make()
+  train(*first, 2)
+  fn = tmp_path / "ckpt.safetensors"
+  safe_save(get_state_dict({"model": first[0], "opt": first[1]}), fn)
+  assert {"opt.lr", "opt.b1_t", "opt.m.0", "opt.v.6"} <= set(safe_load(fn))
+  resumed = make()
+  load_state_dict({"model": resumed[0], "opt": resumed[1]}, safe_load(fn), verbose=False)
+  train(*resumed, 2)
+  for k, v in get_state_dict(straight[0]).items():
+    np.testing.assert_allclose(get_state_dict(resumed[0])[k].numpy(), v.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
 
 # *** safetensors ***
 
@@ -434,13 +457,28 @@ def test_gguf_package_files(tmp_path):
     np.testing.assert_allclose(weights[name].numpy(), want, rtol=1e-6, atol=1e-6, err_msg=name)
     assert np.abs(weights[name].numpy() - arrays[name]).max() < 0.3  # and close to the original
 
+@pytest.mark.parametrize("qname", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q6_K"])
+def test_gguf_dequantize_matches_gguf_package(tmp_path, qname):
+  gguf = pytest.importorskip("gguf")
+  qt = gguf.GGMLQuantizationType[qname]
+  block, nbytes = gguf.GGML_QUANT_SIZES[qt]
+  r = np.random.default_rng(qt.value)
+  raw = r.integers(0, 256, (3, nbytes), dtype=np.uint8)  # random quants; the f16 scales made finite below
+  scale_bytes = {"Q4_1": [0, 2], "Q5_1": [0, 2], "Q4_K": [0, 2], "Q6_K": [nbytes - 2]}.get(qname, [0])
+  for pos in scale_bytes: raw[:, pos:pos + 2] = r.uniform(-2, 2, (3, 1)).astype(np.float16).view(np.uint8)
+  fn = tmp_path / "q.gguf"
+  fn.write_bytes(write_gguf({}, [("w", (3, block), qt.value, raw.tobytes())]))
+  got = gguf_load(fn)[1]["w"]
+  assert got.shape == (3, block) and got.dtype == dtypes.float32
+  np.testing.assert_allclose(got.numpy(), gguf.quants.dequantize(raw, qt).reshape(3, block), rtol=1e-6, atol=1e-6)
+
 def test_gguf_corrupt(tmp_path):
   good = write_gguf({"k": ("str", "v")}, [("w", (2, 32), 8, quantize_q8_0(np.ones((2, 32), np.float32))[0])])
   cases = [(b"GGML" + good[4:], "bad magic"), (good[:4] + struct.pack("<I", 1) + good[8:], "version 1"),
            (good[:30], "truncated"), (good[:-40], "past the end"),
            (good[:8] + struct.pack("<Q", 2 ** 40) + good[16:], "tensor infos don't fit"),
            (good[:16] + struct.pack("<Q", 2 ** 62) + good[24:], "truncated"),
-           (write_gguf({}, [("w", (256,), 14, b"\0" * 210)]), "Q6_K"),
+           (write_gguf({}, [("w", (256,), 10, b"\0" * 84)]), "Q2_K"),
            (write_gguf({}, [("w", (3,), 8, b"\0" * 34)]), "blocks"),
            (good[:24] + struct.pack("<Q", 2 ** 62) + good[32:], "truncated")]
   for i, (raw, match) in enumerate(cases):

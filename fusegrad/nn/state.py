@@ -428,8 +428,8 @@ _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 # ggml type -> (elements per block, bytes per block)
 GGML_BLOCKS = {
-  0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 8: (32, 34), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8),
-  28: (1, 8), 30: (1, 2)}
+  0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 12: (256, 144), 14: (256, 210),
+  24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2)}
 _GGML_PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32,
                27: dtypes.int64, 28: dtypes.float64, 30: dtypes.bfloat16}
 _GGML_NAMES = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K",
@@ -467,20 +467,69 @@ def _ggml_f16(lo: Tensor, hi: Tensor) -> Tensor:
   """float16 values from their two little-endian bytes, as float32."""
   return (lo.cast(dtypes.uint16) | (hi.cast(dtypes.uint16) << 8)).bitcast(dtypes.float16).cast(dtypes.float32)
 
+def _nibbles(q: Tensor) -> Tensor:
+  """(nb, 16) bytes -> (nb, 32) 4-bit values: byte j holds element j (low nibble) and element j + 16 (high nibble)."""
+  return (q & 0xF).cat(q >> 4, dim=1)
+
+def _fifth_bits(qh: Tensor) -> Tensor:
+  """(nb, 4) bytes of a little-endian uint32 -> (nb, 32) bits, bit j for element j, moved to value 16."""
+  shifts = Tensor([0, 1, 2, 3, 4, 5, 6, 7], dtype=dtypes.uint8, device=qh.device)
+  return ((qh.unsqueeze(2) >> shifts) & 1).reshape(qh.shape[0], 32) << 4
+
+# each takes the (blocks, bytes per block) uint8 tensor and returns (blocks, elements per block) float32 values
+def _dequant_q4_0(b: Tensor) -> Tensor:  # d f16, 16 bytes of nibbles: (q - 8) * d
+  return (_nibbles(b[:, 2:18]).cast(dtypes.float32) - 8) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
+def _dequant_q4_1(b: Tensor) -> Tensor:  # d f16, m f16, 16 bytes of nibbles: q * d + m
+  d, m = _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1), _ggml_f16(b[:, 2], b[:, 3]).unsqueeze(1)
+  return _nibbles(b[:, 4:20]).cast(dtypes.float32) * d + m
+def _dequant_q5_0(b: Tensor) -> Tensor:  # d f16, 4 bytes of fifth bits, 16 bytes of nibbles: (q - 16) * d
+  q = (_nibbles(b[:, 6:22]) | _fifth_bits(b[:, 2:6])).cast(dtypes.float32)
+  return (q - 16) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
+def _dequant_q5_1(b: Tensor) -> Tensor:  # d f16, m f16, 4 bytes of fifth bits, 16 bytes of nibbles: q * d + m
+  q = (_nibbles(b[:, 8:24]) | _fifth_bits(b[:, 4:8])).cast(dtypes.float32)
+  return q * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1) + _ggml_f16(b[:, 2], b[:, 3]).unsqueeze(1)
+def _dequant_q8_0(b: Tensor) -> Tensor:  # d f16, 32 int8: q * d
+  return b[:, 2:].bitcast(dtypes.int8).cast(dtypes.float32) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
+
+def _dequant_q4_k(b: Tensor) -> Tensor:
+  """256 values: d f16, dmin f16, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32, 128 bytes of nibbles
+  (byte l of chunk j holds element l of sub-block 2j low, 2j+1 high): d * scale * q - dmin * min."""
+  nb = b.shape[0]
+  d, dmin = _ggml_f16(b[:, 0], b[:, 1]).reshape(nb, 1, 1), _ggml_f16(b[:, 2], b[:, 3]).reshape(nb, 1, 1)
+  s = b[:, 4:16]
+  scales = (s[:, 0:4] & 63).cat((s[:, 8:12] & 0xF) | ((s[:, 0:4] >> 6) << 4), dim=1)  # sub-blocks 0-3, then 4-7
+  mins = (s[:, 4:8] & 63).cat((s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4), dim=1)
+  q = b[:, 16:144].reshape(nb, 4, 1, 32)
+  vals = (q & 0xF).cat(q >> 4, dim=2).reshape(nb, 8, 32).cast(dtypes.float32)
+  scales, mins = scales.cast(dtypes.float32).unsqueeze(2), mins.cast(dtypes.float32).unsqueeze(2)
+  return (d * scales * vals - dmin * mins).reshape(nb, 256)
+
+def _dequant_q6_k(b: Tensor) -> Tensor:
+  """256 values in two halves of 128: 64 bytes of low nibbles, 32 bytes of 2-bit high parts, 16 int8 scales (one per
+  16 values), then d f16: d * scale * (q - 32). In a half, element 32k + l takes the nibble of byte l (k = 0, 2) or
+  l + 32 (k = 1, 3), low for k < 2, and bits 2k..2k+1 of high byte l."""
+  nb = b.shape[0]
+  ql, qh = b[:, 0:128].reshape(nb, 2, 1, 64), b[:, 128:192].reshape(nb, 2, 1, 32)
+  low = (ql & 0xF).cat(ql >> 4, dim=2).reshape(nb, 2, 4, 32)  # k = 0, 1 from the low nibbles; 2, 3 from the high
+  shifts = Tensor([0, 2, 4, 6], dtype=dtypes.uint8, device=b.device).reshape(1, 1, 4, 1)
+  q = (low | (((qh >> shifts) & 3) << 4)).cast(dtypes.float32) - 32
+  scales = b[:, 192:208].bitcast(dtypes.int8).cast(dtypes.float32).reshape(nb, 2, 4, 2, 1).expand(nb, 2, 4, 2, 16)
+  return (_ggml_f16(b[:, 208], b[:, 209]).reshape(nb, 1, 1, 1) * scales.reshape(nb, 2, 4, 32) * q).reshape(nb, 256)
+
+_DEQUANT: dict[int, Callable[[Tensor], Tensor]] = {2: _dequant_q4_0, 3: _dequant_q4_1, 6: _dequant_q5_0,
+                                                    7: _dequant_q5_1, 8: _dequant_q8_0, 12: _dequant_q4_k,
+                                                    14: _dequant_q6_k}
+
 def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
-  """n values of ggml type ggml_type from the uint8 tensor t, as a 1-D tensor: plain types keep their dtype; the
-  quantized Q4_0, Q4_1 and Q8_0 are dequantized to float32 (lazily, on the device)."""
+  """n values of ggml type ggml_type from the uint8 tensor t, as a 1-D tensor: plain types (F32, F16, BF16, F64, I8-I64)
+  keep their dtype; the quantized Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K are dequantized to float32 (lazily)."""
   if ggml_type not in GGML_BLOCKS:
     raise ValueError(f"gguf_load: ggml type {_GGML_NAMES.get(ggml_type, ggml_type)} is not supported")
   block, nbytes = GGML_BLOCKS[ggml_type]
-  if ggml_type in _GGML_PLAIN: raise ValueError("ggml_data_to_tensor: plain types are read directly")
-  blocks = t[:n // block * nbytes].reshape(n // block, nbytes)
-  scale = _ggml_f16(blocks[:, 0], blocks[:, 1]).unsqueeze(1)
-  if ggml_type == 8: return (blocks[:, 2:].bitcast(dtypes.int8).cast(dtypes.float32) * scale).flatten()
-  quants = blocks[:, 2:18] if ggml_type == 2 else blocks[:, 4:20]
-  nibbles = (quants & 0xF).cat(quants >> 4, dim=1).cast(dtypes.float32)  # byte j holds elements j and j + 16
-  if ggml_type == 2: return ((nibbles - 8) * scale).flatten()
-  return (nibbles * scale + _ggml_f16(blocks[:, 2], blocks[:, 3]).unsqueeze(1)).flatten()
+  if n % block or t.shape[0] < n // block * nbytes:
+    raise ValueError(f"ggml_data_to_tensor: {t.shape[0]} bytes don't hold {n} values of type {ggml_type}")
+  if ggml_type in _GGML_PLAIN: return _from_bytes(t[:n * nbytes].data(), _GGML_PLAIN[ggml_type], (n,))
+  return _DEQUANT[ggml_type](t[:n // block * nbytes].reshape(n // block, nbytes)).flatten()
 
 def _gguf_tensor_infos(r: _Reader, count: int) -> list[tuple[str, tuple[int, ...], int, int]]:
   infos = []
@@ -495,7 +544,8 @@ def _gguf_tensor_infos(r: _Reader, count: int) -> list[tuple[str, tuple[int, ...
 
 def gguf_load(tensor: Source) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """The metadata and tensors of a GGUF file (version 2 or 3): `kv, weights = gguf_load("model.gguf")`.
-  F32, F16, BF16, F64 and integer tensors keep their dtype; Q4_0, Q4_1 and Q8_0 are dequantized to float32."""
+  F32, F16, BF16, F64 and integer tensors keep their dtype; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K are
+  dequantized to float32."""
   raw, name = _read_source(tensor, "gguf_load")
   r = _Reader(raw, name)
   if bytes(r.take(4, "the magic")) != b"GGUF": raise ValueError(f"gguf_load: {name}: not a GGUF file (bad magic)")
