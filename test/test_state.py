@@ -82,6 +82,14 @@ def test_load_state_dict_into_unrealized_tensors():
   np.testing.assert_array_equal(model.var.numpy(), [8, 10, 12])
   np.testing.assert_array_equal(model.noise.numpy(), [7, 8, 9])
 
+def test_load_state_dict_into_equal_realized_tensors():
+  class Biases:
+    def __init__(self): self.a, self.b = Tensor.zeros(3).contiguous().realize(), Tensor.zeros(3).contiguous().realize()
+  model = Biases()
+  load_state_dict(model, {"a": Tensor([1.0, 2, 3]), "b": Tensor([4.0, 5, 6])}, verbose=False)
+  np.testing.assert_array_equal(model.a.numpy(), [1, 2, 3])
+  np.testing.assert_array_equal(model.b.numpy(), [4, 5, 6])
+
 def test_load_state_dict_under_jit_and_optimizer():
   net = Net(seed=1)
   forward = TinyJit(lambda x: net(x).realize())
@@ -175,6 +183,7 @@ def fg_tensor(a: np.ndarray, dt) -> Tensor: return Tensor(a, dtype=dt)
 def test_safetensors_roundtrip_all_dtypes(tmp_path):
   tensors = {f"t_{dt.name}": fg_tensor(sample(dt, seed=i), dt) for i, dt in enumerate(ALL_DTYPES)}
   tensors["scalar"], tensors["empty"] = Tensor(3.5), Tensor.zeros(0, 4)
+  tensors["transposed"] = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).T
   fn = tmp_path / "all.safetensors"
   safe_save(tensors, fn, metadata={"format": "pt", "note": "hi"})
   loaded = safe_load(fn)

@@ -29,6 +29,10 @@ def _read_source(fn: Source, who: str) -> tuple[memoryview, str]:
     raise TypeError(f"{who}: expected a path or a uint8 Tensor, got {type(fn).__name__}")
   return memoryview(pathlib.Path(fn).read_bytes()), str(fn)
 
+def _as_file(raw: memoryview) -> io.BytesIO:
+  """raw as a file object; for a memoryview of a whole bytes object this shares its memory instead of copying it."""
+  return io.BytesIO(raw.obj if isinstance(raw.obj, bytes) and raw.nbytes == len(raw.obj) else raw)
+
 def _from_bytes(data: memoryview, dtype: DType, shape: tuple[int, ...]) -> Tensor:
   """A tensor in a new buffer holding a copy of data (raw, little-endian elements)."""
   return Tensor(_make_buffer(data, tuple(shape), dtype, None))
@@ -117,15 +121,17 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   model_sd = get_state_dict(model)
   if problems := _state_dict_problems(model_sd, state_dict, strict):
     raise StateDictError(f"load_state_dict for {type(model).__name__}:\n  " + "\n  ".join(problems))
-  start, loaded = time.perf_counter(), []
+  start, loaded, done, views = time.perf_counter(), [], set(), {}
   for k, v in model_sd.items():
     if k not in state_dict: continue
     src = state_dict[k]
-    if src is not v and not any(v is t for t in loaded):
+    if src is not v and id(v) not in done:
       value = src.reshape(v.shape).to(v.device).cast(v.dtype)
-      # write into v's own buffer when it has one; a constant or lazy v gets a new buffer (never src's)
-      if _own_buffer(v) is not None: v.assign(value)
+      # write into v's own buffer when it has one. A constant or lazy v, or one that is the very same view of a buffer
+      # as another (equal expressions realize into one buffer), gets a new buffer of its own (never src's).
+      if _own_buffer(v) is not None and views.setdefault(v.uop, v) is v: v.assign(value)
       else: v.replace(_fresh(value))
+      done.add(id(v))
     loaded.append(v)
     if consume: del state_dict[k]
   if realize: Tensor.realize_all(loaded)
@@ -343,7 +349,7 @@ def _gather(data: memoryview, item: int, offset: int, size: tuple[int, ...], str
 def _zip_members(raw: memoryview, name: str) -> dict[str, memoryview]:
   """The members of a zip file, as views of raw (stored members) or decompressed copies."""
   try:
-    zf = zipfile.ZipFile(io.BytesIO(raw))
+    zf = zipfile.ZipFile(_as_file(raw))
     members = {}
     for zi in zf.infolist():
       if zi.compress_type != zipfile.ZIP_STORED:
@@ -383,7 +389,7 @@ def _unpickle(unpickler: _TorchUnpickler, name: str) -> Any:
 def _torch_load_legacy(raw: memoryview, name: str) -> Any:
   """The pre-1.6 format: pickles of the magic number, protocol, system info, the object, the storage keys, then each
   storage as an int64 element count and its bytes."""
-  f = io.BytesIO(raw)
+  f = _as_file(raw)
   def no_data(key: str, dtype: DType, numel: int) -> None: return None
   header = [_unpickle(_TorchUnpickler(f, name, no_data), name) for _ in range(3)]
   if header[0] != _TORCH_MAGIC or header[1] != _TORCH_LEGACY_PROTOCOL:
