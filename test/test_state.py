@@ -295,11 +295,11 @@ def test_torch_load(tmp_path, zipped):
 def test_torch_load_nested_checkpoint_and_shared_storage(tmp_path, zipped):
   w = torch.arange(6, dtype=torch.float32).reshape(2, 3)
   extras = {"epoch": 3, "name": "run", "sizes": (1, 2), "lrs": [0.1, 0.01], "blob": b"\x00\xff"}
-  ckpt = {"model": {"w": w, "w_t": w.t(), "row": w[1]}, **extras}
+  ckpt = {"model": {"w": w, "w_t": w.t(), "row": w[1]}, "device": torch.device("cpu"), **extras}
   fn = tmp_path / "ckpt.pth"
   torch.save(ckpt, fn, _use_new_zipfile_serialization=zipped)
   got = torch_load(fn)
-  assert {k: got[k] for k in extras} == extras
+  assert {k: got[k] for k in extras} == extras and got["device"] == "cpu"
   assert_matches_torch(got["model"], ckpt["model"])
 
 def test_torch_load_into_model(tmp_path):

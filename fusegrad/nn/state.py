@@ -38,7 +38,8 @@ def _from_bytes(data: memoryview, dtype: DType, shape: tuple[int, ...]) -> Tenso
   return Tensor(_make_buffer(data, tuple(shape), dtype, None))
 
 def _raw_bytes(t: Tensor) -> memoryview:
-  """The elements of t as raw bytes, in order (bfloat16 as its bits)."""
+  """The elements of t as raw bytes, in order. (16-bit floats go through their bits: Tensor.data() turns bfloat16
+  into float32 and can't produce float16 on every Python.)"""
   if t.numel() == 0: return memoryview(b"")
   src = t.bitcast(dtypes.uint16) if t.dtype in (dtypes.bfloat16, dtypes.float16) else t  # their values as raw bits
   return src.data().cast("B")
@@ -129,7 +130,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
       value = src.reshape(v.shape).to(v.device).cast(v.dtype)
       # write into v's own buffer when it has one. A constant or lazy v, or one that is the very same view of a buffer
       # as another (equal expressions realize into one buffer), gets a new buffer of its own (never src's).
-      if _own_buffer(v) is not None and views.setdefault(v.uop, v) is v: v.assign(value)
+      first_with_this_view = views.setdefault(v.uop, v) is v
+      if _own_buffer(v) is not None and first_with_this_view: v.assign(value)
       else: v.replace(_fresh(value))
       done.add(id(v))
     loaded.append(v)
@@ -259,6 +261,10 @@ class _Storage:
   def __init__(self, key: str, dtype: DType, numel: int, data: memoryview | None):
     self.key, self.dtype, self.numel, self.data = key, dtype, numel, data
 
+def _torch_device(kind: str, index: int | None = None) -> str:
+  """torch.device("cuda", 0) as the string "cuda:0"."""
+  return str(kind) if index is None else f"{kind}:{index}"
+
 def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
   """_codecs.encode as protocol-2 pickles use it to store bytes."""
   if encoding not in ("latin1", "latin-1"):
@@ -273,7 +279,7 @@ class _TorchUnpickler(pickle.Unpickler):
     self.allowed: dict[tuple[str, str], Any] = {
       ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set,
       ("builtins", "frozenset"): frozenset, ("_codecs", "encode"): _latin1_encode, ("torch", "Size"): tuple,
-      ("torch", "device"): str, ("torch._utils", "_rebuild_tensor"): self.rebuild_tensor,
+      ("torch", "device"): _torch_device, ("torch._utils", "_rebuild_tensor"): self.rebuild_tensor,
       ("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
       ("torch._utils", "_rebuild_tensor_v3"): self.rebuild_tensor_v3,
       ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
@@ -336,6 +342,9 @@ def _strided_tensor(storage: _Storage, dtype: DType, offset: int, size: tuple[in
   if [stride[d] for d in order] == inner:  # a permutation of a contiguous block: copy the block, permute the view
     block = _from_bytes(storage.data[offset * item:(offset + n) * item], dtype, tuple(size[d] for d in order))
     return block.permute([order.index(d) for d in dims]).reshape(size) if order != dims else block.reshape(size)
+  if n > 64 * len(storage.data) + 2 ** 20:
+    raise ValueError(f"torch_load: {name}: a tensor of size {size} is far larger than its storage {storage.key} "
+                     "(corrupt file?)")
   return _from_bytes(_gather(storage.data, item, offset, size, stride), dtype, size)
 
 def _gather(data: memoryview, item: int, offset: int, size: tuple[int, ...], stride: tuple[int, ...]) -> memoryview:
