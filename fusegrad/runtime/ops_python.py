@@ -49,6 +49,17 @@ def _cast(x: Any, dtype: DType) -> Any:
 def _bitcast(x: Any, dtype: DType, from_dtype: DType) -> Any:
   return struct.unpack(f"<{dtype.fmt}", struct.pack(f"<{from_dtype.fmt}", x))[0]
 
+class _HalfView:
+  """float16 elements of a buffer: memoryview can't cast to 'e', so convert each element through struct."""
+  def __init__(self, mv: memoryview): self.bits = mv.cast("H")
+  def __getitem__(self, i: int) -> float: return struct.unpack("<e", struct.pack("<H", self.bits[i]))[0]
+  def __setitem__(self, i: int, v: float) -> None: self.bits[i] = struct.unpack("<H", struct.pack("<e", v))[0]
+
+def _typed_view(mv: memoryview, dtype: DType) -> Any:
+  """mv as an indexable sequence of dtype elements (bfloat16 stays raw 16-bit words: lowering converts them)."""
+  if dtype == dtypes.float16: return _HalfView(mv)
+  return mv.cast(dtype.fmt if dtype.fmt is not None else "H")
+
 def _map(fn: Any, x: Value, *args: Any) -> Value: return [fn(v, *args) for v in x] if isinstance(x, list) else fn(x, *args)
 
 class PythonProgram:
@@ -70,7 +81,7 @@ class PythonProgram:
     group_threads = prod(local_size)
     nthreads = prod(global_size) * group_threads  # every thread of every workgroup, in lockstep (barriers are free)
     values: dict[UOp, Value] = {}
-    views: dict[UOp, memoryview] = {}
+    views: dict[UOp, Any] = {}
     local_base: dict[UOp, list[int]] = {}  # for shared memory: where each thread's workgroup's copy starts
     var_i, pc, uops = 0, 0, self.uops
     counters: dict[UOp, int] = {}
@@ -79,7 +90,7 @@ class PythonProgram:
       op = u.op
       if op is Ops.DEFINE_GLOBAL:
         base = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
-        views[u] = bufs[u.arg].cast(base.fmt if base.fmt is not None else "H")
+        views[u] = _typed_view(bufs[u.arg], base)
       elif op is Ops.DEFINE_VAR:
         values[u] = vals[var_i]
         var_i += 1
@@ -90,7 +101,7 @@ class PythonProgram:
         if nthreads == 1: values[u] = 0
       elif op is Ops.DEFINE_LOCAL:
         size, groups = u.arg[1], nthreads // group_threads
-        views[u] = memoryview(bytearray(size * groups * u.dtype.base.itemsize)).cast(u.dtype.base.fmt)
+        views[u] = _typed_view(memoryview(bytearray(size * groups * u.dtype.base.itemsize)), u.dtype.base)
         local_base[u] = [t // group_threads * size for t in range(nthreads)]
       elif op is Ops.BARRIER: pass
       elif op is Ops.CONST: values[u] = u.arg
@@ -124,7 +135,7 @@ class PythonProgram:
     return time.perf_counter() - st if wait else None
 
   @staticmethod
-  def _load(mv: memoryview, args: list[Value], dtype: DType) -> Value:
+  def _load(mv: Any, args: list[Value], dtype: DType) -> Value:
     idx, gate = args[0], (args[1] if len(args) > 1 else True)
     zero = 0.0 if dtypes.is_float(dtype) else (False if dtype == dtypes.bool else 0)
     if not isinstance(idx, list) and not isinstance(gate, list): return mv[idx] if gate else zero
@@ -135,7 +146,7 @@ class PythonProgram:
     return [mv[i] if g else zero for i, g in zip(idxs, gates)]
 
   @staticmethod
-  def _store(mv: memoryview, args: list[Value]) -> None:
+  def _store(mv: Any, args: list[Value]) -> None:
     idx, val, gate = args[0], args[1], (args[2] if len(args) > 2 else True)
     if not any(isinstance(a, list) for a in (idx, val, gate)):
       if gate: mv[idx] = val

@@ -1,0 +1,299 @@
+"""Optimizers: SGD, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules.
+
+Every piece of state (momentum buffers, Adam's moments, the step counters, the learning rate) lives in a realized
+Tensor that each step updates with `.assign()`. So a step is just more lazy graph: it can be realized together with
+the loss (`Tensor.realize(loss, *opt.schedule_step())`), and under TinyJit the replayed kernels read and write the
+same buffers, so a new learning rate written with `opt.lr.assign(...).realize()` takes effect in the next replay.
+
+```python
+opt = Adam(get_parameters(model), lr=1e-3)
+opt.zero_grad()
+loss = model(x).sparse_categorical_crossentropy(y)
+loss.backward()
+opt.step()
+```
+"""
+from __future__ import annotations
+import math
+from typing import Iterable
+from fusegrad.tensor import Tensor
+from fusegrad.dtype import dtypes
+from fusegrad.uop.ops import Ops, GroupOp
+
+def _fresh(value: Tensor) -> Tensor:
+  """value written into a new buffer of its own. (Two equal expressions, such as two Tensor.zeros(3).contiguous(),
+  are one node and would realize into one shared buffer; state that is assigned to must never be shared.)"""
+  return Tensor.empty(value.shape, dtype=value.dtype, device=value.device, requires_grad=False).assign(value)
+
+def _own_buffer(t: Tensor) -> object | None:
+  """The buffer t is a view of, or None when t is not realized into one (a constant or lazy expression)."""
+  u = t.uop
+  while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
+  return u.arg if u.op is Ops.BUFFER else None
+
+def _give_own_buffers(params: list[Tensor]) -> None:
+  """Realize each parameter into a buffer no other parameter uses, so assign() can update it in place."""
+  seen: set[int] = set()
+  todo = []
+  for p in params:
+    buf = _own_buffer(p)
+    if buf is None or id(buf) in seen:
+      p.replace(_fresh(p.detach()))  # replace keeps p's requires_grad
+      todo.append(p)
+    else: seen.add(id(buf))
+  Tensor.realize_all(todo)
+
+class Optimizer:
+  """The base of every optimizer: holds the parameters and the learning rate, zeroes gradients, schedules steps.
+
+  A parameter whose requires_grad is None is switched to True. Parameters with requires_grad=False are kept as
+  `buffers`: they are never updated, but a step realizes them too (so lazily updated running statistics get computed).
+  A parameter whose .grad is None at a step is left unchanged, as in PyTorch.
+  """
+  def __init__(self, params: Iterable[Tensor], lr: float):
+    params = list(params)
+    name = type(self).__name__
+    if not params: raise ValueError(f"{name}: got an empty list of parameters")
+    for p in params:
+      if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
+    if len({id(p) for p in params}) != len(params):
+      raise ValueError(f"{name}: the same Tensor appears twice in the parameters")
+    if not isinstance(lr, (int, float)) or lr < 0 or math.isnan(lr):
+      raise ValueError(f"{name}: invalid learning rate {lr!r}")
+    for p in params:
+      if p.requires_grad is None: p.requires_grad = True
+    self.params: list[Tensor] = [p for p in params if p.requires_grad]
+    self.buffers: list[Tensor] = [p for p in params if not p.requires_grad]
+    if not self.params: raise ValueError(f"{name}: none of the {len(params)} parameters requires grad")
+    for p in self.params:
+      if not dtypes.is_float(p.dtype):
+        raise TypeError(f"{name}: parameter of shape {p.shape} is {p.dtype}; only float tensors can be optimized")
+    _give_own_buffers(self.params)
+    self.device = self.params[0].device
+    self.lr = Tensor([float(lr)], dtype=dtypes.float32, device=self.device, requires_grad=False)
+
+  def _zeros_like(self, p: Tensor) -> Tensor:
+    """A state tensor for parameter p: zeros of its shape, dtype and device, in a buffer of its own."""
+    return _fresh(Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device))
+
+  def _realize_state(self) -> None:
+    """Allocate the state now, so it exists before the first step (and TinyJit sees real buffers)."""
+    Tensor.realize_all(self._state())
+
+  def _state(self) -> list[Tensor]:
+    """Every state tensor a step writes (besides the parameters)."""
+    return []
+
+  def zero_grad(self) -> None:
+    """Forget the gradients of all parameters (the next backward() starts from zero)."""
+    for p in self.params: p.grad = None
+
+  def step(self) -> None:
+    """Update the parameters from their gradients, now."""
+    Tensor.realize_all(self.schedule_step())
+
+  def schedule_step(self) -> list[Tensor]:
+    """Build the update lazily and return the tensors to realize for it: the state, the parameters and the buffers.
+    `Tensor.realize(loss, *opt.schedule_step())` computes the loss and the step in one schedule."""
+    todo = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
+    if todo: self._begin_step()
+    for i, p in todo:
+      grad = p.grad
+      assert grad is not None
+      if grad.shape != p.shape:
+        raise ValueError(f"{type(self).__name__}: gradient of shape {grad.shape} for a parameter of shape {p.shape}")
+      new = self._update(i, p.detach(), grad.detach().cast(p.dtype))
+      p.assign(new.reshape(p.shape).cast(p.dtype))
+    return [*self._state(), *self.params, *self.buffers]
+
+  def _lr(self, p: Tensor) -> Tensor:
+    """The learning rate as a scalar on p's device."""
+    return self.lr.to(p.device).reshape(())
+
+  def _begin_step(self) -> None:
+    """Update per-step state (step counters) once, before the parameters."""
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+    """The new value of parameter i (p, detached) from its gradient g; assigns the parameter's own state."""
+    raise NotImplementedError
+
+class OptimizerGroup(Optimizer):
+  """Several optimizers used as one: `OptimizerGroup(Muon(matrices), AdamW(others))`. step(), zero_grad() and
+  schedule_step() act on all of them; `group[i]` is the i-th optimizer."""
+  def __init__(self, *optimizers: Optimizer):  # no super().__init__: the members hold the parameters and state
+    if not optimizers: raise ValueError("OptimizerGroup: needs at least one optimizer")
+    self.optimizers = list(optimizers)
+    self.params = [p for o in self.optimizers for p in o.params]
+    self.buffers = [b for o in self.optimizers for b in o.buffers]
+    if len({id(p) for p in self.params}) != len(self.params):
+      raise ValueError("OptimizerGroup: a parameter belongs to more than one optimizer")
+  def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]
+  def __len__(self) -> int: return len(self.optimizers)
+  def zero_grad(self) -> None:
+    for o in self.optimizers: o.zero_grad()
+  def schedule_step(self) -> list[Tensor]: return [t for o in self.optimizers for t in o.schedule_step()]
+
+def _check_range(name: str, what: str, value: float, low: float, high: float = math.inf,
+                 high_open: bool = False) -> None:
+  ok = low <= value < high if high_open else low <= value <= high
+  if not ok: raise ValueError(f"{name}: invalid {what} {value!r}")
+
+class SGD(Optimizer):
+  """Stochastic gradient descent, as torch.optim.SGD (without dampening):
+
+    g = grad + weight_decay * p
+    b = momentum * b + g                      (when momentum != 0; b starts at zero)
+    g = g + momentum * b if nesterov else b
+    p = p - lr * g
+
+  With classic=True the learning rate is applied before the momentum ("classic" momentum):
+  b = momentum * b + lr * g; p = p - b (or p - (lr * g + momentum * b) with nesterov).
+  """
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
+               nesterov: bool = False, classic: bool = False):
+    super().__init__(params, lr)
+    _check_range("SGD", "momentum", momentum, 0.0)
+    _check_range("SGD", "weight_decay", weight_decay, 0.0)
+    if nesterov and momentum <= 0: raise ValueError("SGD: Nesterov momentum needs a momentum > 0")
+    self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
+    self.b = [self._zeros_like(p) for p in self.params] if momentum else []
+    self._realize_state()
+
+  def _state(self) -> list[Tensor]: return self.b
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+    if self.wd: g = g + self.wd * p
+    if self.classic: g = g * self._lr(p)
+    if self.momentum:
+      self.b[i].assign(self.momentum * self.b[i] + g)
+      g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
+    if not self.classic: g = g * self._lr(p)
+    return p - g
+
+class LAMB(Optimizer):
+  """LAMB (You et al. 2019, arXiv:1904.00962); with adam=True it is Adam with decoupled weight decay (AdamW).
+
+    m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2       (moments start at zero)
+    m_hat = m / (1 - b1^t);  v_hat = v / (1 - b2^t)                 (t: the step number, from 1)
+    u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p
+    r = ||p|| / ||u||  (1.0 when either norm is 0; always 1.0 when adam=True)
+    p = p - lr * r * u
+
+  The step counters are the tensors b1_t = b1^t and b2_t = b2^t (tinygrad's names).
+  """
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
+               weight_decay: float = 0.0, adam: bool = False):
+    super().__init__(params, lr)
+    name = type(self).__name__
+    _check_range(name, "b1", b1, 0.0, 1.0, high_open=True)
+    _check_range(name, "b2", b2, 0.0, 1.0, high_open=True)
+    _check_range(name, "eps", eps, 0.0)
+    _check_range(name, "weight_decay", weight_decay, 0.0)
+    self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
+    self.l2 = 0.0  # weight decay added to the gradient (Adam's, as torch.optim.Adam); wd above is decoupled
+    self.b1_t = _fresh(Tensor.ones((1,), dtype=dtypes.float32, device=self.device))
+    self.b2_t = _fresh(Tensor.ones((1,), dtype=dtypes.float32, device=self.device))
+    self.m = [self._zeros_like(p) for p in self.params]
+    self.v = [self._zeros_like(p) for p in self.params]
+    self._realize_state()
+
+  def _state(self) -> list[Tensor]: return [self.b1_t, self.b2_t, *self.m, *self.v]
+
+  def _begin_step(self) -> None:
+    self.b1_t.assign(self.b1_t * self.b1)
+    self.b2_t.assign(self.b2_t * self.b2)
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+    if self.l2: g = g + self.l2 * p
+    self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
+    self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * g.square())
+    b1_t, b2_t = self.b1_t.to(p.device).reshape(()), self.b2_t.to(p.device).reshape(())
+    m_hat = self.m[i].float() / (1.0 - b1_t)
+    v_hat = self.v[i].float() / (1.0 - b2_t)
+    up = m_hat / (v_hat.sqrt() + self.eps)
+    if self.wd: up = up + self.wd * p.float()
+    if self.adam: return p - self._lr(p) * up
+    r1, r2 = p.float().square().sum().sqrt(), up.square().sum().sqrt()
+    trust = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)
+    return p - self._lr(p) * trust * up
+
+class Adam(LAMB):
+  """Adam (Kingma & Ba, arXiv:1412.6980), as torch.optim.Adam: weight_decay is L2, added to the gradient.
+
+    g = grad + weight_decay * p
+    m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
+    p = p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+  """
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+               weight_decay: float = 0.0):
+    super().__init__(params, lr, b1, b2, eps, weight_decay=0.0, adam=True)
+    _check_range("Adam", "weight_decay", weight_decay, 0.0)
+    self.l2 = weight_decay
+
+class AdamW(LAMB):
+  """AdamW (Loshchilov & Hutter, arXiv:1711.05101), as torch.optim.AdamW: the weight decay is decoupled.
+
+    p = p * (1 - lr * weight_decay)
+    then the Adam step (without L2) on p.
+  """
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+               weight_decay: float = 0.01):
+    super().__init__(params, lr, b1, b2, eps, weight_decay=weight_decay, adam=True)
+
+MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+
+def newton_schulz(g: Tensor, steps: int = 5, coefficients: tuple[float, float, float] = MUON_COEFFICIENTS,
+                  eps: float = 1e-7) -> Tensor:
+  """An approximate orthogonalization of the matrix g (its U V^T, with singular values pushed near 1) by the
+  quintic Newton-Schulz iteration Muon uses:
+
+    X = G / (||G||_F + eps)                    (transposed first if G has more rows than columns)
+    repeat `steps` times:  A = X X^T;  X = a X + (b A + c A A) X
+  """
+  if g.ndim != 2: raise ValueError(f"newton_schulz: needs a matrix, got shape {g.shape}")
+  a, b, c = coefficients
+  tall = g.shape[0] > g.shape[1]
+  x = g.T if tall else g
+  x = x / (x.square().sum().sqrt() + eps)
+  for _ in range(steps):
+    gram = x @ x.T
+    x = a * x + (b * gram + c * (gram @ gram)) @ x
+  return x.T if tall else x
+
+class Muon(Optimizer):
+  """Muon (Keller Jordan, 2024: "Muon: An optimizer for hidden layers in neural networks"), the published rule:
+
+    b = momentum * b + (1 - momentum) * g                  (b starts at zero)
+    u = (1 - momentum) * g + momentum * b if nesterov else b
+    O = newton_schulz(u as a matrix (rows, -1), ns_steps)   (coefficients a, b, c = 3.4445, -4.7750, 2.0315)
+    p = p * (1 - lr * weight_decay) - lr * max(1, rows / cols) ** 0.5 * O
+
+  Muon is meant for weight matrices (conv weights are flattened to (out, -1)); use another optimizer for biases and
+  gains (a 1-D parameter is treated as a column, which only normalizes it), e.g. OptimizerGroup(Muon(...), AdamW(...)).
+  The iteration runs in the parameter's dtype (float32 for lower precisions), not bfloat16 as in the reference code.
+  """
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True,
+               ns_steps: int = 5, weight_decay: float = 0.0,
+               ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS, eps: float = 1e-7):
+    super().__init__(params, lr)
+    _check_range("Muon", "momentum", momentum, 0.0, 1.0, high_open=True)
+    _check_range("Muon", "weight_decay", weight_decay, 0.0)
+    if not isinstance(ns_steps, int) or ns_steps < 0: raise ValueError(f"Muon: invalid ns_steps {ns_steps!r}")
+    self.momentum, self.nesterov, self.ns_steps, self.wd = momentum, nesterov, ns_steps, weight_decay
+    self.ns_coefficients, self.eps = tuple(ns_coefficients), eps
+    self.b = [self._zeros_like(p) for p in self.params]
+    self._realize_state()
+
+  def _state(self) -> list[Tensor]: return self.b
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+    self.b[i].assign(self.momentum * self.b[i] + (1 - self.momentum) * g)
+    u = (1 - self.momentum) * g + self.momentum * self.b[i] if self.nesterov else self.b[i]
+    rows = p.shape[0] if p.ndim else 1
+    u = u.reshape(rows, -1)
+    if u.dtype in (dtypes.float16, dtypes.bfloat16): u = u.float()
+    ortho = newton_schulz(u, self.ns_steps, self.ns_coefficients, self.eps)  # type: ignore[arg-type]
+    scale = max(1.0, u.shape[0] / u.shape[1]) ** 0.5
+    lr = self._lr(p)
+    decayed = p * (1 - lr * self.wd) if self.wd else p
+    return decayed - (lr * scale) * ortho.reshape(p.shape)

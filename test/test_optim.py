@@ -1,0 +1,289 @@
+"""Optimizers against torch.optim (SGD, Adam, AdamW) and numpy references of the published rules (LAMB, Muon), step by
+step on one small model; TinyJit replays of a step realized with the loss; learning-rate changes; bad arguments."""
+import numpy as np
+import pytest
+import torch
+from fusegrad import Tensor, TinyJit, dtypes
+from fusegrad.nn.optim import Optimizer, OptimizerGroup, SGD, Adam, AdamW, LAMB, Muon, newton_schulz
+
+rng = np.random.default_rng(0)
+W1, W2 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((3, 2)).astype(np.float32)
+BIAS, X = rng.standard_normal(2).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+STEPS = 3
+
+def fg_loss(ps: list, x: Tensor) -> Tensor: return ((x @ ps[0]).relu() @ ps[1] + ps[2]).square().mean()
+def torch_loss(ps: list, x: torch.Tensor) -> torch.Tensor: return ((x @ ps[0]).relu() @ ps[1] + ps[2]).square().mean()
+
+def fg_params() -> list[Tensor]: return [Tensor(a, requires_grad=True) for a in (W1, W2, BIAS)]
+def torch_params() -> list[torch.Tensor]: return [torch.tensor(a, requires_grad=True) for a in (W1, W2, BIAS)]
+
+def run_fg(make_opt, steps: int = STEPS) -> list[list[np.ndarray]]:
+  """Parameters after each step of a fusegrad optimizer."""
+  ps = fg_params()
+  opt, x, out = make_opt(ps), Tensor(X), []
+  for _ in range(steps):
+    opt.zero_grad()
+    fg_loss(ps, x).backward()
+    opt.step()
+    out.append([p.numpy() for p in ps])
+  return out
+
+def run_torch(make_opt, steps: int = STEPS) -> list[list[np.ndarray]]:
+  ps = torch_params()
+  opt, x, out = make_opt(ps), torch.tensor(X), []
+  for _ in range(steps):
+    opt.zero_grad()
+    torch_loss(ps, x).backward()
+    opt.step()
+    out.append([p.detach().numpy().copy() for p in ps])
+  return out
+
+def run_reference(update, steps: int = STEPS) -> list[list[np.ndarray]]:
+  """Parameters after each step of a numpy update rule update(step, i, p, g) -> new p, with gradients from torch."""
+  ps, x, out = [a.astype(np.float64) for a in (W1, W2, BIAS)], torch.tensor(X, dtype=torch.float64), []
+  for t in range(1, steps + 1):
+    tp = [torch.tensor(p, requires_grad=True) for p in ps]
+    torch_loss(tp, x).backward()
+    ps = [update(t, i, p, q.grad.numpy()) for i, (p, q) in enumerate(zip(ps, tp))]
+    out.append([p.copy() for p in ps])
+  return out
+
+def assert_steps_close(got, want, atol=1e-5, rtol=1e-4):
+  for step, (g, w) in enumerate(zip(got, want)):
+    for i, (a, b) in enumerate(zip(g, w)):
+      np.testing.assert_allclose(a, b, atol=atol, rtol=rtol, err_msg=f"parameter {i} after step {step + 1}")
+
+# *** against torch.optim ***
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.05, momentum=0.9),
+                                    dict(lr=0.05, momentum=0.9, nesterov=True),
+                                    dict(lr=0.1, weight_decay=0.1),
+                                    dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.05)])
+def test_sgd(kwargs):
+  assert_steps_close(run_fg(lambda ps: SGD(ps, **kwargs)), run_torch(lambda ps: torch.optim.SGD(ps, **kwargs)))
+
+def test_sgd_classic_momentum():
+  lr, mom = 0.05, 0.9
+  bufs = {}
+  def rule(t, i, p, g):  # classic momentum: the learning rate goes into the buffer
+    bufs[i] = mom * bufs.get(i, 0.0) + lr * g
+    return p - bufs[i]
+  assert_steps_close(run_fg(lambda ps: SGD(ps, lr=lr, momentum=mom, classic=True)), run_reference(rule))
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.01), dict(lr=0.1, b1=0.8, b2=0.99, eps=1e-6),
+                                    dict(lr=0.05, weight_decay=0.1)])
+def test_adam(kwargs):
+  torch_kwargs = {k: v for k, v in kwargs.items() if k not in ("b1", "b2")}
+  torch_kwargs["betas"] = (kwargs.get("b1", 0.9), kwargs.get("b2", 0.999))
+  assert_steps_close(run_fg(lambda ps: Adam(ps, **kwargs)), run_torch(lambda ps: torch.optim.Adam(ps, **torch_kwargs)))
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.01), dict(lr=0.1, weight_decay=0.3), dict(lr=0.05, weight_decay=0.0)])
+def test_adamw(kwargs):
+  assert_steps_close(run_fg(lambda ps: AdamW(ps, **kwargs)), run_torch(lambda ps: torch.optim.AdamW(ps, **kwargs)))
+
+def test_adamw_default_weight_decay():
+  assert AdamW(fg_params()).wd == 0.01  # tinygrad's (and torch's) default; Adam has none
+  assert Adam(fg_params()).wd == 0.0 and Adam(fg_params()).l2 == 0.0
+
+# *** against numpy references of the published rules ***
+
+def lamb_rule(lr, b1, b2, eps, wd, adam=False):
+  m, v = {}, {}
+  def rule(t, i, p, g):
+    m[i] = b1 * m.get(i, 0.0) + (1 - b1) * g
+    v[i] = b2 * v.get(i, 0.0) + (1 - b2) * g * g
+    u = (m[i] / (1 - b1 ** t)) / (np.sqrt(v[i] / (1 - b2 ** t)) + eps) + wd * p
+    r1, r2 = np.linalg.norm(p), np.linalg.norm(u)
+    trust = 1.0 if adam or r1 == 0 or r2 == 0 else r1 / r2
+    return p - lr * trust * u
+  return rule
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_lamb(wd):
+  got = run_fg(lambda ps: LAMB(ps, lr=0.05, b1=0.9, b2=0.99, eps=1e-6, weight_decay=wd))
+  assert_steps_close(got, run_reference(lamb_rule(0.05, 0.9, 0.99, 1e-6, wd)))
+
+def test_lamb_adam_is_adamw():
+  got = run_fg(lambda ps: LAMB(ps, lr=0.05, weight_decay=0.1, eps=1e-8, adam=True))
+  assert_steps_close(got, run_torch(lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.1, eps=1e-8)))
+
+def np_newton_schulz(g, steps=5, a=3.4445, b=-4.7750, c=2.0315, eps=1e-7):
+  """The published iteration (Keller Jordan's zeropower_via_newtonschulz5), in float64."""
+  x = g.T if g.shape[0] > g.shape[1] else g
+  x = x / (np.linalg.norm(x) + eps)
+  for _ in range(steps):
+    gram = x @ x.T
+    x = a * x + (b * gram + c * gram @ gram) @ x
+  return x.T if g.shape[0] > g.shape[1] else x
+
+def muon_rule(lr, mom, nesterov, wd, ns_steps=5):
+  bufs = {}
+  def rule(t, i, p, g):
+    bufs[i] = mom * bufs.get(i, 0.0) + (1 - mom) * g
+    u = (1 - mom) * g + mom * bufs[i] if nesterov else bufs[i]
+    u2 = u.reshape(p.shape[0], -1)
+    o = np_newton_schulz(u2, ns_steps).reshape(p.shape)
+    return p * (1 - lr * wd) - lr * max(1, u2.shape[0] / u2.shape[1]) ** 0.5 * o
+  return rule
+
+@pytest.mark.parametrize("nesterov,wd", [(True, 0.0), (False, 0.1)])
+def test_muon(nesterov, wd):
+  # the bias is 1-D: Muon treats it as a (2, 1) column
+  got = run_fg(lambda ps: Muon(ps, lr=0.02, momentum=0.9, nesterov=nesterov, weight_decay=wd))
+  assert_steps_close(got, run_reference(muon_rule(0.02, 0.9, nesterov, wd)), atol=1e-5, rtol=1e-4)
+
+def test_muon_defaults():
+  opt = Muon(fg_params())
+  assert (opt.lr.item(), opt.momentum, opt.nesterov, opt.ns_steps) == (pytest.approx(0.02), 0.95, True, 5)
+  assert opt.ns_coefficients == (3.4445, -4.7750, 2.0315)
+
+@pytest.mark.parametrize("shape", [(3, 5), (6, 2)])
+def test_newton_schulz(shape):
+  g = rng.standard_normal(shape).astype(np.float32)
+  got = newton_schulz(Tensor(g)).numpy()
+  np.testing.assert_allclose(got, np_newton_schulz(g.astype(np.float64)), atol=1e-5, rtol=1e-4)
+  # the point of the iteration: singular values pushed into roughly [0.7, 1.2]
+  sv = np.linalg.svd(got, compute_uv=False)
+  assert sv.min() > 0.5 and sv.max() < 1.3, sv
+
+# *** TinyJit: a step realized together with the loss ***
+
+def jit_vs_eager(make_opt, steps: int = 5, lr_schedule=None):
+  results = []
+  for use_jit in (False, True):
+    ps = fg_params()
+    opt = make_opt(ps)
+    def train_step(x: Tensor) -> Tensor:
+      opt.zero_grad()
+      loss = fg_loss(ps, x)
+      loss.backward()
+      Tensor.realize(loss, *opt.schedule_step())
+      return loss
+    step = TinyJit(train_step) if use_jit else train_step
+    x, out = Tensor(X), []
+    for i in range(steps):
+      if lr_schedule is not None: opt.lr.assign(Tensor([lr_schedule(i)])).realize()
+      loss = step(x)
+      out.append([loss.numpy().reshape(1)] + [p.numpy() for p in ps])
+    results.append(out)
+    if use_jit: assert step.cnt == steps, "the jitted step should have been captured and replayed"
+  return results
+
+@pytest.mark.parametrize("make_opt", [lambda ps: SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
+                                      lambda ps: Adam(ps, lr=0.05),
+                                      lambda ps: Muon(ps[:2], lr=0.05)], ids=["sgd", "adam", "muon"])
+def test_jit_step_matches_eager(make_opt):
+  eager, jitted = jit_vs_eager(make_opt)
+  assert_steps_close(jitted, eager, atol=1e-6, rtol=1e-5)
+  assert not np.allclose(eager[0][1], eager[-1][1]), "the parameters should change"
+
+def test_lr_change_under_jit():
+  schedule = lambda i: [0.1, 0.1, 0.1, 0.0, 0.0, 0.02][i]  # noqa: E731
+  eager, jitted = jit_vs_eager(lambda ps: AdamW(ps, lr=0.1), steps=6, lr_schedule=schedule)
+  assert_steps_close(jitted, eager, atol=1e-6, rtol=1e-5)
+  # with lr 0 the replayed step leaves the parameters alone (the kernels read the new lr from its buffer)
+  for a, b in zip(jitted[3][1:], jitted[4][1:]): np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(jitted[4][1], jitted[5][1])
+
+def test_lr_is_a_realized_tensor():
+  opt = SGD(fg_params(), lr=0.25)
+  assert isinstance(opt.lr, Tensor) and opt.lr.shape == (1,) and opt.lr.dtype == dtypes.float32
+  assert opt.lr.item() == 0.25
+
+def test_lr_assign_changes_the_step():
+  p = Tensor([1.0, 2.0], requires_grad=True)
+  opt = SGD([p], lr=0.5)
+  opt.lr.assign([0.125])
+  (p * Tensor([1.0, 4.0])).sum().backward()
+  opt.step()
+  np.testing.assert_allclose(p.numpy(), [1.0 - 0.125, 2.0 - 0.5])
+
+# *** the Optimizer contract ***
+
+def test_requires_grad_none_becomes_true_and_false_is_a_buffer():
+  a, b, c = Tensor([1.0, 2.0]), Tensor([3.0], requires_grad=True), Tensor([5.0], requires_grad=False)
+  opt = SGD([a, b, c], lr=0.1)
+  assert a.requires_grad is True and opt.params == [a, b] and opt.buffers == [c]
+  (a.sum() * 2 + b.sum() * 3 + c.sum()).backward()
+  opt.step()
+  np.testing.assert_allclose(a.numpy(), [0.8, 1.8])
+  np.testing.assert_allclose(b.numpy(), [2.7])
+  np.testing.assert_allclose(c.numpy(), [5.0])
+
+def test_params_without_grad_are_left_alone():
+  a, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=True)
+  opt = Adam([a, b], lr=0.1)
+  (a * a).sum().backward()
+  opt.step()
+  assert not np.allclose(a.numpy(), [1.0, 2.0])
+  np.testing.assert_array_equal(b.numpy(), [3.0, 4.0])
+  np.testing.assert_array_equal(opt.m[1].numpy(), [0.0, 0.0])
+
+def test_zero_grad():
+  ps = fg_params()
+  opt = SGD(ps)
+  fg_loss(ps, Tensor(X)).backward()
+  assert all(p.grad is not None for p in ps)
+  opt.zero_grad()
+  assert all(p.grad is None for p in ps)
+
+def test_schedule_step_returns_what_to_realize():
+  ps = fg_params()
+  opt = Adam(ps)
+  loss = fg_loss(ps, Tensor(X))
+  loss.backward()
+  todo = opt.schedule_step()
+  for p in ps: assert any(t is p for t in todo)
+  for s in [opt.b1_t, opt.b2_t, *opt.m, *opt.v]: assert any(t is s for t in todo)
+  Tensor.realize(loss, *todo)
+  assert not np.allclose(ps[0].numpy(), W1)
+  np.testing.assert_allclose(opt.b1_t.numpy(), [0.9])
+
+def test_equal_constant_params_stay_independent():
+  # two parameters built from the same expression must not end up sharing one buffer
+  a, b = Tensor.zeros(3, requires_grad=True), Tensor.zeros(3, requires_grad=True)
+  opt = SGD([a, b], lr=1.0, momentum=0.5)
+  (a.sum() + 2 * b.sum()).backward()
+  opt.step()
+  np.testing.assert_allclose(a.numpy(), [-1, -1, -1])
+  np.testing.assert_allclose(b.numpy(), [-2, -2, -2])
+  assert not np.allclose(opt.b[0].numpy(), opt.b[1].numpy())
+
+def test_half_params():
+  p = Tensor(np.array([1.0, -2.0], dtype=np.float16), requires_grad=True)
+  opt = Adam([p], lr=0.1)
+  (p * p).sum().backward()
+  opt.step()
+  assert p.dtype == dtypes.float16 and opt.m[0].dtype == dtypes.float16
+  np.testing.assert_allclose(p.numpy().astype(np.float32), [0.9, -1.9], atol=2e-3)
+
+def test_optimizer_group():
+  def fg_group(ps): return OptimizerGroup(SGD(ps[:1], lr=0.05, momentum=0.9), Adam(ps[1:], lr=0.02))
+  def torch_group(ps):
+    sgd, adam = torch.optim.SGD(ps[:1], lr=0.05, momentum=0.9), torch.optim.Adam(ps[1:], lr=0.02)
+    class Both:
+      def zero_grad(self): sgd.zero_grad(), adam.zero_grad()
+      def step(self): sgd.step(), adam.step()
+    return Both()
+  assert_steps_close(run_fg(fg_group), run_torch(torch_group))
+  group = fg_group(fg_params())
+  assert isinstance(group[0], SGD) and isinstance(group[1], Adam) and len(group) == 2 and len(group.params) == 3
+
+@pytest.mark.parametrize("make", [lambda: SGD([]), lambda: Adam([Tensor([1.0])] * 2),
+                                  lambda: SGD([Tensor([1.0])], lr=-1),
+                                  lambda: SGD([Tensor([1.0])], nesterov=True), lambda: Adam([Tensor([1.0])], b1=1.0),
+                                  lambda: SGD([Tensor([1.0], requires_grad=False)]),
+                                  lambda: Muon([Tensor([[1.0]])], ns_steps=-1)])
+def test_bad_arguments(make):
+  with pytest.raises(ValueError): make()
+
+def test_bad_param_types():
+  with pytest.raises(TypeError, match="Tensors"): SGD([np.zeros(3)])
+  with pytest.raises(TypeError, match="float"): SGD([Tensor([1, 2], requires_grad=True)])
+  a = Tensor([1.0])
+  with pytest.raises(ValueError, match="more than one"): OptimizerGroup(SGD([a]), Adam([a]))
+
+def test_is_optimizer():
+  for opt in (SGD(fg_params()), Adam(fg_params()), AdamW(fg_params()), LAMB(fg_params()), Muon(fg_params())):
+    assert isinstance(opt, Optimizer)
+  assert isinstance(Adam(fg_params()), LAMB) and type(SGD(fg_params())) is SGD
