@@ -54,7 +54,7 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
 
 class Tensor(ElementwiseMixin, NNMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
-  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
+  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "_graph", "__weakref__")
   training: ClassVar[bool] = False
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
@@ -65,6 +65,7 @@ class Tensor(ElementwiseMixin, NNMixin):
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     self.grad: Tensor | None = None
     self._old_uops: weakref.WeakSet | None = None
+    self._graph: tuple[UOp, UOp] | None = None  # (the graph a realized result came from, the view it became)
     self._requires_grad: bool | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
@@ -160,14 +161,19 @@ class Tensor(ElementwiseMixin, NNMixin):
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     from fusegrad.engine.schedule import create_schedule
-    from fusegrad.engine.realize import run_schedule
-    for t in tensors: t.uop = _resolve_realized(t.uop)  # computed already (maybe through another tensor)
+    from fusegrad.engine.realize import run_schedule, capturing
+    # while TinyJit captures, everything is computed again (not found in earlier results), so every kernel is recorded
+    if not capturing:
+      for t in tensors: t.uop = _resolve_realized(t.uop)  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not _is_realized(t.uop)]
     if not todo: return
-    sched = create_schedule([t.uop for t in todo])
+    sched = create_schedule([t.uop for t in todo], use_memo=not capturing)
     run_schedule(sched.items)
     sched.remember()
-    for t in todo: t.uop = _apply_becomes(t.uop, sched.becomes)
+    for t in todo:
+      graph, t.uop = t.uop, _apply_becomes(t.uop, sched.becomes)
+      # a result that needs gradients keeps the graph it came from, so backward still works after realize
+      if t._requires_grad and graph.op is not Ops.ASSIGN: t._graph = (graph, t.uop)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run, without running them."""
     from fusegrad.engine.schedule import create_schedule
@@ -182,7 +188,8 @@ class Tensor(ElementwiseMixin, NNMixin):
     return base.arg
   def data(self) -> memoryview:
     """The values as a memoryview with this tensor's shape (bfloat16 comes out as float32)."""
-    if self.dtype == dtypes.bfloat16: return self.cast(dtypes.float32).data()
+    # memoryview has no bfloat16, and can't cast to float16 before Python 3.12: both come out as float32 (exact)
+    if self.dtype in (dtypes.bfloat16, dtypes.float16): return self.cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
     mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
@@ -238,7 +245,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     if dtype.itemsize != self.dtype.itemsize:
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
         raise ValueError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
-      return Tensor(self.contiguous().uop.bitcast(dtype))
+      # elements of different sizes: view the same memory (computed now) as the new dtype
+      buf = self._buffer()
+      view = buf.view(buf.nbytes // dtype.itemsize, dtype, 0)
+      return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(self.shape[:-1] + (self.shape[-1] * self.dtype.itemsize // dtype.itemsize,)))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
@@ -259,10 +269,12 @@ class Tensor(ElementwiseMixin, NNMixin):
       try: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
       except ValueError: raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
-    if not _is_realized(_view_base(self.uop)) or self.uop is x.uop:  # nothing to write into yet: just rebind
+    target = self.uop
+    while target.op is Ops.ASSIGN: target = target.src[0]  # a write still pending: this one goes to the same place
+    if _view_base(target).op is not Ops.BUFFER or self.uop is x.uop:  # no memory to write into (lazy or constant): rebind
       self.uop = x.uop
       return self
-    self.uop = self.uop.assign(x.uop)
+    self.uop = target.assign(x.uop)
     return self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
@@ -766,8 +778,9 @@ class Tensor(ElementwiseMixin, NNMixin):
       if self.shape != (): raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape: raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
-    target_uops = {t: _node_in(t, self.uop) for t in targets}
-    grads = compute_gradient(self.uop, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
+    root = self._graph_root()
+    target_uops = {t: _node_in(t, root) for t in targets}
+    grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
     ret = []
     for t in targets:
       u = target_uops[t]
@@ -779,14 +792,18 @@ class Tensor(ElementwiseMixin, NNMixin):
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Add d self / d t to t.grad for every tensor t with requires_grad=True that self depends on."""
     if gradient is None and self.shape != (): raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
-    nodes = set(self.uop.toposort())
-    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, self.uop, nodes) is not None]
+    nodes = set(self._graph_root().toposort())
+    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, self._graph_root(), nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph requires grad")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):
       if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} != tensor shape {t.shape}")
       g = g.cast(t.dtype) if g.dtype != t.dtype else g
       t.grad = g if t.grad is None else t.grad + g
     return self
+
+  def _graph_root(self) -> UOp:
+    """The node autograd starts from: the tensor's graph, also when the tensor has been realized since."""
+    return self._graph[0] if self._graph is not None and self._graph[1] is self.uop else self.uop
 
   @staticmethod
   @contextmanager

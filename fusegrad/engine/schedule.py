@@ -248,14 +248,16 @@ class Schedule:
       # a write happened once and for all: its node stands for the target from now on, whatever is written later
       _realized[n] = Realized(view, () if n.op is Ops.ASSIGN else self.versions[n])
 
-def create_schedule(outs: list[UOp]) -> Schedule:
-  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
+def create_schedule(outs: list[UOp], use_memo: bool = True) -> Schedule:
+  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer).
+  With use_memo False, nodes computed by earlier schedules are computed again (TinyJit records every kernel)."""
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
   becomes: dict[UOp, UOp] = {}
   def is_leaf(n: UOp) -> bool:
     if n.op is Ops.BUFFER or n in becomes: return True
-    if (view := lookup_realized(n)) is not None: becomes[n] = view
-    return view is not None
+    if not use_memo or (view := lookup_realized(n)) is None: return False
+    becomes[n] = view
+    return True
   nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
   deps: dict[UOp, set[Buffer]] = {n: {b for b, _ in _realized[n].reads} for n in becomes}
   to_realize = find_realizes(outs, nodes, becomes)

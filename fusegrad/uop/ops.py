@@ -144,7 +144,10 @@ class UOp:
     axis = tuple(sorted(a for a in axis if self.shape[a] != 1))
     if not axis: return self
     return UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axis))
-  def contiguous(self) -> UOp: return UOp(Ops.CONTIGUOUS, self.dtype, (self,))
+  def contiguous(self) -> UOp:
+    """The values in a buffer of their own (unless self already reads a whole buffer in order). Each call is a new
+    node: Tensor.zeros(3).contiguous() twice gives two buffers, which can be written separately."""
+    return UOp(Ops.CONTIGUOUS, self.dtype, (self,), next(_unique_ids))
   def detach(self) -> UOp: return UOp(Ops.DETACH, self.dtype, (self,))
   def assign(self, x: UOp) -> UOp:
     """Write x into self's buffer. Each call is a new node: two identical writes are still two writes."""
