@@ -259,4 +259,56 @@ class CUDARenderer(CStyleLanguage):
     if any(u.op is Ops.BITCAST for u in uops):  # memcpy: a bitcast without undefined behaviour, compiled to a move
       prelude.append("template <class T, class F> __device__ __forceinline__ T fg_bitcast(F x) "
                      "{ T r; memcpy(&r, &x, sizeof(T)); return r; }")
+
+
+@dataclass(frozen=True)
+class OpenCLRenderer(CStyleLanguage):
+  """OpenCL C: `__kernel` functions with `__global` buffers; gidx/lidx are get_group_id/get_local_id.
+
+  bool buffers are passed as uchar (OpenCL forbids bool pointers as kernel arguments); half needs the device's
+  cl_khr_fp16 and double its cl_khr_fp64. Shared memory is `__local` and barriers are barrier(CLK_LOCAL_MEM_FENCE).
+  """
+  device: str = "CL"
+  has_local: bool = True
+  kernel_prefix: str = "__kernel "
+  buffer_prefix: str = "__global "
+  smem_prefix: str = "__local "
+  barrier: str = "barrier(CLK_LOCAL_MEM_FENCE);"
+  special_code: dict[str, str] = field(default_factory=lambda: {"gidx": "(int)get_group_id({})",
+                                                                 "lidx": "(int)get_local_id({})"})
+
+  def render_dtype(self, dt: DType) -> str:
+    """fusegrad's dtype names are OpenCL's (char, uchar, ..., long, ulong, half); a bool buffer is a uchar pointer."""
+    if isinstance(dt, PtrDType) and dt.base == dtypes.bool: return "uchar*"
+    return super().render_dtype(dt)
+
+  def render_const(self, val: object, dt: DType) -> str:
+    if dtypes.is_float(dt) and isinstance(val, float) and (math.isnan(val) or math.isinf(val)):
+      ret = "NAN" if math.isnan(val) else ("-INFINITY" if val < 0 else "INFINITY")
+      return ret if dt == dtypes.float32 else f"(({self.render_dtype(dt)})({ret}))"
+    if dt in (dtypes.int64, dtypes.uint64) and isinstance(val, int):  # OpenCL's long is 64 bits, `long long` reserved
+      return "(-9223372036854775807L-1)" if val == -2 ** 63 else f"{val}{'UL' if dt == dtypes.uint64 else 'L'}"
+    return super().render_const(val, dt)
+
+  def render_alu(self, u: UOp, src: list[str]) -> str:
+    # integers can't be NaN: no x!=x test (clang warns about it)
+    if u.op is Ops.MAX and not dtypes.is_float(u.dtype): return f"(({src[0]})>({src[1]})?({src[0]}):({src[1]}))"
+    return super().render_alu(u, src)
+
+  def render_math(self, fn: str, x: str, dt: DType) -> str:
+    """OpenCL's math builtins are overloaded for half, float and double; integers compute in float."""
+    return f"{fn}({x})" if dtypes.is_float(dt) else f"{fn}((float)({x}))"
+
+  def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
+    return f"as_{self.render_dtype(dt)}(({self.render_dtype(from_dt)})({x}))"
+
+  def render_prelude(self, uops: list[UOp]) -> list[str]:
+    used = {(u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar() for u in uops}
+    if dtypes.float16 in used and not self.supports_float16:
+      raise NotImplementedError(f"device {self.device} can't run float16 kernels: it lacks the cl_khr_fp16 extension")
+    if dtypes.float64 in used and not self.supports_float64:
+      raise NotImplementedError(f"device {self.device} can't run float64 kernels: it lacks the cl_khr_fp64 extension")
+    prelude = []
+    if dtypes.float16 in used: prelude.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    if dtypes.float64 in used: prelude.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
     return prelude
