@@ -210,9 +210,22 @@ def test_capabilities():
   from fusegrad.runtime.ops_cl import CL_DEVICE_TYPE_GPU
   dev, ren = Device["CL"], Device["CL"].renderer
   assert dev.is_accelerator == bool(dev.device_type & CL_DEVICE_TYPE_GPU)
-  assert ren.has_local and not ren.has_shared and not ren.supports_bfloat16
+  assert ren.has_local and ren.has_shared and not ren.supports_bfloat16
   assert ren.max_workgroup >= 1 and ren.local_max is not None and len(ren.local_max) == 3
 
 def test_missing_device_number_is_clear():
   ok, why = Device.get_available("CL:99")
   assert not ok and "CL:99" in why
+
+def test_large_sum_uses_grouped_reduction():
+  """A big reduce into one value is split across a workgroup: partial sums in __local memory, a barrier, a final sum."""
+  from fusegrad.engine.schedule import create_schedule
+  from fusegrad.codegen import get_program, OptOps
+  data = np.random.default_rng(0).random(1 << 16, dtype=np.float32)
+  x = Tensor(data, device="CL").realize()
+  si = create_schedule([x.sum().uop]).items[-1]
+  prg = get_program(si.ast, Device["CL"].renderer)
+  assert any(o.op is OptOps.GROUP for o in prg.applied_opts), prg.applied_opts
+  assert "__local" in prg.src and "barrier(CLK_LOCAL_MEM_FENCE)" in prg.src
+  np.testing.assert_allclose(x.sum().numpy(), data.astype(np.float64).sum(), rtol=1e-5)
+  np.testing.assert_allclose(x.reshape(16, -1).max(1).numpy(), data.reshape(16, -1).max(1))

@@ -203,7 +203,7 @@ class CUDARenderer(CStyleLanguage):
   half and bfloat16 are cuda_fp16.h's and cuda_bf16.h's types; their math runs in float."""
   device: str = "CUDA"
   has_local: bool = True
-  has_shared: bool = False  # grouped reduces come later; DEFINE_LOCAL and BARRIER already render
+  has_shared: bool = True
   global_max: tuple[int, ...] | None = (2 ** 31 - 1, 65535, 65535)
   local_max: tuple[int, ...] | None = (1024, 1024, 64)
   max_workgroup: int = 1024
@@ -259,7 +259,7 @@ class CUDARenderer(CStyleLanguage):
     if any(u.op is Ops.BITCAST for u in uops):  # memcpy: a bitcast without undefined behaviour, compiled to a move
       prelude.append("template <class T, class F> __device__ __forceinline__ T fg_bitcast(F x) "
                      "{ T r; memcpy(&r, &x, sizeof(T)); return r; }")
-
+    return prelude
 
 @dataclass(frozen=True)
 class OpenCLRenderer(CStyleLanguage):
@@ -270,6 +270,7 @@ class OpenCLRenderer(CStyleLanguage):
   """
   device: str = "CL"
   has_local: bool = True
+  has_shared: bool = True
   kernel_prefix: str = "__kernel "
   buffer_prefix: str = "__global "
   smem_prefix: str = "__local "
