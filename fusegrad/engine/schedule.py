@@ -82,8 +82,14 @@ def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp]) ->
     if n.op is Ops.COPY and not is_identity_view(resolve_view(n.src[0], becomes)): want.add(n.src[0])  # a copy moves one whole buffer
   # decide reduces consumers-first, since a reduce that becomes a buffer ends the fusion paths above it
   for r in reversed(nodes):
-    if r.op is Ops.REDUCE_AXIS and r not in want and not _fuses_into_consumer(r, consumers, want): want.add(r)
+    if r.op is Ops.REDUCE_AXIS and r not in want and not _reads_no_memory(r) and not _fuses_into_consumer(r, consumers, want):
+      want.add(r)
   return {n: None for n in nodes if n in want and not _is_leaf(n)}
+
+def _reads_no_memory(r: UOp) -> bool:
+  """True when r is computed from constants alone (an arange): codegen folds such sums into index math, so copying
+  it into every consumer costs nothing, and keeping it in the consumer's kernel lets a gather fold to one load."""
+  return all(_no_buffer_needed(n) for n in r.toposort() if not n.src)
 
 def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]) -> bool:
   """True when r reaches a buffer through a single chain of consumers with no expand, so it is computed once."""
