@@ -23,6 +23,7 @@ def reduce_identity(op: Ops, dtype) -> object:
 class _Linearizer:
   def __init__(self, sink: UOp):
     self.sink, self.out, self.done = sink, [], {}
+    self.open: set[UOp] = set()  # loops open at the current position
     self.nodes = sink.toposort()
     self.reduces = [u for u in self.nodes if u.op is Ops.REDUCE]
     self.deps: dict[UOp, frozenset[UOp]] = {}
@@ -45,6 +46,7 @@ class _Linearizer:
   def open_loop(self, r: UOp) -> None:
     self.emit(r.src[0])
     self.add(r)
+    self.open.add(r)
 
   def add(self, u: UOp) -> UOp:
     self.out.append(u)
@@ -68,12 +70,13 @@ class _Linearizer:
     ranges = reduce_parts(red)[1]
     group = [x for x in self.reduces if reduce_parts(x)[1] == ranges and x not in self.done]
     group = [x for x in group if x is red or not any(y in x.toposort() for y in group if y is not x)]
-    # hoist: what the values need that does not depend on these loops is computed before the loops open
+    # hoist: what the values need that depends only on loops already open is computed before these loops open
     rset = frozenset(ranges)
+    def hoistable(n: UOp) -> bool: return n.op is not Ops.RANGE and self.deps[n] <= self.open
     for x in group:
       for v in reduce_parts(x)[0]:
-        for n in v.toposort(gate=lambda n: n not in self.done and bool(self.deps[n] & rset)):
-          if n not in self.done and not self.deps[n] & rset and n.op is not Ops.RANGE: self.emit(n)
+        for n in v.toposort(gate=lambda n: n not in self.done and not hoistable(n)):
+          if n not in self.done and hoistable(n): self.emit(n)
     accs = [UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, reduce_identity(x.arg, x.dtype)),), len(self.out) + i)
             for i, x in enumerate(group)]
     for acc in accs: self.emit(acc)
@@ -85,6 +88,7 @@ class _Linearizer:
     for r in reversed(ranges):
       self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
       del self.done[r]
+      self.open.discard(r)
     for x, acc in zip(group, accs): self.done[x] = acc
     # values computed inside the loops are out of scope now
     for n in list(self.done):
