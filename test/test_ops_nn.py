@@ -32,9 +32,11 @@ def _kernels(fn) -> int:
 def test_conv2d(bs, cin, cout, hw, k, kw):
   groups = kw.get("groups", 1)
   helper_test_op([(bs, cin, *hw), (cout, cin // groups, *k), (cout,)],
-                 lambda x, w, b: F.conv2d(x, w, b, **kw), lambda x, w, b: x.conv2d(w, b, **kw), atol=1e-5, grad_atol=1e-4)
+                 lambda x, w, b: F.conv2d(x, w, b, **kw), lambda x, w, b: x.conv2d(w, b, **kw),
+                 atol=1e-5, grad_atol=1e-4)
 
-def test_conv2d_no_bias(): helper_test_op([(2, 3, 5, 6), (4, 3, 3, 3)], lambda x, w: F.conv2d(x, w), lambda x, w: x.conv2d(w), atol=1e-5)
+def test_conv2d_no_bias():
+  helper_test_op([(2, 3, 5, 6), (4, 3, 3, 3)], lambda x, w: F.conv2d(x, w), lambda x, w: x.conv2d(w), atol=1e-5)
 
 def test_conv2d_asymmetric_padding():
   # flat (left, right, top, bottom), as torch.nn.functional.pad
@@ -58,9 +60,11 @@ def test_conv1d_shapes(kw):
   g = kw.get("groups", 1)
   helper_test_op([(2, 3, 9), (6, 3 // g, 3), (6,)], lambda x, w, b: F.conv1d(x, w, b, **kw),
                  lambda x, w, b: x.conv2d(w, b, **kw), atol=1e-5)
-  helper_test_op([(2, 3, 9), (6, 3 // g, 3)], lambda x, w: F.conv1d(x, w, **kw), lambda x, w: x.conv1d(w, **kw), atol=1e-5)
+  helper_test_op([(2, 3, 9), (6, 3 // g, 3)], lambda x, w: F.conv1d(x, w, **kw), lambda x, w: x.conv1d(w, **kw),
+                 atol=1e-5)
 
-@pytest.mark.parametrize("kw", [{}, {"stride": (1, 2, 1), "padding": 1}, {"dilation": (2, 1, 1), "groups": 2, "padding": (1, 0, 1)}])
+@pytest.mark.parametrize("kw", [{}, {"stride": (1, 2, 1), "padding": 1},
+                                {"dilation": (2, 1, 1), "groups": 2, "padding": (1, 0, 1)}])
 def test_conv3d_shapes(kw):
   g = kw.get("groups", 1)
   helper_test_op([(2, 2, 5, 4, 3), (4, 2 // g, 2, 3, 2), (4,)], lambda x, w, b: F.conv3d(x, w, b, **kw),
@@ -96,11 +100,13 @@ def test_conv_transpose2d(cin, cout_g, hw, k, kw):
 def test_conv_transpose1d_3d_shapes():
   helper_test_op([(2, 3, 7), (3, 2, 3)], lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1),
                  lambda x, w: x.conv_transpose2d(w, stride=2, padding=1, output_padding=1), atol=1e-5)
-  helper_test_op([(1, 2, 3, 4, 2), (2, 2, 2, 2, 3)], lambda x, w: F.conv_transpose3d(x, w, stride=(2, 1, 2), padding=(0, 1, 1)),
+  helper_test_op([(1, 2, 3, 4, 2), (2, 2, 2, 2, 3)],
+                 lambda x, w: F.conv_transpose3d(x, w, stride=(2, 1, 2), padding=(0, 1, 1)),
                  lambda x, w: x.conv_transpose2d(w, stride=(2, 1, 2), padding=(0, 1, 1)), atol=1e-5)
 
 def test_conv_transpose2d_bad_args():
-  with pytest.raises(ValueError, match="conv_transpose2d"): Tensor.ones(1, 4, 3, 3).conv_transpose2d(Tensor.ones(3, 2, 2, 2))
+  with pytest.raises(ValueError, match="conv_transpose2d"):
+    Tensor.ones(1, 4, 3, 3).conv_transpose2d(Tensor.ones(3, 2, 2, 2))
   with pytest.raises(ValueError, match="output_padding"):
     Tensor.ones(1, 2, 3, 3).conv_transpose2d(Tensor.ones(2, 2, 2, 2), stride=2, output_padding=2)
 
@@ -130,7 +136,8 @@ def test_max_pool_1d_3d():
                  lambda x: x.max_pool2d((2, 2, 3), stride=(1, 2, 2), padding=(1, 0, 1)))
 
 def test_max_pool2d_int():
-  helper_test_op([(2, 2, 5, 5)], lambda x: F.max_pool2d(x.float(), 2, 1, padding=1).int(), lambda x: x.max_pool2d(2, 1, padding=1),
+  helper_test_op([(2, 2, 5, 5)], lambda x: F.max_pool2d(x.float(), 2, 1, padding=1).int(),
+                 lambda x: x.max_pool2d(2, 1, padding=1),
                  dtype=dtypes.int32, low=-50, high=50, forward_only=True)
 
 @pytest.mark.parametrize("kw", MAX_POOL_CASES[:5])
@@ -140,6 +147,20 @@ def test_max_pool2d_return_indices(kw):
   got_v, got_i = Tensor(x).max_pool2d(**kw, return_indices=True)
   np.testing.assert_equal(got_v.numpy(), want_v.numpy())
   np.testing.assert_equal(got_i.numpy(), want_i.numpy())
+
+UNPOOL_CASES = [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+                {"kernel_size": (2, 3), "stride": (2, 1)}]
+@pytest.mark.parametrize("kw", UNPOOL_CASES)
+def test_max_unpool2d(kw):
+  x = np.random.default_rng(13).standard_normal((2, 3, 6, 8)).astype(np.float32)
+  _, idx = F.max_pool2d(torch.tensor(x), **kw, return_indices=True)
+  pooled = F.max_pool2d(torch.tensor(x), **kw).numpy()
+  helper_test_op(None, lambda v: F.max_unpool2d(v, idx, **kw, output_size=(6, 8)),
+                 lambda v: v.max_unpool2d(Tensor(idx.numpy()), **kw, output_size=(6, 8)), vals=[pooled],
+                 forward_only=kw["kernel_size"] != 2)  # overlapping windows: torch gives each copy the full gradient
+  if kw["kernel_size"] == 2:  # the default output size
+    want = F.max_unpool2d(torch.tensor(pooled), idx, 2).numpy()
+    np.testing.assert_equal(Tensor(pooled).max_unpool2d(Tensor(idx.numpy())).numpy(), want)
 
 AVG_POOL_CASES = [
   {"kernel_size": 2},
@@ -158,7 +179,8 @@ def test_avg_pool2d(kw, count_include_pad):
 def test_avg_pool_1d_3d_and_one_kernel():
   helper_test_op([(2, 3, 9)], lambda x: F.avg_pool1d(x, 3, 2, padding=1, count_include_pad=False),
                  lambda x: x.avg_pool1d(3, 2, padding=1, count_include_pad=False))
-  helper_test_op([(1, 2, 4, 5, 6)], lambda x: F.avg_pool3d(x, 2, ceil_mode=True), lambda x: x.avg_pool2d((2, 2, 2), ceil_mode=True))
+  helper_test_op([(1, 2, 4, 5, 6)], lambda x: F.avg_pool3d(x, 2, ceil_mode=True),
+                 lambda x: x.avg_pool2d((2, 2, 2), ceil_mode=True))
   x, = _realized((2, 3, 7, 6))
   assert _kernels(lambda: x.avg_pool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False)) == 1
 
@@ -175,14 +197,16 @@ def test_unfold(dim, size, step):
 @pytest.mark.parametrize("affine", [True, False])
 def test_batchnorm(affine):
   def fg(x, w, b, m, v): return x.batchnorm(w if affine else None, b if affine else None, m, (v + 1e-5).rsqrt())
-  def tt(x, w, b, m, v): return F.batch_norm(x, m.detach(), v.detach(), w if affine else None, b if affine else None, eps=1e-5)
+  def tt(x, w, b, m, v):
+    return F.batch_norm(x, m.detach(), v.detach(), w if affine else None, b if affine else None, eps=1e-5)
   helper_test_op([(2, 3, 4, 5), (3,), (3,), (3,), (3,)], tt, fg, low=0.1, high=2, atol=1e-5)
 
 def test_batchnorm_statistics_gradient():
   # torch's batch_norm has no gradient for mean and var: check those against the formula written in torch
   def manual(x, w, b, m, v):
     return (x - m.reshape(3, 1, 1)) * (v.reshape(3, 1, 1) + 1e-5).rsqrt() * w.reshape(3, 1, 1) + b.reshape(3, 1, 1)
-  helper_test_op([(2, 3, 4, 5), (3,), (3,), (3,), (3,)], manual, lambda x, w, b, m, v: x.batchnorm(w, b, m, (v + 1e-5).rsqrt()),
+  helper_test_op([(2, 3, 4, 5), (3,), (3,), (3,), (3,)], manual,
+                 lambda x, w, b, m, v: x.batchnorm(w, b, m, (v + 1e-5).rsqrt()),
                  low=0.1, high=2, atol=1e-5)
 
 def test_batchnorm_other_axis():
@@ -191,7 +215,8 @@ def test_batchnorm_other_axis():
 
 def test_layernorm():
   helper_test_op([(3, 4, 7)], lambda x: F.layer_norm(x, (7,)), lambda x: x.layernorm(), atol=1e-5, grad_atol=1e-4)
-  helper_test_op([(3, 4, 7)], lambda x: F.layer_norm(x, (4, 7), eps=1e-3), lambda x: x.layernorm((-2, -1), eps=1e-3), atol=1e-5)
+  helper_test_op([(3, 4, 7)], lambda x: F.layer_norm(x, (4, 7), eps=1e-3), lambda x: x.layernorm((-2, -1), eps=1e-3),
+                 atol=1e-5)
 
 def test_dropout_off_outside_training():
   x = Tensor.rand(50)
@@ -225,7 +250,8 @@ def test_one_hot():
   np.testing.assert_equal(Tensor(y).one_hot(6).numpy(), F.one_hot(torch.tensor(y), 6).numpy())
   with pytest.raises(TypeError, match="one_hot"): Tensor([1.0]).one_hot(3)
 
-def _index(shape: tuple[int, ...], high: int, seed: int = 1) -> np.ndarray: return np.random.default_rng(seed).integers(0, high, shape)
+def _index(shape: tuple[int, ...], high: int, seed: int = 1) -> np.ndarray:
+  return np.random.default_rng(seed).integers(0, high, shape)
 
 @pytest.mark.parametrize("dim,ishape", [(0, (3, 5)), (1, (4, 3)), (-1, (2, 7)), (0, (6, 2))])
 def test_gather(dim, ishape):
@@ -246,7 +272,8 @@ def test_gather_bad_index():
 
 def test_scatter():
   idx = np.stack([np.random.default_rng(i).permutation(5)[:3] for i in range(4)], 1)  # (3, 4): no repeats along dim 0
-  helper_test_op([(5, 4), (3, 4)], lambda x, s: x.scatter(0, torch.tensor(idx), s), lambda x, s: x.scatter(0, Tensor(idx), s))
+  helper_test_op([(5, 4), (3, 4)], lambda x, s: x.scatter(0, torch.tensor(idx), s),
+                 lambda x, s: x.scatter(0, Tensor(idx), s))
   helper_test_op([(4, 5)], lambda x: x.scatter(1, torch.tensor(idx.T), 2.5), lambda x: x.scatter(1, Tensor(idx.T), 2.5))
 
 @pytest.mark.parametrize("reduce", ["add", "multiply"])
@@ -263,15 +290,19 @@ def test_scatter_repeated_index_last_wins():
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce(reduce, include_self):
   idx = _index((4, 3), 5)
-  helper_test_op([(5, 3), (4, 3)], lambda x, s: x.scatter_reduce(0, torch.tensor(idx), s, reduce, include_self=include_self),
-                 lambda x, s: x.scatter_reduce(0, Tensor(idx), s, reduce, include_self=include_self), low=0.5, high=2, atol=1e-5)
+  helper_test_op([(5, 3), (4, 3)],
+                 lambda x, s: x.scatter_reduce(0, torch.tensor(idx), s, reduce, include_self=include_self),
+                 lambda x, s: x.scatter_reduce(0, Tensor(idx), s, reduce, include_self=include_self),
+                 low=0.5, high=2, atol=1e-5)
 
 def test_scatter_reduce_dim1_and_add():
   idx = _index((2, 6), 4)
   helper_test_op([(3, 4), (2, 6)], lambda x, s: x.scatter_reduce(1, torch.tensor(idx), s, "sum"),
                  lambda x, s: x.scatter_reduce(1, Tensor(idx), s, "sum"))
-  helper_test_op([(3, 4), (2, 6)], lambda x, s: x.scatter_add(1, torch.tensor(idx), s), lambda x, s: x.scatter_add(1, Tensor(idx), s))
-  with pytest.raises(ValueError, match="scatter_reduce"): Tensor.ones(3, 4).scatter_reduce(1, Tensor(idx), Tensor.ones(2, 6), "max")
+  helper_test_op([(3, 4), (2, 6)], lambda x, s: x.scatter_add(1, torch.tensor(idx), s),
+                 lambda x, s: x.scatter_add(1, Tensor(idx), s))
+  with pytest.raises(ValueError, match="scatter_reduce"):
+    Tensor.ones(3, 4).scatter_reduce(1, Tensor(idx), Tensor.ones(2, 6), "max")
 
 def test_masked_fill():
   m = np.random.default_rng(2).integers(0, 2, (3, 4)).astype(bool)
@@ -281,13 +312,15 @@ def test_masked_fill():
 def test_cross_entropy_indices():
   y = np.array([0, 4, 2, 2, 1, 3])
   for kw in [{}, {"reduction": "sum"}, {"reduction": "none"}, {"label_smoothing": 0.2}]:
-    helper_test_op([(6, 5)], lambda x: F.cross_entropy(x, torch.tensor(y), **kw), lambda x: x.cross_entropy(Tensor(y), **kw), atol=1e-5)
+    helper_test_op([(6, 5)], lambda x: F.cross_entropy(x, torch.tensor(y), **kw),
+                   lambda x: x.cross_entropy(Tensor(y), **kw), atol=1e-5)
 
 def test_cross_entropy_weight_ignore_smoothing():
   y = np.array([0, -100, 2, 2, 1, 3])
   w = np.random.default_rng(4).uniform(0.5, 2, 5).astype(np.float32)
   for red in ["mean", "sum", "none"]:
-    helper_test_op([(6, 5)], lambda x: F.cross_entropy(x, torch.tensor(y), torch.tensor(w), reduction=red, label_smoothing=0.1),
+    helper_test_op([(6, 5)],
+                   lambda x: F.cross_entropy(x, torch.tensor(y), torch.tensor(w), reduction=red, label_smoothing=0.1),
                    lambda x: x.cross_entropy(Tensor(y), red, 0.1, weight=Tensor(w)), atol=1e-5)
 
 def test_cross_entropy_probabilities_and_nd():
@@ -296,17 +329,20 @@ def test_cross_entropy_probabilities_and_nd():
   helper_test_op([(4, 5)], lambda x: F.cross_entropy(x, torch.tensor(p), label_smoothing=0.1),
                  lambda x: x.cross_entropy(Tensor(p), label_smoothing=0.1), atol=1e-5)
   y = _index((2, 3, 4), 5)
-  helper_test_op([(2, 5, 3, 4)], lambda x: F.cross_entropy(x, torch.tensor(y)), lambda x: x.cross_entropy(Tensor(y)), atol=1e-5)
+  helper_test_op([(2, 5, 3, 4)], lambda x: F.cross_entropy(x, torch.tensor(y)), lambda x: x.cross_entropy(Tensor(y)),
+                 atol=1e-5)
   helper_test_op([(5,)], lambda x: F.cross_entropy(x, torch.tensor(3)), lambda x: x.cross_entropy(Tensor(3)), atol=1e-5)
 
 def test_sparse_categorical_crossentropy():
   y = np.array([[0, 4, -1], [2, 1, 3]])
-  helper_test_op([(2, 3, 5)], lambda x: F.cross_entropy(x.reshape(-1, 5), torch.tensor(y).reshape(-1), ignore_index=-1, label_smoothing=0.1),
+  def tt(x): return F.cross_entropy(x.reshape(-1, 5), torch.tensor(y).reshape(-1), ignore_index=-1, label_smoothing=0.1)
+  helper_test_op([(2, 3, 5)], tt,
                  lambda x: x.sparse_categorical_crossentropy(Tensor(y), label_smoothing=0.1), atol=1e-5)
   y2 = np.array([0, 4, 2, 1])
   helper_test_op([(4, 5)], lambda x: F.cross_entropy(x, torch.tensor(y2), reduction="none"),
                  lambda x: x.sparse_categorical_crossentropy(Tensor(y2), reduction="none"), atol=1e-5)
-  with pytest.raises(ValueError, match="sparse_categorical_crossentropy"): Tensor.ones(4, 5).sparse_categorical_crossentropy(Tensor([1, 2]))
+  with pytest.raises(ValueError, match="sparse_categorical_crossentropy"):
+    Tensor.ones(4, 5).sparse_categorical_crossentropy(Tensor([1, 2]))
 
 def test_nll_loss():
   y = np.array([1, 0, 3, 3, 2])
@@ -314,9 +350,11 @@ def test_nll_loss():
   helper_test_op([(5, 4)], lambda x: F.nll_loss(x, torch.tensor(y)), lambda x: x.nll_loss(Tensor(y)))
   helper_test_op([(5, 4)], lambda x: F.nll_loss(x, torch.tensor(y), torch.tensor(w), ignore_index=3),
                  lambda x: x.nll_loss(Tensor(y), Tensor(w), ignore_index=3), atol=1e-6)
-  helper_test_op([(5, 4)], lambda x: F.nll_loss(x, torch.tensor(y), reduction="none"), lambda x: x.nll_loss(Tensor(y), reduction="none"))
+  helper_test_op([(5, 4)], lambda x: F.nll_loss(x, torch.tensor(y), reduction="none"),
+                 lambda x: x.nll_loss(Tensor(y), reduction="none"))
   y3 = _index((2, 3), 4)
-  helper_test_op([(2, 4, 3)], lambda x: F.nll_loss(x, torch.tensor(y3), reduction="sum"), lambda x: x.nll_loss(Tensor(y3), reduction="sum"))
+  helper_test_op([(2, 4, 3)], lambda x: F.nll_loss(x, torch.tensor(y3), reduction="sum"),
+                 lambda x: x.nll_loss(Tensor(y3), reduction="sum"))
   with pytest.raises(ValueError, match="reduction"): Tensor.ones(5, 4).nll_loss(Tensor(y), reduction="avg")
 
 def test_binary_crossentropy():
@@ -330,7 +368,9 @@ def test_binary_crossentropy_logits():
   pw = np.random.default_rng(9).uniform(0.5, 2, (4,)).astype(np.float32)
   helper_test_op([(3, 4)], lambda x: F.binary_cross_entropy_with_logits(x, torch.tensor(t)),
                  lambda x: x.binary_crossentropy_logits(Tensor(t)), low=-8, high=8, atol=1e-5)
-  helper_test_op([(3, 4)], lambda x: F.binary_cross_entropy_with_logits(x, torch.tensor(t), pos_weight=torch.tensor(pw), reduction="none"),
+  pos = torch.tensor(pw)
+  def tt(x): return F.binary_cross_entropy_with_logits(x, torch.tensor(t), pos_weight=pos, reduction="none")
+  helper_test_op([(3, 4)], tt,
                  lambda x: x.binary_crossentropy_logits(Tensor(t), "none", Tensor(pw)), low=-8, high=8, atol=1e-5)
   # stable for large logits: no inf or nan
   big = Tensor([-200.0, 200.0]).binary_crossentropy_logits(Tensor([1.0, 0.0]), "none").numpy()
@@ -358,9 +398,11 @@ def test_scaled_dot_product_attention_scale_gqa():
 @pytest.mark.parametrize("mode", ["linear", "nearest", "nearest-exact"])
 @pytest.mark.parametrize("size", [(3,), (11,)])
 def test_interpolate_1d(mode, size):
-  helper_test_op([(2, 3, 6)], lambda x: F.interpolate(x, size, mode=mode), lambda x: x.interpolate(size, mode), atol=1e-5)
+  helper_test_op([(2, 3, 6)], lambda x: F.interpolate(x, size, mode=mode), lambda x: x.interpolate(size, mode),
+                 atol=1e-5)
 
-@pytest.mark.parametrize("mode,align_corners", [("bilinear", False), ("bilinear", True), ("nearest", False), ("nearest-exact", False)])
+@pytest.mark.parametrize("mode,align_corners",
+                         [("bilinear", False), ("bilinear", True), ("nearest", False), ("nearest-exact", False)])
 @pytest.mark.parametrize("size", [(7, 3), (2, 9)])
 def test_interpolate_2d(mode, align_corners, size):
   ac = align_corners if mode == "bilinear" else None
@@ -396,7 +438,8 @@ def test_einsum(formula, shapes):
   helper_test_op(shapes, lambda *xs: torch.einsum(formula, *xs), lambda *xs: Tensor.einsum(formula, *xs), atol=1e-5)
 
 def test_einsum_list_and_errors():
-  helper_test_op([(3, 4), (4, 5)], lambda a, b: torch.einsum("ij,jk", [a, b]), lambda a, b: Tensor.einsum("ij,jk", [a, b]), atol=1e-5)
+  helper_test_op([(3, 4), (4, 5)], lambda a, b: torch.einsum("ij,jk", [a, b]),
+                 lambda a, b: Tensor.einsum("ij,jk", [a, b]), atol=1e-5)
   with pytest.raises(ValueError, match="einsum"): Tensor.einsum("ij,jk->ik", Tensor.ones(3, 4), Tensor.ones(5, 2))
   with pytest.raises(ValueError, match="einsum"): Tensor.einsum("ij,jk->ik", Tensor.ones(3, 4))
   with pytest.raises(ValueError, match="einsum"): Tensor.einsum("ijk->i", Tensor.ones(3, 4))
@@ -414,7 +457,8 @@ def _distinct(shape: tuple[int, ...], seed: int = 11) -> np.ndarray:
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort(dim, descending):
   x = _distinct((3, 5, 4))
-  helper_test_op(None, lambda t: torch.sort(t, dim=dim, descending=descending)[0], lambda t: t.sort(dim, descending)[0], vals=[x])
+  helper_test_op(None, lambda t: torch.sort(t, dim=dim, descending=descending)[0], lambda t: t.sort(dim, descending)[0],
+                 vals=[x])
   got = Tensor(x).sort(dim, descending)[1].numpy()
   np.testing.assert_equal(got, torch.sort(torch.tensor(x), dim=dim, descending=descending)[1].numpy())
   np.testing.assert_equal(Tensor(x).argsort(dim, descending).numpy(), got)
@@ -434,7 +478,8 @@ def test_sort_stable_ties_and_nan():
 def test_topk(k, dim, largest):
   x = _distinct((3, 4, 5), seed=12)
   helper_test_op(None, lambda t: torch.topk(t, k, dim, largest)[0], lambda t: t.topk(k, dim, largest)[0], vals=[x])
-  np.testing.assert_equal(Tensor(x).topk(k, dim, largest)[1].numpy(), torch.topk(torch.tensor(x), k, dim, largest)[1].numpy())
+  want = torch.topk(torch.tensor(x), k, dim, largest)[1].numpy()
+  np.testing.assert_equal(Tensor(x).topk(k, dim, largest)[1].numpy(), want)
 
 def test_topk_bad_k():
   with pytest.raises(ValueError, match="topk"): Tensor.ones(3, 4).topk(5)

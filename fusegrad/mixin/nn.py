@@ -8,9 +8,11 @@ one-hot mask) and sum: codegen folds such sums back into direct loads (see codeg
 """
 from __future__ import annotations
 import math
-from typing import TYPE_CHECKING, Any, Sequence
-from fusegrad.dtype import DType, dtypes, to_dtype
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, flatten, make_tuple, argfix
+
+Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -28,8 +30,10 @@ def _resolve_pads(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
   if isinstance(padding, int): return [(padding, padding)] * n
   pads = tuple(padding)
   if len(pads) == n and all(isinstance(p, int) for p in pads): return [(p, p) for p in pads]
-  if len(pads) == n and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pads): return [(p[0], p[1]) for p in pads]
-  if len(pads) == 2 * n and all(isinstance(p, int) for p in pads): return [(pads[2 * i], pads[2 * i + 1]) for i in range(n)][::-1]
+  if len(pads) == n and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pads):
+    return [(p[0], p[1]) for p in pads]
+  if len(pads) == 2 * n and all(isinstance(p, int) for p in pads):
+    return [(pads[2 * i], pads[2 * i + 1]) for i in range(n)][::-1]
   raise ValueError(f"{op}: padding {padding!r} must be an int, {n} ints, {n} pairs or {2 * n} ints")
 
 def _pad_last(x: Tensor, pads: Sequence[tuple[int, int]], value: float = 0.0) -> Tensor:
@@ -43,6 +47,14 @@ def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
   if reduction == "mean": return x.mean()
   raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
 
+class _PoolArgs(NamedTuple):
+  """Pooling arguments resolved per spatial axis; extra is the right padding ceil_mode adds (<= 0 otherwise)."""
+  kernel: tuple[int, ...]
+  stride: tuple[int, ...]
+  dilation: tuple[int, ...]
+  pads: list[tuple[int, int]]
+  extra: list[int]
+
 def _counted_span(plane: Sequence[int], pads: Sequence[tuple[int, int]], include_pad: bool) -> list[tuple[int, int]]:
   """Per axis, the [lo, hi) cells (in padded coordinates) that count in an average: the input, or input and padding."""
   return [(0, pb + i + pa) if include_pad else (pb, pb + i) for i, (pb, pa) in zip(plane, pads)]
@@ -51,16 +63,18 @@ class NNMixin:
   __slots__ = ()
 
   # *** sliding windows ***
-  def _pool(self: Tensor, k_: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
+  def _pool(self: Tensor, k_: tuple[int, ...], stride: Ints = 1, dilation: Ints = 1) -> Tensor:
     """The windows of the last len(k_) axes as trailing axes: (..., i1, i2) -> (..., o1, o2, k1, k2), where
     out[..., a, b, p, q] = x[..., a*s1 + p*d1, b*s2 + q*d2]. Only views: no data moves."""
     n = len(k_)
     if self.ndim < n: raise ValueError(f"pool: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
     s_, d_ = _tuple(stride, n, "stride", "pool"), _tuple(dilation, n, "dilation", "pool")
-    if any(v <= 0 for v in k_ + s_ + d_): raise ValueError(f"pool: kernel {k_}, stride {s_}, dilation {d_} must be positive")
+    if any(v <= 0 for v in k_ + s_ + d_):
+      raise ValueError(f"pool: kernel {k_}, stride {s_}, dilation {d_} must be positive")
     pre, i_ = self.shape[:-n], self.shape[-n:]
     o_ = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_))
-    if any(o <= 0 for o in o_): raise ValueError(f"pool: kernel {k_} with dilation {d_} is larger than the input {i_} (shape {self.shape})")
+    if any(o <= 0 for o in o_):
+      raise ValueError(f"pool: kernel {k_} with dilation {d_} is larger than the input {i_} (shape {self.shape})")
     keep_pre = tuple(None for _ in pre)
     if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
       # windows don't overlap: make each axis o*s long, split it into (o, s) and keep the first k of every step
@@ -68,7 +82,7 @@ class NNMixin:
       x = x.reshape(*pre, *flatten((o, s) for o, s in zip(o_, s_)))
       x = x.shrink(keep_pre + tuple(flatten(((0, o), (0, k)) for o, k in zip(o_, k_))))
     else:
-      # repeat each axis k times, laid out with period i'+d: row r then starts d*r further on, so (r, j) reads x[j + d*r]
+      # repeat each axis k times, laid out with period i'+d: row r starts d*r further on, so (r, j) reads x[j + d*r]
       ip_ = tuple((k - 1) * d + o * s for k, d, o, s in zip(k_, d_, o_, s_))  # long enough for every window; >= i
       x = _pad_last(self, [(0, ip - i) for ip, i in zip(ip_, i_)])
       x = x.reshape(*pre, *flatten((1, ip) for ip in ip_)).expand(*pre, *flatten((k, ip) for k, ip in zip(k_, ip_)))
@@ -95,8 +109,8 @@ class NNMixin:
     return windows.transpose(d, -2) if d != x.ndim - 1 else windows
 
   # *** convolution ***
-  def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
-             dilation: int | tuple[int, ...] = 1, padding: Any = 0, dtype: DType | None = None) -> Tensor:
+  def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
+             dilation: Ints = 1, padding: Any = 0, dtype: DType | None = None) -> Tensor:
     """N-d cross-correlation as torch.nn.functional.conv{1,2,3}d: x (batch, cin, *spatial), weight
     (cout, cin // groups, *kernel), bias (cout,). padding: an int, one per spatial axis, a flat torch-style tuple
     (left, right, top, bottom), 'valid' or 'same'. One reduce kernel.
@@ -106,9 +120,10 @@ class NNMixin:
     bs, cin = self.shape[:2] if self.ndim >= 2 else (0, 0)
     cout, cin_g, k_ = weight.shape[0], weight.shape[1] if weight.ndim > 1 else 0, weight.shape[2:]
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != cin_g * groups or cout % groups:
-      raise ValueError(f"conv2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want input "
-                       f"(batch, cin, *spatial) and weight (cout, cin // groups, *kernel) with cout divisible by groups")
-    if bias is not None and bias.shape != (cout,): raise ValueError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
+      raise ValueError(f"conv2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want "
+                       "input (batch, cin, *spatial), weight (cout, cin // groups, *kernel), cout divisible by groups")
+    if bias is not None and bias.shape != (cout,):
+      raise ValueError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
     s_, d_ = _tuple(stride, n, "stride", "conv2d"), _tuple(dilation, n, "dilation", "conv2d")
     if padding == "valid": padding = 0
     elif padding == "same":
@@ -123,8 +138,8 @@ class NNMixin:
     ret = (x * w).sum(tuple(range(-1 - n, 0)), dtype=dtype).reshape(bs, cout, *o_)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
 
-  def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
-                       dilation: int | tuple[int, ...] = 1, padding: Any = 0, output_padding: int | tuple[int, ...] = 0) -> Tensor:
+  def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
+                       dilation: Ints = 1, padding: Any = 0, output_padding: Ints = 0) -> Tensor:
     """N-d transposed convolution as torch.nn.functional.conv_transpose{1,2,3}d: x (batch, cin, *spatial), weight
     (cin, cout // groups, *kernel). Zeros go between input elements (stride), then a convolution with the flipped
     kernel; output size (i-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1."""
@@ -132,7 +147,7 @@ class NNMixin:
     cin = self.shape[1] if self.ndim >= 2 else 0
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != weight.shape[0] or cin % groups:
       raise ValueError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want "
-                       f"input (batch, cin, *spatial) and weight (cin, cout // groups, *kernel) with cin divisible by groups")
+                       "input (batch, cin, *spatial), weight (cin, cout // groups, *kernel), cin divisible by groups")
     k_, rcout = weight.shape[2:], weight.shape[1]
     s_, d_ = _tuple(stride, n, "stride", "conv_transpose2d"), _tuple(dilation, n, "dilation", "conv_transpose2d")
     op_ = _tuple(output_padding, n, "output_padding", "conv_transpose2d")
@@ -152,14 +167,14 @@ class NNMixin:
     conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), d, k, o in zip(pads, d_, k_, op_)]
     return x.conv2d(w, bias, groups=groups, dilation=d_, padding=conv_pads)
 
-  def conv1d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
-             dilation: int | tuple[int, ...] = 1, padding: Any = 0) -> Tensor:
+  def conv1d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
+             dilation: Ints = 1, padding: Any = 0) -> Tensor:
     """1-d convolution: the same as conv2d with a (cout, cin // groups, k) weight."""
     return self.conv2d(weight, bias, groups, stride, dilation, padding)
 
   # *** pooling ***
   def _pool_setup(self: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool,
-                  op: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], list[tuple[int, int]], list[int]]:
+                  op: str) -> _PoolArgs:
     """(kernel, stride, dilation, padding per axis, extra right padding per axis that ceil_mode needs)."""
     k_ = make_tuple(kernel_size, 2)
     n = len(k_)
@@ -172,14 +187,16 @@ class NNMixin:
     extra = []
     for i, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads):
       span = i + pb + pa - d * (k - 1) - 1
-      if span < 0: raise ValueError(f"{op}: kernel {k_} with dilation {d_} is larger than the padded input {self.shape}")
+      if span < 0:
+        raise ValueError(f"{op}: kernel {k_} with dilation {d_} is larger than the padded input {self.shape}")
       o = (-(-span // s) if ceil_mode else span // s) + 1
       if ceil_mode and (o - 1) * s >= i + pb: o -= 1  # torch: the last window must start inside the input or left pad
       extra.append((o - 1) * s + d * (k - 1) + 1 - (i + pb + pa))  # > 0 only in ceil mode
-    return k_, s_, d_, pads, extra
+    return _PoolArgs(k_, s_, d_, pads, extra)
 
-  def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
-                 padding: Any = 0, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+  def max_pool2d(self: Tensor, kernel_size: Ints = (2, 2), stride: Ints | None = None, dilation: Ints = 1,
+                 padding: Any = 0, ceil_mode: bool = False,
+                 return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Max over windows of the last len(kernel_size) axes (2 for an int), as torch.nn.functional.max_pool{1,2,3}d;
     padding counts as -inf. With return_indices, also the flat index of each max within its input plane.
 
@@ -201,9 +218,32 @@ class NNMixin:
     countdown = Tensor.arange(kn, 0, -1, device=self.device, dtype=dtypes.int32)
     first = kn - (hit * countdown).max(-1, keepdim=True)
     idx = (first == Tensor.arange(kn, device=self.device, dtype=dtypes.int32)).where(pos, 0).sum(-1)
-    return ret, idx.cast(dtypes.int64).expand(ret.shape).detach()
+    return ret, idx.cast(dtypes.int64).detach()
 
-  def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
+  def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: Ints = (2, 2), stride: Ints | None = None,
+                   dilation: Ints = 1, padding: Any = 0, output_size: Sequence[int] | None = None) -> Tensor:
+    """The partial inverse of max_pool2d (torch.nn.functional.max_unpool2d): every value goes to the flat plane
+    position its index names, zeros elsewhere. The plane is (i-1)*stride - 2*padding + dilation*(k-1) + 1 per axis,
+    or the last axes of output_size."""
+    from fusegrad.tensor import Tensor
+    k_ = make_tuple(kernel_size, 2)
+    n = len(k_)
+    s_ = k_ if stride is None else _tuple(stride, n, "stride", "max_unpool2d")
+    d_, pads = _tuple(dilation, n, "dilation", "max_unpool2d"), _resolve_pads(padding, n, "max_unpool2d")
+    if indices.shape != self.shape or not dtypes.is_int(indices.dtype) or self.ndim < n:
+      raise ValueError(f"max_unpool2d: indices {indices.shape} {indices.dtype} must be integers shaped like the input "
+                       f"{self.shape}")
+    if output_size is None:
+      out = tuple((i - 1) * s - pb - pa + d * (k - 1) + 1
+                  for i, s, (pb, pa), d, k in zip(self.shape[-n:], s_, pads, d_, k_))
+    else: out = tuple(output_size)[-n:]
+    # each output cell: the values whose index names it (overlapping windows can name a cell twice, with equal values)
+    hit = indices.flatten(-n).unsqueeze(-1) == Tensor.arange(prod(out), device=self.device, dtype=indices.dtype)
+    total = hit.where(self.flatten(-n).unsqueeze(-1), 0).sum(-2, dtype=self.dtype)
+    count = hit.sum(-2, dtype=dtypes.int32).maximum(1).cast(self.dtype)
+    return (total / count).reshape(*self.shape[:-n], *out)
+
+  def avg_pool2d(self: Tensor, kernel_size: Ints = (2, 2), stride: Ints | None = None, dilation: Ints = 1,
                  padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Mean over windows of the last len(kernel_size) axes, as torch.nn.functional.avg_pool{1,2,3}d: with
     count_include_pad the padding counts in the divisor (but not the extra cells ceil_mode adds)."""
@@ -215,17 +255,19 @@ class NNMixin:
     x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
     total = _pad_last(x, all_pads)._pool(k_, s_, d_).sum(axes)
     # the divisor: how many cells of each window count, per axis (small host-made tensors: no extra kernel)
+    spans = _counted_span(self.shape[-n:], pads, count_include_pad)
     per_axis = [[sum(lo <= o * s + q * d < hi for q in range(k)) for o in range(out)]
-                for out, (lo, hi), k, s, d in zip(total.shape[-n:], _counted_span(self.shape[-n:], pads, count_include_pad), k_, s_, d_)]
+                for out, (lo, hi), k, s, d in zip(total.shape[-n:], spans, k_, s_, d_)]
     if all(len(set(c)) == 1 for c in per_axis): return total / prod(c[0] for c in per_axis)
     count = Tensor.ones((), dtype=x.dtype, device=self.device)
-    for j, c in enumerate(per_axis): count = count * Tensor(c, dtype=x.dtype, device=self.device).reshape(-1, *[1] * (n - 1 - j))
+    for j, c in enumerate(per_axis):
+      count = count * Tensor(c, dtype=x.dtype, device=self.device).reshape(-1, *[1] * (n - 1 - j))
     return total / count
 
   def max_pool1d(self: Tensor, kernel_size: int = 2, stride: Any = None, dilation: int = 1, padding: Any = 0,
-                 ceil_mode: bool = False) -> Tensor:
+                 ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Max over windows of the last axis."""
-    return self.max_pool2d((kernel_size,), stride, dilation, padding, ceil_mode)
+    return self.max_pool2d((kernel_size,), stride, dilation, padding, ceil_mode, return_indices)
   def avg_pool1d(self: Tensor, kernel_size: int = 2, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> Tensor:
     """Mean over windows of the last axis."""
@@ -279,7 +321,8 @@ class NNMixin:
     from fusegrad.tensor import Tensor
     if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
       raise TypeError(f"{op}: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
-    if index.ndim != self.ndim: raise ValueError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
+    if index.ndim != self.ndim:
+      raise ValueError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
     if any(si > sx for a, (si, sx) in enumerate(zip(index.shape, self.shape)) if a != dim):
       raise ValueError(f"{op}: index {index.shape} is larger than input {self.shape} outside dim {dim}")
     n = self.shape[dim]
@@ -298,7 +341,7 @@ class NNMixin:
     return mask.where(x, 0).sum(-1, dtype=self.dtype)
 
   def _scatter_back(self: Tensor, t: Tensor, d: int, fill: Any) -> Tensor:
-    """t shaped (*index.shape with 1 at d, n) laid out like self: dim d back in place, padded with fill to self's shape."""
+    """t shaped (*index.shape with 1 at d, n) laid out like self: dim d back in place, padded with fill to the shape."""
     t = t.transpose(d, -1).squeeze(-1)
     return t.pad(tuple((0, s - ts) for s, ts in zip(self.shape, t.shape)), value=fill) if t.shape != self.shape else t
 
@@ -317,8 +360,9 @@ class NNMixin:
     d = _resolve_axis(dim, self.ndim, "dim")
     mask, src_t = self._index_mask(index, d, "scatter"), self._scatter_src(index, src, "scatter")
     src_b = src_t.unsqueeze(-1)  # (*index.shape, 1) against mask (*index.shape, n)
-    if reduce == "add": return self + self._scatter_back(mask.where(src_b, 0).sum(d, keepdim=True, dtype=self.dtype), d, 0)
-    if reduce == "multiply": return self * self._scatter_back(mask.where(src_b, 1).prod(d, keepdim=True, dtype=self.dtype), d, 1)
+    if reduce == "add": return self + self._scatter_back(mask.where(src_b, 0).sum(d, True, dtype=self.dtype), d, 0)
+    if reduce == "multiply":
+      return self * self._scatter_back(mask.where(src_b, 1).prod(d, True, dtype=self.dtype), d, 1)
     if reduce is not None: raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
     # the last position along dim that writes each cell (0: none), then the value written there
     m = index.shape[d]
@@ -328,19 +372,21 @@ class NNMixin:
     value = picked.any(d, keepdim=True) if self.dtype == dtypes.bool else picked.sum(d, keepdim=True, dtype=self.dtype)
     return self._scatter_back(last > 0, d, False).where(self._scatter_back(value, d, 0), self)
 
-  def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+  def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
+                     include_self: bool = True) -> Tensor:
     """Combine src into x at index along dim (torch.Tensor.scatter_reduce) with reduce 'sum', 'prod', 'mean', 'amax'
     or 'amin'; include_self=False leaves x's own value out wherever something is written."""
-    from fusegrad.tensor import Tensor, _resolve_axis
+    from fusegrad.tensor import _resolve_axis
     d = _resolve_axis(dim, self.ndim, "dim")
     identities = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}
-    if reduce not in identities: raise ValueError(f"scatter_reduce: reduce must be one of {list(identities)}, not {reduce!r}")
+    if reduce not in identities:
+      raise ValueError(f"scatter_reduce: reduce must be one of {list(identities)}, not {reduce!r}")
     mask, src_t = self._index_mask(index, d, "scatter_reduce"), self._scatter_src(index, src, "scatter_reduce")
     values = mask.where(src_t.unsqueeze(-1), identities[reduce])  # (*index.shape, n): src at the cells it goes to
     hits = mask.sum(d, keepdim=True, dtype=dtypes.int32)
     if include_self:  # x (cut to index's extent off dim) as one more entry along d in the same layout
-      own = self.shrink(tuple(None if a == d else (0, s) for a, s in enumerate(index.shape))).unsqueeze(-1).transpose(d, -1)
-      values = own.cat(values, dim=d)
+      own = self.shrink(tuple(None if a == d else (0, s) for a, s in enumerate(index.shape)))
+      values = own.unsqueeze(-1).transpose(d, -1).cat(values, dim=d)
     if reduce in ("sum", "mean"): red = values.sum(d, keepdim=True, dtype=self.dtype)
     elif reduce == "prod": red = values.prod(d, keepdim=True, dtype=self.dtype)
     else: red = values.max(d, keepdim=True) if reduce == "amax" else values.min(d, keepdim=True)
@@ -367,7 +413,8 @@ class NNMixin:
     if not dtypes.is_int(Y.dtype): raise TypeError(f"{op}: class-index targets must be integers, got {Y.dtype}")
     if Y.shape != self.shape[:axis] + self.shape[axis + 1:]:
       raise ValueError(f"{op}: targets {Y.shape} don't fit input {self.shape} (classes on axis {axis})")
-    if weight is not None and weight.shape != (n_cls,): raise ValueError(f"{op}: weight {weight.shape} should be ({n_cls},)")
+    if weight is not None and weight.shape != (n_cls,):
+      raise ValueError(f"{op}: weight {weight.shape} should be ({n_cls},)")
     along = (n_cls,) + (1,) * (self.ndim - axis - 1)
     hot = Y.unsqueeze(axis) == Tensor.arange(n_cls, device=self.device, dtype=Y.dtype).reshape(along)
     w = (weight if weight is not None else Tensor.ones(n_cls, device=self.device)).cast(self.dtype).reshape(along)
@@ -390,7 +437,8 @@ class NNMixin:
     Y, as torch.nn.functional.cross_entropy (label smoothing mixes in the uniform distribution).
 
     `Tensor([[0.0, 0.0]]).cross_entropy(Tensor([1])).item()` is log(2)."""
-    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not 0.0 <= label_smoothing <= 1.0:
+      raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     axis = 1 if self.ndim > 1 else 0
     logp, n_cls = self.log_softmax(axis), self.shape[axis]
     if Y.shape == self.shape and not dtypes.is_int(Y.dtype):  # class probabilities
@@ -409,7 +457,8 @@ class NNMixin:
     """Cross entropy of logits x (classes on the last axis) against integer labels Y; labels equal to ignore_index
     count neither in the loss nor in the mean."""
     x = self.reshape(-1, self.shape[-1]) if self.ndim != 2 else self
-    if Y.shape != self.shape[:-1]: raise ValueError(f"sparse_categorical_crossentropy: labels {Y.shape} don't fit logits {self.shape}")
+    if Y.shape != self.shape[:-1]:
+      raise ValueError(f"sparse_categorical_crossentropy: labels {Y.shape} don't fit logits {self.shape}")
     loss = x.cross_entropy(Y.reshape(-1), reduction, label_smoothing, None, ignore_index)
     return loss.reshape(Y.shape) if reduction == "none" else loss
 
@@ -418,7 +467,8 @@ class NNMixin:
     loss = -(Y * self.log().clip(-100) + (1 - Y) * (1 - self).log().clip(-100))
     return _reduction(loss, reduction, "binary_crossentropy")
 
-  def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+  def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean",
+                                 pos_weight: Tensor | None = None) -> Tensor:
     """Binary cross entropy of sigmoid(x) against y, computed from the logits without overflow
     (torch.nn.functional.binary_cross_entropy_with_logits); pos_weight scales the positive term."""
     log_weight = 1 + (pos_weight - 1) * Y if pos_weight is not None else 1
@@ -433,8 +483,9 @@ class NNMixin:
     torch.nn.functional.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added;
     is_causal keeps the lower triangle. Dropout (of the weights) applies in training only, as Tensor.dropout."""
     from fusegrad.tensor import Tensor
-    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
-      raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} don't fit")
+    if min(self.ndim, key.ndim, value.ndim) < 2 or key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
+      raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
+                       "don't fit")
     if enable_gqa and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
       if self.shape[-3] % key.shape[-3]: raise ValueError(f"scaled_dot_product_attention: {self.shape[-3]} query heads "
                                                           f"are not a multiple of {key.shape[-3]} key heads")
@@ -449,7 +500,7 @@ class NNMixin:
     return qk.softmax(-1).dropout(dropout_p).matmul(value)
 
   # *** resampling ***
-  def interpolate(self: Tensor, size: int | tuple[int, ...], mode: str = "linear", align_corners: bool = False) -> Tensor:
+  def interpolate(self: Tensor, size: Ints, mode: str = "linear", align_corners: bool = False) -> Tensor:
     """Resize the last len(size) axes, as torch.nn.functional.interpolate on (batch, channels, *spatial) inputs:
     mode 'linear' (also 'bilinear', 'trilinear'), 'nearest' or 'nearest-exact'.
 
@@ -458,11 +509,12 @@ class NNMixin:
     size = make_tuple(size, 1)
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
     if mode not in ("linear", "nearest", "nearest-exact"):
-      raise ValueError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or 'nearest-exact', not {mode!r}")
+      raise ValueError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or 'nearest-exact', "
+                       f"not {mode!r}")
     if not 0 < len(size) <= self.ndim or any(not isinstance(o, int) or o <= 0 for o in size):
       raise ValueError(f"interpolate: size {size} must be positive ints for at most {self.ndim} axes of {self.shape}")
     if align_corners and mode != "linear": raise ValueError("interpolate: align_corners only goes with mode 'linear'")
-    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+    x = self if dtypes.is_float(self.dtype) or mode != "linear" else self.cast(dtypes.default_float)
     for axis, o in zip(range(self.ndim - len(size), self.ndim), size):
       i = x.shape[axis]
       dst = Tensor.arange(o, device=self.device, dtype=dtypes.float32)
@@ -482,7 +534,7 @@ class NNMixin:
 
   # *** einsum ***
   @staticmethod
-  def einsum(formula: str, *operands: Any) -> Tensor:
+  def einsum(formula: str, *operands: Any, dtype: DType | None = None) -> Tensor:
     """Sum of products over the letters of formula (torch.einsum): 'ij,jk->ik' is a matmul, 'ii->i' a diagonal,
     'bij,bjk' (implicit output: the letters seen once, sorted) a batched matmul; '...' stands for broadcast axes."""
     from fusegrad.tensor import Tensor
@@ -505,7 +557,8 @@ class NNMixin:
       ops[i], letters[i] = _einsum_diagonals(t, letters[i], formula)
       for c, s in zip(letters[i], ops[i].shape):
         if sizes.get(c, 1) != 1 and s != 1 and sizes[c] != s:
-          raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {sizes[c]} and {s} (shapes {[t.shape for t in operands]})")
+          raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {sizes[c]} and {s} "
+                           f"(shapes {[t.shape for t in operands]})")
         sizes[c] = max(sizes.get(c, 1), s)
     order = out + sorted(set(sizes) - set(out))
     aligned = []
@@ -517,7 +570,8 @@ class NNMixin:
     prod_all = aligned[0]
     for t in aligned[1:]: prod_all = prod_all * t
     prod_all = prod_all.expand([sizes[c] for c in order])
-    return prod_all.sum(tuple(range(len(out), len(order)))) if len(order) > len(out) else prod_all
+    if len(order) == len(out): return prod_all if dtype is None else prod_all.cast(dtype)
+    return prod_all.sum(tuple(range(len(out), len(order))), dtype=dtype)
 
   # *** sorting ***
   def _rank(self: Tensor, descending: bool) -> Tensor:
@@ -548,7 +602,8 @@ class NNMixin:
     rank = x._rank(descending)
     # out[r] = the element whose rank is r: a one-hot sum over the elements
     slot = rank.unsqueeze(-2) == Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)  # (..., k, n)
-    values = slot.where(x.unsqueeze(-2), 0).sum(-1, dtype=x.dtype) if x.dtype != dtypes.bool else slot.where(x.unsqueeze(-2), False).any(-1)
+    if x.dtype == dtypes.bool: values = slot.where(x.unsqueeze(-2), False).any(-1)
+    else: values = slot.where(x.unsqueeze(-2), 0).sum(-1, dtype=x.dtype)
     idx = slot.where(Tensor.arange(n, device=self.device, dtype=dtypes.int32), 0).sum(-1, dtype=dtypes.int32)
     return values.transpose(d, -1), idx.transpose(d, -1)
 
@@ -572,9 +627,11 @@ class NNMixin:
 
 def _einsum_term(term: str, t: Tensor | None, ell: list[str], formula: str) -> str:
   """The letters of one einsum term with '...' spelled out as placeholder letters (right-aligned for an operand)."""
-  if term.count("...") > 1 or "." in term.replace("...", ""): raise ValueError(f"einsum: bad term {term!r} in {formula!r}")
+  if term.count("...") > 1 or "." in term.replace("...", ""):
+    raise ValueError(f"einsum: bad term {term!r} in {formula!r}")
   plain = term.replace("...", "")
-  if any(not c.isalpha() for c in plain): raise ValueError(f"einsum: subscripts must be letters, got {term!r} in {formula!r}")
+  if any(not c.isalpha() for c in plain):
+    raise ValueError(f"einsum: subscripts must be letters, got {term!r} in {formula!r}")
   if t is None: return term.replace("...", "".join(ell))
   n_here = t.ndim - len(plain)
   if ("..." in term and n_here < 0) or ("..." not in term and n_here != 0):
