@@ -389,6 +389,15 @@ def test_scaled_dot_product_attention(mask):
   helper_test_op(shapes, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, tmask, is_causal=causal),
                  lambda q, k, v: q.scaled_dot_product_attention(k, v, fmask, is_causal=causal), atol=1e-5)
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_scaled_dot_product_attention_row_masked_out(kind):
+  keep = np.ones((3, 5), dtype=bool)
+  keep[1] = False
+  mask = keep if kind == "bool" else np.where(keep, 0.0, -np.inf).astype(np.float32)
+  helper_test_op([(1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)],
+                 lambda q, k, v: F.scaled_dot_product_attention(q, k, v, torch.tensor(mask)),
+                 lambda q, k, v: q.scaled_dot_product_attention(k, v, Tensor(mask)), atol=1e-5)
+
 def test_scaled_dot_product_attention_scale_gqa():
   helper_test_op([(1, 4, 3, 4), (1, 2, 5, 4), (1, 2, 5, 3)],
                  lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3, enable_gqa=True),
@@ -408,6 +417,14 @@ def test_interpolate_2d(mode, align_corners, size):
   ac = align_corners if mode == "bilinear" else None
   helper_test_op([(2, 2, 4, 5)], lambda x: F.interpolate(x, size, mode=mode, align_corners=ac),
                  lambda x: x.interpolate(size, mode, align_corners), atol=1e-5)
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_interpolate_int_size_and_scale_factor(mode):
+  helper_test_op([(1, 2, 4, 5)], lambda x: F.interpolate(x, 3, mode=mode), lambda x: x.interpolate(3, mode), atol=1e-5)
+  for sf in [2, 0.7, (1.5, 0.5)]:
+    helper_test_op([(1, 2, 4, 5)], lambda x: F.interpolate(x, scale_factor=sf, mode=mode),
+                   lambda x: x.interpolate(mode=mode, scale_factor=sf), atol=1e-5)
+  with pytest.raises(ValueError, match="interpolate"): Tensor.ones(1, 1, 4).interpolate((3,), scale_factor=2)
 
 def test_interpolate_3d():
   helper_test_op([(1, 2, 3, 4, 2)], lambda x: F.interpolate(x, (5, 2, 3), mode="trilinear"),

@@ -146,8 +146,8 @@ class NNMixin:
     n = weight.ndim - 2
     cin = self.shape[1] if self.ndim >= 2 else 0
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != weight.shape[0] or cin % groups:
-      raise ValueError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want "
-                       "input (batch, cin, *spatial), weight (cin, cout // groups, *kernel), cin divisible by groups")
+      raise ValueError(f"conv_transpose2d: input {self.shape}, weight {weight.shape} (groups={groups}) don't match: "
+                       "want input (batch, cin, *spatial), weight (cin, cout // groups, *kernel), cin % groups == 0")
     k_, rcout = weight.shape[2:], weight.shape[1]
     s_, d_ = _tuple(stride, n, "stride", "conv_transpose2d"), _tuple(dilation, n, "dilation", "conv_transpose2d")
     op_ = _tuple(output_padding, n, "output_padding", "conv_transpose2d")
@@ -481,7 +481,8 @@ class NNMixin:
                                    scale: float | None = None) -> Tensor:
     """softmax(q @ k^T * scale + mask) @ v for q = x (..., L, E), k (..., S, E), v (..., S, Ev), as
     torch.nn.functional.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added;
-    is_causal keeps the lower triangle. Dropout (of the weights) applies in training only, as Tensor.dropout."""
+    is_causal keeps the lower triangle; a row with nothing kept gives 0. Dropout (of the weights) applies in training
+    only, as Tensor.dropout."""
     from fusegrad.tensor import Tensor
     if min(self.ndim, key.ndim, value.ndim) < 2 or key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
       raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
@@ -497,25 +498,30 @@ class NNMixin:
       attn_mask = Tensor.ones(*qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
-    return qk.softmax(-1).dropout(dropout_p).matmul(value)
+    # softmax, except that a row masked out entirely gets weights 0 (not nan), as torch
+    top = qk.max(-1, keepdim=True).detach()
+    e = (qk - (top == -math.inf).where(0, top)).exp()
+    total = e.sum(-1, keepdim=True)
+    weights = e / (total == 0).where(1, total)
+    return weights.dropout(dropout_p).matmul(value)
 
   # *** resampling ***
-  def interpolate(self: Tensor, size: Ints, mode: str = "linear", align_corners: bool = False) -> Tensor:
+  def interpolate(self: Tensor, size: Ints | None = None, mode: str = "linear", align_corners: bool = False,
+                  scale_factor: float | tuple[float, ...] | None = None) -> Tensor:
     """Resize the last len(size) axes, as torch.nn.functional.interpolate on (batch, channels, *spatial) inputs:
-    mode 'linear' (also 'bilinear', 'trilinear'), 'nearest' or 'nearest-exact'.
+    mode 'linear' (also 'bilinear', 'trilinear'), 'nearest' or 'nearest-exact'. An int size or a scale_factor
+    applies to every axis after the first two.
 
     `Tensor([[[1.0, 3.0]]]).interpolate((4,)).tolist()` is [[[1.0, 1.5, 2.5, 3.0]]]."""
     from fusegrad.tensor import Tensor
-    size = make_tuple(size, 1)
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
     if mode not in ("linear", "nearest", "nearest-exact"):
       raise ValueError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or 'nearest-exact', "
                        f"not {mode!r}")
-    if not 0 < len(size) <= self.ndim or any(not isinstance(o, int) or o <= 0 for o in size):
-      raise ValueError(f"interpolate: size {size} must be positive ints for at most {self.ndim} axes of {self.shape}")
     if align_corners and mode != "linear": raise ValueError("interpolate: align_corners only goes with mode 'linear'")
+    sizes, scales = _resize_plan(self.shape, size, scale_factor)
     x = self if dtypes.is_float(self.dtype) or mode != "linear" else self.cast(dtypes.default_float)
-    for axis, o in zip(range(self.ndim - len(size), self.ndim), size):
+    for axis, o, scale in zip(range(self.ndim - len(sizes), self.ndim), sizes, scales):
       i = x.shape[axis]
       dst = Tensor.arange(o, device=self.device, dtype=dtypes.float32)
       along = [o if a == axis else 1 for a in range(x.ndim)]
@@ -523,12 +529,12 @@ class NNMixin:
       def at(idx: Tensor) -> Tensor: return x.gather(axis, idx.reshape(along).expand(out_shape))
       if mode == "linear":
         if align_corners: src = dst * ((i - 1) / (o - 1)) if o > 1 else dst * 0
-        else: src = ((dst + 0.5) * (i / o) - 0.5).maximum(0)
+        else: src = ((dst + 0.5) * scale - 0.5).maximum(0)
         low = src.floor().cast(dtypes.int32).minimum(i - 1)
         frac = (src - low.cast(dtypes.float32)).clip(0, 1).reshape(along).cast(x.dtype)
         x = at(low).lerp(at((low + 1).minimum(i - 1)), frac)
       else:
-        src = dst * (i / o) if mode == "nearest" else (dst + 0.5) * (i / o)
+        src = dst * scale if mode == "nearest" else (dst + 0.5) * scale
         x = at(src.floor().cast(dtypes.int32).minimum(i - 1))
     return x
 
@@ -624,6 +630,26 @@ class NNMixin:
 
     `Tensor([1, 5, 3]).topk(2)[1].tolist()` is [1, 2]."""
     return self._sorted_top(k, dim, largest, "topk")
+
+def _resize_plan(shape: tuple[int, ...], size: Ints | None, scale_factor: float | tuple[float, ...] | None,
+                 ) -> tuple[tuple[int, ...], tuple[float, ...]]:
+  """interpolate's output size per resized axis and the input step per output step (in/out, or 1/scale_factor as
+  torch uses when a scale factor is given)."""
+  if (size is None) == (scale_factor is None):
+    raise ValueError("interpolate: give exactly one of size and scale_factor")
+  n_spatial = max(len(shape) - 2, 1)
+  if size is not None:
+    sizes = (size,) * n_spatial if isinstance(size, int) else tuple(size)
+    if not 0 < len(sizes) <= len(shape) or any(not isinstance(o, int) or o <= 0 for o in sizes):
+      raise ValueError(f"interpolate: size {size} must be positive ints for at most {len(shape)} axes of {shape}")
+    return sizes, tuple(i / o for i, o in zip(shape[len(shape) - len(sizes):], sizes))
+  factors = (scale_factor,) * n_spatial if isinstance(scale_factor, (int, float)) else tuple(scale_factor or ())
+  if not 0 < len(factors) <= len(shape) or any(f <= 0 for f in factors):
+    raise ValueError(f"interpolate: scale_factor {scale_factor} must be positive, for at most {len(shape)} axes")
+  sizes = tuple(math.floor(i * f) for i, f in zip(shape[len(shape) - len(factors):], factors))
+  if any(o <= 0 for o in sizes):
+    raise ValueError(f"interpolate: scale_factor {scale_factor} leaves no output of {shape}")
+  return sizes, tuple(1 / f for f in factors)
 
 def _einsum_term(term: str, t: Tensor | None, ell: list[str], formula: str) -> str:
   """The letters of one einsum term with '...' spelled out as placeholder letters (right-aligned for an operand)."""
