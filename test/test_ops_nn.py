@@ -70,6 +70,11 @@ def test_conv3d_shapes(kw):
   helper_test_op([(2, 2, 5, 4, 3), (4, 2 // g, 2, 3, 2), (4,)], lambda x, w, b: F.conv3d(x, w, b, **kw),
                  lambda x, w, b: x.conv2d(w, b, **kw), atol=1e-5)
 
+def test_conv_unbatched():
+  helper_test_op([(3, 5, 6), (4, 3, 2, 3)], lambda x, w: F.conv2d(x, w, padding=1), lambda x, w: x.conv2d(w, padding=1), atol=1e-5)
+  helper_test_op([(3, 5, 6), (3, 2, 2, 3)], lambda x, w: F.conv_transpose2d(x, w, stride=2),
+                 lambda x, w: x.conv_transpose2d(w, stride=2), atol=1e-5)
+
 def test_conv2d_is_one_kernel():
   x, w, b = _realized((2, 4, 6, 7), (6, 2, 3, 3), (6,))
   assert _kernels(lambda: x.conv2d(w, groups=2, stride=2, padding=1, dilation=(1, 2))) == 1

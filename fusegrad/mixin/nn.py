@@ -117,6 +117,8 @@ class NNMixin:
 
     `Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()` is [[[[4.0, 4.0], [4.0, 4.0]]]]."""
     n = weight.ndim - 2
+    if n >= 1 and self.ndim == n + 1:  # unbatched (cin, *spatial)
+      return self.unsqueeze(0).conv2d(weight, bias, groups, stride, dilation, padding, dtype).squeeze(0)
     bs, cin = self.shape[:2] if self.ndim >= 2 else (0, 0)
     cout, cin_g, k_ = weight.shape[0], weight.shape[1] if weight.ndim > 1 else 0, weight.shape[2:]
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != cin_g * groups or cout % groups:
@@ -144,6 +146,8 @@ class NNMixin:
     (cin, cout // groups, *kernel). Zeros go between input elements (stride), then a convolution with the flipped
     kernel; output size (i-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1."""
     n = weight.ndim - 2
+    if n >= 1 and self.ndim == n + 1:  # unbatched (cin, *spatial)
+      return self.unsqueeze(0).conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding).squeeze(0)
     cin = self.shape[1] if self.ndim >= 2 else 0
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != weight.shape[0] or cin % groups:
       raise ValueError(f"conv_transpose2d: input {self.shape}, weight {weight.shape} (groups={groups}) don't match: "
