@@ -236,3 +236,10 @@ def test_clones_are_independent():
   c1.assign(Tensor([0.0, 0.0])).realize()
   np.testing.assert_equal(c2.numpy(), [1, 2])
   np.testing.assert_equal(w.numpy(), [1, 2])
+
+def test_reduce_used_several_times_by_one_consumer_is_one_kernel():
+  x = Tensor.rand(8, 16).realize()
+  GlobalCounters.reset()
+  out = x.sum(1).relu().realize()  # relu reads its input three times
+  assert GlobalCounters.kernel_count == 1
+  np.testing.assert_allclose(out.numpy(), np.maximum(x.numpy().sum(1), 0), rtol=1e-6)

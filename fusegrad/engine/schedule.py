@@ -68,8 +68,8 @@ def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].si
 # *** deciding which nodes become buffers ***
 
 def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp]) -> dict[UOp, None]:
-  def _is_leaf(n: UOp) -> bool: return n.op is Ops.BUFFER or n in becomes
   """The nodes that get their own buffer, in dependency order."""
+  def _is_leaf(n: UOp) -> bool: return n.op is Ops.BUFFER or n in becomes
   consumers: dict[UOp, list[UOp]] = {n: [] for n in nodes}
   for n in nodes:
     for s in dict.fromkeys(n.src): consumers.setdefault(s, []).append(n)
@@ -91,13 +91,21 @@ def _reads_no_memory(r: UOp) -> bool:
   return all(_no_buffer_needed(n) for n in r.toposort() if not n.src)
 
 def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]) -> bool:
-  """True when r reaches a buffer through a single chain of consumers with no expand, so it is computed once."""
-  n = r
-  while n not in want:
+  """True when every path from r leads, with no expand on the way, to the same one node that gets a buffer: then r is
+  computed inside that node's kernel, once per output (x.sum(1).relu() uses the sum three times, in one expression)."""
+  roots: set[UOp] = set()
+  seen, stack = {r}, [r]
+  while stack:
+    n = stack.pop()
     users = consumers.get(n, [])
-    if len(users) != 1 or _expands(users[0]) or users[0].op is Ops.SINK: return False
-    n = users[0]
-  return True
+    if not users: return False
+    for u in users:
+      if _expands(u) or u.op is Ops.SINK: return False
+      if u in want: roots.add(u)
+      elif u not in seen:
+        seen.add(u)
+        stack.append(u)
+  return len(roots) == 1
 
 def is_identity_view(n: UOp) -> bool:
   """True when n (a view of a BUFFER) reads the whole buffer in order, so it can be used without a copy."""
