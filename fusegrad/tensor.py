@@ -188,6 +188,7 @@ class Tensor(ElementwiseMixin, NNMixin):
   def tolist(self) -> Any:
     """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
     if 0 in self.shape: return _nested([], self.shape)
+    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()  # exact; memoryview has no 'e' before 3.12
     mv = self.data()
     vals = mv.tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals
