@@ -144,7 +144,8 @@ def _upper_set(dt: DType) -> set[DType]:
 def least_upper_dtype(*ds: DType) -> DType:
   """The smallest dtype that all of ds promote to: int8+uint8 -> int16, int32+float16 -> float16."""
   common = set.intersection(*(_upper_set(d.scalar()) for d in ds))
-  return min(common, key=lambda d: len(_upper_set(d)) * -1)
+  # the lowest in the lattice; float16 before bfloat16 where both are (int64 + uint64), not the set's hash order
+  return min(common, key=lambda d: (-len(_upper_set(d)), d.priority))
 
 def least_upper_float(dt: DType) -> DType:
   """dt if it is a float, else the default float (int / int -> float32)."""
