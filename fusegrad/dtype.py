@@ -119,7 +119,7 @@ def to_dtype(x: DType | str) -> DType:
   """A DType from a DType or its name ("float32", "half", "int"); raises on unknown names."""
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in NAMED_DTYPES: return NAMED_DTYPES[x]
-  if type(x).__module__ == "numpy" or type(x).__name__ == "dtype" or isinstance(x, type): return from_numpy(x)
+  if type(x).__module__.split(".")[0] == "numpy" or isinstance(x, type): return from_numpy(x)  # np.dtype("int64") too
   raise TypeError(f"unknown dtype {x!r}")
 
 def _py_rank(dt: DType) -> int: return {dtypes.bool: 0, dtypes.default_int: 1}.get(dt, 2)
