@@ -238,7 +238,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     if dtype.itemsize != self.dtype.itemsize:
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
         raise ValueError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
-      return Tensor(self.contiguous().uop.bitcast(dtype))
+      # the bytes reread as another dtype: a view of the realized buffer (element-wise kernels can't change sizes)
+      new_shape = (*self.shape[:-1], self.shape[-1] * self.dtype.itemsize // dtype.itemsize)
+      view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
+      return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(new_shape))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
