@@ -106,7 +106,8 @@ class ElementwiseMixin:
     An integer exponent (a Python int, or a whole float) multiplies, so negative bases and 0 ** 0 come out exact;
     other exponents go through exp2(e * log2|b|) with IEEE pow's special cases. int ** int stays int."""
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and _small_whole(x):
-      base = self if isinstance(x, int) else self._float()
+      if isinstance(x, float): base = self._float()
+      else: base = self.cast(dtypes.default_int) if self.dtype == dtypes.bool else self  # bool ** 2 is an int (torch)
       return base._pow_whole(int(x))
     if not reverse and isinstance(x, float) and x == 0.5: return self.sqrt()
     base, exponent = self._broadcasted(x, reverse, op="pow")
