@@ -578,6 +578,27 @@ def test_copysign_logaddexp_edges():
   y, u = pair([-math.inf, 1.0, 2.0, 0.0])
   check(x.logaddexp(y), torch.logaddexp(t, u))
 
+def test_isclose():
+  x, t = pair([1.0, 1.0 + 1e-6, 1.1, math.inf, math.inf, math.nan, 0.0, -1e-9, 100.0])
+  y, u = pair([1.0, 1.0, 1.0, math.inf, -math.inf, math.nan, 1e-9, 0.0, 100.001])
+  i, ti = pair([1, 2, 3], dtypes.int32)
+  check_all([Result("default", x.isclose(y), t.isclose(u)),
+             Result("equal_nan", x.isclose(y, equal_nan=True), t.isclose(u, equal_nan=True)),
+             Result("loose", x.isclose(y, rtol=0.2, atol=0.5), t.isclose(u, rtol=0.2, atol=0.5)),
+             Result("scalar", x.isclose(1.0), t.isclose(torch.tensor(1.0))),
+             Result("ints", i.isclose(2), ti.isclose(torch.tensor(2, dtype=torch.int32)))])
+
+def test_float64_precision():
+  """float64 in, float64 precision out: no step goes through float32."""
+  names = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "sigmoid", "tanh", "reciprocal"]
+  results = []
+  for name in names:
+    x, t = pair([2.0, 3.0, 4.0, 0.5, 1e-3, 20.0], dtypes.float64)
+    results.append(Result(name, getattr(x, name)(), getattr(t, name)(), atol=1e-12, rtol=1e-12))
+  x, t = pair([2.0, 3.0, 4.0, 0.5, 1e-3, 20.0], dtypes.float64)
+  results.append(Result("pow", x ** 2.5, t ** 2.5, atol=1e-12, rtol=1e-12))
+  check_all(results)
+
 def test_bool_and_int_arithmetic():
   """bool + bool is bool (or), bool with an int or float promotes; int arithmetic wraps like C (and torch)."""
   (x, t), (y, u) = pair([True, False, True], dtypes.bool), pair([True, True, False], dtypes.bool)

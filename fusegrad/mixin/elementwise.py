@@ -306,10 +306,18 @@ class ElementwiseMixin:
   def __le__(self: Tensor, x: Any) -> Tensor: return (self < x) | self.eq(x)
   def __eq__(self: Tensor, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
   def __ne__(self: Tensor, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
-  def lt(self: Tensor, x: Any) -> Tensor: return self < x
-  def gt(self: Tensor, x: Any) -> Tensor: return self > x
-  def le(self: Tensor, x: Any) -> Tensor: return self <= x
-  def ge(self: Tensor, x: Any) -> Tensor: return self >= x
+  def lt(self: Tensor, x: Any) -> Tensor:
+    """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""
+    return self < x
+  def gt(self: Tensor, x: Any) -> Tensor:
+    """self > x."""
+    return self > x
+  def le(self: Tensor, x: Any) -> Tensor:
+    """self <= x."""
+    return self <= x
+  def ge(self: Tensor, x: Any) -> Tensor:
+    """self >= x."""
+    return self >= x
   def isnan(self: Tensor) -> Tensor:
     """True where self is nan."""
     return self.ne(self)
@@ -319,15 +327,27 @@ class ElementwiseMixin:
     if detect_positive: ret = ret | (self == math.inf)
     if detect_negative: ret = ret | (self == -math.inf)
     return ret
+  def isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol * |other|, as torch.isclose: equal infinities are close, nans if equal_nan."""
+    a, b = self._broadcasted(other, op="isclose")
+    error = (a - b).abs()
+    ret = (error.isfinite() & (error <= atol + rtol * b.abs())) | (a == b)
+    return ret | (a.isnan() & b.isnan()) if equal_nan else ret
   def isfinite(self: Tensor) -> Tensor:
     """True where self is neither inf nor nan."""
     return (self.isinf() | self.isnan()).logical_not()
   def logical_not(self: Tensor) -> Tensor:
     """True where self is zero (or False)."""
     return self.cast(dtypes.bool)._apply(Ops.CMPNE, self._const(True, dtypes.bool))
-  def logical_and(self: Tensor, x: Any) -> Tensor: return self.bool().bitwise_and(_as_bool(x))
-  def logical_or(self: Tensor, x: Any) -> Tensor: return self.bool().bitwise_or(_as_bool(x))
-  def logical_xor(self: Tensor, x: Any) -> Tensor: return self.bool().bitwise_xor(_as_bool(x))
+  def logical_and(self: Tensor, x: Any) -> Tensor:
+    """True where both are non-zero."""
+    return self.bool().bitwise_and(_as_bool(x))
+  def logical_or(self: Tensor, x: Any) -> Tensor:
+    """True where either is non-zero."""
+    return self.bool().bitwise_or(_as_bool(x))
+  def logical_xor(self: Tensor, x: Any) -> Tensor:
+    """True where exactly one is non-zero."""
+    return self.bool().bitwise_xor(_as_bool(x))
   def _bitwise(self: Tensor, op: Ops, x: Any, reverse: bool, name: str) -> Tensor:
     a, b = self._broadcasted(x, reverse, op=name)
     if dtypes.is_float(a.dtype): raise DTypeError(f"{name}: needs int or bool tensors, not {a.dtype}")
@@ -341,7 +361,9 @@ class ElementwiseMixin:
   def bitwise_xor(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self ^ x for int or bool tensors."""
     return self._bitwise(Ops.XOR, x, reverse, "bitwise_xor")
-  def xor(self: Tensor, x: Any) -> Tensor: return self.bitwise_xor(x)
+  def xor(self: Tensor, x: Any) -> Tensor:
+    """The same as bitwise_xor."""
+    return self.bitwise_xor(x)
   def bitwise_not(self: Tensor) -> Tensor:
     """~self: every bit flipped (logical not for bools)."""
     if self.dtype == dtypes.bool: return self.logical_not()
