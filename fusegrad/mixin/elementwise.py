@@ -109,7 +109,7 @@ class ElementwiseMixin:
       if isinstance(x, float): base = self._float()
       else: base = self.cast(dtypes.default_int) if self.dtype == dtypes.bool else self  # bool ** 2 is an int (torch)
       return base._pow_whole(int(x))
-    if not reverse and isinstance(x, float) and x == 0.5: return self.sqrt()
+    if not reverse and isinstance(x, float) and x in (0.5, -0.5): return self.sqrt() if x > 0 else self.rsqrt()  # torch
     base, exponent = self._broadcasted(x, reverse, op="pow")
     b = base._float()
     ret = _pow_float(b._wide(), exponent._float()._wide()).cast(b.dtype)
@@ -125,7 +125,8 @@ class ElementwiseMixin:
       if e & 1: ret = acc if ret is None else ret * acc
       e >>= 1
       if e: acc = acc * acc
-    if ret is None: return self.ne(self).where(acc._const(1), acc._const(1))  # 1, nan ** 0 too; x stays in the graph
+    if ret is None:  # x ** 0 is 1, inf and nan too; x * 0 + 1 where x is finite gives x its zero gradient (torch)
+      return acc.isfinite().where(acc * 0 + 1, acc._const(1))
     return ret
   def maximum(self: Tensor, x: Any) -> Tensor:
     """Elementwise larger value (nan wins, ties share the gradient, as in torch)."""
@@ -501,15 +502,17 @@ def _pow_float(b: Tensor, e: Tensor) -> Tensor:
   """b ** e for float tensors of one shape and dtype, with IEEE pow's special cases.
 
   |b| ** e is exp2(e * log2|b|), times -1 for a negative base to an odd power and times nan for a negative base to a
-  fractional one (a product, so the gradient is nan there too, as in torch). A zero base is answered by a `where`
-  (inf, 0, or 1 for 0 ** 0), so log2(0) = -inf never reaches the gradient, which is 0 there."""
-  zero = b == 0
-  mag = (e * zero.where(1.0, b.abs()).log2()).exp2()
-  mag = zero.where((e < 0).where(b._const(math.inf), (e > 0).where(b._const(0.0), b._const(math.nan))), mag)
+  fractional one (a product, so the gradient is nan there too, as in torch). A zero or infinite base is answered by a
+  `where` (inf, 0, or 1 for 0 ** 0), so log2(0) = -inf never reaches the gradient, which is 0 there."""
+  zero, infinite = b == 0, b.isinf()
+  mag = (e * (zero | infinite).where(1.0, b.abs()).log2()).exp2()
+  inf, nought, nan = b._const(math.inf), b._const(0.0), b._const(math.nan)  # nan for e = 0: fixed below
+  mag = zero.where((e < 0).where(inf, (e > 0).where(nought, nan)), mag)
+  mag = infinite.where((e > 0).where(inf, (e < 0).where(nought, nan)), mag)
   e_whole = e.trunc() == e  # inf counts as a whole (even) number
   odd = e_whole & ((e * 0.5).trunc() * 2).ne(e)
   fractional_of_negative = (b < 0) & (b > -math.inf) & e_whole.logical_not()
-  sign = fractional_of_negative.where(b._const(math.nan), ((b < 0) & odd).where(b._const(-1.0), b._const(1.0)))
+  sign = fractional_of_negative.where(nan, ((b < 0) & odd).where(b._const(-1.0), b._const(1.0)))
   ret = mag * sign
   # x ** 0, 1 ** y and (-1) ** +-inf are 1 where the form above isn't (0 ** 0, nan ** 0, 1 ** nan, inf ** 0); where it
   # already is 1 the gradient keeps flowing (d/de b ** 0 = log b, d/db 1 ** e = e)
