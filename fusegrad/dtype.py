@@ -119,7 +119,7 @@ def to_dtype(x: DType | str) -> DType:
   """A DType from a DType or its name ("float32", "half", "int"); raises on unknown names."""
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in NAMED_DTYPES: return NAMED_DTYPES[x]
-  if type(x).__module__ == "numpy" or type(x).__name__ == "dtype" or isinstance(x, type): return from_numpy(x)
+  if type(x).__module__.split(".")[0] == "numpy" or isinstance(x, type): return from_numpy(x)  # np.dtype("int64") too
   raise TypeError(f"unknown dtype {x!r}")
 
 def _py_rank(dt: DType) -> int: return {dtypes.bool: 0, dtypes.default_int: 1}.get(dt, 2)
@@ -144,7 +144,8 @@ def _upper_set(dt: DType) -> set[DType]:
 def least_upper_dtype(*ds: DType) -> DType:
   """The smallest dtype that all of ds promote to: int8+uint8 -> int16, int32+float16 -> float16."""
   common = set.intersection(*(_upper_set(d.scalar()) for d in ds))
-  return min(common, key=lambda d: len(_upper_set(d)) * -1)
+  # the lowest in the lattice; float16 before bfloat16 where both are (int64 + uint64), not the set's hash order
+  return min(common, key=lambda d: (-len(_upper_set(d)), d.priority))
 
 def least_upper_float(dt: DType) -> DType:
   """dt if it is a float, else the default float (int / int -> float32)."""

@@ -11,11 +11,11 @@ from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, inverse_permutation
 
 def _max_grad(g: UOp, n: UOp) -> tuple[UOp, UOp]:
-  """d max(x, y): all of it to the larger input, half to each on a tie (as torch.maximum)."""
+  """d max(x, y): all of it to the larger input, half to each on a tie, all to both where one is nan (as torch)."""
   x, y = n.src
-  gt, eq = y.alu(Ops.CMPLT, x), x.ne(y).logical_not()
-  half = g * g.const_like(0.5)
-  return gt.where(g, eq.where(half, g.const_like(0))), gt.where(g.const_like(0), eq.where(half, g))
+  eq, zero = x.ne(y).logical_not(), g.const_like(0)
+  g_or_half = eq.where(g * g.const_like(0.5), g)
+  return x.alu(Ops.CMPLT, y).where(zero, g_or_half), y.alu(Ops.CMPLT, x).where(zero, g_or_half)
 
 def _reduce_max_grad(g: UOp, n: UOp) -> tuple[UOp]:
   """d max over axes: shared equally by the elements that equal the max."""
@@ -38,6 +38,11 @@ def _expand_grad(g: UOp, n: UOp) -> tuple[UOp]:
 def _cast_grad(g: UOp, n: UOp) -> tuple[UOp | None]:
   return (g.cast(n.src[0].dtype),) if dtypes.is_float(n.src[0].dtype) else (None,)
 
+def _cos(x: UOp) -> UOp:
+  """cos(x) = 1 - 2 sin(x/2)^2 (sin's derivative): x/2 is exact, where pi/2 - x rounds away the answer for large x."""
+  s = (x * x.const_like(0.5)).alu(Ops.SIN)
+  return x.const_like(1) - s * s * x.const_like(2)
+
 LN2 = math.log(2)
 # rule(grad of output, node) -> gradients of node.src, in order
 grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
@@ -50,7 +55,7 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   Ops.SQRT: lambda g, n: (g * (n * n.const_like(2)).alu(Ops.RECIPROCAL),),
   Ops.EXP2: lambda g, n: (g * n * n.const_like(LN2),),
   Ops.LOG2: lambda g, n: (g * (n.src[0] * n.const_like(LN2)).alu(Ops.RECIPROCAL),),
-  Ops.SIN: lambda g, n: (g * (n.src[0].const_like(math.pi / 2) - n.src[0]).alu(Ops.SIN),),  # sin' = cos = sin(pi/2 - x)
+  Ops.SIN: lambda g, n: (g * _cos(n.src[0]),),
   Ops.TRUNC: lambda g, n: (None,),
   Ops.CAST: _cast_grad,
   Ops.BITCAST: lambda g, n: (None,),

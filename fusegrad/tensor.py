@@ -196,6 +196,7 @@ class Tensor(ElementwiseMixin, NNMixin):
   def tolist(self) -> Any:
     """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
     if 0 in self.shape: return _nested([], self.shape)
+    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()  # exact; memoryview has no 'e' before 3.12
     mv = self.data()
     vals = mv.tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals
@@ -245,10 +246,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     if dtype.itemsize != self.dtype.itemsize:
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
         raise ValueError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
-      # elements of different sizes: view the same memory (computed now) as the new dtype
-      buf = self._buffer()
-      view = buf.view(buf.nbytes // dtype.itemsize, dtype, 0)
-      return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(self.shape[:-1] + (self.shape[-1] * self.dtype.itemsize // dtype.itemsize,)))
+      # the bytes reread as another dtype: a view of the realized buffer (element-wise kernels can't change sizes)
+      new_shape = (*self.shape[:-1], self.shape[-1] * self.dtype.itemsize // dtype.itemsize)
+      view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
+      return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(new_shape))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)

@@ -2,10 +2,13 @@
 
 Forms are chosen so that neither the value nor the gradient overflows: sigmoid uses exp(-|x|), elu uses
 exp(min(x, 0)), so that no branch a `where` discards computes an inf whose gradient would be 0*inf = nan.
+Where an op has a kink, the gradient there is torch's: relu, abs and sign give 0 at 0, clip gives 1 at its bounds,
+hardtanh (and relu6, hardsigmoid, hardswish) give 0 at their bounds, elu gives alpha at 0. Odd functions (atan, erf,
+asinh) fold x onto x >= 0 with a `where`, not with abs, so the gradient at 0 is f'(0) and not 0.
 """
 from __future__ import annotations
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype
 from fusegrad.uop.ops import Ops
 
@@ -13,6 +16,15 @@ if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 
 LOG2_E, LN_2 = 1 / math.log(2), math.log(2)
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+class DTypeError(TypeError, RuntimeError):
+  """An op got a dtype it can't work on (a float to a bitwise op, bools to sub). A TypeError, and a RuntimeError
+  too, which is what torch raises for the same mistakes, so code written against either catches it."""
+
+class ArgumentError(ValueError, RuntimeError):
+  """An op got an argument it can't work on (an unknown rounding mode, an int to a negative power); a ValueError,
+  and a RuntimeError as in torch."""
 
 class ElementwiseMixin:
   __slots__ = ()
@@ -22,92 +34,115 @@ class ElementwiseMixin:
     a, b = self._broadcasted(x, reverse, op="add")
     return a._apply(Ops.ADD, b)
   def sub(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self - x."""
+    """self - x: `Tensor([1, 2]) - 1` is [0, 1]."""
     a, b = self._broadcasted(x, reverse, op="sub")
-    if a.dtype == dtypes.bool: raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")
+    if a.dtype == dtypes.bool: raise DTypeError("sub: subtracting bool tensors is not supported; use logical_xor")
     return a._apply(Ops.ADD, -b)
   def mul(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self * x."""
+    """self * x: `Tensor([1, 2]) * 3` is [3, 6]."""
     a, b = self._broadcasted(x, reverse, op="mul")
     return a._apply(Ops.MUL, b)
   def div(self: Tensor, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
-    """True division (ints give floats); rounding_mode 'trunc' or 'floor' rounds the quotient."""
-    a, b = self._broadcasted(x, reverse, op="div")
-    if rounding_mode == "trunc" and dtypes.is_int(a.dtype): return a._apply(Ops.IDIV, b)
-    if rounding_mode == "floor" and dtypes.is_int(a.dtype): return a._floordiv_int(b)
+    """True division (ints give floats); rounding_mode 'trunc' or 'floor' rounds the quotient (ints stay ints).
+    `Tensor([7, -7]).div(2, rounding_mode="floor")` is [3, -4]."""
+    if rounding_mode not in (None, "trunc", "floor"):
+      raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+    base = self
+    if rounding_mode is None and not dtypes.is_float(self.dtype) and isinstance(x, (int, float)):
+      base = self._float()  # a Python int (-2 for a uint8 tensor) divides as itself, not wrapped into the int dtype
+    a, b = base._broadcasted(x, reverse, op="div")
+    if rounding_mode == "floor": return a._floordiv(b)
+    if rounding_mode == "trunc": return a._truncdiv(b)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
-    q = a._apply(Ops.MUL, b._apply(Ops.RECIPROCAL))
-    if rounding_mode is None: return q
-    if rounding_mode == "trunc": return q.trunc()
-    if rounding_mode == "floor": return q.floor()
-    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
-  def _floordiv_int(self: Tensor, b: Tensor) -> Tensor:
-    """Python's // on ints: the truncated quotient, one less when the signs differ and it isn't exact."""
+    return a._apply(Ops.MUL, b._apply(Ops.RECIPROCAL))
+  def _floordiv(self: Tensor, b: Tensor) -> Tensor:
+    """floor(self / b) for two tensors of one shape and dtype (Python's //)."""
+    if dtypes.is_float(self.dtype):
+      q = (self * b.reciprocal()).floor()
+      # self * (1/b) rounds, so near an integer quotient q can be one off: the remainder's sign and size tell
+      r = self - q * b
+      too_big = (b > 0).where(r < 0, r > 0)
+      too_small = (b > 0).where(r >= b, r <= b)
+      return too_big.where(q - 1, too_small.where(q + 1, q))
     q = self._apply(Ops.IDIV, b)
     inexact = self._apply(Ops.MOD, b).ne(0)
-    return ((inexact & ((self < 0) ^ (b < 0))).where(q - 1, q))
+    return (inexact & ((self < 0) ^ (b < 0))).where(q - 1, q)
+  def _truncdiv(self: Tensor, b: Tensor) -> Tensor:
+    """self / b rounded toward zero (C's / for ints)."""
+    if not dtypes.is_float(self.dtype): return self._apply(Ops.IDIV, b)
+    q = self._floordiv(b)
+    return ((q < 0) & (self - q * b).ne(0)).where(q + 1, q)
   def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+    """self // x, rounding toward minus infinity as Python does: `Tensor([7, -7]) // 2` is [3, -4]."""
     a, b = self._broadcasted(x, reverse, op="floordiv")
-    return a._floordiv_int(b) if not dtypes.is_float(a.dtype) else a.div(b).floor()
+    return a._floordiv(b)
   def idiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """Integer division that truncates toward zero (C's /)."""
+    """Integer division that truncates toward zero (C's /): `Tensor([7, -7]).idiv(2)` is [3, -3]."""
     a, b = self._broadcasted(x, reverse, op="idiv")
-    return a._apply(Ops.IDIV, b)
+    return a._truncdiv(b)
   def mod(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """Remainder with the sign of the divisor (Python's %, torch.remainder)."""
+    """Remainder with the sign of the divisor (Python's %, torch.remainder): `Tensor([7, -7]) % 3` is [1, 2]."""
     a, b = self._broadcasted(x, reverse, op="mod")
-    if dtypes.is_float(a.dtype): return a - b * (a / b).floor()
+    if dtypes.is_float(a.dtype): return a - b * a._floordiv(b)
     r = a._apply(Ops.MOD, b)
     return (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
   def fmod(self: Tensor, x: Any) -> Tensor:
-    """Remainder with the sign of the dividend (C's fmod)."""
+    """Remainder with the sign of the dividend (C's fmod): `Tensor([7, -7]).fmod(3)` is [1, -1]."""
     a, b = self._broadcasted(x, op="fmod")
-    return a._apply(Ops.MOD, b) if not dtypes.is_float(a.dtype) else a - b * (a / b).trunc()
+    return a._apply(Ops.MOD, b) if not dtypes.is_float(a.dtype) else a - b * a._truncdiv(b)
   def neg(self: Tensor) -> Tensor:
+    """-self (logical not for bools)."""
     return self.logical_not() if self.dtype == dtypes.bool else self._apply(Ops.MUL, self._const(-1))
   def reciprocal(self: Tensor) -> Tensor:
-    x = self._float()
-    return x._apply(Ops.RECIPROCAL)
+    """1 / self (ints give floats)."""
+    return self._float()._apply(Ops.RECIPROCAL)
   def _float(self: Tensor) -> Tensor: return self.cast(least_upper_float(self.dtype))
+  def _wide(self: Tensor) -> Tensor:
+    """float16 and bfloat16 as float32 (for steps that amplify rounding, like exp's x * log2(e)); others as they are."""
+    return self.cast(dtypes.float32) if self.dtype in (dtypes.float16, dtypes.bfloat16) else self
   def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self ** x (x ** self if reverse). Integer exponents use repeated multiplication."""
-    if not reverse and isinstance(x, int) and not isinstance(x, bool) and abs(x) <= 64:
-      if x < 0 and not dtypes.is_float(self.dtype): raise ValueError("pow: integers to negative integer powers are not allowed")
-      base = self if x >= 0 else self.reciprocal()
-      ret, acc, e = self.ones_like(dtype=base.dtype), base, abs(x)
-      while e:
-        if e & 1: ret = ret * acc
-        e >>= 1
-        if e: acc = acc * acc
-      return ret
-    if not reverse and isinstance(x, float) and x == 0.5: return self.sqrt()
-    base, exp = self._broadcasted(x, reverse, op="pow")
-    out_dtype = base.dtype
-    b, e = base._float(), exp._float()
-    mag = (e * b.abs().log2()).exp2()
-    # a negative base: the sign of an odd integer power, nan for a non-integer power
-    e_int = e.trunc() == e
-    odd = e_int & ((e.abs() * 0.5).trunc() * 2).ne(e.abs())
-    neg = b < 0
-    ret = neg.where(e_int.where(odd.where(-mag, mag), math.nan), mag)
-    ret = (e == 0).where(1.0, (b == 1).where(1.0, ret))
-    return ret.cast(out_dtype) if not dtypes.is_float(out_dtype) else ret
+    """self ** x (x ** self if reverse): `Tensor([-2., 3.]) ** 2` is [4., 9.].
+
+    An integer exponent (a Python int, or a whole float) multiplies, so negative bases and 0 ** 0 come out exact;
+    other exponents go through exp2(e * log2|b|) with IEEE pow's special cases. int ** int stays int."""
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and _small_whole(x):
+      if isinstance(x, float): base = self._float()
+      else: base = self.cast(dtypes.default_int) if self.dtype == dtypes.bool else self  # bool ** 2 is an int (torch)
+      return base._pow_whole(int(x))
+    if not reverse and isinstance(x, float) and x in (0.5, -0.5): return self.sqrt() if x > 0 else self.rsqrt()  # torch
+    base, exponent = self._broadcasted(x, reverse, op="pow")
+    b = base._float()
+    ret = _pow_float(b._wide(), exponent._float()._wide()).cast(b.dtype)
+    return ret if dtypes.is_float(base.dtype) else ret.round().cast(base.dtype)
+  def _pow_whole(self: Tensor, n: int) -> Tensor:
+    """self ** n for a whole number n, by repeated squaring."""
+    if n < 0 and not dtypes.is_float(self.dtype):
+      raise ArgumentError(f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {n})")
+    acc = self if n >= 0 else self.reciprocal()
+    ret: Tensor | None = None
+    e = abs(n)
+    while e:
+      if e & 1: ret = acc if ret is None else ret * acc
+      e >>= 1
+      if e: acc = acc * acc
+    if ret is None:  # x ** 0 is 1, inf and nan too; x * 0 + 1 where x is finite gives x its zero gradient (torch)
+      return acc.isfinite().where(acc * 0 + 1, acc._const(1))
+    return ret
   def maximum(self: Tensor, x: Any) -> Tensor:
-    """Elementwise larger value (nan wins, as in torch)."""
+    """Elementwise larger value (nan wins, ties share the gradient, as in torch)."""
     a, b = self._broadcasted(x, op="maximum")
     if a.dtype == dtypes.bool: return a | b
     return a._apply(Ops.MAX, b)
   def minimum(self: Tensor, x: Any) -> Tensor:
-    """Elementwise smaller value."""
+    """Elementwise smaller value (nan wins)."""
     a, b = self._broadcasted(x, op="minimum")
     if a.dtype == dtypes.bool: return a & b
     return a._inverse().maximum(b._inverse())._inverse()
   def where(self: Tensor, x: Any, y: Any) -> Tensor:
-    """x where self is true, else y: `(a > 0).where(a, 0)`."""
+    """x where self is true, else y, broadcasting all three: `(a > 0).where(a, 0)`."""
     from fusegrad.tensor import Tensor, broadcast_shape
     cond = self.cast(dtypes.bool)
-    if isinstance(x, Tensor) and isinstance(y, Tensor): xt, yt = x._broadcasted(y, op="where")
-    elif isinstance(x, Tensor): xt, yt = x._broadcasted(y, op="where")
+    if isinstance(x, Tensor): xt, yt = x._broadcasted(y, op="where")
     elif isinstance(y, Tensor): yt, xt = y._broadcasted(x, op="where")
     else:
       dt = least_upper_dtype(dtypes.from_py(x), dtypes.from_py(y))
@@ -115,91 +150,144 @@ class ElementwiseMixin:
     shape = broadcast_shape(cond.shape, xt.shape, yt.shape, op="where")
     c, xt, yt = cond._broadcast_to(shape), xt._broadcast_to(shape), yt._broadcast_to(shape)
     return xt._new(c.uop.alu(Ops.WHERE, xt.uop, yt.uop), xt, yt)
-  def clip(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
-    """Limit values to [min_, max_] (either may be None); gradient 1 inside the range, edges included."""
-    if min_ is None and max_ is None: raise ValueError("clip: give at least one of min_ and max_")
+  def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """value where mask is true, else self (keeps self's dtype): `x.masked_fill(x < 0, 0)`."""
+    return mask.where(value, self).cast(self.dtype)
+  def clip(self: Tensor, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
+    """Limit values to [min_, max_] (either may be None; torch's min=/max= keywords work too); nan stays nan and the
+    gradient is 1 inside the range, bounds included: `Tensor([-2, 0, 2]).clip(-1, 1)` is [-1, 0, 1]."""
+    lo, hi = min_ if min_ is not None else min, max_ if max_ is not None else max
+    if lo is None and hi is None: raise ArgumentError("clip: give at least one of min_ and max_")
     x = self
-    if min_ is not None: x = (x < min_).where(min_, x)
-    if max_ is not None: x = (x > max_).where(max_, x)
+    if lo is not None: x = (x < lo).where(lo, x)
+    if hi is not None: x = (x > hi).where(hi, x)
     return x
-  def clamp(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor: return self.clip(min_, max_)
+  def clamp(self: Tensor, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
+    """The same as clip."""
+    return self.clip(min_, max_, min=min, max=max)
   def abs(self: Tensor) -> Tensor:
     """|x|: max(x, -x), whose gradient at 0 is 0 as in torch."""
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool: return self
     return self.maximum(-self)
   def sign(self: Tensor) -> Tensor:
-    """-1, 0 or 1 (nan stays nan)."""
-    s = self.ne(0).where((self < 0).where(-1, 1), 0).cast(self.dtype)
-    return s + self * 0 if dtypes.is_float(self.dtype) else s
-  def square(self: Tensor) -> Tensor: return self * self
-  def lerp(self: Tensor, end: Any, weight: Any) -> Tensor: return self + (end - self) * weight
+    """-1, 0 or 1 in self's dtype (nan gives 0, as in torch); the gradient is 0."""
+    return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
+  def copysign(self: Tensor, other: Any) -> Tensor:
+    """|self| with the sign of other (-0.0 counts as negative): `Tensor([1., 2.]).copysign(-1)` is [-1., -2.]."""
+    a, b = self._broadcasted(other, op="copysign")
+    a, b = a._float(), b._float()
+    negative = (b < 0) | ((b == 0) & (b.reciprocal() < 0))
+    return negative.where(-a.abs(), a.abs())
+  def square(self: Tensor) -> Tensor:
+    """self * self."""
+    return self * self
+  def lerp(self: Tensor, end: Any, weight: Any) -> Tensor:
+    """self + (end - self) * weight."""
+    return self + (end - self) * weight
+  def logaddexp(self: Tensor, other: Any) -> Tensor:
+    """log(exp(self) + exp(other)), computed without overflow."""
+    a, b = self._broadcasted(other, op="logaddexp")
+    m = a.maximum(b).detach()
+    m = m.isinf().where(0, m)  # both -inf (or an inf) must not give inf - inf = nan
+    return ((a - m).exp() + (b - m).exp()).log() + m
 
   # *** transcendental ***
-  def sqrt(self: Tensor) -> Tensor: return self._float()._apply(Ops.SQRT)
-  def rsqrt(self: Tensor) -> Tensor: return self.sqrt().reciprocal()
+  def sqrt(self: Tensor) -> Tensor:
+    """Square root (nan below 0)."""
+    return self._float()._apply(Ops.SQRT)
+  def rsqrt(self: Tensor) -> Tensor:
+    """1 / sqrt(self)."""
+    return self.sqrt().reciprocal()
   def exp(self: Tensor) -> Tensor:
-    """e ** x."""
-    return self._float().mul(LOG2_E)._apply(Ops.EXP2)
-  def exp2(self: Tensor) -> Tensor: return self._float()._apply(Ops.EXP2)
-  def expm1(self: Tensor) -> Tensor: return self.exp() - 1
+    """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error)."""
+    x = self._float()
+    return x._wide().mul(LOG2_E)._apply(Ops.EXP2).cast(x.dtype)
+  def exp2(self: Tensor) -> Tensor:
+    """2 ** x."""
+    return self._float()._apply(Ops.EXP2)
+  def expm1(self: Tensor) -> Tensor:
+    """exp(x) - 1."""
+    return self.exp() - 1
   def log(self: Tensor) -> Tensor:
-    """Natural logarithm."""
+    """Natural logarithm (-inf at 0, nan below)."""
     return self._float()._apply(Ops.LOG2).mul(LN_2)
-  def log2(self: Tensor) -> Tensor: return self._float()._apply(Ops.LOG2)
-  def log10(self: Tensor) -> Tensor: return self.log2() * (1 / math.log2(10))
-  def log1p(self: Tensor) -> Tensor: return (self + 1).log()
-  def sin(self: Tensor) -> Tensor: return self._float()._apply(Ops.SIN)
+  def log2(self: Tensor) -> Tensor:
+    """Base-2 logarithm."""
+    return self._float()._apply(Ops.LOG2)
+  def log10(self: Tensor) -> Tensor:
+    """Base-10 logarithm."""
+    return self.log2() * (1 / math.log2(10))
+  def log1p(self: Tensor) -> Tensor:
+    """log(1 + x)."""
+    return (self + 1).log()
+  def sin(self: Tensor) -> Tensor:
+    """Sine (of radians)."""
+    return self._float()._apply(Ops.SIN)
   def cos(self: Tensor) -> Tensor:
-    """cos(x) = sin(pi/2 - x)."""
+    """Cosine as 1 - 2 sin(x/2)^2: x/2 is exact, so large x lose nothing (pi/2 - x would round)."""
+    s = (self._float() * 0.5).sin()
+    return 1 - 2 * s * s
+  def tan(self: Tensor) -> Tensor:
+    """sin(x) / cos(x)."""
+    return self.sin() / self.cos()
+  def sinh(self: Tensor) -> Tensor:
+    """(exp(x) - exp(-x)) / 2."""
+    return (self.exp() - (-self).exp()) / 2
+  def cosh(self: Tensor) -> Tensor:
+    """(exp(x) + exp(-x)) / 2."""
+    return (self.exp() + (-self).exp()) / 2
+  def asinh(self: Tensor) -> Tensor:
+    """Inverse hyperbolic sine: log(|x| + sqrt(x^2 + 1)) with the sign of x (no cancellation for x < 0)."""
+    return self._float()._odd(lambda y: (y + (y * y + 1).sqrt()).log())
+  def acosh(self: Tensor) -> Tensor:
+    """Inverse hyperbolic cosine, as log(x) + log(1 + sqrt(1 - 1/x^2)) so that x^2 can't overflow."""
     x = self._float()
-    return (x._const(math.pi / 2) - x).sin()
-  def tan(self: Tensor) -> Tensor: return self.sin() / self.cos()
-  def sinh(self: Tensor) -> Tensor: return (self.exp() - (-self).exp()) / 2
-  def cosh(self: Tensor) -> Tensor: return (self.exp() + (-self).exp()) / 2
-  def asinh(self: Tensor) -> Tensor: return (self + (self.square() + 1).sqrt()).log()
-  def acosh(self: Tensor) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
-  def atanh(self: Tensor) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+    return x.log() + (1 + (1 - x.square().reciprocal()).sqrt()).log()
+  def atanh(self: Tensor) -> Tensor:
+    """Inverse hyperbolic tangent: log((1 + x) / (1 - x)) / 2."""
+    return ((1 + self) / (1 - self)).log() / 2
   def atan(self: Tensor) -> Tensor:
-    """arctan, by range reduction to |x| <= tan(pi/12) and a short series."""
-    x = self._float()
-    big = x.abs() > 1
-    t = big.where(x.abs().reciprocal(), x.abs())
-    small = t > 0.2679491924311227  # tan(pi/12): use atan(t) = pi/6 + atan((t*sqrt3 - 1)/(t + sqrt3))
-    u = small.where((t * math.sqrt(3) - 1) / (t + math.sqrt(3)), t)
-    u2 = u * u
-    poly = u * (1 - u2 * (1 / 3 - u2 * (1 / 5 - u2 * (1 / 7 - u2 * (1 / 9 - u2 / 11)))))
-    r = small.where(poly + math.pi / 6, poly)
-    r = big.where(math.pi / 2 - r, r)
-    return x.sign() * r
-  def asin(self: Tensor) -> Tensor: return (self / (1 - self.square()).sqrt()).atan()
-  def acos(self: Tensor) -> Tensor: return math.pi / 2 - self.asin()
+    """arctan, by range reduction to |x| <= tan(pi/12) and a short series (error below 1e-8)."""
+    return self._float()._odd(_atan_nonneg)
+  def asin(self: Tensor) -> Tensor:
+    """arcsin: atan(x / sqrt(1 - x^2)) (nan outside [-1, 1])."""
+    return (self / (1 - self.square()).sqrt()).atan()
+  def acos(self: Tensor) -> Tensor:
+    """arccos: pi/2 - asin(x)."""
+    return math.pi / 2 - self.asin()
   def erf(self: Tensor) -> Tensor:
     """The error function (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7)."""
-    x = self._float()
-    t = 1.0 / (1.0 + 0.3275911 * x.abs())
-    y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-x.square()).exp()
-    return x.sign() * y
+    return self._float()._odd(_erf_nonneg)
+  def _odd(self: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
+    """An odd function from its half on x >= 0: f(-x) = -f(x). The fold is a `where`, so at 0 the gradient is f'(0)."""
+    negative = self < 0
+    r = f(negative.where(-self, self))
+    return negative.where(-r, r)
 
   # *** rounding ***
   def trunc(self: Tensor) -> Tensor:
     """Round toward zero."""
     return self._apply(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
   def floor(self: Tensor) -> Tensor:
+    """Round toward minus infinity."""
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
     return (t > self).where(t - 1, t)
   def ceil(self: Tensor) -> Tensor:
+    """Round toward plus infinity."""
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
     return (t < self).where(t + 1, t)
   def round(self: Tensor) -> Tensor:
-    """Round to nearest, ties to even (as torch.round)."""
+    """Round to nearest, ties to even (as torch.round): `Tensor([0.5, 1.5, 2.5]).round()` is [0., 2., 2.]."""
     if not dtypes.is_float(self.dtype): return self
     f = self.floor()
     frac = self - f
     f_is_odd = (f - (f * 0.5).floor() * 2).ne(0)
     return ((frac > 0.5) | ((frac == 0.5) & f_is_odd)).where(f + 1, f)
-  def frac(self: Tensor) -> Tensor: return self - self.trunc()
+  def frac(self: Tensor) -> Tensor:
+    """self - trunc(self)."""
+    return self - self.trunc()
 
   # *** comparisons and logic ***
   def __lt__(self: Tensor, x: Any) -> Tensor:
@@ -209,80 +297,154 @@ class ElementwiseMixin:
     a, b = self._broadcasted(x, reverse=True, op="gt")
     return a._apply(Ops.CMPLT, b)
   def ne(self: Tensor, x: Any) -> Tensor:
+    """self != x (true where either is nan)."""
     a, b = self._broadcasted(x, op="ne")
     return a._apply(Ops.CMPNE, b)
-  def eq(self: Tensor, x: Any) -> Tensor: return self.ne(x).logical_not()
-  def __ge__(self: Tensor, x: Any) -> Tensor: return (self > x) | self.eq(x) if dtypes.is_float(self.dtype) else (self < x).logical_not()
-  def __le__(self: Tensor, x: Any) -> Tensor: return (self < x) | self.eq(x) if dtypes.is_float(self.dtype) else (self > x).logical_not()
+  def eq(self: Tensor, x: Any) -> Tensor:
+    """self == x (false where either is nan)."""
+    return self.ne(x).logical_not()
+  def __ge__(self: Tensor, x: Any) -> Tensor: return (self > x) | self.eq(x)  # not (self < x): nan >= nan is false
+  def __le__(self: Tensor, x: Any) -> Tensor: return (self < x) | self.eq(x)
   def __eq__(self: Tensor, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
   def __ne__(self: Tensor, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
-  def lt(self: Tensor, x: Any) -> Tensor: return self < x
-  def gt(self: Tensor, x: Any) -> Tensor: return self > x
-  def le(self: Tensor, x: Any) -> Tensor: return self <= x
-  def ge(self: Tensor, x: Any) -> Tensor: return self >= x
-  def isnan(self: Tensor) -> Tensor: return self.ne(self)
+  def lt(self: Tensor, x: Any) -> Tensor:
+    """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""
+    return self < x
+  def gt(self: Tensor, x: Any) -> Tensor:
+    """self > x."""
+    return self > x
+  def le(self: Tensor, x: Any) -> Tensor:
+    """self <= x."""
+    return self <= x
+  def ge(self: Tensor, x: Any) -> Tensor:
+    """self >= x."""
+    return self >= x
+  def isnan(self: Tensor) -> Tensor:
+    """True where self is nan."""
+    return self.ne(self)
   def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
-    pos, neg = self == math.inf, self == -math.inf
-    return (pos | neg) if detect_positive and detect_negative else pos if detect_positive else neg if detect_negative else self.ne(self) & False
-  def isfinite(self: Tensor) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
-  def logical_not(self: Tensor) -> Tensor: return self.cast(dtypes.bool)._apply(Ops.CMPNE, self._const(True, dtypes.bool))
-  def logical_and(self: Tensor, x: Any) -> Tensor: return self.bool().bitwise_and(x.bool() if hasattr(x, "bool") else bool(x))
-  def logical_or(self: Tensor, x: Any) -> Tensor: return self.bool().bitwise_or(x.bool() if hasattr(x, "bool") else bool(x))
-  def logical_xor(self: Tensor, x: Any) -> Tensor: return self.bool().bitwise_xor(x.bool() if hasattr(x, "bool") else bool(x))
+    """True where self is +inf (if detect_positive) or -inf (if detect_negative)."""
+    ret = self.zeros_like(dtype=dtypes.bool)
+    if detect_positive: ret = ret | (self == math.inf)
+    if detect_negative: ret = ret | (self == -math.inf)
+    return ret
+  def isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol * |other|, as torch.isclose: equal infinities are close, nans if equal_nan."""
+    a, b = self._broadcasted(other, op="isclose")
+    error = (a - b).abs()
+    ret = (error.isfinite() & (error <= atol + rtol * b.abs())) | (a == b)
+    return ret | (a.isnan() & b.isnan()) if equal_nan else ret
+  def isfinite(self: Tensor) -> Tensor:
+    """True where self is neither inf nor nan."""
+    return (self.isinf() | self.isnan()).logical_not()
+  def logical_not(self: Tensor) -> Tensor:
+    """True where self is zero (or False)."""
+    return self.cast(dtypes.bool)._apply(Ops.CMPNE, self._const(True, dtypes.bool))
+  def logical_and(self: Tensor, x: Any) -> Tensor:
+    """True where both are non-zero."""
+    return self.bool().bitwise_and(_as_bool(x))
+  def logical_or(self: Tensor, x: Any) -> Tensor:
+    """True where either is non-zero."""
+    return self.bool().bitwise_or(_as_bool(x))
+  def logical_xor(self: Tensor, x: Any) -> Tensor:
+    """True where exactly one is non-zero."""
+    return self.bool().bitwise_xor(_as_bool(x))
   def _bitwise(self: Tensor, op: Ops, x: Any, reverse: bool, name: str) -> Tensor:
     a, b = self._broadcasted(x, reverse, op=name)
-    if dtypes.is_float(a.dtype): raise TypeError(f"{name}: needs int or bool tensors, not {a.dtype}")
+    if dtypes.is_float(a.dtype): raise DTypeError(f"{name}: needs int or bool tensors, not {a.dtype}")
     return a._apply(op, b)
-  def bitwise_and(self: Tensor, x: Any, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, x, reverse, "bitwise_and")
-  def bitwise_or(self: Tensor, x: Any, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, x, reverse, "bitwise_or")
-  def bitwise_xor(self: Tensor, x: Any, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse, "bitwise_xor")
+  def bitwise_and(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+    """self & x for int or bool tensors."""
+    return self._bitwise(Ops.AND, x, reverse, "bitwise_and")
+  def bitwise_or(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+    """self | x for int or bool tensors."""
+    return self._bitwise(Ops.OR, x, reverse, "bitwise_or")
+  def bitwise_xor(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+    """self ^ x for int or bool tensors."""
+    return self._bitwise(Ops.XOR, x, reverse, "bitwise_xor")
+  def xor(self: Tensor, x: Any) -> Tensor:
+    """The same as bitwise_xor."""
+    return self.bitwise_xor(x)
   def bitwise_not(self: Tensor) -> Tensor:
+    """~self: every bit flipped (logical not for bools)."""
     if self.dtype == dtypes.bool: return self.logical_not()
-    if not dtypes.is_int(self.dtype): raise TypeError(f"bitwise_not: needs an int or bool tensor, not {self.dtype}")
-    return self._apply(Ops.XOR, self._const(-1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype)))
-  def lshift(self: Tensor, x: Any) -> Tensor: return self._bitwise(Ops.SHL, x, False, "lshift")
-  def rshift(self: Tensor, x: Any) -> Tensor: return self._bitwise(Ops.SHR, x, False, "rshift")
+    if not dtypes.is_int(self.dtype): raise DTypeError(f"bitwise_not: needs an int or bool tensor, not {self.dtype}")
+    return self._apply(Ops.XOR, self._const(dtypes.max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1))
+  def lshift(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+    """self << x for int tensors (wraps like C's fixed-width ints)."""
+    return self._bitwise(Ops.SHL, x, reverse, "lshift")
+  def rshift(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+    """self >> x for int tensors (arithmetic shift for signed ints)."""
+    return self._bitwise(Ops.SHR, x, reverse, "rshift")
 
   # *** activations ***
   def relu(self: Tensor) -> Tensor:
     """max(x, 0), with gradient 0 at 0 (nan passes through)."""
-    return ((self > 0) | self.isnan()).where(self, 0)
-  def relu6(self: Tensor) -> Tensor: return self.relu() - (self - 6).relu()
-  def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
+    return (self <= 0).where(0, self)
+  def relu6(self: Tensor) -> Tensor:
+    """min(max(x, 0), 6) (gradient 0 at both bounds, as torch)."""
+    return self.hardtanh(0, 6)
+  def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor:
+    """x for x > 0, else neg_slope * x."""
+    return (self > 0).where(self, self * neg_slope)
   def sigmoid(self: Tensor) -> Tensor:
     """1 / (1 + exp(-x)), from exp(-|x|) so nothing overflows in the value or the gradient."""
     x = self._float()
-    e = (-x.abs()).exp()
-    return (x >= 0).where(1 / (1 + e), e / (1 + e))
-  def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
-  def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+    positive = x >= 0
+    e = positive.where(-x, x).exp()  # exp(-|x|), by a where so the gradient at 0 isn't cut by abs
+    return positive.where(1 / (1 + e), e / (1 + e))
+  def logsigmoid(self: Tensor) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x)."""
+    return -(-self).softplus()
+  def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
+    """alpha * x + beta limited to [0, 1] (torch's hardsigmoid with the defaults)."""
+    return (alpha * self + beta).hardtanh(0, 1)
   def tanh(self: Tensor) -> Tensor:
     """tanh(x) = 2 sigmoid(2x) - 1."""
-    return 2.0 * (2.0 * self).sigmoid() - 1.0
-  def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor: return self.clip(min_val, max_val)
+    return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+  def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
+    """x limited to [min_val, max_val]; unlike clip, the gradient is 0 at the bounds (as torch.nn.functional)."""
+    return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
   def gelu(self: Tensor) -> Tensor:
     """GELU, tanh approximation (as tinygrad; torch's approximate='tanh')."""
-    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
-  def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
+    inner = math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)
+    return 0.5 * self * (1 + inner.tanh())
+  def quick_gelu(self: Tensor) -> Tensor:
+    """x * sigmoid(1.702 x)."""
+    return self * (self * 1.702).sigmoid()
   def silu(self: Tensor) -> Tensor:
     """x * sigmoid(x)."""
     return self * self.sigmoid()
-  def swish(self: Tensor) -> Tensor: return self.silu()
+  def swish(self: Tensor) -> Tensor:
+    """The same as silu."""
+    return self.silu()
+  def _expm1_nonpositive(self: Tensor) -> Tensor:
+    """exp(min(x, 0)) - 1, with the whole gradient at 0 going to x (the elu family's negative half)."""
+    return (self > 0).where(0, self).exp() - 1
   def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
     """x if x > 0 else alpha * (exp(x) - 1)."""
-    return (self > 0).where(self, alpha * (self.minimum(0).exp() - 1))
+    return (self > 0).where(self, alpha * self._expm1_nonpositive())
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
-    return self.maximum(0) + (alpha * ((self / alpha).minimum(0).exp() - 1))
-  def selu(self: Tensor, alpha: float = 1.67326, gamma: float = 1.0507) -> Tensor:
-    return gamma * (self > 0).where(self, alpha * (self.minimum(0).exp() - 1))
+    """x if x > 0 else alpha * (exp(x / alpha) - 1)."""
+    return (self > 0).where(self, alpha * (self / alpha)._expm1_nonpositive())
+  def selu(self: Tensor, alpha: float = SELU_ALPHA, gamma: float = SELU_SCALE) -> Tensor:
+    """gamma * elu(x, alpha), with the self-normalizing constants by default."""
+    return gamma * self.elu(alpha)
   def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """log(1 + exp(beta x)) / beta, computed stably; linear above the threshold as in torch."""
+    """log(1 + exp(beta x)) / beta, computed stably; x itself where beta x > threshold, as in torch."""
     bx = self * beta
-    soft = (bx.maximum(0) + (1 + (-bx.abs()).exp()).log()) / beta
+    negative_abs = (bx > 0).where(-bx, bx)  # -|bx|; at 0 its gradient pairs with relu's 0 to give 1/2
+    soft = (bx.relu() + (1 + negative_abs.exp()).log()) / beta
     return (bx > threshold).where(self, soft)
-  def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()
-  def hardswish(self: Tensor) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
-  def softsign(self: Tensor) -> Tensor: return self / (1 + self.abs())
+  def mish(self: Tensor) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return self * self.softplus().tanh()
+  def hardswish(self: Tensor) -> Tensor:
+    """x * relu6(x + 3) / 6."""
+    return self * (self + 3).relu6() * (1 / 6)
+  def softsign(self: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return self / (1 + self.abs())
 
   # *** operators ***
   def __neg__(self: Tensor) -> Tensor: return self.neg()
@@ -309,11 +471,68 @@ class ElementwiseMixin:
   def __xor__(self: Tensor, x: Any) -> Tensor: return self.bitwise_xor(x)
   def __rxor__(self: Tensor, x: Any) -> Tensor: return self.bitwise_xor(x, True)
   def __lshift__(self: Tensor, x: Any) -> Tensor: return self.lshift(x)
+  def __rlshift__(self: Tensor, x: Any) -> Tensor: return self.lshift(x, True)
   def __rshift__(self: Tensor, x: Any) -> Tensor: return self.rshift(x)
+  def __rrshift__(self: Tensor, x: Any) -> Tensor: return self.rshift(x, True)
   # in place: the one mutation, through assign
   def __iadd__(self: Tensor, x: Any) -> Tensor: return self.assign(self + x)
   def __isub__(self: Tensor, x: Any) -> Tensor: return self.assign(self - x)
   def __imul__(self: Tensor, x: Any) -> Tensor: return self.assign(self * x)
   def __itruediv__(self: Tensor, x: Any) -> Tensor: return self.assign(self / x)
+  def __ifloordiv__(self: Tensor, x: Any) -> Tensor: return self.assign(self // x)
+  def __imod__(self: Tensor, x: Any) -> Tensor: return self.assign(self % x)
   def __ipow__(self: Tensor, x: Any) -> Tensor: return self.assign(self ** x)
+  def __iand__(self: Tensor, x: Any) -> Tensor: return self.assign(self & x)
+  def __ior__(self: Tensor, x: Any) -> Tensor: return self.assign(self | x)
+  def __ixor__(self: Tensor, x: Any) -> Tensor: return self.assign(self ^ x)
+  def __ilshift__(self: Tensor, x: Any) -> Tensor: return self.assign(self << x)
+  def __irshift__(self: Tensor, x: Any) -> Tensor: return self.assign(self >> x)
   def __imatmul__(self: Tensor, x: Any) -> Tensor: return self.assign(self @ x)
+
+# *** helpers: pieces of the ops above that read better as functions ***
+
+def _small_whole(x: int | float) -> bool:
+  """True for exponents pow multiplies out: whole numbers up to 64 in size."""
+  return math.isfinite(x) and x == int(x) and abs(x) <= 64
+
+def _as_bool(x: Any) -> Any:
+  return x.bool() if hasattr(x, "bool") else bool(x)
+
+def _pow_float(b: Tensor, e: Tensor) -> Tensor:
+  """b ** e for float tensors of one shape and dtype, with IEEE pow's special cases.
+
+  |b| ** e is exp2(e * log2|b|), times -1 for a negative base to an odd power and times nan for a negative base to a
+  fractional one (a product, so the gradient is nan there too, as in torch). A zero or infinite base is answered by a
+  `where` (inf, 0, or 1 for 0 ** 0), so log2(0) = -inf never reaches the gradient, which is 0 there."""
+  zero, infinite = b == 0, b.isinf()
+  mag = (e * (zero | infinite).where(1.0, b.abs()).log2()).exp2()
+  inf, nought, nan = b._const(math.inf), b._const(0.0), b._const(math.nan)  # nan for e = 0: fixed below
+  mag = zero.where((e < 0).where(inf, (e > 0).where(nought, nan)), mag)
+  mag = infinite.where((e > 0).where(inf, (e < 0).where(nought, nan)), mag)
+  e_whole = e.trunc() == e  # inf counts as a whole (even) number
+  odd = e_whole & ((e * 0.5).trunc() * 2).ne(e)
+  fractional_of_negative = (b < 0) & (b > -math.inf) & e_whole.logical_not()
+  sign = fractional_of_negative.where(nan, ((b < 0) & odd).where(b._const(-1.0), b._const(1.0)))
+  ret = mag * sign
+  # x ** 0, 1 ** y and (-1) ** +-inf are 1 where the form above isn't (0 ** 0, nan ** 0, 1 ** nan, inf ** 0); where it
+  # already is 1 the gradient keeps flowing (d/de b ** 0 = log b, d/db 1 ** e = e)
+  one = (e == 0) | (b == 1) | ((b == -1) & e.isinf())
+  return (one & ret.ne(1)).where(1.0, ret)
+
+def _atan_nonneg(t: Tensor) -> Tensor:
+  """atan(t) for t >= 0: atan(t) = pi/2 - atan(1/t) above 1, then atan(t) = pi/6 + atan((t sqrt3 - 1) / (t + sqrt3))
+  above tan(pi/12), then a series to u^11."""
+  big = t > 1
+  t = big.where(big.where(t, 1.0).reciprocal(), t)  # 1/t only where t > 1: no inf for the gradient to hit at 0
+  mid = t > 0.2679491924311227
+  u = mid.where((t * math.sqrt(3) - 1) / (t + math.sqrt(3)), t)
+  u2 = u * u
+  poly = u * (1 - u2 * (1 / 3 - u2 * (1 / 5 - u2 * (1 / 7 - u2 * (1 / 9 - u2 / 11)))))
+  r = mid.where(poly + math.pi / 6, poly)
+  return big.where(math.pi / 2 - r, r)
+
+def _erf_nonneg(x: Tensor) -> Tensor:
+  """erf(x) for x >= 0 (Abramowitz & Stegun 7.1.26)."""
+  t = 1.0 / (1.0 + 0.3275911 * x)
+  poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+  return 1 - poly * (-x.square()).exp()

@@ -184,6 +184,11 @@ class ClangRenderer(CStyleLanguage):
             dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
             dtypes.uint64: "unsigned long long", dtypes.float16: self.half_type, dtypes.float32: "float",
             dtypes.float64: "double"}[dt.scalar()]
+  def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
+    # clang's double -> __fp16 calls a runtime helper whose ABI libgcc doesn't share (garbage results): via float
+    if self.half_type == "__fp16" and dt.scalar() == dtypes.float16 and from_dt.scalar() == dtypes.float64:
+      return f"(({self.half_type})((float)({x})))"
+    return super().render_cast(x, dt, from_dt)
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
     t, f = self.render_dtype(dt), self.render_dtype(from_dt)
     return f"({{union {{ {f} a; {t} b; }} u_; u_.a = ({f})({x}); u_.b;}})"
