@@ -51,12 +51,14 @@ class dtypes:
   # defaults (tinygrad's: Tensor([1, 2]) is int32, Tensor([1.0]) is float32)
   default_float: DType = float32
   default_int: DType = int32
-  index: Final[DType] = int32  # the type of index arithmetic inside kernels
+  # index arithmetic inside kernels: never wraps as far as the simplifier is concerned; codegen renders it as int32,
+  # or as int64 in kernels whose indices can pass 2**31 (see codegen/lower.py resolve_index_dtype)
+  index: Final[DType] = DType(-2, 8, "index", "q")
 
   @staticmethod
   def is_float(x: DType) -> bool: return x.scalar() in dtypes.floats
   @staticmethod
-  def is_int(x: DType) -> bool: return x.scalar() in dtypes.ints
+  def is_int(x: DType) -> bool: return x.scalar() in dtypes.ints or x is dtypes.index
   @staticmethod
   def is_unsigned(x: DType) -> bool: return x.scalar() in dtypes.uints
   @staticmethod

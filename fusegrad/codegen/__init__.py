@@ -24,6 +24,7 @@ from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
 from fusegrad.codegen.heuristic import hand_coded_optimizations
 from fusegrad.codegen.expand import expand_unrolled
 from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered, lower_group_reduces
+from fusegrad.codegen.lower import resolve_index_dtype
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
 
@@ -48,7 +49,7 @@ def lower_kernel(k: Kernel) -> list[UOp]:
   ast = to_launch_dims(ast, k.ren)
   if not k.ren.native_threefry: ast = decompose_threefry(ast)
   if not k.ren.supports_bfloat16: ast = emulate_bfloat16(ast)
-  ast = graph_rewrite(simplify(ast), pm_lowered)
+  ast = resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered))
   return linearize(ast)
 
 def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:

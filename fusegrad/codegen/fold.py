@@ -12,10 +12,11 @@ from fusegrad.uop.ops import UOp, Ops
 from fusegrad.uop.symbolic import simplify
 
 def _linear(x: UOp, r: UOp) -> tuple[int, UOp] | None:
-  """x as coeff*r + rest with rest free of r (looking through casts between integer types), or None."""
+  """x as coeff*r + rest with rest free of r (looking through casts between integer types that keep the value)."""
   if r not in x.toposort(): return 0, x
   if x is r: return 1, UOp.const(r.dtype, 0)
-  if x.op is Ops.CAST and dtypes.is_int(x.dtype) and dtypes.is_int(x.src[0].dtype) and x.dtype.itemsize >= x.src[0].dtype.itemsize:
+  if x.op is Ops.CAST and dtypes.is_int(x.dtype) and dtypes.is_int(x.src[0].dtype) and \
+     dtypes.min(x.dtype) <= x.src[0].vmin and x.src[0].vmax <= dtypes.max(x.dtype):  # a cast that keeps the value
     inner = _linear(x.src[0], r)
     return None if inner is None else (inner[0], inner[1].cast(x.dtype))
   if x.op is Ops.ADD:

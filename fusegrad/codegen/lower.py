@@ -160,6 +160,23 @@ def emulate_bfloat16(ast: UOp) -> UOp:
     else: memo[n] = n if src == n.src else n.replace(src=src)
   return simplify(memo[ast])
 
+# *** index arithmetic: int32 where it fits ***
+
+def resolve_index_dtype(ast: UOp) -> UOp:
+  """Give index arithmetic a real type: int32 if every index value of the kernel fits, else int64. Variables stay
+  int32 parameters (cast where the kernel computes in int64)."""
+  nodes = [u for u in ast.toposort() if u.dtype == dtypes.index]
+  if not nodes: return ast
+  wide = any(u.vmin < -2 ** 31 or u.vmax > 2 ** 31 - 1 for u in nodes)
+  target = dtypes.int64 if wide else dtypes.int32
+  memo: dict[UOp, UOp] = {}
+  for u in ast.toposort():
+    src = tuple(memo[s] for s in u.src)
+    if u.dtype != dtypes.index: memo[u] = u if src == u.src else u.replace(src=src)
+    elif u.op is Ops.DEFINE_VAR: memo[u] = u.replace(dtype=dtypes.int32).cast(target)
+    else: memo[u] = u.replace(dtype=target, src=src)
+  return memo[ast]
+
 # *** cleanups of the lowered AST ***
 
 pm_lowered = PatternMatcher([

@@ -79,11 +79,37 @@ def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp]) ->
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN): want.add(n)
     if n.op is Ops.COPY and not is_identity_view(resolve_view(n.src[0], becomes)): want.add(n.src[0])  # a copy moves one whole buffer
+  # an expand repeats what is below it: if that is costly elementwise work, compute it once into a buffer instead
+  for n in nodes:
+    if _expands(n) and (b := _movement_base(n.src[0], becomes)) not in want and _costly(b, want, becomes): want.add(b)
   # decide reduces consumers-first, since a reduce that becomes a buffer ends the fusion paths above it
   for r in reversed(nodes):
     if r.op is Ops.REDUCE_AXIS and r not in want and not _reads_no_memory(r) and not _fuses_into_consumer(r, consumers, want):
       want.add(r)
   return {n: None for n in nodes if n in want and not _is_leaf(n)}
+
+def _movement_base(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
+  while n.op in GroupOp.Movement and n not in becomes: n = n.src[0]
+  return n
+
+COSTLY_OPS, COSTLY_LOADS = 6, 3
+
+def _costly(n: UOp, want: set[UOp], becomes: dict[UOp, UOp]) -> bool:
+  """True when inlining n means real work per copy: at least COSTLY_OPS ALU ops or COSTLY_LOADS buffers read (a
+  matmul of (a+1) stays one kernel; the gradient of a pooling layer feeding a convolution's backward doesn't)."""
+  # aranges and boolean masks stay inline: codegen folds sums over one-hot masks into direct loads
+  if n.op not in GroupOp.Elementwise or n in becomes or n.dtype == dtypes.bool or _reads_no_memory(n): return False
+  ops, loads, seen, stack = 0, set(), {n}, [n]
+  while stack:
+    x = stack.pop()
+    if x.op in GroupOp.ALU: ops += 1
+    for s in x.src:
+      if s in seen: continue
+      seen.add(s)
+      if s.op is Ops.BUFFER or s in becomes or s in want: loads.add(s)
+      elif s.op is not Ops.REDUCE_AXIS: stack.append(s)
+    if ops >= COSTLY_OPS or len(loads) >= COSTLY_LOADS: return True
+  return False
 
 def _reads_no_memory(r: UOp) -> bool:
   """True when r is computed from constants alone (an arange): codegen folds such sums into index math, so copying

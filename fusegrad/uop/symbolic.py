@@ -11,7 +11,7 @@ from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.uop.alu import exec_alu
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 
-INTS = dtypes.ints
+INTS = dtypes.ints + (dtypes.index,)
 Term = tuple[UOp, int]
 
 def order_key(u: UOp) -> tuple:
@@ -59,10 +59,19 @@ def combine_terms(terms: list[Term]) -> list[Term]:
           break
   return [(t, c) for t, c in acc.items() if c != 0]
 
+def _const_leaves(x: UOp) -> int:
+  if x.op is Ops.ADD: return _const_leaves(x.src[0]) + _const_leaves(x.src[1])
+  return int(x.op is Ops.CONST)
+
 def fold_add(x: UOp) -> UOp | None:
-  """An integer sum flattened, like terms combined, consts gathered, in canonical order: (a+2)+(a*3) -> a*4+2."""
+  """An integer sum with like terms or several constants, flattened and combined: (a+2)+(a*3) -> a*4+2.
+  Index sums are always rebuilt in one canonical order (so equal indices are one node); other integer sums with
+  nothing to combine keep their shape, so chains of partial sums stay shared (Threefry would grow quadratically)."""
   terms, const = split_terms(x)
-  ret = build_sum(combine_terms(terms), const, x)
+  combined = combine_terms(terms)
+  if x.dtype != dtypes.index and len(combined) == len(terms) and _const_leaves(x) <= 1 and not (const == 0 and _const_leaves(x)):
+    return None
+  ret = build_sum(combined, const, x)
   return None if ret is x else ret
 
 def exact_sum(x: UOp) -> bool:
