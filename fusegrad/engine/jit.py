@@ -29,6 +29,18 @@ def _tensors_in(x: Any) -> list:
   if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
   return []
 
+def _named_tensors(x: Any, name: str) -> list[tuple[str, Any]]:
+  """(where, tensor) for every Tensor in x, in the order _tensors_in gives: `args[0]`, `kwargs['b'][1]`..."""
+  from fusegrad.tensor import Tensor
+  if isinstance(x, Tensor): return [(name, x)]
+  if isinstance(x, (list, tuple)): return [nt for i, v in enumerate(x) for nt in _named_tensors(v, f"{name}[{i}]")]
+  if isinstance(x, dict): return [nt for k, v in x.items() for nt in _named_tensors(v, f"{name}[{k!r}]")]
+  return []
+
+def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+  """The tensors of a call, named; keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree."""
+  return _named_tensors(list(args), "args") + _named_tensors({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
+
 def _view_structure(u: UOp) -> tuple:
   """The movement ops between a tensor and its buffer (the kernels were built for exactly this view)."""
   chain = []
@@ -37,12 +49,14 @@ def _view_structure(u: UOp) -> tuple:
     u = u.src[0]
   return tuple(chain)
 
-def _input_buffer(t: Any, i: int) -> Buffer:
-  u = t.uop
-  while u.op in GroupOp.Movement: u = u.src[0]
-  if u.op is not Ops.BUFFER:
-    raise JitError(f"TinyJit: input {i} (shape {t.shape}) is not realized; call .realize() on inputs before passing them")
-  return u.arg
+def _input_buffer(t: Any, what: str) -> Buffer:
+  base = t.uop.base
+  if base.op is Ops.CONST:
+    raise JitError(f"TinyJit: {what} (shape {t.shape}) is a constant with no buffer of its own; "
+                   "pass x.contiguous().realize() instead")
+  if base.op is not Ops.BUFFER:
+    raise JitError(f"TinyJit: {what} (shape {t.shape}) is not realized; call .realize() on inputs before passing them")
+  return base.arg
 
 @dataclass(frozen=True)
 class _Signature:
@@ -55,41 +69,61 @@ def _signature(tensors: list) -> _Signature:
   return _Signature(tuple(t.shape for t in tensors), tuple(t.dtype for t in tensors), tuple(t.device for t in tensors),
                     tuple(_view_structure(t.uop) for t in tensors))
 
+def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
+  """What differs between the captured inputs and these, in words."""
+  if len(was.shapes) != len(now.shapes):
+    return f"{len(was.shapes)} tensor inputs at the capture, {len(now.shapes)} now"
+  for i, name in enumerate(names):
+    for field in ("shape", "dtype", "device", "view"):
+      old, new = getattr(was, field + "s")[i], getattr(now, field + "s")[i]
+      if old != new: return f"input {i} ({name}): {field} was {old}, now {new}"
+  return f"was {was}, now {now}"
+
 class TinyJit(Generic[ReturnType]):
-  """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay."""
+  """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay.
+
+  Inputs (Tensors anywhere in the arguments, also inside lists and dicts) must be realized, and keep their shapes,
+  dtypes, devices and views. A replay returns the Tensors the capture returned, with new values written into the same
+  buffers: copy what you want to keep. `JIT=0` turns it off; `reset()` forgets the capture."""
   def __init__(self, fxn: Callable[..., ReturnType]):
     self.fxn, self.cnt = fxn, 0
     self.jit_cache: list[ExecItem] = []
     self.input_slots: list[tuple[int, int, int]] = []  # (exec item, buffer position, input index)
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step = 0
+    self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
-    self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
+    self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.from_inputs = 0, [], [], [], {}
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
+    if obj is None: return self  # looked up on the class
     return functools.partial(self.__call__, obj)  # as a method: bind the instance
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
-    inputs = _tensors_in(list(args)) + _tensors_in(kwargs)
     if not JIT: return self.fxn(*args, **kwargs)
-    bufs = [_input_buffer(t, i) for i, t in enumerate(inputs)]
+    named = _call_inputs(args, kwargs)
+    names, inputs = [n for n, _ in named], [t for _, t in named]
+    bufs = [_input_buffer(t, f"input {i} ({n})") for i, (n, t) in enumerate(named)]
     sig = _signature(inputs)
     if self.cnt == 0:
       self.sig, self.cnt = sig, 1
       return self._finish(self.fxn(*args, **kwargs))
-    if sig != self.sig: raise JitError(f"TinyJit: inputs changed since the capture:\n  was {self.sig}\n  now {sig}")
-    if self.cnt == 1: return self._capture(args, kwargs, bufs)
-    return self._replay(bufs)
+    if sig != self.sig:
+      raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
+    if self.cnt == 1:
+      _check_distinct(bufs, names)
+      return self._capture(args, kwargs, inputs, bufs)
+    return self._replay(inputs, bufs)
 
   def _finish(self, ret: Any) -> Any:
     from fusegrad.tensor import Tensor
     Tensor.realize_all(_tensors_in(ret))
     return ret
 
-  def _capture(self, args: tuple, kwargs: dict, bufs: list[Buffer]) -> Any:
+  def _capture(self, args: tuple, kwargs: dict, inputs: list, bufs: list[Buffer]) -> Any:
     from fusegrad.tensor import Tensor, _rng_hooks
     start = Tensor._rng_counter
     draws: list[tuple[Tensor, int]] = []
@@ -102,13 +136,18 @@ class TinyJit(Generic[ReturnType]):
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.input_slots = [(i, j, bufs.index(b)) for i, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs)
                         if any(b is x for x in bufs)]
-    self.rng_draws = [(_input_buffer(state, 0), off) for state, off in draws]
+    self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
     self.rng_step = Tensor._rng_counter - start
-    self.ret, self.cnt = ret, 2
+    # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
+    self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _tensors_in(ret)
+    base_of = {id(t.uop.base.arg): (k, t.uop.base) for k, t in enumerate(inputs)}
+    self.from_inputs = {i: base_of[id(t.uop.base.arg)] for i, t in enumerate(self.ret_tensors)
+                        if t.uop.base.op is Ops.BUFFER and id(t.uop.base.arg) in base_of}
+    self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
     return ret
 
-  def _replay(self, bufs: list[Buffer]) -> Any:
+  def _replay(self, inputs: list, bufs: list[Buffer]) -> Any:
     from fusegrad.tensor import Tensor
     for i, j, k in self.input_slots: self.jit_cache[i].bufs[j] = bufs[k]
     for state, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
@@ -116,7 +155,29 @@ class TinyJit(Generic[ReturnType]):
     Tensor._rng_counter += self.rng_step
     for ei in self.jit_cache: ei.run(jit=True)
     self.cnt += 1
-    return self.ret
+    return self._results(inputs)
+
+  def _results(self, inputs: list) -> Any:
+    """The capture's results; those that are (views of) inputs rebuilt on this call's inputs."""
+    from fusegrad.tensor import Tensor
+    if not self.from_inputs: return self.ret
+    outs = []
+    for i, t in enumerate(self.ret_tensors):
+      if i in self.from_inputs:
+        k, old_base = self.from_inputs[i]
+        t = Tensor(t.uop.substitute({old_base: inputs[k].uop.base}))
+      outs.append(t)
+    return _rebuild(self.ret_structure, iter(outs))
+
+def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
+  """Two inputs in one buffer can't be told apart in the captured kernels: refuse them at the capture."""
+  seen: dict[int, int] = {}
+  for i, b in enumerate(bufs):
+    if id(b) in seen:
+      j = seen[id(b)]
+      raise JitError(f"TinyJit: inputs {j} ({names[j]}) and {i} ({names[i]}) are (views of) the same buffer; "
+                     "the capture needs a buffer of its own for each input (pass a .contiguous().realize() copy)")
+    seen[id(b)] = i
 
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
