@@ -2,6 +2,7 @@
 inputs' buffers. Every replayed result is checked against numpy or against the same computation run without the JIT,
 over several calls with different values; training steps update parameters and optimizer state on every replay; random
 numbers are fresh on every replay and the same as without the JIT; bad inputs raise JitError naming what changed."""
+import gc, weakref
 import numpy as np
 import pytest
 from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, dtypes
@@ -207,6 +208,32 @@ def test_method():
     x = rand_np(3, 4, seed=i)
     got = model(realized(x)).numpy()
     np.testing.assert_allclose(got, model.plain(x), atol=1e-5, rtol=1e-5, err_msg=f"call {i + 1}")
+
+def test_method_on_two_instances():
+  a, b = Linear2(0), Linear2(10)
+  for i in range(CALLS):
+    x = rand_np(3, 4, seed=i)
+    for name, m in (("a", a), ("b", b)):  # each instance replays its own capture, with its own weights
+      got = m(realized(x)).numpy()
+      np.testing.assert_allclose(got, m.plain(x), atol=1e-5, rtol=1e-5, err_msg=f"model {name}, call {i + 1}")
+  assert a.__call__ is a.__call__ and a.__call__ is not b.__call__
+  assert a.__call__.cnt == CALLS and len(a.__call__.jit_cache) == len(b.__call__.jit_cache)
+
+def test_method_capture_is_dropped_with_the_instance():
+  m = Linear2(3)
+  for i in range(3): m(realized(rand_np(2, 4, seed=i)))
+  ref = weakref.ref(m)
+  del m
+  gc.collect()
+  assert ref() is None, "the TinyJit keeps the instance alive"
+
+def test_reset_on_the_class_resets_instances():
+  m = Linear2(5)
+  for i in range(3): m(realized(rand_np(2, 4, seed=i)))
+  Linear2.__call__.reset()
+  assert m.__call__.cnt == 0
+  x = rand_np(5, 4, seed=9)  # a new shape is fine after the reset
+  np.testing.assert_allclose(m(realized(x)).numpy(), m.plain(x), atol=1e-5, rtol=1e-5)
 
 def test_method_with_jit_attribute():
   class Model:

@@ -8,10 +8,11 @@ and devices, and no Python-side branching on tensor values.
 building a model's forward graph again costs one substitution.
 """
 from __future__ import annotations
-import functools, struct
+import functools, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 from fusegrad.device import Buffer
+from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, dprint, colored
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.engine.realize import ExecItem, capturing
@@ -92,15 +93,30 @@ class TinyJit(Generic[ReturnType]):
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step = 0
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
+    self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.from_inputs = 0, [], [], [], {}
+    for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
+    """As a method: each instance gets a TinyJit of its own (two models must not replay each other's kernels)."""
     if obj is None: return self  # looked up on the class
-    return functools.partial(self.__call__, obj)  # as a method: bind the instance
+    entry = self._per_instance.get(id(obj))
+    if entry is None:
+      entry = self._per_instance[id(obj)] = self._bind(obj)
+    return entry[1]
+
+  def _bind(self, obj: Any) -> tuple[Any, TinyJit]:
+    """A TinyJit of the method bound to obj, holding obj weakly (forgotten with it) where obj allows weak references."""
+    fxn = self.fxn
+    try: ref = weakref.ref(obj)
+    except TypeError: return obj, TinyJit(functools.partial(fxn, obj))  # held strongly, so its id is never reused
+    weakref.finalize(obj, self._per_instance.pop, id(obj), None)
+    def bound(*args: Any, **kwargs: Any) -> Any: return fxn(ref(), *args, **kwargs)
+    return None, TinyJit(functools.wraps(fxn)(bound))
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     if not JIT: return self.fxn(*args, **kwargs)
