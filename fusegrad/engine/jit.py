@@ -20,7 +20,7 @@ from fusegrad.engine.realize import ExecItem, capturing
 ReturnType = TypeVar("ReturnType")
 
 class JitError(RuntimeError):
-  """A TinyJit call that can't be captured or replayed."""
+  """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
 
 def _tensors_in(x: Any) -> list:
   """Every Tensor in x: x itself, or inside lists, tuples and dicts (in order)."""
@@ -195,51 +195,102 @@ def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
                      "the capture needs a buffer of its own for each input (pass a .contiguous().realize() copy)")
     seen[id(b)] = i
 
+@dataclass
+class _Trace:
+  """One traced call of a `function`: the graph it built, with stand-in nodes where the inputs go."""
+  holders: list[UOp]  # stand-ins for the inputs, in input order
+  structure: Any  # the returned value with a marker for each Tensor
+  outs: list[UOp]  # the returned tensors' graphs
+  out_grad: list[bool | None]  # whether each returned tensor requires grad
+  captured: list[tuple[weakref.ref, UOp]]  # tensors read from outside that require grad, with their node then
+  rng_states: list[tuple[UOp, str, int]]  # random-state nodes drawn inside: node, device, counter offset
+  rng_step: int  # how far the traced call moved the random counter
+
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
-  `@function def f(x): return (x @ w).relu()`: calls with same-shaped inputs give the same results as calling f."""
+  `@function def f(x): return (x @ w).relu()`: calls give the same results (and gradients) as calling f.
+
+  The signature is the inputs' shapes, dtypes, devices and requires_grad, every other argument (which must be
+  hashable) and whether training is on; `f.traces` holds one trace per signature seen. Random numbers drawn inside
+  are fresh on every call, as without the decorator. Tensors read from the enclosing scope that are updated in place
+  (assign, optimizers) are seen with their new values; one that requires grad and is rebound to another value (a
+  lazily initialized weight that an optimizer gives a buffer) makes the trace be taken again. A tensor that doesn't
+  require grad is read as the node it was at the trace."""
   def __init__(self, fxn: Callable):
     self.fxn = fxn
-    self.traces: dict[_Signature, tuple[list[UOp], Any, list]] = {}
+    self.traces: dict[tuple, _Trace] = {}
     functools.update_wrapper(self, fxn)
 
+  def __get__(self, obj: Any, objtype: Any = None) -> Callable:
+    if obj is None: return self  # looked up on the class
+    return functools.partial(self.__call__, obj)  # as a method: bind the instance (part of the signature)
+
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
-    from fusegrad.tensor import Tensor
-    inputs = _tensors_in(list(args)) + _tensors_in(kwargs)
-    key = _Signature(tuple(t.shape for t in inputs), tuple(t.dtype for t in inputs), tuple(t.device for t in inputs),
-                     (tuple(kwargs), len(args)))
-    if key not in self.traces: self.traces[key] = self._trace(args, kwargs, inputs)
-    holders, structure, outs = self.traces[key]
-    sub = {h: t.uop for h, t in zip(holders, inputs)}
-    results = iter([Tensor(o.substitute(sub)) for o in outs])
-    return _rebuild(structure, results)
+    from fusegrad.tensor import Tensor, _is_training
+    inputs = [t for _, t in _call_inputs(args, kwargs)]
+    key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
+           _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"))
+    if key not in self.traces or _rebound(self.traces[key]):
+      self.traces[key] = trace = self._trace(args, kwargs, inputs)
+      return self._results(trace, inputs, {})
+    trace = self.traces[key]
+    fresh = {}  # every random draw gets the counter it would have had now, as a plain call would
+    for node, device, offset in trace.rng_states:
+      seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
+      fresh[node] = Tensor([seed, counter], dtype=dtypes.uint64, device=device).uop
+    Tensor._rng_counter += trace.rng_step
+    return self._results(trace, inputs, fresh)
 
-  def _trace(self, args: tuple, kwargs: dict, inputs: list) -> tuple[list[UOp], Any, list]:
+  def _results(self, trace: _Trace, inputs: list, fresh: dict[UOp, UOp]) -> Any:
     from fusegrad.tensor import Tensor
+    sub = {h: t.uop for h, t in zip(trace.holders, inputs)}
+    sub.update(fresh)
+    results = []
+    for out, grad in zip(trace.outs, trace.out_grad):
+      ret = Tensor(out.substitute(sub))
+      ret._requires_grad = grad
+      results.append(ret)
+    return _rebuild(trace.structure, iter(results))
+
+  def _trace(self, args: tuple, kwargs: dict, inputs: list) -> _Trace:
+    from fusegrad.tensor import Tensor, _rng_hooks
     holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
-    stand_ins = iter([Tensor(h) for h in holders])
-    ret = self.fxn(*_swap(list(args), stand_ins), **_swap(dict(kwargs), stand_ins))
-    roots = [o.uop for o in _tensors_in(ret)]
-    return holders, _structure(ret), _realize_external(roots, set(holders))
+    stand_ins = [Tensor(h) for h in holders]
+    for s, t in zip(stand_ins, inputs): s._requires_grad = t.requires_grad  # so results require grad as they would
+    outside = list(Tensor._grad_tensors.values())  # before the call: tensors made inside are the graph itself
+    start, draws = Tensor._rng_counter, []
+    _rng_hooks.append(lambda state, counter: draws.append((state.uop, state.device, counter - start)))
+    try:
+      stand = iter(stand_ins)
+      ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
+    finally: _rng_hooks.pop()
+    if any(h.base.arg.is_allocated() for h in holders):
+      raise JitError(f"function: {getattr(self.fxn, '__name__', 'the function')} computed values from its inputs while "
+                     "being traced (realize, numpy, item, tolist...); a traced function may only build the graph")
+    returned = _tensors_in(ret)
+    nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
+    captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
+    return _Trace(holders, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned], captured,
+                  draws, Tensor._rng_counter - start)
 
-def _realize_external(roots: list[UOp], held: set[UOp]) -> list[UOp]:
-  """roots with every part that doesn't depend on the inputs (weights, lazily initialized or computed) replaced by
-  its realized buffer, so a reused trace never recomputes it (and sees updates written into those buffers)."""
+def _rebound(trace: _Trace) -> bool:
+  """Whether a tensor the trace read from outside stands for another node now (it was realized, replaced, or has a
+  pending assign): the trace must be made again. (Substituting the new node instead could also hit equal nodes
+  elsewhere in the graph, such as a zero constant.) In-place updates that have run keep the node, so they are free."""
+  return any((t := ref()) is not None and t.uop is not old for ref, old in trace.captured)
+
+def _hashable(x: Any, where: str) -> Any:
+  """x as a hashable key, with every Tensor replaced by a marker (tensors are keyed by shape and dtype instead)."""
   from fusegrad.tensor import Tensor
-  topo = UOp(Ops.SINK, src=tuple(roots)).toposort()[:-1]
-  dependent: dict[UOp, bool] = {}
-  for n in topo: dependent[n] = n in held or any(dependent[x] for x in n.src)
-  users_dependent = {x for n in topo if dependent[n] for x in n.src}
-  frontier = [n for n in topo if not dependent[n] and (n in users_dependent or n in roots)]
-  todo = [n for n in frontier if _view_base(n).op not in (Ops.BUFFER, Ops.CONST, Ops.DEVICE)]
-  if not todo: return roots
-  done = [Tensor(n) for n in todo]
-  Tensor.realize_all(done)
-  return [r.substitute({n: t.uop for n, t in zip(todo, done)}) for r in roots]
-
-def _view_base(u: UOp) -> UOp:
-  while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
-  return u
+  if isinstance(x, Tensor): return Tensor
+  if isinstance(x, (list, tuple)):
+    return (type(x).__name__, tuple(_hashable(v, f"{where}[{i}]") for i, v in enumerate(x)))
+  if isinstance(x, dict): return ("dict", tuple((k, _hashable(v, f"{where}[{k!r}]")) for k, v in x.items()))
+  try: hash(x)
+  except TypeError:
+    raise TypeError(f"function: argument {where} of type {type(x).__name__} is not hashable, so it can't be part of "
+                    "the trace's signature; pass it as a Tensor, or as numbers, strings or tuples") from None
+  return (type(x), x)  # the type too: f(x, 1) and f(x, 1.0) build different graphs
 
 def _swap(x: Any, stand_ins: Any) -> Any:
   from fusegrad.tensor import Tensor
