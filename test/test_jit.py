@@ -492,3 +492,32 @@ def test_errors_leave_the_capture_usable():
   with pytest.raises(JitError): jit(realized(rand_np(4, seed=0)))
   a = rand_np(3, seed=3)
   np.testing.assert_allclose(jit(realized(a)).numpy(), a * 2)
+
+# *** a small MNIST training run ***
+
+@pytest.mark.skipif(Device.DEFAULT == "PYTHON", reason="the PYTHON interpreter is too slow for a training run")
+def test_mnist_training_beats_90_percent():
+  """beautiful_mnist in small: a conv net built from Tensor ops, trained with Adam under TinyJit (a train step with no
+  arguments that samples its batch with Tensor.randint) on 10000 training images; >90% on 2000 test images."""
+  from fusegrad.nn.datasets import mnist
+  X_train, Y_train, X_test, Y_test = mnist()
+  X, Y = (X_train[:10000].float() / 255).realize(), Y_train[:10000].cast(dtypes.int32).realize()
+  Tensor.manual_seed(0)
+  ps = [Tensor.kaiming_uniform(8, 1, 5, 5), Tensor.zeros(8), Tensor.kaiming_uniform(10, 8 * 12 * 12), Tensor.zeros(10)]
+  def model(x: Tensor) -> Tensor: return x.conv2d(ps[0], ps[1]).relu().max_pool2d(2).flatten(1) @ ps[2].T + ps[3]
+  opt = Adam(ps, lr=3e-3)
+  @TinyJit
+  def train_step() -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      idx = Tensor.randint(64, high=X.shape[0])
+      loss = model(X[idx]).sparse_categorical_crossentropy(Y[idx]).backward()
+      opt.step()
+      return loss.realize()
+  losses = [train_step().item() for _ in range(300)]
+  assert train_step.cnt == 300 and len(train_step.jit_cache) > 5
+  assert np.mean(losses[-50:]) < np.mean(losses[:10]) / 4, (losses[:10], losses[-50:])
+  with Tensor.test():
+    predicted = model((X_test[:2000].float() / 255)).argmax(axis=1).numpy()
+  accuracy = (predicted == Y_test[:2000].numpy()).mean()
+  assert accuracy > 0.9, f"test accuracy {accuracy:.3f}"
