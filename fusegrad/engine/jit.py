@@ -43,12 +43,14 @@ def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
   return _named_tensors(list(args), "args") + _named_tensors({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
 
 def _view_structure(u: UOp) -> tuple:
-  """The movement ops between a tensor and its buffer (the kernels were built for exactly this view)."""
-  chain = []
+  """The movement ops between a tensor and its buffer (the kernels were built for this view), in a canonical form:
+  reshapes in a row keep only the outermost (a reshape is of the row-major order, so the inner ones don't matter),
+  and a chain that is one reshape of the buffer is the plain buffer (the tensor's shape is compared on its own)."""
+  chain: list[tuple] = []
   while u.op in GroupOp.Movement:
-    chain.append((u.op, u.arg))
+    if not (u.op is Ops.RESHAPE and chain and chain[-1][0] is Ops.RESHAPE): chain.append((u.op, u.arg))
     u = u.src[0]
-  return tuple(chain)
+  return () if len(chain) == 1 and chain[0][0] is Ops.RESHAPE else tuple(chain)
 
 def _input_buffer(t: Any, what: str) -> Buffer:
   base = t.uop.base
@@ -90,6 +92,7 @@ class TinyJit(Generic[ReturnType]):
     self.fxn, self.cnt = fxn, 0
     self.jit_cache: list[ExecItem] = []
     self.input_slots: list[tuple[int, int, int]] = []  # (exec item, buffer position, input index)
+    self.written: set[int] = set()  # ids of the buffers the kernels write that are not inputs
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step = 0
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
@@ -98,7 +101,7 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
-    self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.from_inputs = 0, [], [], [], {}
+    self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.from_inputs, self.written = 0, [], [], [], {}, set()
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -125,8 +128,9 @@ class TinyJit(Generic[ReturnType]):
     bufs = [_input_buffer(t, f"input {i} ({n})") for i, (n, t) in enumerate(named)]
     sig = _signature(inputs)
     if self.cnt == 0:
-      self.sig, self.cnt = sig, 1
-      return self._finish(self.fxn(*args, **kwargs))
+      ret = self._finish(self.fxn(*args, **kwargs))
+      self.sig, self.cnt = sig, 1  # only once the call worked: a failed first call leaves nothing behind
+      return ret
     if sig != self.sig:
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
     if self.cnt == 1:
@@ -144,6 +148,7 @@ class TinyJit(Generic[ReturnType]):
     start = Tensor._rng_counter
     draws: list[tuple[Tensor, int]] = []
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
+    self.jit_cache = []  # a capture that raised half way may have left items
     capturing.append(self.jit_cache)
     try: ret = self._finish(self.fxn(*args, **kwargs))
     finally:
@@ -152,6 +157,9 @@ class TinyJit(Generic[ReturnType]):
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.input_slots = [(i, j, bufs.index(b)) for i, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs)
                         if any(b is x for x in bufs)]
+    # buffers the kernels write that are not inputs (results, intermediates): a later input in one of them is copied
+    inputs_written = {(i, j) for i, j, _ in self.input_slots}
+    self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
     self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
     self.rng_step = Tensor._rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
@@ -165,23 +173,28 @@ class TinyJit(Generic[ReturnType]):
 
   def _replay(self, inputs: list, bufs: list[Buffer]) -> Any:
     from fusegrad.tensor import Tensor
+    bases = [t.uop.base for t in inputs]
+    for k, b in enumerate(bufs):
+      if id(b.base) in self.written:  # a result of this JIT fed back in (h = step(h)): the replay would overwrite it
+        bufs[k] = Buffer(b.device, b.size, b.dtype).copyin(memoryview(b.as_bytes()))  # while reading it, so copy it
+        bases[k] = UOp(Ops.BUFFER, b.dtype, (), bufs[k])
     for i, j, k in self.input_slots: self.jit_cache[i].bufs[j] = bufs[k]
     for state, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
       state.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
     Tensor._rng_counter += self.rng_step
     for ei in self.jit_cache: ei.run(jit=True)
     self.cnt += 1
-    return self._results(inputs)
+    return self._results(bases)
 
-  def _results(self, inputs: list) -> Any:
-    """The capture's results; those that are (views of) inputs rebuilt on this call's inputs."""
+  def _results(self, bases: list[UOp]) -> Any:
+    """The capture's results; those that are (views of) inputs rebuilt on this call's inputs (given by their bases)."""
     from fusegrad.tensor import Tensor
     if not self.from_inputs: return self.ret
     outs = []
     for i, t in enumerate(self.ret_tensors):
       if i in self.from_inputs:
         k, old_base = self.from_inputs[i]
-        t = Tensor(t.uop.substitute({old_base: inputs[k].uop.base}))
+        t = Tensor(t.uop.substitute({old_base: bases[k]}))
       outs.append(t)
     return _rebuild(self.ret_structure, iter(outs))
 
