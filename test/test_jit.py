@@ -182,6 +182,56 @@ def test_lazy_ops_on_outputs_see_each_replay():
     out = f(realized(a))
     np.testing.assert_allclose((out + 1).numpy(), a * 3 + 1, rtol=1e-6, err_msg=f"call {i + 1}")
 
+def test_results_fed_back_as_inputs():
+  """h = step(h): the input is the buffer the replay writes its result into; reading it while writing it (a transpose,
+  a matmul) would mix old and new values."""
+  w = rand_np(33, 33, seed=1) / 6
+  @TinyJit
+  def step(h: Tensor, x: Tensor) -> tuple: return (h @ Tensor(w) + x).tanh(), h.T * 0.5
+  h, t = realized(rand_np(33, 33, seed=0)), None
+  hn = h.numpy()
+  for i in range(CALLS):
+    x = rand_np(33, 33, seed=10 + i)
+    h, t = step(h, realized(x))
+    hn, tn = np.tanh(hn @ w + x), hn.T * 0.5
+    np.testing.assert_allclose(h.numpy(), hn, atol=1e-5, err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(t.numpy(), tn, atol=1e-5, err_msg=f"call {i + 1}")
+
+def test_reshaped_results_fed_back():
+  # a result's view is a chain of reshapes of its buffer: the same view as a fresh input of that shape
+  @TinyJit
+  def step(x: Tensor) -> Tensor: return x.cumsum(axis=1)
+  x, xn = realized(np.ones((1, 8), np.float32)), np.ones((1, 8), np.float32)
+  for i in range(CALLS):
+    x, xn = step(x), np.cumsum(xn, 1)
+    np.testing.assert_allclose(x.numpy(), xn, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_capture_that_raised_is_done_again():
+  fail = [False]
+  @TinyJit
+  def step(acc: Tensor, x: Tensor) -> Tensor:
+    acc.assign(acc + x).realize()
+    if fail[0]: raise RuntimeError("boom")
+    return (acc * 2).realize()
+  acc, want = realized(np.zeros(3, np.float32)), np.zeros(3, np.float32)
+  for i in range(CALLS):
+    fail[0] = i == 1  # the first capture raises after running a kernel
+    x = rand_np(3, seed=i)
+    want = want + x
+    if fail[0]:
+      with pytest.raises(RuntimeError, match="boom"): step(acc, realized(x))
+    else: np.testing.assert_allclose(step(acc, realized(x)).numpy(), want * 2, rtol=1e-5, err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(acc.numpy(), want, rtol=1e-5, err_msg=f"call {i + 1}")  # each add runs once
+  assert step.cnt == CALLS - 1
+
+def test_first_call_that_raised_leaves_nothing_behind():
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a @ a.T
+  with pytest.raises(ValueError): f(realized(rand_np(1, 3, 1, seed=0)))
+  for i in range(3):
+    a = rand_np(2, 3, seed=i)
+    np.testing.assert_allclose(f(realized(a)).numpy(), a @ a.T, rtol=1e-5)
+
 def test_no_tensor_inputs():
   w = realized(rand_np(4, seed=0))
   @TinyJit
