@@ -42,6 +42,13 @@ def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
   """The tensors of a call, named; keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree."""
   return _named_tensors(list(args), "args") + _named_tensors({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
 
+def _binds_in(x: Any) -> list[UOp]:
+  """Every bound Variable (`Variable("i", 1, 10).bind(3)`) in x, also inside lists, tuples and dicts (in order)."""
+  if isinstance(x, UOp) and x.op is Ops.BIND: return [x]
+  if isinstance(x, (list, tuple)): return [b for v in x for b in _binds_in(v)]
+  if isinstance(x, dict): return [b for v in x.values() for b in _binds_in(v)]
+  return []
+
 def _view_structure(u: UOp) -> tuple:
   """The movement ops between a tensor and its buffer (the kernels were built for this view), in a canonical form:
   reshapes in a row keep only the outermost (a reshape is of the row-major order, so the inner ones don't matter),
@@ -101,7 +108,8 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
-    self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.from_inputs, self.written = 0, [], [], [], {}, set()
+    self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
+    self.from_inputs, self.written = {}, set()
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -127,16 +135,21 @@ class TinyJit(Generic[ReturnType]):
     names, inputs = [n for n, _ in named], [t for _, t in named]
     bufs = [_input_buffer(t, f"input {i} ({n})") for i, (n, t) in enumerate(named)]
     sig = _signature(inputs)
+    binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
+    variables = tuple(b.src[0] for b in binds)
     if self.cnt == 0:
       ret = self._finish(self.fxn(*args, **kwargs))
-      self.sig, self.cnt = sig, 1  # only once the call worked: a failed first call leaves nothing behind
+      self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
       return ret
     if sig != self.sig:
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
+    if variables != self.variables:
+      raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
+                     f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
       _check_distinct(bufs, names)
       return self._capture(args, kwargs, inputs, bufs)
-    return self._replay(inputs, bufs)
+    return self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
 
   def _finish(self, ret: Any) -> Any:
     from fusegrad.tensor import Tensor
@@ -171,7 +184,7 @@ class TinyJit(Generic[ReturnType]):
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
     return ret
 
-  def _replay(self, inputs: list, bufs: list[Buffer]) -> Any:
+  def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
     from fusegrad.tensor import Tensor
     bases = [t.uop.base for t in inputs]
     for k, b in enumerate(bufs):
@@ -182,7 +195,7 @@ class TinyJit(Generic[ReturnType]):
     for state, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
       state.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
     Tensor._rng_counter += self.rng_step
-    for ei in self.jit_cache: ei.run(jit=True)
+    for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     self.cnt += 1
     return self._results(bases)
 
@@ -212,6 +225,7 @@ def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
 class _Trace:
   """One traced call of a `function`: the graph it built, with stand-in nodes where the inputs go."""
   holders: list[UOp]  # stand-ins for the inputs, in input order
+  binds: list[UOp]  # the bound variables among the arguments (their values change from call to call)
   structure: Any  # the returned value with a marker for each Tensor
   outs: list[UOp]  # the returned tensors' graphs
   out_grad: list[bool | None]  # whether each returned tensor requires grad
@@ -241,10 +255,11 @@ class function:
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     from fusegrad.tensor import Tensor, _is_training
     inputs = [t for _, t in _call_inputs(args, kwargs)]
+    binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
     key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
            _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"))
     if key not in self.traces or _rebound(self.traces[key]):
-      self.traces[key] = trace = self._trace(args, kwargs, inputs)
+      self.traces[key] = trace = self._trace(args, kwargs, inputs, binds)
       return self._results(trace, inputs, {})
     trace = self.traces[key]
     fresh = {}  # every random draw gets the counter it would have had now, as a plain call would
@@ -252,6 +267,7 @@ class function:
       seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
       fresh[node] = Tensor([seed, counter], dtype=dtypes.uint64, device=device).uop
     Tensor._rng_counter += trace.rng_step
+    fresh.update(zip(trace.binds, binds))  # this call's values of the variables
     return self._results(trace, inputs, fresh)
 
   def _results(self, trace: _Trace, inputs: list, fresh: dict[UOp, UOp]) -> Any:
@@ -265,7 +281,7 @@ class function:
       results.append(ret)
     return _rebuild(trace.structure, iter(results))
 
-  def _trace(self, args: tuple, kwargs: dict, inputs: list) -> _Trace:
+  def _trace(self, args: tuple, kwargs: dict, inputs: list, binds: list[UOp]) -> _Trace:
     from fusegrad.tensor import Tensor, _rng_hooks
     holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
     stand_ins = [Tensor(h) for h in holders]
@@ -283,8 +299,8 @@ class function:
     returned = _tensors_in(ret)
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
-    return _Trace(holders, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned], captured,
-                  draws, Tensor._rng_counter - start)
+    return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
+                  captured, draws, Tensor._rng_counter - start)
 
 def _rebound(trace: _Trace) -> bool:
   """Whether a tensor the trace read from outside stands for another node now (it was realized, replaced, or has a
@@ -296,6 +312,7 @@ def _hashable(x: Any, where: str) -> Any:
   """x as a hashable key, with every Tensor replaced by a marker (tensors are keyed by shape and dtype instead)."""
   from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return Tensor
+  if isinstance(x, UOp) and x.op is Ops.BIND: return ("bind", x.src[0])  # the variable; its value may change
   if isinstance(x, (list, tuple)):
     return (type(x).__name__, tuple(_hashable(v, f"{where}[{i}]") for i, v in enumerate(x)))
   if isinstance(x, dict): return ("dict", tuple((k, _hashable(v, f"{where}[{k!r}]")) for k, v in x.items()))
