@@ -3,7 +3,7 @@ checked against calling the plain function; traces are counted (`len(f.traces)`,
 from the enclosing scope that an optimizer updates are seen by reused traces; random numbers stay fresh."""
 import numpy as np
 import pytest
-from fusegrad import Tensor, function, Device, TinyJit, dtypes
+from fusegrad import Tensor, function, Device, TinyJit, Variable, dtypes
 from fusegrad.engine.jit import JitError
 from fusegrad.dtype import to_numpy
 from fusegrad.nn.optim import SGD, Adam
@@ -128,6 +128,12 @@ def test_keyword_order_does_not_matter():
   np.testing.assert_array_equal(f(a=a, b=b).numpy(), [4.0, 4.0])
   np.testing.assert_array_equal(f(b=b, a=a).numpy(), [4.0, 4.0])
   assert len(runs) == 1
+
+def test_bound_variable_arguments():
+  f, runs = counted(lambda x, k: (x * k).sum())
+  i, x = Variable("i", 1, 10), Tensor([1.0, 2.0, 3.0])
+  for k in range(1, 5): assert f(x, i.bind(k)).item() == 6.0 * k
+  assert len(runs) == 1  # the variable's value is not part of the signature
 
 def test_unhashable_argument():
   f = function(lambda x, arr: x + 1)

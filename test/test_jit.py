@@ -5,7 +5,7 @@ numbers are fresh on every replay and the same as without the JIT; bad inputs ra
 import gc, weakref
 import numpy as np
 import pytest
-from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, dtypes
+from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes
 from fusegrad.engine.jit import JitError
 from fusegrad.nn.optim import SGD, Adam
 
@@ -231,6 +231,21 @@ def test_first_call_that_raised_leaves_nothing_behind():
   for i in range(3):
     a = rand_np(2, 3, seed=i)
     np.testing.assert_allclose(f(realized(a)).numpy(), a @ a.T, rtol=1e-5)
+
+def test_bound_variable_arguments():
+  i = Variable("i", 1, 10)
+  @TinyJit
+  def f(x: Tensor, k: UOp) -> Tensor: return x * k + 1
+  a = rand_np(4, seed=0)
+  for k in range(1, 7):
+    np.testing.assert_allclose(f(realized(a), i.bind(k)).numpy(), a * k + 1, rtol=1e-6, err_msg=f"i={k}")
+  assert len(f.jit_cache) == 1
+
+def test_error_bound_variables_change():
+  i, j = Variable("i", 1, 10), Variable("j", 1, 10)
+  f = TinyJit(lambda x, k: x * k)
+  for k in range(1, 3): f(realized(rand_np(3, seed=k)), i.bind(k))
+  with pytest.raises(JitError, match=r"variables.*\['i'\].*\['j'\]"): f(realized(rand_np(3, seed=0)), j.bind(2))
 
 def test_no_tensor_inputs():
   w = realized(rand_np(4, seed=0))
