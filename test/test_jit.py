@@ -258,6 +258,24 @@ def test_no_tensor_inputs():
     want = want * 0.5 + 1
     np.testing.assert_allclose(f().numpy(), want, rtol=1e-6, err_msg=f"call {i + 1}")
 
+def test_copies_between_devices():
+  @TinyJit
+  def f(x: Tensor, y: Tensor) -> Tensor: return (x.to("PYTHON") * 2 + y).to("CPU").sum()
+  for i in range(CALLS):
+    a, b = rand_np(3, seed=i), rand_np(3, seed=30 + i)
+    out = f(Tensor(a, device="CPU").realize(), Tensor(b, device="PYTHON").realize())
+    assert out.device == "CPU"
+    np.testing.assert_allclose(out.numpy(), (a * 2 + b).sum(), rtol=1e-5, err_msg=f"call {i + 1}")
+
+def test_stacked_with_train_decorator():
+  @TinyJit
+  @Tensor.train()
+  def f(x: Tensor) -> Tensor: return x.dropout(0.5)
+  Tensor.manual_seed(3)
+  masks = [f(Tensor.ones(16).contiguous().realize()).numpy() for _ in range(CALLS)]
+  assert not Tensor.training
+  assert all(set(np.unique(m)) <= {0.0, 2.0} for m in masks) and len({m.tobytes() for m in masks}) == CALLS
+
 # *** as a decorator on methods ***
 
 class Linear2:
@@ -376,9 +394,9 @@ def test_reset():
   @TinyJit
   def f(a: Tensor) -> Tensor: return a + 1
   for i in range(3): f(realized(rand_np(3, seed=i)))
-  assert f.cnt == 3 and f.jit_cache
+  assert f.cnt == 3 and f.jit_cache and f.captured is not None and f.captured.jit_cache is f.jit_cache
   f.reset()
-  assert f.cnt == 0 and not f.jit_cache
+  assert f.cnt == 0 and not f.jit_cache and f.captured is None
   for i in range(3):  # new shapes are fine after a reset: this is a new capture
     a = rand_np(2, 2, seed=i)
     np.testing.assert_allclose(f(realized(a)).numpy(), a + 1, rtol=1e-6)

@@ -93,8 +93,10 @@ class TinyJit(Generic[ReturnType]):
   """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay.
 
   Inputs (Tensors anywhere in the arguments, also inside lists and dicts) must be realized, and keep their shapes,
-  dtypes, devices and views. A replay returns the Tensors the capture returned, with new values written into the same
-  buffers: copy what you want to keep. `JIT=0` turns it off; `reset()` forgets the capture."""
+  dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments (numbers,
+  strings) are not looked at: a replay runs the kernels captured with the capture call's values. A replay returns the
+  Tensors the capture returned, with new values written into the same buffers: copy what you want to keep. As a method
+  decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture."""
   def __init__(self, fxn: Callable[..., ReturnType]):
     self.fxn, self.cnt = fxn, 0
     self.jit_cache: list[ExecItem] = []
@@ -105,6 +107,11 @@ class TinyJit(Generic[ReturnType]):
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+
+  @property
+  def captured(self) -> TinyJit | None:
+    """The capture once there is one (its kernels are `jit_cache`), else None; as tinygrad's `jit.captured`."""
+    return self if self.cnt >= 2 else None
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
