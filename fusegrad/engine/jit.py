@@ -249,7 +249,8 @@ class function:
   are fresh on every call, as without the decorator. Tensors read from the enclosing scope that are updated in place
   (assign, optimizers) are seen with their new values; one that requires grad and is rebound to another value (a
   lazily initialized weight that an optimizer gives a buffer) makes the trace be taken again. A tensor that doesn't
-  require grad is read as the node it was at the trace."""
+  require grad is read as the node it was at the trace. The function should be pure: what it does besides building
+  its results (assign, printing) happens only when it is traced."""
   def __init__(self, fxn: Callable):
     self.fxn = fxn
     self.traces: dict[tuple, _Trace] = {}
@@ -329,11 +330,15 @@ def _hashable(x: Any, where: str) -> Any:
                     "the trace's signature; pass it as a Tensor, or as numbers, strings or tuples") from None
   return (type(x), x)  # the type too: f(x, 1) and f(x, 1.0) build different graphs
 
+def _remake(x: list | tuple, values: Any) -> Any:
+  """A list or tuple of the same type as x (a NamedTuple too) holding values."""
+  if isinstance(x, tuple) and hasattr(x, "_fields"): return type(x)(*values)
+  return type(x)(values)
+
 def _swap(x: Any, stand_ins: Any) -> Any:
   from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return next(stand_ins)
-  if isinstance(x, list): return [_swap(v, stand_ins) for v in x]
-  if isinstance(x, tuple): return tuple(_swap(v, stand_ins) for v in x)
+  if isinstance(x, (list, tuple)): return _remake(x, [_swap(v, stand_ins) for v in x])
   if isinstance(x, dict): return {k: _swap(v, stand_ins) for k, v in x.items()}
   return x
 
@@ -341,13 +346,13 @@ def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
   from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return Tensor
-  if isinstance(x, (list, tuple)): return type(x)(_structure(v) for v in x)
+  if isinstance(x, (list, tuple)): return _remake(x, [_structure(v) for v in x])
   if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
   return x
 
 def _rebuild(structure: Any, tensors: Any) -> Any:
   from fusegrad.tensor import Tensor
   if structure is Tensor: return next(tensors)
-  if isinstance(structure, (list, tuple)): return type(structure)(_rebuild(v, tensors) for v in structure)
+  if isinstance(structure, (list, tuple)): return _remake(structure, [_rebuild(v, tensors) for v in structure])
   if isinstance(structure, dict): return {k: _rebuild(v, tensors) for k, v in structure.items()}
   return structure
