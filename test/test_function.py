@@ -1,6 +1,7 @@
 """`function`: trace the graph a function builds once per input signature and reuse it. Results and gradients are
 checked against calling the plain function; traces are counted (`len(f.traces)`, and how often the body runs); weights
 from the enclosing scope that an optimizer updates are seen by reused traces; random numbers stay fresh."""
+from typing import NamedTuple
 import numpy as np
 import pytest
 from fusegrad import Tensor, function, Device, TinyJit, Variable, dtypes
@@ -158,6 +159,20 @@ def test_nested_inputs_and_outputs():
     np.testing.assert_allclose(out["sum"].numpy(), a + b + c, rtol=1e-6)
     np.testing.assert_allclose(out["parts"][0].numpy(), a * 2, rtol=1e-6)
     np.testing.assert_allclose(out["parts"][1][0].numpy(), b.sum(), rtol=1e-5)
+  assert len(runs) == 1
+
+class Pair(NamedTuple):
+  first: Tensor
+  second: Tensor
+
+def test_named_tuple_inputs_and_outputs():
+  f, runs = counted(lambda p: Pair(p.first @ p.second, p.second.sum()))
+  for i in range(3):
+    a, b = rand_np(2, 3, seed=i), rand_np(3, 2, seed=4 + i)
+    out = f(Pair(Tensor(a), Tensor(b)))
+    assert isinstance(out, Pair)
+    np.testing.assert_allclose(out.first.numpy(), a @ b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.second.numpy(), b.sum(), rtol=1e-5)
   assert len(runs) == 1
 
 # *** weights from the enclosing scope ***

@@ -3,6 +3,7 @@ inputs' buffers. Every replayed result is checked against numpy or against the s
 over several calls with different values; training steps update parameters and optimizer state on every replay; random
 numbers are fresh on every replay and the same as without the JIT; bad inputs raise JitError naming what changed."""
 import gc, weakref
+from typing import NamedTuple
 import numpy as np
 import pytest
 from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes
@@ -106,6 +107,20 @@ def test_several_outputs_in_a_structure():
     np.testing.assert_allclose(out["double"].numpy(), a * 2, rtol=1e-6)
     np.testing.assert_allclose(out["pair"][0].numpy(), a + 1, rtol=1e-6)
     np.testing.assert_allclose(out["pair"][1].numpy(), a.sum(), rtol=1e-5)
+
+class Pair(NamedTuple):
+  first: Tensor
+  second: Tensor
+
+def test_named_tuple_inputs_and_outputs():
+  @TinyJit
+  def f(p: Pair) -> Pair: return Pair(p.first + p.second, p.first * p.second)
+  for i in range(CALLS):
+    a, b = rand_np(3, seed=i), rand_np(3, seed=7 + i)
+    out = f(Pair(realized(a), realized(b)))
+    assert isinstance(out, Pair)
+    np.testing.assert_allclose(out.first.numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose(out.second.numpy(), a * b, rtol=1e-6)
 
 def test_outputs_are_realized():
   from fusegrad.uop.ops import GroupOp, Ops
