@@ -8,10 +8,11 @@ and devices, and no Python-side branching on tensor values.
 building a model's forward graph again costs one substitution.
 """
 from __future__ import annotations
-import functools, struct
+import functools, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 from fusegrad.device import Buffer
+from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, dprint, colored
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.engine.realize import ExecItem, capturing
@@ -19,7 +20,7 @@ from fusegrad.engine.realize import ExecItem, capturing
 ReturnType = TypeVar("ReturnType")
 
 class JitError(RuntimeError):
-  """A TinyJit call that can't be captured or replayed."""
+  """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
 
 def _tensors_in(x: Any) -> list:
   """Every Tensor in x: x itself, or inside lists, tuples and dicts (in order)."""
@@ -29,20 +30,43 @@ def _tensors_in(x: Any) -> list:
   if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
   return []
 
-def _view_structure(u: UOp) -> tuple:
-  """The movement ops between a tensor and its buffer (the kernels were built for exactly this view)."""
-  chain = []
-  while u.op in GroupOp.Movement:
-    chain.append((u.op, u.arg))
-    u = u.src[0]
-  return tuple(chain)
+def _named_tensors(x: Any, name: str) -> list[tuple[str, Any]]:
+  """(where, tensor) for every Tensor in x, in the order _tensors_in gives: `args[0]`, `kwargs['b'][1]`..."""
+  from fusegrad.tensor import Tensor
+  if isinstance(x, Tensor): return [(name, x)]
+  if isinstance(x, (list, tuple)): return [nt for i, v in enumerate(x) for nt in _named_tensors(v, f"{name}[{i}]")]
+  if isinstance(x, dict): return [nt for k, v in x.items() for nt in _named_tensors(v, f"{name}[{k!r}]")]
+  return []
 
-def _input_buffer(t: Any, i: int) -> Buffer:
-  u = t.uop
-  while u.op in GroupOp.Movement: u = u.src[0]
-  if u.op is not Ops.BUFFER:
-    raise JitError(f"TinyJit: input {i} (shape {t.shape}) is not realized; call .realize() on inputs before passing them")
-  return u.arg
+def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+  """The tensors of a call, named; keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree."""
+  return _named_tensors(list(args), "args") + _named_tensors({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
+
+def _binds_in(x: Any) -> list[UOp]:
+  """Every bound Variable (`Variable("i", 1, 10).bind(3)`) in x, also inside lists, tuples and dicts (in order)."""
+  if isinstance(x, UOp) and x.op is Ops.BIND: return [x]
+  if isinstance(x, (list, tuple)): return [b for v in x for b in _binds_in(v)]
+  if isinstance(x, dict): return [b for v in x.values() for b in _binds_in(v)]
+  return []
+
+def _view_structure(u: UOp) -> tuple:
+  """The movement ops between a tensor and its buffer (the kernels were built for this view), in a canonical form:
+  reshapes in a row keep only the outermost (a reshape is of the row-major order, so the inner ones don't matter),
+  and a chain that is one reshape of the buffer is the plain buffer (the tensor's shape is compared on its own)."""
+  chain: list[tuple] = []
+  while u.op in GroupOp.Movement:
+    if not (u.op is Ops.RESHAPE and chain and chain[-1][0] is Ops.RESHAPE): chain.append((u.op, u.arg))
+    u = u.src[0]
+  return () if len(chain) == 1 and chain[0][0] is Ops.RESHAPE else tuple(chain)
+
+def _input_buffer(t: Any, what: str) -> Buffer:
+  base = t.uop.base
+  if base.op is Ops.CONST:
+    raise JitError(f"TinyJit: {what} (shape {t.shape}) is a constant with no buffer of its own; "
+                   "pass x.contiguous().realize() instead")
+  if base.op is not Ops.BUFFER:
+    raise JitError(f"TinyJit: {what} (shape {t.shape}) is not realized; call .realize() on inputs before passing them")
+  return base.arg
 
 @dataclass(frozen=True)
 class _Signature:
@@ -55,45 +79,96 @@ def _signature(tensors: list) -> _Signature:
   return _Signature(tuple(t.shape for t in tensors), tuple(t.dtype for t in tensors), tuple(t.device for t in tensors),
                     tuple(_view_structure(t.uop) for t in tensors))
 
+def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
+  """What differs between the captured inputs and these, in words."""
+  if len(was.shapes) != len(now.shapes):
+    return f"{len(was.shapes)} tensor inputs at the capture, {len(now.shapes)} now"
+  for i, name in enumerate(names):
+    for field in ("shape", "dtype", "device", "view"):
+      old, new = getattr(was, field + "s")[i], getattr(now, field + "s")[i]
+      if old != new: return f"input {i} ({name}): {field} was {old}, now {new}"
+  return f"was {was}, now {now}"
+
 class TinyJit(Generic[ReturnType]):
-  """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay."""
+  """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay.
+
+  Inputs (Tensors anywhere in the arguments, also inside lists and dicts) must be realized, and keep their shapes,
+  dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments (numbers,
+  strings) are not looked at: a replay runs the kernels captured with the capture call's values. A replay returns the
+  Tensors the capture returned, with new values written into the same buffers: copy what you want to keep. As a method
+  decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture."""
   def __init__(self, fxn: Callable[..., ReturnType]):
     self.fxn, self.cnt = fxn, 0
     self.jit_cache: list[ExecItem] = []
     self.input_slots: list[tuple[int, int, int]] = []  # (exec item, buffer position, input index)
+    self.written: set[int] = set()  # ids of the buffers the kernels write that are not inputs
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step = 0
+    self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
+    self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+
+  @property
+  def captured(self) -> TinyJit | None:
+    """The capture once there is one (its kernels are `jit_cache`), else None; as tinygrad's `jit.captured`."""
+    return self if self.cnt >= 2 else None
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
+    self.from_inputs, self.written = {}, set()
+    for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
-    return functools.partial(self.__call__, obj)  # as a method: bind the instance
+    """As a method: each instance gets a TinyJit of its own (two models must not replay each other's kernels)."""
+    if obj is None: return self  # looked up on the class
+    entry = self._per_instance.get(id(obj))
+    if entry is None:
+      entry = self._per_instance[id(obj)] = self._bind(obj)
+    return entry[1]
+
+  def _bind(self, obj: Any) -> tuple[Any, TinyJit]:
+    """A TinyJit of the method bound to obj, holding obj weakly (forgotten with it) where obj allows weak references."""
+    fxn = self.fxn
+    try: ref = weakref.ref(obj)
+    except TypeError: return obj, TinyJit(functools.partial(fxn, obj))  # held strongly, so its id is never reused
+    weakref.finalize(obj, self._per_instance.pop, id(obj), None)
+    def bound(*args: Any, **kwargs: Any) -> Any: return fxn(ref(), *args, **kwargs)
+    return None, TinyJit(functools.wraps(fxn)(bound))
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
-    inputs = _tensors_in(list(args)) + _tensors_in(kwargs)
     if not JIT: return self.fxn(*args, **kwargs)
-    bufs = [_input_buffer(t, i) for i, t in enumerate(inputs)]
+    named = _call_inputs(args, kwargs)
+    names, inputs = [n for n, _ in named], [t for _, t in named]
+    bufs = [_input_buffer(t, f"input {i} ({n})") for i, (n, t) in enumerate(named)]
     sig = _signature(inputs)
+    binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
+    variables = tuple(b.src[0] for b in binds)
     if self.cnt == 0:
-      self.sig, self.cnt = sig, 1
-      return self._finish(self.fxn(*args, **kwargs))
-    if sig != self.sig: raise JitError(f"TinyJit: inputs changed since the capture:\n  was {self.sig}\n  now {sig}")
-    if self.cnt == 1: return self._capture(args, kwargs, bufs)
-    return self._replay(bufs)
+      ret = self._finish(self.fxn(*args, **kwargs))
+      self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
+      return ret
+    if sig != self.sig:
+      raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
+    if variables != self.variables:
+      raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
+                     f"then, {[v.arg[0] for v in variables]} now")
+    if self.cnt == 1:
+      _check_distinct(bufs, names)
+      return self._capture(args, kwargs, inputs, bufs)
+    return self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
 
   def _finish(self, ret: Any) -> Any:
     from fusegrad.tensor import Tensor
     Tensor.realize_all(_tensors_in(ret))
     return ret
 
-  def _capture(self, args: tuple, kwargs: dict, bufs: list[Buffer]) -> Any:
+  def _capture(self, args: tuple, kwargs: dict, inputs: list, bufs: list[Buffer]) -> Any:
     from fusegrad.tensor import Tensor, _rng_hooks
     start = Tensor._rng_counter
     draws: list[tuple[Tensor, int]] = []
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
+    self.jit_cache = []  # a capture that raised half way may have left items
     capturing.append(self.jit_cache)
     try: ret = self._finish(self.fxn(*args, **kwargs))
     finally:
@@ -102,73 +177,168 @@ class TinyJit(Generic[ReturnType]):
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.input_slots = [(i, j, bufs.index(b)) for i, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs)
                         if any(b is x for x in bufs)]
-    self.rng_draws = [(_input_buffer(state, 0), off) for state, off in draws]
+    # buffers the kernels write that are not inputs (results, intermediates): a later input in one of them is copied
+    inputs_written = {(i, j) for i, j, _ in self.input_slots}
+    self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
+    self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
     self.rng_step = Tensor._rng_counter - start
-    self.ret, self.cnt = ret, 2
+    # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
+    self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _tensors_in(ret)
+    base_of = {id(t.uop.base.arg): (k, t.uop.base) for k, t in enumerate(inputs)}
+    self.from_inputs = {i: base_of[id(t.uop.base.arg)] for i, t in enumerate(self.ret_tensors)
+                        if t.uop.base.op is Ops.BUFFER and id(t.uop.base.arg) in base_of}
+    self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
     return ret
 
-  def _replay(self, bufs: list[Buffer]) -> Any:
+  def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
     from fusegrad.tensor import Tensor
+    bases = [t.uop.base for t in inputs]
+    for k, b in enumerate(bufs):
+      if id(b.base) in self.written:  # a result of this JIT fed back in (h = step(h)): the replay would overwrite it
+        bufs[k] = Buffer(b.device, b.size, b.dtype).copyin(memoryview(b.as_bytes()))  # while reading it, so copy it
+        bases[k] = UOp(Ops.BUFFER, b.dtype, (), bufs[k])
     for i, j, k in self.input_slots: self.jit_cache[i].bufs[j] = bufs[k]
     for state, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
       state.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
     Tensor._rng_counter += self.rng_step
-    for ei in self.jit_cache: ei.run(jit=True)
+    for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     self.cnt += 1
-    return self.ret
+    return self._results(bases)
+
+  def _results(self, bases: list[UOp]) -> Any:
+    """The capture's results; those that are (views of) inputs rebuilt on this call's inputs (given by their bases)."""
+    from fusegrad.tensor import Tensor
+    if not self.from_inputs: return self.ret
+    outs = []
+    for i, t in enumerate(self.ret_tensors):
+      if i in self.from_inputs:
+        k, old_base = self.from_inputs[i]
+        t = Tensor(t.uop.substitute({old_base: bases[k]}))
+      outs.append(t)
+    return _rebuild(self.ret_structure, iter(outs))
+
+def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
+  """Two inputs in one buffer can't be told apart in the captured kernels: refuse them at the capture."""
+  seen: dict[int, int] = {}
+  for i, b in enumerate(bufs):
+    if id(b) in seen:
+      j = seen[id(b)]
+      raise JitError(f"TinyJit: inputs {j} ({names[j]}) and {i} ({names[i]}) are (views of) the same buffer; "
+                     "the capture needs a buffer of its own for each input (pass a .contiguous().realize() copy)")
+    seen[id(b)] = i
+
+@dataclass
+class _Trace:
+  """One traced call of a `function`: the graph it built, with stand-in nodes where the inputs go."""
+  holders: list[UOp]  # stand-ins for the inputs, in input order
+  binds: list[UOp]  # the bound variables among the arguments (their values change from call to call)
+  structure: Any  # the returned value with a marker for each Tensor
+  outs: list[UOp]  # the returned tensors' graphs
+  out_grad: list[bool | None]  # whether each returned tensor requires grad
+  captured: list[tuple[weakref.ref, UOp]]  # tensors read from outside that require grad, with their node then
+  rng_states: list[tuple[UOp, str, int]]  # random-state nodes drawn inside: node, device, counter offset
+  rng_step: int  # how far the traced call moved the random counter
 
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
-  `@function def f(x): return (x @ w).relu()`: calls with same-shaped inputs give the same results as calling f."""
+  `@function def f(x): return (x @ w).relu()`: calls give the same results (and gradients) as calling f.
+
+  The signature is the inputs' shapes, dtypes, devices and requires_grad, every other argument (which must be
+  hashable) and whether training is on; `f.traces` holds one trace per signature seen. Random numbers drawn inside
+  are fresh on every call, as without the decorator. Tensors read from the enclosing scope that are updated in place
+  (assign, optimizers) are seen with their new values; one that requires grad and is rebound to another value (a
+  lazily initialized weight that an optimizer gives a buffer) makes the trace be taken again. A tensor that doesn't
+  require grad is read as the node it was at the trace. The function should be pure: what it does besides building
+  its results (assign, printing) happens only when it is traced."""
   def __init__(self, fxn: Callable):
     self.fxn = fxn
-    self.traces: dict[_Signature, tuple[list[UOp], Any, list]] = {}
+    self.traces: dict[tuple, _Trace] = {}
     functools.update_wrapper(self, fxn)
 
+  def __get__(self, obj: Any, objtype: Any = None) -> Callable:
+    if obj is None: return self  # looked up on the class
+    return functools.partial(self.__call__, obj)  # as a method: bind the instance (part of the signature)
+
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
-    from fusegrad.tensor import Tensor
-    inputs = _tensors_in(list(args)) + _tensors_in(kwargs)
-    key = _Signature(tuple(t.shape for t in inputs), tuple(t.dtype for t in inputs), tuple(t.device for t in inputs),
-                     (tuple(kwargs), len(args)))
-    if key not in self.traces: self.traces[key] = self._trace(args, kwargs, inputs)
-    holders, structure, outs = self.traces[key]
-    sub = {h: t.uop for h, t in zip(holders, inputs)}
-    results = iter([Tensor(o.substitute(sub)) for o in outs])
-    return _rebuild(structure, results)
+    from fusegrad.tensor import Tensor, _is_training
+    inputs = [t for _, t in _call_inputs(args, kwargs)]
+    binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
+    key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
+           _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"))
+    if key not in self.traces or _rebound(self.traces[key]):
+      self.traces[key] = trace = self._trace(args, kwargs, inputs, binds)
+      return self._results(trace, inputs, {})
+    trace = self.traces[key]
+    fresh = {}  # every random draw gets the counter it would have had now, as a plain call would
+    for node, device, offset in trace.rng_states:
+      seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
+      fresh[node] = Tensor([seed, counter], dtype=dtypes.uint64, device=device).uop
+    Tensor._rng_counter += trace.rng_step
+    fresh.update(zip(trace.binds, binds))  # this call's values of the variables
+    return self._results(trace, inputs, fresh)
 
-  def _trace(self, args: tuple, kwargs: dict, inputs: list) -> tuple[list[UOp], Any, list]:
+  def _results(self, trace: _Trace, inputs: list, fresh: dict[UOp, UOp]) -> Any:
     from fusegrad.tensor import Tensor
+    sub = {h: t.uop for h, t in zip(trace.holders, inputs)}
+    sub.update(fresh)
+    results = []
+    for out, grad in zip(trace.outs, trace.out_grad):
+      ret = Tensor(out.substitute(sub))
+      ret._requires_grad = grad
+      results.append(ret)
+    return _rebuild(trace.structure, iter(results))
+
+  def _trace(self, args: tuple, kwargs: dict, inputs: list, binds: list[UOp]) -> _Trace:
+    from fusegrad.tensor import Tensor, _rng_hooks
     holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
-    stand_ins = iter([Tensor(h) for h in holders])
-    ret = self.fxn(*_swap(list(args), stand_ins), **_swap(dict(kwargs), stand_ins))
-    roots = [o.uop for o in _tensors_in(ret)]
-    return holders, _structure(ret), _realize_external(roots, set(holders))
+    stand_ins = [Tensor(h) for h in holders]
+    for s, t in zip(stand_ins, inputs): s._requires_grad = t.requires_grad  # so results require grad as they would
+    outside = list(Tensor._grad_tensors.values())  # before the call: tensors made inside are the graph itself
+    start, draws = Tensor._rng_counter, []
+    _rng_hooks.append(lambda state, counter: draws.append((state.uop, state.device, counter - start)))
+    try:
+      stand = iter(stand_ins)
+      ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
+    finally: _rng_hooks.pop()
+    if any(h.base.arg.is_allocated() for h in holders):
+      raise JitError(f"function: {getattr(self.fxn, '__name__', 'the function')} computed values from its inputs while "
+                     "being traced (realize, numpy, item, tolist...); a traced function may only build the graph")
+    returned = _tensors_in(ret)
+    nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
+    captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
+    return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
+                  captured, draws, Tensor._rng_counter - start)
 
-def _realize_external(roots: list[UOp], held: set[UOp]) -> list[UOp]:
-  """roots with every part that doesn't depend on the inputs (weights, lazily initialized or computed) replaced by
-  its realized buffer, so a reused trace never recomputes it (and sees updates written into those buffers)."""
+def _rebound(trace: _Trace) -> bool:
+  """Whether a tensor the trace read from outside stands for another node now (it was realized, replaced, or has a
+  pending assign): the trace must be made again. (Substituting the new node instead could also hit equal nodes
+  elsewhere in the graph, such as a zero constant.) In-place updates that have run keep the node, so they are free."""
+  return any((t := ref()) is not None and t.uop is not old for ref, old in trace.captured)
+
+def _hashable(x: Any, where: str) -> Any:
+  """x as a hashable key, with every Tensor replaced by a marker (tensors are keyed by shape and dtype instead)."""
   from fusegrad.tensor import Tensor
-  topo = UOp(Ops.SINK, src=tuple(roots)).toposort()[:-1]
-  dependent: dict[UOp, bool] = {}
-  for n in topo: dependent[n] = n in held or any(dependent[x] for x in n.src)
-  users_dependent = {x for n in topo if dependent[n] for x in n.src}
-  frontier = [n for n in topo if not dependent[n] and (n in users_dependent or n in roots)]
-  todo = [n for n in frontier if _view_base(n).op not in (Ops.BUFFER, Ops.CONST, Ops.DEVICE)]
-  if not todo: return roots
-  done = [Tensor(n) for n in todo]
-  Tensor.realize_all(done)
-  return [r.substitute({n: t.uop for n, t in zip(todo, done)}) for r in roots]
+  if isinstance(x, Tensor): return Tensor
+  if isinstance(x, UOp) and x.op is Ops.BIND: return ("bind", x.src[0])  # the variable; its value may change
+  if isinstance(x, (list, tuple)):
+    return (type(x).__name__, tuple(_hashable(v, f"{where}[{i}]") for i, v in enumerate(x)))
+  if isinstance(x, dict): return ("dict", tuple((k, _hashable(v, f"{where}[{k!r}]")) for k, v in x.items()))
+  try: hash(x)
+  except TypeError:
+    raise TypeError(f"function: argument {where} of type {type(x).__name__} is not hashable, so it can't be part of "
+                    "the trace's signature; pass it as a Tensor, or as numbers, strings or tuples") from None
+  return (type(x), x)  # the type too: f(x, 1) and f(x, 1.0) build different graphs
 
-def _view_base(u: UOp) -> UOp:
-  while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
-  return u
+def _remake(x: list | tuple, values: Any) -> Any:
+  """A list or tuple of the same type as x (a NamedTuple too) holding values."""
+  if isinstance(x, tuple) and hasattr(x, "_fields"): return type(x)(*values)
+  return type(x)(values)
 
 def _swap(x: Any, stand_ins: Any) -> Any:
   from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return next(stand_ins)
-  if isinstance(x, list): return [_swap(v, stand_ins) for v in x]
-  if isinstance(x, tuple): return tuple(_swap(v, stand_ins) for v in x)
+  if isinstance(x, (list, tuple)): return _remake(x, [_swap(v, stand_ins) for v in x])
   if isinstance(x, dict): return {k: _swap(v, stand_ins) for k, v in x.items()}
   return x
 
@@ -176,13 +346,13 @@ def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
   from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return Tensor
-  if isinstance(x, (list, tuple)): return type(x)(_structure(v) for v in x)
+  if isinstance(x, (list, tuple)): return _remake(x, [_structure(v) for v in x])
   if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
   return x
 
 def _rebuild(structure: Any, tensors: Any) -> Any:
   from fusegrad.tensor import Tensor
   if structure is Tensor: return next(tensors)
-  if isinstance(structure, (list, tuple)): return type(structure)(_rebuild(v, tensors) for v in structure)
+  if isinstance(structure, (list, tuple)): return _remake(structure, [_rebuild(v, tensors) for v in structure])
   if isinstance(structure, dict): return {k: _rebuild(v, tensors) for k, v in structure.items()}
   return structure

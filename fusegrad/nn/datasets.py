@@ -5,7 +5,7 @@ the copy bundled in this repository (data/mnist), Debian's dataset-fashion-mnist
 are nowhere, they are downloaded (with a progress bar) into the cache. Every file is checked against its sha256.
 """
 from __future__ import annotations
-import gzip, hashlib, pathlib, struct, zlib
+import gzip, hashlib, http.client, pathlib, struct, zlib
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import fetch, MNIST_DIR, FASHION_MNIST_DIR, prod
@@ -37,33 +37,42 @@ def _read(name: str, fashion: bool, directory: str | pathlib.Path | None) -> byt
   for folder in _folders(fashion, directory):
     for candidate in (folder / f"{name}.gz", folder / name):
       if candidate.is_file(): return _verified(candidate, want)
-  try: path = fetch((FASHION_URL if fashion else MNIST_URL) + f"{name}.gz", f"{name}.gz", subdir="fashion-mnist" if fashion else "mnist")
-  except OSError as e:
+  url = (FASHION_URL if fashion else MNIST_URL) + f"{name}.gz"
+  try: path = fetch(url, f"{name}.gz", subdir="fashion-mnist" if fashion else "mnist")
+  except (OSError, http.client.HTTPException) as e:
+    what, env = ("Fashion-MNIST", "FASHION_MNIST_DIR") if fashion else ("MNIST", "MNIST_DIR")
     where = ", ".join(str(f) for f in _folders(fashion, directory))
-    raise FileNotFoundError(f"{'Fashion-MNIST' if fashion else 'MNIST'} file {name} is not in {where} and the download failed ({e}); "
-                            f"set {'FASHION_MNIST_DIR' if fashion else 'MNIST_DIR'} to a folder holding the .gz files") from None
-  return _verified(path, want)
+    raise FileNotFoundError(f"{what} file {name} is not in {where} and the download of {url} failed ({e}); "
+                            f"set {env} to a folder holding the .gz files") from None
+  try: return _verified(path, want)
+  except ValueError as e:  # a damaged download would fail every later call: remove it, so the next call fetches again
+    path.unlink(missing_ok=True)
+    raise ValueError(f"{e}; the download was removed, call again to fetch it again") from None
 
 def _verified(path: pathlib.Path, sha256: str) -> bytes:
   raw = path.read_bytes()
   try: data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
   except (OSError, EOFError, zlib.error) as e: raise ValueError(f"{path} is corrupt: {e}") from None
-  if hashlib.sha256(data).hexdigest() != sha256: raise ValueError(f"{path} is corrupt or not the expected file (sha256 mismatch)")
+  if hashlib.sha256(data).hexdigest() != sha256:
+    raise ValueError(f"{path} is corrupt or not the expected file (sha256 mismatch)")
   return data
 
 def _idx_tensor(data: bytes, name: str, device: str | None) -> Tensor:
   """An IDX file (big-endian header: magic 0x0000080N with N dims, then N sizes) as a uint8 tensor."""
   magic, = struct.unpack(">I", data[:4])
   ndim = magic & 0xFF
-  if magic >> 8 != 0x08 or ndim not in (1, 3): raise ValueError(f"{name}: not an IDX file of unsigned bytes (magic {magic:#010x})")
+  if magic >> 8 != 0x08 or ndim not in (1, 3):
+    raise ValueError(f"{name}: not an IDX file of unsigned bytes (magic {magic:#010x})")
   shape = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
   body = data[4 + 4 * ndim:]
   if len(body) != prod(shape): raise ValueError(f"{name}: {len(body)} bytes of data for shape {shape}")
   return Tensor(body, device=device, dtype=dtypes.uint8).reshape(shape)
 
-def mnist(device: str | None = None, fashion: bool = False, directory: str | pathlib.Path | None = None) -> tuple[Tensor, ...]:
+def mnist(device: str | None = None, fashion: bool = False,
+          directory: str | pathlib.Path | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
   """(X_train, Y_train, X_test, Y_test): images (N, 1, 28, 28) and labels (N,), all uint8.
   `X_train, Y_train, X_test, Y_test = mnist()`; `mnist(fashion=True)` for Fashion-MNIST."""
   def load(name: str) -> Tensor: return _idx_tensor(_read(name, fashion, directory), name, device)
   X_train, X_test = load("train-images-idx3-ubyte"), load("t10k-images-idx3-ubyte")
-  return X_train.reshape(-1, 1, 28, 28), load("train-labels-idx1-ubyte"), X_test.reshape(-1, 1, 28, 28), load("t10k-labels-idx1-ubyte")
+  Y_train, Y_test = load("train-labels-idx1-ubyte"), load("t10k-labels-idx1-ubyte")
+  return X_train.reshape(-1, 1, 28, 28), Y_train, X_test.reshape(-1, 1, 28, 28), Y_test

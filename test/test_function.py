@@ -1,0 +1,274 @@
+"""`function`: trace the graph a function builds once per input signature and reuse it. Results and gradients are
+checked against calling the plain function; traces are counted (`len(f.traces)`, and how often the body runs); weights
+from the enclosing scope that an optimizer updates are seen by reused traces; random numbers stay fresh."""
+from typing import NamedTuple
+import numpy as np
+import pytest
+from fusegrad import Tensor, function, Device, TinyJit, Variable, dtypes
+from fusegrad.engine.jit import JitError
+from fusegrad.dtype import to_numpy
+from fusegrad.nn.optim import SGD, Adam
+
+def rand_np(*shape: int, seed: int) -> np.ndarray:
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+W = rand_np(5, 3, seed=1)
+B = rand_np(3, seed=2)
+
+def counted(fxn):
+  """fxn under @function, and a list that grows each time fxn's body runs (once per trace)."""
+  runs = []
+  def body(*args, **kwargs):
+    runs.append(1)
+    return fxn(*args, **kwargs)
+  return function(body), runs
+
+# *** same results as the plain function ***
+
+@pytest.mark.parametrize("name, fxn", [
+  ("elementwise", lambda x: (x * 2 + 1).relu().exp()),
+  ("matmul", lambda x: x @ Tensor(W)),
+  ("reductions", lambda x: x.sum(axis=0) - x.max(axis=1).mean()),
+  ("softmax", lambda x: x.log_softmax(axis=-1)),
+  ("movement", lambda x: x.T.reshape(-1)[1:7].flip(0).pad(((1, 2),))),
+])
+def test_values_identical(name, fxn):
+  f = function(fxn)
+  for i in range(3):
+    x = Tensor(rand_np(4, 5, seed=i))
+    np.testing.assert_array_equal(f(x).numpy(), fxn(x).numpy(), err_msg=f"{name}, call {i + 1}")
+  assert len(f.traces) == 1
+
+def test_gradients_identical():
+  w, b = Tensor(W, requires_grad=True), Tensor(B, requires_grad=True)
+  def layer(x: Tensor) -> Tensor: return (x @ (w * 2) + b).tanh()
+  f = function(layer)
+  for i in range(3):
+    got, want = [], []
+    for fxn, store in ((f, got), (layer, want)):
+      x = Tensor(rand_np(4, 5, seed=i), requires_grad=True)
+      w.grad = b.grad = None
+      (fxn(x) * Tensor(rand_np(4, 3, seed=10 + i))).sum().backward()
+      store.extend([x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
+    for name, g, p in zip(("x", "w", "b"), got, want):
+      np.testing.assert_allclose(g, p, rtol=1e-5, atol=1e-6, err_msg=f"gradient of {name}, call {i + 1}")
+  assert len(f.traces) == 1
+
+def test_gradient_after_realize():
+  x = Tensor(rand_np(3, 4, seed=0), requires_grad=True)
+  out = function(lambda a: (a * a).sum())(x)
+  assert out.requires_grad
+  out.realize().backward()
+  np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy(), rtol=1e-6)
+
+def test_results_need_no_grad_without_grad_inputs():
+  out = function(lambda a: a + 1)(Tensor([1.0, 2.0]))
+  assert not out.requires_grad
+
+def test_lazy_inputs():
+  f = function(lambda a, b: (a * b).sum(axis=1))
+  for i in range(3):
+    a, b = rand_np(3, 4, seed=i), rand_np(3, 4, seed=5 + i)
+    got = f(Tensor(a) + 1, Tensor(b).exp()).numpy()  # inputs that are graphs themselves
+    np.testing.assert_allclose(got, ((a + 1) * np.exp(b)).sum(1), rtol=1e-5)
+
+def test_returning_an_input():
+  f = function(lambda a, b: (a, a + b))
+  for i in range(3):
+    a, b = rand_np(4, seed=i), rand_np(4, seed=9 + i)
+    ra, s = f(Tensor(a), Tensor(b))
+    np.testing.assert_array_equal(ra.numpy(), a)
+    np.testing.assert_allclose(s.numpy(), a + b, rtol=1e-6)
+
+# *** one trace per signature ***
+
+def test_traced_once_per_signature():
+  f, runs = counted(lambda x: (x * 3).sum(axis=-1))
+  other = "PYTHON" if Device.DEFAULT != "PYTHON" else "CPU"
+  calls = [((2, 3), dtypes.float32, None), ((2, 3), dtypes.float32, None),
+           ((4, 3), dtypes.float32, None), ((2, 3), dtypes.float32, None),  # a new shape, then the first again
+           ((2, 3), dtypes.int32, None), ((2, 3), dtypes.int32, None),  # a new dtype
+           ((2, 3), dtypes.float32, other), ((2, 3), dtypes.float32, other)]  # a new device
+  traces = []
+  for i, (shape, dtype, device) in enumerate(calls):
+    a = (rand_np(*shape, seed=i) * 10).astype(np.float32)
+    x = Tensor(a, device=device).cast(dtype)
+    out = f(x)
+    assert out.dtype == dtype and out.device == x.device
+    np.testing.assert_allclose(out.numpy(), (a.astype(to_numpy(dtype)) * 3).sum(-1), rtol=1e-5)
+    traces.append(len(f.traces))
+  assert traces == [1, 1, 2, 2, 3, 3, 4, 4]
+  assert len(runs) == 4
+
+def test_other_arguments_are_part_of_the_signature():
+  f, runs = counted(lambda x, k, mode="add": x + k if mode == "add" else x * k)
+  x = Tensor([1.0, 2.0])
+  np.testing.assert_array_equal(f(x, 2).numpy(), [3.0, 4.0])
+  np.testing.assert_array_equal(f(x, 3).numpy(), [4.0, 5.0])
+  np.testing.assert_array_equal(f(x, 3, mode="mul").numpy(), [3.0, 6.0])
+  np.testing.assert_array_equal(f(x, 2).numpy(), [3.0, 4.0])
+  assert len(f.traces) == 3 and len(runs) == 3
+
+def test_int_and_float_arguments_differ():
+  f = function(lambda x, k: x * k)
+  x = Tensor([1, 2], dtype=dtypes.int32)
+  assert f(x, 2).dtype == (x * 2).dtype
+  assert f(x, 2.0).dtype == (x * 2.0).dtype
+  np.testing.assert_array_equal(f(x, 2.5).numpy(), (x * 2.5).numpy())
+  assert len(f.traces) == 3
+
+def test_requires_grad_is_part_of_the_signature():
+  f, runs = counted(lambda x: x * 2)
+  assert not f(Tensor([1.0])).requires_grad
+  assert f(Tensor([1.0], requires_grad=True)).requires_grad
+  assert len(runs) == 2
+
+def test_keyword_order_does_not_matter():
+  f, runs = counted(lambda a, b: a - b)
+  a, b = Tensor([5.0, 6.0]), Tensor([1.0, 2.0])
+  np.testing.assert_array_equal(f(a=a, b=b).numpy(), [4.0, 4.0])
+  np.testing.assert_array_equal(f(b=b, a=a).numpy(), [4.0, 4.0])
+  assert len(runs) == 1
+
+def test_bound_variable_arguments():
+  f, runs = counted(lambda x, k: (x * k).sum())
+  i, x = Variable("i", 1, 10), Tensor([1.0, 2.0, 3.0])
+  for k in range(1, 5): assert f(x, i.bind(k)).item() == 6.0 * k
+  assert len(runs) == 1  # the variable's value is not part of the signature
+
+def test_unhashable_argument():
+  f = function(lambda x, arr: x + 1)
+  with pytest.raises(TypeError, match=r"args\[1\].*ndarray.*not hashable"): f(Tensor([1.0]), np.zeros(2))
+
+def test_reading_values_while_tracing_is_an_error():
+  def fxn(x: Tensor) -> Tensor: return x * x.max().item()
+  with pytest.raises(JitError, match="fxn.*only build the graph"): function(fxn)(Tensor([1.0, 2.0]))
+
+# *** nested inputs and outputs ***
+
+def test_nested_inputs_and_outputs():
+  def fxn(batch: dict, extra: list) -> dict:
+    a, b = batch["pair"]
+    return {"sum": a + b + extra[0], "parts": [a * 2, (b.sum(), "tag")], "n": len(extra)}
+  f, runs = counted(fxn)
+  for i in range(3):
+    a, b, c = rand_np(2, 3, seed=i), rand_np(2, 3, seed=i + 10), rand_np(3, seed=i + 20)
+    out = f({"pair": (Tensor(a), Tensor(b))}, [Tensor(c)])
+    assert set(out) == {"sum", "parts", "n"} and out["n"] == 1 and out["parts"][1][1] == "tag"
+    assert isinstance(out["parts"], list) and isinstance(out["parts"][1], tuple)
+    np.testing.assert_allclose(out["sum"].numpy(), a + b + c, rtol=1e-6)
+    np.testing.assert_allclose(out["parts"][0].numpy(), a * 2, rtol=1e-6)
+    np.testing.assert_allclose(out["parts"][1][0].numpy(), b.sum(), rtol=1e-5)
+  assert len(runs) == 1
+
+class Pair(NamedTuple):
+  first: Tensor
+  second: Tensor
+
+def test_named_tuple_inputs_and_outputs():
+  f, runs = counted(lambda p: Pair(p.first @ p.second, p.second.sum()))
+  for i in range(3):
+    a, b = rand_np(2, 3, seed=i), rand_np(3, 2, seed=4 + i)
+    out = f(Pair(Tensor(a), Tensor(b)))
+    assert isinstance(out, Pair)
+    np.testing.assert_allclose(out.first.numpy(), a @ b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.second.numpy(), b.sum(), rtol=1e-5)
+  assert len(runs) == 1
+
+# *** weights from the enclosing scope ***
+
+def make_model(lazy: bool) -> list[Tensor]:
+  if lazy:
+    Tensor.manual_seed(0)
+    return [Tensor.kaiming_uniform(5, 8, requires_grad=True), Tensor.zeros(8, requires_grad=True),
+            Tensor.kaiming_uniform(8, 3, requires_grad=True)]
+  return [Tensor(rand_np(*s, seed=k) * 0.4, requires_grad=True) for k, s in enumerate([(5, 8), (8,), (8, 3)])]
+
+def sgd(ps: list) -> SGD: return SGD(ps, lr=0.1, momentum=0.9)
+def adam(ps: list) -> Adam: return Adam(ps, lr=0.02)
+
+@pytest.mark.parametrize("make_opt, lazy", [(sgd, False), (adam, False), (adam, True)],
+                         ids=["SGD", "Adam", "Adam-lazy_init"])
+def test_training_with_weights_updated_in_place(make_opt, lazy):
+  """Weights read from the enclosing scope and updated by an optimizer: every reused trace uses the new values. With
+  lazy_init the first call traces the weights' lazy initialization, before the optimizer gives them buffers."""
+  losses = {}
+  for use_function in (True, False):
+    ps = make_model(lazy)
+    def forward(x: Tensor) -> Tensor: return (x @ ps[0] + ps[1]).relu() @ (ps[2] * 0.5)  # a weight-only subgraph too
+    f, runs = counted(forward) if use_function else (forward, [])
+    x0 = Tensor(rand_np(2, 5, seed=99))
+    first = f(x0).numpy()  # traced here, before the optimizer exists
+    opt = make_opt(ps)
+    losses[use_function] = [first]
+    for i in range(5):
+      x, y = Tensor(rand_np(4, 5, seed=i)), Tensor(np.arange(4, dtype=np.int32) % 3)
+      opt.zero_grad()
+      loss = f(x).sparse_categorical_crossentropy(y).backward()
+      opt.step()
+      losses[use_function] += [loss.numpy(), f(x0).numpy()]
+    if use_function:  # batch 2 and batch 4: one trace each; lazy weights rebound by the optimizer retrace batch 2 once
+      assert len(f.traces) == 2 and len(runs) == (3 if lazy else 2)
+  for i, (a, b) in enumerate(zip(losses[True], losses[False])):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"value {i}")
+  assert not np.allclose(losses[True][0], losses[True][-1]), "the model should have changed"
+
+def test_weight_assigned_outside():
+  w = Tensor(np.ones(3, np.float32))
+  f = function(lambda x: x * w)
+  x = Tensor([1.0, 2.0, 3.0])
+  for i in range(1, 4):
+    w.assign(w + 1).realize()
+    np.testing.assert_array_equal(f(x).numpy(), [i + 1.0, 2 * (i + 1.0), 3 * (i + 1.0)])
+  assert len(f.traces) == 1
+
+def test_method():
+  class Layer:
+    def __init__(self, seed: int):
+      self.w = Tensor(rand_np(5, 3, seed=seed), requires_grad=True)
+    @function
+    def __call__(self, x: Tensor) -> Tensor: return (x @ self.w).sigmoid()
+  a, b = Layer(0), Layer(1)
+  for i in range(3):
+    x = rand_np(2, 5, seed=i)
+    for m in (a, b):
+      np.testing.assert_allclose(m(Tensor(x)).numpy(), 1 / (1 + np.exp(-(x @ m.w.numpy()))), rtol=1e-5, atol=1e-6)
+  assert len(Layer.__call__.traces) == 2  # the instance is part of the signature
+
+# *** random numbers ***
+
+def test_random_numbers_fresh_and_as_without_function():
+  def fxn(x: Tensor) -> tuple: return x + Tensor.rand(3), Tensor.randn(2) * x.sum()
+  f = function(fxn)
+  xs = [rand_np(3, seed=i) for i in range(4)]
+  Tensor.manual_seed(11)
+  got = [[t.numpy() for t in f(Tensor(x))] for x in xs]
+  after = Tensor.rand(2).numpy()
+  Tensor.manual_seed(11)
+  want = [[t.numpy() for t in fxn(Tensor(x))] for x in xs]
+  np.testing.assert_array_equal(after, Tensor.rand(2).numpy())
+  for i, (g, w) in enumerate(zip(got, want)):
+    for j in range(2): np.testing.assert_allclose(g[j], w[j], rtol=1e-6, atol=1e-6, err_msg=f"call {i + 1}, output {j}")
+  assert len(f.traces) == 1
+  assert not np.allclose(got[0][0] - xs[0], got[1][0] - xs[1])
+
+def test_dropout_in_training_and_eval():
+  f, runs = counted(lambda x: x.dropout(0.5))
+  x = Tensor(np.ones((4, 4), np.float32))
+  with Tensor.train():
+    masks = [f(x).numpy() for _ in range(3)]
+  assert all(set(np.unique(m)) <= {0.0, 2.0} for m in masks) and not np.array_equal(masks[0], masks[1])
+  with Tensor.test():
+    np.testing.assert_array_equal(f(x).numpy(), np.ones((4, 4)))
+  assert len(runs) == 2 and len(f.traces) == 2
+
+# *** with TinyJit ***
+
+def test_inside_tinyjit():
+  w = Tensor(rand_np(4, 2, seed=3)).realize()
+  layer = function(lambda x: (x @ w).relu())
+  jit = TinyJit(lambda x: layer(x) * 2)
+  for i in range(4):
+    x = rand_np(3, 4, seed=i)
+    np.testing.assert_allclose(jit(Tensor(x).realize()).numpy(), np.maximum(x @ w.numpy(), 0) * 2, rtol=1e-5, atol=1e-6)
+  assert len(layer.traces) == 1

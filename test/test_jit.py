@@ -1,0 +1,621 @@
+"""TinyJit: call 1 runs the function, call 2 captures the kernels it launches, later calls replay them with the new
+inputs' buffers. Every replayed result is checked against numpy or against the same computation run without the JIT,
+over several calls with different values; training steps update parameters and optimizer state on every replay; random
+numbers are fresh on every replay and the same as without the JIT; bad inputs raise JitError naming what changed."""
+import gc, weakref
+from typing import NamedTuple
+import numpy as np
+import pytest
+from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes
+from fusegrad.engine.jit import JitError
+from fusegrad.nn.optim import SGD, Adam
+
+CALLS = 5
+
+def rand_np(*shape: int, seed: int) -> np.ndarray:
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+def realized(a: np.ndarray) -> Tensor: return Tensor(a).realize()
+
+def check_calls(fxn, make_inputs, reference, calls: int = CALLS, atol: float = 1e-5) -> TinyJit:
+  """Call TinyJit(fxn) `calls` times with fresh inputs and compare every result with reference(numpy inputs)."""
+  jit = TinyJit(fxn)
+  for i in range(calls):
+    arrays = make_inputs(i)
+    out = jit(*[realized(a) for a in arrays])
+    np.testing.assert_allclose(out.numpy(), reference(*arrays), atol=atol, rtol=1e-5, err_msg=f"call {i + 1}")
+  assert jit.cnt == calls
+  return jit
+
+# *** replays give the right values ***
+
+def test_elementwise():
+  jit = check_calls(lambda a, b: (a + b).relu() * 2 - a.exp(),
+                    lambda i: (rand_np(3, 4, seed=i), rand_np(3, 4, seed=100 + i)),
+                    lambda a, b: np.maximum(a + b, 0) * 2 - np.exp(a))
+  assert len(jit.jit_cache) == 1  # one fused elementwise kernel
+
+def test_matmul():
+  check_calls(lambda a, b: a @ b, lambda i: (rand_np(4, 6, seed=i), rand_np(6, 3, seed=50 + i)), lambda a, b: a @ b,
+              atol=1e-4)
+
+def test_reductions():
+  def fxn(a): return a.sum(axis=1) + a.max(axis=1) - a.mean()
+  check_calls(fxn, lambda i: (rand_np(5, 7, seed=i),), lambda a: a.sum(1) + a.max(1) - a.mean(), atol=1e-4)
+
+def test_softmax_of_matmul():
+  def ref(x, w):
+    y = x @ w
+    e = np.exp(y - y.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+  check_calls(lambda x, w: (x @ w).softmax(axis=1), lambda i: (rand_np(3, 5, seed=i), rand_np(5, 4, seed=9 + i)), ref)
+
+def test_first_and_capture_calls_return_results():
+  jit = TinyJit(lambda a: a * a)
+  for i in range(3):
+    a = rand_np(4, seed=i)
+    assert jit.cnt == i
+    np.testing.assert_allclose(jit(realized(a)).numpy(), a * a, rtol=1e-6)
+
+def test_replay_skips_python():
+  calls = []
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    calls.append(1)
+    return a + 1
+  for i in range(CALLS):
+    np.testing.assert_allclose(f(realized(rand_np(3, seed=i))).numpy(), rand_np(3, seed=i) + 1)
+  assert len(calls) == 2  # runs once, captures once, then replays only kernels
+
+def test_keyword_inputs():
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor: return a - b * 2
+  for i in range(CALLS):
+    a, b = rand_np(4, seed=i), rand_np(4, seed=20 + i)
+    np.testing.assert_allclose(f(a=realized(a), b=realized(b)).numpy(), a - b * 2, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_keyword_inputs_in_another_order():
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor: return a - b
+  for i in range(CALLS):
+    a, b = rand_np(4, seed=i), rand_np(4, seed=20 + i)
+    out = f(a=realized(a), b=realized(b)) if i % 2 == 0 else f(b=realized(b), a=realized(a))
+    np.testing.assert_allclose(out.numpy(), a - b, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_mixed_positional_and_keyword_inputs():
+  @TinyJit
+  def f(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor: return (a * b).sum() * scale
+  for i in range(CALLS):
+    a, b = rand_np(6, seed=i), rand_np(6, seed=30 + i)
+    np.testing.assert_allclose(f(realized(a), b=realized(b), scale=3.0).numpy(), (a * b).sum() * 3, rtol=1e-5)
+
+def test_list_and_dict_inputs():
+  @TinyJit
+  def f(xs: list, d: dict) -> Tensor: return xs[0] * xs[1] + d["bias"] - d["other"][0]
+  for i in range(CALLS):
+    a, b, c, e = (rand_np(2, 3, seed=10 * i + k) for k in range(4))
+    out = f([realized(a), realized(b)], {"bias": realized(c), "other": [realized(e)]})
+    np.testing.assert_allclose(out.numpy(), a * b + c - e, rtol=1e-5, atol=1e-6, err_msg=f"call {i + 1}")
+
+def test_several_outputs_in_a_structure():
+  @TinyJit
+  def f(a: Tensor) -> dict:
+    return {"double": a * 2, "pair": (a + 1, a.sum()), "name": "kept"}
+  for i in range(CALLS):
+    a = rand_np(5, seed=i)
+    out = f(realized(a))
+    assert out["name"] == "kept"
+    np.testing.assert_allclose(out["double"].numpy(), a * 2, rtol=1e-6)
+    np.testing.assert_allclose(out["pair"][0].numpy(), a + 1, rtol=1e-6)
+    np.testing.assert_allclose(out["pair"][1].numpy(), a.sum(), rtol=1e-5)
+
+class Pair(NamedTuple):
+  first: Tensor
+  second: Tensor
+
+def test_named_tuple_inputs_and_outputs():
+  @TinyJit
+  def f(p: Pair) -> Pair: return Pair(p.first + p.second, p.first * p.second)
+  for i in range(CALLS):
+    a, b = rand_np(3, seed=i), rand_np(3, seed=7 + i)
+    out = f(Pair(realized(a), realized(b)))
+    assert isinstance(out, Pair)
+    np.testing.assert_allclose(out.first.numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose(out.second.numpy(), a * b, rtol=1e-6)
+
+def test_outputs_are_realized():
+  from fusegrad.uop.ops import GroupOp, Ops
+  @TinyJit
+  def f(a: Tensor) -> tuple: return a + 1, (a * 3).sum()
+  for i in range(4):
+    for t in f(realized(rand_np(3, seed=i))):
+      u = t.uop
+      while u.op in GroupOp.Movement: u = u.src[0]
+      assert u.op is Ops.BUFFER, f"call {i + 1}: output is {u.op}, not a buffer"
+
+def test_returning_an_input_gives_the_new_input():
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> tuple: return a, b.reshape(2, 2), a + b
+  for i in range(CALLS):
+    a, b = rand_np(4, seed=i), rand_np(4, seed=40 + i)
+    ra, rb, s = f(realized(a), realized(b))
+    np.testing.assert_allclose(ra.numpy(), a, err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(rb.numpy(), b.reshape(2, 2), err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(s.numpy(), a + b, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_input_views():
+  # a transposed and a sliced view of realized buffers: the kernels read them through the same view on every replay
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor: return a.T + b
+  for i in range(CALLS):
+    a, b = rand_np(3, 2, seed=i), rand_np(4, 3, seed=60 + i)
+    out = f(realized(a), realized(b)[1:3])
+    np.testing.assert_allclose(out.numpy(), a.T + b[1:3], rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_same_tensor_as_two_inputs_after_capture():
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor: return a * 2 + b
+  for i in range(3): f(realized(rand_np(3, seed=i)), realized(rand_np(3, seed=10 + i)))
+  x = rand_np(3, seed=99)
+  t = realized(x)
+  np.testing.assert_allclose(f(t, t).numpy(), x * 3, rtol=1e-6)
+
+def test_input_updated_in_place_between_calls():
+  x = realized(np.zeros(4, np.float32))
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a * 10
+  for i in range(CALLS):
+    x.assign(x + 1).realize()
+    np.testing.assert_allclose(f(x).numpy(), np.full(4, 10.0 * (i + 1)), err_msg=f"call {i + 1}")
+
+def test_function_that_assigns_to_its_input():
+  @TinyJit
+  def step(acc: Tensor, x: Tensor) -> Tensor:
+    acc.assign(acc + x)
+    return acc.realize()
+  acc, want = realized(np.zeros(3, np.float32)), np.zeros(3, np.float32)
+  for i in range(CALLS):
+    x = rand_np(3, seed=i)
+    want = want + x
+    step(acc, realized(x))
+    np.testing.assert_allclose(acc.numpy(), want, rtol=1e-5, err_msg=f"call {i + 1}")
+
+def test_closure_weights_updated_outside():
+  w = realized(np.ones((3, 2), np.float32))
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return x @ w
+  for i in range(CALLS):
+    w.assign(w * 2).realize()  # the replay reads w's buffer, so it sees the new weights
+    x = rand_np(4, 3, seed=i)
+    want = x @ (np.ones((3, 2)) * 2 ** (i + 1))
+    np.testing.assert_allclose(f(realized(x)).numpy(), want, rtol=1e-5, err_msg=f"call {i + 1}")
+
+def test_lazy_ops_on_outputs_see_each_replay():
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a * 3
+  for i in range(CALLS):
+    a = rand_np(4, seed=i)
+    out = f(realized(a))
+    np.testing.assert_allclose((out + 1).numpy(), a * 3 + 1, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_results_fed_back_as_inputs():
+  """h = step(h): the input is the buffer the replay writes its result into; reading it while writing it (a transpose,
+  a matmul) would mix old and new values."""
+  w = rand_np(33, 33, seed=1) / 6
+  @TinyJit
+  def step(h: Tensor, x: Tensor) -> tuple: return (h @ Tensor(w) + x).tanh(), h.T * 0.5
+  h, t = realized(rand_np(33, 33, seed=0)), None
+  hn = h.numpy()
+  for i in range(CALLS):
+    x = rand_np(33, 33, seed=10 + i)
+    h, t = step(h, realized(x))
+    hn, tn = np.tanh(hn @ w + x), hn.T * 0.5
+    np.testing.assert_allclose(h.numpy(), hn, atol=1e-5, err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(t.numpy(), tn, atol=1e-5, err_msg=f"call {i + 1}")
+
+def test_reshaped_results_fed_back():
+  # a result's view is a chain of reshapes of its buffer: the same view as a fresh input of that shape
+  @TinyJit
+  def step(x: Tensor) -> Tensor: return x.cumsum(axis=1)
+  x, xn = realized(np.ones((1, 8), np.float32)), np.ones((1, 8), np.float32)
+  for i in range(CALLS):
+    x, xn = step(x), np.cumsum(xn, 1)
+    np.testing.assert_allclose(x.numpy(), xn, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_capture_that_raised_is_done_again():
+  fail = [False]
+  @TinyJit
+  def step(acc: Tensor, x: Tensor) -> Tensor:
+    acc.assign(acc + x).realize()
+    if fail[0]: raise RuntimeError("boom")
+    return (acc * 2).realize()
+  acc, want = realized(np.zeros(3, np.float32)), np.zeros(3, np.float32)
+  for i in range(CALLS):
+    fail[0] = i == 1  # the first capture raises after running a kernel
+    x = rand_np(3, seed=i)
+    want = want + x
+    if fail[0]:
+      with pytest.raises(RuntimeError, match="boom"): step(acc, realized(x))
+    else: np.testing.assert_allclose(step(acc, realized(x)).numpy(), want * 2, rtol=1e-5, err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(acc.numpy(), want, rtol=1e-5, err_msg=f"call {i + 1}")  # each add runs once
+  assert step.cnt == CALLS - 1
+
+def test_first_call_that_raised_leaves_nothing_behind():
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a @ a.T
+  with pytest.raises(ValueError): f(realized(rand_np(1, 3, 1, seed=0)))
+  for i in range(3):
+    a = rand_np(2, 3, seed=i)
+    np.testing.assert_allclose(f(realized(a)).numpy(), a @ a.T, rtol=1e-5)
+
+def test_bound_variable_arguments():
+  i = Variable("i", 1, 10)
+  @TinyJit
+  def f(x: Tensor, k: UOp) -> Tensor: return x * k + 1
+  a = rand_np(4, seed=0)
+  for k in range(1, 7):
+    np.testing.assert_allclose(f(realized(a), i.bind(k)).numpy(), a * k + 1, rtol=1e-6, err_msg=f"i={k}")
+  assert len(f.jit_cache) == 1
+
+def test_error_bound_variables_change():
+  i, j = Variable("i", 1, 10), Variable("j", 1, 10)
+  f = TinyJit(lambda x, k: x * k)
+  for k in range(1, 3): f(realized(rand_np(3, seed=k)), i.bind(k))
+  with pytest.raises(JitError, match=r"variables.*\['i'\].*\['j'\]"): f(realized(rand_np(3, seed=0)), j.bind(2))
+
+def test_no_tensor_inputs():
+  w = realized(rand_np(4, seed=0))
+  @TinyJit
+  def f() -> Tensor:
+    w.assign(w * 0.5 + 1)
+    return w.realize()
+  want = rand_np(4, seed=0)
+  for i in range(CALLS):
+    want = want * 0.5 + 1
+    np.testing.assert_allclose(f().numpy(), want, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_copies_between_devices():
+  @TinyJit
+  def f(x: Tensor, y: Tensor) -> Tensor: return (x.to("PYTHON") * 2 + y).to("CPU").sum()
+  for i in range(CALLS):
+    a, b = rand_np(3, seed=i), rand_np(3, seed=30 + i)
+    out = f(Tensor(a, device="CPU").realize(), Tensor(b, device="PYTHON").realize())
+    assert out.device == "CPU"
+    np.testing.assert_allclose(out.numpy(), (a * 2 + b).sum(), rtol=1e-5, err_msg=f"call {i + 1}")
+
+def test_stacked_with_train_decorator():
+  @TinyJit
+  @Tensor.train()
+  def f(x: Tensor) -> Tensor: return x.dropout(0.5)
+  Tensor.manual_seed(3)
+  masks = [f(Tensor.ones(16).contiguous().realize()).numpy() for _ in range(CALLS)]
+  assert not Tensor.training
+  assert all(set(np.unique(m)) <= {0.0, 2.0} for m in masks) and len({m.tobytes() for m in masks}) == CALLS
+
+# *** as a decorator on methods ***
+
+class Linear2:
+  def __init__(self, seed: int):
+    self.w1, self.w2 = realized(rand_np(4, 8, seed=seed)), realized(rand_np(8, 2, seed=seed + 1))
+  @TinyJit
+  def __call__(self, x: Tensor) -> Tensor: return (x @ self.w1).relu() @ self.w2
+  def plain(self, x: np.ndarray) -> np.ndarray: return np.maximum(x @ self.w1.numpy(), 0) @ self.w2.numpy()
+
+def test_method():
+  model = Linear2(0)
+  for i in range(CALLS):
+    x = rand_np(3, 4, seed=i)
+    got = model(realized(x)).numpy()
+    np.testing.assert_allclose(got, model.plain(x), atol=1e-5, rtol=1e-5, err_msg=f"call {i + 1}")
+
+def test_method_on_two_instances():
+  a, b = Linear2(0), Linear2(10)
+  for i in range(CALLS):
+    x = rand_np(3, 4, seed=i)
+    for name, m in (("a", a), ("b", b)):  # each instance replays its own capture, with its own weights
+      got = m(realized(x)).numpy()
+      np.testing.assert_allclose(got, m.plain(x), atol=1e-5, rtol=1e-5, err_msg=f"model {name}, call {i + 1}")
+  assert a.__call__ is a.__call__ and a.__call__ is not b.__call__
+  assert a.__call__.cnt == CALLS and len(a.__call__.jit_cache) == len(b.__call__.jit_cache)
+
+def test_method_capture_is_dropped_with_the_instance():
+  m = Linear2(3)
+  for i in range(3): m(realized(rand_np(2, 4, seed=i)))
+  ref = weakref.ref(m)
+  del m
+  gc.collect()
+  assert ref() is None, "the TinyJit keeps the instance alive"
+
+def test_reset_on_the_class_resets_instances():
+  m = Linear2(5)
+  for i in range(3): m(realized(rand_np(2, 4, seed=i)))
+  Linear2.__call__.reset()
+  assert m.__call__.cnt == 0
+  x = rand_np(5, 4, seed=9)  # a new shape is fine after the reset
+  np.testing.assert_allclose(m(realized(x)).numpy(), m.plain(x), atol=1e-5, rtol=1e-5)
+
+def test_method_with_jit_attribute():
+  class Model:
+    def __init__(self):
+      self.w = realized(rand_np(3, 3, seed=7))
+      self.forward = TinyJit(self._forward)
+    def _forward(self, x: Tensor) -> Tensor: return (x @ self.w).tanh()
+  m = Model()
+  for i in range(CALLS):
+    x = rand_np(2, 3, seed=i)
+    got = m.forward(realized(x)).numpy()
+    np.testing.assert_allclose(got, np.tanh(x @ m.w.numpy()), atol=1e-5, err_msg=f"call {i + 1}")
+
+# *** kernel counts ***
+
+def test_kernel_count_is_stable():
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> tuple: return (a @ b).relu(), (a.sum(axis=0) * 2).exp()
+  counts = []
+  for i in range(6):
+    GlobalCounters.reset()
+    f(realized(rand_np(3, 4, seed=i)), realized(rand_np(4, 5, seed=i + 1)))
+    if i >= 1: counts.append(len(f.jit_cache))
+    if i >= 2: counts.append(GlobalCounters.kernel_count)  # a replay launches exactly the captured kernels
+  assert len(f.jit_cache) >= 2
+  assert counts == [len(f.jit_cache)] * len(counts), counts
+
+def test_debug_prints_the_capture(capsys):
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return (a + 1).sum()
+  with Context(DEBUG=1):
+    f(realized(rand_np(3, seed=0)))
+    assert "JIT captured" not in capsys.readouterr().out
+    f(realized(rand_np(3, seed=1)))
+    out = capsys.readouterr().out
+    f(realized(rand_np(3, seed=2)))
+    assert "JIT captured" not in capsys.readouterr().out
+  assert f"JIT captured {len(f.jit_cache)} kernels" in out, out
+
+def test_jit_off():
+  calls = []
+  def fxn(a: Tensor) -> Tensor:
+    calls.append(1)
+    return a * 2
+  jit = TinyJit(fxn)
+  with Context(JIT=0):
+    for i in range(CALLS):
+      a = rand_np(3, seed=i)
+      np.testing.assert_allclose(jit(realized(a)).numpy(), a * 2)
+  assert len(calls) == CALLS and jit.cnt == 0 and not jit.jit_cache
+
+def test_jit_off_accepts_lazy_inputs():
+  jit = TinyJit(lambda a: a * 2)
+  with Context(JIT=0):
+    np.testing.assert_allclose(jit(Tensor([1.0, 2.0]) + 1).numpy(), [4.0, 6.0])
+
+# *** outputs alias one set of buffers ***
+
+def test_replay_outputs_alias_the_same_buffers():
+  """Documented behaviour: every replay writes its results into the same buffers and returns the same Tensors, so a
+  result kept from an earlier replay shows the latest values. Copy (.numpy(), .clone().realize()) what you keep."""
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a * 2
+  outs, kept = [], []
+  for i in range(4):
+    outs.append(f(realized(np.full(3, float(i), np.float32))))
+    kept.append(outs[-1].clone().realize())
+  last = f(realized(np.full(3, 10.0, np.float32)))
+  assert last is outs[1] and outs[2] is outs[1] and outs[3] is outs[1]  # the capture's result Tensors, every time
+  np.testing.assert_allclose(outs[2].numpy(), np.full(3, 20.0))  # overwritten by the latest replay
+  for i in range(4): np.testing.assert_allclose(kept[i].numpy(), np.full(3, 2.0 * i))  # the copies keep their values
+  np.testing.assert_allclose(outs[0].numpy(), np.full(3, 0.0))  # call 1 ran normally: its result is its own
+
+def test_reset():
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a + 1
+  for i in range(3): f(realized(rand_np(3, seed=i)))
+  assert f.cnt == 3 and f.jit_cache and f.captured is not None and f.captured.jit_cache is f.jit_cache
+  f.reset()
+  assert f.cnt == 0 and not f.jit_cache and f.captured is None
+  for i in range(3):  # new shapes are fine after a reset: this is a new capture
+    a = rand_np(2, 2, seed=i)
+    np.testing.assert_allclose(f(realized(a)).numpy(), a + 1, rtol=1e-6)
+  assert f.cnt == 3 and len(f.jit_cache) == 1
+
+# *** training steps ***
+
+def make_mlp(seed: int) -> list[Tensor]:
+  return [Tensor(rand_np(*s, seed=seed + k) * 0.5, requires_grad=True) for k, s in enumerate([(4, 8), (8,), (8, 3)])]
+
+def mlp_loss(ps: list[Tensor], x: Tensor, y: Tensor) -> Tensor:
+  return ((x @ ps[0] + ps[1]).relu() @ ps[2]).sparse_categorical_crossentropy(y)
+
+def batches(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+  return [(rand_np(6, 4, seed=200 + i), np.random.default_rng(i).integers(0, 3, 6).astype(np.int32)) for i in range(n)]
+
+def run_training(make_opt, use_jit: bool, steps: int = 6) -> tuple[list[float], list[np.ndarray], object]:
+  ps = make_mlp(0)
+  opt = make_opt(ps)
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    opt.zero_grad()
+    loss = mlp_loss(ps, x, y).backward()
+    opt.step()
+    return loss.realize()
+  fxn = TinyJit(step) if use_jit else step
+  losses = [fxn(realized(x), Tensor(y).realize()).item() for x, y in batches(steps)]
+  return losses, [p.numpy() for p in ps], opt
+
+@pytest.mark.parametrize("make_opt", [lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps, lr=0.01)],
+                         ids=["SGD", "Adam"])
+def test_training_step_matches_no_jit(make_opt):
+  jl, jp, jopt = run_training(make_opt, True)
+  pl, pp, popt = run_training(make_opt, False)
+  np.testing.assert_allclose(jl, pl, rtol=1e-5, atol=1e-6)
+  assert len(set(np.round(jl, 6))) == len(jl), "the loss should change every step"
+  for i, (a, b) in enumerate(zip(jp, pp)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"parameter {i}")
+  for i, (a, b) in enumerate(zip(jopt._state(), popt._state())):  # momentum / moments / step counter
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"optimizer state {i}")
+
+def test_learning_rate_change_takes_effect_in_replays():
+  w = Tensor(np.ones(3, np.float32), requires_grad=True)
+  opt = SGD([w], lr=0.0)
+  @TinyJit
+  def step() -> Tensor:
+    opt.zero_grad()
+    loss = w.sum().backward()
+    opt.step()
+    return loss.realize()
+  for _ in range(3): step()
+  np.testing.assert_allclose(w.numpy(), np.ones(3))
+  opt.lr.assign(Tensor([0.5])).realize()
+  for _ in range(2): step()
+  np.testing.assert_allclose(w.numpy(), np.zeros(3), atol=1e-7)
+
+# *** random numbers ***
+
+def random_fxn(a: Tensor) -> tuple:
+  return a + Tensor.rand(4), Tensor.randn(2, 3) * a.sum()
+
+def test_random_is_fresh_and_matches_no_jit():
+  Tensor.manual_seed(1234)
+  jit = TinyJit(random_fxn)
+  inputs = [rand_np(4, seed=i) for i in range(CALLS)]
+  got = [[t.numpy() for t in jit(realized(a))] for a in inputs]
+  Tensor.manual_seed(1234)
+  want = [[t.numpy() for t in random_fxn(realized(a))] for a in inputs]
+  for i, (g, w) in enumerate(zip(got, want)):
+    for j in range(2): np.testing.assert_allclose(g[j], w[j], rtol=1e-5, atol=1e-6, err_msg=f"call {i + 1}, output {j}")
+  rands = [g[0] - a for g, a in zip(got, inputs)]
+  assert all(not np.allclose(rands[i], rands[i + 1]) for i in range(CALLS - 1)), "random numbers repeat across replays"
+
+def test_random_after_the_jit_continues_the_stream():
+  Tensor.manual_seed(5)
+  jit = TinyJit(lambda a: a * Tensor.rand(3))
+  for i in range(4): jit(realized(np.ones(3, np.float32)))
+  after_jit = Tensor.rand(3).numpy()
+  Tensor.manual_seed(5)
+  for i in range(4): (realized(np.ones(3, np.float32)) * Tensor.rand(3)).realize()
+  np.testing.assert_allclose(after_jit, Tensor.rand(3).numpy())
+
+def test_dropout_is_fresh_and_matches_no_jit():
+  def fxn(x: Tensor) -> Tensor:
+    with Tensor.train(): return (x * 3).dropout(0.5)
+  x = np.ones((4, 8), np.float32)
+  Tensor.manual_seed(7)
+  jit = TinyJit(fxn)
+  got = [jit(realized(x)).numpy() for _ in range(CALLS)]
+  Tensor.manual_seed(7)
+  want = [fxn(realized(x)).numpy() for _ in range(CALLS)]
+  for i, (g, w) in enumerate(zip(got, want)): np.testing.assert_allclose(g, w, err_msg=f"call {i + 1}")
+  assert set(np.unique(np.concatenate(got))) <= {0.0, 6.0}
+  assert all(not np.array_equal(got[i], got[i + 1]) for i in range(CALLS - 1)), "the dropout mask repeats"
+
+def test_random_batch_sampling_without_inputs():
+  """beautiful_mnist's pattern: a train step with no arguments that samples its batch with Tensor.randint."""
+  data = realized(np.arange(20, dtype=np.float32).reshape(10, 2))
+  def sample() -> Tensor: return data[Tensor.randint(4, high=10)]
+  Tensor.manual_seed(42)
+  jit = TinyJit(sample)
+  got = [jit().numpy() for _ in range(CALLS)]
+  Tensor.manual_seed(42)
+  want = [sample().numpy() for _ in range(CALLS)]
+  for i, (g, w) in enumerate(zip(got, want)): np.testing.assert_array_equal(g, w, err_msg=f"call {i + 1}")
+  assert len({g.tobytes() for g in got}) > 1
+
+# *** errors ***
+
+def captured(fxn, *shape: int) -> TinyJit:
+  jit = TinyJit(fxn)
+  for i in range(2): jit(realized(rand_np(*shape, seed=i)))
+  return jit
+
+def test_error_shape_changes():
+  jit = captured(lambda a: a * 2, 3, 4)
+  with pytest.raises(JitError, match=r"shape.*\(3, 4\).*\(4, 3\)"): jit(realized(rand_np(4, 3, seed=0)))
+
+def test_error_dtype_changes():
+  jit = captured(lambda a: a * 2, 3)
+  with pytest.raises(JitError, match="float.*int"): jit(Tensor([1, 2, 3], dtype=dtypes.int32).realize())
+
+def test_error_device_changes():
+  jit = captured(lambda a: a * 2, 3)
+  other = "PYTHON" if Device.DEFAULT != "PYTHON" else "CPU"
+  with pytest.raises(JitError, match=f"device.*{other}"): jit(Tensor(rand_np(3, seed=0), device=other).realize())
+
+def test_error_number_of_inputs_changes():
+  jit = TinyJit(lambda *xs: sum(xs[1:], xs[0]) * 2)
+  for i in range(2): jit(realized(rand_np(3, seed=i)), realized(rand_np(3, seed=i)))
+  with pytest.raises(JitError, match="2 tensor inputs.*3"): jit(*[realized(rand_np(3, seed=k)) for k in range(3)])
+
+def test_error_view_changes():
+  jit = TinyJit(lambda a: a + 1)
+  for i in range(2): jit(realized(rand_np(3, 3, seed=i)))
+  with pytest.raises(JitError, match="view"): jit(realized(rand_np(3, 3, seed=5)).T)
+
+def test_error_unrealized_input():
+  jit = captured(lambda a: a * 2, 3)
+  with pytest.raises(JitError, match=r"input 0.*not realized"): jit(realized(rand_np(3, seed=0)) + 1)
+
+def test_error_unrealized_input_on_first_call():
+  with pytest.raises(JitError, match="not realized"): TinyJit(lambda a: a * 2)(Tensor([1.0, 2.0]) * 2)
+
+def test_error_constant_input():
+  with pytest.raises(JitError, match=r"constant.*contiguous\(\)"): TinyJit(lambda a: a * 2)(Tensor.zeros(3).realize())
+
+def test_constant_made_contiguous_is_fine():
+  jit = TinyJit(lambda a: a * 2)
+  for i in range(3):
+    np.testing.assert_allclose(jit(Tensor.full((3,), float(i)).contiguous().realize()).numpy(), [2.0 * i] * 3)
+
+def test_error_nothing_captured():
+  jit = TinyJit(lambda a: a)
+  jit(realized(rand_np(3, seed=0)))
+  with pytest.raises(JitError, match="no kernels"): jit(realized(rand_np(3, seed=1)))
+
+def test_error_nothing_captured_for_views():
+  jit = TinyJit(lambda a: a.reshape(3, 1).T)
+  jit(realized(rand_np(3, seed=0)))
+  with pytest.raises(JitError, match="no kernels"): jit(realized(rand_np(3, seed=1)))
+
+def test_error_same_buffer_twice_at_capture():
+  jit = TinyJit(lambda a, b: a * 2 + b)
+  t = realized(rand_np(3, seed=0))
+  jit(t, t)
+  with pytest.raises(JitError, match="same buffer"): jit(t, t)
+
+def test_error_views_of_one_buffer_at_capture():
+  jit = TinyJit(lambda a, b: a * 2 + b)
+  t = realized(rand_np(2, 3, seed=0))
+  jit(t[0], t[1])
+  with pytest.raises(JitError, match="same buffer"): jit(t[0], t[1])
+
+def test_errors_leave_the_capture_usable():
+  jit = captured(lambda a: a * 2, 3)
+  with pytest.raises(JitError): jit(realized(rand_np(4, seed=0)))
+  a = rand_np(3, seed=3)
+  np.testing.assert_allclose(jit(realized(a)).numpy(), a * 2)
+
+# *** a small MNIST training run ***
+
+@pytest.mark.skipif(Device.DEFAULT == "PYTHON", reason="the PYTHON interpreter is too slow for a training run")
+def test_mnist_training_beats_90_percent():
+  """beautiful_mnist in small: a conv net built from Tensor ops, trained with Adam under TinyJit (a train step with no
+  arguments that samples its batch with Tensor.randint) on 10000 training images; >90% on 2000 test images."""
+  from fusegrad.nn.datasets import mnist
+  X_train, Y_train, X_test, Y_test = mnist()
+  X, Y = (X_train[:10000].float() / 255).realize(), Y_train[:10000].cast(dtypes.int32).realize()
+  Tensor.manual_seed(0)
+  ps = [Tensor.kaiming_uniform(8, 1, 5, 5), Tensor.zeros(8), Tensor.kaiming_uniform(10, 8 * 12 * 12), Tensor.zeros(10)]
+  def model(x: Tensor) -> Tensor: return x.conv2d(ps[0], ps[1]).relu().max_pool2d(2).flatten(1) @ ps[2].T + ps[3]
+  opt = Adam(ps, lr=3e-3)
+  @TinyJit
+  def train_step() -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      idx = Tensor.randint(64, high=X.shape[0])
+      loss = model(X[idx]).sparse_categorical_crossentropy(Y[idx]).backward()
+      opt.step()
+      return loss.realize()
+  losses = [train_step().item() for _ in range(300)]
+  assert train_step.cnt == 300 and len(train_step.jit_cache) > 5
+  assert np.mean(losses[-50:]) < np.mean(losses[:10]) / 4, (losses[:10], losses[-50:])
+  with Tensor.test():
+    predicted = model((X_test[:2000].float() / 255)).argmax(axis=1).numpy()
+  accuracy = (predicted == Y_test[:2000].numpy()).mean()
+  assert accuracy > 0.9, f"test accuracy {accuracy:.3f}"
