@@ -424,7 +424,8 @@ class Tensor(ElementwiseMixin, NNMixin):
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
     if not isinstance(y, Tensor):
-      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR): y = Tensor(UOp(Ops.BIND, y.dtype, y.src) if y.op is Ops.BIND else y)
+      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):  # a symbolic integer: an int32 scalar in the graph
+        y = Tensor(y.cast(dtypes.default_int))
       elif not isinstance(y, (bool, int, float)): raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
       else:
         dt = x.dtype
