@@ -26,7 +26,8 @@ class CompiledRunner(Runner):
     self.lib = dev.compiler.compile_cached(p.src)
     self.prg = dev.runtime(to_function_name(p.name), self.lib)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
-    vals = tuple(var_vals[v] for v in self.p.vars)
+    by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
+    vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals, wait=wait)
 
 class CopyRunner(Runner):
