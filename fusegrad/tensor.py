@@ -573,7 +573,8 @@ class Tensor(ElementwiseMixin, NNMixin):
   def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0: raise ValueError("chunk: chunks must be positive")
     d = _resolve_axis(dim, self.ndim)
-    return self.split(ceildiv(self.shape[d], chunks) if self.shape[d] else 1, d)
+    if self.shape[d] == 0: return self.split([0] * chunks, d)  # torch: `chunks` empty pieces
+    return self.split(ceildiv(self.shape[d], chunks), d)
   def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
     d = _resolve_axis(dim, self.ndim)
     return tuple(t.squeeze(d) for t in self.split(1, d))

@@ -25,6 +25,7 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
   if not isinstance(indices, tuple): indices = (indices,)
   idx_list: list[Any] = []
   for i in indices:
+    if type(i).__module__ == "numpy" and getattr(i, "shape", None) == () and i.dtype.kind in "iu": i = int(i)  # numpy scalar
     if isinstance(i, (list, tuple)) or type(i).__module__ == "numpy" and hasattr(i, "shape"): i = Tensor(i, device=t.device)
     if isinstance(i, Tensor) and i.dtype == dtypes.bool: raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
     if isinstance(i, Tensor) and not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
@@ -40,40 +41,40 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
     idx_list = idx_list[:e] + [slice(None)] * (t.ndim - len(consuming)) + idx_list[e + 1:]
   else: idx_list = idx_list + [slice(None)] * (t.ndim - len(consuming))
 
-  # with tensor indices present, ints index like 0-d tensors (numpy's rule for where the new axes go)
-  has_tensor = any(isinstance(i, Tensor) for i in idx_list)
+  # ints always select (as torch: x[1, :, idx] indexes a tensor with the first axis gone), so only tensors are advanced
   x, axis = t, 0
   squeeze: list[int] = []
   tensor_idx: list[tuple[int, Tensor]] = []  # (axis of x after basic indexing, index tensor)
   for i in idx_list:
     if i is None:
       x = x.reshape(x.shape[:axis] + (1,) + x.shape[axis:])
-      axis += 1
-      continue
-    size = x.shape[axis]
-    if isinstance(i, int):
+    elif isinstance(i, int):
+      size = x.shape[axis]
       if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {size}")
-      i %= size
-      if has_tensor: tensor_idx.append((axis, Tensor(i, device=t.device)))
-      else:
-        x = x.shrink(tuple((i, i + 1) if a == axis else None for a in range(x.ndim)))
-        squeeze.append(axis)
-    elif isinstance(i, slice):
-      start, stop, step = i.indices(size)
-      if step > 0:
-        n = max(0, (stop - start + step - 1) // step)
-        x = x.shrink(tuple((start, start + max((n - 1) * step + 1, 0)) if a == axis else None for a in range(x.ndim)))
-      else:
-        n = max(0, (start - stop - step - 1) // -step)
-        x = x.flip(axis)
-        first = size - 1 - start
-        x = x.shrink(tuple((first, first + max((n - 1) * -step + 1, 0)) if a == axis and n else (0, 0) if a == axis else None
-                           for a in range(x.ndim)))
-      x = _stride(x, axis, abs(step))
+      x = x.shrink(tuple((i % size, i % size + 1) if a == axis else None for a in range(x.ndim)))
+      squeeze.append(axis)
+    elif isinstance(i, slice): x = _slice(x, axis, i)
     else: tensor_idx.append((axis, i))
     axis += 1
-  if tensor_idx: return _advanced(x, tensor_idx)
-  return x.reshape(tuple(s for a, s in enumerate(x.shape) if a not in squeeze)) if squeeze else x
+  if squeeze:
+    x = x.reshape(tuple(s for a, s in enumerate(x.shape) if a not in squeeze))
+    tensor_idx = [(a - sum(q < a for q in squeeze), i) for a, i in tensor_idx]
+  return _advanced(x, tensor_idx) if tensor_idx else x
+
+def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
+  """x[..., start:stop:step, ...] on one axis, as views (a negative step flips first)."""
+  size = x.shape[axis]
+  start, stop, step = i.indices(size)
+  if step > 0:
+    n = max(0, (stop - start + step - 1) // step)
+    span = (start, start + (n - 1) * step + 1) if n else (0, 0)
+  else:
+    n = max(0, (start - stop - step - 1) // -step)
+    x = x.flip(axis)
+    first = size - 1 - start
+    span = (first, first + (n - 1) * -step + 1) if n else (0, 0)
+  x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
+  return _stride(x, axis, abs(step))
 
 def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
@@ -98,12 +99,10 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
-  # torch: adjacent indexed axes keep their place, separated ones go first
-  if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
-    first = axes[0]
-    nb, nr = len(bshape), len(rest)
-    before = [i for i in range(nr) if rest[i] < first]
-    after = [i for i in range(nr) if rest[i] > first]
-    out = out.permute(before + list(range(nr, nr + nb)) + after)
-  else: out = out.permute(list(range(len(rest), len(rest) + len(bshape))) + list(range(len(rest))))
-  return out
+  # torch: the index axes replace the indexed ones when those are adjacent (0-d indices select, so they don't count),
+  # and go first otherwise
+  nd_axes = [a for a, idx in tensor_idx if idx.ndim]
+  adjacent = bool(nd_axes) and not any(min(nd_axes) < a < max(nd_axes) for a in rest)
+  nb, nr = len(bshape), len(rest)
+  before = sum(a < min(nd_axes) for a in rest) if adjacent else 0
+  return out.permute(list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr)))
