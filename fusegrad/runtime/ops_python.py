@@ -19,6 +19,12 @@ class PythonRenderer(Renderer):
   """The 'source' is the pickled flat program."""
   def render(self, name: str, uops: list[UOp]) -> str: return base64.b64encode(pickle.dumps(uops)).decode()
 
+class _HalfView:
+  """float16 elements of a buffer (memoryview can't cast to 'e' before Python 3.12): converted one at a time."""
+  def __init__(self, mv: memoryview): self.mv = mv.cast("H")
+  def __getitem__(self, i: int) -> float: return struct.unpack("<e", struct.pack("<H", self.mv[i]))[0]
+  def __setitem__(self, i: int, v: float) -> None: self.mv[i] = struct.unpack("<H", struct.pack("<e", v))[0]
+
 Value = Any  # a scalar (uniform across threads) or a list with one entry per thread
 
 def _truncate_list(vals: list, dtype: DType) -> list:
@@ -76,7 +82,7 @@ class PythonProgram:
       op = u.op
       if op is Ops.DEFINE_GLOBAL:
         base = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
-        views[u] = bufs[u.arg].cast(base.fmt if base.fmt is not None else "H")
+        views[u] = _HalfView(bufs[u.arg]) if base == dtypes.float16 else bufs[u.arg].cast(base.fmt if base.fmt is not None else "H")
       elif op is Ops.DEFINE_VAR:
         values[u] = vals[var_i]
         var_i += 1
