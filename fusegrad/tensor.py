@@ -653,14 +653,17 @@ class Tensor(ElementwiseMixin, NNMixin):
   def std_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """True where any element along the axes is non-zero."""
+    """True where any element along the axes is non-zero (False over an empty axis)."""
+    if 0 in self.shape: return self.bool().sum(axis, keepdim) > 0
     return self.bool().max(axis, keepdim)
   def all(self, axis: Any = None, keepdim: bool = False) -> Tensor:
     """True where every element along the axes is non-zero."""
     return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) largest value; over the flattened tensor if axis is None."""
-    if axis is None: return self.flatten().argmax(0)
+    if axis is None:
+      ret = self.flatten().argmax(0)
+      return ret.reshape((1,) * self.ndim) if keepdim else ret
     axis = _resolve_axis(axis, self.ndim)
     n = self.shape[axis]
     if n == 0: raise ValueError("argmax: zero-size axis")
@@ -735,7 +738,8 @@ class Tensor(ElementwiseMixin, NNMixin):
     if x1d: x = x.unsqueeze(0)
     if w1d: w = w.unsqueeze(-1)
     # (..., n, 1, k) * (..., 1, m, k) summed over k
-    batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
+    try: batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
+    except ValueError: raise ValueError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast") from None
     xe = x.reshape(*x.shape[:-1], 1, k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
     we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
     ret = (xe * we).sum(-1, dtype=dtype)
