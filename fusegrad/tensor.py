@@ -112,8 +112,16 @@ class Tensor(ElementwiseMixin, NNMixin):
   @requires_grad.setter
   def requires_grad(self, val: bool | None) -> None:
     self._requires_grad = val
-    if val: Tensor._grad_tensors[id(self)] = self
+    if val:
+      Tensor._grad_tensors[id(self)] = self
+      self._own_node()
     else: Tensor._grad_tensors.pop(id(self), None)
+  def _own_node(self) -> None:
+    """Give a lazy value its own node. Nodes are hash-consed, so Tensor.zeros(3) made twice is one node, and gradients
+    for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this tensor's node unique."""
+    if _is_realized(self.uop) and _view_base(self.uop).op is not Ops.CONST: return
+    if self.numel() == 0: return
+    self._uop = Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop.assign(self.uop)
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     self.requires_grad = requires_grad
     return self
@@ -301,10 +309,11 @@ class Tensor(ElementwiseMixin, NNMixin):
     dt = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step))
                                                                 else dtypes.default_int)
     n = max(math.ceil((stop - start) / step), 0)
-    # the cumulative sum of ones folds into plain index arithmetic in codegen: one elementwise kernel, no loop
-    ones = Tensor.full((n,), 1, dtype=dtypes.int32 if dtypes.is_int(dt) else dt, device=kwargs.pop("device", None))
-    return ((ones.cumsum() - 1) * step + start).cast(dt).requires_grad_(kwargs.pop("requires_grad", None)) if n else \
-      Tensor.empty(0, dtype=dt, device=ones.device)
+    device = Device.canonicalize(kwargs.pop("device", None))
+    if n == 0: return Tensor.empty(0, dtype=dt, device=device, **kwargs)
+    idx = _count_up(n, device)
+    if dtypes.is_float(dt): idx = idx.cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
+    return (idx * step + start).cast(dt).requires_grad_(kwargs.pop("requires_grad", None))
   @staticmethod
   def linspace(start: Any, stop: Any, steps: int, **kwargs: Any) -> Tensor:
     """steps evenly spaced values from start to stop inclusive."""
@@ -317,11 +326,11 @@ class Tensor(ElementwiseMixin, NNMixin):
     """The identity matrix (n x m): ones on the diagonal."""
     m = n if m is None else m
     if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}x{m}")
-    dt = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-    # a row of [1, 0 * n] repeated and cut: the diagonal as a view, no kernel needed to build it
-    x = Tensor.ones((n, 1), dtype=dt, device=kwargs.pop("device", None)).pad(((0, 0), (0, m)))
-    return x.flatten().shrink(((0, n * m),)).reshape(n, m).requires_grad_(kwargs.pop("requires_grad", None)) if n * m else \
-      Tensor.zeros((n, m), dtype=dt)
+    dt, device, k = to_dtype(kwargs.pop("dtype", dtypes.default_float)), kwargs.pop("device", None), min(n, m)
+    if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, **kwargs)
+    # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
+    x = Tensor.ones((k, 1), dtype=dt, device=device).pad(((0, 0), (0, m))).flatten().shrink(((0, k * m),)).reshape(k, m)
+    return x.pad(((0, n - k), (0, 0))).requires_grad_(kwargs.pop("requires_grad", None))  # rows below the diagonal's end
   @staticmethod
   def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType, device: str = "CPU") -> Tensor:
     raise NotImplementedError("from_blob is not supported")
@@ -689,22 +698,35 @@ class Tensor(ElementwiseMixin, NNMixin):
     m = x - x.max(axis, keepdim=True).detach()
     return m - m.exp().sum(axis, keepdim=True).log()
   def _cumulative(self, axis: int, op: str) -> Tensor:
-    """x combined with everything before it along axis, in one reduce kernel: x is padded with n-1 identity values in
-    front, and output i reduces the window of n values ending at i (a view: broadcast, reshape, cut)."""
+    """x combined with everything before it along axis (op is "sum", "prod" or "max")."""
     axis = _resolve_axis(axis, self.ndim)
     x = self.transpose(axis, -1) if axis != self.ndim - 1 else self
-    n = x.shape[-1]
-    if n == 0: return self
-    identity = {"sum": 0, "prod": 1, "max": dtypes.min(self.dtype)}[op]
-    xp = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),), value=identity)
-    length, lead = 2 * n - 1, x.shape[:-1]
+    if x.shape[-1] == 0: return self
+    out = x._cum_blocks(op)
+    return out.transpose(axis, -1) if axis != self.ndim - 1 else out
+  def _cum_blocks(self, op: str) -> Tensor:
+    """The running op along the last axis. A long axis is cut into blocks: the running op inside each block, combined
+    with the running op of the block totals (recursively), so the work is n * CUM_BLOCK, not n * n."""
+    n, lead = self.shape[-1], self.shape[:-1]
+    if n <= 2 * CUM_BLOCK: return self._cum_window(op)
+    m, keep_lead = ceildiv(n, CUM_BLOCK), ((0, 0),) * len(lead)
+    x = self.pad(keep_lead + ((0, m * CUM_BLOCK - n),), value=_cum_identity(op, self.dtype)).reshape(*lead, m, CUM_BLOCK)
+    inner = x._cum_window(op)
+    totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((CUM_BLOCK - 1, CUM_BLOCK),)).squeeze(-1)
+    before = totals._cum_blocks(op).pad(keep_lead + ((1, -1),), value=_cum_identity(op, inner.dtype)).unsqueeze(-1)
+    out = inner + before if op == "sum" else inner * before if op == "prod" else inner.maximum(before)
+    return out.reshape(*lead, m * CUM_BLOCK).shrink(tuple((0, s) for s in lead) + ((0, n),))
+  def _cum_window(self, op: str) -> Tensor:
+    """The running op along the last axis in one reduce kernel: x is padded with n-1 identity values in front, and
+    output i reduces the window of n values ending at i (a view: broadcast, reshape, cut)."""
+    n, lead = self.shape[-1], self.shape[:-1]
+    xp = self.pad(((0, 0),) * len(lead) + ((n - 1, 0),), value=_cum_identity(op, self.dtype))
+    length = 2 * n - 1
     windows = xp.unsqueeze(-2).expand(*lead, n, length).reshape(*lead, n * length)
     windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
     windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
-    if op == "sum": out = windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
-    elif op == "prod": out = windows.prod(-1)
-    else: out = windows.max(-1)
-    return out.transpose(axis, -1) if axis != self.ndim - 1 else out
+    if op == "sum": return windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
+    return windows.prod(-1) if op == "prod" else windows.max(-1)
   def cumsum(self, axis: int = 0) -> Tensor:
     """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6]."""
     return self._cumulative(axis, "sum") if self.ndim else self
@@ -800,6 +822,28 @@ class Tensor(ElementwiseMixin, NNMixin):
   @contextmanager
   def test() -> Iterator[None]:
     with Tensor.train(False): yield
+
+CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
+
+def _cum_identity(op: str, dtype: DType) -> Any: return {"sum": 0, "prod": 1, "max": dtypes.min(dtype)}[op]
+
+def _count_up(n: int, device: str) -> Tensor:
+  """0, 1, ..., n-1 (int32) from running sums of ones, which codegen folds into index arithmetic: one kernel, no loop.
+  A running sum over d elements views (elements * 2d) values and index math is 32-bit, so a long range is written
+  with k digits of size d (i = sum of digit * place value), each digit a running sum along its own short axis."""
+  k, d = 1, n
+  while d ** k * 2 * d >= 2 ** 31:
+    k += 1
+    d = max(round(n ** (1 / k)), 2)
+    while d ** k < n: d += 1
+    if k > 30: raise ValueError(f"arange: {n} elements is too many")
+  ones = Tensor.full((d,) * k, 1, dtype=dtypes.int32, device=device)
+  idx: Tensor | None = None
+  for j in range(k):
+    digit = ones.transpose(j, -1)._cum_window("sum").transpose(j, -1) - 1
+    idx = digit * d ** (k - 1 - j) if idx is None else idx + digit * d ** (k - 1 - j)
+  assert idx is not None
+  return idx.flatten().shrink(((0, n),))
 
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 

@@ -176,6 +176,21 @@ def test_cumsum(axis): helper_test_op([(4, 6)], lambda x: x.cumsum(axis), atol=1
 def test_cumsum_3d(): helper_test_op([(3, 4, 5)], lambda x: x.cumsum(1), atol=1e-5)
 def test_cumsum_1d_default(): helper_test_op([(9,)], lambda x: x.cumsum(0), lambda x: x.cumsum())
 def test_cumsum_long(): helper_test_op([(300,)], lambda x: x.cumsum(0), atol=1e-4)
+@pytest.fixture
+def small_blocks(monkeypatch):
+  import fusegrad.tensor
+  monkeypatch.setattr(fusegrad.tensor, "CUM_BLOCK", 4)  # long axes work in blocks: test that with short axes
+def test_cumsum_blocks(small_blocks): helper_test_op([(2, 37)], lambda x: x.cumsum(1), atol=1e-5)
+def test_cumsum_blocks_axis0(small_blocks): helper_test_op([(11, 3)], lambda x: x.cumsum(0), atol=1e-5)
+def test_cumsum_blocks_int(small_blocks):
+  v = np.random.default_rng(0).integers(-50, 50, 45).astype(np.int8)
+  np.testing.assert_equal(Tensor(v).cumsum().numpy(), np.cumsum(v.astype(np.int32)))
+def test_cumprod_blocks(small_blocks): helper_test_op([(2, 21)], lambda x: x.cumprod(1), low=0.5, high=1.5, atol=1e-5)
+def test_cummax(small_blocks):
+  v = np.random.default_rng(0).normal(size=(3, 30)).astype(np.float32)
+  np.testing.assert_equal(Tensor(v).cummax(1).numpy(), np.maximum.accumulate(v, axis=1))
+  np.testing.assert_equal(Tensor(v[:, :9]).cummax(0).numpy(), np.maximum.accumulate(v[:, :9], axis=0))
+def test_cumsum_real_blocks(): helper_test_op([(530,)], lambda x: x.cumsum(0), atol=1e-4, forward_only=True)
 def test_cumsum_scalar(): helper_test_op([()], lambda x: x.cumsum(0))
 def test_cumsum_zero_size(): helper_test_op([(0, 3)], lambda x: x.cumsum(0), forward_only=True)
 def test_cumsum_int():
