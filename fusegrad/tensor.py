@@ -245,7 +245,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     if dtype.itemsize != self.dtype.itemsize:
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
         raise ValueError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
-      return Tensor(self.contiguous().uop.bitcast(dtype))
+      # the bytes reread as another dtype: a view of the realized buffer (element-wise kernels can't change sizes)
+      new_shape = (*self.shape[:-1], self.shape[-1] * self.dtype.itemsize // dtype.itemsize)
+      view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
+      return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(new_shape))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
@@ -360,8 +363,9 @@ class Tensor(ElementwiseMixin, NNMixin):
     # the top `mant` bits scaled into [0, 1): exact in the target dtype, so never rounds up to 1.0
     vals = (bits >> (32 - mant)).cast(dtypes.float32) * (2.0 ** -mant)
     return vals.cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
-  @staticmethod
-  def rand_like(t: Tensor, **kwargs: Any) -> Tensor: return Tensor.rand(t.shape, **{"dtype": t.dtype, "device": t.device, **kwargs})
+  def rand_like(self, **kwargs: Any) -> Tensor:
+    """Uniform [0, 1) numbers with this tensor's shape, dtype and device."""
+    return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
   def randn(*shape: Any, dtype: DType | str | None = None, requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
     """Standard normal random numbers (Box-Muller)."""
@@ -369,8 +373,9 @@ class Tensor(ElementwiseMixin, NNMixin):
     src = Tensor.rand((2, *shape), dtype=dtypes.float32, **kwargs)
     ret = (1 - src[0]).log().mul(-2).sqrt().mul((src[1] * (2 * math.pi)).cos())
     return ret.cast(dt).requires_grad_(requires_grad)
-  @staticmethod
-  def randn_like(t: Tensor, **kwargs: Any) -> Tensor: return Tensor.randn(t.shape, **{"dtype": t.dtype, "device": t.device, **kwargs})
+  def randn_like(self, **kwargs: Any) -> Tensor:
+    """Standard normal numbers with this tensor's shape, dtype and device."""
+    return Tensor.randn(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
   def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
     """Random integers in [low, high)."""
@@ -391,8 +396,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape)) ** -0.5)
   @staticmethod
   def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+    """Xavier/Glorot uniform init, as torch.nn.init.xavier_uniform_: bound sqrt(6 / (fan_in + fan_out))."""
     shape = _shape_arg(shape)
-    bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
+    fan_in, fan_out = prod(shape[1:]), shape[0] * prod(shape[2:])
+    bound = (6 / (fan_in + fan_out)) ** 0.5
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
