@@ -60,6 +60,7 @@ class Tensor(ElementwiseMixin, NNMixin):
   _seed: ClassVar[int] = 0
   _rng_counter: ClassVar[int] = 0
   _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()  # tensors that want .grad
+  _pending_clones: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()  # clones not computed yet (see _snapshots_before)
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
@@ -127,7 +128,12 @@ class Tensor(ElementwiseMixin, NNMixin):
     return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
-    """A result tensor; it requires grad if an input does."""
+    """A result tensor; it requires grad if an input does. Inputs on different devices are an error here, where the
+    graph is built (a constant is on every device)."""
+    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN:
+      devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
+      if len(devices) > 1:
+        raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({', '.join(sorted(devices))}); move one with .to()")
     ret = Tensor(uop)
     if self._requires_grad or any(o._requires_grad for o in others): ret._requires_grad = True
     return ret
@@ -172,6 +178,7 @@ class Tensor(ElementwiseMixin, NNMixin):
     for t in tensors: t.uop = _apply_becomes(t.uop, becomes_map)  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not _is_realized(t.uop)]
     if not todo: return
+    todo += _snapshots_before(todo)
     schedule, becomes = create_schedule([t.uop for t in todo])
     run_schedule(schedule)
     for t in todo: t.uop = _apply_becomes(t.uop, becomes)
@@ -230,11 +237,13 @@ class Tensor(ElementwiseMixin, NNMixin):
     return self._new(self.uop.contiguous())
   def contiguous_backward(self) -> Tensor: return self
   def clone(self) -> Tensor:
-    """A copy with its own buffer."""
-    return self._new(self.uop.copy_to_device(self.device))
+    """A copy with its own buffer: later assigns to this tensor don't change it."""
+    ret = self._new(self.uop.copy_to_device(self.device))
+    Tensor._pending_clones.add(ret)
+    return ret
   def detach(self) -> Tensor:
     """The same values, cut off from autograd."""
-    return Tensor(self.uop.detach())
+    return Tensor(self.uop.detach(), requires_grad=False)
   def cast(self, dtype: DType | str) -> Tensor:
     """Convert to another dtype: `Tensor([1.7]).cast(dtypes.int32)` is [1]."""
     dtype = to_dtype(dtype)
@@ -545,6 +554,7 @@ class Tensor(ElementwiseMixin, NNMixin):
     """Join tensors along an existing axis: Tensor.cat(a, b, dim=1) or a.cat(b, dim=1)."""
     tensors = [self, *args]
     d = _resolve_axis(dim, self.ndim)
+    if len({t.device for t in tensors}) > 1: raise ValueError(f"cat: tensors are on different devices {[t.device for t in tensors]}")
     for t in tensors:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise ValueError(f"cat: shapes {[x.shape for x in tensors]} don't match outside dim {d}")
@@ -851,6 +861,25 @@ def _count_up(n: int, device: str) -> Tensor:
     idx = digit * d ** (k - 1 - j) if idx is None else idx + digit * d ** (k - 1 - j)
   assert idx is not None
   return idx.flatten().shrink(((0, n),))
+
+def _buffers_read(u: UOp) -> set[Buffer]:
+  from fusegrad.engine.schedule import becomes_map
+  ret = set()
+  for n in u.toposort():
+    b = _view_base(becomes_map[n]) if n in becomes_map else n
+    if b.op is Ops.BUFFER: ret.add(b.arg.base)
+  return ret
+
+def _snapshots_before(todo: list[Tensor]) -> list[Tensor]:
+  """Clones not computed yet of buffers that todo assigns into: they must copy the old values first (a clone is a
+  snapshot), so they join the same schedule, which runs reads of a buffer before the assign that overwrites it."""
+  ids = {id(t) for t in todo}
+  clones = [c for c in Tensor._pending_clones if not _is_realized(c.uop) and id(c) not in ids]
+  if not clones: return []
+  from fusegrad.engine.schedule import becomes_map
+  assigns = [n for n in UOp(Ops.SINK, dtypes.void, tuple(t.uop for t in todo)).toposort() if n.op is Ops.ASSIGN]
+  written = {b for a in assigns for b in _buffers_read(_apply_becomes(a.src[0], becomes_map))}
+  return [c for c in clones if written & _buffers_read(c.uop)] if written else []
 
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 

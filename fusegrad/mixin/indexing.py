@@ -27,6 +27,7 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
   for i in indices:
     if type(i).__module__ == "numpy" and getattr(i, "shape", None) == () and i.dtype.kind in "iu": i = int(i)  # numpy scalar
     if isinstance(i, (list, tuple)) or type(i).__module__ == "numpy" and hasattr(i, "shape"): i = Tensor(i, device=t.device)
+    if isinstance(i, Tensor) and i.device != t.device: i = i.to(t.device)  # as torch, an index may come from another device
     if isinstance(i, Tensor) and i.dtype == dtypes.bool: raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
     if isinstance(i, Tensor) and not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
     if isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor))):
