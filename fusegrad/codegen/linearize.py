@@ -70,7 +70,8 @@ class _Linearizer:
     rset = frozenset(ranges)
     for x in group:
       for n in x.src[0].toposort(gate=lambda n: n not in self.done and bool(self.deps[n] & rset)):
-        if n not in self.done and not self.deps[n] & rset and n.op is not Ops.RANGE: self.emit(n)
+        # only what depends on loops already open (not on a nested reduce's loops, which open later)
+        if n not in self.done and all(r in self.done for r in self.deps[n]) and n.op is not Ops.RANGE: self.emit(n)
     accs = [UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, reduce_identity(x.arg, x.dtype)),), len(self.out) + i)
             for i, x in enumerate(group)]
     for acc in accs: self.emit(acc)
