@@ -181,7 +181,11 @@ class Tensor(ElementwiseMixin, NNMixin):
     todo += _snapshots_before(todo)
     schedule, becomes = create_schedule([t.uop for t in todo])
     run_schedule(schedule)
-    for t in todo: t.uop = _apply_becomes(t.uop, becomes)
+    for t in todo:
+      lazy, t.uop = t.uop, _apply_becomes(t.uop, becomes)
+      # autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives
+      if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN and t.uop is not lazy:
+        _lazy_defs[t.uop] = lazy
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run (and the graph is updated as if they ran: use for inspection only)."""
     from fusegrad.engine.schedule import create_schedule
@@ -195,8 +199,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
   def data(self) -> memoryview:
-    """The values as a memoryview with this tensor's shape (bfloat16 comes out as float32)."""
-    if self.dtype == dtypes.bfloat16: return self.cast(dtypes.float32).data()
+    """The values as a memoryview with this tensor's shape (bfloat16, and float16 before Python 3.12, come out as
+    float32)."""
+    if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
+      return self.cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
     mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
@@ -273,7 +279,7 @@ class Tensor(ElementwiseMixin, NNMixin):
   def assign(self, x: Any) -> Tensor:
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
-    if x.device != self.device: raise ValueError(f"assign: value is on {x.device}, target on {self.device}")
+    if x.device != self.device: raise ValueError(f"assign: value is on device {x.device}, target on device {self.device}")
     if x.shape != self.shape:
       try: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
       except ValueError: raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
@@ -806,8 +812,9 @@ class Tensor(ElementwiseMixin, NNMixin):
       if self.shape != (): raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape: raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
-    target_uops = {t: _node_in(t, self.uop) for t in targets}
-    grads = compute_gradient(self.uop, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
+    root = _with_lazy_defs(self.uop)
+    target_uops = {t: _node_in(t, root) for t in targets}
+    grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
     ret = []
     for t in targets:
       u = target_uops[t]
@@ -819,8 +826,9 @@ class Tensor(ElementwiseMixin, NNMixin):
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Add d self / d t to t.grad for every tensor t with requires_grad=True that self depends on."""
     if gradient is None and self.shape != (): raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
-    nodes = set(self.uop.toposort())
-    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, self.uop, nodes) is not None]
+    root = _with_lazy_defs(self.uop)
+    nodes = set(root.toposort())
+    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, root, nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph requires grad")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):
       if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} != tensor shape {t.shape}")
@@ -839,6 +847,11 @@ class Tensor(ElementwiseMixin, NNMixin):
   @contextmanager
   def test() -> Iterator[None]:
     with Tensor.train(False): yield
+
+def _half_memoryview() -> bool:
+  try: return memoryview(bytearray(2)).cast("e") is not None
+  except ValueError: return False
+_HALF_MEMORYVIEW = _half_memoryview()  # memoryview knows float16 from Python 3.12 on
 
 CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
 
@@ -861,6 +874,16 @@ def _count_up(n: int, device: str) -> Tensor:
     idx = digit * d ** (k - 1 - j) if idx is None else idx + digit * d ** (k - 1 - j)
   assert idx is not None
   return idx.flatten().shrink(((0, n),))
+
+# realized intermediates that need gradients: buffer view -> the lazy node it holds the value of
+_lazy_defs: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+def _with_lazy_defs(u: UOp) -> UOp:
+  """u's graph with realized intermediates replaced by the graphs that made them, so gradients reach their inputs.
+  (The scheduler still reads those nodes from their buffers: nothing is computed twice.)"""
+  if not _lazy_defs: return u
+  mapping = {n: _with_lazy_defs(_lazy_defs[n]) for n in u.toposort() if n in _lazy_defs}
+  return u.substitute(mapping) if mapping else u
 
 def _buffers_read(u: UOp) -> set[Buffer]:
   from fusegrad.engine.schedule import becomes_map
