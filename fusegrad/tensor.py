@@ -184,7 +184,8 @@ class Tensor(ElementwiseMixin, NNMixin):
     for t in todo:
       lazy, t.uop = t.uop, _apply_becomes(t.uop, becomes)
       # autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives
-      if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN and t.uop is not lazy:
+      if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN and t.uop is not lazy \
+         and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
         _lazy_defs[t.uop] = lazy
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run (and the graph is updated as if they ran: use for inspection only)."""
@@ -513,7 +514,7 @@ class Tensor(ElementwiseMixin, NNMixin):
     padded = x._new(x.uop.pad(grow))
     if value == 0: return padded
     inside = Tensor(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
-    return inside.where(padded, value)
+    return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
   def _pad_mode(self, pairs: list[tuple[int, int]], mode: str) -> Tensor:
     x = self
     for axis, (b, a) in enumerate(pairs):
@@ -557,8 +558,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     d = _resolve_axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along an existing axis: Tensor.cat(a, b, dim=1) or a.cat(b, dim=1)."""
-    tensors = [self, *args]
+    """Join tensors along an existing axis: Tensor.cat(a, b, dim=1), a.cat(b, dim=1) or Tensor.cat([a, b], dim=1)."""
+    tensors = [*self, *args] if isinstance(self, (list, tuple)) else [self, *args]
+    if not tensors: raise ValueError("cat: needs at least one tensor")
+    self = tensors[0]
     d = _resolve_axis(dim, self.ndim)
     if len({t.device for t in tensors}) > 1: raise ValueError(f"cat: tensors are on different devices {[t.device for t in tensors]}")
     for t in tensors:
@@ -573,7 +576,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     assert out is not None
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along a new axis."""
+    """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b])."""
+    if isinstance(self, (list, tuple)):
+      if not self and not args: raise ValueError("stack: needs at least one tensor")
+      self, args = (self[0], (*self[1:], *args)) if self else (args[0], args[1:])
     for t in args:
       if t.shape != self.shape: raise ValueError(f"stack: shapes {[self.shape] + [t.shape for t in args]} differ")
     d = _resolve_axis(dim, self.ndim + 1)
@@ -700,6 +706,7 @@ class Tensor(ElementwiseMixin, NNMixin):
     n = self.shape[axis]
     if n == 0: raise ValueError("argmax: zero-size axis")
     is_max = self == self.max(axis, keepdim=True)
+    if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
     countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(n, *[1] * (self.ndim - axis - 1))
     return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
@@ -707,6 +714,8 @@ class Tensor(ElementwiseMixin, NNMixin):
     return self._inverse().argmax(axis, keepdim) if self.dtype != dtypes.bool else self.logical_not().argmax(axis, keepdim)
   def logsumexp(self, axis: Any = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over axes, computed stably."""
+    if self.numel() == 0:  # log of an empty sum
+      return self.sum(axis, keepdim=keepdim).full_like(-math.inf, dtype=least_upper_float(self.dtype))
     m = self.max(axis, keepdim=True)
     m = m.isinf().where(0, m).detach()  # lanes that are all -inf (or inf) must not turn into nan
     ret = (self - m).exp().sum(axis, keepdim=True).log() + m

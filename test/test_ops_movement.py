@@ -67,6 +67,9 @@ def test_pad_negative(): helper_test_op([(5, 6)], lambda x: torch.nn.functional.
 def test_pad_negative_value():
   helper_test_op([(5, 6)], lambda x: torch.nn.functional.pad(x, (-2, 1), value=3.0), lambda x: x.pad((-2, 1), value=3.0))
 def test_pad_3d(): helper_test_op([(2, 3, 4)], lambda x: torch.nn.functional.pad(x, (0, 0, 1, 1, 2, 0)), lambda x: x.pad((0, 0, 1, 1, 2, 0)))
+def test_pad_value_cast():
+  assert Tensor([1, 2]).pad((1, 1), value=1.5).tolist() == [1, 1, 2, 1]  # as torch: the value takes the tensor's dtype
+  assert Tensor([True, False]).pad((1, 0), value=True).tolist() == [True, True, False]
 def test_pad_int():
   helper_test_op([(3, 4)], lambda x: torch.nn.functional.pad(x, (1, 1), value=7), lambda x: x.pad((1, 1), value=7), dtype=dtypes.int32)
 
@@ -129,6 +132,14 @@ def test_cat_empty_piece(): helper_test_op([(2, 3), (0, 3)], lambda x, y: torch.
 def test_cat_same_tensor(): helper_test_op([(2, 3)], lambda x: torch.cat((x, x * 2, x)), lambda x: x.cat(x * 2, x))
 def test_cat_int():
   helper_test_op([(2, 3), (2, 2)], lambda x, y: torch.cat((x, y), 1), lambda x, y: x.cat(y, dim=1), dtype=dtypes.int32)
+def test_cat_stack_list():
+  a, b = Tensor([[1, 2]]), Tensor([[3, 4]])
+  assert Tensor.cat([a, b]).tolist() == [[1, 2], [3, 4]] and Tensor.cat((a, b), dim=1).tolist() == [[1, 2, 3, 4]]
+  assert Tensor.stack([a, b], dim=1).tolist() == [[[1, 2], [3, 4]]] and Tensor.stack((a,)).shape == (1, 1, 2)
+def test_cat_promotes():
+  r = Tensor([1, 2]).cat(Tensor([1.5]))
+  assert r.dtype == dtypes.float32 and r.tolist() == [1.0, 2.0, 1.5]
+  assert Tensor([True]).cat(Tensor([False, True])).tolist() == [True, False, True]
 def test_cat_errors():
   with pytest.raises(ValueError, match=r"\(2, 3\).*\(2, 4\)"): Tensor.ones(2, 3).cat(Tensor.ones(2, 4))
   with pytest.raises(ValueError): Tensor.ones(2, 3).cat(Tensor.ones(3))

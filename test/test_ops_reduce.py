@@ -124,6 +124,10 @@ def test_argmax_ties():
   helper_test_op(None, lambda x: x.argmax(1).int(), lambda x: x.argmax(1), vals=vals, forward_only=True)
   helper_test_op(None, lambda x: x.argmin(1).int(), lambda x: x.argmin(1), vals=vals, forward_only=True)
   helper_test_op(None, lambda x: x.argmax(0).int(), lambda x: x.argmax(0), vals=vals, forward_only=True)
+def test_argmax_nan():
+  vals = [[[1.0, np.nan, 3.0, np.nan], [np.nan, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 0.0]]]
+  helper_test_op(None, lambda x: x.argmax(1).int(), lambda x: x.argmax(1), vals=vals, forward_only=True)
+  helper_test_op(None, lambda x: x.argmin(1).int(), lambda x: x.argmin(1), vals=vals, forward_only=True)
 def test_argmax_int_bool():
   helper_test_op([(4, 5)], lambda x: x.argmax(1).int(), lambda x: x.argmax(1), dtype=dtypes.int32, low=-3, high=3, forward_only=True)
   helper_test_op([(4, 5)], lambda x: x.argmin(1).int(), lambda x: x.argmin(1), dtype=dtypes.uint8, low=0, high=3, forward_only=True)
@@ -169,6 +173,10 @@ def test_logsumexp_keepdim(): helper_test_op([(4, 5)], lambda x: x.logsumexp(1, 
 def test_logsumexp_large(): helper_test_op([(4, 5)], lambda x: (x * 1000).logsumexp(1), atol=1e-3)
 def test_logsumexp_inf():
   helper_test_op(None, lambda x: x.logsumexp(1), vals=[[[-np.inf, -np.inf], [np.inf, 0.0], [1.0, -np.inf]]], forward_only=True)
+
+def test_logsumexp_empty():
+  np.testing.assert_equal(Tensor.zeros(2, 0).logsumexp(1).numpy(), torch.zeros(2, 0).logsumexp(1).numpy())
+  np.testing.assert_equal(Tensor.zeros(0, 3).logsumexp(0).numpy(), torch.zeros(0, 3).logsumexp(0).numpy())
 
 # *** cumulative ***
 @pytest.mark.parametrize("axis", [0, 1, -1])

@@ -278,6 +278,15 @@ def test_backward_after_realize():
   (y * x).sum().backward()
   assert x.grad.tolist() == [6.0, 12.0]
 
+def test_backward_through_realized_chain():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = (x * 2).realize()
+  z = y.contiguous().realize()  # a contiguous of a whole buffer is that buffer
+  w = z.reshape(2, 1).realize()
+  loss = (w.reshape(2) * x).sum().realize()
+  loss.backward()
+  assert loss.item() == 10.0 and x.grad.tolist() == [4.0, 8.0]
+
 def test_backward_nothing_requires_grad():
   with pytest.raises(RuntimeError): Tensor([1.0]).sum().backward()
 
