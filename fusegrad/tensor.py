@@ -285,7 +285,8 @@ class Tensor(ElementwiseMixin, NNMixin):
       try: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
       except ValueError: raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
-    if not _is_realized(_view_base(self.uop)) or self.uop is x.uop:  # nothing to write into yet: just rebind
+    # nothing to write into (not computed yet, or a constant): just rebind
+    if not _is_realized(self.uop) or _view_base(self.uop).op is Ops.CONST or self.uop is x.uop:
       self.uop = x.uop
       return self
     self.uop = self.uop.assign(x.uop)
@@ -633,11 +634,15 @@ class Tensor(ElementwiseMixin, NNMixin):
     from fusegrad.mixin.indexing import getitem
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
-    """Write v into the indexed part of this (realized) tensor, now."""
+    """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
     from fusegrad.mixin.indexing import getitem
     self.realize()
+    if _view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
+    if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in _view_chain(self.uop)):
+      raise RuntimeError(f"setitem: this tensor of shape {self.shape} is an expanded view: its elements share memory")
     target = getitem(self, indices)
-    if not _is_realized(_view_base(target.uop)): raise RuntimeError("setitem: index with ints and slices to assign into a tensor")
+    if not _is_realized(_view_base(target.uop)):
+      raise RuntimeError("setitem: only ints, slices, None and ... can index the part to write (not tensors)")
     target.assign(v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).realize()
 
   # *** reductions ***
@@ -924,6 +929,14 @@ def _make_buffer(data: bytes, shape: tuple[int, ...], dtype: DType, device: str 
   buf = Buffer(Device.canonicalize(device), prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
   return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
+
+def _view_chain(u: UOp) -> list[UOp]:
+  """The movement ops (and DETACHes) on top of a view's base, outermost first."""
+  ret = []
+  while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+    ret.append(u)
+    u = u.src[0]
+  return ret
 
 def _view_base(u: UOp) -> UOp:
   while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]

@@ -189,7 +189,32 @@ def test_setitem_unrealized_target():
   x[1, 1] = 100
   assert x.tolist() == [[0, 2, 4], [6, 100, 10]]
 
+def test_setitem_on_constants():
+  # zeros/ones/eye are constants until written: setitem gives them a buffer
+  x = Tensor.zeros(3)
+  x[1] = 5
+  assert x.tolist() == [0.0, 5.0, 0.0]
+  y = Tensor.ones(2, 2)
+  y[:, 0] = Tensor([7.0, 8.0])
+  assert y.tolist() == [[7.0, 1.0], [8.0, 1.0]]
+  e = Tensor.eye(2, dtype=dtypes.int32)
+  e[0, 1] = 3
+  assert e.tolist() == [[1, 3], [0, 1]]
+  z = Tensor.arange(4)
+  z[::2] = 0
+  assert z.tolist() == [0, 1, 0, 3]
+
+def test_setitem_through_view():
+  a = Tensor([1.0, 2.0, 3.0]).realize()
+  b = a.reshape(3, 1)
+  b[0] = 9.0  # a view shares memory with what it views, as in torch
+  assert a.tolist() == [9.0, 2.0, 3.0] and b.tolist() == [[9.0], [2.0], [3.0]]
+
 def test_setitem_errors():
+  e = Tensor([1.0, 2.0]).realize().expand(3, 2)
+  with pytest.raises(RuntimeError): e[0, 0] = 1.0
+  t = Tensor([1.0, 2.0])
+  with pytest.raises(RuntimeError): t[Tensor([0])] = 1.0
   x = Tensor.zeros(3, 4).contiguous().realize()
   with pytest.raises(IndexError): x[3] = 1.0
   with pytest.raises(IndexError): x[0, 0, 0] = 1.0
