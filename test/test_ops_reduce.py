@@ -56,7 +56,11 @@ def test_prod(axis):
   helper_test_op([(3, 4)], lambda x: x.prod() if axis is None else (x.prod(axis) if isinstance(axis, int) else x.prod(0).prod(0)),
                  lambda x: x.prod(axis), low=0.5, high=1.5)
 def test_prod_keepdim(): helper_test_op([(3, 4)], lambda x: x.prod(1, keepdim=True), low=0.5, high=1.5)
-def test_prod_with_zero(): helper_test_op(None, lambda x: x.prod(1), vals=[[[1.0, 0.0, 3.0], [2.0, 4.0, -1.0]]], forward_only=True)
+def test_prod_with_zero():
+  # the gradient at a zero is the product of the others (and 0 everywhere in a group with two zeros)
+  helper_test_op(None, lambda x: x.prod(1), vals=[[[1.0, 0.0, 3.0], [2.0, 4.0, -1.0], [0.0, 5.0, 0.0]]])
+  helper_test_op(None, lambda x: x.prod(), vals=[[[1.0, 0.0, 3.0], [2.0, 4.0, -1.0]]])
+def test_cumprod_with_zero(): helper_test_op(None, lambda x: x.cumprod(1), vals=[[[1.0, 0.0, 3.0, 2.0], [2.0, 4.0, -1.0, 0.5]]])
 def test_prod_int():
   helper_test_op([(3, 4)], lambda x: x.prod(1).int(), lambda x: x.prod(1), dtype=dtypes.int32, low=-3, high=3)
 def test_prod_zero_size(): assert Tensor.ones(0, 3).prod(0).tolist() == [1, 1, 1]
