@@ -21,6 +21,7 @@ def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(
 
 def _shape_of(data: Any) -> tuple[int, ...]:
   """The shape of a nested list; raises on ragged lists."""
+  if _is_numpy(data): data = data.tolist()  # numpy arrays and scalars inside a list
   if not isinstance(data, (list, tuple)): return ()
   if len(data) == 0: return (0,)
   inner = [_shape_of(x) for x in data]
@@ -28,6 +29,7 @@ def _shape_of(data: Any) -> tuple[int, ...]:
   return (len(data),) + inner[0]
 
 def _flatten_list(data: Any) -> list:
+  if _is_numpy(data): data = data.tolist()
   if not isinstance(data, (list, tuple)): return [data]
   return [y for x in data for y in _flatten_list(x)]
 
@@ -69,6 +71,7 @@ class Tensor(ElementwiseMixin, NNMixin):
     self._requires_grad: bool | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
+    if isinstance(data, range): data = list(data)
     if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)

@@ -56,6 +56,11 @@ def test_from_numpy_views():
   np.testing.assert_equal(Tensor(np.float32(2.5)).numpy(), np.float32(2.5))
   np.testing.assert_equal(Tensor(a, dtype=dtypes.int32).numpy(), a.astype(np.int32))
 
+def test_from_list_of_numpy_and_range():
+  assert Tensor([np.float32(1.5), np.float32(2)]).tolist() == [1.5, 2.0] and Tensor([np.float32(1.5)]).dtype == dtypes.float32
+  assert Tensor([np.ones(2), np.zeros(2)]).tolist() == [[1.0, 1.0], [0.0, 0.0]]
+  assert Tensor(range(3)).tolist() == [0, 1, 2] and Tensor(range(3)).dtype == dtypes.int32
+
 def test_from_numpy_is_a_copy():
   a = np.ones(3, dtype=np.float32)
   t = Tensor(a)
