@@ -1,21 +1,24 @@
 """Tensor: the user API. Every method builds lazy graph from the primitives; nothing runs until realize().
 
-The elementwise math (exp, relu, comparisons ...) lives in mixin/elementwise.py, the network ops (conv2d, pooling,
-losses, attention ...) in mixin/nn.py; this file holds creation, data access, broadcasting, movement, indexing,
-reductions and autograd.
+The elementwise math (exp, relu, comparisons ...) lives in mixin/elementwise.py, movement ops in mixin/movement.py,
+reductions and matmul in mixin/reduce.py, indexing in mixin/indexing.py, the network ops (conv2d, pooling, losses,
+attention ...) in mixin/nn.py; this file holds creation, random numbers, data access, broadcasting, assign and
+autograd.
 """
 from __future__ import annotations
 import math, struct, weakref
 from contextlib import contextmanager
-from typing import Any, Callable, ClassVar, Iterator, Sequence
-from fusegrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, from_numpy, to_numpy
+from typing import Any, ClassVar, Iterator, Sequence
+from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
-from fusegrad.helpers import prod, argfix, all_int, make_tuple, ceildiv, TRAINING
+from fusegrad.helpers import prod, argfix, all_int, TRAINING
 from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.gradient import compute_gradient
 from fusegrad.mixin.elementwise import ElementwiseMixin
 from fusegrad.mixin.nn import NNMixin
+from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
+from fusegrad.mixin.reduce import ReduceMixin
 
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
@@ -39,22 +42,9 @@ def _pack(values: list, dtype: DType) -> bytes:
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
 
-def _resolve_axis(axis: int, ndim: int, name: str = "axis") -> int:
-  if not -max(ndim, 1) <= axis < max(ndim, 1): raise IndexError(f"{name} {axis} is out of range for a tensor with {ndim} dims")
-  return axis % max(ndim, 1)
 
-def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
-  """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-  ret = []
-  for sizes in zip(*padded):
-    non1 = {s for s in sizes if s != 1}
-    if len(non1) > 1: raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
-    ret.append(non1.pop() if non1 else 1)
-  return tuple(ret)
 
-class Tensor(ElementwiseMixin, NNMixin):
+class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
   training: ClassVar[bool] = False
@@ -178,18 +168,23 @@ class Tensor(ElementwiseMixin, NNMixin):
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     from fusegrad.engine.schedule import create_schedule, becomes_map
     from fusegrad.engine.realize import run_schedule
-    for t in tensors: t.uop = _apply_becomes(t.uop, becomes_map)  # computed already (maybe through another tensor)
+    copies: list[Tensor] = []
+    for t in tensors:  # computed already (maybe through another tensor)
+      lazy, t.uop = t.uop, _apply_becomes(t.uop, becomes_map)
+      if t.uop is not lazy and not _own_storage(t, lazy): copies.append(t)
     todo = [t for t in tensors if not _is_realized(t.uop)]
-    if not todo: return
-    todo += _snapshots_before(todo)
-    schedule, becomes = create_schedule([t.uop for t in todo])
-    run_schedule(schedule)
-    for t in todo:
-      lazy, t.uop = t.uop, _apply_becomes(t.uop, becomes)
-      # autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives
-      if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN and t.uop is not lazy \
-         and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
-        _lazy_defs[t.uop] = lazy
+    if todo:
+      todo += _snapshots_before(todo)
+      schedule, becomes = create_schedule([t.uop for t in todo])
+      run_schedule(schedule)
+      _forget_overwritten(becomes)
+      for t in todo:
+        lazy, t.uop = t.uop, _apply_becomes(t.uop, becomes)
+        _remember_lazy_def(t, lazy)
+        if not _own_storage(t, lazy): copies.append(t)
+    if copies:  # tensors that computed the same value as another one get their own copy of it
+      for t in copies: t.uop = t.uop.copy_to_device(t.device)
+      Tensor.realize_all(copies)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run (and the graph is updated as if they ran: use for inspection only)."""
     from fusegrad.engine.schedule import create_schedule
@@ -465,172 +460,6 @@ class Tensor(ElementwiseMixin, NNMixin):
     if any(s != n and s != 1 for s, n in zip(padded, shape)): raise ValueError(f"can't broadcast {self.shape} to {shape}")
     return self.reshape(padded).expand(shape)
 
-  # *** movement (views: no data moves) ***
-  def reshape(self, shape: Any, *args: Any) -> Tensor:
-    """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`."""
-    new = list(argfix(shape, *args))
-    if new.count(-1) > 1: raise ValueError(f"reshape: only one size may be -1, got {tuple(new)}")
-    new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
-    if -1 in new:
-      known = prod(s for s in new if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"reshape: can't reshape {self.shape} to {tuple(new)}")
-      new[new.index(-1)] = self.numel() // known
-    if any(not isinstance(s, int) or s < 0 for s in new): raise ValueError(f"reshape: bad shape {tuple(new)}")
-    if prod(new) != self.numel(): raise ValueError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
-    return self._new(self.uop.reshape(tuple(new)))
-  def view(self, *shape: Any) -> Tensor: return self.reshape(*shape)
-  def permute(self, order: Any, *args: Any) -> Tensor:
-    """Reorder the axes: `x.permute(1, 0)` transposes a matrix."""
-    order = tuple(_resolve_axis(a, self.ndim) for a in argfix(order, *args))
-    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of {self.ndim} axes")
-    return self._new(self.uop.permute(order))
-  def expand(self, shape: Any, *args: Any) -> Tensor:
-    """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size."""
-    new = argfix(shape, *args)
-    if len(new) < self.ndim: raise ValueError(f"expand: can't expand {self.shape} to {new}")
-    padded = (1,) * (len(new) - self.ndim) + self.shape
-    target = tuple(p if s == -1 else s for p, s in zip(padded, new))
-    if any(p != s and p != 1 for p, s in zip(padded, target)): raise ValueError(f"expand: can't expand {self.shape} to {tuple(new)}")
-    return self._new(self.reshape(padded).uop.expand(target))
-  def expand_as(self, other: Tensor) -> Tensor: return self.expand(other.shape)
-  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
-    """Keep [start, end) on each axis (None keeps the whole axis)."""
-    if len(arg) != self.ndim: raise ValueError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
-    full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-    if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)): raise ValueError(f"shrink: bad range {full} for {self.shape}")
-    return self._new(self.uop.shrink(full))
-  def pad(self, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
-    """Pad with `value` (or reflect/replicate/circular). padding is ((before, after), ...) per axis, or flat
-    (left, right, top, bottom, ...) from the last axis as in torch.nn.functional.pad. Negative pads cut."""
-    if all(isinstance(p, int) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"pad: bad flat padding {tuple(padding)} for {self.shape}")
-      pairs = [(0, 0)] * self.ndim
-      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
-    else:
-      if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} axes")
-      pairs = [(0, 0) if p is None else tuple(p) for p in padding]
-    if mode != "constant": return self._pad_mode(pairs, mode)
-    # negative padding removes elements
-    cut = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
-    x = self.shrink(cut) if any(b < 0 or a < 0 for b, a in pairs) else self
-    grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
-    if all(b == 0 and a == 0 for b, a in grow): return x
-    padded = x._new(x.uop.pad(grow))
-    if value == 0: return padded
-    inside = Tensor(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
-    return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
-  def _pad_mode(self, pairs: list[tuple[int, int]], mode: str) -> Tensor:
-    x = self
-    for axis, (b, a) in enumerate(pairs):
-      if b == 0 and a == 0: continue
-      n = x.shape[axis]
-      if mode == "reflect" and (b >= n or a >= n): raise ValueError(f"pad: reflect padding {(b, a)} must be < size {n}")
-      def take(lo: int, hi: int) -> Tensor: return x.shrink(tuple((lo, hi) if i == axis else None for i in range(x.ndim)))
-      if mode == "reflect": parts = [take(1, b + 1).flip(axis), x, take(n - a - 1, n - 1).flip(axis)]
-      elif mode == "replicate": parts = [take(0, 1).expand(*[b if i == axis else -1 for i in range(x.ndim)]), x,
-                                         take(n - 1, n).expand(*[a if i == axis else -1 for i in range(x.ndim)])]
-      elif mode == "circular":
-        if b > n or a > n: raise ValueError(f"pad: circular padding {(b, a)} must be <= size {n}")
-        parts = [take(n - b, n), x, take(0, a)]
-      else: raise ValueError(f"pad: unknown mode {mode!r}")
-      x = Tensor.cat(*[p for p in parts if p.shape[axis] > 0], dim=axis)
-    return x
-  def flip(self, axis: Any, *args: Any) -> Tensor:
-    """Reverse the order along the given axes."""
-    axes = {_resolve_axis(a, self.ndim) for a in argfix(axis, *args)}
-    return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
-  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
-    order = list(range(self.ndim))
-    a, b = _resolve_axis(dim0, self.ndim), _resolve_axis(dim1, self.ndim)
-    order[a], order[b] = order[b], order[a]
-    return self.permute(order)
-  @property
-  def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))
-  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if self.ndim == 0: return self.reshape(1)
-    s, e = _resolve_axis(start_dim, self.ndim), _resolve_axis(end_dim, self.ndim)
-    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
-  def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
-    d = _resolve_axis(dim, self.ndim)
-    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
-  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
-    """Remove size-1 axes (all, or those given)."""
-    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dims = {_resolve_axis(d, self.ndim) for d in make_tuple(dim, 1)} if self.ndim else set()
-    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
-  def unsqueeze(self, dim: int) -> Tensor:
-    d = _resolve_axis(dim, self.ndim + 1)
-    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
-  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along an existing axis: Tensor.cat(a, b, dim=1), a.cat(b, dim=1) or Tensor.cat([a, b], dim=1)."""
-    tensors = [*self, *args] if isinstance(self, (list, tuple)) else [self, *args]
-    if not tensors: raise ValueError("cat: needs at least one tensor")
-    self = tensors[0]
-    d = _resolve_axis(dim, self.ndim)
-    if len({t.device for t in tensors}) > 1: raise ValueError(f"cat: tensors are on different devices {[t.device for t in tensors]}")
-    for t in tensors:
-      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
-        raise ValueError(f"cat: shapes {[x.shape for x in tensors]} don't match outside dim {d}")
-    dt = least_upper_dtype(*(t.dtype for t in tensors))
-    total, out, offset = sum(t.shape[d] for t in tensors), None, 0
-    for t in tensors:
-      piece = t.cast(dt).pad(tuple((offset, total - offset - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
-      out = piece if out is None else out + piece
-      offset += t.shape[d]
-    assert out is not None
-    return out
-  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b])."""
-    if isinstance(self, (list, tuple)):
-      if not self and not args: raise ValueError("stack: needs at least one tensor")
-      self, args = (self[0], (*self[1:], *args)) if self else (args[0], args[1:])
-    for t in args:
-      if t.shape != self.shape: raise ValueError(f"stack: shapes {[self.shape] + [t.shape for t in args]} differ")
-    d = _resolve_axis(dim, self.ndim + 1)
-    return Tensor.cat(*[t.unsqueeze(d) for t in (self, *args)], dim=d)
-  def repeat(self, repeats: Any, *args: Any) -> Tensor:
-    """Tile the tensor: `Tensor([1, 2]).repeat(2)` is [1, 2, 1, 2]."""
-    reps = argfix(repeats, *args)
-    if len(reps) < self.ndim: raise ValueError(f"repeat: {len(reps)} repeats for {self.ndim} dims")
-    base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
-    expanded = base.reshape(tuple(x for s in base.shape for x in (1, s))).expand(tuple(x for r, s in zip(reps, base.shape) for x in (r, s)))
-    return expanded.reshape(tuple(r * s for r, s in zip(reps, base.shape)))
-  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
-    x = self.flatten() if dim is None else self
-    d = 0 if dim is None else _resolve_axis(dim, self.ndim)
-    return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
-  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
-    """Pieces along dim: of `sizes` each (the last may be smaller), or of the listed sizes."""
-    d = _resolve_axis(dim, self.ndim)
-    n = self.shape[d]
-    if isinstance(sizes, int):
-      if sizes <= 0: raise ValueError("split: size must be positive")
-      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
-    if sum(sizes) != n: raise ValueError(f"split: sizes {list(sizes)} don't add up to {n}")
-    out, start = [], 0
-    for s in sizes:
-      out.append(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim))))
-      start += s
-    return tuple(out)
-  def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-    if chunks <= 0: raise ValueError("chunk: chunks must be positive")
-    d = _resolve_axis(dim, self.ndim)
-    if self.shape[d] == 0: return self.split([0] * chunks, d)  # torch: `chunks` empty pieces
-    return self.split(ceildiv(self.shape[d], chunks), d)
-  def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
-    d = _resolve_axis(dim, self.ndim)
-    return tuple(t.squeeze(d) for t in self.split(1, d))
-  def roll(self, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
-    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
-    x = self
-    for s, d in zip(make_tuple(shifts, 1), make_tuple(dims, 1)):
-      d = _resolve_axis(d, self.ndim)
-      n = x.shape[d]
-      if n == 0: continue
-      s %= n
-      if s: x = Tensor.cat(*x.split([n - s, s], d)[::-1], dim=d)
-    return x
-
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
     """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors."""
@@ -647,180 +476,6 @@ class Tensor(ElementwiseMixin, NNMixin):
     if not _is_realized(_view_base(target.uop)):
       raise RuntimeError("setitem: only ints, slices, None and ... can index the part to write (not tensors)")
     target.assign(v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).realize()
-
-  # *** reductions ***
-  def _reduce(self, op: Ops, axis: Any = None, keepdim: bool = False) -> Tensor:
-    axes = tuple(range(self.ndim)) if axis is None else tuple(_resolve_axis(a, self.ndim) for a in make_tuple(axis, 1))
-    if op is Ops.MAX and any(self.shape[a] == 0 for a in axes): raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
-    out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-    if 0 in self.shape and any(self.shape[a] == 0 for a in axes):  # an empty sum is 0, an empty product 1
-      ret = Tensor.full(out_shape, 0 if op is Ops.ADD else 1, dtype=self.dtype, device=self.device)
-    else: ret = self._new(self.uop.r(op, axes))
-    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-  def sum(self, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None, acc_dtype: DType | None = None) -> Tensor:
-    """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32."""
-    acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)
-    ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-    return ret.cast(self.dtype) if dtype is None and acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
-  def prod(self, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    """Product over axes."""
-    return self.cast(to_dtype(dtype) if dtype else (sum_acc_dtype(self.dtype) if not dtypes.is_float(self.dtype) else self.dtype)) \
-      ._reduce(Ops.MUL, axis, keepdim)
-  def max(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Largest value over axes."""
-    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis, keepdim).cast(dtypes.bool)
-    return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Smallest value over axes."""
-    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).min(axis, keepdim).cast(dtypes.bool)
-    return self._inverse().max(axis, keepdim)._inverse()
-  def _inverse(self) -> Tensor:
-    """An order-reversing map that is its own inverse: -x for floats, ~x for ints."""
-    return -self if dtypes.is_float(self.dtype) else ~self
-  def amax(self, axis: Any = None, keepdim: bool = False) -> Tensor: return self.max(axis, keepdim)
-  def amin(self, axis: Any = None, keepdim: bool = False) -> Tensor: return self.min(axis, keepdim)
-  def mean(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Average over axes (ints give a float)."""
-    out_dtype = least_upper_float(self.dtype)
-    total = self.cast(out_dtype).sum(axis, keepdim)
-    count = self.numel() // max(total.numel(), 1) if self.numel() else 0
-    return (total / count if count else total * math.nan).cast(out_dtype)
-  def var(self, axis: Any = None, keepdim: bool = False, correction: int = 1, unbiased: bool | None = None) -> Tensor:
-    """Variance over axes, dividing by N - correction."""
-    if unbiased is not None: correction = int(unbiased)
-    squares = (self - self.mean(axis, keepdim=True)).square()
-    n = self.numel() // max(squares.sum(axis, keepdim=keepdim).numel(), 1)
-    return squares.sum(axis, keepdim) / max(n - correction, 0) if n - correction > 0 else squares.sum(axis, keepdim) * math.nan
-  def std(self, axis: Any = None, keepdim: bool = False, correction: int = 1, unbiased: bool | None = None) -> Tensor:
-    """Standard deviation over axes."""
-    return self.var(axis, keepdim, correction, unbiased).sqrt()
-  def var_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
-    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
-  def std_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
-    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
-  def any(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """True where any element along the axes is non-zero (False over an empty axis)."""
-    if 0 in self.shape: return self.bool().sum(axis, keepdim) > 0
-    return self.bool().max(axis, keepdim)
-  def all(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """True where every element along the axes is non-zero."""
-    return self.logical_not().any(axis, keepdim).logical_not()
-  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    """Index of the (first) largest value; over the flattened tensor if axis is None."""
-    if axis is None:
-      ret = self.flatten().argmax(0)
-      return ret.reshape((1,) * self.ndim) if keepdim else ret
-    axis = _resolve_axis(axis, self.ndim)
-    n = self.shape[axis]
-    if n == 0: raise ValueError("argmax: zero-size axis")
-    is_max = self == self.max(axis, keepdim=True)
-    if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
-    # count down from n so that the largest score belongs to the first maximum
-    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(n, *[1] * (self.ndim - axis - 1))
-    return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
-  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    return self._inverse().argmax(axis, keepdim) if self.dtype != dtypes.bool else self.logical_not().argmax(axis, keepdim)
-  def logsumexp(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """log(sum(exp(x))) over axes, computed stably."""
-    if self.numel() == 0:  # log of an empty sum
-      return self.sum(axis, keepdim=keepdim).full_like(-math.inf, dtype=least_upper_float(self.dtype))
-    m = self.max(axis, keepdim=True)
-    m = m.isinf().where(0, m).detach()  # lanes that are all -inf (or inf) must not turn into nan
-    ret = (self - m).exp().sum(axis, keepdim=True).log() + m
-    return ret if keepdim else ret.reshape(self.sum(axis).shape)
-  def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
-    """exp(x) / sum(exp(x)) along axis, computed stably."""
-    x = self.cast(dtype) if dtype is not None else self
-    e = (x - x.max(axis, keepdim=True).detach()).exp()
-    return e / e.sum(axis, keepdim=True)
-  def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
-    x = self.cast(dtype) if dtype is not None else self
-    m = x - x.max(axis, keepdim=True).detach()
-    return m - m.exp().sum(axis, keepdim=True).log()
-  def _cumulative(self, axis: int, op: str) -> Tensor:
-    """x combined with everything before it along axis (op is "sum", "prod" or "max")."""
-    axis = _resolve_axis(axis, self.ndim)
-    x = self.transpose(axis, -1) if axis != self.ndim - 1 else self
-    if x.shape[-1] == 0: return self
-    out = x._cum_blocks(op)
-    return out.transpose(axis, -1) if axis != self.ndim - 1 else out
-  def _cum_blocks(self, op: str) -> Tensor:
-    """The running op along the last axis. A long axis is cut into blocks: the running op inside each block, combined
-    with the running op of the block totals (recursively), so the work is n * CUM_BLOCK, not n * n."""
-    n, lead = self.shape[-1], self.shape[:-1]
-    if n <= 2 * CUM_BLOCK: return self._cum_window(op)
-    m, keep_lead = ceildiv(n, CUM_BLOCK), ((0, 0),) * len(lead)
-    x = self.pad(keep_lead + ((0, m * CUM_BLOCK - n),), value=_cum_identity(op, self.dtype)).reshape(*lead, m, CUM_BLOCK)
-    inner = x._cum_window(op)
-    totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((CUM_BLOCK - 1, CUM_BLOCK),)).squeeze(-1)
-    before = totals._cum_blocks(op).pad(keep_lead + ((1, -1),), value=_cum_identity(op, inner.dtype)).unsqueeze(-1)
-    out = inner + before if op == "sum" else inner * before if op == "prod" else inner.maximum(before)
-    return out.reshape(*lead, m * CUM_BLOCK).shrink(tuple((0, s) for s in lead) + ((0, n),))
-  def _cum_window(self, op: str) -> Tensor:
-    """The running op along the last axis in one reduce kernel: x is padded with n-1 identity values in front, and
-    output i reduces the window of n values ending at i (a view: broadcast, reshape, cut)."""
-    n, lead = self.shape[-1], self.shape[:-1]
-    xp = self.pad(((0, 0),) * len(lead) + ((n - 1, 0),), value=_cum_identity(op, self.dtype))
-    length = 2 * n - 1
-    windows = xp.unsqueeze(-2).expand(*lead, n, length).reshape(*lead, n * length)
-    windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
-    windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
-    if op == "sum": return windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
-    return windows.prod(-1) if op == "prod" else windows.max(-1)
-  def cumsum(self, axis: int = 0) -> Tensor:
-    """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6]."""
-    return self._cumulative(axis, "sum") if self.ndim else self
-  def cumprod(self, axis: int = 0) -> Tensor:
-    """Running product along axis."""
-    return self._cumulative(axis, "prod") if self.ndim else self
-  def cummax(self, axis: int = 0) -> Tensor: return self._cumulative(axis, "max") if self.ndim else self
-  def triu(self, diagonal: int = 0) -> Tensor:
-    """Zero below the diagonal (of the last two axes)."""
-    r, c = self.shape[-2:]
-    keep = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal <= Tensor.arange(c, device=self.device).unsqueeze(0)
-    return keep.where(self, Tensor.full((), 0, dtype=self.dtype, device=self.device))
-  def tril(self, diagonal: int = 0) -> Tensor:
-    """Zero above the diagonal (of the last two axes)."""
-    r, c = self.shape[-2:]
-    keep = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal >= Tensor.arange(c, device=self.device).unsqueeze(0)
-    return keep.where(self, Tensor.full((), 0, dtype=self.dtype, device=self.device))
-
-  # *** matrix products ***
-  def dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
-    """Matrix product with broadcasting of batch axes (1-D operands as in numpy.matmul)."""
-    x = self
-    if x.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul: both operands need at least 1 dim, got {x.shape} and {w.shape}")
-    k = x.shape[-1]
-    kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
-    if k != kw: raise ValueError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
-    if x.dtype != w.dtype:
-      dt = least_upper_dtype(x.dtype, w.dtype)
-      x, w = x.cast(dt), w.cast(dt)
-    x1d, w1d = x.ndim == 1, w.ndim == 1
-    if x1d: x = x.unsqueeze(0)
-    if w1d: w = w.unsqueeze(-1)
-    # (..., n, 1, k) * (..., 1, m, k) summed over k
-    try: batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
-    except ValueError: raise ValueError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast") from None
-    xe = x.reshape(*x.shape[:-1], 1, k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
-    we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
-    ret = (xe * we).sum(-1, dtype=dtype)
-    if w1d: ret = ret.squeeze(-1)
-    if x1d: ret = ret.squeeze(-2 if not w1d else -1)
-    return ret
-  def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
-    return x.dot(self, dtype) if reverse else self.dot(x, dtype)
-  def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
-  def __rmatmul__(self, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight (+ bias); weight is (in, out). A 1-D weight scales elementwise."""
-    x = self * weight if weight.ndim == 1 else self.dot(weight)
-    return x + bias if bias is not None else x
-  def sequential(self, layers: list[Callable[[Tensor], Tensor]]) -> Tensor:
-    """Apply each layer in turn."""
-    x = self
-    for f in layers: x = f(x)
-    return x
 
   # *** autograd ***
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
@@ -870,9 +525,6 @@ def _half_memoryview() -> bool:
   except ValueError: return False
 _HALF_MEMORYVIEW = _half_memoryview()  # memoryview knows float16 from Python 3.12 on
 
-CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
-
-def _cum_identity(op: str, dtype: DType) -> Any: return {"sum": 0, "prod": 1, "max": dtypes.min(dtype)}[op]
 
 def _count_up(n: int, device: str) -> Tensor:
   """0, 1, ..., n-1 (int32) from running sums of ones, which codegen folds into index arithmetic: one kernel, no loop.
@@ -902,13 +554,47 @@ def _with_lazy_defs(u: UOp) -> UOp:
   mapping = {n: _with_lazy_defs(_lazy_defs[n]) for n in u.toposort() if n in _lazy_defs}
   return u.substitute(mapping) if mapping else u
 
-def _buffers_read(u: UOp) -> set[Buffer]:
+def _buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
+  """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""
   from fusegrad.engine.schedule import becomes_map
   ret = set()
   for n in u.toposort():
-    b = _view_base(becomes_map[n]) if n in becomes_map else n
+    b = _view_base(becomes_map[n]) if n in becomes_map and (resolve_root or n is not u) else n
     if b.op is Ops.BUFFER: ret.add(b.arg.base)
   return ret
+
+def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
+  """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives."""
+  if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN and t.uop is not lazy \
+     and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
+    _lazy_defs[t.uop] = lazy
+
+# buffer -> the tensor whose storage it is (the first one realized into it)
+_storage_owner: weakref.WeakKeyDictionary[Buffer, weakref.ReferenceType] = weakref.WeakKeyDictionary()
+
+def _own_storage(t: Tensor, lazy: UOp) -> bool:
+  """Record t as the owner of the buffer it was realized into. False when that buffer is another live tensor's storage
+  that t's graph doesn't name: equal graphs are one node, so two tensors can compute the same node, and an assign to
+  one must not change the other (t then needs a copy). Views and contiguous() of a tensor share its storage on purpose."""
+  base = _view_base(t.uop)
+  if base.op is not Ops.BUFFER: return True
+  buf = base.arg.base
+  ref = _storage_owner.get(buf)
+  owner = ref() if ref is not None else None
+  if owner is None or owner is t or _view_base(owner.uop).op is not Ops.BUFFER or _view_base(owner.uop).arg.base is not buf:
+    _storage_owner[buf] = weakref.ref(t)
+    return True
+  return buf in _buffers_read(lazy, resolve_root=False)
+
+def _forget_overwritten(becomes: dict[UOp, UOp]) -> None:
+  """Values cached in a buffer that an assign has just overwritten are gone: forget them, so that an equal graph built
+  later computes its own value instead of reading the new contents. (Assigns stay done: they must not run twice.)"""
+  from fusegrad.engine.schedule import becomes_map
+  written = {_view_base(v).arg.base for n, v in becomes.items() if n.op is Ops.ASSIGN and _view_base(v).op is Ops.BUFFER}
+  if not written: return
+  for k, v in list(becomes_map.items()):
+    b = _view_base(v)
+    if k.op is not Ops.ASSIGN and b.op is Ops.BUFFER and b.arg.base in written: del becomes_map[k]
 
 def _snapshots_before(todo: list[Tensor]) -> list[Tensor]:
   """Clones not computed yet of buffers that todo assigns into: they must copy the old values first (a clone is a

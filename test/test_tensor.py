@@ -219,6 +219,31 @@ def test_assign_lazy_readers_before():
   Tensor.realize(y, x)
   assert y.tolist() == [2.0, 3.0] and x.tolist() == [10.0, 20.0]
 
+def test_equal_graphs_are_separate_tensors():
+  # equal graphs are one node: realizing two of them must still give two tensors, each with its own storage
+  a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
+  Tensor.realize(a, b)
+  a.assign(a + 1).realize()
+  assert a.tolist() == [1.0, 1.0, 1.0] and b.tolist() == [0.0, 0.0, 0.0]
+  x = Tensor([1.0, 2.0])
+  p, q = (x * 2).realize(), (x * 2).realize()
+  p.assign(Tensor([0.0, 0.0])).realize()
+  assert q.tolist() == [2.0, 4.0] and (x * 2).tolist() == [2.0, 4.0]
+
+def test_overwritten_values_are_not_reused():
+  z = Tensor.arange(4)
+  z[::2] = 0
+  assert z.tolist() == [0, 1, 0, 3] and Tensor.arange(4).tolist() == [0, 1, 2, 3]
+
+def test_views_share_storage():
+  y = (Tensor([1.0, 2.0]) * 3).realize()
+  v = y.reshape(2, 1).realize()
+  y[0] = 7.0
+  assert v.tolist() == [[7.0], [6.0]]
+  GlobalCounters.reset()
+  y.numpy(), y.numpy()
+  assert GlobalCounters.kernel_count == 0  # reading a realized tensor copies nothing on the device
+
 def test_assign_unrealized_target():
   x = Tensor([1.0, 2.0]) * 2
   x.assign(Tensor([0.0, 1.0]))
