@@ -51,11 +51,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
   _rng_counter: ClassVar[int] = 0
-  _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()  # tensors that want .grad
-  _pending_clones: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()  # clones not computed yet (see _snapshots_before)
+  # tensors that want .grad, and clones not computed yet (see _snapshots_before)
+  _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
+  _pending_clones: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+               requires_grad: bool | None = None):
     self.grad: Tensor | None = None
     self._old_uops: weakref.WeakSet | None = None
     self._requires_grad: bool | None = None
@@ -72,7 +74,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
-      if any(isinstance(x, Tensor) for x in flat): raise TypeError("Tensor: use Tensor.stack to combine a list of Tensors")
+      if any(isinstance(x, Tensor) for x in flat):
+        raise TypeError("Tensor: use Tensor.stack to combine a list of Tensors")
       dt = dtype or (dtypes.from_py(flat) if flat else dtypes.default_float)
       uop = _make_buffer(_pack(flat, dt), shape, dt, device)
     elif _is_numpy(data):
@@ -83,7 +86,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
         arr_bytes = _pack(arr.astype(np.float32).ravel().tolist(), dt)
       else: arr_bytes = np.ascontiguousarray(arr.astype(to_numpy(dt), copy=False)).tobytes()
       uop = _make_buffer(arr_bytes, tuple(arr.shape), dt, device)
-    elif type(data).__module__.startswith("torch"): raise TypeError("Tensor: convert a torch tensor with .numpy() first")
+    elif type(data).__module__.startswith("torch"):
+      raise TypeError("Tensor: convert a torch tensor with .numpy() first")
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if device is not None and uop.device is not None and uop.device != device: uop = uop.copy_to_device(device)
     self._uop = uop
@@ -112,11 +116,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     else: Tensor._grad_tensors.pop(id(self), None)
   def _own_node(self) -> None:
     """Give a lazy value its own node. Nodes are hash-consed, so Tensor.zeros(3) made twice is one node, and gradients
-    for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this tensor's node unique."""
+    for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this node unique."""
     if _is_realized(self.uop) and _view_base(self.uop).op is not Ops.CONST: return
     if self.numel() == 0: return
     self._uop = Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop.assign(self.uop)
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    """Set requires_grad and return self: `w = Tensor.rand(3).requires_grad_()`."""
     self.requires_grad = requires_grad
     return self
 
@@ -126,31 +131,50 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     if len(uop.src) > 1 and uop.op is not Ops.ASSIGN:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
-        raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({', '.join(sorted(devices))}); move one with .to()")
+        names = ", ".join(sorted(devices))
+        raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor(uop)
     if self._requires_grad or any(o._requires_grad for o in others): ret._requires_grad = True
     return ret
 
   # *** properties ***
   @property
-  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  def shape(self) -> tuple[int, ...]:
+    """The size of each axis: `Tensor.zeros(2, 3).shape` is (2, 3)."""
+    return self.uop.shape
   @property
-  def dtype(self) -> DType: return self.uop.dtype
+  def dtype(self) -> DType:
+    """The element type."""
+    return self.uop.dtype
   @property
-  def device(self) -> str: return self.uop.device or Device.DEFAULT
+  def device(self) -> str:
+    """The device the data lives on ("CPU", "PYTHON" ...)."""
+    return self.uop.device or Device.DEFAULT
   @property
-  def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
-  def element_size(self) -> int: return self.dtype.itemsize
-  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def ndim(self) -> int:
+    """The number of axes."""
+    return len(self.shape)
+  def numel(self) -> int:
+    """The number of elements."""
+    return prod(self.shape)
+  def element_size(self) -> int:
+    """Bytes per element."""
+    return self.dtype.itemsize
+  def nbytes(self) -> int:
+    """Bytes of all elements."""
+    return self.numel() * self.element_size()
   def size(self, dim: int | None = None) -> int | tuple[int, ...]:
+    """The shape, or the size of axis dim: `x.size(-1)`."""
     return self.shape if dim is None else self.shape[_resolve_axis(dim, self.ndim, "dim")]
-  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+  def is_floating_point(self) -> bool:
+    """True for float dtypes."""
+    return dtypes.is_float(self.dtype)
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
   def __repr__(self) -> str:
-    return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r}{' requires_grad' if self.requires_grad else ''}>"
+    grad = " requires_grad" if self.requires_grad else ""
+    return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r}{grad}>"
   def __bool__(self) -> bool:
     if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
     return bool(self.item())
@@ -240,7 +264,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def contiguous(self) -> Tensor:
     """The values laid out in order in their own buffer (free when they already are)."""
     return self._new(self.uop.contiguous())
-  def contiguous_backward(self) -> Tensor: return self
+  def contiguous_backward(self) -> Tensor:
+    """The same tensor (the gradient is made contiguous by the scheduler when needed)."""
+    return self
   def clone(self) -> Tensor:
     """A copy with its own buffer: later assigns to this tensor don't change it."""
     ret = self._new(self.uop.copy_to_device(self.device))
@@ -264,24 +290,46 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
       view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
       return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(new_shape))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
-  def float(self) -> Tensor: return self.cast(dtypes.float32)
-  def half(self) -> Tensor: return self.cast(dtypes.float16)
-  def double(self) -> Tensor: return self.cast(dtypes.float64)
-  def int(self) -> Tensor: return self.cast(dtypes.int32)
-  def long(self) -> Tensor: return self.cast(dtypes.int64)
-  def bool(self) -> Tensor: return self.cast(dtypes.bool)
-  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
-  def short(self) -> Tensor: return self.cast(dtypes.int16)
-  def char(self) -> Tensor: return self.cast(dtypes.int8)
-  def byte(self) -> Tensor: return self.cast(dtypes.uint8)
+  def float(self) -> Tensor:
+    """Cast to float32."""
+    return self.cast(dtypes.float32)
+  def half(self) -> Tensor:
+    """Cast to float16."""
+    return self.cast(dtypes.float16)
+  def double(self) -> Tensor:
+    """Cast to float64."""
+    return self.cast(dtypes.float64)
+  def int(self) -> Tensor:
+    """Cast to int32."""
+    return self.cast(dtypes.int32)
+  def long(self) -> Tensor:
+    """Cast to int64."""
+    return self.cast(dtypes.int64)
+  def bool(self) -> Tensor:
+    """Cast to bool (nonzero is True)."""
+    return self.cast(dtypes.bool)
+  def bfloat16(self) -> Tensor:
+    """Cast to bfloat16."""
+    return self.cast(dtypes.bfloat16)
+  def short(self) -> Tensor:
+    """Cast to int16."""
+    return self.cast(dtypes.int16)
+  def char(self) -> Tensor:
+    """Cast to int8."""
+    return self.cast(dtypes.int8)
+  def byte(self) -> Tensor:
+    """Cast to uint8."""
+    return self.cast(dtypes.uint8)
 
   def assign(self, x: Any) -> Tensor:
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
-    if x.device != self.device: raise ValueError(f"assign: value is on device {x.device}, target on device {self.device}")
+    if x.device != self.device:
+      raise ValueError(f"assign: value is on device {x.device}, target on device {self.device}")
     if x.shape != self.shape:
       try: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
-      except ValueError: raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
+      except ValueError:
+        raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     # nothing to write into (not computed yet, or a constant): just rebind
     if not _is_realized(self.uop) or _view_base(self.uop).op is Ops.CONST or self.uop is x.uop:
@@ -303,29 +351,42 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     buf = Buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
   @staticmethod
-  def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, **kwargs: Any) -> Tensor:
+  def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
+           **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
-    if isinstance(fill_value, Tensor): return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
+    if isinstance(fill_value, Tensor):
+      return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     shape = _shape_arg((shape,))
     return Tensor(UOp.const(dt, fill_value, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
-  def zeros(*shape: Any, **kwargs: Any) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
+  def zeros(*shape: Any, **kwargs: Any) -> Tensor:
+    """Zeros of the given shape (float32 unless dtype says otherwise): `Tensor.zeros(2, 3)`."""
+    return Tensor.full(_shape_arg(shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
   @staticmethod
-  def ones(*shape: Any, **kwargs: Any) -> Tensor: return Tensor.full(_shape_arg(shape), 1.0, **{"dtype": dtypes.default_float, **kwargs})
+  def ones(*shape: Any, **kwargs: Any) -> Tensor:
+    """Ones of the given shape (float32 unless dtype says otherwise): `Tensor.ones(2, 3)`."""
+    return Tensor.full(_shape_arg(shape), 1.0, **{"dtype": dtypes.default_float, **kwargs})
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
+    """fill_value in this tensor's shape, dtype and device (dtype= and device= override)."""
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
-  def zeros_like(self, **kwargs: Any) -> Tensor: return self.full_like(0, **kwargs)
-  def ones_like(self, **kwargs: Any) -> Tensor: return self.full_like(1, **kwargs)
+  def zeros_like(self, **kwargs: Any) -> Tensor:
+    """Zeros in this tensor's shape, dtype and device."""
+    return self.full_like(0, **kwargs)
+  def ones_like(self, **kwargs: Any) -> Tensor:
+    """Ones in this tensor's shape, dtype and device."""
+    return self.full_like(1, **kwargs)
   def empty_like(self, **kwargs: Any) -> Tensor:
+    """Uninitialized memory in this tensor's shape, dtype and device."""
     return Tensor.empty(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
   def arange(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> Tensor:
     """start, start+step, ... up to (not including) stop: `Tensor.arange(5)` is [0, 1, 2, 3, 4]."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be zero")
-    dt = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step))
-                                                                else dtypes.default_int)
+    any_float = any(isinstance(x, float) for x in (start, stop, step))
+    default = dtypes.default_float if any_float else dtypes.default_int
+    dt = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else default
     n = max(math.ceil((stop - start) / step), 0)
     device = Device.canonicalize(kwargs.pop("device", None))
     if n == 0: return Tensor.empty(0, dtype=dt, device=device, **kwargs)
@@ -348,9 +409,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, **kwargs)
     # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
     x = Tensor.ones((k, 1), dtype=dt, device=device).pad(((0, 0), (0, m))).flatten().shrink(((0, k * m),)).reshape(k, m)
-    return x.pad(((0, n - k), (0, 0))).requires_grad_(kwargs.pop("requires_grad", None))  # rows below the diagonal's end
+    x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
+    return x.requires_grad_(kwargs.pop("requires_grad", None))
   @staticmethod
   def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType, device: str = "CPU") -> Tensor:
+    """Not supported: fusegrad owns its memory."""
     raise NotImplementedError("from_blob is not supported")
 
   # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
@@ -396,18 +459,22 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     """Random integers in [low, high)."""
     if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
     dt = to_dtype(dtype)
-    return (Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs) * (high - low)).floor().cast(dt) + low
+    unit = Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
+    return (unit * (high - low)).floor().cast(dt) + low
   @staticmethod
-  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None, requires_grad: bool | None = None,
-              **kwargs: Any) -> Tensor:
+  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
+              requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
     """Uniform random numbers in [low, high)."""
     dt = to_dtype(dtype or dtypes.default_float)
     return ((high - low) * Tensor.rand(*shape, **kwargs) + low).cast(dt).requires_grad_(requires_grad)
   @staticmethod
-  def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
+  def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, requires_grad: bool | None = None,
+             **kwargs: Any) -> Tensor:
+    """Normal random numbers with the given mean and std."""
     return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(requires_grad)
   @staticmethod
   def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+    """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape)) ** -0.5)
   @staticmethod
   def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
@@ -424,6 +491,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+    """He-normal init, as torch.nn.init.kaiming_normal_ (fan_in, leaky relu slope a)."""
     shape = _shape_arg(shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
@@ -434,12 +502,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def _const(self, val: Any, dtype: DType | None = None) -> Tensor:
     """A constant broadcast to this tensor's shape, on its device."""
     return Tensor(UOp.const(dtype or self.dtype, val, self.shape, self.device))
-  def _broadcasted(self, y: Any, reverse: bool = False, match_dtype: bool = True, op: str = "op") -> tuple[Tensor, Tensor]:
+  def _broadcasted(self, y: Any, reverse: bool = False, match_dtype: bool = True,
+                   op: str = "op") -> tuple[Tensor, Tensor]:
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
     if not isinstance(y, Tensor):
-      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR): y = Tensor(UOp(Ops.BIND, y.dtype, y.src) if y.op is Ops.BIND else y)
-      elif not isinstance(y, (bool, int, float)): raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
+      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):
+        y = Tensor(UOp(Ops.BIND, y.dtype, y.src) if y.op is Ops.BIND else y)
+      elif not isinstance(y, (bool, int, float)):
+        raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
       else:
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
@@ -457,7 +528,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     if self.shape == shape: return self
     if len(self.shape) > len(shape): raise ValueError(f"can't broadcast {self.shape} to {shape}")
     padded = (1,) * (len(shape) - len(self.shape)) + self.shape
-    if any(s != n and s != 1 for s, n in zip(padded, shape)): raise ValueError(f"can't broadcast {self.shape} to {shape}")
+    if any(s != n and s != 1 for s, n in zip(padded, shape)):
+      raise ValueError(f"can't broadcast {self.shape} to {shape}")
     return self.reshape(padded).expand(shape)
 
   # *** indexing ***
@@ -481,9 +553,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d self / d target for each target (lazy tensors): `dx, dy = z.gradient(x, y)`."""
     if gradient is None:
-      if self.shape != (): raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
+      if self.shape != ():
+        raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
-    if gradient.shape != self.shape: raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
+    if gradient.shape != self.shape:
+      raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
     root = _with_lazy_defs(self.uop)
     target_uops = {t: _node_in(t, root) for t in targets}
     grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
@@ -491,13 +565,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     for t in targets:
       u = target_uops[t]
       if u is None or u not in grads:
-        if not materialize_grads: raise RuntimeError("gradient: a target is not part of the graph (or gets no gradient)")
+        if not materialize_grads:
+          raise RuntimeError("gradient: a target is not part of the graph (or gets no gradient)")
         ret.append(t.zeros_like())
       else: ret.append(Tensor(grads[u]))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Add d self / d t to t.grad for every tensor t with requires_grad=True that self depends on."""
-    if gradient is None and self.shape != (): raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
+    if gradient is None and self.shape != ():
+      raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
     nodes = set(root.toposort())
     targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, root, nodes) is not None]
@@ -518,6 +594,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   @staticmethod
   @contextmanager
   def test() -> Iterator[None]:
+    """`with Tensor.test():` turns training behaviour off."""
     with Tensor.train(False): yield
 
 def _half_memoryview() -> bool:
@@ -575,13 +652,15 @@ _storage_owner: weakref.WeakKeyDictionary[Buffer, weakref.ReferenceType] = weakr
 def _own_storage(t: Tensor, lazy: UOp) -> bool:
   """Record t as the owner of the buffer it was realized into. False when that buffer is another live tensor's storage
   that t's graph doesn't name: equal graphs are one node, so two tensors can compute the same node, and an assign to
-  one must not change the other (t then needs a copy). Views and contiguous() of a tensor share its storage on purpose."""
+  one must not change the other (t then needs a copy). Views and contiguous() of a tensor share its storage on
+  purpose."""
   base = _view_base(t.uop)
   if base.op is not Ops.BUFFER: return True
   buf = base.arg.base
   ref = _storage_owner.get(buf)
   owner = ref() if ref is not None else None
-  if owner is None or owner is t or _view_base(owner.uop).op is not Ops.BUFFER or _view_base(owner.uop).arg.base is not buf:
+  owner_base = _view_base(owner.uop) if owner is not None else None
+  if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
     _storage_owner[buf] = weakref.ref(t)
     return True
   return buf in _buffers_read(lazy, resolve_root=False)
@@ -590,7 +669,8 @@ def _forget_overwritten(becomes: dict[UOp, UOp]) -> None:
   """Values cached in a buffer that an assign has just overwritten are gone: forget them, so that an equal graph built
   later computes its own value instead of reading the new contents. (Assigns stay done: they must not run twice.)"""
   from fusegrad.engine.schedule import becomes_map
-  written = {_view_base(v).arg.base for n, v in becomes.items() if n.op is Ops.ASSIGN and _view_base(v).op is Ops.BUFFER}
+  targets = [_view_base(v) for n, v in becomes.items() if n.op is Ops.ASSIGN]
+  written = {b.arg.base for b in targets if b.op is Ops.BUFFER}
   if not written: return
   for k, v in list(becomes_map.items()):
     b = _view_base(v)
@@ -658,4 +738,5 @@ def _nested(vals: list, shape: tuple[int, ...]) -> Any:
   if not shape: return vals[0]
   if shape[0] == 0: return []
   step = prod(shape[1:])
-  return [_nested(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])] if step else [_nested([], shape[1:])] * shape[0]
+  if not step: return [_nested([], shape[1:])] * shape[0]
+  return [_nested(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]

@@ -18,21 +18,28 @@ def _stride(x: Tensor, axis: int, step: int) -> Tensor:
   if step == 1 or n <= 1: return x
   pad = tuple((0, count * step - n) if i == axis else (0, 0) for i in range(x.ndim))
   x = x.pad(pad).reshape(x.shape[:axis] + (count, step) + x.shape[axis + 1:])
-  return x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim))).reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
+  x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
+  return x.reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
+
+def _check_index(t: Tensor, i: Any) -> Any:
+  """One index, checked: lists and numpy arrays become Tensors on t's device, numpy integers become ints."""
+  from fusegrad.tensor import Tensor
+  is_numpy = type(i).__module__ == "numpy" and hasattr(i, "shape")
+  if is_numpy and i.shape == () and i.dtype.kind in "iu": i = int(i)
+  elif isinstance(i, (list, tuple)) or is_numpy: i = Tensor(i, device=t.device)
+  if isinstance(i, Tensor):
+    if i.device != t.device: i = i.to(t.device)  # as torch, an index may come from another device
+    if i.dtype == dtypes.bool:
+      raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
+    if not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
+  elif isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice))):
+    raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
+  return i
 
 def getitem(t: Tensor, indices: Any) -> Tensor:
-  from fusegrad.tensor import Tensor
+  """t[indices]: basic indexing as views, then advanced indexing for the tensor indices (see the module doc)."""
   if not isinstance(indices, tuple): indices = (indices,)
-  idx_list: list[Any] = []
-  for i in indices:
-    if type(i).__module__ == "numpy" and getattr(i, "shape", None) == () and i.dtype.kind in "iu": i = int(i)  # numpy scalar
-    if isinstance(i, (list, tuple)) or type(i).__module__ == "numpy" and hasattr(i, "shape"): i = Tensor(i, device=t.device)
-    if isinstance(i, Tensor) and i.device != t.device: i = i.to(t.device)  # as torch, an index may come from another device
-    if isinstance(i, Tensor) and i.dtype == dtypes.bool: raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
-    if isinstance(i, Tensor) and not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
-    if isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor))):
-      raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
-    idx_list.append(i)
+  idx_list: list[Any] = [_check_index(t, i) for i in indices]
   consuming = [i for i in idx_list if i is not None and i is not Ellipsis]
   ellipses = [k for k, i in enumerate(idx_list) if i is Ellipsis]  # by identity: == on a Tensor is elementwise
   if len(ellipses) > 1: raise IndexError("an index can only have a single ellipsis ('...')")

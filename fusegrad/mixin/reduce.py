@@ -23,21 +23,24 @@ class ReduceMixin:
   def _reduce(self: Tensor, op: Ops, axis: Any = None, keepdim: bool = False) -> Tensor:
     from fusegrad.tensor import Tensor
     axes = tuple(range(self.ndim)) if axis is None else tuple(_resolve_axis(a, self.ndim) for a in make_tuple(axis, 1))
-    if op is Ops.MAX and any(self.shape[a] == 0 for a in axes): raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
+    if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
+      raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
     if 0 in self.shape and any(self.shape[a] == 0 for a in axes):  # an empty sum is 0, an empty product 1
       ret = Tensor.full(out_shape, 0 if op is Ops.ADD else 1, dtype=self.dtype, device=self.device)
     else: ret = self._new(self.uop.r(op, axes))
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-  def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None, acc_dtype: DType | None = None) -> Tensor:
+  def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None,
+          acc_dtype: DType | None = None) -> Tensor:
     """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32."""
     acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)
     ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-    return ret.cast(self.dtype) if dtype is None and acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
+    half = self.dtype in (dtypes.float16, dtypes.bfloat16)
+    return ret.cast(self.dtype) if dtype is None and acc_dtype is None and half else ret
   def prod(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Product over axes."""
-    return self.cast(to_dtype(dtype) if dtype else (sum_acc_dtype(self.dtype) if not dtypes.is_float(self.dtype) else self.dtype)) \
-      ._reduce(Ops.MUL, axis, keepdim)
+    acc = to_dtype(dtype) if dtype else self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype)
+    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Largest value over axes."""
     if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis, keepdim).cast(dtypes.bool)
@@ -49,26 +52,35 @@ class ReduceMixin:
   def _inverse(self: Tensor) -> Tensor:
     """An order-reversing map that is its own inverse: -x for floats, ~x for ints."""
     return -self if dtypes.is_float(self.dtype) else ~self
-  def amax(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor: return self.max(axis, keepdim)
-  def amin(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor: return self.min(axis, keepdim)
+  def amax(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """The same as max."""
+    return self.max(axis, keepdim)
+  def amin(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """The same as min."""
+    return self.min(axis, keepdim)
   def mean(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Average over axes (ints give a float)."""
     out_dtype = least_upper_float(self.dtype)
     total = self.cast(out_dtype).sum(axis, keepdim)
     count = self.numel() // max(total.numel(), 1) if self.numel() else 0
     return (total / count if count else total * math.nan).cast(out_dtype)
-  def var(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1, unbiased: bool | None = None) -> Tensor:
+  def var(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
+          unbiased: bool | None = None) -> Tensor:
     """Variance over axes, dividing by N - correction."""
     if unbiased is not None: correction = int(unbiased)
     squares = (self - self.mean(axis, keepdim=True)).square()
     n = self.numel() // max(squares.sum(axis, keepdim=keepdim).numel(), 1)
-    return squares.sum(axis, keepdim) / max(n - correction, 0) if n - correction > 0 else squares.sum(axis, keepdim) * math.nan
-  def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1, unbiased: bool | None = None) -> Tensor:
+    total = squares.sum(axis, keepdim)
+    return total / (n - correction) if n - correction > 0 else total * math.nan
+  def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
+          unbiased: bool | None = None) -> Tensor:
     """Standard deviation over axes."""
     return self.var(axis, keepdim, correction, unbiased).sqrt()
   def var_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    """(var, mean) over axes."""
     return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    """(std, mean) over axes."""
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """True where any element along the axes is non-zero (False over an empty axis)."""
@@ -89,10 +101,13 @@ class ReduceMixin:
     is_max = self == self.max(axis, keepdim=True)
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
-    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(n, *[1] * (self.ndim - axis - 1))
+    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device)
+    countdown = countdown.reshape(n, *[1] * (self.ndim - axis - 1))
     return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    return self._inverse().argmax(axis, keepdim) if self.dtype != dtypes.bool else self.logical_not().argmax(axis, keepdim)
+    """Index of the (first) smallest value; over the flattened tensor if axis is None."""
+    if self.dtype == dtypes.bool: return self.logical_not().argmax(axis, keepdim)
+    return self._inverse().argmax(axis, keepdim)
   def logsumexp(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over axes, computed stably."""
     if self.numel() == 0:  # log of an empty sum
@@ -107,6 +122,7 @@ class ReduceMixin:
     e = (x - x.max(axis, keepdim=True).detach()).exp()
     return e / e.sum(axis, keepdim=True)
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    """log(softmax(x)) along axis, computed stably."""
     x = self.cast(dtype) if dtype is not None else self
     m = x - x.max(axis, keepdim=True).detach()
     return m - m.exp().sum(axis, keepdim=True).log()
@@ -123,7 +139,8 @@ class ReduceMixin:
     n, lead = self.shape[-1], self.shape[:-1]
     if n <= 2 * CUM_BLOCK: return self._cum_window(op)
     m, keep_lead = ceildiv(n, CUM_BLOCK), ((0, 0),) * len(lead)
-    x = self.pad(keep_lead + ((0, m * CUM_BLOCK - n),), value=_cum_identity(op, self.dtype)).reshape(*lead, m, CUM_BLOCK)
+    x = self.pad(keep_lead + ((0, m * CUM_BLOCK - n),), value=_cum_identity(op, self.dtype))
+    x = x.reshape(*lead, m, CUM_BLOCK)
     inner = x._cum_window(op)
     totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((CUM_BLOCK - 1, CUM_BLOCK),)).squeeze(-1)
     before = totals._cum_blocks(op).pad(keep_lead + ((1, -1),), value=_cum_identity(op, inner.dtype)).unsqueeze(-1)
@@ -138,7 +155,8 @@ class ReduceMixin:
     windows = xp.unsqueeze(-2).expand(*lead, n, length).reshape(*lead, n * length)
     windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
     windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
-    if op == "sum": return windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
+    if op == "sum":
+      return windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
     return windows.prod(-1) if op == "prod" else windows.max(-1)
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
     """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6]."""
@@ -160,7 +178,8 @@ class ReduceMixin:
   def _triangle(self: Tensor, diagonal: int, upper: bool) -> Tensor:
     from fusegrad.tensor import Tensor
     r, c = self.shape[-2:]
-    row, col = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal, Tensor.arange(c, device=self.device).unsqueeze(0)
+    row = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal
+    col = Tensor.arange(c, device=self.device).unsqueeze(0)
     keep = row <= col if upper else row >= col
     return keep.where(self, 0)
 
@@ -168,7 +187,8 @@ class ReduceMixin:
   def dot(self: Tensor, w: Tensor, dtype: DType | None = None) -> Tensor:
     """Matrix product with broadcasting of batch axes (1-D operands as in numpy.matmul)."""
     x = self
-    if x.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul: both operands need at least 1 dim, got {x.shape} and {w.shape}")
+    if x.ndim == 0 or w.ndim == 0:
+      raise ValueError(f"matmul: both operands need at least 1 dim, got {x.shape} and {w.shape}")
     k = x.shape[-1]
     kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
     if k != kw: raise ValueError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
@@ -180,14 +200,17 @@ class ReduceMixin:
     if w1d: w = w.unsqueeze(-1)
     # (..., n, 1, k) * (..., 1, m, k) summed over k
     try: batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
-    except ValueError: raise ValueError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast") from None
+    except ValueError:
+      raise ValueError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast") from None
     xe = x.reshape(*x.shape[:-1], 1, k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
-    we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
+    out_shape = (*batch, x.shape[-2], w.shape[-1], k)
+    we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to(out_shape)
     ret = (xe * we).sum(-1, dtype=dtype)
     if w1d: ret = ret.squeeze(-1)
     if x1d: ret = ret.squeeze(-2 if not w1d else -1)
     return ret
   def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
+    """Matrix product self @ x (x @ self if reverse)."""
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
