@@ -101,6 +101,9 @@ def test_std(axis):
   helper_test_op([(3, 4, 5)], lambda x: x.std(axis), lambda x: x.std(axis), atol=1e-5)
 def test_std_keepdim(): helper_test_op([(3, 4, 5)], lambda x: x.std((0, 1), keepdim=True, correction=0), lambda x: x.std((0, 1), keepdim=True, correction=0))
 def test_var_unbiased_false(): helper_test_op([(3, 4)], lambda x: x.var(1, unbiased=False), lambda x: x.var(1, unbiased=False))
+def test_var_correction_too_large():
+  helper_test_op([(4, 2)], lambda x: x.var(1, correction=2), lambda x: x.var(1, correction=2), forward_only=True)
+  helper_test_op([(4, 2)], lambda x: x.var(1, correction=3), lambda x: x.var(1, correction=3), forward_only=True)
 def test_var_int(): np.testing.assert_allclose(Tensor([[1, 2, 4], [3, 3, 3]]).var(1).numpy(), [7 / 3, 0], rtol=1e-6)
 @pytest.mark.filterwarnings("ignore:var")
 def test_var_single_element(): helper_test_op([(3, 1)], lambda x: x.var(1), forward_only=True)
@@ -169,6 +172,9 @@ def test_softmax_neg_inf():
 @pytest.mark.parametrize("axis", [0, -1])
 def test_log_softmax(axis): helper_test_op([(4, 5)], lambda x: x.log_softmax(axis), atol=1e-6)
 def test_log_softmax_large(): helper_test_op([(4, 5)], lambda x: (x * 1000).log_softmax(1), atol=1e-4)
+def test_softmax_empty():
+  assert Tensor.zeros(3, 0).softmax(1).shape == (3, 0) and Tensor.zeros(0, 3).log_softmax(1).shape == (0, 3)
+  with pytest.raises(IndexError): Tensor.zeros(3, 0).softmax(2)
 def test_softmax_int(): np.testing.assert_allclose(Tensor([1, 2, 3]).softmax().numpy(), torch.tensor([1.0, 2, 3]).softmax(0).numpy(), rtol=1e-6)
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
 def test_logsumexp(axis):

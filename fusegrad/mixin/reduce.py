@@ -71,7 +71,7 @@ class ReduceMixin:
     squares = (self - self.mean(axis, keepdim=True)).square()
     n = self.numel() // max(squares.sum(axis, keepdim=keepdim).numel(), 1)
     total = squares.sum(axis, keepdim)
-    return total / (n - correction) if n - correction > 0 else total * math.nan
+    return total / max(n - correction, 0)  # as torch: inf (or nan for 0/0) when correction leaves nothing
   def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
           unbiased: bool | None = None) -> Tensor:
     """Standard deviation over axes."""
@@ -119,11 +119,15 @@ class ReduceMixin:
   def softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along axis, computed stably."""
     x = self.cast(dtype) if dtype is not None else self
+    _resolve_axis(axis, x.ndim)  # a bad axis raises, even on an empty tensor
+    if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
     e = (x - x.max(axis, keepdim=True).detach()).exp()
     return e / e.sum(axis, keepdim=True)
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """log(softmax(x)) along axis, computed stably."""
     x = self.cast(dtype) if dtype is not None else self
+    _resolve_axis(axis, x.ndim)  # a bad axis raises, even on an empty tensor
+    if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
     m = x - x.max(axis, keepdim=True).detach()
     return m - m.exp().sum(axis, keepdim=True).log()
   def _cumulative(self: Tensor, axis: int, op: str) -> Tensor:
