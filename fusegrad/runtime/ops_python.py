@@ -74,7 +74,7 @@ class PythonProgram:
     st = time.perf_counter()
     nthreads = prod(global_size)
     values: dict[UOp, Value] = {}
-    views: dict[UOp, memoryview] = {}
+    views: dict[UOp, Any] = {}  # memoryviews (or _HalfView for float16)
     var_i, pc, uops = 0, 0, self.uops
     counters: dict[UOp, int] = {}
     while pc < len(uops):
