@@ -42,8 +42,6 @@ def _pack(values: list, dtype: DType) -> bytes:
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
 
-
-
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")

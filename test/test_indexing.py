@@ -133,6 +133,12 @@ def test_advanced_int_dtypes():
   for dt in [dtypes.int8, dtypes.uint8, dtypes.int64, dtypes.int16]:
     np.testing.assert_equal(Tensor(A)[Tensor([2, 0], dtype=dt)].numpy(), A[[2, 0]])
 
+def test_advanced_small_int_index_on_long_axis():
+  x = np.arange(300, dtype=np.float32)
+  for dt in [dtypes.uint8, dtypes.int8, dtypes.int16]:
+    np.testing.assert_equal(Tensor(x)[Tensor([5, 100, -1 if dt != dtypes.uint8 else 255], dtype=dt)].numpy(),
+                            x[[5, 100, -1 if dt != dtypes.uint8 else 255]])
+
 def test_advanced_on_int_and_bool_tensors():
   x = np.arange(12, dtype=np.int32).reshape(3, 4)
   np.testing.assert_equal(Tensor(x)[Tensor([2, 0]), 1:].numpy(), x[[2, 0], 1:])

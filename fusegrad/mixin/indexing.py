@@ -95,6 +95,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   for a, idx in tensor_idx:
     n = x.shape[a]
     idx = idx._broadcast_to(bshape)
+    if idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)  # room for n and negatives
     idx = (idx < 0).where(idx + n, idx)
     hit = idx.reshape(*bshape, *[1] * len(axes)) == Tensor.arange(n, device=x.device, dtype=idx.dtype).reshape(
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
