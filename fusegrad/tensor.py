@@ -329,6 +329,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
       except ValueError:
         raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
+    if self.numel() == 0: return self  # no elements: nothing to write
     # nothing to write into (not computed yet, or a constant): just rebind
     if not _is_realized(self.uop) or _view_base(self.uop).op is Ops.CONST or self.uop is x.uop:
       self.uop = x.uop

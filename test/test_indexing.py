@@ -216,6 +216,15 @@ def test_setitem_through_view():
   b[0] = 9.0  # a view shares memory with what it views, as in torch
   assert a.tolist() == [9.0, 2.0, 3.0] and b.tolist() == [[9.0], [2.0], [3.0]]
 
+def test_setitem_empty_selection():
+  x = Tensor([[1.0, 2.0, 3.0]]).realize()
+  x[-3:-3:5] = -1.0  # selects nothing: writes nothing
+  x[:, 2:2] = Tensor.zeros(1, 0)
+  assert x.tolist() == [[1.0, 2.0, 3.0]]
+  y = Tensor.zeros(6, 0).contiguous().realize()
+  y[::3] = 1.0
+  assert y.shape == (6, 0)
+
 def test_setitem_errors():
   e = Tensor([1.0, 2.0]).realize().expand(3, 2)
   with pytest.raises(RuntimeError): e[0, 0] = 1.0
