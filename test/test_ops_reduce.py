@@ -23,6 +23,10 @@ def test_sum_scalar(): helper_test_op([()], lambda x: x.sum())
 def test_sum_zero_size(): helper_test_op([(3, 0)], lambda x: x.sum(1), forward_only=True)
 def test_sum_zero_size_all(): helper_test_op([(3, 0)], lambda x: x.sum(), forward_only=True)
 def test_sum_zero_size_keep(): helper_test_op([(0, 4)], lambda x: x.sum(0, keepdim=True), forward_only=True)
+def test_sum_zero_size_grad():
+  x = Tensor.zeros(2, 0, requires_grad=True)
+  (x.sum(1) * 3 + x.prod(1)).sum().backward()  # a loss that depends on nothing still has a gradient: zeros
+  assert x.grad.shape == (2, 0)
 def test_sum_size_one_axis(): helper_test_op([(3, 1, 4)], lambda x: x.sum(1))
 def test_sum_large(): helper_test_op([(3, 2000)], lambda x: x.sum(1), atol=1e-4)
 def test_sum_int():

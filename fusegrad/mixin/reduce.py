@@ -21,14 +21,14 @@ def _cum_identity(op: str, dtype: DType) -> Any: return {"sum": 0, "prod": 1, "m
 class ReduceMixin:
   __slots__ = ()
   def _reduce(self: Tensor, op: Ops, axis: Any = None, keepdim: bool = False) -> Tensor:
-    from fusegrad.tensor import Tensor
+    """The REDUCE_AXIS primitive over axes (all if None), keeping them as size 1 if keepdim."""
     axes = tuple(range(self.ndim)) if axis is None else tuple(_resolve_axis(a, self.ndim) for a in make_tuple(axis, 1))
-    if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
-      raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
-    out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-    if 0 in self.shape and any(self.shape[a] == 0 for a in axes):  # an empty sum is 0, an empty product 1
-      ret = Tensor.full(out_shape, 0 if op is Ops.ADD else 1, dtype=self.dtype, device=self.device)
-    else: ret = self._new(self.uop.r(op, axes))
+    empty = tuple(a for a in axes if self.shape[a] == 0)
+    if op is Ops.MAX and empty: raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
+    x = self
+    if empty:  # an empty sum is 0, an empty product 1: one identity element, padded on (so gradients are zeros)
+      x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=0 if op is Ops.ADD else 1)
+    ret = x._new(x.uop.r(op, axes))
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None,
           acc_dtype: DType | None = None) -> Tensor:
