@@ -104,6 +104,10 @@ def test_var(axis, correction):
 def test_std(axis):
   helper_test_op([(3, 4, 5)], lambda x: x.std(axis), lambda x: x.std(axis), atol=1e-5)
 def test_std_keepdim(): helper_test_op([(3, 4, 5)], lambda x: x.std((0, 1), keepdim=True, correction=0), lambda x: x.std((0, 1), keepdim=True, correction=0))
+def test_std_zero_grad():
+  # all equal: std is 0 and torch's gradient there is 0
+  helper_test_op(None, lambda x: x.std(1, correction=0), lambda x: x.std(1, correction=0), vals=[[[1.0, 1.0, 1.0], [2.0, 0.0, 1.0]]])
+  helper_test_op(None, lambda x: x.std(), lambda x: x.std(), vals=[[[float("nan"), 1.0]]], forward_only=True)
 def test_var_unbiased_false(): helper_test_op([(3, 4)], lambda x: x.var(1, unbiased=False), lambda x: x.var(1, unbiased=False))
 @pytest.mark.filterwarnings("ignore:var")
 def test_var_correction_too_large():

@@ -74,8 +74,10 @@ class ReduceMixin:
     return total / max(n - correction, 0)  # as torch: inf (or nan for 0/0) when correction leaves nothing
   def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
           unbiased: bool | None = None) -> Tensor:
-    """Standard deviation over axes."""
-    return self.var(axis, keepdim, correction, unbiased).sqrt()
+    """Standard deviation over axes. Where it is 0 its gradient is 0 (as torch), not the inf * 0 of sqrt'."""
+    v = self.var(axis, keepdim, correction, unbiased)
+    nonzero = v.ne(0)
+    return nonzero.where(nonzero.where(v, 1).sqrt(), 0)
   def var_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
     """(var, mean) over axes."""
     return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
