@@ -28,8 +28,18 @@ def _reduce_grad(g: UOp, n: UOp) -> tuple[UOp | None]:
   op, axes = n.arg
   if op is Ops.ADD: return (g.expand(n.src[0].shape),)
   if op is Ops.MAX: return _reduce_max_grad(g, n)
-  if op is Ops.MUL: return ((g * n).expand(n.src[0].shape) * n.src[0].alu(Ops.RECIPROCAL),)
+  if op is Ops.MUL: return _reduce_prod_grad(g, n)
   raise RuntimeError(f"no gradient for a {op} reduce")
+
+def _reduce_prod_grad(g: UOp, n: UOp) -> tuple[UOp]:
+  """d prod over axes: the product of the other elements. That is prod / x, except where x is 0: there it is the
+  product of the nonzero others when x is the only zero of its group, else 0."""
+  x, axes = n.src[0], n.arg[1]
+  is_zero = x.ne(0).logical_not()
+  prod_nonzero = is_zero.where(x.const_like(1), x).r(Ops.MUL, axes).expand(x.shape)
+  zeros = is_zero.cast(x.dtype).r(Ops.ADD, axes).expand(x.shape)
+  at_zero = zeros.ne(1).where(x.const_like(0), prod_nonzero)
+  return (g.expand(x.shape) * is_zero.where(at_zero, n.expand(x.shape) * x.alu(Ops.RECIPROCAL)),)
 
 def _expand_grad(g: UOp, n: UOp) -> tuple[UOp]:
   axes = tuple(i for i, (s, o) in enumerate(zip(n.src[0].shape, n.shape)) if s != o)

@@ -1,26 +1,30 @@
 """Tensor: the user API. Every method builds lazy graph from the primitives; nothing runs until realize().
 
-The elementwise math (exp, relu, comparisons ...) lives in mixin/elementwise.py, the network ops (conv2d, pooling,
-losses, attention ...) in mixin/nn.py; this file holds creation, data access, broadcasting, movement, indexing,
-reductions and autograd.
+The elementwise math (exp, relu, comparisons ...) lives in mixin/elementwise.py, movement ops in mixin/movement.py,
+reductions and matmul in mixin/reduce.py, indexing in mixin/indexing.py, the network ops (conv2d, pooling, losses,
+attention ...) in mixin/nn.py; this file holds creation, random numbers, data access, broadcasting, assign and
+autograd.
 """
 from __future__ import annotations
 import math, struct, weakref
 from contextlib import contextmanager
-from typing import Any, Callable, ClassVar, Iterator, Sequence
-from fusegrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, from_numpy, to_numpy
+from typing import Any, ClassVar, Iterator, Sequence
+from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
-from fusegrad.helpers import prod, argfix, all_int, make_tuple, ceildiv, TRAINING
+from fusegrad.helpers import prod, argfix, all_int, TRAINING
 from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.gradient import compute_gradient
 from fusegrad.mixin.elementwise import ElementwiseMixin
 from fusegrad.mixin.nn import NNMixin
+from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
+from fusegrad.mixin.reduce import ReduceMixin
 
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
 def _shape_of(data: Any) -> tuple[int, ...]:
   """The shape of a nested list; raises on ragged lists."""
+  if _is_numpy(data): data = data.tolist()  # numpy arrays and scalars inside a list
   if not isinstance(data, (list, tuple)): return ()
   if len(data) == 0: return (0,)
   inner = [_shape_of(x) for x in data]
@@ -28,6 +32,7 @@ def _shape_of(data: Any) -> tuple[int, ...]:
   return (len(data),) + inner[0]
 
 def _flatten_list(data: Any) -> list:
+  if _is_numpy(data): data = data.tolist()
   if not isinstance(data, (list, tuple)): return [data]
   return [y for x in data for y in _flatten_list(x)]
 
@@ -37,38 +42,26 @@ def _pack(values: list, dtype: DType) -> bytes:
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
 
-def _resolve_axis(axis: int, ndim: int, name: str = "axis") -> int:
-  if not -max(ndim, 1) <= axis < max(ndim, 1): raise IndexError(f"{name} {axis} is out of range for a tensor with {ndim} dims")
-  return axis % max(ndim, 1)
-
-def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
-  """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-  ret = []
-  for sizes in zip(*padded):
-    non1 = {s for s in sizes if s != 1}
-    if len(non1) > 1: raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
-    ret.append(non1.pop() if non1 else 1)
-  return tuple(ret)
-
-class Tensor(ElementwiseMixin, NNMixin):
+class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
-  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "_graph", "__weakref__")
+  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
   training: ClassVar[bool] = False
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
   _rng_counter: ClassVar[int] = 0
-  _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()  # tensors that want .grad
+  # tensors that want .grad, and clones not computed yet (see _snapshots_before)
+  _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
+  _pending_clones: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+               requires_grad: bool | None = None):
     self.grad: Tensor | None = None
     self._old_uops: weakref.WeakSet | None = None
-    self._graph: tuple[UOp, UOp] | None = None  # (the graph a realized result came from, the view it became)
     self._requires_grad: bool | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
+    if isinstance(data, range): data = list(data)
     if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
@@ -79,7 +72,8 @@ class Tensor(ElementwiseMixin, NNMixin):
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
-      if any(isinstance(x, Tensor) for x in flat): raise TypeError("Tensor: use Tensor.stack to combine a list of Tensors")
+      if any(isinstance(x, Tensor) for x in flat):
+        raise TypeError("Tensor: use Tensor.stack to combine a list of Tensors")
       dt = dtype or (dtypes.from_py(flat) if flat else dtypes.default_float)
       uop = _make_buffer(_pack(flat, dt), shape, dt, device)
     elif _is_numpy(data):
@@ -90,7 +84,8 @@ class Tensor(ElementwiseMixin, NNMixin):
         arr_bytes = _pack(arr.astype(np.float32).ravel().tolist(), dt)
       else: arr_bytes = np.ascontiguousarray(arr.astype(to_numpy(dt), copy=False)).tobytes()
       uop = _make_buffer(arr_bytes, tuple(arr.shape), dt, device)
-    elif type(data).__module__.startswith("torch"): raise TypeError("Tensor: convert a torch tensor with .numpy() first")
+    elif type(data).__module__.startswith("torch"):
+      raise TypeError("Tensor: convert a torch tensor with .numpy() first")
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if device is not None and uop.device is not None and uop.device != device: uop = uop.copy_to_device(device)
     self._uop = uop
@@ -113,38 +108,71 @@ class Tensor(ElementwiseMixin, NNMixin):
   @requires_grad.setter
   def requires_grad(self, val: bool | None) -> None:
     self._requires_grad = val
-    if val: Tensor._grad_tensors[id(self)] = self
+    if val:
+      Tensor._grad_tensors[id(self)] = self
+      self._own_node()
     else: Tensor._grad_tensors.pop(id(self), None)
+  def _own_node(self) -> None:
+    """Give a lazy value its own node. Nodes are hash-consed, so Tensor.zeros(3) made twice is one node, and gradients
+    for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this node unique."""
+    if _is_realized(self.uop) and _view_base(self.uop).op is not Ops.CONST: return
+    if self.numel() == 0: return
+    self._uop = Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop.assign(self.uop)
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    """Set requires_grad and return self: `w = Tensor.rand(3).requires_grad_()`."""
     self.requires_grad = requires_grad
     return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
-    """A result tensor; it requires grad if an input does."""
+    """A result tensor; it requires grad if an input does. Inputs on different devices are an error here, where the
+    graph is built (a constant is on every device)."""
+    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN:
+      devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
+      if len(devices) > 1:
+        names = ", ".join(sorted(devices))
+        raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor(uop)
     if self._requires_grad or any(o._requires_grad for o in others): ret._requires_grad = True
     return ret
 
   # *** properties ***
   @property
-  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  def shape(self) -> tuple[int, ...]:
+    """The size of each axis: `Tensor.zeros(2, 3).shape` is (2, 3)."""
+    return self.uop.shape
   @property
-  def dtype(self) -> DType: return self.uop.dtype
+  def dtype(self) -> DType:
+    """The element type."""
+    return self.uop.dtype
   @property
-  def device(self) -> str: return self.uop.device or Device.DEFAULT
+  def device(self) -> str:
+    """The device the data lives on ("CPU", "PYTHON" ...)."""
+    return self.uop.device or Device.DEFAULT
   @property
-  def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
-  def element_size(self) -> int: return self.dtype.itemsize
-  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def ndim(self) -> int:
+    """The number of axes."""
+    return len(self.shape)
+  def numel(self) -> int:
+    """The number of elements."""
+    return prod(self.shape)
+  def element_size(self) -> int:
+    """Bytes per element."""
+    return self.dtype.itemsize
+  def nbytes(self) -> int:
+    """Bytes of all elements."""
+    return self.numel() * self.element_size()
   def size(self, dim: int | None = None) -> int | tuple[int, ...]:
+    """The shape, or the size of axis dim: `x.size(-1)`."""
     return self.shape if dim is None else self.shape[_resolve_axis(dim, self.ndim, "dim")]
-  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+  def is_floating_point(self) -> bool:
+    """True for float dtypes."""
+    return dtypes.is_float(self.dtype)
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
   def __repr__(self) -> str:
-    return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r}{' requires_grad' if self.requires_grad else ''}>"
+    grad = " requires_grad" if self.requires_grad else ""
+    return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r}{grad}>"
   def __bool__(self) -> bool:
     if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
     return bool(self.item())
@@ -162,18 +190,25 @@ class Tensor(ElementwiseMixin, NNMixin):
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     from fusegrad.engine.schedule import create_schedule
     from fusegrad.engine.realize import run_schedule, capturing
+    copies: list[Tensor] = []
     # while TinyJit captures, everything is computed again (not found in earlier results), so every kernel is recorded
     if not capturing:
-      for t in tensors: t.uop = _resolve_realized(t.uop)  # computed already (maybe through another tensor)
+      for t in tensors:  # computed already (maybe through another tensor)
+        lazy, t.uop = t.uop, _resolve_realized(t.uop)
+        if t.uop is not lazy and not _own_storage(t, lazy): copies.append(t)
     todo = [t for t in tensors if not _is_realized(t.uop)]
-    if not todo: return
-    sched = create_schedule([t.uop for t in todo], use_memo=not capturing)
-    run_schedule(sched.items)
-    sched.remember()
-    for t in todo:
-      graph, t.uop = t.uop, _apply_becomes(t.uop, sched.becomes)
-      # a result that needs gradients keeps the graph it came from, so backward still works after realize
-      if t._requires_grad and graph.op is not Ops.ASSIGN: t._graph = (graph, t.uop)
+    if todo:
+      todo += _snapshots_before(todo)
+      sched = create_schedule([t.uop for t in todo], use_memo=not capturing)
+      run_schedule(sched.items)
+      sched.remember()
+      for t in todo:
+        lazy, t.uop = t.uop, _apply_becomes(t.uop, sched.becomes)
+        _remember_lazy_def(t, lazy)
+        if not _own_storage(t, lazy): copies.append(t)
+    if copies:  # tensors that computed the same value as another live tensor get their own copy of it
+      for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
+      Tensor.realize_all(copies)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run, without running them."""
     from fusegrad.engine.schedule import create_schedule
@@ -187,9 +222,10 @@ class Tensor(ElementwiseMixin, NNMixin):
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
   def data(self) -> memoryview:
-    """The values as a memoryview with this tensor's shape (bfloat16 comes out as float32)."""
-    # memoryview has no bfloat16, and can't cast to float16 before Python 3.12: both come out as float32 (exact)
-    if self.dtype in (dtypes.bfloat16, dtypes.float16): return self.cast(dtypes.float32).data()
+    """The values as a memoryview with this tensor's shape (bfloat16, and float16 before Python 3.12, come out as
+    float32)."""
+    if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
+      return self.cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
     mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
@@ -229,13 +265,17 @@ class Tensor(ElementwiseMixin, NNMixin):
   def contiguous(self) -> Tensor:
     """The values laid out in order in their own buffer (free when they already are)."""
     return self._new(self.uop.contiguous())
-  def contiguous_backward(self) -> Tensor: return self
+  def contiguous_backward(self) -> Tensor:
+    """The same tensor (the gradient is made contiguous by the scheduler when needed)."""
+    return self
   def clone(self) -> Tensor:
-    """A copy with its own buffer."""
-    return self._new(self.uop.copy_to_device(self.device, clone=True))
+    """A copy with its own buffer: later assigns to this tensor don't change it."""
+    ret = self._new(self.uop.copy_to_device(self.device, clone=True))
+    Tensor._pending_clones.add(ret)
+    return ret
   def detach(self) -> Tensor:
     """The same values, cut off from autograd."""
-    return Tensor(self.uop.detach())
+    return Tensor(self.uop.detach(), requires_grad=False)
   def cast(self, dtype: DType | str) -> Tensor:
     """Convert to another dtype: `Tensor([1.7]).cast(dtypes.int32)` is [1]."""
     dtype = to_dtype(dtype)
@@ -251,28 +291,51 @@ class Tensor(ElementwiseMixin, NNMixin):
       view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
       return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(new_shape))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
-  def float(self) -> Tensor: return self.cast(dtypes.float32)
-  def half(self) -> Tensor: return self.cast(dtypes.float16)
-  def double(self) -> Tensor: return self.cast(dtypes.float64)
-  def int(self) -> Tensor: return self.cast(dtypes.int32)
-  def long(self) -> Tensor: return self.cast(dtypes.int64)
-  def bool(self) -> Tensor: return self.cast(dtypes.bool)
-  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
-  def short(self) -> Tensor: return self.cast(dtypes.int16)
-  def char(self) -> Tensor: return self.cast(dtypes.int8)
-  def byte(self) -> Tensor: return self.cast(dtypes.uint8)
+  def float(self) -> Tensor:
+    """Cast to float32."""
+    return self.cast(dtypes.float32)
+  def half(self) -> Tensor:
+    """Cast to float16."""
+    return self.cast(dtypes.float16)
+  def double(self) -> Tensor:
+    """Cast to float64."""
+    return self.cast(dtypes.float64)
+  def int(self) -> Tensor:
+    """Cast to int32."""
+    return self.cast(dtypes.int32)
+  def long(self) -> Tensor:
+    """Cast to int64."""
+    return self.cast(dtypes.int64)
+  def bool(self) -> Tensor:
+    """Cast to bool (nonzero is True)."""
+    return self.cast(dtypes.bool)
+  def bfloat16(self) -> Tensor:
+    """Cast to bfloat16."""
+    return self.cast(dtypes.bfloat16)
+  def short(self) -> Tensor:
+    """Cast to int16."""
+    return self.cast(dtypes.int16)
+  def char(self) -> Tensor:
+    """Cast to int8."""
+    return self.cast(dtypes.int8)
+  def byte(self) -> Tensor:
+    """Cast to uint8."""
+    return self.cast(dtypes.uint8)
 
   def assign(self, x: Any) -> Tensor:
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
-    if x.device != self.device: raise ValueError(f"assign: value is on {x.device}, target on {self.device}")
+    if x.device != self.device:
+      raise ValueError(f"assign: value is on device {x.device}, target on device {self.device}")
     if x.shape != self.shape:
       try: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
-      except ValueError: raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
+      except ValueError:
+        raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
+    if self.numel() == 0: return self  # no elements: nothing to write
     target = self.uop
     while target.op is Ops.ASSIGN: target = target.src[0]  # a write still pending: this one goes to the same place
-    if _view_base(target).op is not Ops.BUFFER or self.uop is x.uop:  # no memory to write into (lazy or constant): rebind
+    if _view_base(target).op is not Ops.BUFFER or self.uop is x.uop:  # nothing to write into (lazy or constant): rebind
       self.uop = x.uop
       return self
     self.uop = target.assign(x.uop)
@@ -291,34 +354,48 @@ class Tensor(ElementwiseMixin, NNMixin):
     buf = Buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
   @staticmethod
-  def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, **kwargs: Any) -> Tensor:
+  def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
+           **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
-    if isinstance(fill_value, Tensor): return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
+    if isinstance(fill_value, Tensor):
+      return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     shape = _shape_arg((shape,))
     return Tensor(UOp.const(dt, fill_value, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
-  def zeros(*shape: Any, **kwargs: Any) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
+  def zeros(*shape: Any, **kwargs: Any) -> Tensor:
+    """Zeros of the given shape (float32 unless dtype says otherwise): `Tensor.zeros(2, 3)`."""
+    return Tensor.full(_shape_arg(shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
   @staticmethod
-  def ones(*shape: Any, **kwargs: Any) -> Tensor: return Tensor.full(_shape_arg(shape), 1.0, **{"dtype": dtypes.default_float, **kwargs})
+  def ones(*shape: Any, **kwargs: Any) -> Tensor:
+    """Ones of the given shape (float32 unless dtype says otherwise): `Tensor.ones(2, 3)`."""
+    return Tensor.full(_shape_arg(shape), 1.0, **{"dtype": dtypes.default_float, **kwargs})
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
+    """fill_value in this tensor's shape, dtype and device (dtype= and device= override)."""
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
-  def zeros_like(self, **kwargs: Any) -> Tensor: return self.full_like(0, **kwargs)
-  def ones_like(self, **kwargs: Any) -> Tensor: return self.full_like(1, **kwargs)
+  def zeros_like(self, **kwargs: Any) -> Tensor:
+    """Zeros in this tensor's shape, dtype and device."""
+    return self.full_like(0, **kwargs)
+  def ones_like(self, **kwargs: Any) -> Tensor:
+    """Ones in this tensor's shape, dtype and device."""
+    return self.full_like(1, **kwargs)
   def empty_like(self, **kwargs: Any) -> Tensor:
+    """Uninitialized memory in this tensor's shape, dtype and device."""
     return Tensor.empty(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
   def arange(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> Tensor:
     """start, start+step, ... up to (not including) stop: `Tensor.arange(5)` is [0, 1, 2, 3, 4]."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be zero")
-    dt = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step))
-                                                                else dtypes.default_int)
+    any_float = any(isinstance(x, float) for x in (start, stop, step))
+    default = dtypes.default_float if any_float else dtypes.default_int
+    dt = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else default
     n = max(math.ceil((stop - start) / step), 0)
-    # the cumulative sum of ones folds into plain index arithmetic in codegen: one elementwise kernel, no loop
-    ones = Tensor.full((n,), 1, dtype=dtypes.int32 if dtypes.is_int(dt) else dt, device=kwargs.pop("device", None))
-    return ((ones.cumsum() - 1) * step + start).cast(dt).requires_grad_(kwargs.pop("requires_grad", None)) if n else \
-      Tensor.empty(0, dtype=dt, device=ones.device)
+    device = Device.canonicalize(kwargs.pop("device", None))
+    if n == 0: return Tensor.empty(0, dtype=dt, device=device, **kwargs)
+    idx = _count_up(n, device)
+    if dtypes.is_float(dt): idx = idx.cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
+    return (idx * step + start).cast(dt).requires_grad_(kwargs.pop("requires_grad", None))
   @staticmethod
   def linspace(start: Any, stop: Any, steps: int, **kwargs: Any) -> Tensor:
     """steps evenly spaced values from start to stop inclusive."""
@@ -331,13 +408,15 @@ class Tensor(ElementwiseMixin, NNMixin):
     """The identity matrix (n x m): ones on the diagonal."""
     m = n if m is None else m
     if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}x{m}")
-    dt = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-    # a row of [1, 0 * n] repeated and cut: the diagonal as a view, no kernel needed to build it
-    x = Tensor.ones((n, 1), dtype=dt, device=kwargs.pop("device", None)).pad(((0, 0), (0, m)))
-    return x.flatten().shrink(((0, n * m),)).reshape(n, m).requires_grad_(kwargs.pop("requires_grad", None)) if n * m else \
-      Tensor.zeros((n, m), dtype=dt)
+    dt, device, k = to_dtype(kwargs.pop("dtype", dtypes.default_float)), kwargs.pop("device", None), min(n, m)
+    if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, **kwargs)
+    # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
+    x = Tensor.ones((k, 1), dtype=dt, device=device).pad(((0, 0), (0, m))).flatten().shrink(((0, k * m),)).reshape(k, m)
+    x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
+    return x.requires_grad_(kwargs.pop("requires_grad", None))
   @staticmethod
   def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType, device: str = "CPU") -> Tensor:
+    """Not supported: fusegrad owns its memory."""
     raise NotImplementedError("from_blob is not supported")
 
   # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
@@ -368,8 +447,9 @@ class Tensor(ElementwiseMixin, NNMixin):
     # the top `mant` bits scaled into [0, 1): exact in the target dtype, so never rounds up to 1.0
     vals = (bits >> (32 - mant)).cast(dtypes.float32) * (2.0 ** -mant)
     return vals.cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
-  @staticmethod
-  def rand_like(t: Tensor, **kwargs: Any) -> Tensor: return Tensor.rand(t.shape, **{"dtype": t.dtype, "device": t.device, **kwargs})
+  def rand_like(self, **kwargs: Any) -> Tensor:
+    """Uniform [0, 1) numbers with this tensor's shape, dtype and device."""
+    return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
   def randn(*shape: Any, dtype: DType | str | None = None, requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
     """Standard normal random numbers (Box-Muller)."""
@@ -377,30 +457,37 @@ class Tensor(ElementwiseMixin, NNMixin):
     src = Tensor.rand((2, *shape), dtype=dtypes.float32, **kwargs)
     ret = (1 - src[0]).log().mul(-2).sqrt().mul((src[1] * (2 * math.pi)).cos())
     return ret.cast(dt).requires_grad_(requires_grad)
-  @staticmethod
-  def randn_like(t: Tensor, **kwargs: Any) -> Tensor: return Tensor.randn(t.shape, **{"dtype": t.dtype, "device": t.device, **kwargs})
+  def randn_like(self, **kwargs: Any) -> Tensor:
+    """Standard normal numbers with this tensor's shape, dtype and device."""
+    return Tensor.randn(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
   def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
     """Random integers in [low, high)."""
     if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
     dt = to_dtype(dtype)
-    return (Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs) * (high - low)).floor().cast(dt) + low
+    unit = Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
+    return (unit * (high - low)).floor().cast(dt) + low
   @staticmethod
-  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None, requires_grad: bool | None = None,
-              **kwargs: Any) -> Tensor:
+  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
+              requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
     """Uniform random numbers in [low, high)."""
     dt = to_dtype(dtype or dtypes.default_float)
     return ((high - low) * Tensor.rand(*shape, **kwargs) + low).cast(dt).requires_grad_(requires_grad)
   @staticmethod
-  def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
+  def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, requires_grad: bool | None = None,
+             **kwargs: Any) -> Tensor:
+    """Normal random numbers with the given mean and std."""
     return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(requires_grad)
   @staticmethod
   def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+    """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape)) ** -0.5)
   @staticmethod
   def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+    """Xavier/Glorot uniform init, as torch.nn.init.xavier_uniform_: bound sqrt(6 / (fan_in + fan_out))."""
     shape = _shape_arg(shape)
-    bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
+    fan_in, fan_out = prod(shape[1:]), shape[0] * prod(shape[2:])
+    bound = (6 / (fan_in + fan_out)) ** 0.5
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
@@ -410,6 +497,7 @@ class Tensor(ElementwiseMixin, NNMixin):
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+    """He-normal init, as torch.nn.init.kaiming_normal_ (fan_in, leaky relu slope a)."""
     shape = _shape_arg(shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
@@ -420,13 +508,15 @@ class Tensor(ElementwiseMixin, NNMixin):
   def _const(self, val: Any, dtype: DType | None = None) -> Tensor:
     """A constant broadcast to this tensor's shape, on its device."""
     return Tensor(UOp.const(dtype or self.dtype, val, self.shape, self.device))
-  def _broadcasted(self, y: Any, reverse: bool = False, match_dtype: bool = True, op: str = "op") -> tuple[Tensor, Tensor]:
+  def _broadcasted(self, y: Any, reverse: bool = False, match_dtype: bool = True,
+                   op: str = "op") -> tuple[Tensor, Tensor]:
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):  # a symbolic integer: an int32 scalar in the graph
         y = Tensor(y.cast(dtypes.default_int))
-      elif not isinstance(y, (bool, int, float)): raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
+      elif not isinstance(y, (bool, int, float)):
+        raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
       else:
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
@@ -444,167 +534,9 @@ class Tensor(ElementwiseMixin, NNMixin):
     if self.shape == shape: return self
     if len(self.shape) > len(shape): raise ValueError(f"can't broadcast {self.shape} to {shape}")
     padded = (1,) * (len(shape) - len(self.shape)) + self.shape
-    if any(s != n and s != 1 for s, n in zip(padded, shape)): raise ValueError(f"can't broadcast {self.shape} to {shape}")
+    if any(s != n and s != 1 for s, n in zip(padded, shape)):
+      raise ValueError(f"can't broadcast {self.shape} to {shape}")
     return self.reshape(padded).expand(shape)
-
-  # *** movement (views: no data moves) ***
-  def reshape(self, shape: Any, *args: Any) -> Tensor:
-    """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`."""
-    new = list(argfix(shape, *args))
-    if new.count(-1) > 1: raise ValueError(f"reshape: only one size may be -1, got {tuple(new)}")
-    new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
-    if -1 in new:
-      known = prod(s for s in new if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"reshape: can't reshape {self.shape} to {tuple(new)}")
-      new[new.index(-1)] = self.numel() // known
-    if any(not isinstance(s, int) or s < 0 for s in new): raise ValueError(f"reshape: bad shape {tuple(new)}")
-    if prod(new) != self.numel(): raise ValueError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
-    return self._new(self.uop.reshape(tuple(new)))
-  def view(self, *shape: Any) -> Tensor: return self.reshape(*shape)
-  def permute(self, order: Any, *args: Any) -> Tensor:
-    """Reorder the axes: `x.permute(1, 0)` transposes a matrix."""
-    order = tuple(_resolve_axis(a, self.ndim) for a in argfix(order, *args))
-    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of {self.ndim} axes")
-    return self._new(self.uop.permute(order))
-  def expand(self, shape: Any, *args: Any) -> Tensor:
-    """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size."""
-    new = argfix(shape, *args)
-    if len(new) < self.ndim: raise ValueError(f"expand: can't expand {self.shape} to {new}")
-    padded = (1,) * (len(new) - self.ndim) + self.shape
-    target = tuple(p if s == -1 else s for p, s in zip(padded, new))
-    if any(p != s and p != 1 for p, s in zip(padded, target)): raise ValueError(f"expand: can't expand {self.shape} to {tuple(new)}")
-    return self._new(self.reshape(padded).uop.expand(target))
-  def expand_as(self, other: Tensor) -> Tensor: return self.expand(other.shape)
-  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
-    """Keep [start, end) on each axis (None keeps the whole axis)."""
-    if len(arg) != self.ndim: raise ValueError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
-    full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-    if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)): raise ValueError(f"shrink: bad range {full} for {self.shape}")
-    return self._new(self.uop.shrink(full))
-  def pad(self, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
-    """Pad with `value` (or reflect/replicate/circular). padding is ((before, after), ...) per axis, or flat
-    (left, right, top, bottom, ...) from the last axis as in torch.nn.functional.pad. Negative pads cut."""
-    if all(isinstance(p, int) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"pad: bad flat padding {tuple(padding)} for {self.shape}")
-      pairs = [(0, 0)] * self.ndim
-      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
-    else:
-      if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} axes")
-      pairs = [(0, 0) if p is None else tuple(p) for p in padding]
-    if mode != "constant": return self._pad_mode(pairs, mode)
-    # negative padding removes elements
-    cut = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
-    x = self.shrink(cut) if any(b < 0 or a < 0 for b, a in pairs) else self
-    grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
-    if all(b == 0 and a == 0 for b, a in grow): return x
-    padded = x._new(x.uop.pad(grow))
-    if value == 0: return padded
-    inside = Tensor(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
-    return inside.where(padded, value)
-  def _pad_mode(self, pairs: list[tuple[int, int]], mode: str) -> Tensor:
-    x = self
-    for axis, (b, a) in enumerate(pairs):
-      if b == 0 and a == 0: continue
-      n = x.shape[axis]
-      if mode == "reflect" and (b >= n or a >= n): raise ValueError(f"pad: reflect padding {(b, a)} must be < size {n}")
-      def take(lo: int, hi: int) -> Tensor: return x.shrink(tuple((lo, hi) if i == axis else None for i in range(x.ndim)))
-      if mode == "reflect": parts = [take(1, b + 1).flip(axis), x, take(n - a - 1, n - 1).flip(axis)]
-      elif mode == "replicate": parts = [take(0, 1).expand(*[b if i == axis else -1 for i in range(x.ndim)]), x,
-                                         take(n - 1, n).expand(*[a if i == axis else -1 for i in range(x.ndim)])]
-      elif mode == "circular":
-        if b > n or a > n: raise ValueError(f"pad: circular padding {(b, a)} must be <= size {n}")
-        parts = [take(n - b, n), x, take(0, a)]
-      else: raise ValueError(f"pad: unknown mode {mode!r}")
-      x = Tensor.cat(*[p for p in parts if p.shape[axis] > 0], dim=axis)
-    return x
-  def flip(self, axis: Any, *args: Any) -> Tensor:
-    """Reverse the order along the given axes."""
-    axes = {_resolve_axis(a, self.ndim) for a in argfix(axis, *args)}
-    return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
-  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
-    order = list(range(self.ndim))
-    a, b = _resolve_axis(dim0, self.ndim), _resolve_axis(dim1, self.ndim)
-    order[a], order[b] = order[b], order[a]
-    return self.permute(order)
-  @property
-  def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))
-  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if self.ndim == 0: return self.reshape(1)
-    s, e = _resolve_axis(start_dim, self.ndim), _resolve_axis(end_dim, self.ndim)
-    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
-  def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
-    d = _resolve_axis(dim, self.ndim)
-    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
-  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
-    """Remove size-1 axes (all, or those given)."""
-    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dims = {_resolve_axis(d, self.ndim) for d in make_tuple(dim, 1)} if self.ndim else set()
-    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
-  def unsqueeze(self, dim: int) -> Tensor:
-    d = _resolve_axis(dim, self.ndim + 1)
-    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
-  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along an existing axis: Tensor.cat(a, b, dim=1) or a.cat(b, dim=1)."""
-    tensors = [self, *args]
-    d = _resolve_axis(dim, self.ndim)
-    for t in tensors:
-      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
-        raise ValueError(f"cat: shapes {[x.shape for x in tensors]} don't match outside dim {d}")
-    dt = least_upper_dtype(*(t.dtype for t in tensors))
-    total, out, offset = sum(t.shape[d] for t in tensors), None, 0
-    for t in tensors:
-      piece = t.cast(dt).pad(tuple((offset, total - offset - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
-      out = piece if out is None else out + piece
-      offset += t.shape[d]
-    assert out is not None
-    return out
-  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along a new axis."""
-    for t in args:
-      if t.shape != self.shape: raise ValueError(f"stack: shapes {[self.shape] + [t.shape for t in args]} differ")
-    d = _resolve_axis(dim, self.ndim + 1)
-    return Tensor.cat(*[t.unsqueeze(d) for t in (self, *args)], dim=d)
-  def repeat(self, repeats: Any, *args: Any) -> Tensor:
-    """Tile the tensor: `Tensor([1, 2]).repeat(2)` is [1, 2, 1, 2]."""
-    reps = argfix(repeats, *args)
-    if len(reps) < self.ndim: raise ValueError(f"repeat: {len(reps)} repeats for {self.ndim} dims")
-    base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
-    expanded = base.reshape(tuple(x for s in base.shape for x in (1, s))).expand(tuple(x for r, s in zip(reps, base.shape) for x in (r, s)))
-    return expanded.reshape(tuple(r * s for r, s in zip(reps, base.shape)))
-  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
-    x = self.flatten() if dim is None else self
-    d = 0 if dim is None else _resolve_axis(dim, self.ndim)
-    return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
-  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
-    """Pieces along dim: of `sizes` each (the last may be smaller), or of the listed sizes."""
-    d = _resolve_axis(dim, self.ndim)
-    n = self.shape[d]
-    if isinstance(sizes, int):
-      if sizes <= 0: raise ValueError("split: size must be positive")
-      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
-    if sum(sizes) != n: raise ValueError(f"split: sizes {list(sizes)} don't add up to {n}")
-    out, start = [], 0
-    for s in sizes:
-      out.append(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim))))
-      start += s
-    return tuple(out)
-  def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-    if chunks <= 0: raise ValueError("chunk: chunks must be positive")
-    d = _resolve_axis(dim, self.ndim)
-    return self.split(ceildiv(self.shape[d], chunks) if self.shape[d] else 1, d)
-  def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
-    d = _resolve_axis(dim, self.ndim)
-    return tuple(t.squeeze(d) for t in self.split(1, d))
-  def roll(self, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
-    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
-    x = self
-    for s, d in zip(make_tuple(shifts, 1), make_tuple(dims, 1)):
-      d = _resolve_axis(d, self.ndim)
-      n = x.shape[d]
-      if n == 0: continue
-      s %= n
-      if s: x = Tensor.cat(*x.split([n - s, s], d)[::-1], dim=d)
-    return x
 
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
@@ -612,190 +544,45 @@ class Tensor(ElementwiseMixin, NNMixin):
     from fusegrad.mixin.indexing import getitem
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
-    """Write v into the indexed part of this (realized) tensor, now."""
+    """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
     from fusegrad.mixin.indexing import getitem
     self.realize()
+    if _view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
+    if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in _view_chain(self.uop)):
+      raise RuntimeError(f"setitem: this tensor of shape {self.shape} is an expanded view: its elements share memory")
     target = getitem(self, indices)
-    if not _is_realized(_view_base(target.uop)): raise RuntimeError("setitem: index with ints and slices to assign into a tensor")
+    if not _is_realized(_view_base(target.uop)):
+      raise RuntimeError("setitem: only ints, slices, None and ... can index the part to write (not tensors)")
     target.assign(v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).realize()
-
-  # *** reductions ***
-  def _reduce(self, op: Ops, axis: Any = None, keepdim: bool = False) -> Tensor:
-    axes = tuple(range(self.ndim)) if axis is None else tuple(_resolve_axis(a, self.ndim) for a in make_tuple(axis, 1))
-    if op is Ops.MAX and any(self.shape[a] == 0 for a in axes): raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
-    out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-    if 0 in self.shape and any(self.shape[a] == 0 for a in axes):  # an empty sum is 0, an empty product 1
-      ret = Tensor.full(out_shape, 0 if op is Ops.ADD else 1, dtype=self.dtype, device=self.device)
-    else: ret = self._new(self.uop.r(op, axes))
-    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-  def sum(self, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None, acc_dtype: DType | None = None) -> Tensor:
-    """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32."""
-    acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)
-    ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-    return ret.cast(self.dtype) if dtype is None and acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
-  def prod(self, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    """Product over axes."""
-    return self.cast(to_dtype(dtype) if dtype else (sum_acc_dtype(self.dtype) if not dtypes.is_float(self.dtype) else self.dtype)) \
-      ._reduce(Ops.MUL, axis, keepdim)
-  def max(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Largest value over axes."""
-    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis, keepdim).cast(dtypes.bool)
-    return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Smallest value over axes."""
-    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).min(axis, keepdim).cast(dtypes.bool)
-    return self._inverse().max(axis, keepdim)._inverse()
-  def _inverse(self) -> Tensor:
-    """An order-reversing map that is its own inverse: -x for floats, ~x for ints."""
-    return -self if dtypes.is_float(self.dtype) else ~self
-  def amax(self, axis: Any = None, keepdim: bool = False) -> Tensor: return self.max(axis, keepdim)
-  def amin(self, axis: Any = None, keepdim: bool = False) -> Tensor: return self.min(axis, keepdim)
-  def mean(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Average over axes (ints give a float)."""
-    out_dtype = least_upper_float(self.dtype)
-    total = self.cast(out_dtype).sum(axis, keepdim)
-    count = self.numel() // max(total.numel(), 1) if self.numel() else 0
-    return (total / count if count else total * math.nan).cast(out_dtype)
-  def var(self, axis: Any = None, keepdim: bool = False, correction: int = 1, unbiased: bool | None = None) -> Tensor:
-    """Variance over axes, dividing by N - correction."""
-    if unbiased is not None: correction = int(unbiased)
-    squares = (self - self.mean(axis, keepdim=True)).square()
-    n = self.numel() // max(squares.sum(axis, keepdim=keepdim).numel(), 1)
-    return squares.sum(axis, keepdim) / max(n - correction, 0) if n - correction > 0 else squares.sum(axis, keepdim) * math.nan
-  def std(self, axis: Any = None, keepdim: bool = False, correction: int = 1, unbiased: bool | None = None) -> Tensor:
-    """Standard deviation over axes."""
-    return self.var(axis, keepdim, correction, unbiased).sqrt()
-  def var_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
-    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
-  def std_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
-    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
-  def any(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """True where any element along the axes is non-zero."""
-    return self.bool().max(axis, keepdim)
-  def all(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """True where every element along the axes is non-zero."""
-    return self.logical_not().any(axis, keepdim).logical_not()
-  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    """Index of the (first) largest value; over the flattened tensor if axis is None."""
-    if axis is None: return self.flatten().argmax(0)
-    axis = _resolve_axis(axis, self.ndim)
-    n = self.shape[axis]
-    if n == 0: raise ValueError("argmax: zero-size axis")
-    is_max = self == self.max(axis, keepdim=True)
-    # count down from n so that the largest score belongs to the first maximum
-    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(n, *[1] * (self.ndim - axis - 1))
-    return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
-  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    return self._inverse().argmax(axis, keepdim) if self.dtype != dtypes.bool else self.logical_not().argmax(axis, keepdim)
-  def logsumexp(self, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """log(sum(exp(x))) over axes, computed stably."""
-    m = self.max(axis, keepdim=True)
-    m = m.isinf().where(0, m).detach()  # lanes that are all -inf (or inf) must not turn into nan
-    ret = (self - m).exp().sum(axis, keepdim=True).log() + m
-    return ret if keepdim else ret.reshape(self.sum(axis).shape)
-  def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
-    """exp(x) / sum(exp(x)) along axis, computed stably."""
-    x = self.cast(dtype) if dtype is not None else self
-    e = (x - x.max(axis, keepdim=True).detach()).exp()
-    return e / e.sum(axis, keepdim=True)
-  def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
-    x = self.cast(dtype) if dtype is not None else self
-    m = x - x.max(axis, keepdim=True).detach()
-    return m - m.exp().sum(axis, keepdim=True).log()
-  def _cumulative(self, axis: int, op: str) -> Tensor:
-    """x combined with everything before it along axis, in one reduce kernel: x is padded with n-1 identity values in
-    front, and output i reduces the window of n values ending at i (a view: broadcast, reshape, cut)."""
-    axis = _resolve_axis(axis, self.ndim)
-    x = self.transpose(axis, -1) if axis != self.ndim - 1 else self
-    n = x.shape[-1]
-    if n == 0: return self
-    identity = {"sum": 0, "prod": 1, "max": dtypes.min(self.dtype)}[op]
-    xp = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),), value=identity)
-    length, lead = 2 * n - 1, x.shape[:-1]
-    windows = xp.unsqueeze(-2).expand(*lead, n, length).reshape(*lead, n * length)
-    windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
-    windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
-    if op == "sum": out = windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
-    elif op == "prod": out = windows.prod(-1)
-    else: out = windows.max(-1)
-    return out.transpose(axis, -1) if axis != self.ndim - 1 else out
-  def cumsum(self, axis: int = 0) -> Tensor:
-    """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6]."""
-    return self._cumulative(axis, "sum") if self.ndim else self
-  def cumprod(self, axis: int = 0) -> Tensor:
-    """Running product along axis."""
-    return self._cumulative(axis, "prod") if self.ndim else self
-  def cummax(self, axis: int = 0) -> Tensor: return self._cumulative(axis, "max") if self.ndim else self
-  def triu(self, diagonal: int = 0) -> Tensor:
-    """Zero below the diagonal (of the last two axes)."""
-    r, c = self.shape[-2:]
-    keep = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal <= Tensor.arange(c, device=self.device).unsqueeze(0)
-    return keep.where(self, Tensor.full((), 0, dtype=self.dtype, device=self.device))
-  def tril(self, diagonal: int = 0) -> Tensor:
-    """Zero above the diagonal (of the last two axes)."""
-    r, c = self.shape[-2:]
-    keep = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal >= Tensor.arange(c, device=self.device).unsqueeze(0)
-    return keep.where(self, Tensor.full((), 0, dtype=self.dtype, device=self.device))
-
-  # *** matrix products ***
-  def dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
-    """Matrix product with broadcasting of batch axes (1-D operands as in numpy.matmul)."""
-    x = self
-    if x.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul: both operands need at least 1 dim, got {x.shape} and {w.shape}")
-    k = x.shape[-1]
-    kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
-    if k != kw: raise ValueError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
-    if x.dtype != w.dtype:
-      dt = least_upper_dtype(x.dtype, w.dtype)
-      x, w = x.cast(dt), w.cast(dt)
-    x1d, w1d = x.ndim == 1, w.ndim == 1
-    if x1d: x = x.unsqueeze(0)
-    if w1d: w = w.unsqueeze(-1)
-    # (..., n, 1, k) * (..., 1, m, k) summed over k
-    batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
-    xe = x.reshape(*x.shape[:-1], 1, k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
-    we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
-    ret = (xe * we).sum(-1, dtype=dtype)
-    if w1d: ret = ret.squeeze(-1)
-    if x1d: ret = ret.squeeze(-2 if not w1d else -1)
-    return ret
-  def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
-    return x.dot(self, dtype) if reverse else self.dot(x, dtype)
-  def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
-  def __rmatmul__(self, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight (+ bias); weight is (in, out). A 1-D weight scales elementwise."""
-    x = self * weight if weight.ndim == 1 else self.dot(weight)
-    return x + bias if bias is not None else x
-  def sequential(self, layers: list[Callable[[Tensor], Tensor]]) -> Tensor:
-    """Apply each layer in turn."""
-    x = self
-    for f in layers: x = f(x)
-    return x
 
   # *** autograd ***
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d self / d target for each target (lazy tensors): `dx, dy = z.gradient(x, y)`."""
     if gradient is None:
-      if self.shape != (): raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
+      if self.shape != ():
+        raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
-    if gradient.shape != self.shape: raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
-    root = self._graph_root()
+    if gradient.shape != self.shape:
+      raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
+    root = _with_lazy_defs(self.uop)
     target_uops = {t: _node_in(t, root) for t in targets}
     grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
     ret = []
     for t in targets:
       u = target_uops[t]
       if u is None or u not in grads:
-        if not materialize_grads: raise RuntimeError("gradient: a target is not part of the graph (or gets no gradient)")
+        if not materialize_grads:
+          raise RuntimeError("gradient: a target is not part of the graph (or gets no gradient)")
         ret.append(t.zeros_like())
       else: ret.append(Tensor(grads[u]))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Add d self / d t to t.grad for every tensor t with requires_grad=True that self depends on."""
-    if gradient is None and self.shape != (): raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
-    nodes = set(self._graph_root().toposort())
-    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, self._graph_root(), nodes) is not None]
+    if gradient is None and self.shape != ():
+      raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
+    root = _with_lazy_defs(self.uop)
+    nodes = set(root.toposort())
+    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, root, nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph requires grad")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):
       if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} != tensor shape {t.shape}")
@@ -803,9 +590,6 @@ class Tensor(ElementwiseMixin, NNMixin):
       t.grad = g if t.grad is None else t.grad + g
     return self
 
-  def _graph_root(self) -> UOp:
-    """The node autograd starts from: the tensor's graph, also when the tensor has been realized since."""
-    return self._graph[0] if self._graph is not None and self._graph[1] is self.uop else self.uop
 
   @staticmethod
   @contextmanager
@@ -817,7 +601,87 @@ class Tensor(ElementwiseMixin, NNMixin):
   @staticmethod
   @contextmanager
   def test() -> Iterator[None]:
+    """`with Tensor.test():` turns training behaviour off."""
     with Tensor.train(False): yield
+
+def _half_memoryview() -> bool:
+  try: return memoryview(bytearray(2)).cast("e") is not None
+  except ValueError: return False
+_HALF_MEMORYVIEW = _half_memoryview()  # memoryview knows float16 from Python 3.12 on
+
+
+def _count_up(n: int, device: str) -> Tensor:
+  """0, 1, ..., n-1 (int32) from running sums of ones, which codegen folds into index arithmetic: one kernel, no loop.
+  A running sum over d elements views (elements * 2d) values and index math is 32-bit, so a long range is written
+  with k digits of size d (i = sum of digit * place value), each digit a running sum along its own short axis."""
+  k, d = 1, n
+  while d ** k * 2 * d >= 2 ** 31:
+    k += 1
+    d = max(round(n ** (1 / k)), 2)
+    while d ** k < n: d += 1
+    if k > 30: raise ValueError(f"arange: {n} elements is too many")
+  ones = Tensor.full((d,) * k, 1, dtype=dtypes.int32, device=device)
+  idx: Tensor | None = None
+  for j in range(k):
+    digit = ones.transpose(j, -1)._cum_window("sum").transpose(j, -1) - 1
+    idx = digit * d ** (k - 1 - j) if idx is None else idx + digit * d ** (k - 1 - j)
+  assert idx is not None
+  return idx.flatten().shrink(((0, n),))
+
+# realized intermediates that need gradients: buffer view -> the lazy node it holds the value of
+_lazy_defs: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+def _with_lazy_defs(u: UOp) -> UOp:
+  """u's graph with realized intermediates replaced by the graphs that made them, so gradients reach their inputs.
+  (The scheduler still reads those nodes from their buffers: nothing is computed twice.)"""
+  if not _lazy_defs: return u
+  mapping = {n: _with_lazy_defs(_lazy_defs[n]) for n in u.toposort() if n in _lazy_defs}
+  return u.substitute(mapping) if mapping else u
+
+def _buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
+  """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""
+  from fusegrad.engine.schedule import lookup_realized
+  ret = set()
+  for n in u.toposort():
+    view = lookup_realized(n) if resolve_root or n is not u else None
+    b = _view_base(view) if view is not None else n
+    if b.op is Ops.BUFFER: ret.add(b.arg.base)
+  return ret
+
+def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
+  """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives."""
+  if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN and t.uop is not lazy \
+     and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
+    _lazy_defs[t.uop] = lazy
+
+# buffer -> the tensor whose storage it is (the first one realized into it)
+_storage_owner: weakref.WeakKeyDictionary[Buffer, weakref.ReferenceType] = weakref.WeakKeyDictionary()
+
+def _own_storage(t: Tensor, lazy: UOp) -> bool:
+  """Record t as the owner of the buffer it was realized into. False when that buffer is another live tensor's storage
+  that t's graph doesn't name: equal graphs are one node, so two tensors can compute the same node, and an assign to
+  one must not change the other (t then needs a copy). Views and contiguous() of a tensor share its storage on
+  purpose."""
+  base = _view_base(t.uop)
+  if base.op is not Ops.BUFFER: return True
+  buf = base.arg.base
+  ref = _storage_owner.get(buf)
+  owner = ref() if ref is not None else None
+  owner_base = _view_base(owner.uop) if owner is not None else None
+  if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
+    _storage_owner[buf] = weakref.ref(t)
+    return True
+  return buf in _buffers_read(lazy, resolve_root=False)
+
+def _snapshots_before(todo: list[Tensor]) -> list[Tensor]:
+  """Clones not computed yet of buffers that todo assigns into: they must copy the old values first (a clone is a
+  snapshot), so they join the same schedule, which runs reads of a buffer before the assign that overwrites it."""
+  ids = {id(t) for t in todo}
+  clones = [c for c in Tensor._pending_clones if not _is_realized(c.uop) and id(c) not in ids]
+  if not clones: return []
+  assigns = [n for n in UOp(Ops.SINK, dtypes.void, tuple(t.uop for t in todo)).toposort() if n.op is Ops.ASSIGN]
+  written = {b for a in assigns for b in _buffers_read(_resolve_realized(a.src[0]))}
+  return [c for c in clones if written & _buffers_read(c.uop)] if written else []
 
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
@@ -833,6 +697,14 @@ def _make_buffer(data: bytes, shape: tuple[int, ...], dtype: DType, device: str 
   buf = Buffer(Device.canonicalize(device), prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
   return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
+
+def _view_chain(u: UOp) -> list[UOp]:
+  """The movement ops (and DETACHes) on top of a view's base, outermost first."""
+  ret = []
+  while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+    ret.append(u)
+    u = u.src[0]
+  return ret
 
 def _view_base(u: UOp) -> UOp:
   while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
@@ -878,4 +750,5 @@ def _nested(vals: list, shape: tuple[int, ...]) -> Any:
   if not shape: return vals[0]
   if shape[0] == 0: return []
   step = prod(shape[1:])
-  return [_nested(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])] if step else [_nested([], shape[1:])] * shape[0]
+  if not step: return [_nested([], shape[1:])] * shape[0]
+  return [_nested(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]

@@ -18,19 +18,28 @@ def _stride(x: Tensor, axis: int, step: int) -> Tensor:
   if step == 1 or n <= 1: return x
   pad = tuple((0, count * step - n) if i == axis else (0, 0) for i in range(x.ndim))
   x = x.pad(pad).reshape(x.shape[:axis] + (count, step) + x.shape[axis + 1:])
-  return x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim))).reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
+  x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
+  return x.reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
+
+def _check_index(t: Tensor, i: Any) -> Any:
+  """One index, checked: lists and numpy arrays become Tensors on t's device, numpy integers become ints."""
+  from fusegrad.tensor import Tensor
+  is_numpy = type(i).__module__ == "numpy" and hasattr(i, "shape")
+  if is_numpy and i.shape == () and i.dtype.kind in "iu": i = int(i)
+  elif isinstance(i, (list, tuple)) or is_numpy: i = Tensor(i, device=t.device)
+  if isinstance(i, Tensor):
+    if i.device != t.device: i = i.to(t.device)  # as torch, an index may come from another device
+    if i.dtype == dtypes.bool:
+      raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
+    if not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
+  elif isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice))):
+    raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
+  return i
 
 def getitem(t: Tensor, indices: Any) -> Tensor:
-  from fusegrad.tensor import Tensor
+  """t[indices]: basic indexing as views, then advanced indexing for the tensor indices (see the module doc)."""
   if not isinstance(indices, tuple): indices = (indices,)
-  idx_list: list[Any] = []
-  for i in indices:
-    if isinstance(i, (list, tuple)) or type(i).__module__ == "numpy" and hasattr(i, "shape"): i = Tensor(i, device=t.device)
-    if isinstance(i, Tensor) and i.dtype == dtypes.bool: raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
-    if isinstance(i, Tensor) and not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
-    if isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor))):
-      raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
-    idx_list.append(i)
+  idx_list: list[Any] = [_check_index(t, i) for i in indices]
   consuming = [i for i in idx_list if i is not None and i is not Ellipsis]
   ellipses = [k for k, i in enumerate(idx_list) if i is Ellipsis]  # by identity: == on a Tensor is elementwise
   if len(ellipses) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
@@ -40,40 +49,40 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
     idx_list = idx_list[:e] + [slice(None)] * (t.ndim - len(consuming)) + idx_list[e + 1:]
   else: idx_list = idx_list + [slice(None)] * (t.ndim - len(consuming))
 
-  # with tensor indices present, ints index like 0-d tensors (numpy's rule for where the new axes go)
-  has_tensor = any(isinstance(i, Tensor) for i in idx_list)
+  # ints always select (as torch: x[1, :, idx] indexes a tensor with the first axis gone), so only tensors are advanced
   x, axis = t, 0
   squeeze: list[int] = []
   tensor_idx: list[tuple[int, Tensor]] = []  # (axis of x after basic indexing, index tensor)
   for i in idx_list:
     if i is None:
       x = x.reshape(x.shape[:axis] + (1,) + x.shape[axis:])
-      axis += 1
-      continue
-    size = x.shape[axis]
-    if isinstance(i, int):
+    elif isinstance(i, int):
+      size = x.shape[axis]
       if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {size}")
-      i %= size
-      if has_tensor: tensor_idx.append((axis, Tensor(i, device=t.device)))
-      else:
-        x = x.shrink(tuple((i, i + 1) if a == axis else None for a in range(x.ndim)))
-        squeeze.append(axis)
-    elif isinstance(i, slice):
-      start, stop, step = i.indices(size)
-      if step > 0:
-        n = max(0, (stop - start + step - 1) // step)
-        x = x.shrink(tuple((start, start + max((n - 1) * step + 1, 0)) if a == axis else None for a in range(x.ndim)))
-      else:
-        n = max(0, (start - stop - step - 1) // -step)
-        x = x.flip(axis)
-        first = size - 1 - start
-        x = x.shrink(tuple((first, first + max((n - 1) * -step + 1, 0)) if a == axis and n else (0, 0) if a == axis else None
-                           for a in range(x.ndim)))
-      x = _stride(x, axis, abs(step))
+      x = x.shrink(tuple((i % size, i % size + 1) if a == axis else None for a in range(x.ndim)))
+      squeeze.append(axis)
+    elif isinstance(i, slice): x = _slice(x, axis, i)
     else: tensor_idx.append((axis, i))
     axis += 1
-  if tensor_idx: return _advanced(x, tensor_idx)
-  return x.reshape(tuple(s for a, s in enumerate(x.shape) if a not in squeeze)) if squeeze else x
+  if squeeze:
+    x = x.reshape(tuple(s for a, s in enumerate(x.shape) if a not in squeeze))
+    tensor_idx = [(a - sum(q < a for q in squeeze), i) for a, i in tensor_idx]
+  return _advanced(x, tensor_idx) if tensor_idx else x
+
+def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
+  """x[..., start:stop:step, ...] on one axis, as views (a negative step flips first)."""
+  size = x.shape[axis]
+  start, stop, step = i.indices(size)
+  if step > 0:
+    n = max(0, (stop - start + step - 1) // step)
+    span = (start, start + (n - 1) * step + 1) if n else (0, 0)
+  else:
+    n = max(0, (start - stop - step - 1) // -step)
+    x = x.flip(axis)
+    first = size - 1 - start
+    span = (first, first + (n - 1) * -step + 1) if n else (0, 0)
+  x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
+  return _stride(x, axis, abs(step))
 
 def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
@@ -86,6 +95,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   for a, idx in tensor_idx:
     n = x.shape[a]
     idx = idx._broadcast_to(bshape)
+    if idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)  # room for n and negatives
     idx = (idx < 0).where(idx + n, idx)
     hit = idx.reshape(*bshape, *[1] * len(axes)) == Tensor.arange(n, device=x.device, dtype=idx.dtype).reshape(
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
@@ -98,12 +108,10 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
-  # torch: adjacent indexed axes keep their place, separated ones go first
-  if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
-    first = axes[0]
-    nb, nr = len(bshape), len(rest)
-    before = [i for i in range(nr) if rest[i] < first]
-    after = [i for i in range(nr) if rest[i] > first]
-    out = out.permute(before + list(range(nr, nr + nb)) + after)
-  else: out = out.permute(list(range(len(rest), len(rest) + len(bshape))) + list(range(len(rest))))
-  return out
+  # torch: the index axes replace the indexed ones when those are adjacent (0-d indices select, so they don't count),
+  # and go first otherwise
+  nd_axes = [a for a, idx in tensor_idx if idx.ndim]
+  adjacent = bool(nd_axes) and not any(min(nd_axes) < a < max(nd_axes) for a in rest)
+  nb, nr = len(bshape), len(rest)
+  before = sum(a < min(nd_axes) for a in rest) if adjacent else 0
+  return out.permute(list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr)))

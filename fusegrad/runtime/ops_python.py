@@ -19,6 +19,12 @@ class PythonRenderer(Renderer):
   """The 'source' is the pickled flat program."""
   def render(self, name: str, uops: list[UOp]) -> str: return base64.b64encode(pickle.dumps(uops)).decode()
 
+class _HalfView:
+  """float16 elements of a buffer (memoryview can't cast to 'e' before Python 3.12): converted one at a time."""
+  def __init__(self, mv: memoryview): self.mv = mv.cast("H")
+  def __getitem__(self, i: int) -> float: return struct.unpack("<e", struct.pack("<H", self.mv[i]))[0]
+  def __setitem__(self, i: int, v: float) -> None: self.mv[i] = struct.unpack("<H", struct.pack("<e", v))[0]
+
 Value = Any  # a scalar (uniform across threads) or a list with one entry per thread
 
 def _truncate_list(vals: list, dtype: DType) -> list:

@@ -1,0 +1,224 @@
+"""Movement ops: views that move no data (reshape, permute, expand, pad, shrink, flip) and what is built from them
+(cat, stack, repeat, split, roll ...). Each is index arithmetic on the way to a load; the scheduler decides if a view
+ever needs its own buffer.
+"""
+from __future__ import annotations
+from typing import TYPE_CHECKING, Any, Sequence
+from fusegrad.dtype import dtypes, least_upper_dtype
+from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
+from fusegrad.uop.ops import UOp
+
+if TYPE_CHECKING:
+  from fusegrad.tensor import Tensor
+
+def _resolve_axis(axis: int, ndim: int, name: str = "axis") -> int:
+  """axis as an index in [0, ndim) (negative counts from the end); raises IndexError naming it when out of range."""
+  if not -max(ndim, 1) <= axis < max(ndim, 1):
+    raise IndexError(f"{name} {axis} is out of range for a tensor with {ndim} dims")
+  return axis % max(ndim, 1)
+
+def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
+  """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  ret = []
+  for sizes in zip(*padded):
+    non1 = {s for s in sizes if s != 1}
+    if len(non1) > 1: raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
+    ret.append(non1.pop() if non1 else 1)
+  return tuple(ret)
+
+class MovementMixin:
+  __slots__ = ()
+  def reshape(self: Tensor, shape: Any, *args: Any) -> Tensor:
+    """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`."""
+    new = list(argfix(shape, *args))
+    if new.count(-1) > 1: raise ValueError(f"reshape: only one size may be -1, got {tuple(new)}")
+    new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
+    if -1 in new:
+      known = prod(s for s in new if s != -1)
+      if known == 0 or self.numel() % known: raise ValueError(f"reshape: can't reshape {self.shape} to {tuple(new)}")
+      new[new.index(-1)] = self.numel() // known
+    if any(not isinstance(s, int) or s < 0 for s in new): raise ValueError(f"reshape: bad shape {tuple(new)}")
+    if prod(new) != self.numel():
+      raise ValueError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
+    return self._new(self.uop.reshape(tuple(new)))
+  def view(self: Tensor, *shape: Any) -> Tensor:
+    """The same as reshape: `x.view(2, -1)`."""
+    return self.reshape(*shape)
+  def permute(self: Tensor, order: Any, *args: Any) -> Tensor:
+    """Reorder the axes: `x.permute(1, 0)` transposes a matrix."""
+    order = tuple(_resolve_axis(a, self.ndim) for a in argfix(order, *args))
+    if sorted(order) != list(range(self.ndim)):
+      raise ValueError(f"permute: {order} is not a permutation of {self.ndim} axes")
+    return self._new(self.uop.permute(order))
+  def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
+    """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size."""
+    new = argfix(shape, *args)
+    if len(new) < self.ndim: raise ValueError(f"expand: can't expand {self.shape} to {new}")
+    padded = (1,) * (len(new) - self.ndim) + self.shape
+    target = tuple(p if s == -1 else s for p, s in zip(padded, new))
+    if any(p != s and p != 1 for p, s in zip(padded, target)):
+      raise ValueError(f"expand: can't expand {self.shape} to {tuple(new)}")
+    return self._new(self.reshape(padded).uop.expand(target))
+  def expand_as(self: Tensor, other: Tensor) -> Tensor:
+    """Expand to other's shape."""
+    return self.expand(other.shape)
+  def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+    """Keep [start, end) on each axis (None keeps the whole axis)."""
+    if len(arg) != self.ndim: raise ValueError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
+    full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+    if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)):
+      raise ValueError(f"shrink: bad range {full} for {self.shape}")
+    return self._new(self.uop.shrink(full))
+  def pad(self: Tensor, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pad with `value` (or reflect/replicate/circular). padding is ((before, after), ...) per axis, or flat
+    (left, right, top, bottom, ...) from the last axis as in torch.nn.functional.pad. Negative pads cut."""
+    if all(isinstance(p, int) for p in padding):
+      if len(padding) % 2 or len(padding) // 2 > self.ndim:
+        raise ValueError(f"pad: bad flat padding {tuple(padding)} for {self.shape}")
+      pairs = [(0, 0)] * self.ndim
+      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
+    else:
+      if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} axes")
+      pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+    if mode != "constant": return self._pad_mode(pairs, mode)
+    # negative padding removes elements
+    cut = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
+    x = self.shrink(cut) if any(b < 0 or a < 0 for b, a in pairs) else self
+    grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+    if all(b == 0 and a == 0 for b, a in grow): return x
+    padded = x._new(x.uop.pad(grow))
+    if value == 0: return padded
+    from fusegrad.tensor import Tensor
+    inside = Tensor(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
+    return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
+  def _pad_mode(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
+    x = self
+    for axis, (b, a) in enumerate(pairs):
+      if b == 0 and a == 0: continue
+      n = x.shape[axis]
+      if mode == "reflect" and (b >= n or a >= n): raise ValueError(f"pad: reflect padding {(b, a)} must be < size {n}")
+      def take(lo: int, hi: int) -> Tensor:
+        return x.shrink(tuple((lo, hi) if i == axis else None for i in range(x.ndim)))
+      if mode == "reflect": parts = [take(1, b + 1).flip(axis), x, take(n - a - 1, n - 1).flip(axis)]
+      elif mode == "replicate": parts = [take(0, 1).expand(*[b if i == axis else -1 for i in range(x.ndim)]), x,
+                                         take(n - 1, n).expand(*[a if i == axis else -1 for i in range(x.ndim)])]
+      elif mode == "circular":
+        if b > n or a > n: raise ValueError(f"pad: circular padding {(b, a)} must be <= size {n}")
+        parts = [take(n - b, n), x, take(0, a)]
+      else: raise ValueError(f"pad: unknown mode {mode!r}")
+      parts = [p for p in parts if p.shape[axis] > 0]
+      x = parts[0].cat(*parts[1:], dim=axis)
+    return x
+  def flip(self: Tensor, axis: Any, *args: Any) -> Tensor:
+    """Reverse the order along the given axes."""
+    axes = {_resolve_axis(a, self.ndim) for a in argfix(axis, *args)}
+    return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+  def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
+    """Swap two axes: `x.transpose(0, 1)`."""
+    order = list(range(self.ndim))
+    a, b = _resolve_axis(dim0, self.ndim), _resolve_axis(dim1, self.ndim)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+  @property
+  def T(self: Tensor) -> Tensor:
+    """All axes reversed (the transpose of a matrix)."""
+    return self.permute(tuple(reversed(range(self.ndim))))
+  def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge axes start_dim..end_dim into one: `Tensor.zeros(2, 3, 4).flatten(1)` has shape (2, 12)."""
+    if self.ndim == 0: return self.reshape(1)
+    s, e = _resolve_axis(start_dim, self.ndim), _resolve_axis(end_dim, self.ndim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self: Tensor, dim: int, sizes: tuple[int, ...]) -> Tensor:
+    """Split axis dim into sizes (one may be -1): `x.unflatten(1, (3, 4))`."""
+    d = _resolve_axis(dim, self.ndim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def squeeze(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """Remove size-1 axes (all, or those given)."""
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    dims = {_resolve_axis(d, self.ndim) for d in make_tuple(dim, 1)} if self.ndim else set()
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
+  def unsqueeze(self: Tensor, dim: int) -> Tensor:
+    """Insert a size-1 axis at dim (negative counts from the end)."""
+    d = _resolve_axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
+    """Join tensors along an existing axis: Tensor.cat(a, b, dim=1), a.cat(b, dim=1) or Tensor.cat([a, b], dim=1)."""
+    tensors = [*self, *args] if isinstance(self, (list, tuple)) else [self, *args]
+    if not tensors: raise ValueError("cat: needs at least one tensor")
+    self = tensors[0]
+    d = _resolve_axis(dim, self.ndim)
+    if len({t.device for t in tensors}) > 1:
+      raise ValueError(f"cat: tensors are on different devices {[t.device for t in tensors]}")
+    for t in tensors:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise ValueError(f"cat: shapes {[x.shape for x in tensors]} don't match outside dim {d}")
+    dt = least_upper_dtype(*(t.dtype for t in tensors))
+    total, out, offset = sum(t.shape[d] for t in tensors), None, 0
+    for t in tensors:
+      around = (offset, total - offset - t.shape[d])
+      piece = t.cast(dt).pad(tuple(around if i == d else (0, 0) for i in range(self.ndim)))
+      out = piece if out is None else out + piece
+      offset += t.shape[d]
+    assert out is not None
+    return out
+  def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
+    """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b])."""
+    if isinstance(self, (list, tuple)):
+      if not self and not args: raise ValueError("stack: needs at least one tensor")
+      self, args = (self[0], (*self[1:], *args)) if self else (args[0], args[1:])
+    for t in args:
+      if t.shape != self.shape: raise ValueError(f"stack: shapes {[self.shape] + [t.shape for t in args]} differ")
+    d = _resolve_axis(dim, self.ndim + 1)
+    return self.unsqueeze(d).cat(*[t.unsqueeze(d) for t in args], dim=d)
+  def repeat(self: Tensor, repeats: Any, *args: Any) -> Tensor:
+    """Tile the tensor: `Tensor([1, 2]).repeat(2)` is [1, 2, 1, 2]."""
+    reps = argfix(repeats, *args)
+    if len(reps) < self.ndim: raise ValueError(f"repeat: {len(reps)} repeats for {self.ndim} dims")
+    base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+    # (s0, s1) -> (1, s0, 1, s1) -> (r0, s0, r1, s1) -> (r0 * s0, r1 * s1)
+    spread = base.reshape(tuple(x for s in base.shape for x in (1, s)))
+    expanded = spread.expand(tuple(x for r, s in zip(reps, base.shape) for x in (r, s)))
+    return expanded.reshape(tuple(r * s for r, s in zip(reps, base.shape)))
+  def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:
+    """Repeat each element `repeats` times along dim (the flattened tensor if dim is None)."""
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else _resolve_axis(dim, self.ndim)
+    return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
+  def split(self: Tensor, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces along dim: of `sizes` each (the last may be smaller), or of the listed sizes."""
+    d = _resolve_axis(dim, self.ndim)
+    n = self.shape[d]
+    if isinstance(sizes, int):
+      if sizes <= 0: raise ValueError("split: size must be positive")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    if sum(sizes) != n: raise ValueError(f"split: sizes {list(sizes)} don't add up to {n}")
+    out, start = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim))))
+      start += s
+    return tuple(out)
+  def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split into `chunks` pieces of equal size (the last may be smaller), as torch.chunk."""
+    if chunks <= 0: raise ValueError("chunk: chunks must be positive")
+    d = _resolve_axis(dim, self.ndim)
+    if self.shape[d] == 0: return self.split([0] * chunks, d)  # torch: `chunks` empty pieces
+    return self.split(ceildiv(self.shape[d], chunks), d)
+  def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along dim, with dim removed."""
+    d = _resolve_axis(dim, self.ndim)
+    return tuple(t.squeeze(d) for t in self.split(1, d))
+  def roll(self: Tensor, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
+    """Shift elements along dims, wrapping around (over the flattened tensor if dims is None)."""
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    x = self
+    for s, d in zip(make_tuple(shifts, 1), make_tuple(dims, 1)):
+      d = _resolve_axis(d, self.ndim)
+      n = x.shape[d]
+      if n == 0: continue
+      s %= n
+      if s:
+        head, tail = x.split([n - s, s], d)
+        x = tail.cat(head, dim=d)
+    return x

@@ -1,0 +1,231 @@
+"""Reductions (sum, max, prod, mean, var, argmax, softmax, logsumexp ...), cumulative ops, and matrix products.
+
+Every reduce is a REDUCE_AXIS over a view; a matmul is a broadcast multiply summed over the shared axis, which
+the scheduler fuses into one kernel.
+"""
+from __future__ import annotations
+import math
+from typing import TYPE_CHECKING, Any, Callable
+from fusegrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
+from fusegrad.helpers import make_tuple, ceildiv
+from fusegrad.uop.ops import Ops
+from fusegrad.mixin.movement import _resolve_axis, broadcast_shape
+
+if TYPE_CHECKING:
+  from fusegrad.tensor import Tensor
+
+CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
+
+def _cum_identity(op: str, dtype: DType) -> Any: return {"sum": 0, "prod": 1, "max": dtypes.min(dtype)}[op]
+
+class ReduceMixin:
+  __slots__ = ()
+  def _reduce(self: Tensor, op: Ops, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """The REDUCE_AXIS primitive over axes (all if None), keeping them as size 1 if keepdim."""
+    axes = tuple(range(self.ndim)) if axis is None else tuple(_resolve_axis(a, self.ndim) for a in make_tuple(axis, 1))
+    empty = tuple(a for a in axes if self.shape[a] == 0)
+    if op is Ops.MAX and empty: raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
+    x = self
+    if empty:  # an empty sum is 0, an empty product 1: one identity element, padded on (so gradients are zeros)
+      x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=0 if op is Ops.ADD else 1)
+    ret = x._new(x.uop.r(op, axes))
+    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None,
+          acc_dtype: DType | None = None) -> Tensor:
+    """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32."""
+    acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)
+    ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
+    half = self.dtype in (dtypes.float16, dtypes.bfloat16)
+    return ret.cast(self.dtype) if dtype is None and acc_dtype is None and half else ret
+  def prod(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """Product over axes."""
+    acc = to_dtype(dtype) if dtype else self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype)
+    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
+  def max(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """Largest value over axes."""
+    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis, keepdim).cast(dtypes.bool)
+    return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """Smallest value over axes."""
+    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).min(axis, keepdim).cast(dtypes.bool)
+    return self._inverse().max(axis, keepdim)._inverse()
+  def _inverse(self: Tensor) -> Tensor:
+    """An order-reversing map that is its own inverse: -x for floats, ~x for ints."""
+    return -self if dtypes.is_float(self.dtype) else ~self
+  def amax(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """The same as max."""
+    return self.max(axis, keepdim)
+  def amin(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """The same as min."""
+    return self.min(axis, keepdim)
+  def mean(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """Average over axes (ints give a float)."""
+    out_dtype = least_upper_float(self.dtype)
+    total = self.cast(out_dtype).sum(axis, keepdim)
+    count = self.numel() // max(total.numel(), 1) if self.numel() else 0
+    return (total / count if count else total * math.nan).cast(out_dtype)
+  def var(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
+          unbiased: bool | None = None) -> Tensor:
+    """Variance over axes, dividing by N - correction."""
+    if unbiased is not None: correction = int(unbiased)
+    squares = (self - self.mean(axis, keepdim=True)).square()
+    n = self.numel() // max(squares.sum(axis, keepdim=keepdim).numel(), 1)
+    total = squares.sum(axis, keepdim)
+    return total / max(n - correction, 0)  # as torch: inf (or nan for 0/0) when correction leaves nothing
+  def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
+          unbiased: bool | None = None) -> Tensor:
+    """Standard deviation over axes. Where it is 0 its gradient is 0 (as torch), not the inf * 0 of sqrt'."""
+    v = self.var(axis, keepdim, correction, unbiased)
+    nonzero = v.ne(0)
+    return nonzero.where(nonzero.where(v, 1).sqrt(), 0)
+  def var_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    """(var, mean) over axes."""
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    """(std, mean) over axes."""
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def any(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """True where any element along the axes is non-zero (False over an empty axis)."""
+    if 0 in self.shape: return self.bool().sum(axis, keepdim) > 0
+    return self.bool().max(axis, keepdim)
+  def all(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """True where every element along the axes is non-zero."""
+    return self.logical_not().any(axis, keepdim).logical_not()
+  def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the (first) largest value; over the flattened tensor if axis is None."""
+    from fusegrad.tensor import Tensor
+    if axis is None:
+      ret = self.flatten().argmax(0)
+      return ret.reshape((1,) * self.ndim) if keepdim else ret
+    axis = _resolve_axis(axis, self.ndim)
+    n = self.shape[axis]
+    if n == 0: raise ValueError("argmax: zero-size axis")
+    is_max = self == self.max(axis, keepdim=True)
+    if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
+    # count down from n so that the largest score belongs to the first maximum
+    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device)
+    countdown = countdown.reshape(n, *[1] * (self.ndim - axis - 1))
+    return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
+  def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the (first) smallest value; over the flattened tensor if axis is None."""
+    if self.dtype == dtypes.bool: return self.logical_not().argmax(axis, keepdim)
+    return self._inverse().argmax(axis, keepdim)
+  def logsumexp(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) over axes, computed stably."""
+    if self.numel() == 0:  # log of an empty sum
+      return self.sum(axis, keepdim=keepdim).full_like(-math.inf, dtype=least_upper_float(self.dtype))
+    m = self.max(axis, keepdim=True)
+    m = m.isinf().where(0, m).detach()  # lanes that are all -inf (or inf) must not turn into nan
+    ret = (self - m).exp().sum(axis, keepdim=True).log() + m
+    return ret if keepdim else ret.reshape(self.sum(axis).shape)
+  def softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along axis, computed stably."""
+    x = self.cast(dtype) if dtype is not None else self
+    _resolve_axis(axis, x.ndim)  # a bad axis raises, even on an empty tensor
+    if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
+    e = (x - x.max(axis, keepdim=True).detach()).exp()
+    return e / e.sum(axis, keepdim=True)
+  def log_softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    """log(softmax(x)) along axis, computed stably."""
+    x = self.cast(dtype) if dtype is not None else self
+    _resolve_axis(axis, x.ndim)  # a bad axis raises, even on an empty tensor
+    if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
+    m = x - x.max(axis, keepdim=True).detach()
+    return m - m.exp().sum(axis, keepdim=True).log()
+  def _cumulative(self: Tensor, axis: int, op: str) -> Tensor:
+    """x combined with everything before it along axis (op is "sum", "prod" or "max")."""
+    axis = _resolve_axis(axis, self.ndim)
+    x = self.transpose(axis, -1) if axis != self.ndim - 1 else self
+    if x.shape[-1] == 0: return self
+    out = x._cum_blocks(op)
+    return out.transpose(axis, -1) if axis != self.ndim - 1 else out
+  def _cum_blocks(self: Tensor, op: str) -> Tensor:
+    """The running op along the last axis. A long axis is cut into blocks: the running op inside each block, combined
+    with the running op of the block totals (recursively), so the work is n * CUM_BLOCK, not n * n."""
+    n, lead = self.shape[-1], self.shape[:-1]
+    if n <= 2 * CUM_BLOCK: return self._cum_window(op)
+    m, keep_lead = ceildiv(n, CUM_BLOCK), ((0, 0),) * len(lead)
+    x = self.pad(keep_lead + ((0, m * CUM_BLOCK - n),), value=_cum_identity(op, self.dtype))
+    x = x.reshape(*lead, m, CUM_BLOCK)
+    inner = x._cum_window(op)
+    totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((CUM_BLOCK - 1, CUM_BLOCK),)).squeeze(-1)
+    before = totals._cum_blocks(op).pad(keep_lead + ((1, -1),), value=_cum_identity(op, inner.dtype)).unsqueeze(-1)
+    out = inner + before if op == "sum" else inner * before if op == "prod" else inner.maximum(before)
+    return out.reshape(*lead, m * CUM_BLOCK).shrink(tuple((0, s) for s in lead) + ((0, n),))
+  def _cum_window(self: Tensor, op: str) -> Tensor:
+    """The running op along the last axis in one reduce kernel: x is padded with n-1 identity values in front, and
+    output i reduces the window of n values ending at i (a view: broadcast, reshape, cut)."""
+    n, lead = self.shape[-1], self.shape[:-1]
+    xp = self.pad(((0, 0),) * len(lead) + ((n - 1, 0),), value=_cum_identity(op, self.dtype))
+    length = 2 * n - 1
+    windows = xp.unsqueeze(-2).expand(*lead, n, length).reshape(*lead, n * length)
+    windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
+    windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
+    if op == "sum":
+      return windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
+    return windows.prod(-1) if op == "prod" else windows.max(-1)
+  def cumsum(self: Tensor, axis: int = 0) -> Tensor:
+    """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6]."""
+    return self._cumulative(axis, "sum") if self.ndim else self
+  def cumprod(self: Tensor, axis: int = 0) -> Tensor:
+    """Running product along axis."""
+    return self._cumulative(axis, "prod") if self.ndim else self
+  def cummax(self: Tensor, axis: int = 0) -> Tensor:
+    """Running maximum along axis."""
+    return self._cumulative(axis, "max") if self.ndim else self
+
+  # *** triangles ***
+  def triu(self: Tensor, diagonal: int = 0) -> Tensor:
+    """Zero below the diagonal (of the last two axes); diagonal > 0 moves it up and right."""
+    return self._triangle(diagonal, upper=True)
+  def tril(self: Tensor, diagonal: int = 0) -> Tensor:
+    """Zero above the diagonal (of the last two axes)."""
+    return self._triangle(diagonal, upper=False)
+  def _triangle(self: Tensor, diagonal: int, upper: bool) -> Tensor:
+    from fusegrad.tensor import Tensor
+    r, c = self.shape[-2:]
+    row = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal
+    col = Tensor.arange(c, device=self.device).unsqueeze(0)
+    keep = row <= col if upper else row >= col
+    return keep.where(self, 0)
+
+  # *** matrix products ***
+  def dot(self: Tensor, w: Tensor, dtype: DType | None = None) -> Tensor:
+    """Matrix product with broadcasting of batch axes (1-D operands as in numpy.matmul)."""
+    x = self
+    if x.ndim == 0 or w.ndim == 0:
+      raise ValueError(f"matmul: both operands need at least 1 dim, got {x.shape} and {w.shape}")
+    k = x.shape[-1]
+    kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
+    if k != kw: raise ValueError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
+    if x.dtype != w.dtype:
+      dt = least_upper_dtype(x.dtype, w.dtype)
+      x, w = x.cast(dt), w.cast(dt)
+    x1d, w1d = x.ndim == 1, w.ndim == 1
+    if x1d: x = x.unsqueeze(0)
+    if w1d: w = w.unsqueeze(-1)
+    # (..., n, 1, k) * (..., 1, m, k) summed over k
+    try: batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
+    except ValueError:
+      raise ValueError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast") from None
+    xe = x.reshape(*x.shape[:-1], 1, k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
+    out_shape = (*batch, x.shape[-2], w.shape[-1], k)
+    we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to(out_shape)
+    ret = (xe * we).sum(-1, dtype=dtype)
+    if w1d: ret = ret.squeeze(-1)
+    if x1d: ret = ret.squeeze(-2 if not w1d else -1)
+    return ret
+  def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
+    """Matrix product self @ x (x @ self if reverse)."""
+    return x.dot(self, dtype) if reverse else self.dot(x, dtype)
+  def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
+  def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
+  def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight (+ bias); weight is (in, out). A 1-D weight scales elementwise."""
+    x = self * weight if weight.ndim == 1 else self.dot(weight)
+    return x + bias if bias is not None else x
+  def sequential(self: Tensor, layers: list[Callable[[Tensor], Tensor]]) -> Tensor:
+    """Apply each layer in turn."""
+    x = self
+    for f in layers: x = f(x)
+    return x

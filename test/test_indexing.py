@@ -1,0 +1,236 @@
+"""Indexing (getitem) and setitem: basic indexing against numpy, advanced indexing against torch, forward and backward."""
+import pytest, torch
+import numpy as np
+from fusegrad import Tensor, dtypes
+from test.helpers import helper_test_op
+
+A = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+
+def check_np(idx, arr=A):
+  np.testing.assert_equal(Tensor(arr)[idx].numpy(), arr[idx])
+
+# *** basic indexing against numpy ***
+@pytest.mark.parametrize("idx", [0, -1, 2, (1, 2), (1, -1, 3), (-3, 0, -5), ()])
+def test_int(idx): check_np(idx)
+
+@pytest.mark.parametrize("idx", [slice(None), slice(1, None), slice(None, 2), slice(1, 2), slice(-2, None), slice(-5, 10),
+                                 slice(5, 10), slice(2, 1), (slice(None), slice(1, 3)), (slice(None), slice(None), slice(-3, -1))])
+def test_slice(idx): check_np(idx)
+
+@pytest.mark.parametrize("idx", [slice(None, None, 2), slice(1, None, 2), slice(None, None, 3), (slice(None), slice(None, None, 3)),
+                                 (slice(None), slice(None), slice(1, 5, 2)), (slice(None), slice(None), slice(4, 5, 3)),
+                                 (slice(None), slice(None), slice(0, 5, 10))])
+def test_slice_step(idx): check_np(idx)
+
+@pytest.mark.parametrize("idx", [slice(None, None, -1), slice(None, None, -2), slice(2, 0, -1), slice(1, None, -1),
+                                 (slice(None), slice(None, None, -3)), (slice(None), slice(3, 0, -2)),
+                                 (slice(None), slice(None), slice(-1, -4, -1)), (slice(None), slice(None), slice(4, None, -3)),
+                                 (slice(None), slice(None), slice(0, 4, -1)), (slice(None), slice(None), slice(10, -10, -4))])
+def test_slice_negative_step(idx): check_np(idx)
+
+@pytest.mark.parametrize("idx", [None, (None, 0), (0, None), (slice(None), None, 1), (None, None, Ellipsis, None), (1, None, slice(1, 3), None)])
+def test_none(idx): check_np(idx)
+
+@pytest.mark.parametrize("idx", [Ellipsis, (Ellipsis, 0), (0, Ellipsis), (1, Ellipsis, 2), (Ellipsis, slice(None, None, -1)),
+                                 (None, Ellipsis, None), (0, 1, 2, Ellipsis), (Ellipsis, 0, 1, 2)])
+def test_ellipsis(idx): check_np(idx)
+
+def test_scalar_tensor_index_by_ellipsis():
+  assert Tensor(3.0)[...].item() == 3.0 and Tensor(3.0)[None].shape == (1,)
+
+def test_slice_grad(): helper_test_op([(5, 6)], lambda x: x[1:4].flip(1)[:, ::2], lambda x: x[1:4, ::-2])
+def test_int_grad(): helper_test_op([(5, 6)], lambda x: x[2])
+def test_int_grad_negative(): helper_test_op([(5, 6)], lambda x: x[-1, 1:])
+def test_none_ellipsis_grad():
+  helper_test_op([(3, 4, 5)], lambda x: x[None, ..., 1:3].flip(-1)[..., None], lambda x: x[None, ..., 2:0:-1, None])
+def test_step_grad(): helper_test_op([(7, 9)], lambda x: x[1::3].flip(1)[:, 0:7:3], lambda x: x[1::3, 8:1:-3])
+
+def test_index_errors():
+  x = Tensor(A)
+  with pytest.raises(IndexError): x[0, 0, 0, 0]
+  with pytest.raises(IndexError): x[3]
+  with pytest.raises(IndexError): x[-4]
+  with pytest.raises(IndexError): x[0, 4]
+  with pytest.raises(IndexError): x[..., 5]
+  with pytest.raises(IndexError): x[..., ...]
+  with pytest.raises(IndexError): x[1.5]
+  with pytest.raises(IndexError): x["a"]
+  with pytest.raises(IndexError): Tensor(3.0)[0]
+  with pytest.raises((ValueError, IndexError)): x[::0]
+
+def test_index_error_message():
+  with pytest.raises(IndexError, match="too many indices"): Tensor(A)[0, 0, 0, 0]
+  with pytest.raises(IndexError, match="out of bounds"): Tensor(A)[0, 7]
+
+# *** advanced indexing against torch (where the new axes go, negative indices, broadcasting) ***
+TA = torch.tensor(A)
+
+def check_torch(idx_fn):
+  want = TA[idx_fn(lambda v: torch.tensor(v))]
+  got = Tensor(A)[idx_fn(lambda v: Tensor(v))]
+  assert got.shape == tuple(want.shape), f"{got.shape} != {tuple(want.shape)}"
+  np.testing.assert_equal(got.numpy(), want.numpy())
+
+@pytest.mark.parametrize("case", [
+  lambda t: t([0, 2]),
+  lambda t: t([2, -1, 0, 0]),
+  lambda t: t([[0, 1], [2, -3]]),
+  lambda t: (slice(None), t([3, 0])),
+  lambda t: (slice(None), slice(None), t([4, -5, 1])),
+  lambda t: (t([0, 2]), t([1, 3])),
+  lambda t: (t([0, 2]), slice(None), t([1, 3])),
+  lambda t: (slice(None), t([[0], [3]]), t([1, 2, 4])),
+  lambda t: (t([[0], [2]]), t([1, 3])),
+  lambda t: (t(1), t([1, 2])),
+  lambda t: (t(-1),),
+  lambda t: (1, t([0, 3])),
+  lambda t: (t([0, 2]), 1),
+  lambda t: (t([0, 2]), 1, t([1, 3])),
+  lambda t: (slice(None), 1, t([1, 3])),
+  lambda t: (1, slice(None), t([1, 3])),
+  lambda t: (t([0, 2]), slice(1, 3), slice(None, None, 2)),
+  lambda t: (slice(1, None, 2), t([0, 2])),
+  lambda t: (Ellipsis, t([0, 2])),
+  lambda t: (t([0, 2]), Ellipsis, t([1, 3])),
+  lambda t: (None, t([0, 2])),
+  lambda t: (t([0, 2]), None, t([1, 3])),
+  lambda t: (slice(None), None, t([1, 3])),
+  lambda t: (t([[1, 1, 1]]),),
+  lambda t: (t(1), slice(None), t([1, 3])),
+  lambda t: (t([0, 2]), t(1), t([1, 3])),
+  lambda t: (slice(None), t([[1], [2]]), t(0)),
+  lambda t: (t(2), slice(None), t(-1)),
+])
+def test_advanced(case): check_torch(case)
+
+A4 = np.arange(2 * 3 * 4 * 5, dtype=np.int32).reshape(2, 3, 4, 5)
+@pytest.mark.parametrize("case", [
+  lambda t: (t([0, 1]), 1, slice(None), t([1, 3])),
+  lambda t: (slice(None), t(1), slice(None), t([1, 3])),
+  lambda t: (slice(None), t([1]), slice(None), t(1)),
+  lambda t: (slice(None), t([1, 2]), 1, t([0, 1])),
+  lambda t: (1, t([1, 2]), slice(None), t([0, 1])),
+  lambda t: (t(1), slice(None), slice(None), t([0, 1])),
+  lambda t: (slice(None), t([[0], [2]]), t([[1, 2, 3]]), slice(None)),
+  lambda t: (Ellipsis, t([0, 2]), t([4, 1])),
+])
+def test_advanced_4d(case):
+  want = torch.tensor(A4)[case(torch.tensor)]
+  got = Tensor(A4)[case(Tensor)]
+  assert got.shape == tuple(want.shape), f"{got.shape} != {tuple(want.shape)}"
+  np.testing.assert_equal(got.numpy(), want.numpy())
+
+def test_numpy_scalar_index():
+  np.testing.assert_equal(Tensor(A)[np.int64(2), np.int32(-1)].numpy(), A[2, -1])
+  np.testing.assert_equal(Tensor(A)[np.array([2, 0])].numpy(), A[[2, 0]])
+
+def test_advanced_list_index():
+  np.testing.assert_equal(Tensor(A)[[0, 2]].numpy(), A[[0, 2]])
+  np.testing.assert_equal(Tensor(A)[:, [1, -1]].numpy(), A[:, [1, -1]])
+  np.testing.assert_equal(Tensor(A)[[0, 1], [2, 3]].numpy(), A[[0, 1], [2, 3]])
+
+def test_advanced_int_dtypes():
+  for dt in [dtypes.int8, dtypes.uint8, dtypes.int64, dtypes.int16]:
+    np.testing.assert_equal(Tensor(A)[Tensor([2, 0], dtype=dt)].numpy(), A[[2, 0]])
+
+def test_advanced_small_int_index_on_long_axis():
+  x = np.arange(300, dtype=np.float32)
+  for dt in [dtypes.uint8, dtypes.int8, dtypes.int16]:
+    np.testing.assert_equal(Tensor(x)[Tensor([5, 100, -1 if dt != dtypes.uint8 else 255], dtype=dt)].numpy(),
+                            x[[5, 100, -1 if dt != dtypes.uint8 else 255]])
+
+def test_advanced_on_int_and_bool_tensors():
+  x = np.arange(12, dtype=np.int32).reshape(3, 4)
+  np.testing.assert_equal(Tensor(x)[Tensor([2, 0]), 1:].numpy(), x[[2, 0], 1:])
+  b = x % 3 == 0
+  np.testing.assert_equal(Tensor(b)[:, Tensor([3, 1, 0])].numpy(), b[:, [3, 1, 0]])
+
+def test_advanced_grad(): helper_test_op([(4, 5)], lambda x: x[torch.tensor([0, 2, 2, -1])], lambda x: x[Tensor([0, 2, 2, -1])])
+def test_advanced_grad_2(): helper_test_op([(3, 4, 5)], lambda x: x[torch.tensor([0, 2]), :, torch.tensor([[1], [4]])],
+                                           lambda x: x[Tensor([0, 2]), :, Tensor([[1], [4]])])
+def test_advanced_grad_mixed(): helper_test_op([(3, 4, 5)], lambda x: x[1:, torch.tensor([3, 3, 0]), ::2],
+                                               lambda x: x[1:, Tensor([3, 3, 0]), ::2])
+
+def test_advanced_errors():
+  with pytest.raises(IndexError): Tensor(A)[Tensor([0.5, 1.0])]
+  with pytest.raises((IndexError, ValueError)): Tensor(A)[Tensor([0, 1]), Tensor([0, 1, 2])]
+
+# *** setitem ***
+def test_setitem_int():
+  x, n = Tensor(A).contiguous().realize(), A.copy()
+  x[1] = 7.0
+  n[1] = 7.0
+  np.testing.assert_equal(x.numpy(), n)
+
+def test_setitem_slice_tensor():
+  x, n = Tensor(A).contiguous().realize(), A.copy()
+  v = np.arange(8, dtype=np.float32).reshape(2, 4) - 100
+  x[1:, :, 2] = Tensor(v)
+  n[1:, :, 2] = v
+  np.testing.assert_equal(x.numpy(), n)
+
+def test_setitem_broadcast_and_steps():
+  x, n = Tensor(A).contiguous().realize(), A.copy()
+  x[::2, 1::2, ::-2] = Tensor([1.0, 2.0, 3.0])
+  n[::2, 1::2, ::-2] = np.array([1.0, 2.0, 3.0])
+  np.testing.assert_equal(x.numpy(), n)
+  x[-1, ..., 0] = -1
+  n[-1, ..., 0] = -1
+  np.testing.assert_equal(x.numpy(), n)
+
+def test_setitem_int_tensor_dtype():
+  x = Tensor([1, 2, 3, 4])
+  x[1:3] = 9.7  # cast like torch: a float written into an int tensor is truncated
+  assert x.tolist() == [1, 9, 9, 4] and x.dtype == dtypes.int32
+
+def test_setitem_lazy_value():
+  x = Tensor.zeros(4, 3).contiguous()
+  y = Tensor.ones(3)
+  x[2] = y * 5
+  x[0, 1:] = x[2, :2] + 1
+  assert x.tolist() == [[0, 6, 6], [0, 0, 0], [5, 5, 5], [0, 0, 0]]
+
+def test_setitem_unrealized_target():
+  x = Tensor.arange(6).reshape(2, 3) * 2  # lazy: setitem realizes it first
+  x[1, 1] = 100
+  assert x.tolist() == [[0, 2, 4], [6, 100, 10]]
+
+def test_setitem_on_constants():
+  # zeros/ones/eye are constants until written: setitem gives them a buffer
+  x = Tensor.zeros(3)
+  x[1] = 5
+  assert x.tolist() == [0.0, 5.0, 0.0]
+  y = Tensor.ones(2, 2)
+  y[:, 0] = Tensor([7.0, 8.0])
+  assert y.tolist() == [[7.0, 1.0], [8.0, 1.0]]
+  e = Tensor.eye(2, dtype=dtypes.int32)
+  e[0, 1] = 3
+  assert e.tolist() == [[1, 3], [0, 1]]
+  z = Tensor.arange(4)
+  z[::2] = 0
+  assert z.tolist() == [0, 1, 0, 3]
+
+def test_setitem_through_view():
+  a = Tensor([1.0, 2.0, 3.0]).realize()
+  b = a.reshape(3, 1)
+  b[0] = 9.0  # a view shares memory with what it views, as in torch
+  assert a.tolist() == [9.0, 2.0, 3.0] and b.tolist() == [[9.0], [2.0], [3.0]]
+
+def test_setitem_empty_selection():
+  x = Tensor([[1.0, 2.0, 3.0]]).realize()
+  x[-3:-3:5] = -1.0  # selects nothing: writes nothing
+  x[:, 2:2] = Tensor.zeros(1, 0)
+  assert x.tolist() == [[1.0, 2.0, 3.0]]
+  y = Tensor.zeros(6, 0).contiguous().realize()
+  y[::3] = 1.0
+  assert y.shape == (6, 0)
+
+def test_setitem_errors():
+  e = Tensor([1.0, 2.0]).realize().expand(3, 2)
+  with pytest.raises(RuntimeError): e[0, 0] = 1.0
+  t = Tensor([1.0, 2.0])
+  with pytest.raises(RuntimeError): t[Tensor([0])] = 1.0
+  x = Tensor.zeros(3, 4).contiguous().realize()
+  with pytest.raises(IndexError): x[3] = 1.0
+  with pytest.raises(IndexError): x[0, 0, 0] = 1.0
+  with pytest.raises(ValueError): x[0] = Tensor([1.0, 2.0])

@@ -1,0 +1,266 @@
+"""Reductions (sum, mean, max, prod, std, var, argmax, any, softmax, logsumexp, cumsum ...) and matmul, forward and
+backward against torch on the default device."""
+import pytest, torch
+import numpy as np
+from fusegrad import Tensor, dtypes
+from test.helpers import helper_test_op
+
+AXES = [None, 0, 1, -1, (0, 2), (-1, 0), (0, 1, 2), ()]
+
+def _torch_axis(axis): return tuple(range(3)) if axis == () else axis
+
+# *** sum / mean / prod ***
+@pytest.mark.parametrize("axis", AXES[:-1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum(axis, keepdim):
+  helper_test_op([(3, 4, 5)], lambda x: x.sum() if axis is None and not keepdim else x.sum(dim=tuple(range(3)) if axis is None else axis, keepdim=keepdim),
+                 lambda x: x.sum(axis, keepdim=keepdim), atol=1e-5)
+def test_sum_empty_axes_tuple():
+  # tinygrad: axis=() reduces nothing
+  x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+  assert x.sum(()).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+def test_sum_scalar(): helper_test_op([()], lambda x: x.sum())
+def test_sum_zero_size(): helper_test_op([(3, 0)], lambda x: x.sum(1), forward_only=True)
+def test_sum_zero_size_all(): helper_test_op([(3, 0)], lambda x: x.sum(), forward_only=True)
+def test_sum_zero_size_keep(): helper_test_op([(0, 4)], lambda x: x.sum(0, keepdim=True), forward_only=True)
+def test_sum_zero_size_grad():
+  x = Tensor.zeros(2, 0, requires_grad=True)
+  (x.sum(1) * 3 + x.prod(1)).sum().backward()  # a loss that depends on nothing still has a gradient: zeros
+  assert x.grad.shape == (2, 0)
+def test_sum_size_one_axis(): helper_test_op([(3, 1, 4)], lambda x: x.sum(1))
+def test_sum_large(): helper_test_op([(3, 2000)], lambda x: x.sum(1), atol=1e-4)
+def test_sum_int():
+  helper_test_op([(3, 4)], lambda x: x.sum(1).int(), lambda x: x.sum(1), dtype=dtypes.int32, low=-100, high=100)
+  assert Tensor([1, 2], dtype=dtypes.int8).sum().dtype == dtypes.int32
+  assert Tensor([1, 2], dtype=dtypes.uint8).sum().dtype == dtypes.uint32
+  assert Tensor([1, 2], dtype=dtypes.int64).sum().dtype == dtypes.int64
+  assert Tensor([1, 2], dtype=dtypes.int32).sum().dtype == dtypes.int32
+def test_sum_int8_no_overflow(): assert Tensor([100, 100, 100], dtype=dtypes.int8).sum().item() == 300
+def test_sum_bool():
+  x = Tensor([[True, False, True], [True, True, True]])
+  assert x.sum().item() == 5 and x.sum(1).tolist() == [2, 3] and x.sum().dtype == dtypes.int32
+def test_sum_dtype_arg():
+  assert Tensor([1, 2, 3]).sum(dtype=dtypes.float32).dtype == dtypes.float32
+  assert Tensor([1.5, 2.5]).sum(dtype=dtypes.int32).item() == 3  # torch casts first: int(1.5) + int(2.5)
+def test_sum_half(): helper_test_op([(4, 30)], lambda x: x.sum(1), dtype=dtypes.float16, atol=1e-2, rtol=1e-2, forward_only=True)
+
+@pytest.mark.parametrize("axis", [None, 1, (0, 2), -1])
+def test_mean(axis):
+  helper_test_op([(3, 4, 5)], lambda x: x.mean() if axis is None else x.mean(axis), lambda x: x.mean(axis), atol=1e-6)
+def test_mean_keepdim(): helper_test_op([(3, 4, 5)], lambda x: x.mean((0, 2), keepdim=True))
+def test_mean_int():
+  x = Tensor([[1, 2], [4, 4]])
+  assert x.mean().dtype == dtypes.float32 and x.mean().item() == 2.75 and x.mean(0).tolist() == [2.5, 3.0]
+def test_mean_zero_size():
+  assert np.isnan(Tensor.zeros(0, 3).mean().item())
+  np.testing.assert_equal(Tensor.zeros(0, 3).mean(0).numpy(), torch.zeros(0, 3).mean(0).numpy())
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 1)])
+def test_prod(axis):
+  helper_test_op([(3, 4)], lambda x: x.prod() if axis is None else (x.prod(axis) if isinstance(axis, int) else x.prod(0).prod(0)),
+                 lambda x: x.prod(axis), low=0.5, high=1.5)
+def test_prod_keepdim(): helper_test_op([(3, 4)], lambda x: x.prod(1, keepdim=True), low=0.5, high=1.5)
+def test_prod_with_zero():
+  # the gradient at a zero is the product of the others (and 0 everywhere in a group with two zeros)
+  helper_test_op(None, lambda x: x.prod(1), vals=[[[1.0, 0.0, 3.0], [2.0, 4.0, -1.0], [0.0, 5.0, 0.0]]])
+  helper_test_op(None, lambda x: x.prod(), vals=[[[1.0, 0.0, 3.0], [2.0, 4.0, -1.0]]])
+def test_cumprod_with_zero(): helper_test_op(None, lambda x: x.cumprod(1), vals=[[[1.0, 0.0, 3.0, 2.0], [2.0, 4.0, -1.0, 0.5]]])
+def test_prod_int():
+  helper_test_op([(3, 4)], lambda x: x.prod(1).int(), lambda x: x.prod(1), dtype=dtypes.int32, low=-3, high=3)
+def test_prod_zero_size(): assert Tensor.ones(0, 3).prod(0).tolist() == [1, 1, 1]
+
+# *** max / min ***
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_max(axis): helper_test_op([(4, 5)], lambda x: x.max() if axis is None else x.max(axis)[0], lambda x: x.max(axis))
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_min(axis): helper_test_op([(4, 5)], lambda x: x.min() if axis is None else x.min(axis)[0], lambda x: x.min(axis))
+def test_max_tuple_axis(): helper_test_op([(3, 4, 5)], lambda x: x.amax((0, 2)), lambda x: x.max((0, 2)))
+def test_max_keepdim(): helper_test_op([(3, 4, 5)], lambda x: x.amax(1, keepdim=True), lambda x: x.max(1, keepdim=True))
+def test_min_keepdim(): helper_test_op([(3, 4, 5)], lambda x: x.amin((0, -1), keepdim=True), lambda x: x.min((0, -1), keepdim=True))
+def test_amax(): helper_test_op([(3, 4, 5)], lambda x: x.amax((1, 2)), lambda x: x.amax((1, 2)))
+def test_max_ties():
+  # torch.amax shares the gradient evenly between ties
+  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(1), vals=[[[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]])
+def test_min_ties(): helper_test_op(None, lambda x: x.amin(), lambda x: x.min(), vals=[[[1.0, 3.0, 1.0], [2.0, 1.0, 2.0]]])
+def test_max_inf(): helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(1), vals=[[[-np.inf, -np.inf], [np.inf, 1.0]]], forward_only=True)
+def test_max_int():
+  helper_test_op([(4, 5)], lambda x: x.amax(1), lambda x: x.max(1), dtype=dtypes.int32, low=-100, high=100)
+  helper_test_op([(4, 5)], lambda x: x.amin(0), lambda x: x.min(0), dtype=dtypes.int32, low=-100, high=100)
+  helper_test_op([(4, 5)], lambda x: x.amin(0), lambda x: x.min(0), dtype=dtypes.uint8, low=0, high=255)
+  helper_test_op([(4, 5)], lambda x: x.amax(), lambda x: x.max(), dtype=dtypes.int8, low=-128, high=-100)
+def test_max_bool():
+  helper_test_op([(4, 5)], lambda x: x.amax(1), lambda x: x.max(1), dtype=dtypes.bool)
+  helper_test_op([(4, 5)], lambda x: x.amin(1), lambda x: x.min(1), dtype=dtypes.bool)
+def test_max_zero_size_error():
+  with pytest.raises(ValueError): Tensor.ones(0, 3).max(0)
+def test_max_zero_size_other_axis(): helper_test_op([(0, 3)], lambda x: x.amax(1), lambda x: x.max(1), forward_only=True)
+
+# *** std / var ***
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2)])
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_var(axis, correction):
+  helper_test_op([(3, 4, 5)], lambda x: x.var(axis, correction=correction), lambda x: x.var(axis, correction=correction), atol=1e-5)
+@pytest.mark.parametrize("axis", [None, 1])
+def test_std(axis):
+  helper_test_op([(3, 4, 5)], lambda x: x.std(axis), lambda x: x.std(axis), atol=1e-5)
+def test_std_keepdim(): helper_test_op([(3, 4, 5)], lambda x: x.std((0, 1), keepdim=True, correction=0), lambda x: x.std((0, 1), keepdim=True, correction=0))
+def test_std_zero_grad():
+  # all equal: std is 0 and torch's gradient there is 0
+  helper_test_op(None, lambda x: x.std(1, correction=0), lambda x: x.std(1, correction=0), vals=[[[1.0, 1.0, 1.0], [2.0, 0.0, 1.0]]])
+  helper_test_op(None, lambda x: x.std(), lambda x: x.std(), vals=[[[float("nan"), 1.0]]], forward_only=True)
+def test_var_unbiased_false(): helper_test_op([(3, 4)], lambda x: x.var(1, unbiased=False), lambda x: x.var(1, unbiased=False))
+@pytest.mark.filterwarnings("ignore:var")
+def test_var_correction_too_large():
+  helper_test_op([(4, 2)], lambda x: x.var(1, correction=2), lambda x: x.var(1, correction=2), forward_only=True)
+  helper_test_op([(4, 2)], lambda x: x.var(1, correction=3), lambda x: x.var(1, correction=3), forward_only=True)
+def test_var_int(): np.testing.assert_allclose(Tensor([[1, 2, 4], [3, 3, 3]]).var(1).numpy(), [7 / 3, 0], rtol=1e-6)
+@pytest.mark.filterwarnings("ignore:var")
+def test_var_single_element(): helper_test_op([(3, 1)], lambda x: x.var(1), forward_only=True)
+def test_var_mean():
+  x = np.random.default_rng(0).uniform(-1, 1, (3, 5)).astype(np.float32)
+  v, m = Tensor(x).var_mean(1)
+  tv, tm = torch.var_mean(torch.tensor(x), 1)
+  np.testing.assert_allclose(v.numpy(), tv.numpy(), rtol=1e-5)
+  np.testing.assert_allclose(m.numpy(), tm.numpy(), rtol=1e-5)
+  s, m2 = Tensor(x).std_mean(0, correction=0)
+  ts, tm2 = torch.std_mean(torch.tensor(x), 0, correction=0)
+  np.testing.assert_allclose(s.numpy(), ts.numpy(), rtol=1e-5)
+  np.testing.assert_allclose(m2.numpy(), tm2.numpy(), rtol=1e-5)
+
+# *** argmax / argmin ***
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_argmax(axis, keepdim):
+  helper_test_op([(4, 5)], lambda x: x.argmax(axis, keepdim=keepdim).int(), lambda x: x.argmax(axis, keepdim=keepdim), forward_only=True)
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_argmin(axis):
+  helper_test_op([(4, 5)], lambda x: x.argmin(axis).int(), lambda x: x.argmin(axis), forward_only=True)
+def test_argmax_ties():
+  vals = [[[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-1.0, -5.0, -1.0, -5.0]]]
+  helper_test_op(None, lambda x: x.argmax(1).int(), lambda x: x.argmax(1), vals=vals, forward_only=True)
+  helper_test_op(None, lambda x: x.argmin(1).int(), lambda x: x.argmin(1), vals=vals, forward_only=True)
+  helper_test_op(None, lambda x: x.argmax(0).int(), lambda x: x.argmax(0), vals=vals, forward_only=True)
+def test_argmax_nan():
+  vals = [[[1.0, np.nan, 3.0, np.nan], [np.nan, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 0.0]]]
+  helper_test_op(None, lambda x: x.argmax(1).int(), lambda x: x.argmax(1), vals=vals, forward_only=True)
+  helper_test_op(None, lambda x: x.argmin(1).int(), lambda x: x.argmin(1), vals=vals, forward_only=True)
+def test_argmax_int_bool():
+  helper_test_op([(4, 5)], lambda x: x.argmax(1).int(), lambda x: x.argmax(1), dtype=dtypes.int32, low=-3, high=3, forward_only=True)
+  helper_test_op([(4, 5)], lambda x: x.argmin(1).int(), lambda x: x.argmin(1), dtype=dtypes.uint8, low=0, high=3, forward_only=True)
+  b = np.array([[False, True, True], [False, False, False], [True, False, True]])
+  np.testing.assert_equal(Tensor(b).argmax(1).numpy(), b.argmax(1))
+  np.testing.assert_equal(Tensor(b).argmin(0).numpy(), b.argmin(0))
+def test_argmax_3d(): helper_test_op([(3, 4, 5)], lambda x: x.argmax(1).int(), lambda x: x.argmax(1), forward_only=True)
+def test_argmax_scalar(): assert Tensor(3.0).argmax().item() == 0
+def test_argmax_dtype(): assert Tensor([1.0, 2.0]).argmax().dtype == dtypes.int32
+
+# *** any / all ***
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+def test_any_all(axis):
+  vals = [[[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]]
+  t_axis = axis if axis is not None else (0, 1)
+  helper_test_op(None, lambda x: x.any(t_axis) if isinstance(t_axis, int) else x.any(dim=t_axis), lambda x: x.any(axis), vals=vals)
+  helper_test_op(None, lambda x: x.all(t_axis) if isinstance(t_axis, int) else x.all(dim=t_axis), lambda x: x.all(axis), vals=vals)
+def test_any_all_keepdim():
+  helper_test_op([(3, 4)], lambda x: x.any(1, keepdim=True), lambda x: x.any(1, keepdim=True), dtype=dtypes.bool)
+  helper_test_op([(3, 4)], lambda x: x.all(0, keepdim=True), lambda x: x.all(0, keepdim=True), dtype=dtypes.bool)
+def test_any_all_int(): helper_test_op([(3, 4)], lambda x: x.all(1), lambda x: x.all(1), dtype=dtypes.int32, low=0, high=2)
+def test_any_all_nan():
+  x = Tensor([float("nan"), 0.0])
+  assert x.any().item() is True and x.all().item() is False
+def test_any_all_empty():
+  assert Tensor.zeros(0).any().item() is False and Tensor.zeros(0).all().item() is True
+
+# *** softmax family ***
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_softmax(axis): helper_test_op([(4, 5)], lambda x: x.softmax(axis), atol=1e-6)
+def test_softmax_default_axis(): helper_test_op([(2, 3, 4)], lambda x: x.softmax(-1), lambda x: x.softmax())
+def test_softmax_large(): helper_test_op([(4, 5)], lambda x: (x * 1000).softmax(1), atol=1e-6)
+def test_softmax_neg_inf():
+  helper_test_op(None, lambda x: x.softmax(1), vals=[[[-np.inf, 0.0, 1.0], [2.0, -np.inf, 2.0]]])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_log_softmax(axis): helper_test_op([(4, 5)], lambda x: x.log_softmax(axis), atol=1e-6)
+def test_log_softmax_large(): helper_test_op([(4, 5)], lambda x: (x * 1000).log_softmax(1), atol=1e-4)
+def test_softmax_empty():
+  assert Tensor.zeros(3, 0).softmax(1).shape == (3, 0) and Tensor.zeros(0, 3).log_softmax(1).shape == (0, 3)
+  with pytest.raises(IndexError): Tensor.zeros(3, 0).softmax(2)
+def test_softmax_int(): np.testing.assert_allclose(Tensor([1, 2, 3]).softmax().numpy(), torch.tensor([1.0, 2, 3]).softmax(0).numpy(), rtol=1e-6)
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+def test_logsumexp(axis):
+  helper_test_op([(4, 5)], lambda x: x.logsumexp((0, 1) if axis is None else axis), lambda x: x.logsumexp(axis), atol=1e-5)
+def test_logsumexp_keepdim(): helper_test_op([(4, 5)], lambda x: x.logsumexp(1, keepdim=True), lambda x: x.logsumexp(1, keepdim=True))
+def test_logsumexp_large(): helper_test_op([(4, 5)], lambda x: (x * 1000).logsumexp(1), atol=1e-3)
+def test_logsumexp_inf():
+  helper_test_op(None, lambda x: x.logsumexp(1), vals=[[[-np.inf, -np.inf], [np.inf, 0.0], [1.0, -np.inf]]], forward_only=True)
+
+def test_logsumexp_empty():
+  np.testing.assert_equal(Tensor.zeros(2, 0).logsumexp(1).numpy(), torch.zeros(2, 0).logsumexp(1).numpy())
+  np.testing.assert_equal(Tensor.zeros(0, 3).logsumexp(0).numpy(), torch.zeros(0, 3).logsumexp(0).numpy())
+
+# *** cumulative ***
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumsum(axis): helper_test_op([(4, 6)], lambda x: x.cumsum(axis), atol=1e-5)
+def test_cumsum_3d(): helper_test_op([(3, 4, 5)], lambda x: x.cumsum(1), atol=1e-5)
+def test_cumsum_1d_default(): helper_test_op([(9,)], lambda x: x.cumsum(0), lambda x: x.cumsum())
+def test_cumsum_long(): helper_test_op([(300,)], lambda x: x.cumsum(0), atol=1e-4)
+@pytest.fixture
+def small_blocks(monkeypatch):
+  import fusegrad.mixin.reduce
+  monkeypatch.setattr(fusegrad.mixin.reduce, "CUM_BLOCK", 4)  # long axes work in blocks: test that with short axes
+def test_cumsum_blocks(small_blocks): helper_test_op([(2, 37)], lambda x: x.cumsum(1), atol=1e-5)
+def test_cumsum_blocks_axis0(small_blocks): helper_test_op([(11, 3)], lambda x: x.cumsum(0), atol=1e-5)
+def test_cumsum_blocks_int(small_blocks):
+  v = np.random.default_rng(0).integers(-50, 50, 45).astype(np.int8)
+  np.testing.assert_equal(Tensor(v).cumsum().numpy(), np.cumsum(v.astype(np.int32)))
+def test_cumprod_blocks(small_blocks): helper_test_op([(2, 21)], lambda x: x.cumprod(1), low=0.5, high=1.5, atol=1e-5)
+def test_cummax(small_blocks):
+  v = np.random.default_rng(0).normal(size=(3, 30)).astype(np.float32)
+  np.testing.assert_equal(Tensor(v).cummax(1).numpy(), np.maximum.accumulate(v, axis=1))
+  np.testing.assert_equal(Tensor(v[:, :9]).cummax(0).numpy(), np.maximum.accumulate(v[:, :9], axis=0))
+def test_cumsum_real_blocks(): helper_test_op([(530,)], lambda x: x.cumsum(0), atol=1e-4, forward_only=True)
+def test_cumsum_scalar(): helper_test_op([()], lambda x: x.cumsum(0))
+def test_cumsum_zero_size(): helper_test_op([(0, 3)], lambda x: x.cumsum(0), forward_only=True)
+def test_cumsum_int():
+  helper_test_op([(3, 5)], lambda x: x.cumsum(1).int(), lambda x: x.cumsum(1), dtype=dtypes.int32, low=-10, high=10)
+  assert Tensor([True, True, False]).cumsum().tolist() == [1, 2, 2]
+@pytest.mark.parametrize("axis", [0, -1])
+def test_cumprod(axis): helper_test_op([(4, 5)], lambda x: x.cumprod(axis), low=0.5, high=1.5)
+def test_cumprod_int(): helper_test_op([(3, 5)], lambda x: x.cumprod(1).int(), lambda x: x.cumprod(1), dtype=dtypes.int32, low=-3, high=3)
+
+# *** errors ***
+def test_reduce_axis_errors():
+  x = Tensor.ones(3, 4)
+  with pytest.raises(IndexError): x.sum(2)
+  with pytest.raises(IndexError): x.max(-3)
+  with pytest.raises(IndexError): x.cumsum(5)
+  with pytest.raises(IndexError): x.argmax(2)
+
+# *** matmul / dot ***
+def test_matmul(): helper_test_op([(5, 7), (7, 3)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_vec_mat(): helper_test_op([(7,), (7, 3)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_mat_vec(): helper_test_op([(5, 7), (7,)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_vec_vec(): helper_test_op([(7,), (7,)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_batched(): helper_test_op([(2, 5, 7), (2, 7, 3)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_broadcast_batch(): helper_test_op([(2, 1, 5, 7), (3, 7, 3)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_batched_vec(): helper_test_op([(2, 5, 7), (7,)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_vec_batched(): helper_test_op([(7,), (2, 7, 3)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_one_sized(): helper_test_op([(1, 7), (7, 1)], lambda x, y: x @ y, atol=1e-5)
+def test_matmul_zero_k(): helper_test_op([(3, 0), (0, 2)], lambda x, y: x @ y, forward_only=True)
+def test_dot(): helper_test_op([(5, 7), (7, 3)], lambda x, y: x.matmul(y), lambda x, y: x.dot(y), atol=1e-5)
+def test_matmul_method(): helper_test_op([(2, 5, 7), (7, 3)], lambda x, y: x.matmul(y), atol=1e-5)
+def test_rmatmul():
+  x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+  assert (x.__rmatmul__(Tensor([1.0, 1.0]))).tolist() == [4.0, 6.0]
+def test_matmul_int():
+  helper_test_op([(3, 4), (4, 2)], lambda x, y: x @ y, dtype=dtypes.int32, low=-5, high=5)
+def test_matmul_mixed_dtype():
+  a, b = np.arange(6, dtype=np.int32).reshape(2, 3), np.ones((3, 2), np.float32) * 0.5
+  ret = Tensor(a) @ Tensor(b)
+  assert ret.dtype == dtypes.float32
+  np.testing.assert_allclose(ret.numpy(), a @ b)
+
+def test_matmul_errors():
+  with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 2\)"): Tensor.ones(3, 4) @ Tensor.ones(5, 2)
+  with pytest.raises(ValueError, match=r"\(4,\).*\(3,\)"): Tensor.ones(4) @ Tensor.ones(3)
+  with pytest.raises(ValueError, match=r"\(2, 3, 4\).*\(3, 4, 2\)"): Tensor.ones(2, 3, 4) @ Tensor.ones(3, 4, 2)
+  with pytest.raises(ValueError): Tensor.ones(()) @ Tensor.ones(3)

@@ -1,0 +1,150 @@
+"""Random numbers: a counter-based Threefry generator, so a seed gives the same values on every device; the
+distributions' statistics; the init helpers' bounds as torch.nn.init."""
+import math
+import pytest, torch
+import numpy as np
+from fusegrad import Tensor, dtypes, GlobalCounters
+from fusegrad.uop.ops import Ops
+from test.helpers import device_is
+
+N = 2000 if device_is("PYTHON") else 20000  # samples for the statistical checks (the interpreter is slow)
+
+def tol(sigma: float, n: int = N) -> float:
+  """Five standard errors of a mean of n samples with standard deviation sigma: a correct generator fails ~never."""
+  return 5 * sigma / math.sqrt(n)
+
+def test_threefry_known_answers():
+  # Random123's known-answer vectors for Threefry-2x32, 20 rounds: (counter, key) -> output, as (hi << 32 | lo)
+  kat = [(0, 0, 0x99ba4efe_6b200159), (0xFFFFFFFF_FFFFFFFF, 0xFFFFFFFF_FFFFFFFF, 0xbb002be7_1cb996fc),
+         (0x85a308d3_243f6a88, 0x03707344_13198a2e, 0x483df7a0_c4923a9c)]
+  for dev in ["CPU", "PYTHON"]:
+    ctr = Tensor([c for c, _, _ in kat], dtype=dtypes.uint64, device=dev)
+    key = Tensor([k for _, k, _ in kat], dtype=dtypes.uint64, device=dev)
+    out = Tensor(ctr.uop.alu(Ops.THREEFRY, key.uop))
+    assert out.tolist() == [o for _, _, o in kat], dev
+
+def test_seed_repeats():
+  Tensor.manual_seed(1234)
+  a, b = Tensor.rand(20).numpy(), Tensor.rand(20).numpy()
+  Tensor.manual_seed(1234)
+  a2, b2 = Tensor.rand(20).numpy(), Tensor.rand(20).numpy()
+  np.testing.assert_equal(a, a2)
+  np.testing.assert_equal(b, b2)
+  assert not np.array_equal(a, b)  # the counter moves on between calls
+  Tensor.manual_seed(1235)
+  assert not np.array_equal(Tensor.rand(20).numpy(), a)
+
+def test_same_values_on_every_device():
+  fns = [lambda d: Tensor.rand(3, 5, device=d), lambda d: Tensor.randn(7, device=d), lambda d: Tensor.randint(6, low=-3, high=9, device=d),
+         lambda d: Tensor.uniform(4, low=-2, high=3, device=d), lambda d: Tensor.normal(5, mean=1, std=3, device=d),
+         lambda d: Tensor.kaiming_uniform(4, 3, device=d), lambda d: Tensor.rand(5, dtype=dtypes.float16, device=d)]
+  results = {}
+  for dev in ["CPU", "PYTHON"]:
+    Tensor.manual_seed(7)
+    results[dev] = [f(dev).numpy() for f in fns]
+  for a, b in zip(results["CPU"], results["PYTHON"]):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+def test_rand_is_lazy():
+  GlobalCounters.reset()
+  x = Tensor.rand(4, 4) * 2 + Tensor.randn(4, 4)
+  assert GlobalCounters.kernel_count == 0
+  x.realize()
+  assert GlobalCounters.kernel_count >= 1
+
+def test_rand_realized_once():
+  x = Tensor.rand(10)
+  np.testing.assert_equal(x.numpy(), x.numpy())  # the values of one tensor don't change when read twice
+  y = x + 0
+  np.testing.assert_equal(y.numpy(), x.numpy())
+
+def test_rand_stats():
+  Tensor.manual_seed(0)
+  x = Tensor.rand(N).numpy()
+  assert x.dtype == np.float32 and 0 <= x.min() and x.max() < 1
+  assert abs(x.mean() - 0.5) < tol(1 / math.sqrt(12)) and abs(x.var() - 1 / 12) < tol(1 / math.sqrt(180))
+  hist = np.histogram(x, 10, (0, 1))[0]
+  assert hist.min() > N / 10 - 5 * math.sqrt(N * 0.09), hist  # spread over the whole interval
+
+def test_rand_shapes_and_dtypes():
+  assert Tensor.rand(2, 3).shape == (2, 3) and Tensor.rand((2, 3)).shape == (2, 3) and Tensor.rand().shape == ()
+  assert Tensor.rand(0, 3).shape == (0, 3) and Tensor.rand(0).numpy().shape == (0,)
+  for dt in [dtypes.float16, dtypes.float32, dtypes.float64]:
+    x = Tensor.rand(200, dtype=dt)
+    assert x.dtype == dt
+    v = x.numpy()
+    assert 0 <= v.min() and v.max() < 1, dt  # never rounds up to 1.0, even in half precision
+  with pytest.raises((TypeError, ValueError)): Tensor.rand(3, dtype=dtypes.int32)
+
+def test_randn_stats():
+  Tensor.manual_seed(1)
+  x = Tensor.randn(N).numpy()
+  assert x.dtype == np.float32 and np.isfinite(x).all()
+  assert abs(x.mean()) < tol(1) and abs(x.var() - 1) < tol(math.sqrt(2))
+  assert abs((np.abs(x) < 1).mean() - 0.6827) < tol(0.47)  # 68% within one sigma
+  assert Tensor.randn(3, dtype=dtypes.float16).dtype == dtypes.float16 and Tensor.randn(2, 3).shape == (2, 3)
+
+def test_randint():
+  Tensor.manual_seed(2)
+  x = Tensor.randint(N, low=-3, high=5).numpy()
+  assert x.dtype == np.int32 and x.min() == -3 and x.max() == 4
+  counts = np.bincount(x + 3)
+  assert len(counts) == 8 and counts.min() > N / 8 - 5 * math.sqrt(N / 8)
+  assert Tensor.randint(2, 3).shape == (2, 3) and Tensor.randint((2, 3), high=3).shape == (2, 3)
+  assert Tensor.randint(5, high=3, dtype=dtypes.int64).dtype == dtypes.int64
+  big = Tensor.randint(100, low=0, high=2 ** 31 - 1).numpy()
+  assert big.min() >= 0 and big.max() > 2 ** 30  # a wide range is covered, not only its low part
+  with pytest.raises(ValueError): Tensor.randint(3, low=5, high=5)
+
+def test_uniform():
+  Tensor.manual_seed(3)
+  x = Tensor.uniform(N, low=-2, high=6).numpy()
+  assert -2 <= x.min() and x.max() < 6 and abs(x.mean() - 2) < tol(8 / math.sqrt(12))
+  assert Tensor.uniform(2, 3, low=0, high=1, dtype=dtypes.float16).dtype == dtypes.float16
+
+def test_normal():
+  Tensor.manual_seed(4)
+  x = Tensor.normal(N, mean=3, std=0.5).numpy()
+  assert abs(x.mean() - 3) < tol(0.5) and abs(x.var() - 0.25) < tol(0.25 * math.sqrt(2))
+  assert Tensor.normal(2, 3).shape == (2, 3)
+
+def _torch_bound(fn, shape, **kw):
+  w = torch.empty(shape)
+  fn(w, **kw)
+  return w
+
+@pytest.mark.parametrize("shape", [(32, 16), (8, 4, 3, 3)])
+def test_kaiming_uniform(shape):
+  Tensor.manual_seed(5)
+  for a in [0.01, math.sqrt(5)]:
+    x = Tensor.kaiming_uniform(*shape, a=a).numpy()
+    fan_in = math.prod(shape[1:])
+    bound = math.sqrt(3) * math.sqrt(2 / (1 + a * a)) / math.sqrt(fan_in)
+    # torch draws from the same interval
+    assert abs(_torch_bound(torch.nn.init.kaiming_uniform_, shape, a=a).abs().max().item() - bound) < bound * 0.02
+    assert x.shape == shape and np.abs(x).max() <= bound and np.abs(x).max() > bound * 0.95
+    assert abs(x.mean()) < tol(bound / math.sqrt(3), x.size)
+
+def test_kaiming_normal():
+  Tensor.manual_seed(6)
+  shape = (N // 50, 50)
+  x = Tensor.kaiming_normal(*shape, a=0.0).numpy()
+  std = math.sqrt(2 / 50)
+  assert abs(x.var() - std ** 2) < tol(std ** 2 * math.sqrt(2), x.size) and abs(x.mean()) < tol(std, x.size)
+  assert abs(_torch_bound(torch.nn.init.kaiming_normal_, shape, a=0.0).std().item() - std) < std * 0.05
+
+@pytest.mark.parametrize("shape", [(32, 16), (16, 32), (8, 4, 3, 3)])
+def test_glorot_uniform(shape):
+  Tensor.manual_seed(7)
+  x = Tensor.glorot_uniform(*shape).numpy()
+  rf = math.prod(shape[2:])
+  bound = math.sqrt(6 / (shape[1] * rf + shape[0] * rf))
+  assert abs(_torch_bound(torch.nn.init.xavier_uniform_, shape).abs().max().item() - bound) < bound * 0.02
+  assert x.shape == shape and np.abs(x).max() <= bound and np.abs(x).max() > bound * 0.95
+
+def test_random_requires_grad():
+  x = Tensor.rand(3, requires_grad=True)
+  (x * x).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy(), rtol=1e-6)
+  w = Tensor.kaiming_uniform(2, 3, requires_grad=True)
+  assert w.requires_grad

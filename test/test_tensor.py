@@ -1,0 +1,362 @@
+"""Tensor basics: realize, reading values, copies and views, devices, assign, properties, autograd entry points,
+laziness, and errors for bad input."""
+import pytest, torch
+import numpy as np
+from fusegrad import Tensor, dtypes, Device, GlobalCounters
+from test.helpers import helper_test_op
+
+OTHER = "PYTHON" if Device.DEFAULT != "PYTHON" else "CPU"
+
+# *** realize and reading values ***
+def test_realize_returns_self():
+  a = Tensor([1.0, 2.0]) + 1
+  assert a.realize() is a and a.tolist() == [2.0, 3.0]
+
+def test_realize_others():
+  a = Tensor([1.0, 2.0])
+  b, c, d = a + 1, a * 2, (a - 1).sum()
+  GlobalCounters.reset()
+  b.realize(c, d)
+  n = GlobalCounters.kernel_count
+  assert n >= 1
+  assert b.tolist() == [2.0, 3.0] and c.tolist() == [2.0, 4.0] and d.item() == 1.0
+  assert GlobalCounters.kernel_count == n  # reading realized tensors runs nothing
+  Tensor.realize(b, c)
+  assert GlobalCounters.kernel_count == n
+
+def test_building_graphs_runs_nothing():
+  GlobalCounters.reset()
+  x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+  y = Tensor.rand(2, 2)
+  z = ((x @ y).relu().sum(1) + x[0, ::-1]).softmax(0).reshape(1, 2).pad((1, 1)).flip(1).cumsum(1)
+  loss = z.mean() + x.std() + y.max()
+  loss.backward()
+  assert GlobalCounters.kernel_count == 0
+  loss.realize()
+  assert GlobalCounters.kernel_count > 0
+
+def test_numpy():
+  for dt, npdt in [(dtypes.float32, np.float32), (dtypes.int32, np.int32), (dtypes.bool, np.bool_), (dtypes.float16, np.float16),
+                   (dtypes.uint8, np.uint8), (dtypes.int64, np.int64), (dtypes.float64, np.float64)]:
+    a = Tensor([[1, 0, 3]], dtype=dt).numpy()
+    assert a.dtype == npdt and a.shape == (1, 3)
+    np.testing.assert_equal(a, np.array([[1, 0, 3]], dtype=npdt))
+  assert Tensor(2.5).numpy().shape == () and Tensor.zeros(2, 0).numpy().shape == (2, 0)
+  assert Tensor([1.0, 2.0]).bfloat16().numpy().dtype == np.float32
+  np.testing.assert_equal(np.asarray(Tensor([1, 2])), [1, 2])
+
+def test_numpy_of_views():
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  np.testing.assert_equal(Tensor(a).T.numpy(), a.T)
+  np.testing.assert_equal(Tensor(a)[1:, ::2].numpy(), a[1:, ::2])
+  np.testing.assert_equal(Tensor(a).reshape(2, 6)[1].numpy(), a.reshape(2, 6)[1])
+
+def test_item():
+  assert Tensor(3.5).item() == 3.5 and Tensor([[7]]).item() == 7 and isinstance(Tensor([7]).item(), int)
+  assert Tensor(True).item() is True and isinstance(Tensor([2.0]).item(), float)
+  assert Tensor([1.0, 2.0, 3.0]).sum().item() == 6.0
+  with pytest.raises(ValueError): Tensor([1, 2]).item()
+  with pytest.raises(ValueError): Tensor.zeros(0).item()
+
+def test_tolist():
+  assert Tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+  assert Tensor(3).tolist() == 3 and Tensor([True, False]).tolist() == [True, False]
+  assert Tensor.zeros(2, 0).tolist() == [[], []] and Tensor.zeros(0, 2).tolist() == []
+  assert Tensor([[1.5]]).T.tolist() == [[1.5]]
+  assert Tensor([1.5, -2.0], dtype=dtypes.float16).tolist() == [1.5, -2.0]
+
+def test_data():
+  d = Tensor([[1, 2], [3, 4]]).data()
+  assert isinstance(d, memoryview) and d.shape == (2, 2) and d.tolist() == [[1, 2], [3, 4]]
+  assert Tensor([1.5, 2.5]).data().tolist() == [1.5, 2.5] and Tensor([1.5, 2.5]).data().format == "f"
+  assert Tensor([[1.0, 2.0], [3.0, 4.0]]).T.data().tolist() == [[1.0, 3.0], [2.0, 4.0]]
+
+def test_bool_len_iter():
+  assert bool(Tensor([1.0])) and not bool(Tensor(0))
+  with pytest.raises(RuntimeError): bool(Tensor([1, 2]))
+  assert len(Tensor.zeros(3, 2)) == 3
+  with pytest.raises(TypeError): len(Tensor(1.0))
+  assert [t.tolist() for t in Tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
+
+# *** properties ***
+def test_properties():
+  x = Tensor.zeros(2, 3, 4, dtype=dtypes.int16)
+  assert x.shape == (2, 3, 4) and x.dtype == dtypes.int16 and x.device == Device.DEFAULT
+  assert x.numel() == 24 and x.ndim == 3 and x.size() == (2, 3, 4) and x.size(1) == 3 and x.size(-1) == 4
+  assert x.element_size() == 2 and x.nbytes() == 48 and not x.is_floating_point() and x.float().is_floating_point()
+  s = Tensor(1.0)
+  assert s.shape == () and s.ndim == 0 and s.numel() == 1
+  with pytest.raises(IndexError): x.size(3)
+
+# *** contiguous / clone / detach ***
+def test_contiguous():
+  helper_test_op([(3, 4)], lambda x: x.T.contiguous())
+  helper_test_op([(3, 4)], lambda x: x[1:, ::2].contiguous() * 2)
+
+def test_clone():
+  helper_test_op([(3, 4)], lambda x: x.clone() * 2)
+  x = Tensor([1.0, 2.0, 3.0])
+  c = x.clone()
+  assert c.tolist() == [1.0, 2.0, 3.0] and c.shape == x.shape and c.dtype == x.dtype
+
+@pytest.mark.parametrize("write", ["assign", "setitem", "iadd"])
+def test_clone_is_independent(write):
+  x = Tensor([1.0, 2.0, 3.0]).realize()
+  c = x.clone()  # not computed yet: it must still hold the values from before the write
+  if write == "assign": x.assign(Tensor([5.0, 5.0, 5.0])).realize()
+  elif write == "setitem": x[0] = 100.0
+  else:
+    x += 1
+    x.realize()
+  assert c.tolist() == [1.0, 2.0, 3.0]
+  c2 = x.clone().realize()
+  x.assign(x * 0).realize()
+  assert c2.tolist() != [0.0, 0.0, 0.0]
+
+def test_clone_of_view_is_independent():
+  x = Tensor([[1.0, 2.0], [3.0, 4.0]]).realize()
+  c = x.T.clone()
+  x[0] = 0.0
+  assert c.tolist() == [[1.0, 3.0], [2.0, 4.0]] and x.tolist() == [[0.0, 0.0], [3.0, 4.0]]
+
+def test_clone_requires_grad():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  (x.clone() * 3).sum().backward()
+  assert x.grad.tolist() == [3.0, 3.0]
+
+def test_detach():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  d = x.detach()
+  assert d.requires_grad is False and d.tolist() == [1.0, 2.0]
+  (x * 2 + d * 5).sum().backward()
+  assert x.grad.tolist() == [2.0, 2.0] and d.grad is None
+
+# *** devices ***
+def test_to_device():
+  x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+  y = x.to(OTHER)
+  assert y.device == OTHER and y.tolist() == x.tolist() and (y * 2).device == OTHER
+  assert y.to(Device.DEFAULT).tolist() == x.tolist() and y.to(Device.DEFAULT).device == Device.DEFAULT
+  assert x.to(Device.DEFAULT) is x
+  assert x.T.to(OTHER).tolist() == [[1.0, 3.0], [2.0, 4.0]]
+  assert Tensor([1, 2], dtype=dtypes.int8).to(OTHER).dtype == dtypes.int8
+
+def test_to_device_is_lazy():
+  x = Tensor([1.0, 2.0]) + 1
+  GlobalCounters.reset()
+  y = x.to(OTHER) * 3
+  assert GlobalCounters.kernel_count == 0
+  assert y.tolist() == [6.0, 9.0]
+
+def test_to_device_gradient():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  (x.to(OTHER) * Tensor([3.0, 4.0], device=OTHER)).sum().backward()
+  assert x.grad.device == x.device and x.grad.tolist() == [3.0, 4.0]
+
+def test_to_inplace():
+  x = Tensor([1.0, 2.0])
+  x.to_(OTHER)
+  assert x.device == OTHER and x.tolist() == [1.0, 2.0]
+
+def test_mixing_devices_errors():
+  a, b = Tensor([1.0, 2.0]), Tensor([1.0, 2.0], device=OTHER)
+  for f in [lambda: a + b, lambda: a * b, lambda: a @ b, lambda: a.cat(b), lambda: Tensor.stack(a, b), lambda: (a > 0).where(b, 0),
+            lambda: a.maximum(b), lambda: a.realize().assign(b)]:
+    with pytest.raises(ValueError, match="device"): f()
+  assert (a + b.to(a.device)).tolist() == [2.0, 4.0]
+
+# *** assign ***
+def test_assign():
+  x = Tensor([1.0, 2.0, 3.0]).realize()
+  x.assign(x + 1).realize()
+  assert x.tolist() == [2.0, 3.0, 4.0]
+  x.assign(x * x)
+  assert x.tolist() == [4.0, 9.0, 16.0]
+
+def test_assign_returns_self_and_keeps_buffer():
+  x = Tensor.zeros(3).contiguous().realize()
+  assert x.assign(Tensor([1.0, 2.0, 3.0])) is x
+  assert x.tolist() == [1.0, 2.0, 3.0]
+
+def test_assign_flip_hazard():
+  # every output reads an element another output overwrites: the old values must be read first
+  x = Tensor([1.0, 2.0, 3.0, 4.0, 5.0]).realize()
+  x.assign(x.flip(0)).realize()
+  assert x.tolist() == [5.0, 4.0, 3.0, 2.0, 1.0]
+  m = Tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]).realize()
+  m.assign(m.T).realize()
+  assert m.tolist() == [[1, 4, 7], [2, 5, 8], [3, 6, 9]]
+  r = Tensor([1, 2, 3, 4]).realize()
+  r.assign(r.roll(1, 0)).realize()
+  assert r.tolist() == [4, 1, 2, 3]
+
+def test_assign_into_slice_view():
+  x = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+  x[1:3].assign(Tensor([7.0, 8.0])).realize()
+  assert x.tolist() == [1.0, 7.0, 8.0, 4.0]
+  v = x[::2]
+  v.assign(v * 10).realize()
+  assert x.tolist() == [10.0, 7.0, 80.0, 4.0] and v.tolist() == [10.0, 80.0]
+  m = Tensor.zeros(3, 4).contiguous().realize()
+  m[:, 1].assign(Tensor([1.0, 2.0, 3.0])).realize()
+  m[2, ::-1].assign(Tensor.arange(4).float()).realize()
+  assert m.tolist() == [[0, 1, 0, 0], [0, 2, 0, 0], [3, 2, 1, 0]]
+
+def test_assign_broadcast_and_cast():
+  x = Tensor.zeros(2, 3).contiguous().realize()
+  x.assign(5)
+  assert x.tolist() == [[5.0] * 3] * 2
+  x.assign(Tensor([1.0, 2.0, 3.0]))
+  assert x.tolist() == [[1.0, 2.0, 3.0]] * 2
+  i = Tensor([1, 2]).realize()
+  i.assign(Tensor([1.9, -2.9]))
+  assert i.dtype == dtypes.int32 and i.tolist() == [1, -2]
+
+def test_assign_lazy_readers_before():
+  x = Tensor([1.0, 2.0]).realize()
+  y = x + 1  # built before the assign, computed in the same realize: sees the old values
+  x.assign(x * 10)
+  Tensor.realize(y, x)
+  assert y.tolist() == [2.0, 3.0] and x.tolist() == [10.0, 20.0]
+
+def test_equal_graphs_are_separate_tensors():
+  # equal graphs are one node: realizing two of them must still give two tensors, each with its own storage
+  a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
+  Tensor.realize(a, b)
+  a.assign(a + 1).realize()
+  assert a.tolist() == [1.0, 1.0, 1.0] and b.tolist() == [0.0, 0.0, 0.0]
+  x = Tensor([1.0, 2.0])
+  p, q = (x * 2).realize(), (x * 2).realize()
+  p.assign(Tensor([0.0, 0.0])).realize()
+  assert q.tolist() == [2.0, 4.0] and (x * 2).tolist() == [2.0, 4.0]
+
+def test_overwritten_values_are_not_reused():
+  z = Tensor.arange(4)
+  z[::2] = 0
+  assert z.tolist() == [0, 1, 0, 3] and Tensor.arange(4).tolist() == [0, 1, 2, 3]
+
+def test_views_share_storage():
+  y = (Tensor([1.0, 2.0]) * 3).realize()
+  v = y.reshape(2, 1).realize()
+  y[0] = 7.0
+  assert v.tolist() == [[7.0], [6.0]]
+  GlobalCounters.reset()
+  y.numpy(), y.numpy()
+  assert GlobalCounters.kernel_count == 0  # reading a realized tensor copies nothing on the device
+
+def test_assign_unrealized_target():
+  x = Tensor([1.0, 2.0]) * 2
+  x.assign(Tensor([0.0, 1.0]))
+  assert x.tolist() == [0.0, 1.0]
+
+def test_assign_errors():
+  x = Tensor.zeros(4).contiguous().realize()
+  with pytest.raises(ValueError, match=r"\(2,\).*\(4,\)"): x.assign(Tensor([1.0, 2.0]))
+  with pytest.raises(ValueError): x.assign(Tensor([1.0, 2.0, 3.0, 4.0], device=OTHER))
+
+def test_inplace_operators():
+  x = Tensor([1.0, 2.0]).realize()
+  x += 1
+  x *= 3
+  x -= Tensor([1.0, 1.0])
+  x /= 2
+  assert x.tolist() == [2.5, 4.0]
+
+# *** requires_grad and autograd entry points ***
+def test_requires_grad_values():
+  assert Tensor([1.0]).requires_grad is None
+  a, b, c = Tensor([1.0], requires_grad=True), Tensor([2.0], requires_grad=False), Tensor([3.0])
+  assert (a * b).requires_grad is True and (b * c).requires_grad is not True and (a + 1).requires_grad is True
+  c.requires_grad = True
+  assert c.requires_grad is True and c.requires_grad_(False) is c and c.requires_grad is False
+
+def test_requires_grad_false_gets_no_grad():
+  a, b, c = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=False), Tensor([5.0, 6.0])
+  (a * b * c).sum().backward()
+  assert a.grad.tolist() == [15.0, 24.0] and b.grad is None and c.grad is None
+
+def test_backward_accumulates():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  (x * x).sum().backward()
+  assert x.grad.tolist() == [2.0, 4.0]
+  (x * 3).sum().backward()
+  assert x.grad.tolist() == [5.0, 7.0]
+  x.grad = None
+  (x * 3).sum().backward()
+  assert x.grad.tolist() == [3.0, 3.0]
+
+def test_backward_shared_subgraph():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = x * x
+  (y + y * 2 + x).sum().backward()
+  assert x.grad.tolist() == [7.0, 13.0]
+
+def test_backward_with_gradient():
+  x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+  (x * 2).backward(Tensor([1.0, 0.5, 0.0]))
+  assert x.grad.tolist() == [2.0, 1.0, 0.0]
+  with pytest.raises(RuntimeError): (x * 2).backward()
+
+def test_backward_after_realize():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = (x * 3).realize()  # graphs built before a realize still reach x
+  (y * x).sum().backward()
+  assert x.grad.tolist() == [6.0, 12.0]
+
+def test_backward_through_realized_chain():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = (x * 2).realize()
+  z = y.contiguous().realize()  # a contiguous of a whole buffer is that buffer
+  w = z.reshape(2, 1).realize()
+  loss = (w.reshape(2) * x).sum().realize()
+  loss.backward()
+  assert loss.item() == 10.0 and x.grad.tolist() == [4.0, 8.0]
+
+def test_backward_nothing_requires_grad():
+  with pytest.raises(RuntimeError): Tensor([1.0]).sum().backward()
+
+def test_gradient():
+  x, y = Tensor([1.0, 2.0]), Tensor([3.0, 4.0])
+  z = (x * y + x * x).sum()
+  dx, dy = z.gradient(x, y)
+  assert dx.tolist() == [5.0, 8.0] and dy.tolist() == [1.0, 2.0]
+  assert x.grad is None and y.grad is None  # gradient() doesn't touch .grad
+  (g,) = (x * y).gradient(x, gradient=Tensor([1.0, -1.0]))
+  assert g.tolist() == [3.0, -4.0]
+
+def test_gradient_second_order():
+  x = Tensor([1.0, 2.0, 3.0])
+  (dx,) = (x * x * x).sum().gradient(x)
+  (ddx,) = dx.sum().gradient(x)
+  assert dx.tolist() == [3.0, 12.0, 27.0] and ddx.tolist() == [6.0, 12.0, 18.0]
+
+def test_gradient_errors():
+  x = Tensor([1.0, 2.0])
+  with pytest.raises(RuntimeError): (x * 2).gradient(x)  # not a scalar
+  with pytest.raises(RuntimeError): (x * 2).sum().gradient(Tensor([1.0, 2.0]))  # not in the graph
+
+def test_gradient_through_everything():
+  def f(x, y):
+    a = x.reshape(2, 6).permute(1, 0).pad(((1, 0), (0, 1)))[1:, :2]
+    b = a.flip(0).expand(2, 6, 2).sum(0) * y[:, None]
+    c = b.cat(b * 2, dim=1).softmax(1) + b.max(1, keepdim=True) + x.reshape(2, 6)[:, ::2].mean()
+    return (c.cumsum(0) * c.std()).logsumexp(0) + a[torch_or_fg_index(x)].sum()
+  def torch_or_fg_index(x): return (torch.tensor([0, 5, 5]) if isinstance(x, torch.Tensor) else Tensor([0, 5, 5]), 1)
+  def tf(x, y):
+    a = torch.nn.functional.pad(x.reshape(2, 6).permute(1, 0), (0, 1, 1, 0))[1:, :2]
+    b = a.flip(0).expand(2, 6, 2).sum(0) * y[:, None]
+    c = torch.cat((b, b * 2), 1).softmax(1) + b.amax(1, keepdim=True) + x.reshape(2, 6)[:, ::2].mean()
+    return (c.cumsum(0) * c.std()).logsumexp(0) + a[torch_or_fg_index(x)].sum()
+  helper_test_op([(3, 4), (6,)], tf, f, atol=1e-5, grad_atol=1e-4)
+
+# *** bad input ***
+def test_reshape_error_names_shapes():
+  with pytest.raises(ValueError, match=r"\(2, 3\).*\(4, 2\)"): Tensor.ones(2, 3).reshape(4, 2)
+
+def test_errors_are_clear():
+  x = Tensor.ones(2, 3)
+  with pytest.raises(ValueError, match=r"\(2, 3\).*\(4,\)"): x + Tensor.ones(4)
+  with pytest.raises(ValueError, match=r"matmul"): x @ Tensor.ones(2, 3)
+  with pytest.raises(TypeError): x + "a"
+  with pytest.raises(IndexError): x.sum(axis=5)
+  with pytest.raises(ValueError): x.permute(0, 0)
