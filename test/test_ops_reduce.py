@@ -264,3 +264,8 @@ def test_matmul_errors():
   with pytest.raises(ValueError, match=r"\(4,\).*\(3,\)"): Tensor.ones(4) @ Tensor.ones(3)
   with pytest.raises(ValueError, match=r"\(2, 3, 4\).*\(3, 4, 2\)"): Tensor.ones(2, 3, 4) @ Tensor.ones(3, 4, 2)
   with pytest.raises(ValueError): Tensor.ones(()) @ Tensor.ones(3)
+
+def test_triangles_keep_dtype():
+  assert Tensor.ones(3, 3, dtype=dtypes.bool).tril().dtype == dtypes.bool
+  assert Tensor.ones(3, 3, dtype=dtypes.int8).triu(1).dtype == dtypes.int8
+  np.testing.assert_equal(Tensor.ones(3, 4, dtype=dtypes.bool).tril().numpy(), np.tril(np.ones((3, 4), bool)))

@@ -187,7 +187,7 @@ class ReduceMixin:
     row = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal
     col = Tensor.arange(c, device=self.device).unsqueeze(0)
     keep = row <= col if upper else row >= col
-    return keep.where(self, 0)
+    return keep.where(self, self.zeros_like())  # keeps the dtype (a bool mask stays bool)
 
   # *** matrix products ***
   def dot(self: Tensor, w: Tensor, dtype: DType | None = None) -> Tensor:

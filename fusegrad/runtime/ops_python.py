@@ -55,12 +55,6 @@ def _cast(x: Any, dtype: DType) -> Any:
 def _bitcast(x: Any, dtype: DType, from_dtype: DType) -> Any:
   return struct.unpack(f"<{dtype.fmt}", struct.pack(f"<{from_dtype.fmt}", x))[0]
 
-class _HalfView:
-  """float16 elements of a buffer: memoryview can't cast to 'e', so convert each element through struct."""
-  def __init__(self, mv: memoryview): self.bits = mv.cast("H")
-  def __getitem__(self, i: int) -> float: return struct.unpack("<e", struct.pack("<H", self.bits[i]))[0]
-  def __setitem__(self, i: int, v: float) -> None: self.bits[i] = struct.unpack("<H", struct.pack("<e", v))[0]
-
 def _typed_view(mv: memoryview, dtype: DType) -> Any:
   """mv as an indexable sequence of dtype elements (bfloat16 stays raw 16-bit words: lowering converts them)."""
   if dtype == dtypes.float16: return _HalfView(mv)
