@@ -24,7 +24,7 @@ from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
 from fusegrad.codegen.heuristic import hand_coded_optimizations
 from fusegrad.codegen.expand import expand_unrolled
 from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered, lower_group_reduces
-from fusegrad.codegen.lower import resolve_index_dtype
+from fusegrad.codegen.lower import resolve_index_dtype, simplify_gated_loads
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
 
@@ -66,7 +66,7 @@ def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
 def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   """A kernel AST -> a ProgramSpec (rendered source and launch sizes) for the renderer's device."""
   if DEBUG >= 5: dprint(5, pretty_print(ast))
-  k = optimize(Kernel(merge_axes(fold_reduces(ast)), ren), opts)
+  k = optimize(Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren), opts)
   dprint(3, f"{k.name}: opts {k.applied_opts}")
   return program_for(k)
 

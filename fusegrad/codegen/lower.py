@@ -1,5 +1,6 @@
 """Passes between an optimized kernel AST and the flat program: each reads the renderer's capabilities.
 
+  simplify_gated_loads a load's index simplified knowing its validity gate holds
   merge_axes          adjacent loops whose merge needs no extra division become one loop (before optimizing)
   lower_group_reduces a reduce split across a workgroup gets shared memory, a barrier and a final sum
   to_launch_dims      output loops become launch dimensions (gidx/lidx) on devices that have them
@@ -44,6 +45,37 @@ def merge_axes(ast: UOp) -> UOp:
         ast, changed = candidate, True
         break
   return ast
+
+# *** indices simplified under their loads' validity gates ***
+
+def _gate_bounds(gate: UOp) -> dict[UOp, tuple[int, int]]:
+  """Bounds the gate implies on the index expressions it compares with constants: (x%25) < 20 gives [0, 19]."""
+  bounds: dict[UOp, tuple[int, int]] = {}
+  stack = [(gate, True)]
+  while stack:
+    c, holds = stack.pop()
+    if c.op is Ops.AND and holds: stack += [(c.src[0], True), (c.src[1], True)]
+    elif c.op is Ops.CMPNE and c.src[1].op is Ops.CONST and c.src[1].arg is True: stack.append((c.src[0], not holds))
+    elif c.op is Ops.CMPLT and c.src[1].op is Ops.CONST and c.src[0].dtype == dtypes.index and c.src[0].op is not Ops.CONST:
+      x, k = c.src[0], c.src[1].arg
+      lo, hi = bounds.get(x, (x.vmin, x.vmax))
+      bounds[x] = (lo, min(hi, k - 1)) if holds else (max(lo, k), hi)
+  return {x: b for x, b in bounds.items() if b[0] <= b[1] and b != (x.vmin, x.vmax)}
+
+def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
+  """idx simplified knowing gate holds (a load's address only matters when its gate is true): the expressions the
+  gate bounds become bounded placeholders while simplifying."""
+  bounds = _gate_bounds(gate)
+  if not bounds: return idx
+  stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi)) for i, (x, (lo, hi)) in enumerate(bounds.items())}
+  ret = simplify(idx.substitute(stand_in))
+  return simplify(ret.substitute({v: x for x, v in stand_in.items()}))
+
+def simplify_gated_loads(ast: UOp) -> UOp:
+  """Every gated load's index simplified given its gate (the padding of a view cuts divisions out of its index)."""
+  mapping = {u: u.replace(src=(u.src[0], new, *u.src[2:])) for u in ast.toposort()
+             if u.op is Ops.LOAD and len(u.src) > 2 and u.src[2].dtype == dtypes.bool and (new := simplify_given_valid(u.src[1], u.src[2])) is not u.src[1]}
+  return ast.substitute(mapping) if mapping else ast
 
 def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   """Output loops -> SPECIAL launch indices (the last, fastest-moving axis is gidx0), if the device launches a grid;
