@@ -70,7 +70,7 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
-    self._base, self._buf, self._version = base, None, 0
+    self._base, self._buf = base, None
     if base is not None:
       if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
       if offset + self.nbytes > base.nbytes: raise ValueError(f"view of {self.nbytes} bytes at {offset} is outside a {base.nbytes}-byte buffer")
@@ -78,11 +78,6 @@ class Buffer:
   def base(self) -> Buffer: return self._base if self._base is not None else self
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
-  @property
-  def version(self) -> int:
-    """How many times the memory (of the base buffer) has been written: results computed from it check this."""
-    return self.base._version
-  def bump(self) -> None: self.base._version += 1
   def is_allocated(self) -> bool: return self._buf is not None
   def allocate(self) -> Buffer:
     if self._buf is not None: return self
@@ -105,7 +100,6 @@ class Buffer:
     if mv.nbytes != self.nbytes: raise ValueError(f"copyin of {mv.nbytes} bytes into a {self.nbytes}-byte buffer")
     self.allocate()
     Device[self.device].allocator.copyin(self._buf, mv)
-    self.bump()
     return self
   def copyout(self, dest: memoryview) -> memoryview:
     dest = dest.cast("B")

@@ -189,17 +189,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     from fusegrad.engine.schedule import create_schedule
-    from fusegrad.engine.realize import run_schedule, capturing
+    from fusegrad.engine.realize import run_schedule
     copies: list[Tensor] = []
-    # while TinyJit captures, everything is computed again (not found in earlier results), so every kernel is recorded
-    if not capturing:
-      for t in tensors:  # computed already (maybe through another tensor)
-        lazy, t.uop = t.uop, _resolve_realized(t.uop)
-        if t.uop is not lazy and not _own_storage(t, lazy): copies.append(t)
+    for t in tensors:  # computed already (maybe through another tensor)
+      lazy, t.uop = t.uop, _resolve_realized(t.uop)
+      if t.uop is not lazy and not _own_storage(t, lazy): copies.append(t)
     todo = [t for t in tensors if not _is_realized(t.uop)]
     if todo:
       todo += _snapshots_before(todo)
-      sched = create_schedule([t.uop for t in todo], use_memo=not capturing)
+      sched = create_schedule([t.uop for t in todo])
       run_schedule(sched.items)
       sched.remember()
       for t in todo:

@@ -221,8 +221,8 @@ def test_recomputed_expression_sees_assign():
   keep = x * 2  # an identical lazy node stays alive
   (x * 2).realize()
   x.assign(x + 10).realize()
-  np.testing.assert_equal((x * 2).numpy(), [22, 24, 26])
-  np.testing.assert_equal(keep.numpy(), [22, 24, 26])  # lazy: computed from the buffer as it is now
+  np.testing.assert_equal((x * 2).numpy(), [22, 24, 26])  # built after the write: a new node
+  np.testing.assert_equal(keep.numpy(), [2, 4, 6])  # the value computed before the write (as torch would have it)
 
 def test_repeated_identical_assign_applies_each_time():
   w = Tensor([1.0, 2.0]).realize()
@@ -243,3 +243,10 @@ def test_reduce_used_several_times_by_one_consumer_is_one_kernel():
   out = x.sum(1).relu().realize()  # relu reads its input three times
   assert GlobalCounters.kernel_count == 1
   np.testing.assert_allclose(out.numpy(), np.maximum(x.numpy().sum(1), 0), rtol=1e-6)
+
+def test_loss_realized_with_the_step_is_the_pre_step_value():
+  w = Tensor([1.0, 2.0], requires_grad=True).realize()
+  loss = (w * w).sum()
+  loss.backward()
+  Tensor.realize(loss, w.assign(w - 0.5 * w.grad))  # one schedule: the loss reads w before the step writes it
+  assert loss.item() == 5.0 and w.tolist() == [0.0, 0.0]

@@ -16,6 +16,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, dprint, colored
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.engine.realize import ExecItem, capturing
+from fusegrad.engine import schedule
 
 ReturnType = TypeVar("ReturnType")
 
@@ -170,9 +171,11 @@ class TinyJit(Generic[ReturnType]):
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
     self.jit_cache = []  # a capture that raised half way may have left items
     capturing.append(self.jit_cache)
+    schedule.memo_since.append(schedule.memo_epoch)  # results from before the capture are computed again (and recorded)
     try: ret = self._finish(self.fxn(*args, **kwargs))
     finally:
       capturing.pop()
+      schedule.memo_since.pop()
       _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.input_slots = [(i, j, bufs.index(b)) for i, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs)
@@ -266,11 +269,13 @@ class function:
     binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
     key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
            _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"))
-    if key not in self.traces or _rebound(self.traces[key]):
+    written = _written_leaves(self.traces[key]) if key in self.traces else None
+    if written is None:
       self.traces[key] = trace = self._trace(args, kwargs, inputs, binds)
       return self._results(trace, inputs, {})
     trace = self.traces[key]
-    fresh = {}  # every random draw gets the counter it would have had now, as a plain call would
+    fresh = dict(written)  # weights written since the trace: their buffer nodes now
+    # every random draw gets the counter it would have had now, as a plain call would
     for node, device, offset in trace.rng_states:
       seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
       fresh[node] = Tensor([seed, counter], dtype=dtypes.uint64, device=device).uop
@@ -310,11 +315,25 @@ class function:
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
                   captured, draws, Tensor._rng_counter - start)
 
-def _rebound(trace: _Trace) -> bool:
-  """Whether a tensor the trace read from outside stands for another node now (it was realized, replaced, or has a
-  pending assign): the trace must be made again. (Substituting the new node instead could also hit equal nodes
-  elsewhere in the graph, such as a zero constant.) In-place updates that have run keep the node, so they are free."""
-  return any((t := ref()) is not None and t.uop is not old for ref, old in trace.captured)
+def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
+  """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same
+  memory under a new node), to substitute; None when one stands for something else now (it was realized, replaced,
+  or has a pending assign): then the trace must be made again."""
+  ret: dict[UOp, UOp] = {}
+  for ref, old in trace.captured:
+    if (t := ref()) is None or t.uop is old: continue
+    (old_chain, old_leaf), (new_chain, new_leaf) = _view_of_buffer(old), _view_of_buffer(t.uop)
+    if old_leaf is None or new_leaf is None or old_leaf.arg is not new_leaf.arg or old_chain != new_chain: return None
+    ret[old_leaf] = new_leaf
+  return ret
+
+def _view_of_buffer(u: UOp) -> tuple[tuple, UOp | None]:
+  """(the movement ops over a BUFFER, that BUFFER), or (..., None) if u is not a view of a buffer."""
+  chain = []
+  while u.op in GroupOp.Movement:
+    chain.append((u.op, u.arg))
+    u = u.src[0]
+  return tuple(chain), (u if u.op is Ops.BUFFER else None)
 
 def _hashable(x: Any, where: str) -> Any:
   """x as a hashable key, with every Tensor replaced by a marker (tensors are keyed by shape and dtype instead)."""

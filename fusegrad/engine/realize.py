@@ -67,7 +67,6 @@ class ExecItem:
     for b in self.bufs: b.allocate()
     vv = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
     et = self.runner(self.bufs, vv, wait=wait or DEBUG >= 2)
-    self.bufs[0].bump()  # results computed from the old contents are stale now
     GlobalCounters.global_ops += self.runner.flops
     GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
     if isinstance(self.runner, CompiledRunner): GlobalCounters.kernel_count += 1

@@ -12,7 +12,7 @@ The rules (DESIGN.md, invariant 3):
     recompute it once per copy), so elementwise consumers of a reduce join its kernel.
 """
 from __future__ import annotations
-import sys, weakref
+import itertools, sys, weakref
 from dataclasses import dataclass, field
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer
@@ -29,21 +29,38 @@ class ScheduleItem:
 
 @dataclass(frozen=True)
 class Realized:
-  """A computed lazy node: the view of the BUFFER that holds its value (for an assign, the target's view), and every
-  buffer its value depends on with that buffer's version when it was computed."""
+  """A computed lazy node: the view of the BUFFER that holds its value (for an assign, the view written)."""
   view: UOp
-  reads: tuple[tuple[Buffer, int], ...]
+  epoch: int  # which schedule computed it (see memo_since)
 
-# Computed lazy nodes. Hash-consing rebuilds the same node for the same expression, so `a @ b` written again finds
-# its earlier result here; the entry stays valid only while none of the buffers it read has been written since.
+# Computed lazy nodes. Hash-consing rebuilds the same node for the same expression, so `a @ b` written again finds its
+# earlier result here. An entry never goes stale: an assign gives the tensor it writes a new BUFFER node (the same
+# memory, a new identity, see written_view), so an expression built after the write is a different node.
 _realized: weakref.WeakKeyDictionary[UOp, Realized] = weakref.WeakKeyDictionary()
 
+# schedules remembered so far; TinyJit pushes the count when it starts capturing onto memo_since: while it captures,
+# only results computed during the capture are reused (earlier ones would leave their kernels out of the capture)
+memo_epoch = 0
+memo_since: list[int] = []
+_writes = itertools.count(1)
+# the nodes whose remembered value lives in each buffer: an assign into the buffer overwrites those values
+_stored_in: weakref.WeakKeyDictionary[Buffer, weakref.WeakSet[UOp]] = weakref.WeakKeyDictionary()
+
 def lookup_realized(n: UOp) -> UOp | None:
-  """The buffer view holding n's value, if n was computed and its inputs haven't changed since."""
+  """The buffer view holding n's value, if n was computed (during the capture, while TinyJit captures)."""
   if (entry := _realized.get(n)) is None: return None
-  if all(b.version == v for b, v in entry.reads): return entry.view
-  del _realized[n]  # an input was written since: the old value is stale
-  return None
+  return None if memo_since and entry.epoch < memo_since[-1] else entry.view
+
+def written_view(view: UOp) -> UOp:
+  """A view after a write to its buffer: the same movement ops over a new BUFFER node of the same memory."""
+  chain = []
+  while view.op is not Ops.BUFFER:
+    chain.append(view)
+    view = view.src[0]
+  ret = UOp(Ops.BUFFER, view.dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_writes)),), view.arg)
+  for c in reversed(chain): ret = c.replace(src=(ret,))
+  return ret
+
 def _no_buffer_needed(n: UOp) -> bool: return n.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE)
 
 def view_base(n: UOp) -> UOp:
@@ -114,7 +131,7 @@ def _costly(n: UOp, want: set[UOp], becomes: dict[UOp, UOp]) -> bool:
 def _reads_no_memory(r: UOp) -> bool:
   """True when r is computed from constants alone (an arange): codegen folds such sums into index math, so copying
   it into every consumer costs nothing, and keeping it in the consumer's kernel lets a gather fold to one load."""
-  return all(_no_buffer_needed(n) for n in r.toposort() if not n.src)
+  return not any(n.op is Ops.BUFFER for n in r.toposort())
 
 def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]) -> bool:
   """True when every path from r leads, with no expand on the way, to the same one node that gets a buffer: then r is
@@ -274,69 +291,51 @@ class _Step:
 
 @dataclass
 class Schedule:
-  """The result of scheduling: items in run order, what each realized node becomes, and (after running) the memo."""
+  """The result of scheduling: items in run order and what each realized node becomes."""
   items: list[ScheduleItem]
   becomes: dict[UOp, UOp]
-  versions: dict[UOp, tuple[tuple[Buffer, int], ...]]  # for each realized node, its inputs' versions once computed
   def remember(self) -> None:
-    """Record the realized nodes for later schedules (call after the items ran)."""
+    """Record the realized nodes for later schedules (call after the items ran). Values stored in a buffer that an
+    assign of this schedule overwrote are forgotten (the tensors holding them see the new contents, as views do)."""
+    global memo_epoch
     for n, view in self.becomes.items():
-      # a write happened once and for all: its node stands for the target from now on, whatever is written later
-      _realized[n] = Realized(view, () if n.op is Ops.ASSIGN else self.versions[n])
+      buf = view_base(view).arg.base
+      if n.op is Ops.ASSIGN:
+        for old in list(_stored_in.get(buf, ())): _realized.pop(old, None)
+      else: _stored_in.setdefault(buf, weakref.WeakSet()).add(n)
+      _realized[n] = Realized(view, memo_epoch)
+    memo_epoch += 1
 
-def create_schedule(outs: list[UOp], use_memo: bool = True) -> Schedule:
-  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer).
-  With use_memo False, nodes computed by earlier schedules are computed again (TinyJit records every kernel)."""
+def create_schedule(outs: list[UOp]) -> Schedule:
+  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
   becomes: dict[UOp, UOp] = {}
   def is_leaf(n: UOp) -> bool:
     if n.op is Ops.BUFFER or n in becomes: return True
-    if not use_memo or (view := lookup_realized(n)) is None: return False
+    if (view := lookup_realized(n)) is None: return False
     becomes[n] = view
     return True
   nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
-  deps: dict[UOp, set[Buffer]] = {n: {b for b, _ in _realized[n].reads} for n in becomes}
   to_realize = find_realizes(outs, nodes, becomes)
   steps: list[_Step] = []
   for n in to_realize:
     if n.op is Ops.ASSIGN:
-      new_steps = _assign_steps(n, becomes)
-      steps.extend(new_steps)
-      becomes[n] = resolve_view(n.src[0], becomes)
+      steps.extend(_assign_steps(n, becomes))
+      becomes[n] = written_view(resolve_view(n.src[0], becomes))
     elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
-      new_steps = []
-      deps[n] = {view_base(src).arg} | set().union(*(deps.get(x, set()) for x in n.src[0].toposort() if x in becomes))
     else:
       buf = Buffer(n.device or "CPU", n.size, n.dtype)
       if n.size and n.op is Ops.COPY:
         src = resolve_view(n.src[0], becomes)
-        new_steps = [_Step(n, ScheduleItem(UOp(Ops.COPY, n.dtype, (), n.arg), (buf, view_base(src).arg)), {n.src[0]})]
-        deps[n] = {buf} | deps.get(n.src[0], {view_base(src).arg})
+        steps.append(_Step(n, ScheduleItem(UOp(Ops.COPY, n.dtype, (), n.arg), (buf, view_base(src).arg)), {n.src[0]}))
       elif n.size:
         kb = KernelBuilder(becomes)
-        new_steps = [_Step(n, ScheduleItem(kb.build(buf, n), tuple(kb.bufs), kb.var_vals), kb.reads)]
-      else: new_steps = []
+        steps.append(_Step(n, ScheduleItem(kb.build(buf, n), tuple(kb.bufs), kb.var_vals), kb.reads))
       becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
-      steps.extend(new_steps)
-    for st in new_steps: deps[n] = deps.get(n, set()) | set(st.item.bufs) | set().union(*(deps.get(r, set()) for r in st.reads))
-    deps.setdefault(n, set())
   ordered = _order(steps, set(to_realize))
   dprint(3, f"scheduled {len(steps)} kernels/copies for {len(outs)} outputs ({len(nodes)} graph nodes)")
-  return Schedule([st.item for st in ordered], {n: becomes[n] for n in to_realize}, _versions_after(ordered, to_realize, deps))
-
-def _versions_after(ordered: list[_Step], to_realize: dict[UOp, None], deps: dict[UOp, set[Buffer]]) -> dict:
-  """Each realized node's inputs with the versions they will have right after its last step runs (every run of an
-  item bumps the version of the buffer it writes, see engine/realize.py)."""
-  version = {b: b.version for bs in deps.values() for b in bs}
-  for st in ordered: version.setdefault(st.item.bufs[0], st.item.bufs[0].version)
-  done: dict[UOp, tuple[tuple[Buffer, int], ...]] = {}
-  for st in ordered:
-    version[st.item.bufs[0]] += 1
-    done[st.node] = tuple((b, version[b]) for b in deps[st.node])
-  for n in to_realize:  # realized without a step of their own (aliases, empty tensors): as of the end
-    if n not in done: done[n] = tuple((b, version.get(b, b.version)) for b in deps[n])
-  return done
+  return Schedule([st.item for st in ordered], {n: becomes[n] for n in to_realize})
 
 def _assign_steps(n: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
   """The kernel(s) for target.assign(value): one kernel, or two (value to a temp, then a copy) if the value reads the
