@@ -23,17 +23,25 @@ def tree_reduce(op: Ops, vals: list[UOp]) -> UOp:
     vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1])) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
   return vals[0]
 
+def _expand_reduce(red: UOp, value: UOp, ranges: tuple[UOp, ...]) -> UOp:
+  """A REDUCE without its UNROLL and LANES ranges. Each LANES value gets its own accumulator (partial sums over the
+  loops left, combined after them); within one, the UNROLL copies are added in one after another (a chain of fused
+  multiply-adds)."""
+  lanes = [r for r in ranges if range_kind(r) is AxisType.LANES]
+  unrolled = [r for r in ranges if range_kind(r) is AxisType.UNROLL]
+  kept = tuple(r for r in ranges if range_kind(r) not in (AxisType.LANES, AxisType.UNROLL))
+  def accumulator(v: UOp) -> UOp:
+    copies = [v.substitute(c) for c in _combos(unrolled)]
+    return tree_reduce(red.arg, copies) if not kept else UOp(Ops.REDUCE, red.dtype, tuple(copies) + kept, red.arg)
+  return tree_reduce(red.arg, [accumulator(value.substitute(c)) for c in _combos(lanes)])
+
 def expand_unrolled(sink: UOp) -> UOp:
-  """The AST with no UPCAST or UNROLL ranges left."""
+  """The AST with no UPCAST, UNROLL or LANES ranges left."""
   memo: dict[UOp, UOp] = {}
   for node in sink.toposort():
     src = tuple(memo[s] for s in node.src)
-    if node.op is Ops.REDUCE and any(range_kind(r) is AxisType.UNROLL for r in src[1:]):
-      unrolled = [r for r in src[1:] if range_kind(r) is AxisType.UNROLL]
-      kept = tuple(r for r in src[1:] if range_kind(r) is not AxisType.UNROLL)
-      copies = [src[0].substitute(c) for c in _combos(unrolled)]
-      # with loops left, the copies are added into the accumulator one by one (a chain of fused multiply-adds)
-      memo[node] = tree_reduce(node.arg, copies) if not kept else UOp(Ops.REDUCE, node.dtype, tuple(copies) + kept, node.arg)
+    if node.op is Ops.REDUCE and any(range_kind(r) in (AxisType.UNROLL, AxisType.LANES) for r in src[1:]):
+      memo[node] = _expand_reduce(node, src[0], src[1:])
     elif node.op is Ops.SINK:
       stores = []
       for store in src:

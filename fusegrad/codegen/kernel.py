@@ -20,6 +20,8 @@ class OptOps(Enum):
   LOCAL = auto()    # split an output axis; the inner part becomes a workgroup dimension
   GROUP = auto()    # split a reduce axis; the inner part is reduced across a workgroup in shared memory
   THREAD = auto()   # run an output axis's iterations on several CPU threads (the whole axis: arg must be 0)
+  LANES = auto()    # split a reduce axis into `arg` partial sums kept in separate accumulators (vectorizable when the
+                    # axis is contiguous in memory), added together after the loop
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -35,7 +37,7 @@ class KernelOptError(Exception):
   """An Opt that can't be applied to this kernel (BEAM search skips these)."""
 
 _NEW_KIND = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL,
-             OptOps.GROUP: AxisType.GROUP, OptOps.THREAD: AxisType.THREAD}
+             OptOps.GROUP: AxisType.GROUP, OptOps.THREAD: AxisType.THREAD, OptOps.LANES: AxisType.LANES}
 _SPLITTABLE = (AxisType.GLOBAL, AxisType.LOOP, AxisType.REDUCE)
 
 def range_kind(r: UOp) -> AxisType: return r.arg[1]
@@ -70,8 +72,8 @@ class Kernel:
   @property
   def reduce_op(self) -> bool: return any(u.op is Ops.REDUCE for u in self.ast.toposort())
   def upcast_size(self) -> int:
-    """Outputs each thread keeps in registers (the product of UPCAST sizes)."""
-    return prod(range_size(r) for r in self.ranges_of(AxisType.UPCAST))
+    """Accumulators (or outputs) each thread keeps in registers: the product of UPCAST and LANES sizes."""
+    return prod(range_size(r) for r in self.ranges_of(AxisType.UPCAST, AxisType.LANES))
   def unroll_size(self) -> int: return prod(range_size(r) for r in self.ranges_of(AxisType.UNROLL))
   def loads(self) -> list[UOp]: return [u for u in self.ast.toposort() if u.op is Ops.LOAD]
   def stores(self) -> list[UOp]: return [u for u in self.ast.toposort() if u.op is Ops.STORE]
@@ -88,7 +90,7 @@ class Kernel:
   # *** applying an optimization ***
   def apply_opt(self, opt: Opt) -> Kernel:
     """Split axis opt.axis so that its inner `opt.arg` iterations take the role opt.op asks for."""
-    on_reduce = opt.op in (OptOps.UNROLL, OptOps.GROUP)
+    on_reduce = opt.op in (OptOps.UNROLL, OptOps.GROUP, OptOps.LANES)
     axes = self.reduce_axes() if on_reduce else self.output_axes()
     if not 0 <= opt.axis < len(axes):
       raise KernelOptError(f"{opt}: the kernel has {len(axes)} {'reduce' if on_reduce else 'output'} axes left to split")
@@ -101,7 +103,7 @@ class Kernel:
     if opt.op is OptOps.GROUP and not self.ren.has_shared: raise KernelOptError(f"{opt}: the device has no shared memory")
     if opt.op is OptOps.THREAD and (not self.ren.threads or opt.arg != 0):
       raise KernelOptError(f"{opt}: the device has no threads" if not self.ren.threads else f"{opt}: THREAD takes the whole axis (arg 0)")
-    if opt.op is OptOps.UPCAST and self.upcast_size() * amount > self.ren.upcast_max:
+    if opt.op in (OptOps.UPCAST, OptOps.LANES) and self.upcast_size() * amount > self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} upcast elements")
     if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 4 * self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {4 * self.ren.upcast_max} unrolled operations")
@@ -140,7 +142,7 @@ class Kernel:
   def name(self) -> str:
     """E_ for elementwise kernels, r_ for reductions, then the loop sizes colored by role."""
     colors = {AxisType.GLOBAL: "blue", AxisType.LOOP: "blue", AxisType.THREAD: "BLUE", AxisType.LOCAL: "cyan", AxisType.GROUP: "green",
-              AxisType.REDUCE: "red", AxisType.UPCAST: "yellow", AxisType.UNROLL: "magenta"}
+              AxisType.REDUCE: "red", AxisType.UPCAST: "yellow", AxisType.UNROLL: "magenta", AxisType.LANES: "MAGENTA"}
     prefix = "r" if self.reduce_op else "E"
     return prefix + "".join(colored(f"_{range_size(r)}", colors[range_kind(r)]) for r in self.ranges()) if self.ranges() else prefix
 

@@ -57,7 +57,8 @@ class AxisType(Enum):
   REDUCE = auto()   # a loop that accumulates
   GROUP = auto()    # a reduce split across a workgroup with shared memory
   UPCAST = auto()   # unrolled output elements (each gets its own registers)
-  UNROLL = auto()   # an unrolled reduce axis
+  UNROLL = auto()   # an unrolled reduce axis (one accumulator)
+  LANES = auto()    # an unrolled reduce axis with one accumulator per value (partial sums, added after the loop)
   THREAD = auto()   # a CPU thread index
   def __repr__(self) -> str: return f"AxisType.{self.name}"
 
