@@ -9,7 +9,7 @@ from fusegrad.nn import (Linear, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2
                          LayerNorm, LayerNorm2d, GroupNorm, InstanceNorm, RMSNorm, Embedding, LSTMCell, optim, state,
                          datasets)
 from fusegrad.nn.optim import Adam
-from fusegrad.nn.state import get_parameters, get_state_dict, load_state_dict
+from fusegrad.nn.state import get_parameters, get_state_dict, load_state_dict, torch_load, safe_save, safe_load
 
 torch.set_num_threads(1)
 
@@ -427,6 +427,34 @@ class TorchTinyCNN(torch.nn.Module):
     x = self.bn1(self.c1(x)).relu()
     x = self.ln(self.c2(x)).relu()
     return self.l1(x.flatten(1))
+
+def test_torch_checkpoint_loads_by_name(tmp_path):
+  tmodel = TorchTinyCNN()
+  with torch.no_grad():  # running stats that differ from their initial values
+    tmodel.bn1.running_mean.uniform_(-1, 1)
+    tmodel.bn1.running_var.uniform_(0.5, 2)
+    tmodel.bn1.num_batches_tracked.fill_(7)
+  torch.save(tmodel.state_dict(), tmp_path / "model.pt")
+  model = TinyCNN()
+  load_state_dict(model, torch_load(tmp_path / "model.pt"), verbose=False)
+  assert model.bn1.num_batches_tracked.item() == 7
+  x_np = np.random.default_rng(0).normal(0, 1, (2, 1, 7, 7)).astype(np.float32)
+  tmodel.eval()
+  close("eval forward", model(Tensor(x_np)), tmodel(torch.tensor(x_np)), 1e-5)
+  # and back through safetensors into a fresh model
+  safe_save(get_state_dict(model), tmp_path / "model.safetensors")
+  again = TinyCNN()
+  load_state_dict(again, safe_load(tmp_path / "model.safetensors"), verbose=False)
+  close("after safetensors", again(Tensor(x_np)), tmodel(torch.tensor(x_np)), 1e-5)
+
+def test_training_flag_picks_batchnorm_mode():
+  layer = BatchNorm1d(2)
+  x = Tensor([[0.0, 10.0], [2.0, 30.0]])
+  np.testing.assert_allclose(layer(x).numpy(), x.numpy() / math.sqrt(1 + 1e-5), rtol=1e-6)  # eval: initial stats
+  prev, Tensor.training = Tensor.training, True
+  try: np.testing.assert_allclose(layer(x).numpy(), [[-1, -1], [1, 1]], atol=1e-4)  # training: batch stats
+  finally: Tensor.training = prev
+  np.testing.assert_allclose(layer.running_mean.numpy(), [0.1, 2.0], rtol=1e-6)
 
 @pytest.mark.parametrize("jit", [False, True])
 def test_small_cnn_trains_like_torch(jit):

@@ -59,8 +59,8 @@ class Linear:
 
 class Embedding:
   """A lookup table (torch.nn.Embedding): integer indices of any shape -> their rows of weight
-  (vocab_size, embed_size), initialized from a standard normal like torch. The output has shape idx.shape + (embed_size,).
-  Indices must be in [0, vocab_size); an out-of-range index reads a row of zeros.
+  (vocab_size, embed_size), initialized from a standard normal like torch. The output's shape is
+  idx.shape + (embed_size,). Indices must be in [0, vocab_size); an out-of-range index reads a row of zeros.
 
   `Embedding(10, 3)(Tensor([[1, 2]])).shape` is (1, 2, 3)."""
   def __init__(self, vocab_size: int, embed_size: int):
@@ -70,7 +70,8 @@ class Embedding:
   def __call__(self, idx: Tensor) -> Tensor:
     if not isinstance(idx, Tensor) or not dtypes.is_int(idx.dtype):
       raise TypeError(f"Embedding: indices must be an integer Tensor, got {getattr(idx, 'dtype', type(idx).__name__)}")
-    if idx.numel() == 0: return Tensor.zeros(*idx.shape, self.embed_sz, dtype=self.weight.dtype, device=self.weight.device)
+    if idx.numel() == 0:
+      return Tensor.zeros(*idx.shape, self.embed_sz, dtype=self.weight.dtype, device=self.weight.device)
     # a one-hot mask against the vocabulary, summed: codegen turns it into one load per output element
     hit = idx.unsqueeze(-1) == Tensor.arange(self.vocab_sz, device=idx.device, dtype=idx.dtype)
     return hit.unsqueeze(-1).where(self.weight, 0).sum(-2, dtype=self.weight.dtype)
