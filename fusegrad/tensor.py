@@ -510,6 +510,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
                    op: str = "op") -> tuple[Tensor, Tensor]:
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
+    if _is_numpy(y) or type(y).__module__ == "numpy":  # numpy scalars act as Python numbers, arrays as tensors
+      y = y.item() if getattr(y, "ndim", 0) == 0 else Tensor(y, device=x.device)
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):  # a symbolic integer: an int32 scalar in the graph
         y = Tensor(y.cast(dtypes.default_int))
@@ -566,12 +568,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     target_uops = {t: _node_in(t, root) for t in targets}
     grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
     ret = []
-    for t in targets:
+    for i, t in enumerate(targets):
       u = target_uops[t]
-      if u is None or u not in grads:
-        if not materialize_grads:
-          raise RuntimeError("gradient: a target is not part of the graph (or gets no gradient)")
-        ret.append(t.zeros_like())
+      if u is None and not materialize_grads:
+        raise RuntimeError(f"gradient: target {i} (shape {t.shape}) is not part of the graph")
+      if u is None or u not in grads: ret.append(t.zeros_like())  # used, but nothing flows back (sign, argmax ...)
       else: ret.append(Tensor(grads[u]))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:

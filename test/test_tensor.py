@@ -360,3 +360,14 @@ def test_errors_are_clear():
   with pytest.raises(TypeError): x + "a"
   with pytest.raises(IndexError): x.sum(axis=5)
   with pytest.raises(ValueError): x.permute(0, 0)
+
+def test_numpy_scalars_and_arrays_as_operands():
+  a = Tensor([1.0, 2.0])
+  assert (a * np.float32(2)).tolist() == [2.0, 4.0] and (a * np.float32(2)).dtype == dtypes.float32
+  assert (a + np.arange(2)).tolist() == [1.0, 3.0]
+  assert (a > np.float64(1.5)).tolist() == [False, True]
+
+def test_gradient_of_a_target_nothing_flows_to_is_zero():
+  x = Tensor([1.0, -2.0], requires_grad=True)
+  assert x.sign().sum().gradient(x)[0].tolist() == [0.0, 0.0]  # as torch: used, derivative 0
+  with pytest.raises(RuntimeError, match="not part of the graph"): x.sum().gradient(Tensor([3.0]))
