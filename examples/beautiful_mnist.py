@@ -33,12 +33,12 @@ def main() -> float:
     with Tensor.train():
       opt.zero_grad()
       idx = Tensor.randint(batch_size, high=X_train.shape[0])
-      loss = model(X_train[idx].float() / 255.0).sparse_categorical_crossentropy(Y_train[idx]).backward()
+      loss = model(X_train[idx]).sparse_categorical_crossentropy(Y_train[idx]).backward()
       opt.step()
       return loss
 
   @TinyJit
-  def test_accuracy() -> Tensor: return (model(X_test.float() / 255.0).argmax(axis=1) == Y_test).mean() * 100
+  def test_accuracy() -> Tensor: return (model(X_test).argmax(axis=1) == Y_test).mean() * 100
 
   acc, steps = float("nan"), getenv("STEPS", 70)
   for i in (bar := trange(steps)):
