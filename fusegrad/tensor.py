@@ -8,7 +8,7 @@ autograd.
 from __future__ import annotations
 import math, struct, weakref
 from contextlib import contextmanager
-from typing import Any, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
 from fusegrad.helpers import prod, argfix, all_int, TRAINING
