@@ -12,13 +12,16 @@ class DType:
   name: str
   fmt: str | None  # struct / memoryview format character; None for bfloat16 (stored as raw 16 bits)
   count: int = 1
-  def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
-  def __lt__(self, other: DType) -> bool: return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
+  def __repr__(self) -> str:
+    return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
+  def __lt__(self, other: DType) -> bool:
+    return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
   def vec(self, n: int) -> DType:
     assert self.count == 1, f"can't vectorize {self} again"
     return self if n == 1 else DType(self.priority, self.itemsize * n, self.name, None, n)
   def scalar(self) -> DType: return DTYPES_DICT[self.name] if self.count > 1 else self
-  def ptr(self, local: bool = False) -> PtrDType: return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, local)
+  def ptr(self, local: bool = False) -> PtrDType:
+    return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, local)
   @property
   def bitsize(self) -> int: return self.itemsize * 8
 
@@ -66,7 +69,8 @@ class dtypes:
   @staticmethod
   def from_py(x: Any) -> DType:
     """The dtype a Python value (or nested list of values) becomes."""
-    if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
+    if isinstance(x, (list, tuple)):
+      return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
     if isinstance(x, bool): return dtypes.bool
     if isinstance(x, int): return dtypes.default_int
     if isinstance(x, float): return dtypes.default_float
@@ -138,7 +142,8 @@ _promo_lattice: dict[DType, list[DType]] = {
   dtypes.int32: [dtypes.int64], dtypes.int64: [dtypes.float16, dtypes.bfloat16],
   dtypes.uint8: [dtypes.int16, dtypes.uint16], dtypes.uint16: [dtypes.int32, dtypes.uint32],
   dtypes.uint32: [dtypes.int64, dtypes.uint64], dtypes.uint64: [dtypes.float16, dtypes.bfloat16],
-  dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32], dtypes.float32: [dtypes.float64], dtypes.float64: []}
+  dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32], dtypes.float32: [dtypes.float64],
+  dtypes.float64: []}
 
 def _upper_set(dt: DType) -> set[DType]:
   return {dt}.union(*(_upper_set(up) for up in _promo_lattice[dt]))
@@ -181,9 +186,9 @@ def from_numpy(npdtype: Any) -> DType:
   import numpy as np
   npdtype = np.dtype(npdtype)
   if npdtype.kind == "V" and npdtype.itemsize == 2 or str(npdtype) == "bfloat16": return dtypes.bfloat16
-  lookup = {"?": dtypes.bool, "b": dtypes.int8, "B": dtypes.uint8, "h": dtypes.int16, "H": dtypes.uint16, "i": dtypes.int32,
-            "I": dtypes.uint32, "l": dtypes.int64, "q": dtypes.int64, "L": dtypes.uint64, "Q": dtypes.uint64,
-            "e": dtypes.float16, "f": dtypes.float32, "d": dtypes.float64}
+  lookup = {"?": dtypes.bool, "b": dtypes.int8, "B": dtypes.uint8, "h": dtypes.int16, "H": dtypes.uint16,
+            "i": dtypes.int32, "I": dtypes.uint32, "l": dtypes.int64, "q": dtypes.int64, "L": dtypes.uint64,
+            "Q": dtypes.uint64, "e": dtypes.float16, "f": dtypes.float32, "d": dtypes.float64}
   if npdtype.char not in lookup: raise TypeError(f"numpy dtype {npdtype} has no fusegrad equivalent")
   return lookup[npdtype.char]
 

@@ -230,7 +230,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def tolist(self) -> Any:
     """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
     if 0 in self.shape: return _nested([], self.shape)
-    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()  # exact; memoryview has no 'e' before 3.12
+    # through float32 (exact): memoryview has no 'e' format before Python 3.12
+    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
     mv = self.data()
     vals = mv.tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals

@@ -15,7 +15,8 @@ AMOUNTS = (0, 2, 3, 4, 8, 16)  # 0: the whole axis
 def candidate_opts(k: Kernel) -> list[Opt]:
   """Every single action that could be tried next on k."""
   out, red = len(k.output_axes()), len(k.reduce_axes())
-  return [Opt(op, axis, amt) for op in OptOps for axis in range(red if op in (OptOps.UNROLL, OptOps.GROUP) else out) for amt in AMOUNTS]
+  return [Opt(op, axis, amt) for op in OptOps
+          for axis in range(red if op in (OptOps.UNROLL, OptOps.GROUP) else out) for amt in AMOUNTS]
 
 def _buffers_for(k: Kernel) -> list[Buffer]:
   """Scratch buffers big enough for every access of the kernel (sized from the largest index it can compute)."""
