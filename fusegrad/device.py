@@ -36,8 +36,9 @@ class _Device:
     if base not in self._names:
       raise ValueError(f"unknown device {device!r}; devices: {', '.join(sorted(self._names))}")
     module = importlib.import_module(f"fusegrad.runtime.ops_{base.lower()}")
-    cls = next(c for n, c in inspect.getmembers(module, inspect.isclass) if n.lower() == f"{base.lower()}device")
-    ret = cls(device)
+    cls: type[Any] = next(c for n, c in inspect.getmembers(module, inspect.isclass)
+                          if n.lower() == f"{base.lower()}device")
+    ret: Compiled = cls(device)
     dprint(1, f"opened device {device} ({type(ret).__name__})")
     return ret
   def get_available(self, device: str) -> tuple[bool, str]:
@@ -71,7 +72,8 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
-    self._base, self._buf = base, None
+    self._base = base
+    self._buf: Any = None  # the allocator's handle, once allocated
     if base is not None:
       if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
       if offset + self.nbytes > base.nbytes:

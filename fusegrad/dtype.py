@@ -1,6 +1,6 @@
 """Data types: the scalar types, promotion (PyTorch's rules, tinygrad's defaults), and conversions."""
 from __future__ import annotations
-import math, struct
+import builtins, math, struct
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -59,13 +59,13 @@ class dtypes:
   index: Final[DType] = DType(-2, 8, "index", "q")
 
   @staticmethod
-  def is_float(x: DType) -> bool: return x.scalar() in dtypes.floats
+  def is_float(x: DType) -> builtins.bool: return x.scalar() in dtypes.floats
   @staticmethod
-  def is_int(x: DType) -> bool: return x.scalar() in dtypes.ints or x is dtypes.index
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in dtypes.ints or x is dtypes.index
   @staticmethod
-  def is_unsigned(x: DType) -> bool: return x.scalar() in dtypes.uints
+  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in dtypes.uints
   @staticmethod
-  def is_bool(x: DType) -> bool: return x.scalar() == dtypes.bool
+  def is_bool(x: DType) -> builtins.bool: return x.scalar() == dtypes.bool
   @staticmethod
   def from_py(x: Any) -> DType:
     """The dtype a Python value (or nested list of values) becomes."""
@@ -95,7 +95,7 @@ class dtypes:
     if dtypes.is_int(dtype): return 2 ** (dtype.itemsize * 8 - (0 if dtypes.is_unsigned(dtype) else 1)) - 1
     return math.inf if dtypes.is_float(dtype) else True
   @staticmethod
-  def finfo(dtype: DType) -> tuple[int, int]:
+  def finfo(dtype: DType) -> tuple[builtins.int, builtins.int]:
     """(exponent bits, mantissa bits) of a float dtype."""
     if not dtypes.is_float(dtype): raise TypeError(f"{dtype} is not a float dtype")
     return {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}[dtype]

@@ -24,7 +24,8 @@ def ceildiv(num: int, amt: int) -> int: return -(-num // amt)
 def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
 def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x.__getitem__)
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
-  yes, no = [], []
+  yes: list[T] = []
+  no: list[T] = []
   for item in items: (yes if fn(item) else no).append(item)
   return yes, no
 
@@ -203,7 +204,7 @@ def diskcache(func: Callable) -> Callable:
 
 # *** files ***
 
-def atomic_write(path: str | os.PathLike, data: bytes | Iterable[bytes]) -> None:
+def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
   """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename."""
   path = pathlib.Path(path)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

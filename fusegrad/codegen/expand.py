@@ -44,7 +44,7 @@ def expand_unrolled(sink: UOp) -> UOp:
     if node.op is Ops.REDUCE and any(range_kind(r) in (AxisType.UNROLL, AxisType.LANES) for r in src[1:]):
       memo[node] = _expand_reduce(node, src[0], src[1:])
     elif node.op is Ops.SINK:
-      stores = []
+      stores: list[UOp] = []
       for store in src:
         upcast = sorted((r for r in store.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST),
                         key=lambda r: r.arg[0])

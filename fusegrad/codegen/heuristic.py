@@ -29,7 +29,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
   registers: the axis the output is contiguous in gets a full SIMD register's worth, another one 4."""
   store = k.stores()[0]
-  itemsize = store.src[0].dtype.base.itemsize
+  itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = max(k.ren.simd_width // itemsize, 4)
   done: set[int] = set()
   for _ in range(2):
@@ -82,6 +82,7 @@ def _threads(k: Kernel, opts: list[Opt]) -> None:
 def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   """Opts for a kernel, in order: grouped reduce, register tiling, unrolling, elementwise upcast, workgroups,
   threads."""
+  opts: list[Opt]
   k, opts = kernel.copy(), []
   for step in (_grouped_reduce, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast,
                _workgroups, _threads):

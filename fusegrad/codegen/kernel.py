@@ -49,6 +49,7 @@ def range_size(r: UOp) -> int: return r.src[0].arg
 
 class Kernel:
   """The AST of one kernel plus the optimizations applied to it."""
+  applied_opts: list[Opt]
   def __init__(self, ast: UOp, renderer: Renderer):
     if ast.op is not Ops.SINK: raise ValueError(f"a kernel AST is a SINK, not {ast.op}")
     self.ast, self.ren, self.applied_opts = ast, renderer, []

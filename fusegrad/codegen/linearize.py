@@ -21,6 +21,8 @@ def reduce_identity(op: Ops, dtype) -> object:
   raise ValueError(f"no identity for reduce op {op}")
 
 class _Linearizer:
+  out: list[UOp]
+  done: dict[UOp, UOp]
   def __init__(self, sink: UOp):
     self.sink, self.out, self.done = sink, [], {}
     self.open: set[UOp] = set()  # loops open at the current position

@@ -90,7 +90,8 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
       loop = r.replace(arg=(r.arg[0], AxisType.LOOP))
       ast = replace_range(ast, r, loop, (loop,))
     return ast
-  def too_big(rs: list[UOp]) -> bool: return any(range_size(r) > m for r, m in zip(reversed(rs), ren.global_max))
+  def too_big(rs: list[UOp]) -> bool:
+    return any(range_size(r) > m for r, m in zip(reversed(rs), ren.global_max))  # type: ignore[arg-type]
   # too many axes, or an axis over its dimension's limit (CUDA's y and z stop at 65535): merge the two outermost
   while len(glbl) > len(ren.global_max) or (len(glbl) > 1 and too_big(glbl)):
     ast = _merge(ast, glbl[0], glbl[1])
@@ -187,11 +188,11 @@ def emulate_bfloat16(ast: UOp) -> UOp:
   memo: dict[UOp, UOp] = {}
   for n in ast.toposort():
     src = tuple(memo[s] for s in n.src)
-    if n.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL) and n.dtype.base == dtypes.bfloat16:
-      memo[n] = n.replace(dtype=dtypes.uint16.ptr(n.dtype.local))
+    if n.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL) and n.dtype.base == dtypes.bfloat16:  # type: ignore[attr-defined]
+      memo[n] = n.replace(dtype=dtypes.uint16.ptr(n.dtype.local))  # type: ignore[attr-defined]
     elif n.op is Ops.LOAD and n.dtype == dtypes.bfloat16:
       memo[n] = _bf16_bits_to_float(n.replace(dtype=dtypes.uint16, src=src))
-    elif n.op is Ops.STORE and n.src[0].dtype.base == dtypes.bfloat16:
+    elif n.op is Ops.STORE and n.src[0].dtype.base == dtypes.bfloat16:  # type: ignore[attr-defined]
       memo[n] = n.replace(src=(src[0], src[1], _float_to_bf16_bits(src[2])) + src[3:])
     elif n.op is Ops.BITCAST and n.dtype == dtypes.bfloat16:
       memo[n] = _bf16_bits_to_float(src[0].bitcast(dtypes.uint16))

@@ -107,6 +107,7 @@ class CStyleLanguage(Renderer):
     names: dict[UOp, str] = {}
     uses = Counter(s for u in uops for s in u.src)
     written = {u.src[0] for u in uops if u.op is Ops.STORE}
+    counter: Counter[str]
     params, body, depth, counter = [], [], 1, Counter()
     thread_loop: tuple[str, str, int] | None = None  # (variable, size, first body line) of a loop split across threads
     helpers: list[str] = []  # functions the kernel calls, rendered before it
@@ -143,7 +144,8 @@ class CStyleLanguage(Renderer):
           line("}")
       elif u.op is Ops.DEFINE_LOCAL:
         names[u] = u.arg[0]
-        line(f"{self.smem_prefix}{self.render_dtype(u.dtype.base)} {u.arg[0]}[{u.arg[1]}];")
+        line(f"{self.smem_prefix}{self.render_dtype(u.dtype.base)} "  # type: ignore[attr-defined]
+             f"{u.arg[0]}[{u.arg[1]}];")
       elif u.op is Ops.BARRIER:
         names[u] = ""
         line(self.barrier)

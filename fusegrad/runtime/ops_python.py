@@ -138,6 +138,7 @@ class PythonProgram:
 
   @staticmethod
   def _load(mv: Any, args: list[Value], dtype: DType) -> Value:
+    gate: Value  # a bool, or a list of them (one per thread)
     idx, gate = args[0], (args[1] if len(args) > 1 else True)
     zero = 0.0 if dtypes.is_float(dtype) else (False if dtype == dtypes.bool else 0)
     if not isinstance(idx, list) and not isinstance(gate, list): return mv[idx] if gate else zero

@@ -75,7 +75,7 @@ class UOp:
   dtype: DType
   src: tuple[UOp, ...]
   arg: Any
-
+  _cache: dict[str, Any]  # derived facts (shape, device, bounds ...), computed once per node
 
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
     key = (op, dtype, src, _arg_key(arg))
