@@ -33,13 +33,16 @@ def bench_fusegrad(X_train: Tensor, Y_train: Tensor, X_test: Tensor, Y_test: Ten
   acc = (model(X_test.float() / 255.0).argmax(axis=1) == Y_test).mean().item() * 100
   return times, acc
 
-def bench_torch(X_train: np.ndarray, Y_train: np.ndarray, X_test: np.ndarray, Y_test: np.ndarray) -> tuple[list[float], float]:
+def bench_torch(X_train: np.ndarray, Y_train: np.ndarray, X_test: np.ndarray,
+                Y_test: np.ndarray) -> tuple[list[float], float]:
   import torch
   torch.set_num_threads(THREADS)
   torch.manual_seed(0)
   model = torch.nn.Sequential(
-    torch.nn.Conv2d(1, 32, 5), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 5), torch.nn.ReLU(), torch.nn.BatchNorm2d(32), torch.nn.MaxPool2d(2),
-    torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3), torch.nn.ReLU(), torch.nn.BatchNorm2d(64), torch.nn.MaxPool2d(2),
+    torch.nn.Conv2d(1, 32, 5), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 5), torch.nn.ReLU(),
+    torch.nn.BatchNorm2d(32), torch.nn.MaxPool2d(2),
+    torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3), torch.nn.ReLU(),
+    torch.nn.BatchNorm2d(64), torch.nn.MaxPool2d(2),
     torch.nn.Flatten(), torch.nn.Linear(576, 10))
   opt = torch.optim.Adam(model.parameters(), lr=0.001)
   xt, yt = torch.from_numpy(X_train), torch.from_numpy(Y_train).long()
@@ -55,7 +58,8 @@ def bench_torch(X_train: np.ndarray, Y_train: np.ndarray, X_test: np.ndarray, Y_
     times.append(time.perf_counter() - st)
   model.eval()
   with torch.no_grad():
-    acc = (model(torch.from_numpy(X_test).float() / 255.0).argmax(1) == torch.from_numpy(Y_test).long()).float().mean().item() * 100
+    pred = model(torch.from_numpy(X_test).float() / 255.0).argmax(1)
+    acc = (pred == torch.from_numpy(Y_test).long()).float().mean().item() * 100
   return times, acc
 
 def steady(times: list[float]) -> float: return statistics.median(times[3:]) if len(times) > 3 else times[-1]

@@ -10,8 +10,10 @@ from fusegrad.nn.datasets import mnist
 
 class Model:
   def __init__(self):
-    self.layers = [nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu, nn.BatchNorm(32), Tensor.max_pool2d,
-                   nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu, nn.BatchNorm(64), Tensor.max_pool2d,
+    self.layers = [nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu,
+                   nn.BatchNorm(32), Tensor.max_pool2d,
+                   nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu,
+                   nn.BatchNorm(64), Tensor.max_pool2d,
                    lambda x: x.flatten(1), nn.Linear(576, 10)]
   def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
 

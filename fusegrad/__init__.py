@@ -6,5 +6,5 @@ from fusegrad.helpers import Context, GlobalCounters, getenv, fetch, DEBUG
 from fusegrad.uop.ops import Variable, UOp
 from fusegrad.engine.jit import TinyJit, function
 
-__all__ = ["Tensor", "dtypes", "Device", "Context", "GlobalCounters", "getenv", "fetch", "DEBUG", "Variable", "UOp", "TinyJit",
-           "function"]
+__all__ = ["Tensor", "dtypes", "Device", "Context", "GlobalCounters", "getenv", "fetch", "DEBUG", "Variable", "UOp",
+           "TinyJit", "function"]

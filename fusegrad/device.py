@@ -33,10 +33,12 @@ class _Device:
     return self._opened[device]
   def _open(self, device: str) -> Compiled:
     base = device.split(":")[0]
-    if base not in self._names: raise ValueError(f"unknown device {device!r}; devices: {', '.join(sorted(self._names))}")
+    if base not in self._names:
+      raise ValueError(f"unknown device {device!r}; devices: {', '.join(sorted(self._names))}")
     module = importlib.import_module(f"fusegrad.runtime.ops_{base.lower()}")
-    cls = next(c for n, c in inspect.getmembers(module, inspect.isclass) if n.lower() == f"{base.lower()}device")
-    ret = cls(device)
+    cls: type[Any] = next(c for n, c in inspect.getmembers(module, inspect.isclass)
+                          if n.lower() == f"{base.lower()}device")
+    ret: Compiled = cls(device)
     dprint(1, f"opened device {device} ({type(ret).__name__})")
     return ret
   def get_available(self, device: str) -> tuple[bool, str]:
@@ -70,10 +72,12 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
-    self._base, self._buf = base, None
+    self._base = base
+    self._buf: Any = None  # the allocator's handle, once allocated
     if base is not None:
       if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
-      if offset + self.nbytes > base.nbytes: raise ValueError(f"view of {self.nbytes} bytes at {offset} is outside a {base.nbytes}-byte buffer")
+      if offset + self.nbytes > base.nbytes:
+        raise ValueError(f"view of {self.nbytes} bytes at {offset} is outside a {base.nbytes}-byte buffer")
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
   @property
@@ -115,7 +119,8 @@ class Buffer:
     """A buffer sharing this one's memory from byte offset."""
     return Buffer(self.device, size, dtype, base=self.base, offset=self.offset + offset)
   def __repr__(self) -> str:
-    return f"<buf {self.device} {self.size} {self.dtype}{' view' if self._base is not None else ''}{'' if self._buf is not None else ' unalloc'}>"
+    return (f"<buf {self.device} {self.size} {self.dtype}{' view' if self._base is not None else ''}"
+            f"{'' if self._buf is not None else ' unalloc'}>")
 
 # *** the pieces of a backend ***
 
@@ -125,7 +130,8 @@ class Allocator:
   def free(self, handle: Any, nbytes: int) -> None: pass
   def copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
-  def offset(self, handle: Any, offset: int, nbytes: int) -> Any: raise NotImplementedError(f"{type(self).__name__} has no buffer views")
+  def offset(self, handle: Any, offset: int, nbytes: int) -> Any:
+    raise NotImplementedError(f"{type(self).__name__} has no buffer views")
 
 class Compiler:
   """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache."""
@@ -142,8 +148,10 @@ class CompileError(RuntimeError):
 
 class Compiled:
   """A device: allocator, renderer, compiler and program class. runtime(name, lib) -> a callable program."""
-  def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler, runtime: Callable[[str, bytes], Any]):
-    self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
+  def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
+               runtime: Callable[[str, bytes], Any]):
+    self.device, self.allocator, self.renderer, self.compiler = device, allocator, renderer, compiler
+    self.runtime = runtime
   @property
   def is_accelerator(self) -> bool:
     """True for a real GPU (preferred as the default device); the CPU, the interpreter and PoCL are not."""

@@ -1,6 +1,6 @@
 """Data types: the scalar types, promotion (PyTorch's rules, tinygrad's defaults), and conversions."""
 from __future__ import annotations
-import math, struct
+import builtins, math, struct
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -12,13 +12,16 @@ class DType:
   name: str
   fmt: str | None  # struct / memoryview format character; None for bfloat16 (stored as raw 16 bits)
   count: int = 1
-  def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
-  def __lt__(self, other: DType) -> bool: return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
+  def __repr__(self) -> str:
+    return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
+  def __lt__(self, other: DType) -> bool:
+    return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
   def vec(self, n: int) -> DType:
     assert self.count == 1, f"can't vectorize {self} again"
     return self if n == 1 else DType(self.priority, self.itemsize * n, self.name, None, n)
   def scalar(self) -> DType: return DTYPES_DICT[self.name] if self.count > 1 else self
-  def ptr(self, local: bool = False) -> PtrDType: return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, local)
+  def ptr(self, local: bool = False) -> PtrDType:
+    return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, local)
   @property
   def bitsize(self) -> int: return self.itemsize * 8
 
@@ -56,17 +59,18 @@ class dtypes:
   index: Final[DType] = DType(-2, 8, "index", "q")
 
   @staticmethod
-  def is_float(x: DType) -> bool: return x.scalar() in dtypes.floats
+  def is_float(x: DType) -> builtins.bool: return x.scalar() in dtypes.floats
   @staticmethod
-  def is_int(x: DType) -> bool: return x.scalar() in dtypes.ints or x is dtypes.index
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in dtypes.ints or x is dtypes.index
   @staticmethod
-  def is_unsigned(x: DType) -> bool: return x.scalar() in dtypes.uints
+  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in dtypes.uints
   @staticmethod
-  def is_bool(x: DType) -> bool: return x.scalar() == dtypes.bool
+  def is_bool(x: DType) -> builtins.bool: return x.scalar() == dtypes.bool
   @staticmethod
   def from_py(x: Any) -> DType:
     """The dtype a Python value (or nested list of values) becomes."""
-    if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
+    if isinstance(x, (list, tuple)):
+      return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
     if isinstance(x, bool): return dtypes.bool
     if isinstance(x, int): return dtypes.default_int
     if isinstance(x, float): return dtypes.default_float
@@ -91,7 +95,7 @@ class dtypes:
     if dtypes.is_int(dtype): return 2 ** (dtype.itemsize * 8 - (0 if dtypes.is_unsigned(dtype) else 1)) - 1
     return math.inf if dtypes.is_float(dtype) else True
   @staticmethod
-  def finfo(dtype: DType) -> tuple[int, int]:
+  def finfo(dtype: DType) -> tuple[builtins.int, builtins.int]:
     """(exponent bits, mantissa bits) of a float dtype."""
     if not dtypes.is_float(dtype): raise TypeError(f"{dtype} is not a float dtype")
     return {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}[dtype]
@@ -138,7 +142,8 @@ _promo_lattice: dict[DType, list[DType]] = {
   dtypes.int32: [dtypes.int64], dtypes.int64: [dtypes.float16, dtypes.bfloat16],
   dtypes.uint8: [dtypes.int16, dtypes.uint16], dtypes.uint16: [dtypes.int32, dtypes.uint32],
   dtypes.uint32: [dtypes.int64, dtypes.uint64], dtypes.uint64: [dtypes.float16, dtypes.bfloat16],
-  dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32], dtypes.float32: [dtypes.float64], dtypes.float64: []}
+  dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32], dtypes.float32: [dtypes.float64],
+  dtypes.float64: []}
 
 def _upper_set(dt: DType) -> set[DType]:
   return {dt}.union(*(_upper_set(up) for up in _promo_lattice[dt]))
@@ -181,9 +186,9 @@ def from_numpy(npdtype: Any) -> DType:
   import numpy as np
   npdtype = np.dtype(npdtype)
   if npdtype.kind == "V" and npdtype.itemsize == 2 or str(npdtype) == "bfloat16": return dtypes.bfloat16
-  lookup = {"?": dtypes.bool, "b": dtypes.int8, "B": dtypes.uint8, "h": dtypes.int16, "H": dtypes.uint16, "i": dtypes.int32,
-            "I": dtypes.uint32, "l": dtypes.int64, "q": dtypes.int64, "L": dtypes.uint64, "Q": dtypes.uint64,
-            "e": dtypes.float16, "f": dtypes.float32, "d": dtypes.float64}
+  lookup = {"?": dtypes.bool, "b": dtypes.int8, "B": dtypes.uint8, "h": dtypes.int16, "H": dtypes.uint16,
+            "i": dtypes.int32, "I": dtypes.uint32, "l": dtypes.int64, "q": dtypes.int64, "L": dtypes.uint64,
+            "Q": dtypes.uint64, "e": dtypes.float16, "f": dtypes.float32, "d": dtypes.float64}
   if npdtype.char not in lookup: raise TypeError(f"numpy dtype {npdtype} has no fusegrad equivalent")
   return lookup[npdtype.char]
 

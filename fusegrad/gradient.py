@@ -82,7 +82,7 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   Ops.FLIP: lambda g, n: (g.flip(n.arg),),
   Ops.CONTIGUOUS: lambda g, n: (g,),
   Ops.DETACH: lambda g, n: (None,),
-  Ops.COPY: lambda g, n: (g.copy_to_device(n.src[0].device),),
+  Ops.COPY: lambda g, n: (g.copy_to_device(n.src[0].device),),  # type: ignore[arg-type]
   Ops.ASSIGN: lambda g, n: (None, g),
 }
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}

@@ -24,7 +24,8 @@ def ceildiv(num: int, amt: int) -> int: return -(-num // amt)
 def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
 def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x.__getitem__)
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
-  yes, no = [], []
+  yes: list[T] = []
+  no: list[T] = []
   for item in items: (yes if fn(item) else no).append(item)
   return yes, no
 
@@ -121,7 +122,8 @@ def dprint(level: int, *args: Any, **kwargs: Any) -> None:
   if DEBUG.value >= level: print(*args, **kwargs)
 
 def time_to_str(t: float, w: int = 8) -> str:
-  return next((f"{t * d:{w - 2}.2f}{pr}" for d, pr in [(1, "s "), (1e3, "ms")] if t > 10 / d), f"{t * 1e6:{w - 3}.2f}us")
+  return next((f"{t * d:{w - 2}.2f}{pr}" for d, pr in [(1, "s "), (1e3, "ms")] if t > 10 / d),
+              f"{t * 1e6:{w - 3}.2f}us")
 
 class GlobalCounters:
   """Totals since the last reset(): kernels run, FLOPs, bytes moved, kernel time, device memory in use."""
@@ -132,7 +134,8 @@ class GlobalCounters:
   mem_used: int = 0
   @staticmethod
   def reset() -> None:
-    GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+    GlobalCounters.global_ops, GlobalCounters.global_mem = 0, 0
+    GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0.0, 0
 
 class Timing(contextlib.ContextDecorator):
   """`with Timing("load: "): ...` prints how long the block took."""
@@ -201,7 +204,7 @@ def diskcache(func: Callable) -> Callable:
 
 # *** files ***
 
-def atomic_write(path: str | os.PathLike, data: bytes | Iterable[bytes]) -> None:
+def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
   """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename."""
   path = pathlib.Path(path)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -244,7 +247,8 @@ class tqdm:
   """A small progress bar: `for i in (t := trange(10)): t.set_description(f"loss {l:.2f}")`."""
   def __init__(self, iterable: Iterable | None = None, desc: str = "", disable: bool = False, unit: str = "it",
                unit_scale: bool = False, total: int | None = None, rate: int = 100, leave: bool = True):
-    self.iterable, self.disable, self.unit, self.unit_scale, self.rate, self.leave = iterable, disable, unit, unit_scale, rate, leave
+    self.iterable, self.disable, self.unit, self.unit_scale = iterable, disable, unit, unit_scale
+    self.rate, self.leave = rate, leave
     self.st, self.i, self.n, self.skip, self.t = time.perf_counter(), -1, 0, 1, total
     if total is None and iterable is not None and hasattr(iterable, "__len__"): self.t = len(iterable)  # type: ignore
     self.desc = f"{desc}: " if desc else ""
@@ -263,10 +267,13 @@ class tqdm:
     self.n, self.i = self.n + n, self.i + 1
     if self.disable or (not close and self.i % self.skip != 0): return
     elapsed = time.perf_counter() - self.st
-    ncols = 80 if not sys.stderr.isatty() else os.get_terminal_size().columns if hasattr(os, "get_terminal_size") else 80
-    if self.i / max(elapsed, 1e-9) > self.rate and self.i: self.skip = max(int(self.i / max(elapsed, 1e-9)) // self.rate, 1)
+    ncols = (80 if not sys.stderr.isatty()
+             else os.get_terminal_size().columns if hasattr(os, "get_terminal_size") else 80)
+    if self.i / max(elapsed, 1e-9) > self.rate and self.i:
+      self.skip = max(int(self.i / max(elapsed, 1e-9)) // self.rate, 1)
     def fmt(t: float) -> str:
-      return ":".join(f"{x:02d}" if i else str(x) for i, x in enumerate([int(t) // 3600, int(t) % 3600 // 60, int(t) % 60]) if i or x)
+      return ":".join(f"{x:02d}" if i else str(x)
+                      for i, x in enumerate([int(t) // 3600, int(t) % 3600 // 60, int(t) % 60]) if i or x)
     def scale(x: float) -> str:
       if not self.unit_scale: return str(int(x))
       for i, pre in enumerate(("", "k", "M", "G", "T")):
@@ -282,7 +289,8 @@ class tqdm:
       filled = bar_w * self.n / self.t
       bar = "█" * int(filled) + (" ▏▎▍▌▋▊▉"[int(8 * (filled - int(filled)))] if filled < bar_w else "")
       bar = bar.ljust(bar_w)[:bar_w] + "|"
-    print(f"\r{self.desc}{pct}{bar}{suf}"[: ncols + 1], end="\n" if close and self.leave else "", file=sys.stderr, flush=True)
+    print(f"\r{self.desc}{pct}{bar}{suf}"[: ncols + 1], end="\n" if close and self.leave else "", file=sys.stderr,
+          flush=True)
 
 class trange(tqdm):
   def __init__(self, n: int, **kwargs: Any): super().__init__(iterable=range(n), total=n, **kwargs)

@@ -6,9 +6,9 @@ attention ...) in mixin/nn.py; this file holds creation, random numbers, data ac
 autograd.
 """
 from __future__ import annotations
-import math, struct, weakref
+import builtins, math, struct, weakref
 from contextlib import contextmanager
-from typing import Any, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
 from fusegrad.helpers import prod, argfix, all_int, TRAINING
@@ -118,7 +118,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     if _is_realized(self.uop) and _view_base(self.uop).op is not Ops.CONST: return
     if self.numel() == 0: return
     self._uop = Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop.assign(self.uop)
-  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+  def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
     """Set requires_grad and return self: `w = Tensor.rand(3).requires_grad_()`."""
     self.requires_grad = requires_grad
     return self
@@ -230,7 +230,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def tolist(self) -> Any:
     """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
     if 0 in self.shape: return _nested([], self.shape)
-    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()  # exact; memoryview has no 'e' before 3.12
+    # through float32 (exact): memoryview has no 'e' format before Python 3.12
+    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
     mv = self.data()
     vals = mv.tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals
@@ -395,14 +396,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     if dtypes.is_float(dt): idx = idx.cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
     return (idx * step + start).cast(dt).requires_grad_(kwargs.pop("requires_grad", None))
   @staticmethod
-  def linspace(start: Any, stop: Any, steps: int, **kwargs: Any) -> Tensor:
+  def linspace(start: Any, stop: Any, steps: builtins.int, **kwargs: Any) -> Tensor:
     """steps evenly spaced values from start to stop inclusive."""
     if steps < 0: raise ValueError("linspace: steps must be >= 0")
     dt = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     if steps == 1: return Tensor([start], dtype=dt, **kwargs)
     return (Tensor.arange(steps, **kwargs) * ((stop - start) / (steps - 1)) + start).cast(dt)
   @staticmethod
-  def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
+  def eye(n: builtins.int, m: builtins.int | None = None, **kwargs: Any) -> Tensor:
     """The identity matrix (n x m): ones on the diagonal."""
     m = n if m is None else m
     if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}x{m}")
@@ -413,17 +414,17 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
     return x.requires_grad_(kwargs.pop("requires_grad", None))
   @staticmethod
-  def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType, device: str = "CPU") -> Tensor:
+  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], dtype: DType, device: str = "CPU") -> Tensor:
     """Not supported: fusegrad owns its memory."""
     raise NotImplementedError("from_blob is not supported")
 
   # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
   @staticmethod
-  def manual_seed(seed: int = 0) -> None:
+  def manual_seed(seed: builtins.int = 0) -> None:
     """Seed the generator: the same seed gives the same numbers on every backend."""
     Tensor._seed, Tensor._rng_counter = int(seed), 0
   @staticmethod
-  def _random_bits(n: int, device: str | None) -> Tensor:
+  def _random_bits(n: builtins.int, device: str | None) -> Tensor:
     """n uint32 random words, fresh on every call: Threefry of (counter + i) under the seed. The seed and counter
     come from a small buffer of their own (not constants in the kernel), so every call runs the same compiled
     kernel, and TinyJit can write the next counter into it before each replay."""
@@ -449,7 +450,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     """Uniform [0, 1) numbers with this tensor's shape, dtype and device."""
     return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
-  def randn(*shape: Any, dtype: DType | str | None = None, requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
+  def randn(*shape: Any, dtype: DType | str | None = None, requires_grad: builtins.bool | None = None,
+            **kwargs: Any) -> Tensor:
     """Standard normal random numbers (Box-Muller)."""
     shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
     src = Tensor.rand((2, *shape), dtype=dtypes.float32, **kwargs)
@@ -459,21 +461,22 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     """Standard normal numbers with this tensor's shape, dtype and device."""
     return Tensor.randn(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
-  def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
+  def randint(*shape: Any, low: builtins.int = 0, high: builtins.int = 10, dtype: DType | str = dtypes.int32,
+              **kwargs: Any) -> Tensor:
     """Random integers in [low, high)."""
     if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
     dt = to_dtype(dtype)
     unit = Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
     return (unit * (high - low)).floor().cast(dt) + low
   @staticmethod
-  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
-              requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
+  def uniform(*shape: Any, low: builtins.float = 0.0, high: builtins.float = 1.0, dtype: DType | str | None = None,
+              requires_grad: builtins.bool | None = None, **kwargs: Any) -> Tensor:
     """Uniform random numbers in [low, high)."""
     dt = to_dtype(dtype or dtypes.default_float)
     return ((high - low) * Tensor.rand(*shape, **kwargs) + low).cast(dt).requires_grad_(requires_grad)
   @staticmethod
-  def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, requires_grad: bool | None = None,
-             **kwargs: Any) -> Tensor:
+  def normal(*shape: Any, mean: builtins.float = 0.0, std: builtins.float = 1.0,
+             requires_grad: builtins.bool | None = None, **kwargs: Any) -> Tensor:
     """Normal random numbers with the given mean and std."""
     return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(requires_grad)
   @staticmethod
@@ -488,13 +491,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     bound = (6 / (fan_in + fan_out)) ** 0.5
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
-  def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+  def kaiming_uniform(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
     """He-uniform init, as torch.nn.init.kaiming_uniform_ (fan_in, leaky relu slope a)."""
     shape = _shape_arg(shape)
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
-  def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+  def kaiming_normal(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
     """He-normal init, as torch.nn.init.kaiming_normal_ (fan_in, leaky relu slope a)."""
     shape = _shape_arg(shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
@@ -506,7 +509,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def _const(self, val: Any, dtype: DType | None = None) -> Tensor:
     """A constant broadcast to this tensor's shape, on its device."""
     return Tensor(UOp.const(dtype or self.dtype, val, self.shape, self.device))
-  def _broadcasted(self, y: Any, reverse: bool = False, match_dtype: bool = True,
+  def _broadcasted(self, y: Any, reverse: builtins.bool = False, match_dtype: builtins.bool = True,
                    op: str = "op") -> tuple[Tensor, Tensor]:
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
@@ -530,7 +533,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     if reverse: x, y = y, x
     shape = broadcast_shape(x.shape, y.shape, op=op)
     return x._broadcast_to(shape), y._broadcast_to(shape)
-  def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+  def _broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
     if self.shape == shape: return self
     if len(self.shape) > len(shape): raise ValueError(f"can't broadcast {self.shape} to {shape}")
     padded = (1,) * (len(shape) - len(self.shape)) + self.shape
@@ -556,7 +559,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     target.assign(v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).realize()
 
   # *** autograd ***
-  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None,
+               materialize_grads: builtins.bool = False) -> list[Tensor]:
     """d self / d target for each target (lazy tensors): `dx, dy = z.gradient(x, y)`."""
     if gradient is None:
       if self.shape != ():
@@ -592,7 +596,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
 
   @staticmethod
   @contextmanager
-  def train(mode: bool = True) -> Iterator[None]:
+  def train(mode: builtins.bool = True) -> Iterator[None]:
     """`with Tensor.train():` turns on training behaviour (dropout, batchnorm statistics)."""
     prev, Tensor.training = Tensor.training, mode
     try: yield
@@ -680,7 +684,7 @@ def _shape_arg(shape: tuple) -> tuple[int, ...]:
   if not all_int(s) or any(x < 0 for x in s): raise ValueError(f"bad shape {s}: sizes must be non-negative ints")
   return tuple(s)
 
-def _make_buffer(data: bytes, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
+def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
   buf = Buffer(Device.canonicalize(device), prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
   return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
@@ -704,7 +708,7 @@ def _is_realized(u: UOp) -> bool:
 
 def _apply_becomes(u: UOp, becomes: Any) -> UOp:
   """u with its base replaced by what it became (a view of a buffer); only the movement ops on top are rebuilt."""
-  chain = []
+  chain: list[UOp] = []
   while u.op in GroupOp.Movement or u.op is Ops.DETACH:
     if (got := becomes.get(u)) is not None: return _rebuild(got, chain)
     chain.append(u)

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite: every test on the CPU backend, then the backend-independent op tests on the PYTHON
-# interpreter (the reference) and on OpenCL (PoCL) when an OpenCL device works here.
+# The whole test suite: lint (ruff) and type check (mypy) first, then every test on the CPU backend, then the
+# backend-independent op tests on the PYTHON interpreter (the reference) and on OpenCL (PoCL) when an OpenCL device
+# works here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
 OPS="test/test_ops.py test/test_ops_elementwise.py test/test_ops_movement.py test/test_ops_reduce.py test/test_ops_nn.py
      test/test_indexing.py test/test_creation.py test/test_tensor.py test/test_dtype.py test/test_schedule.py"
+python -m ruff check fusegrad examples bench
+python -m mypy fusegrad
 python -m pytest -n 2 -q test
 DEV=PYTHON python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
 if python -c "from fusegrad import Device; Device['CL']" 2>/dev/null; then

@@ -23,8 +23,8 @@ from fusegrad.uop.symbolic import simplify
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
 from fusegrad.codegen.heuristic import hand_coded_optimizations
 from fusegrad.codegen.expand import expand_unrolled
-from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered, lower_group_reduces
-from fusegrad.codegen.lower import resolve_index_dtype, simplify_gated_loads
+from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered
+from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, simplify_gated_loads
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
 
@@ -79,14 +79,15 @@ def program_for(k: Kernel) -> ProgramSpec:
   specials = {u.arg[0]: u.arg[1] for u in uops if u.op is Ops.SPECIAL}
   gsz = tuple(specials.get(f"gidx{i}", 1) for i in range(3))
   lsz = tuple(specials.get(f"lidx{i}", 1) for i in range(3)) if k.ren.has_local else None
-  return ProgramSpec(k.name, src, k.ren.device, uops, gsz, lsz, [u for u in uops if u.op is Ops.DEFINE_VAR], list(k.applied_opts),
-                     estimate_flops(uops))
+  return ProgramSpec(k.name, src, k.ren.device, uops, gsz, lsz, [u for u in uops if u.op is Ops.DEFINE_VAR],
+                     list(k.applied_opts), estimate_flops(uops))
 
 def estimate_flops(uops: list[UOp]) -> int:
   """Arithmetic ops on values (not on addresses) times the iterations of their loops and launch grid."""
   index_nodes: set[UOp] = set()
   for u in uops:
-    if u.op in (Ops.LOAD, Ops.STORE): index_nodes.update(x for s in u.src[1:2] + u.src[3:] for x in s.toposort() if x.op is not Ops.LOAD)
+    if u.op in (Ops.LOAD, Ops.STORE):
+      index_nodes.update(x for s in u.src[1:2] + u.src[3:] for x in s.toposort() if x.op is not Ops.LOAD)
   mult = prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)
   flops, stack = 0, [mult]
   for u in uops:

@@ -20,7 +20,8 @@ def _combos(ranges: list[UOp]) -> list[dict[UOp, UOp]]:
 def tree_reduce(op: Ops, vals: list[UOp]) -> UOp:
   """vals combined pairwise: ((a+b)+(c+d)), which is shorter to wait for than (((a+b)+c)+d)."""
   while len(vals) > 1:
-    vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1])) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+    vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1])) if i + 1 < len(vals) else vals[i]
+            for i in range(0, len(vals), 2)]
   return vals[0]
 
 def _expand_reduce(red: UOp, value: UOp, ranges: tuple[UOp, ...]) -> UOp:
@@ -43,9 +44,10 @@ def expand_unrolled(sink: UOp) -> UOp:
     if node.op is Ops.REDUCE and any(range_kind(r) in (AxisType.UNROLL, AxisType.LANES) for r in src[1:]):
       memo[node] = _expand_reduce(node, src[0], src[1:])
     elif node.op is Ops.SINK:
-      stores = []
+      stores: list[UOp] = []
       for store in src:
-        upcast = sorted((r for r in store.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST), key=lambda r: r.arg[0])
+        upcast = sorted((r for r in store.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST),
+                        key=lambda r: r.arg[0])
         stores.extend(store.substitute(c) for c in _combos(upcast))
       memo[node] = node.replace(src=tuple(stores))
     else: memo[node] = node if src == node.src else node.replace(src=src)

@@ -36,7 +36,8 @@ def _add(a: UOp, b: UOp) -> UOp:
 
 def _atoms(cond: UOp, positive: bool) -> list[tuple[UOp, bool]] | None:
   """cond (or its negation) as a conjunction of (comparison, holds) atoms; None if it isn't one."""
-  if cond.op is Ops.CMPNE and cond.src[1].op is Ops.CONST and cond.src[1].arg is True: return _atoms(cond.src[0], not positive)
+  if cond.op is Ops.CMPNE and cond.src[1].op is Ops.CONST and cond.src[1].arg is True:
+    return _atoms(cond.src[0], not positive)
   if cond.op is Ops.AND and cond.dtype == dtypes.bool and positive:
     a, b = _atoms(cond.src[0], True), _atoms(cond.src[1], True)
     return None if a is None or b is None else a + b
@@ -48,7 +49,8 @@ def _atoms(cond: UOp, positive: bool) -> list[tuple[UOp, bool]] | None:
 def _gate_loads(v: UOp, valid: UOp) -> UOp:
   """Every load in v also gated by valid."""
   loads = [u for u in v.toposort() if u.op is Ops.LOAD]
-  return v.substitute({ld: ld.replace(src=ld.src[:2] + ((ld.src[2] & valid) if len(ld.src) > 2 else valid,)) for ld in loads})
+  return v.substitute({ld: ld.replace(src=ld.src[:2] + ((ld.src[2] & valid) if len(ld.src) > 2 else valid,))
+                       for ld in loads})
 
 def _is_zero(u: UOp) -> bool: return u.op is Ops.CONST and u.arg == 0 and not isinstance(u.arg, bool)
 

@@ -5,8 +5,8 @@ timing candidates; both produce the same kind of list.
 """
 from __future__ import annotations
 from fusegrad.helpers import prod
-from fusegrad.uop.ops import AxisType, UOp
-from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_kind, range_size
+from fusegrad.uop.ops import UOp
+from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
 
 def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   try: k.apply_opt(opt)
@@ -19,7 +19,8 @@ def _red_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.reduc
 
 def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
   """A big reduce into few outputs on a device with workgroups: reduce across the workgroup in shared memory."""
-  if not (k.ren.has_local and k.ren.has_shared and _red_axes(k)) or prod(range_size(r) for _, r in _out_axes(k)) > 2048: return
+  if not (k.ren.has_local and k.ren.has_shared and _red_axes(k)) or prod(range_size(r) for _, r in _out_axes(k)) > 2048:
+    return
   last, r = _red_axes(k)[-1]
   for amt in (256, 128, 64, 32, 16):
     if range_size(r) % amt == 0 and range_size(r) >= amt * 4 and _try(k, Opt(OptOps.GROUP, last, amt), opts): return
@@ -28,7 +29,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
   registers: the axis the output is contiguous in gets a full SIMD register's worth, another one 4."""
   store = k.stores()[0]
-  itemsize = store.src[0].dtype.base.itemsize
+  itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = max(k.ren.simd_width // itemsize, 4)
   done: set[int] = set()
   for _ in range(2):
@@ -79,8 +80,11 @@ def _threads(k: Kernel, opts: list[Opt]) -> None:
   if work >= 1 << 16 and range_size(r) >= 2: _try(k, Opt(OptOps.THREAD, i, 0), opts)
 
 def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
-  """Opts for a kernel, in order: grouped reduce, register tiling, unrolling, elementwise upcast, workgroups, threads."""
+  """Opts for a kernel, in order: grouped reduce, register tiling, unrolling, elementwise upcast, workgroups,
+  threads."""
+  opts: list[Opt]
   k, opts = kernel.copy(), []
-  for step in (_grouped_reduce, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast, _workgroups, _threads):
+  for step in (_grouped_reduce, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast,
+               _workgroups, _threads):
     if step is not None: step(k, opts)
   return opts

@@ -49,6 +49,7 @@ def range_size(r: UOp) -> int: return r.src[0].arg
 
 class Kernel:
   """The AST of one kernel plus the optimizations applied to it."""
+  applied_opts: list[Opt]
   def __init__(self, ast: UOp, renderer: Renderer):
     if ast.op is not Ops.SINK: raise ValueError(f"a kernel AST is a SINK, not {ast.op}")
     self.ast, self.ren, self.applied_opts = ast, renderer, []
@@ -93,23 +94,28 @@ class Kernel:
     on_reduce = opt.op in (OptOps.UNROLL, OptOps.GROUP, OptOps.LANES)
     axes = self.reduce_axes() if on_reduce else self.output_axes()
     if not 0 <= opt.axis < len(axes):
-      raise KernelOptError(f"{opt}: the kernel has {len(axes)} {'reduce' if on_reduce else 'output'} axes left to split")
+      raise KernelOptError(f"{opt}: the kernel has {len(axes)} {'reduce' if on_reduce else 'output'} axes "
+                           "left to split")
     r = axes[opt.axis]
     size = range_size(r)
     amount = opt.arg or size
     if size % amount != 0 or (amount <= 1 and opt.op is not OptOps.THREAD):
       raise KernelOptError(f"{opt}: can't split an axis of {size} by {amount}")
-    if opt.op in (OptOps.LOCAL, OptOps.GROUP) and not self.ren.has_local: raise KernelOptError(f"{opt}: the device has no workgroups")
-    if opt.op is OptOps.GROUP and not self.ren.has_shared: raise KernelOptError(f"{opt}: the device has no shared memory")
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP) and not self.ren.has_local:
+      raise KernelOptError(f"{opt}: the device has no workgroups")
+    if opt.op is OptOps.GROUP and not self.ren.has_shared:
+      raise KernelOptError(f"{opt}: the device has no shared memory")
     if opt.op is OptOps.THREAD and (not self.ren.threads or opt.arg != 0):
-      raise KernelOptError(f"{opt}: the device has no threads" if not self.ren.threads else f"{opt}: THREAD takes the whole axis (arg 0)")
+      raise KernelOptError(f"{opt}: the device has no threads" if not self.ren.threads
+                           else f"{opt}: THREAD takes the whole axis (arg 0)")
     if opt.op in (OptOps.UPCAST, OptOps.LANES) and self.upcast_size() * amount > self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} upcast elements")
     if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 4 * self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {4 * self.ren.upcast_max} unrolled operations")
     if opt.op is OptOps.LOCAL:
       local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
-      if local > self.ren.max_workgroup: raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")
+      if local > self.ren.max_workgroup:
+        raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")
     new_ast = self._split(r, amount, _NEW_KIND[opt.op])
     if opt.op in (OptOps.LOCAL, OptOps.GROUP): self._check_local_dims(new_ast, opt)
     self.ast = new_ast
@@ -119,18 +125,21 @@ class Kernel:
   def _check_local_dims(self, ast: UOp, opt: Opt) -> None:
     """Workgroup dimensions must fit the device: as many as local_max has, each within its limit (the last local
     axis becomes lidx0, see codegen/lower.py to_launch_dims)."""
-    local = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) in (AxisType.LOCAL, AxisType.GROUP)),
+    local = sorted((u for u in ast.toposort()
+                    if u.op is Ops.RANGE and range_kind(u) in (AxisType.LOCAL, AxisType.GROUP)),
                    key=lambda r: r.arg[0])
     limits = self.ren.local_max or ()
     if len(local) > len(limits): raise KernelOptError(f"{opt}: more than {len(limits)} workgroup dimensions")
     for dim, r in enumerate(reversed(local)):
-      if range_size(r) > limits[dim]: raise KernelOptError(f"{opt}: workgroup dimension {dim} of {range_size(r)} is over {limits[dim]}")
+      if range_size(r) > limits[dim]:
+        raise KernelOptError(f"{opt}: workgroup dimension {dim} of {range_size(r)} is over {limits[dim]}")
 
   def _split(self, r: UOp, amount: int, kind: AxisType) -> UOp:
     """r -> a*amount + b: the outer part a keeps r's role, the inner part b (amount iterations) gets the new one.
     With amount equal to r's size, r just changes role."""
     size, old_kind = range_size(r), range_kind(r)
-    def new_range(n: int, k: AxisType, rid: int) -> UOp: return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (rid, k))
+    def new_range(n: int, k: AxisType, rid: int) -> UOp:
+      return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (rid, k))
     if amount == size: pieces = [new_range(size, kind, r.arg[0])]
     else: pieces = [new_range(size // amount, old_kind, r.arg[0]), new_range(amount, kind, self._next_id)]
     self._next_id += 1
@@ -141,10 +150,12 @@ class Kernel:
   @property
   def name(self) -> str:
     """E_ for elementwise kernels, r_ for reductions, then the loop sizes colored by role."""
-    colors = {AxisType.GLOBAL: "blue", AxisType.LOOP: "blue", AxisType.THREAD: "BLUE", AxisType.LOCAL: "cyan", AxisType.GROUP: "green",
-              AxisType.REDUCE: "red", AxisType.UPCAST: "yellow", AxisType.UNROLL: "magenta", AxisType.LANES: "MAGENTA"}
+    colors = {AxisType.GLOBAL: "blue", AxisType.LOOP: "blue", AxisType.THREAD: "BLUE", AxisType.LOCAL: "cyan",
+              AxisType.GROUP: "green", AxisType.REDUCE: "red", AxisType.UPCAST: "yellow", AxisType.UNROLL: "magenta",
+              AxisType.LANES: "MAGENTA"}
     prefix = "r" if self.reduce_op else "E"
-    return prefix + "".join(colored(f"_{range_size(r)}", colors[range_kind(r)]) for r in self.ranges()) if self.ranges() else prefix
+    return (prefix + "".join(colored(f"_{range_size(r)}", colors[range_kind(r)]) for r in self.ranges())
+            if self.ranges() else prefix)
 
 def replace_range(ast: UOp, r: UOp, expr: UOp, pieces: tuple[UOp, ...]) -> UOp:
   """ast with range r replaced by expr in every value, and by the ranges `pieces` in the range lists of REDUCEs."""

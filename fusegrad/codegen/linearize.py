@@ -21,6 +21,8 @@ def reduce_identity(op: Ops, dtype) -> object:
   raise ValueError(f"no identity for reduce op {op}")
 
 class _Linearizer:
+  out: list[UOp]
+  done: dict[UOp, UOp]
   def __init__(self, sink: UOp):
     self.sink, self.out, self.done = sink, [], {}
     self.open: set[UOp] = set()  # loops open at the current position
@@ -35,7 +37,8 @@ class _Linearizer:
     for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): self.add(u)
     for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): self.add(u)
     for u in sorted((u for u in self.nodes if u.op is Ops.SPECIAL), key=lambda u: u.arg): self.add(u)
-    for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_LOCAL), key=lambda u: u.arg): self.add(u)  # at kernel scope
+    # shared memory (DEFINE_LOCAL) is declared at kernel scope
+    for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_LOCAL), key=lambda u: u.arg): self.add(u)
     # threaded loops go outermost (one parallel region per kernel), then the rest in axis order
     outer = sorted(self.deps[self.sink], key=lambda r: (range_kind(r) is not AxisType.THREAD, r.arg[0]))
     for r in outer: self.open_loop(r)

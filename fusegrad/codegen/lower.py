@@ -56,7 +56,8 @@ def _gate_bounds(gate: UOp) -> dict[UOp, tuple[int, int]]:
     c, holds = stack.pop()
     if c.op is Ops.AND and holds: stack += [(c.src[0], True), (c.src[1], True)]
     elif c.op is Ops.CMPNE and c.src[1].op is Ops.CONST and c.src[1].arg is True: stack.append((c.src[0], not holds))
-    elif c.op is Ops.CMPLT and c.src[1].op is Ops.CONST and c.src[0].dtype == dtypes.index and c.src[0].op is not Ops.CONST:
+    elif (c.op is Ops.CMPLT and c.src[1].op is Ops.CONST and c.src[0].dtype == dtypes.index
+          and c.src[0].op is not Ops.CONST):
       x, k = c.src[0], c.src[1].arg
       lo, hi = bounds.get(x, (x.vmin, x.vmax))
       bounds[x] = (lo, min(hi, k - 1)) if holds else (max(lo, k), hi)
@@ -67,14 +68,16 @@ def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
   gate bounds become bounded placeholders while simplifying."""
   bounds = _gate_bounds(gate)
   if not bounds: return idx
-  stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi)) for i, (x, (lo, hi)) in enumerate(bounds.items())}
+  stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi))
+              for i, (x, (lo, hi)) in enumerate(bounds.items())}
   ret = simplify(idx.substitute(stand_in))
   return simplify(ret.substitute({v: x for x, v in stand_in.items()}))
 
 def simplify_gated_loads(ast: UOp) -> UOp:
   """Every gated load's index simplified given its gate (the padding of a view cuts divisions out of its index)."""
   mapping = {u: u.replace(src=(u.src[0], new, *u.src[2:])) for u in ast.toposort()
-             if u.op is Ops.LOAD and len(u.src) > 2 and u.src[2].dtype == dtypes.bool and (new := simplify_given_valid(u.src[1], u.src[2])) is not u.src[1]}
+             if u.op is Ops.LOAD and len(u.src) > 2 and u.src[2].dtype == dtypes.bool
+             and (new := simplify_given_valid(u.src[1], u.src[2])) is not u.src[1]}
   return ast.substitute(mapping) if mapping else ast
 
 def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
@@ -87,14 +90,17 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
       loop = r.replace(arg=(r.arg[0], AxisType.LOOP))
       ast = replace_range(ast, r, loop, (loop,))
     return ast
-  def too_big(rs: list[UOp]) -> bool: return any(range_size(r) > m for r, m in zip(reversed(rs), ren.global_max))
+  def too_big(rs: list[UOp]) -> bool:
+    return any(range_size(r) > m for r, m in zip(reversed(rs), ren.global_max))  # type: ignore[arg-type]
   # too many axes, or an axis over its dimension's limit (CUDA's y and z stop at 65535): merge the two outermost
   while len(glbl) > len(ren.global_max) or (len(glbl) > 1 and too_big(glbl)):
     ast = _merge(ast, glbl[0], glbl[1])
-    glbl = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) is AxisType.GLOBAL), key=lambda r: r.arg[0])
+    glbl = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) is AxisType.GLOBAL),
+                  key=lambda r: r.arg[0])
   local = [r for r in ranges if range_kind(r) in (AxisType.LOCAL, AxisType.GROUP)]
   mapping = {r: UOp(Ops.SPECIAL, dtypes.index, (), (f"gidx{i}", range_size(r))) for i, r in enumerate(reversed(glbl))}
-  mapping.update({r: UOp(Ops.SPECIAL, dtypes.index, (), (f"lidx{i}", range_size(r))) for i, r in enumerate(reversed(local))})
+  mapping.update({r: UOp(Ops.SPECIAL, dtypes.index, (), (f"lidx{i}", range_size(r)))
+                  for i, r in enumerate(reversed(local))})
   for r, sp in mapping.items(): ast = replace_range(ast, r, sp, ())
   return simplify(ast)
 
@@ -104,7 +110,8 @@ def lower_group_reduces(ast: UOp) -> UOp:
   """Each REDUCE over a GROUP range: every thread of the workgroup reduces its share, stores the partial result in a
   shared buffer, waits at a barrier, then adds up the buffer; stores to global memory happen in the group's first
   thread only."""
-  groups = sorted({r for u in ast.toposort() if u.op is Ops.REDUCE for r in reduce_parts(u)[1] if range_kind(r) is AxisType.GROUP},
+  groups = sorted({r for u in ast.toposort() if u.op is Ops.REDUCE
+                   for r in reduce_parts(u)[1] if range_kind(r) is AxisType.GROUP},
                   key=lambda r: r.arg[0])
   if not groups: return ast
   local = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) in (AxisType.LOCAL, AxisType.GROUP)),
@@ -112,7 +119,8 @@ def lower_group_reduces(ast: UOp) -> UOp:
   tid = flat_index(local, [range_size(r) for r in local])  # this thread's slot in the workgroup
   next_id = max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE) + 1
   replace: dict[UOp, UOp] = {}
-  for i, red in enumerate(u for u in ast.toposort() if u.op is Ops.REDUCE and any(r in groups for r in reduce_parts(u)[1])):
+  for i, red in enumerate(u for u in ast.toposort()
+                          if u.op is Ops.REDUCE and any(r in groups for r in reduce_parts(u)[1])):
     values, ranges = reduce_parts(red)
     kept = tuple(r for r in ranges if r not in groups)
     mine = tuple(r for r in ranges if r in groups)
@@ -123,7 +131,8 @@ def lower_group_reduces(ast: UOp) -> UOp:
     digits, rest = {}, j
     for r in reversed(mine):  # j enumerates the group positions: its digits stand for the group ranges
       digits[r], rest = rest % range_size(r), rest // range_size(r)
-    replace[red] = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (smem, tid.substitute(digits), barrier)), j), red.arg)
+    replace[red] = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (smem, tid.substitute(digits), barrier)), j),
+                       red.arg)
   ast = ast.substitute(replace)
   first = UOp.const(dtypes.bool, True)
   for g in groups: first = first & g.ne(0).logical_not()
@@ -173,18 +182,22 @@ def _as_float(dt: DType) -> DType: return dtypes.float32 if dt == dtypes.bfloat1
 
 def emulate_bfloat16(ast: UOp) -> UOp:
   """Every bfloat16 value becomes a float32 holding a bfloat16-rounded number; memory stays 16-bit."""
-  if not any(u.dtype == dtypes.bfloat16 or (isinstance(u.dtype, PtrDType) and u.dtype.base == dtypes.bfloat16) for u in ast.toposort()):
+  if not any(u.dtype == dtypes.bfloat16 or (isinstance(u.dtype, PtrDType) and u.dtype.base == dtypes.bfloat16)
+             for u in ast.toposort()):
     return ast
   memo: dict[UOp, UOp] = {}
   for n in ast.toposort():
     src = tuple(memo[s] for s in n.src)
-    if n.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL) and n.dtype.base == dtypes.bfloat16:
-      memo[n] = n.replace(dtype=dtypes.uint16.ptr(n.dtype.local))
-    elif n.op is Ops.LOAD and n.dtype == dtypes.bfloat16: memo[n] = _bf16_bits_to_float(n.replace(dtype=dtypes.uint16, src=src))
-    elif n.op is Ops.STORE and n.src[0].dtype.base == dtypes.bfloat16:
+    if n.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL) and n.dtype.base == dtypes.bfloat16:  # type: ignore[attr-defined]
+      memo[n] = n.replace(dtype=dtypes.uint16.ptr(n.dtype.local))  # type: ignore[attr-defined]
+    elif n.op is Ops.LOAD and n.dtype == dtypes.bfloat16:
+      memo[n] = _bf16_bits_to_float(n.replace(dtype=dtypes.uint16, src=src))
+    elif n.op is Ops.STORE and n.src[0].dtype.base == dtypes.bfloat16:  # type: ignore[attr-defined]
       memo[n] = n.replace(src=(src[0], src[1], _float_to_bf16_bits(src[2])) + src[3:])
-    elif n.op is Ops.BITCAST and n.dtype == dtypes.bfloat16: memo[n] = _bf16_bits_to_float(src[0].bitcast(dtypes.uint16))
-    elif n.op is Ops.BITCAST and n.src[0].dtype == dtypes.bfloat16: memo[n] = _float_to_bf16_bits(src[0]).bitcast(n.dtype)
+    elif n.op is Ops.BITCAST and n.dtype == dtypes.bfloat16:
+      memo[n] = _bf16_bits_to_float(src[0].bitcast(dtypes.uint16))
+    elif n.op is Ops.BITCAST and n.src[0].dtype == dtypes.bfloat16:
+      memo[n] = _float_to_bf16_bits(src[0]).bitcast(n.dtype)
     elif n.dtype == dtypes.bfloat16:
       out = n.replace(dtype=dtypes.float32, src=src)
       # ops that make a new value round it to bfloat16; a select or a constant already holds one
@@ -212,6 +225,9 @@ def resolve_index_dtype(ast: UOp) -> UOp:
 # *** cleanups of the lowered AST ***
 
 pm_lowered = PatternMatcher([
-  (UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.const(True)), name="ld"), lambda ld: ld.replace(src=ld.src[:2])),  # load gated by True -> load
-  (UPat.var("g").where(UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.var("g")), name="ld"), UPat.const(0)), lambda g, ld: ld),  # g ? load(g) : 0 -> load(g)
+  # load gated by True -> load
+  (UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.const(True)), name="ld"), lambda ld: ld.replace(src=ld.src[:2])),
+  # g ? load(g) : 0 -> load(g)
+  (UPat.var("g").where(UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.var("g")), name="ld"), UPat.const(0)),
+   lambda g, ld: ld),
 ])

@@ -15,7 +15,8 @@ class Runner:
   """Something an ExecItem runs: a compiled kernel or a copy."""
   def __init__(self, name: str, device: str, flops: int = 0):
     self.name, self.device, self.flops = name, device, flops
-  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None: raise NotImplementedError
+  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
+    raise NotImplementedError
 
 class CompiledRunner(Runner):
   """A kernel compiled for its device."""
@@ -28,7 +29,8 @@ class CompiledRunner(Runner):
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
     vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
-    return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals, wait=wait)
+    return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals,
+                    wait=wait)
 
 class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
@@ -52,7 +54,8 @@ method_cache: dict[tuple[str, UOp], CompiledRunner] = {}
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   """The compiled program for a kernel AST on a device (compiled once per process, and cached on disk)."""
   key = (device, ast)
-  if (ret := method_cache.get(key)) is None: ret = method_cache[key] = CompiledRunner(get_program(ast, Device[device].renderer))
+  if (ret := method_cache.get(key)) is None:
+    ret = method_cache[key] = CompiledRunner(get_program(ast, Device[device].renderer))
   return ret
 
 # while TinyJit captures, every ExecItem that runs is appended to the list on top of this stack
@@ -79,12 +82,15 @@ class ExecItem:
     flops_s = f"{self.runner.flops / et * 1e-9:9.2f} GFLOPS" if et else ""
     gbs = f"{mem / et * 1e-9:7.2f} GB/s" if et else ""
     name = self.runner.name + " " * max(38 - ansilen(self.runner.name), 0)
-    print(f"{colored(f'*** {self.runner.device[:7]:7s} {GlobalCounters.kernel_count:4d}', 'magenta' if jit else 'green')} {name} "
-          f"arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
+    tag = colored(f"*** {self.runner.device[:7]:7s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
+    print(f"{tag} {name} "
+          f"arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB "
+          f"tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
           f"({flops_s} {gbs})")
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
-  if si.ast.op is Ops.COPY: return ExecItem(CopyRunner(si.bufs[0].device, si.bufs[1].device, si.bufs[0].nbytes), list(si.bufs))
+  if si.ast.op is Ops.COPY:
+    return ExecItem(CopyRunner(si.bufs[0].device, si.bufs[1].device, si.bufs[0].nbytes), list(si.bufs))
   return ExecItem(get_runner(si.bufs[0].device, si.ast), list(si.bufs), dict(si.var_vals))
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:

@@ -95,13 +95,15 @@ def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp]) ->
     if not _is_leaf(b := view_base(o)) and not _no_buffer_needed(b): want.add(b)
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN): want.add(n)
-    if n.op is Ops.COPY and not is_identity_view(resolve_view(n.src[0], becomes)): want.add(n.src[0])  # a copy moves one whole buffer
+    # a copy moves one whole buffer
+    if n.op is Ops.COPY and not is_identity_view(resolve_view(n.src[0], becomes)): want.add(n.src[0])
   # an expand repeats what is below it: if that is costly elementwise work, compute it once into a buffer instead
   for n in nodes:
     if _expands(n) and (b := _movement_base(n.src[0], becomes)) not in want and _costly(b, want, becomes): want.add(b)
   # decide reduces consumers-first, since a reduce that becomes a buffer ends the fusion paths above it
   for r in reversed(nodes):
-    if r.op is Ops.REDUCE_AXIS and r not in want and not _reads_no_memory(r) and not _fuses_into_consumer(r, consumers, want):
+    if (r.op is Ops.REDUCE_AXIS and r not in want and not _reads_no_memory(r)
+        and not _fuses_into_consumer(r, consumers, want)):
       want.add(r)
   return {n: None for n in nodes if n in want and not _is_leaf(n)}
 
@@ -155,7 +157,8 @@ def is_identity_view(n: UOp) -> bool:
   b = view_base(n)
   if b.op is not Ops.BUFFER or n.size != b.size: return False
   if n is b: return True
-  ranges = [UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),), (i, AxisType.LOOP)) for i, s in enumerate(n.shape)]
+  ranges = [UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),), (i, AxisType.LOOP))
+            for i, s in enumerate(n.shape)]
   idxs, valid = map_view(n, b, ranges)
   return valid is None and simplify(flat_index(idxs, b.shape)) is simplify(flat_index(ranges, n.shape))
 
@@ -166,7 +169,8 @@ def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
   in_shape, valid = n.src[0].shape, None
   if n.op is Ops.RESHAPE:
     flat = flat_index(idxs, n.shape)
-    return [(flat // st) % s if s != 1 else UOp.const(dtypes.index, 0) for st, s in zip(strides_for_shape(in_shape), in_shape)], None
+    return [(flat // st) % s if s != 1 else UOp.const(dtypes.index, 0)
+            for st, s in zip(strides_for_shape(in_shape), in_shape)], None
   if n.op is Ops.PERMUTE:
     ret: list[UOp] = [UOp.const(dtypes.index, 0)] * len(in_shape)
     for i, axis in enumerate(n.arg): ret[axis] = idxs[i]
@@ -257,7 +261,8 @@ class KernelBuilder:
     raise RuntimeError(f"the scheduler can't lower {n.op}")
 
   def build(self, out_buf: Buffer, value: UOp, target: UOp | None = None) -> UOp:
-    """The kernel storing value into out_buf: contiguously, or through the view target (a view of out_buf) if assigning."""
+    """The kernel storing value into out_buf: contiguously, or through the view target (a view of out_buf) if
+    assigning."""
     out = self.global_for(out_buf)
     ranges = tuple(self.new_ranges(value.shape, AxisType.GLOBAL))
     val = self.lower(value, ranges, None)
@@ -276,8 +281,8 @@ class KernelBuilder:
     """Simplification can remove every load of a buffer (a read that padding hides): renumber the rest."""
     used = sorted({u.arg for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
     if used == list(range(len(self.bufs))): return ast
-    renumber = {UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), old): UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), new)
-                for new, old in enumerate(used)}
+    renumber = {UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), old):
+                UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), new) for new, old in enumerate(used)}
     self.bufs = [self.bufs[old] for old in used]
     return ast.substitute(renumber)
 
@@ -375,7 +380,8 @@ def _order(steps: list[_Step], scheduled: set[UOp]) -> list[_Step]:
   state = [0] * len(steps)
   def visit(i: int) -> None:
     if state[i] == 2: return
-    if state[i] == 1: raise RuntimeError("an assign and a reader of the old value depend on each other; realize them separately")
+    if state[i] == 1:
+      raise RuntimeError("an assign and a reader of the old value depend on each other; realize them separately")
     state[i] = 1
     for d in sorted(deps[i]): visit(d)
     state[i] = 2

@@ -5,6 +5,7 @@ In: a Kernel with no opts applied. Out: the Kernel with the best opts found appl
 """
 from __future__ import annotations
 import hashlib, math
+from fusegrad.dtype import DType
 from fusegrad.device import Buffer, CompileError
 from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG
 from fusegrad.uop.ops import Ops, pretty_print
@@ -15,16 +16,18 @@ AMOUNTS = (0, 2, 3, 4, 8, 16)  # 0: the whole axis
 def candidate_opts(k: Kernel) -> list[Opt]:
   """Every single action that could be tried next on k."""
   out, red = len(k.output_axes()), len(k.reduce_axes())
-  return [Opt(op, axis, amt) for op in OptOps for axis in range(red if op in (OptOps.UNROLL, OptOps.GROUP) else out) for amt in AMOUNTS]
+  return [Opt(op, axis, amt) for op in OptOps
+          for axis in range(red if op in (OptOps.UNROLL, OptOps.GROUP) else out) for amt in AMOUNTS]
 
 def _buffers_for(k: Kernel) -> list[Buffer]:
   """Scratch buffers big enough for every access of the kernel (sized from the largest index it can compute)."""
-  sizes: dict[int, tuple[int, object]] = {}
+  sizes: dict[int, tuple[int, DType]] = {}
   for u in k.ast.toposort():
     if u.op in (Ops.LOAD, Ops.STORE):
       g = u.src[0]
-      sizes[g.arg] = (max(sizes.get(g.arg, (0, None))[0], int(u.src[1].vmax) + 1), g.dtype.base)
-  return [Buffer(k.ren.device, max(n, 1), dt).allocate() for _, (n, dt) in sorted(sizes.items())]  # type: ignore[arg-type]
+      sizes[g.arg] = (max(sizes.get(g.arg, (0, None))[0], int(u.src[1].vmax) + 1),
+                      g.dtype.base)  # type: ignore[attr-defined]
+  return [Buffer(k.ren.device, max(n, 1), dt).allocate() for _, (n, dt) in sorted(sizes.items())]
 
 def time_kernel(k: Kernel, bufs: list[Buffer], repeats: int = 3) -> float:
   """The fastest of a few runs of k, in seconds (inf if it doesn't compile)."""

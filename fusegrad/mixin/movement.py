@@ -70,7 +70,7 @@ class MovementMixin:
     full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
     if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)):
       raise ValueError(f"shrink: bad range {full} for {self.shape}")
-    return self._new(self.uop.shrink(full))
+    return self._new(self.uop.shrink(full))  # type: ignore[arg-type]
   def pad(self: Tensor, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad with `value` (or reflect/replicate/circular). padding is ((before, after), ...) per axis, or flat
     (left, right, top, bottom, ...) from the last axis as in torch.nn.functional.pad. Negative pads cut."""

@@ -147,7 +147,8 @@ class NNMixin:
     kernel; output size (i-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1."""
     n = weight.ndim - 2
     if n >= 1 and self.ndim == n + 1:  # unbatched (cin, *spatial)
-      return self.unsqueeze(0).conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding).squeeze(0)
+      return (self.unsqueeze(0).conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
+              .squeeze(0))
     cin = self.shape[1] if self.ndim >= 2 else 0
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != weight.shape[0] or cin % groups:
       raise ValueError(f"conv_transpose2d: input {self.shape}, weight {weight.shape} (groups={groups}) don't match: "

@@ -33,7 +33,7 @@ class ReduceMixin:
   def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None,
           acc_dtype: DType | None = None) -> Tensor:
     """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32."""
-    acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)
+    acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)  # type: ignore[arg-type]
     ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
     half = self.dtype in (dtypes.float16, dtypes.bfloat16)
     return ret.cast(self.dtype) if dtype is None and acc_dtype is None and half else ret

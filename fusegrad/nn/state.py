@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 from fusegrad.tensor import Tensor, _make_buffer
 from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import atomic_write, prod
+from fusegrad.uop.ops import UOp
 from fusegrad.nn.optim import _fresh, _own_buffer
 
 Source = Tensor | str | pathlib.Path
@@ -52,7 +53,8 @@ _NOT_CONTAINERS = (str, bytes, bytearray, int, float, complex, bool, type, types
 def _children(obj: Any) -> Iterator[tuple[str, Any]] | None:
   """The named parts of obj that may hold tensors: attributes, list/tuple items, dict values."""
   if isinstance(obj, _NOT_CONTAINERS) or obj is None: return None
-  if hasattr(obj, "_asdict") and isinstance(obj, tuple): return iter(obj._asdict().items())  # namedtuple
+  if hasattr(obj, "_asdict") and isinstance(obj, tuple):  # namedtuple
+    return iter(obj._asdict().items())  # type: ignore[attr-defined]
   if isinstance(obj, dict): return ((str(k), v) for k, v in obj.items())
   if isinstance(obj, (list, tuple)): return ((str(i), v) for i, v in enumerate(obj))
   if hasattr(obj, "__dict__"): return iter(list(vars(obj).items()))
@@ -122,7 +124,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   model_sd = get_state_dict(model)
   if problems := _state_dict_problems(model_sd, state_dict, strict):
     raise StateDictError(f"load_state_dict for {type(model).__name__}:\n  " + "\n  ".join(problems))
-  start, loaded, done, views = time.perf_counter(), [], set(), {}
+  start, loaded, done = time.perf_counter(), [], set()
+  views: dict[UOp, Tensor] = {}
   for k, v in model_sd.items():
     if k not in state_dict: continue
     src = state_dict[k]
@@ -275,7 +278,8 @@ class _TorchUnpickler(pickle.Unpickler):
   """Unpickles a checkpoint, allowing only what tensors and plain containers need; storages come from `find_data`."""
   def __init__(self, file: io.BytesIO, name: str, find_data: Callable[[str, DType, int], memoryview | None]):
     super().__init__(file)
-    self.name, self.find_data, self.storages = name, find_data, {}
+    self.name, self.find_data = name, find_data
+    self.storages: dict[str, _Storage] = {}
     self.allowed: dict[tuple[str, str], Any] = {
       ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set,
       ("builtins", "frozenset"): frozenset, ("_codecs", "encode"): _latin1_encode, ("torch", "Size"): tuple,

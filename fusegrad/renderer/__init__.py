@@ -22,10 +22,11 @@ class Renderer:
   supports_bfloat16: bool = False
   supports_float64: bool = True
   native_threefry: bool = False    # False: THREEFRY is expanded into integer ALU ops
-  def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError(f"{type(self).__name__} renders nothing")
+  def render(self, name: str, uops: list[UOp]) -> str:
+    raise NotImplementedError(f"{type(self).__name__} renders nothing")
 
-_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|",
-          Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
+          Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
 
 def render_expr(u: UOp) -> str:
   """A compact infix string of an integer/bool expression, for debugging and tests: '((r0*4)+r1)'."""

@@ -36,7 +36,8 @@ class CStyleLanguage(Renderer):
     if dtypes.is_float(dt):
       assert isinstance(val, float)
       if math.isnan(val): ret = "__builtin_nanf(\"\")" if dt != dtypes.float64 else "__builtin_nan(\"\")"
-      elif math.isinf(val): ret = ("-" if val < 0 else "") + ("__builtin_inff()" if dt != dtypes.float64 else "__builtin_inf()")
+      elif math.isinf(val):
+        ret = ("-" if val < 0 else "") + ("__builtin_inff()" if dt != dtypes.float64 else "__builtin_inf()")
       else: ret = repr(val) + ("" if dt == dtypes.float64 else "f")
       return ret if dt in (dtypes.float32, dtypes.float64) else f"(({self.render_dtype(dt)})({ret}))"
     if dt == dtypes.bool: return "1" if val else "0"
@@ -65,11 +66,12 @@ class CStyleLanguage(Renderer):
     if op is Ops.MAX: return f"((({a})>({b})||({a})!=({a}))?({a}):({b}))"
     if op is Ops.WHERE: return f"({a}?{b}:{src[2]})"
     if op is Ops.MULACC: return f"(({a}*{b})+{src[2]})"
-    if op in (Ops.IDIV, Ops.MOD) and not (u.src[1].op is Ops.CONST and u.src[1].arg > 0):  # never trap on x/0 or INT_MIN/-1
+    # never trap on x/0 or INT_MIN/-1
+    if op in (Ops.IDIV, Ops.MOD) and not (u.src[1].op is Ops.CONST and u.src[1].arg > 0):
       if dtypes.is_unsigned(dt): return f"(({b})==0?0:({a}){'/' if op is Ops.IDIV else '%'}({b}))"
       return _signed_idiv(a, b) if op is Ops.IDIV else _signed_mod(a, b)
-    infix = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|",
-             Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+    infix = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
+             Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
     if op in infix: return f"({a}{infix[op]}{b})"
     raise NotImplementedError(f"{type(self).__name__} can't render {op}")
 
@@ -90,7 +92,8 @@ class CStyleLanguage(Renderer):
     return "\n".join(prelude + [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
 
   def render_prelude(self, uops: list[UOp]) -> list[str]: return []
-  def render_thread_loop(self, name: str, params: list[str], var: str, size: str, inner: list[str]) -> tuple[list[str], list[str]]:
+  def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
+                         inner: list[str]) -> tuple[list[str], list[str]]:
     """A loop whose iterations run on several threads (inner: the loop body's lines): its lines in the kernel, and
     functions to render before the kernel."""
     raise NotImplementedError(f"{type(self).__name__} has no threaded loops")
@@ -104,6 +107,7 @@ class CStyleLanguage(Renderer):
     names: dict[UOp, str] = {}
     uses = Counter(s for u in uops for s in u.src)
     written = {u.src[0] for u in uops if u.op is Ops.STORE}
+    counter: Counter[str]
     params, body, depth, counter = [], [], 1, Counter()
     thread_loop: tuple[str, str, int] | None = None  # (variable, size, first body line) of a loop split across threads
     helpers: list[str] = []  # functions the kernel calls, rendered before it
@@ -140,15 +144,18 @@ class CStyleLanguage(Renderer):
           line("}")
       elif u.op is Ops.DEFINE_LOCAL:
         names[u] = u.arg[0]
-        line(f"{self.smem_prefix}{self.render_dtype(u.dtype.base)} {u.arg[0]}[{u.arg[1]}];")
+        line(f"{self.smem_prefix}{self.render_dtype(u.dtype.base)} "  # type: ignore[attr-defined]
+             f"{u.arg[0]}[{u.arg[1]}];")
       elif u.op is Ops.BARRIER:
         names[u] = ""
         line(self.barrier)
       elif u.op is Ops.LOAD:
         names[u] = new_name("val")
         access = f"{src[0]}[{src[1]}]"
-        gate = next((n for x, n in zip(u.src[2:], src[2:]) if x.dtype == dtypes.bool), None)  # other extras order only (BARRIER)
-        val = access if gate is None else f"({gate}?{access}:{self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)})"
+        # other extras order only (BARRIER)
+        gate = next((n for x, n in zip(u.src[2:], src[2:]) if x.dtype == dtypes.bool), None)
+        val = (access if gate is None
+               else f"({gate}?{access}:{self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)})")
         line(f"{self.render_dtype(u.dtype)} {names[u]} = {val};")
       elif u.op is Ops.STORE:
         names[u] = ""  # a BARRIER lists the stores it waits for
@@ -181,9 +188,9 @@ class ClangRenderer(CStyleLanguage):
   def render_dtype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return f"{self.render_dtype(dt.base)}*"
     return {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
-            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
-            dtypes.uint64: "unsigned long long", dtypes.float16: self.half_type, dtypes.float32: "float",
-            dtypes.float64: "double"}[dt.scalar()]
+            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
+            dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.float16: self.half_type,
+            dtypes.float32: "float", dtypes.float64: "double"}[dt.scalar()]
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
     # clang's double -> __fp16 calls a runtime helper whose ABI libgcc doesn't share (garbage results): via float
     if self.half_type == "__fp16" and dt.scalar() == dtypes.float16 and from_dt.scalar() == dtypes.float64:
@@ -194,12 +201,15 @@ class ClangRenderer(CStyleLanguage):
     return f"({{union {{ {f} a; {t} b; }} u_; u_.a = ({f})({x}); u_.b;}})"
   def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
     return "\n".join(prelude + [f"void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
-  def render_thread_loop(self, name: str, params: list[str], var: str, size: str, inner: list[str]) -> tuple[list[str], list[str]]:
+  def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
+                         inner: list[str]) -> tuple[list[str], list[str]]:
     """An OpenMP loop calling the body in a function of its own: there the pointers stay `restrict` and the compiler
     vectorizes as it would without threads."""
     args = ", ".join(p.split()[-1] for p in params)
-    body_fn = [f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const int {var}'])}) {{"] + inner + ["}"]
-    loop = [f"  #pragma omp parallel for num_threads({self.threads})", f"  for (int {var} = 0; {var} < {size}; {var}++) {name}_body({args}, {var});"]
+    body_fn = ([f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const int {var}'])}) {{"]
+               + inner + ["}"])
+    loop = [f"  #pragma omp parallel for num_threads({self.threads})",
+            f"  for (int {var} = 0; {var} < {size}; {var}++) {name}_body({args}, {var});"]
     return loop, body_fn
 
 @dataclass(frozen=True)

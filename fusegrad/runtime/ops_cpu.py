@@ -21,7 +21,8 @@ class CPUAllocator(Allocator):
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
-  def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer: return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
+  def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer:
+    return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
   def as_memoryview(self, handle: CPUBuffer) -> memoryview:
     """The buffer's memory itself (no copy)."""
     return memoryview((ctypes.c_uint8 * handle.nbytes).from_address(handle.addr)).cast("B")
@@ -35,7 +36,8 @@ def find_c_compiler() -> str:
 
 def simd_width() -> int:
   """Bytes in a SIMD register of this CPU (64 with AVX-512, 32 with AVX2, else 16)."""
-  flags = next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "") if os.path.exists("/proc/cpuinfo") else ""
+  flags = (next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "")
+           if os.path.exists("/proc/cpuinfo") else "")
   return 64 if " avx512f" in flags else 32 if " avx2" in flags else 16
 
 def openmp_works(cc: str) -> bool:
@@ -43,7 +45,8 @@ def openmp_works(cc: str) -> bool:
   src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "omp.so")
-    if subprocess.run([cc, "-shared", "-fPIC", "-fopenmp", "-x", "c", "-", "-o", out], input=src.encode(), capture_output=True).returncode:
+    if subprocess.run([cc, "-shared", "-fPIC", "-fopenmp", "-x", "c", "-", "-o", out], input=src.encode(),
+                      capture_output=True).returncode:
       return False
     try: return ctypes.CDLL(out).f(10) == 45
     except OSError: return False
@@ -52,10 +55,12 @@ class ClangCompiler(Compiler):
   """C -> shared library. The cache key holds the compiler, its flags and the CPU (flags use -march=native)."""
   def __init__(self, cc: str, openmp: bool):
     self.cc = cc
-    self.args = ["-shared", "-O2", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno", "-fno-strict-aliasing", "-x", "c"]
+    self.args = ["-shared", "-O2", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno", "-fno-strict-aliasing",
+                 "-x", "c"]
     if openmp: self.args.insert(0, "-fopenmp")
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    cpu = next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "") if os.path.exists("/proc/cpuinfo") else ""
+    cpu = (next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+           if os.path.exists("/proc/cpuinfo") else "")
     ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
     super().__init__(f"compile_cpu_{ident}")
   def compile(self, src: str) -> bytes:

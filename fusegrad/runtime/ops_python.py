@@ -60,7 +60,8 @@ def _typed_view(mv: memoryview, dtype: DType) -> Any:
   if dtype == dtypes.float16: return _HalfView(mv)
   return mv.cast(dtype.fmt if dtype.fmt is not None else "H")
 
-def _map(fn: Any, x: Value, *args: Any) -> Value: return [fn(v, *args) for v in x] if isinstance(x, list) else fn(x, *args)
+def _map(fn: Any, x: Value, *args: Any) -> Value:
+  return [fn(v, *args) for v in x] if isinstance(x, list) else fn(x, *args)
 
 class PythonProgram:
   def __init__(self, name: str, lib: bytes):
@@ -74,8 +75,8 @@ class PythonProgram:
         self.loop_start[i] = open_loops.pop()
         self.loop_end[self.loop_start[i]] = i
 
-  def __call__(self, *bufs: memoryview, global_size: tuple[int, ...] = (1, 1, 1), local_size: Any = None, vals: tuple[int, ...] = (),
-               wait: bool = False) -> float | None:
+  def __call__(self, *bufs: memoryview, global_size: tuple[int, ...] = (1, 1, 1), local_size: Any = None,
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     st = time.perf_counter()
     local_size = local_size or (1, 1, 1)
     group_threads = prod(local_size)
@@ -96,7 +97,8 @@ class PythonProgram:
         var_i += 1
       elif op is Ops.SPECIAL:
         dim, size = int(u.arg[0][4:]), u.arg[1]
-        if u.arg[0].startswith("l"): values[u] = [(t % group_threads // prod(local_size[:dim])) % size for t in range(nthreads)]
+        if u.arg[0].startswith("l"):
+          values[u] = [(t % group_threads // prod(local_size[:dim])) % size for t in range(nthreads)]
         else: values[u] = [(t // group_threads // prod(global_size[:dim])) % size for t in range(nthreads)]
         if nthreads == 1: values[u] = 0
       elif op is Ops.DEFINE_LOCAL:
@@ -136,6 +138,7 @@ class PythonProgram:
 
   @staticmethod
   def _load(mv: Any, args: list[Value], dtype: DType) -> Value:
+    gate: Value  # a bool, or a list of them (one per thread)
     idx, gate = args[0], (args[1] if len(args) > 1 else True)
     zero = 0.0 if dtypes.is_float(dtype) else (False if dtype == dtypes.bool else 0)
     if not isinstance(idx, list) and not isinstance(gate, list): return mv[idx] if gate else zero
@@ -163,8 +166,8 @@ class PythonAllocator(Allocator):
 
 class PythonDevice(Compiled):
   def __init__(self, device: str):
-    renderer = PythonRenderer(device="PYTHON", global_max=(2 ** 31 - 1,) * 3, local_max=(1024, 1024, 64), has_local=True,
-                              has_shared=True, max_workgroup=1024, supports_bfloat16=False)
+    renderer = PythonRenderer(device="PYTHON", global_max=(2 ** 31 - 1,) * 3, local_max=(1024, 1024, 64),
+                              has_local=True, has_shared=True, max_workgroup=1024, supports_bfloat16=False)
     super().__init__(device, PythonAllocator(), renderer, _PythonCompiler(), PythonProgram)
 
 class _PythonCompiler(Compiler):

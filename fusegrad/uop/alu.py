@@ -24,7 +24,8 @@ def _recip(x: float) -> float:
   if x == 0: return math.copysign(math.inf, x)
   return 1.0 / x
 
-def _trunc(x: Any) -> Any: return x if isinstance(x, float) and (math.isinf(x) or math.isnan(x)) else type(x)(math.trunc(x))
+def _trunc(x: Any) -> Any:
+  return x if isinstance(x, float) and (math.isinf(x) or math.isnan(x)) else type(x)(math.trunc(x))
 
 def _idiv(a: Any, b: Any) -> Any:
   """C integer division: truncates toward zero; division by zero gives 0 instead of trapping."""

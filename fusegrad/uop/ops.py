@@ -37,8 +37,8 @@ class Ops(Enum):
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC}
-  Binary = {Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
-            Ops.THREEFRY}
+  Binary = {Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL,
+            Ops.SHR, Ops.THREEFRY}
   Ternary = {Ops.WHERE, Ops.MULACC}
   ALU = Unary | Binary | Ternary
   Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
@@ -75,6 +75,7 @@ class UOp:
   dtype: DType
   src: tuple[UOp, ...]
   arg: Any
+  _cache: dict[str, Any]  # derived facts (shape, device, bounds ...), computed once per node
 
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
     key = (op, dtype, src, _arg_key(arg))
@@ -85,7 +86,8 @@ class UOp:
     return ret
   def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kwargs: Any) -> UOp:
-    return UOp(kwargs.get("op", self.op), kwargs.get("dtype", self.dtype), kwargs.get("src", self.src), kwargs.get("arg", self.arg))
+    return UOp(kwargs.get("op", self.op), kwargs.get("dtype", self.dtype), kwargs.get("src", self.src),
+               kwargs.get("arg", self.arg))
 
   # *** graph walking ***
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
@@ -154,7 +156,8 @@ class UOp:
     """Write x into self's buffer. Each call is a new node: two identical writes are still two writes."""
     return UOp(Ops.ASSIGN, self.dtype, (self, x), next(_unique_ids))
   def copy_to_device(self, device: str, clone: bool = False) -> UOp:
-    """self's values in a buffer on device; with clone, always a buffer of its own (arg: (device, unique id or None))."""
+    """self's values in a buffer on device; with clone, always a buffer of its own (arg: (device, unique id or
+    None))."""
     return UOp(Ops.COPY, self.dtype, (self,), (device, next(_unique_ids) if clone else None))
   def sink(self, *srcs: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self,) + srcs)
 
@@ -162,11 +165,13 @@ class UOp:
   def reshape(self, shape: tuple[int, ...]) -> UOp:
     shape = tuple(shape)
     if shape == self.shape: return self
-    if prod(shape) != self.size: raise ValueError(f"reshape: can't reshape {self.shape} ({self.size} elements) to {shape}")
+    if prod(shape) != self.size:
+      raise ValueError(f"reshape: can't reshape {self.shape} ({self.size} elements) to {shape}")
     return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
   def permute(self, order: tuple[int, ...]) -> UOp:
     order = tuple(order)
-    if sorted(order) != list(range(len(self.shape))): raise ValueError(f"permute: {order} is not a permutation of {len(self.shape)} axes")
+    if sorted(order) != list(range(len(self.shape))):
+      raise ValueError(f"permute: {order} is not a permutation of {len(self.shape)} axes")
     if order == tuple(range(len(order))): return self
     return UOp(Ops.PERMUTE, self.dtype, (self,), order)
   def expand(self, shape: tuple[int, ...]) -> UOp:
@@ -177,7 +182,8 @@ class UOp:
     return UOp(Ops.EXPAND, self.dtype, (self,), shape)
   def pad(self, arg: tuple[tuple[int, int], ...]) -> UOp:
     arg = tuple((int(b), int(a)) for b, a in arg)
-    if len(arg) != len(self.shape) or any(b < 0 or a < 0 for b, a in arg): raise ValueError(f"pad: bad padding {arg} for {self.shape}")
+    if len(arg) != len(self.shape) or any(b < 0 or a < 0 for b, a in arg):
+      raise ValueError(f"pad: bad padding {arg} for {self.shape}")
     if all(b == 0 and a == 0 for b, a in arg): return self
     return UOp(Ops.PAD, self.dtype, (self,), arg)
   def shrink(self, arg: tuple[tuple[int, int], ...]) -> UOp:
@@ -240,7 +246,8 @@ class UOp:
   def expr(self) -> str: return self.arg[0]
   def bind(self, val: int) -> UOp:
     assert self.op is Ops.DEFINE_VAR, "only a Variable can be bound"
-    if not self.arg[1] <= val <= self.arg[2]: raise ValueError(f"{self.arg[0]}={val} is outside [{self.arg[1]}, {self.arg[2]}]")
+    if not self.arg[1] <= val <= self.arg[2]:
+      raise ValueError(f"{self.arg[0]}={val} is outside [{self.arg[1]}, {self.arg[2]}]")
     return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, val)))
   def unbind(self) -> tuple[UOp, int]:
     assert self.op is Ops.BIND, f"can't unbind {self.op}"
@@ -264,15 +271,16 @@ class UOp:
   def __repr__(self) -> str: return pretty_print(self)
 
 _SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
-_KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
-               Ops.ENDRANGE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
+_KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE,
+               Ops.REDUCE, Ops.ENDRANGE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
 
 def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
   """A symbolic integer in [min_val, max_val]; `Variable("i", 1, 10).bind(3)` gives it a value."""
   if min_val > max_val: raise ValueError(f"Variable {name}: min {min_val} > max {max_val}")
   return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
 
-def sint_to_uop(x: int | UOp, dtype: DType = dtypes.index) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtype, x)
+def sint_to_uop(x: int | UOp, dtype: DType = dtypes.index) -> UOp:
+  return x if isinstance(x, UOp) else UOp.const(dtype, x)
 
 # *** shape inference for the lazy graph ***
 
@@ -334,7 +342,8 @@ def _min_max(u: UOp) -> tuple[Any, Any]:
     return False, True
   if u.op is Ops.AND and u.dtype == dtypes.bool: return s0.vmin and s1.vmin, s0.vmax and s1.vmax
   if u.op is Ops.OR and u.dtype == dtypes.bool: return s0.vmin or s1.vmin, s0.vmax or s1.vmax
-  if u.op is Ops.AND and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg >= 0 and s0.vmin >= 0: return 0, min(s0.vmax, s1.arg)
+  if u.op is Ops.AND and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg >= 0 and s0.vmin >= 0:
+    return 0, min(s0.vmax, s1.arg)
   if u.op is Ops.WHERE: return min(u.src[1].vmin, u.src[2].vmin), max(u.src[1].vmax, u.src[2].vmax)
   if u.op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(s0.dtype) or s0.dtype == dtypes.bool):
     if dtypes.min(u.dtype) <= s0.vmin and s0.vmax <= dtypes.max(u.dtype): return int(s0.vmin), int(s0.vmax)
@@ -342,7 +351,8 @@ def _min_max(u: UOp) -> tuple[Any, Any]:
 
 def _clip(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
   # integer results that could overflow their dtype have unknown bounds
-  if dtypes.is_int(u.dtype) and (lo < dtypes.min(u.dtype) or hi > dtypes.max(u.dtype)): return dtypes.min(u.dtype), dtypes.max(u.dtype)
+  if dtypes.is_int(u.dtype) and (lo < dtypes.min(u.dtype) or hi > dtypes.max(u.dtype)):
+    return dtypes.min(u.dtype), dtypes.max(u.dtype)
   return lo, hi
 
 # *** printing ***
@@ -355,7 +365,8 @@ def pretty_print(root: UOp, max_nodes: int = 400) -> str:
   lines = []
   for n in nodes:
     arg = n.arg if n.op is not Ops.BUFFER else f"<buf {n.arg.device} {n.arg.size}>"
-    lines.append(f"%{num[n]:<3d} = {n.op.name:<12s} {str(n.dtype):<16s} ({', '.join(f'%{num[s]}' for s in n.src)}) {arg!r}")
+    srcs = ", ".join(f"%{num[s]}" for s in n.src)
+    lines.append(f"%{num[n]:<3d} = {n.op.name:<12s} {str(n.dtype):<16s} ({srcs}) {arg!r}")
   return "\n".join(lines)
 
 def flat_index(idxs: Sequence[UOp], shape: Sequence[int]) -> UOp:

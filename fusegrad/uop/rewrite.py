@@ -15,16 +15,19 @@ class UPat:
   """A pattern over UOps. op/dtype may be one value or a tuple of allowed values; None matches anything."""
   __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len")
   def __init__(self, op: Ops | tuple[Ops, ...] | set[Ops] | None = None, dtype: DType | tuple[DType, ...] | None = None,
-               src: tuple[UPat, ...] | UPat | None = None, arg: Any = None, name: str | None = None, allow_any_len: bool = False):
+               src: tuple[UPat, ...] | UPat | None = None, arg: Any = None, name: str | None = None,
+               allow_any_len: bool = False):
     self.ops = None if op is None else (frozenset((op,)) if isinstance(op, Ops) else frozenset(op))
     self.dtypes = None if dtype is None else (frozenset((dtype,)) if isinstance(dtype, DType) else frozenset(dtype))
     self.src = src if src is None or isinstance(src, tuple) else (src,)
     self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
 
   @staticmethod
-  def var(name: str | None = None, dtype: DType | tuple[DType, ...] | None = None) -> UPat: return UPat(dtype=dtype, name=name)
+  def var(name: str | None = None, dtype: DType | tuple[DType, ...] | None = None) -> UPat:
+    return UPat(dtype=dtype, name=name)
   @staticmethod
-  def cvar(name: str | None = None, dtype: DType | tuple[DType, ...] | None = None) -> UPat: return UPat(Ops.CONST, dtype, name=name)
+  def cvar(name: str | None = None, dtype: DType | tuple[DType, ...] | None = None) -> UPat:
+    return UPat(Ops.CONST, dtype, name=name)
   @staticmethod
   def const(val: Any, dtype: DType | tuple[DType, ...] | None = None) -> UPat: return UPat(Ops.CONST, dtype, arg=val)
 
@@ -32,7 +35,8 @@ class UPat:
     if self.ops is not None and u.op not in self.ops: return False
     if self.dtypes is not None and u.dtype not in self.dtypes and u.dtype.scalar() not in self.dtypes: return False
     # bool args only match bool patterns: the constant True is not the number 1
-    if self.arg is not None and (u.arg != self.arg or isinstance(u.arg, bool) != isinstance(self.arg, bool)): return False
+    if self.arg is not None and (u.arg != self.arg or isinstance(u.arg, bool) != isinstance(self.arg, bool)):
+      return False
     if self.name is not None:
       if self.name in store and store[self.name] is not u: return False
       store[self.name] = u
@@ -52,7 +56,8 @@ class UPat:
   def ne(self, x: Any) -> UPat: return self._bin(Ops.CMPNE, x)
   def maximum(self, x: Any) -> UPat: return self._bin(Ops.MAX, x)
   def where(self, x: UPat, y: UPat) -> UPat: return UPat(Ops.WHERE, src=(self, x, y))
-  def cast(self, dtype: DType | None = None, name: str | None = None) -> UPat: return UPat(Ops.CAST, dtype, (self,), name=name)
+  def cast(self, dtype: DType | None = None, name: str | None = None) -> UPat:
+    return UPat(Ops.CAST, dtype, (self,), name=name)
   def named(self, name: str) -> UPat:
     self.name = name
     return self
@@ -70,7 +75,8 @@ class PatternMatcher:
     all_ops: set[Ops | None] = {None, *(op for pat, _ in self.rules if pat.ops is not None for op in pat.ops)}
     for pat, fn in self.rules:
       takes_ctx = "ctx" in inspect.signature(fn).parameters
-      for op in (pat.ops if pat.ops is not None else all_ops): self.by_op.setdefault(op, []).append((pat, fn, takes_ctx))
+      for op in (pat.ops if pat.ops is not None else all_ops):
+        self.by_op.setdefault(op, []).append((pat, fn, takes_ctx))
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
 
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:

@@ -69,7 +69,8 @@ def fold_add(x: UOp) -> UOp | None:
   nothing to combine keep their shape, so chains of partial sums stay shared (Threefry would grow quadratically)."""
   terms, const = split_terms(x)
   combined = combine_terms(terms)
-  if x.dtype != dtypes.index and len(combined) == len(terms) and _const_leaves(x) <= 1 and not (const == 0 and _const_leaves(x)):
+  if (x.dtype != dtypes.index and len(combined) == len(terms) and _const_leaves(x) <= 1
+      and not (const == 0 and _const_leaves(x))):
     return None
   ret = build_sum(combined, const, x)
   return None if ret is x else ret
@@ -125,7 +126,8 @@ def fold_mod(x: UOp, d: UOp) -> UOp | None:
     g, big, small, _ = split
     return (build_sum(big, const // g, x) % (c // g)) * g + build_sum(small, const % g, x)
   reduced = [(t, k % c) for t, k in terms if k % c != 0]
-  if len(reduced) == len(terms) and all(k1 == k2 for (_, k1), (_, k2) in zip(reduced, terms)) and 0 <= const < c: return None
+  if len(reduced) == len(terms) and all(k1 == k2 for (_, k1), (_, k2) in zip(reduced, terms)) and 0 <= const < c:
+    return None
   rest = build_sum(reduced, const % c, x)
   return rest % c if rest.vmin >= 0 else None  # (a*c + r)%c -> r%c
 
@@ -173,14 +175,16 @@ symbolic = PatternMatcher([
   (UPat.var("x", INTS) * 0, lambda x: x.const_like(0)),  # x*0 -> 0 (ints only: nan*0 is nan)
   (UPat.var("x", INTS) // 1, lambda x: x),  # x//1 -> x
   (UPat.var("x", INTS) % 1, lambda x: x.const_like(0)),  # x%1 -> 0
-  ((UPat.var("x", INTS) * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),  # (x*c1)*c2 -> x*(c1*c2)
+  # (x*c1)*c2 -> x*(c1*c2)
+  ((UPat.var("x", INTS) * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
   ((UPat.var("x", INTS) + UPat.var("y")) * UPat.cvar("c"), distribute),  # (x+y)*c -> x*c+y*c
   (UPat(Ops.ADD, INTS, name="x"), fold_add),  # a+b+a*2+1 -> a*3+b+1
   (UPat.var("x", INTS) // UPat.cvar("d"), fold_div),  # (a*8+b)//4 -> a*2 + b//4
   (UPat.var("x", INTS) % UPat.cvar("d"), fold_mod),  # (a*8+b)%4 -> b%4
   (UPat.var("x", INTS) < UPat.cvar("d"), fold_lt),  # a*4+b+2 < 10 -> a < 2
   (UPat.var("x", INTS) // UPat.var("x"), lambda x: x.const_like(1) if x.vmin > 0 else None),  # x//x -> 1
-  (UPat.var("x", INTS).maximum(UPat.var("y")), lambda x, y: x if x.vmin >= y.vmax else y if y.vmin >= x.vmax else None),  # max(x,y) -> x if x >= y always
+  # max(x,y) -> x if x >= y always
+  (UPat.var("x", INTS).maximum(UPat.var("y")), lambda x, y: x if x.vmin >= y.vmax else y if y.vmin >= x.vmax else None),
   # booleans
   (UPat.var("x", dtypes.bool) & True, lambda x: x),  # x&True -> x
   (UPat.var("x", dtypes.bool) & False, lambda x: x.const_like(False)),  # x&False -> False
@@ -195,10 +199,12 @@ symbolic = PatternMatcher([
   (UPat.const(True).where(UPat.var("a"), UPat.var()), lambda a: a),  # True ? a : b -> a
   (UPat.const(False).where(UPat.var(), UPat.var("b")), lambda b: b),  # False ? a : b -> b
   (UPat.var().where(UPat.var("a"), UPat.var("a")), lambda a: a),  # c ? a : a -> a
-  (UPat.var("c").ne(True).where(UPat.var("a"), UPat.var("b")), lambda c, a, b: c.where(b, a)),  # !c ? a : b -> c ? b : a
+  # !c ? a : b -> c ? b : a
+  (UPat.var("c").ne(True).where(UPat.var("a"), UPat.var("b")), lambda c, a, b: c.where(b, a)),
   # casts
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="u"), cast_const),  # cast(const) -> const
-  (UPat(Ops.CAST, name="u", src=(UPat.var("x"),)), lambda u, x: x if x.dtype == u.dtype else None),  # cast to own dtype -> x
+  # cast to own dtype -> x
+  (UPat(Ops.CAST, name="u", src=(UPat.var("x"),)), lambda u, x: x if x.dtype == u.dtype else None),
   # float identities that are exact
   (UPat.var("x", dtypes.floats) * 1, lambda x: x),  # x*1.0 -> x
 ])
