@@ -101,7 +101,7 @@ def test_buffers_freed_and_views():
   del b
   assert handle.mem == 0, "the cl_mem should be released when its Buffer goes away"
 
-# *** dtypes: bool buffers are uchar, long is int64, half needs cl_khr_fp16 ***
+# *** dtypes: bool buffers are uchar, long is int64, half is cl_khr_fp16's or a storage-only format ***
 
 def test_bool_buffers():
   a, b = Tensor([True, False, True, False], device="CL"), Tensor([1.0, 2.0, 3.0, 4.0], device="CL")
@@ -123,18 +123,52 @@ def test_int64_buffers():
   np.testing.assert_equal((Tensor([3, 4], dtype=dtypes.uint64, device="CL") + 2 ** 63).numpy(),
                           np.array([2 ** 63 + 3, 2 ** 63 + 4], dtype=np.uint64))
 
-def test_half_buffers():
+HALF_MODES = [False] + ([True] if CL_OK and Device["CL"].renderer.supports_float16 else [])
+
+@pytest.fixture(params=HALF_MODES, ids=lambda native: "cl_khr_fp16" if native else "storage-only half")
+def half_mode(request, monkeypatch):
+  """Run a test with half as the device's own type (cl_khr_fp16, where it has it) and as a storage-only format."""
+  import dataclasses
+  from fusegrad.engine import realize
+  dev = Device["CL"]
+  monkeypatch.setattr(dev, "renderer", dataclasses.replace(dev.renderer, supports_float16=request.param))
+  monkeypatch.setattr(realize, "method_cache", {})  # kernels compiled for the other mode must not be reused
+  return request.param
+
+def test_half_buffers(half_mode):
   h = np.array([1.5, -2.0, 0.25, 65504], dtype=np.float16)
   t = Tensor(h, device="CL")
   np.testing.assert_equal(t.numpy(), h)  # copies need no fp16 arithmetic
   np.testing.assert_equal(t.to("CPU").numpy(), h)
-  if not Device["CL"].renderer.supports_float16:
-    with pytest.raises(NotImplementedError, match="float16"): (t * 2).numpy()
-    pytest.skip("the OpenCL device lacks cl_khr_fp16")
   (si,) = kernel_items(t * 3)  # inspection only
-  assert "cl_khr_fp16" in get_program(si.ast, Device["CL"].renderer).src
-  np.testing.assert_equal((t * 2).numpy(), h * 2)
+  src = get_program(si.ast, Device["CL"].renderer).src
+  assert ("cl_khr_fp16" in src) == half_mode and ("vstore_half_rte" in src) != half_mode
+  np.testing.assert_equal((t * 2).numpy(), h * 2)  # 65504 * 2 overflows to inf
   np.testing.assert_allclose(t.float().exp().half().numpy().astype(np.float32), np.exp(h.astype(np.float32)), rtol=1e-3)
+
+def test_half_rounds_like_half(half_mode):
+  """Every half result rounds to half, as numpy's float16 does, whether or not the device computes in half."""
+  a = np.array([2048, 1, 0.1, -3.3, 1e-7, 60000], dtype=np.float16)
+  b = np.array([1, 2 ** -11, 0.2, 7.7, 1e-7, 60000], dtype=np.float16)
+  ta, tb = Tensor(a, device="CL"), Tensor(b, device="CL")
+  np.testing.assert_equal((ta + tb).numpy(), a + b)  # 2048+1 and 1+2^-11 round to even, 60000+60000 is inf
+  np.testing.assert_equal((ta * tb).numpy(), a * b)
+  np.testing.assert_equal((ta / tb).numpy(), a / b)
+  np.testing.assert_equal((ta * 0.1).numpy(), a * np.float16(0.1))  # the constant is a half too
+  np.testing.assert_equal(ta.maximum(tb).numpy(), np.maximum(a, b))
+  np.testing.assert_equal((ta < tb).where(ta, -tb).numpy(), np.where(a < b, a, -b))
+  f = np.array([1.00048828125, 70000.0, -1e-8, 65519.0, 65520.0, 3.14159], dtype=np.float32)
+  np.testing.assert_equal(Tensor(f, device="CL").half().numpy(), f.astype(np.float16))
+  np.testing.assert_equal(Tensor([7, -40000, 70000, 2049], device="CL").half().numpy(),
+                          np.array([7, -40000, 70000, 2049]).astype(np.float16))
+  np.testing.assert_equal(ta.int().numpy(), a[:-1].astype(np.int32).tolist() + [60000])
+  np.testing.assert_equal(ta.bitcast(dtypes.int16).numpy(), a.view(np.int16))
+  np.testing.assert_equal(Tensor(a.view(np.uint16), device="CL").bitcast(dtypes.half).numpy(), a)
+  m = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float16)
+  tm = Tensor(m, device="CL")
+  np.testing.assert_allclose(tm.sum(axis=1).numpy().astype(np.float32), m.astype(np.float32).sum(axis=1), atol=2e-2)
+  np.testing.assert_allclose((tm @ tm.T).numpy().astype(np.float32), m.astype(np.float32) @ m.T.astype(np.float32),
+                             rtol=1e-2, atol=5e-2)
 
 def test_special_values_and_math():
   x = Tensor([1.5, -2.25, 0.0, 3.0], device="CL")

@@ -674,6 +674,13 @@ def test_half_precision(dt):
     results.append(Result(name, fn(x, y), (tfn or fn)(t, u), tol, tol))
   check_all(results)
 
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16])
+def test_low_precision_division(dt):
+  """x / y divides in float and rounds once, as torch does: 1/y of a subnormal y would overflow half."""
+  tiny = 1e-7 if dt == dtypes.float16 else 1e-38
+  (x, t), (y, u) = pair([tiny, 60000.0, 1.0, -3.3, 0.0], dt), pair([tiny, 60000.0, 3.0, 7.7, 0.0], dt)
+  check_all([Result("x / y", x / y, t / u, 0, 0), Result("x / 3", x / 3, t / 3, 0, 0)])
+
 def test_half_gradients():
   helper_test_op([S], lambda x: (x * 2).sigmoid() * x, dtype=dtypes.float16, atol=5e-3, rtol=5e-3, grad_atol=5e-3,
                  grad_rtol=5e-3)

@@ -4,7 +4,7 @@ In:  a flat program (codegen.linearize). Out: the source of one kernel function.
 Each op has one entry in code_for_op; a device's dialect overrides types, prefixes, launch indices and barriers.
 """
 from __future__ import annotations
-import math
+import math, struct
 from collections import Counter
 from dataclasses import dataclass, field
 from fusegrad.dtype import DType, dtypes, PtrDType
@@ -88,6 +88,9 @@ class CStyleLanguage(Renderer):
   def render_special(self, name: str) -> str:
     return self.special_code[name[:4]].format(int(name[4:]))
 
+  def render_load(self, u: UOp, buf: str, idx: str) -> str: return f"{buf}[{idx}]"
+  def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str: return f"{buf}[{idx}] = {val};"
+
   def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
     return "\n".join(prelude + [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
 
@@ -151,7 +154,7 @@ class CStyleLanguage(Renderer):
         line(self.barrier)
       elif u.op is Ops.LOAD:
         names[u] = new_name("val")
-        access = f"{src[0]}[{src[1]}]"
+        access = self.render_load(u, src[0], src[1])
         # other extras order only (BARRIER)
         gate = next((n for x, n in zip(u.src[2:], src[2:]) if x.dtype == dtypes.bool), None)
         val = (access if gate is None
@@ -159,7 +162,7 @@ class CStyleLanguage(Renderer):
         line(f"{self.render_dtype(u.dtype)} {names[u]} = {val};")
       elif u.op is Ops.STORE:
         names[u] = ""  # a BARRIER lists the stores it waits for
-        stmt = f"{src[0]}[{src[1]}] = {src[2]};"
+        stmt = self.render_store(u, src[0], src[1], src[2])
         line(stmt if len(src) == 3 else f"if ({src[3]}) {stmt}")
       elif u.op is Ops.DEFINE_ACC:
         names[u] = new_name("acc")
@@ -276,12 +279,28 @@ class CUDARenderer(CStyleLanguage):
                      "{ T r; memcpy(&r, &x, sizeof(T)); return r; }")
     return prelude
 
+def _as_half(val: float) -> float:
+  """val rounded to the nearest half (to nearest even; too large for half: infinity)."""
+  if not math.isfinite(val): return val
+  try: return struct.unpack("e", struct.pack("e", val))[0]
+  except OverflowError: return math.copysign(math.inf, val)
+
+# OpenCL C without cl_khr_fp16 still has half pointers and vload_half/vstore_half: these round a float to half
+HALF_HELPERS = [
+  "float fg_half(float x) { ushort b; vstore_half_rte(x, 0, (__private half*)&b); "
+  "return vload_half(0, (__private half*)&b); }",
+  "ushort fg_half_bits(float x) { ushort b; vstore_half_rte(x, 0, (__private half*)&b); return b; }",
+  "float fg_bits_half(ushort b) { return vload_half(0, (__private half*)&b); }"]
+
 @dataclass(frozen=True)
 class OpenCLRenderer(CStyleLanguage):
   """OpenCL C: `__kernel` functions with `__global` buffers; gidx/lidx are get_group_id/get_local_id.
 
-  bool buffers are passed as uchar (OpenCL forbids bool pointers as kernel arguments); half needs the device's
-  cl_khr_fp16 and double its cl_khr_fp64. Shared memory is `__local` and barriers are barrier(CLK_LOCAL_MEM_FENCE).
+  bool buffers are passed as uchar (OpenCL forbids bool pointers as kernel arguments); double needs the device's
+  cl_khr_fp64. half uses cl_khr_fp16 where the device has it; elsewhere half is a storage format only, as OpenCL
+  allows: buffers stay half (vload_half / vstore_half), values live in float and every half result is rounded to
+  half (exact: float carries more than twice half's precision, so each op rounds as in half). Shared memory is
+  `__local` and barriers are barrier(CLK_LOCAL_MEM_FENCE).
   """
   device: str = "CL"
   has_local: bool = True
@@ -293,12 +312,17 @@ class OpenCLRenderer(CStyleLanguage):
   special_code: dict[str, str] = field(default_factory=lambda: {"gidx": "(int)get_group_id({})",
                                                                  "lidx": "(int)get_local_id({})"})
 
+  def _emulated(self, dt: DType) -> bool: return not self.supports_float16 and dt.scalar() == dtypes.float16
+
   def render_dtype(self, dt: DType) -> str:
     """fusegrad's dtype names are OpenCL's (char, uchar, ..., long, ulong, half); a bool buffer is a uchar pointer."""
     if isinstance(dt, PtrDType) and dt.base == dtypes.bool: return "uchar*"
+    if isinstance(dt, PtrDType) and dt.base == dtypes.float16: return "half*"
+    if self._emulated(dt): return "float"
     return super().render_dtype(dt)
 
   def render_const(self, val: object, dt: DType) -> str:
+    if self._emulated(dt) and isinstance(val, float): return self.render_const(_as_half(val), dtypes.float32)
     if dtypes.is_float(dt) and isinstance(val, float) and (math.isnan(val) or math.isinf(val)):
       ret = "NAN" if math.isnan(val) else ("-INFINITY" if val < 0 else "INFINITY")
       return ret if dt == dtypes.float32 else f"(({self.render_dtype(dt)})({ret}))"
@@ -309,22 +333,39 @@ class OpenCLRenderer(CStyleLanguage):
   def render_alu(self, u: UOp, src: list[str]) -> str:
     # integers can't be NaN: no x!=x test (clang warns about it)
     if u.op is Ops.MAX and not dtypes.is_float(u.dtype): return f"(({src[0]})>({src[1]})?({src[0]}):({src[1]}))"
-    return super().render_alu(u, src)
+    ret = super().render_alu(u, src)
+    return f"fg_half({ret})" if self._emulated(u.dtype) else ret
 
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     """OpenCL's math builtins are overloaded for half, float and double; integers compute in float."""
     return f"{fn}({x})" if dtypes.is_float(dt) else f"{fn}((float)({x}))"
 
+  def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
+    if self._emulated(from_dt): from_dt = dtypes.float32  # the value is a float already
+    if self._emulated(dt):  # ints up to half's range are exact in float, larger ones become infinity either way
+      return f"fg_half({x})" if dtypes.is_float(from_dt) or from_dt == dtypes.bool else f"fg_half((float)({x}))"
+    return super().render_cast(x, dt, from_dt)
+
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
+    if self._emulated(dt): return f"fg_bits_half(as_ushort(({self.render_dtype(from_dt)})({x})))"
+    if self._emulated(from_dt): return f"as_{self.render_dtype(dt)}(fg_half_bits({x}))"
     return f"as_{self.render_dtype(dt)}(({self.render_dtype(from_dt)})({x}))"
+
+  def render_load(self, u: UOp, buf: str, idx: str) -> str:
+    if self._emulated(u.dtype) and u.src[0].op is Ops.DEFINE_GLOBAL: return f"vload_half({idx}, {buf})"
+    return super().render_load(u, buf, idx)
+
+  def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str:
+    if self._emulated(u.src[2].dtype) and u.src[0].op is Ops.DEFINE_GLOBAL:
+      return f"vstore_half_rte({val}, {idx}, {buf});"
+    return super().render_store(u, buf, idx, val)
 
   def render_prelude(self, uops: list[UOp]) -> list[str]:
     used = {(u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar() for u in uops}
-    if dtypes.float16 in used and not self.supports_float16:
-      raise NotImplementedError(f"device {self.device} can't run float16 kernels: it lacks the cl_khr_fp16 extension")
     if dtypes.float64 in used and not self.supports_float64:
       raise NotImplementedError(f"device {self.device} can't run float64 kernels: it lacks the cl_khr_fp64 extension")
     prelude = []
-    if dtypes.float16 in used: prelude.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    if dtypes.float16 in used:
+      prelude += ["#pragma OPENCL EXTENSION cl_khr_fp16 : enable"] if self.supports_float16 else HALF_HELPERS
     if dtypes.float64 in used: prelude.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
     return prelude
