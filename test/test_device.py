@@ -244,6 +244,13 @@ class TestGlobalCounters:
     assert GlobalCounters.global_mem == 0 and GlobalCounters.time_sum_s == 0.0
     assert GlobalCounters.mem_used == mem  # memory in use is not a per-run total
 
+  def test_matmul_flops(self):
+    """A matmul is 2*M*N*K operations however it is unrolled or fused (a multiply-add counts two), so GFLOPS is real."""
+    a, b = Tensor.rand(32, 48).realize(), Tensor.rand(48, 40).realize()
+    GlobalCounters.reset()
+    (a @ b).realize()
+    assert GlobalCounters.global_ops == 2 * 32 * 48 * 40
+
   def test_time_with_debug(self):
     GlobalCounters.reset()
     with Context(DEBUG=2): (Tensor([1.0, 2.0]) * 3).realize()

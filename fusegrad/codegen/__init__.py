@@ -83,7 +83,8 @@ def program_for(k: Kernel) -> ProgramSpec:
                      list(k.applied_opts), estimate_flops(uops))
 
 def estimate_flops(uops: list[UOp]) -> int:
-  """Arithmetic ops on values (not on addresses) times the iterations of their loops and launch grid."""
+  """Arithmetic ops on values (not on addresses) times the iterations of their loops and launch grid (a fused
+  multiply-add is two)."""
   index_nodes: set[UOp] = set()
   for u in uops:
     if u.op in (Ops.LOAD, Ops.STORE):
@@ -93,5 +94,5 @@ def estimate_flops(uops: list[UOp]) -> int:
   for u in uops:
     if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: stack.pop()
-    elif u.op in GroupOp.ALU and u not in index_nodes: flops += stack[-1]
+    elif u.op in GroupOp.ALU and u not in index_nodes: flops += stack[-1] * (2 if u.op is Ops.MULACC else 1)
   return flops
