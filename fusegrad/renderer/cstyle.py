@@ -299,8 +299,8 @@ class OpenCLRenderer(CStyleLanguage):
   bool buffers are passed as uchar (OpenCL forbids bool pointers as kernel arguments); double needs the device's
   cl_khr_fp64. half uses cl_khr_fp16 where the device has it; elsewhere half is a storage format only, as OpenCL
   allows: buffers stay half (vload_half / vstore_half), values live in float and every half result is rounded to
-  half (exact: float carries more than twice half's precision, so each op rounds as in half). Shared memory is
-  `__local` and barriers are barrier(CLK_LOCAL_MEM_FENCE).
+  half (for + - * / and sqrt that is half's own rounding: float carries more than twice half's precision). Shared
+  memory is `__local` and barriers are barrier(CLK_LOCAL_MEM_FENCE).
   """
   device: str = "CL"
   has_local: bool = True
