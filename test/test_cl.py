@@ -135,6 +135,7 @@ def half_mode(request, monkeypatch):
   monkeypatch.setattr(realize, "method_cache", {})  # kernels compiled for the other mode must not be reused
   return request.param
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # numpy's, for 65504 * 2
 def test_half_buffers(half_mode):
   h = np.array([1.5, -2.0, 0.25, 65504], dtype=np.float16)
   t = Tensor(h, device="CL")
@@ -146,6 +147,7 @@ def test_half_buffers(half_mode):
   np.testing.assert_equal((t * 2).numpy(), h * 2)  # 65504 * 2 overflows to inf
   np.testing.assert_allclose(t.float().exp().half().numpy().astype(np.float32), np.exp(h.astype(np.float32)), rtol=1e-3)
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # numpy's, for the inf cases
 def test_half_rounds_like_half(half_mode):
   """Every half result rounds to half, as numpy's float16 does, whether or not the device computes in half."""
   a = np.array([2048, 1, 0.1, -3.3, 1e-7, 60000], dtype=np.float16)
