@@ -199,3 +199,86 @@ def test_roll_negative_dim(): helper_test_op([(5, 4)], lambda x: x.roll(1, -1))
 def test_view_chain(): helper_test_op([(4, 6)], lambda x: x.reshape(2, 2, 6).permute(2, 0, 1).flip(1)[1:5].expand(2, 4, 2, 2).sum(0))
 def test_pad_then_shrink(): helper_test_op([(4, 6)], lambda x: torch.nn.functional.pad(x, (2, 2, 1, 1))[1:5, 1:7],
                                            lambda x: x.pad((2, 2, 1, 1)).shrink(((1, 5), (1, 7))))
+
+# *** rearrange (einops notation), against the same reshape/permute written out in torch ***
+REARRANGE_CASES = [
+  ((2, 3, 4, 5), "b c h w -> b (h w) c", {}, lambda x: x.permute(0, 2, 3, 1).reshape(2, 20, 3)),
+  ((2, 20, 3), "b (h w) c -> b c h w", {"h": 4}, lambda x: x.reshape(2, 4, 5, 3).permute(0, 3, 1, 2)),
+  ((2, 20, 3), "b (h w) c -> b c h w", {"w": 5}, lambda x: x.reshape(2, 4, 5, 3).permute(0, 3, 1, 2)),
+  ((2, 20, 3), "b (h w) c -> b c h w", {"h": 4, "w": 5}, lambda x: x.reshape(2, 4, 5, 3).permute(0, 3, 1, 2)),
+  ((3, 4), "h w -> w h", {}, lambda x: x.T),
+  ((3, 4), "h w -> h w", {}, lambda x: x * 1),
+  ((3, 4), "h w->(w h)", {}, lambda x: x.T.reshape(12)),
+  ((2, 3, 4), "a b c -> c a b", {}, lambda x: x.permute(2, 0, 1)),
+  ((2, 3, 4), "a b c -> (a b c)", {}, lambda x: x.reshape(24)),
+  ((2, 3, 4), "a b c -> (c b a)", {}, lambda x: x.permute(2, 1, 0).reshape(24)),
+  ((24,), "(a b c) -> c b a", {"a": 2, "b": 3}, lambda x: x.reshape(2, 3, 4).permute(2, 1, 0)),
+  ((2, 6, 4), "b (c p1) (h p2) -> b (p1 p2) c h", {"p1": 2, "p2": 2},
+   lambda x: x.reshape(2, 3, 2, 2, 2).permute(0, 2, 4, 1, 3).reshape(2, 4, 3, 2)),
+  ((2, 3, 4), "b c h -> b 1 c h ()", {}, lambda x: x.reshape(2, 1, 3, 4, 1)),
+  ((2, 1, 4), "b 1 h -> h b", {}, lambda x: x.reshape(2, 4).T),
+  ((2, 1, 4), "b () h -> (h b)", {}, lambda x: x.reshape(2, 4).T.reshape(8)),
+  ((2, 3, 4), "b c (h 1) -> (b 1) (c) h", {}, lambda x: x * 1),
+  ((2, 3, 4), "b c h -> (b c) () h", {}, lambda x: x.reshape(6, 1, 4)),
+  ((3, 4), "h w -> (h w) 1 1", {}, lambda x: x.reshape(12, 1, 1)),
+  ((2, 3), "my_axis axis2 -> axis2 my_axis", {}, lambda x: x.T),
+  ((), " -> 1", {}, lambda x: x.reshape(1)),
+  ((1,), "1 -> ", {}, lambda x: x.reshape(())),
+  ((0, 3), "a b -> b a", {}, lambda x: x.T),
+  # "..." stands for the axes not named
+  ((2, 3, 4, 5), "b ... -> b (...)", {}, lambda x: x.reshape(2, 60)),
+  ((2, 3, 4, 5), "b ... w -> w ... b", {}, lambda x: x.permute(3, 1, 2, 0)),
+  ((2, 3, 4, 5), "... h w -> ... (w h)", {}, lambda x: x.transpose(-1, -2).reshape(2, 3, 20)),
+  ((2, 3, 4, 5), "... -> (...)", {}, lambda x: x.reshape(120)),
+  ((2, 3), "a b ... -> b ... a", {}, lambda x: x.T),
+  ((2, 12), "b ... (h w) -> b ... w h", {"h": 3}, lambda x: x.reshape(2, 3, 4).permute(0, 2, 1)),
+  ((2, 3, 4), "... -> 1 ...", {}, lambda x: x.reshape(1, 2, 3, 4)),
+]
+
+@pytest.mark.parametrize("shape,formula,sizes,torch_fxn", REARRANGE_CASES, ids=[c[1] for c in REARRANGE_CASES])
+def test_rearrange(shape, formula, sizes, torch_fxn):
+  helper_test_op([shape], torch_fxn, lambda x: x.rearrange(formula, **sizes), forward_only=0 in shape)
+
+def test_rearrange_round_trip():
+  x = Tensor(np.arange(2 * 3 * 4 * 6, dtype=np.float32).reshape(2, 3, 4, 6))
+  y = x.rearrange("b c h (w p) -> b (p c) h w", p=2)
+  assert y.shape == (2, 6, 4, 3)
+  np.testing.assert_array_equal(y.rearrange("b (p c) h w -> b c h (w p)", p=2).numpy(), x.numpy())
+
+def test_rearrange_int_and_chain():
+  helper_test_op([(4, 6)], lambda x: x.reshape(2, 2, 3, 2).permute(1, 3, 0, 2).reshape(4, 6), dtype=dtypes.int32,
+                 fg_fxn=lambda x: x.rearrange("(a b) (c d) -> (b d) (a c)", a=2, d=2), forward_only=True)
+  helper_test_op([(4, 6)], lambda x: (x.T.reshape(24) * 2).reshape(6, 4).exp(),
+                 lambda x: (x.rearrange("h w -> (w h)") * 2).rearrange("(w h) -> w h", h=4).exp())
+
+@pytest.mark.parametrize("formula,sizes,match", [
+  ("b c h w -> b c h", {}, r"w only on the left"),
+  ("b c h w -> b c h w x", {}, r"x only on the right"),
+  ("b c h w -> b c h x", {}, r"w only on the left side; x only on the right"),
+  ("b c h w -> b c (h w) w", {}, r"duplicate axis name\(s\) w on the right"),
+  ("b b h w -> b h w", {}, r"duplicate axis name\(s\) b on the left"),
+  ("b c h -> b c h", {}, r"left side has 3 axes.*\(2, 3, 4, 6\)"),
+  ("b c h w x -> b c h w x", {}, r"left side has 5 axes"),
+  ("b c h (w k) -> b c h w k", {"k": 4}, r"\(w k\) of size 6.*can't be split"),
+  ("b c h (w k) -> b c h w k", {}, r"all but one of axis \(w k\)"),
+  ("b c h w -> b c h w", {"h": 5}, r"\(h\) of size 4.*multiply to 5"),
+  ("b c h (w k) -> b c h w k", {"w": 2, "k": 2}, r"multiply to 4"),
+  ("b c h w -> b c h w", {"q": 2}, r"unknown axis 'q'"),
+  ("b c h w -> b c h w", {"h": -4}, r"size of 'h'"),
+  ("b c h w", {}, r"one '->'"),
+  ("b c -> h w -> b c", {}, r"one '->'"),
+  ("b c h w -> b c (h (w))", {}, r"nested parentheses"),
+  ("b c h w -> b c (h w", {}, r"unmatched '\('"),
+  ("b c h w) -> b c h w", {}, r"unmatched '\)'"),
+  ("b c 4 w -> b c w", {}, r"only 1 may be a number"),
+  ("b c h w -> b c h w-1", {}, r"'w-1' is not a valid axis name"),
+  ("b 1 h w -> b h w", {}, r"unit axis '1' has size 3"),
+  ("b (c ...) -> b c", {}, r"'\.\.\.' can't be inside parentheses"),
+  ("b ... -> b", {}, r"\.\.\. only on the left"),
+  ("b c h w -> b c ... h w", {}, r"\.\.\. only on the right"),
+  ("a b c d e ... -> a b c d e ...", {}, r"left side has 6 axes"),
+])
+def test_rearrange_errors(formula, sizes, match):
+  x = Tensor.ones(2, 3, 4, 6)
+  with pytest.raises(ValueError, match=match) as e: x.rearrange(formula, **sizes)
+  assert formula in str(e.value), "the error should quote the formula"

@@ -1,10 +1,11 @@
-"""Optimizers against torch.optim (SGD, Adam, AdamW) and numpy references of the published rules (LAMB, Muon), step by
-step on one small model; TinyJit replays of a step realized with the loss; learning-rate changes; bad arguments."""
+"""Optimizers against torch.optim (SGD, Adam, AdamW) and numpy references of the published rules (LARS, LAMB, Muon),
+step by step on one small model; TinyJit replays of a step realized with the loss; learning-rate changes;
+bad arguments."""
 import numpy as np
 import pytest
 import torch
 from fusegrad import Tensor, TinyJit, dtypes
-from fusegrad.nn.optim import Optimizer, OptimizerGroup, SGD, Adam, AdamW, LAMB, Muon, newton_schulz
+from fusegrad.nn.optim import Optimizer, OptimizerGroup, SGD, LARS, Adam, AdamW, LAMB, Muon, newton_schulz
 
 rng = np.random.default_rng(0)
 W1, W2 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((3, 2)).astype(np.float32)
@@ -107,6 +108,83 @@ def test_lamb_adam_is_adamw():
   got = run_fg(lambda ps: LAMB(ps, lr=0.05, weight_decay=0.1, eps=1e-8, adam=True))
   assert_steps_close(got, run_torch(lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.1, eps=1e-8)))
 
+def lars_rule(lr, momentum=0.9, weight_decay=1e-4, nesterov=False, classic=True, tcoef=0.001):
+  """The rule in LARS's docstring, in float64."""
+  bufs = {}
+  def rule(t, i, p, g):
+    p_norm, g_norm = np.linalg.norm(p), np.linalg.norm(g)
+    r = tcoef * p_norm / (g_norm + weight_decay * p_norm) if tcoef and p_norm > 0 and g_norm > 0 else 1.0
+    gr = r * (g + weight_decay * p)
+    if momentum == 0: return p - lr * gr
+    if classic:
+      bufs[i] = momentum * bufs.get(i, 0.0) + lr * gr
+      return p - (lr * gr + momentum * bufs[i] if nesterov else bufs[i])
+    bufs[i] = momentum * bufs.get(i, 0.0) + gr
+    return p - lr * (gr + momentum * bufs[i] if nesterov else bufs[i])
+  return rule
+
+LARS_CASES = [dict(lr=0.1, momentum=0.0, weight_decay=0.0, tcoef=0.5),
+              dict(lr=0.1, momentum=0.9, weight_decay=0.0, tcoef=0.5),
+              dict(lr=0.1, momentum=0.9, weight_decay=0.1, tcoef=0.5),
+              dict(lr=0.1, momentum=0.9, weight_decay=0.1, nesterov=True, tcoef=0.5),
+              dict(lr=0.2, momentum=0.8, weight_decay=0.05, classic=False, tcoef=0.3),
+              dict(lr=0.2, momentum=0.8, weight_decay=0.05, classic=False, nesterov=True, tcoef=0.3),
+              dict(lr=0.1, momentum=0.0, weight_decay=0.1, classic=False, tcoef=0.5),
+              dict(lr=20.0)]  # tinygrad's defaults (momentum 0.9, weight_decay 1e-4, tcoef 0.001, classic)
+
+@pytest.mark.parametrize("kwargs", LARS_CASES)
+def test_lars(kwargs):
+  got = run_fg(lambda ps: LARS(ps, **kwargs))
+  assert_steps_close(got, run_reference(lars_rule(**kwargs)))
+  # the steps are big enough that a wrong trust ratio or momentum would show
+  assert np.abs(got[-1][0] - W1).max() > 1e-2
+  with_r1 = run_reference(lars_rule(**{**kwargs, "tcoef": 0.0}))
+  assert not np.allclose(got[-1][0], with_r1[-1][0], atol=1e-3), "the trust ratio should change the steps"
+
+IDLE = np.array([0.5, -1.5, 2.0], dtype=np.float32)
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.1, momentum=0.9, weight_decay=0.1, tcoef=0.5),
+                                    dict(lr=0.2, momentum=0.8, weight_decay=0.05, classic=False, nesterov=True,
+                                         tcoef=0.3)])
+def test_lars_zero_gradient_and_zero_parameter(kwargs):
+  # a parameter whose gradient is all zeros (r = 1: only the weight decay moves it) and one that starts at zero
+  # (||p|| = 0: r = 1, a plain SGD step)
+  rule, x = lars_rule(**kwargs), Tensor(X)
+  ps = fg_params() + [Tensor(IDLE, requires_grad=True), Tensor.zeros(2, requires_grad=True)]
+  want = [a.astype(np.float64) for a in (W1, W2, BIAS, IDLE, np.zeros(2))]
+  opt = LARS(ps, **kwargs)
+  for t in range(1, STEPS + 1):
+    opt.zero_grad()
+    (fg_loss(ps, x) + (ps[3] * 0).sum() + (ps[4] * Tensor([1.0, -2.0])).sum()).backward()
+    opt.step()
+    tp = [torch.tensor(p, requires_grad=True) for p in want]
+    xt = torch.tensor(X, dtype=torch.float64)
+    (torch_loss(tp, xt) + (tp[3] * 0).sum() + (tp[4] * torch.tensor([1.0, -2.0], dtype=torch.float64)).sum()).backward()
+    want = [rule(t, i, p, q.grad.numpy()) for i, (p, q) in enumerate(zip(want, tp))]
+    for i, (p, w) in enumerate(zip(ps, want)):
+      np.testing.assert_allclose(p.numpy(), w, atol=1e-5, rtol=1e-4, err_msg=f"parameter {i} after step {t}")
+  np.testing.assert_allclose(ps[3].grad.numpy(), [0.0, 0.0, 0.0])
+  assert not np.allclose(ps[3].numpy(), IDLE) and not np.allclose(ps[4].numpy(), 0.0)
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1),
+                                    dict(lr=0.1, momentum=0.0, weight_decay=0.0)])
+def test_lars_without_trust_ratio_is_sgd(kwargs):
+  got = run_fg(lambda ps: LARS(ps, tcoef=0.0, classic=False, **kwargs))
+  assert_steps_close(got, run_torch(lambda ps: torch.optim.SGD(ps, **kwargs)))
+
+def test_lars_defaults():
+  opt = LARS(fg_params())
+  assert (opt.momentum, opt.wd, opt.nesterov, opt.classic, opt.tcoef) == (0.9, 1e-4, False, True, 0.001)
+  assert opt.lr.item() == pytest.approx(0.001) and len(opt.b) == 3
+
+def test_lars_half_params():
+  p = Tensor(np.array([1.0, -2.0], dtype=np.float16), requires_grad=True)
+  opt = LARS([p], lr=1.0, tcoef=0.5, weight_decay=0.0)
+  (p * p).sum().backward()  # g = 2p, so r = 0.25 and p moves by lr * r * g = p / 2
+  opt.step()
+  assert p.dtype == dtypes.float16 and opt.b[0].dtype == dtypes.float16
+  np.testing.assert_allclose(p.numpy().astype(np.float32), [0.5, -1.0], atol=2e-3)
+
 def np_newton_schulz(g, steps=5, a=3.4445, b=-4.7750, c=2.0315, eps=1e-7):
   """The published iteration (Keller Jordan's zeropower_via_newtonschulz5), in float64."""
   x = g.T if g.shape[0] > g.shape[1] else g
@@ -171,7 +249,9 @@ def jit_vs_eager(make_opt, steps: int = 5, lr_schedule=None):
 
 @pytest.mark.parametrize("make_opt", [lambda ps: SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
                                       lambda ps: Adam(ps, lr=0.05),
-                                      lambda ps: Muon(ps[:2], lr=0.05)], ids=["sgd", "adam", "muon"])
+                                      lambda ps: Muon(ps[:2], lr=0.05),
+                                      lambda ps: LARS(ps, lr=0.1, weight_decay=0.1, tcoef=0.5)],
+                         ids=["sgd", "adam", "muon", "lars"])
 def test_jit_step_matches_eager(make_opt):
   eager, jitted = jit_vs_eager(make_opt)
   assert_steps_close(jitted, eager, atol=1e-6, rtol=1e-5)
@@ -185,10 +265,19 @@ def test_lr_change_under_jit():
   for a, b in zip(jitted[3][1:], jitted[4][1:]): np.testing.assert_array_equal(a, b)
   assert not np.array_equal(jitted[4][1], jitted[5][1])
 
-def test_lr_is_a_realized_tensor():
-  opt = SGD(fg_params(), lr=0.25)
+@pytest.mark.parametrize("make", [SGD, LARS])
+def test_lr_is_a_realized_tensor(make):
+  opt = make(fg_params(), lr=0.25)
   assert isinstance(opt.lr, Tensor) and opt.lr.shape == (1,) and opt.lr.dtype == dtypes.float32
   assert opt.lr.item() == 0.25
+
+def test_lars_lr_change_under_jit():
+  schedule = lambda i: [0.1, 0.1, 0.0, 0.0, 0.3][i]  # noqa: E731
+  make = lambda ps: LARS(ps, lr=0.1, momentum=0.0, tcoef=0.5, classic=False)  # noqa: E731
+  eager, jitted = jit_vs_eager(make, steps=5, lr_schedule=schedule)
+  assert_steps_close(jitted, eager, atol=1e-6, rtol=1e-5)
+  for a, b in zip(jitted[2][1:], jitted[3][1:]): np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(jitted[3][1], jitted[4][1])
 
 def test_lr_assign_changes_the_step():
   p = Tensor([1.0, 2.0], requires_grad=True)
@@ -273,7 +362,10 @@ def test_optimizer_group():
                                   lambda: SGD([Tensor([1.0])], lr=-1),
                                   lambda: SGD([Tensor([1.0])], nesterov=True), lambda: Adam([Tensor([1.0])], b1=1.0),
                                   lambda: SGD([Tensor([1.0], requires_grad=False)]),
-                                  lambda: Muon([Tensor([[1.0]])], ns_steps=-1)])
+                                  lambda: Muon([Tensor([[1.0]])], ns_steps=-1),
+                                  lambda: LARS([Tensor([1.0])], tcoef=-0.1), lambda: LARS([Tensor([1.0])], lr=-1),
+                                  lambda: LARS([Tensor([1.0])], momentum=0.0, nesterov=True),
+                                  lambda: LARS([Tensor([1.0])], weight_decay=-1.0)])
 def test_bad_arguments(make):
   with pytest.raises(ValueError): make()
 
@@ -284,6 +376,7 @@ def test_bad_param_types():
   with pytest.raises(ValueError, match="more than one"): OptimizerGroup(SGD([a]), Adam([a]))
 
 def test_is_optimizer():
-  for opt in (SGD(fg_params()), Adam(fg_params()), AdamW(fg_params()), LAMB(fg_params()), Muon(fg_params())):
+  for opt in (SGD(fg_params()), LARS(fg_params()), Adam(fg_params()), AdamW(fg_params()), LAMB(fg_params()),
+              Muon(fg_params())):
     assert isinstance(opt, Optimizer)
   assert isinstance(Adam(fg_params()), LAMB) and type(SGD(fg_params())) is SGD

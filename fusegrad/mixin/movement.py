@@ -1,12 +1,14 @@
 """Movement ops: views that move no data (reshape, permute, expand, pad, shrink, flip) and what is built from them
-(cat, stack, repeat, split, roll ...). Each is index arithmetic on the way to a load; the scheduler decides if a view
-ever needs its own buffer.
+(cat, stack, repeat, split, roll, rearrange ...). Each is index arithmetic on the way to a load; the scheduler decides
+if a view ever needs its own buffer.
 """
 from __future__ import annotations
-from typing import TYPE_CHECKING, Any, Sequence
+import re
+from typing import TYPE_CHECKING, Any, Sequence, Union
 from fusegrad.dtype import dtypes, least_upper_dtype
 from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
 from fusegrad.uop.ops import UOp
+from fusegrad.mixin.elementwise import ArgumentError
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -27,6 +29,99 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
     if len(non1) > 1: raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
     ret.append(non1.pop() if non1 else 1)
   return tuple(ret)
+
+# *** rearrange formulas (einops notation) ***
+
+# One axis of a formula side: a bare name ("b", or "..." for the axes an ellipsis stands for) or a parenthesized group
+# of names (a tuple; () for "()" or a bare "1", a unit axis).
+_Axis = Union[str, tuple[str, ...]]
+
+def _parse_side(formula: str, side: str, where: str) -> list[_Axis]:
+  """The axes of one side of a rearrange formula: "b (h w) 1" -> ["b", ("h", "w"), ()]. A "1" inside parentheses
+  is dropped ("(h 1)" is "h"). Raises ArgumentError for bad tokens, nested or unbalanced parentheses, duplicates."""
+  axes: list[_Axis] = []
+  group: list[str] | None = None
+  for tok in re.findall(r"\.\.\.|[()]|[^\s()]+", side):
+    if tok == "(":
+      if group is not None: raise ArgumentError(f"rearrange {formula!r}: nested parentheses on the {where} side")
+      group = []
+    elif tok == ")":
+      if group is None: raise ArgumentError(f"rearrange {formula!r}: unmatched ')' on the {where} side")
+      axes.append(tuple(group))
+      group = None
+    elif tok == "1":
+      if group is None: axes.append(())
+    elif tok == "..." or tok.isidentifier():
+      if group is None: axes.append(tok)
+      else: group.append(tok)
+    elif tok.isdigit():
+      raise ArgumentError(f"rearrange {formula!r}: only 1 may be a number, got {tok} (name the axis and give its size)")
+    else: raise ArgumentError(f"rearrange {formula!r}: {tok!r} is not a valid axis name")
+  if group is not None: raise ArgumentError(f"rearrange {formula!r}: unmatched '(' on the {where} side")
+  names = _names(axes)
+  dups = sorted({n for n in names if names.count(n) > 1})
+  if dups: raise ArgumentError(f"rearrange {formula!r}: duplicate axis name(s) {', '.join(dups)} on the {where} side")
+  return axes
+
+def _names(axes: list[_Axis]) -> list[str]:
+  """Every axis name of a side, in order (the names in groups included)."""
+  return [n for a in axes for n in ((a,) if isinstance(a, str) else a)]
+
+def _expand_ellipsis(axes: list[_Axis], names: list[str]) -> list[tuple[str, ...]]:
+  """The side with "..." replaced by `names` (each its own axis when bare, all in the group when inside one), and
+  every axis as a group."""
+  out: list[tuple[str, ...]] = []
+  for a in axes:
+    if a == "...": out.extend((n,) for n in names)
+    elif isinstance(a, str): out.append((a,))
+    else: out.append(tuple(m for n in a for m in (names if n == "..." else [n])))
+  return out
+
+def _split_sizes(formula: str, left: list[tuple[str, ...]], shape: tuple[int, ...], sizes: dict[str, int]) \
+    -> dict[str, int]:
+  """The size of every name on the left side: given in `sizes`, or inferred from the axis it splits."""
+  out: dict[str, int] = {}
+  for group, dim in zip(left, shape):
+    unknown = [n for n in group if n not in sizes]
+    known = prod(sizes[n] for n in group if n in sizes)
+    where = f"axis ({' '.join(group)}) of size {dim} (shape {shape})"
+    if len(unknown) > 1: raise ArgumentError(f"rearrange {formula!r}: give the sizes of all but one of {where}")
+    if unknown and (known == 0 or dim % known):
+      raise ArgumentError(f"rearrange {formula!r}: {where} can't be split by the given sizes (product {known})")
+    if unknown: out[unknown[0]] = dim // known
+    elif not group and dim != 1: raise ArgumentError(f"rearrange {formula!r}: unit axis '1' has size {dim} ({shape})")
+    elif known != dim: raise ArgumentError(f"rearrange {formula!r}: the sizes given for {where} multiply to {known}")
+    out.update((n, sizes[n]) for n in group if n in sizes)
+  return out
+
+def _rearrange_plan(formula: str, shape: tuple[int, ...], sizes: dict[str, int]) \
+    -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+  """(split shape, permutation, final shape): rearrange is reshape(split).permute(order).reshape(final)."""
+  if not isinstance(formula, str) or formula.count("->") != 1:
+    raise ArgumentError(f"rearrange {formula!r}: the formula must be 'left -> right', with one '->'")
+  left_side, right_side = formula.split("->")
+  left, right = _parse_side(formula, left_side, "left"), _parse_side(formula, right_side, "right")
+  if any(isinstance(a, tuple) and "..." in a for a in left):
+    raise ArgumentError(f"rearrange {formula!r}: '...' can't be inside parentheses on the left side")
+  only_left, only_right = set(_names(left)) - set(_names(right)), set(_names(right)) - set(_names(left))
+  if only_left or only_right:
+    problems = [f"{', '.join(sorted(only))} only on the {side} side"
+                for only, side in ((only_left, "left"), (only_right, "right")) if only]
+    raise ArgumentError(f"rearrange {formula!r}: both sides must name the same axes; {'; '.join(problems)}")
+  for name, size in sizes.items():
+    if name not in _names(left): raise ArgumentError(f"rearrange {formula!r}: size given for unknown axis {name!r}")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+      raise ArgumentError(f"rearrange {formula!r}: the size of {name!r} must be an int >= 0, got {size!r}")
+  n_ellipsis = len(shape) - (len(left) - 1) if "..." in left else 0
+  if len(left) - ("..." in left) > len(shape) or ("..." not in left and len(left) != len(shape)):
+    raise ArgumentError(f"rearrange {formula!r}: the left side has {len(left)} axes, the tensor has shape {shape}")
+  hidden = [f"...{i}" for i in range(n_ellipsis)]  # not identifiers, so they can't clash with the user's names
+  left_groups, right_groups = _expand_ellipsis(left, hidden), _expand_ellipsis(right, hidden)
+  size_of = _split_sizes(formula, left_groups, shape, sizes)
+  split = [n for g in left_groups for n in g]
+  order = tuple(split.index(n) for g in right_groups for n in g)
+  final = tuple(prod(size_of[n] for n in g) for g in right_groups)
+  return tuple(size_of[n] for n in split), order, final
 
 class MovementMixin:
   __slots__ = ()
@@ -134,6 +229,23 @@ class MovementMixin:
     """Split axis dim into sizes (one may be -1): `x.unflatten(1, (3, 4))`."""
     d = _resolve_axis(dim, self.ndim)
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def rearrange(self: Tensor, formula: str, **sizes: int) -> Tensor:
+    """Reshape and permute in einops notation: names the axes on both sides of "->"; parentheses merge axes (on the
+    right) or split one (on the left, with the sizes given as keywords, one of each group inferred); "1" or "()" is
+    a unit axis; "..." stands for the axes not named (once per side).
+
+    ```python
+    x = Tensor.zeros(2, 3, 4, 6)
+    x.rearrange("b c h w -> b (h w) c").shape                    # (2, 24, 3)
+    x.rearrange("b c h (w two) -> b (c two) h w", two=2).shape   # (2, 6, 4, 3)
+    x.rearrange("b c h w -> 1 b c (h w)").shape                  # (1, 2, 3, 24)
+    x.rearrange("b ... -> b (...)").shape                        # (2, 72)
+    ```
+    """
+    split, order, final = _rearrange_plan(formula, self.shape, sizes)
+    x = self.reshape(split)
+    if order != tuple(range(len(order))): x = x.permute(order)
+    return x.reshape(final)
   def squeeze(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     """Remove size-1 axes (all, or those given)."""
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))

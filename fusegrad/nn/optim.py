@@ -1,4 +1,4 @@
-"""Optimizers: SGD, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules.
+"""Optimizers: SGD, LARS, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules.
 
 Every piece of state (momentum buffers, Adam's moments, the step counters, the learning rate) lives in a realized
 Tensor that each step updates with `.assign()`. So a step is just more lazy graph: it can be realized together with
@@ -163,12 +163,52 @@ class SGD(Optimizer):
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
     if self.wd: g = g + self.wd * p
+    return self._descend(i, p, g)
+
+  def _descend(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+    """p moved against g (the gradient, weight decay included) with momentum and the learning rate; assigns b[i]."""
     if self.classic: g = g * self._lr(p)
     if self.momentum:
       self.b[i].assign(self.momentum * self.b[i] + g)
       g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
     if not self.classic: g = g * self._lr(p)
     return p - g
+
+class LARS(SGD):
+  """LARS, layer-wise adaptive rate scaling (You et al. 2017, arXiv:1708.03888): SGD on the gradient of each
+  parameter scaled by its trust ratio r. For each parameter p with gradient g:
+
+    r = tcoef * ||p|| / (||g|| + weight_decay * ||p||)   (1.0 when ||p|| or ||g|| is 0, and always when tcoef == 0)
+    g' = r * (g + weight_decay * p)
+    classic=True:   b = momentum * b + lr * g';  p = p - (lr * g' + momentum * b if nesterov else b)
+    classic=False:  b = momentum * b + g';       p = p - lr * (g' + momentum * b if nesterov else b)
+
+  (norms are Frobenius norms over the whole parameter; b starts at zero; without momentum b is skipped and p moves
+  by lr * g'.) With tcoef=0 this is SGD with the same arguments.
+
+  ```python
+  opt = LARS(get_parameters(model), lr=0.1, momentum=0.9, weight_decay=1e-4)
+  ```
+  """
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
+               nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
+    if nesterov and momentum <= 0: raise ValueError("LARS: Nesterov momentum needs a momentum > 0")
+    _check_range("LARS", "momentum", momentum, 0.0)
+    _check_range("LARS", "weight_decay", weight_decay, 0.0)
+    _check_range("LARS", "tcoef", tcoef, 0.0)
+    super().__init__(params, lr, momentum, weight_decay, nesterov, classic)
+    self.tcoef = tcoef
+
+  def _trust_ratio(self, p: Tensor, g: Tensor) -> Tensor:
+    """r for parameter p with gradient g (before weight decay), a float32 scalar."""
+    p_norm, g_norm = p.float().square().sum().sqrt(), g.float().square().sum().sqrt()
+    ratio = self.tcoef * p_norm / (g_norm + self.wd * p_norm)
+    return (p_norm > 0).where((g_norm > 0).where(ratio, 1.0), 1.0)
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+    r = self._trust_ratio(p, g).cast(g.dtype) if self.tcoef else None
+    if self.wd: g = g + self.wd * p
+    return self._descend(i, p, g if r is None else g * r)
 
 class LAMB(Optimizer):
   """LAMB (You et al. 2019, arXiv:1904.00962); with adam=True it is Adam with decoupled weight decay (AdamW).
