@@ -114,13 +114,13 @@ def lars_rule(lr, momentum=0.9, weight_decay=1e-4, nesterov=False, classic=True,
   def rule(t, i, p, g):
     p_norm, g_norm = np.linalg.norm(p), np.linalg.norm(g)
     r = tcoef * p_norm / (g_norm + weight_decay * p_norm) if tcoef and p_norm > 0 and g_norm > 0 else 1.0
-    gr = r * (g + weight_decay * p)
-    if momentum == 0: return p - lr * gr
+    gd = g + weight_decay * p
+    if momentum == 0: return p - lr * r * gd
     if classic:
-      bufs[i] = momentum * bufs.get(i, 0.0) + lr * gr
-      return p - (lr * gr + momentum * bufs[i] if nesterov else bufs[i])
-    bufs[i] = momentum * bufs.get(i, 0.0) + gr
-    return p - lr * (gr + momentum * bufs[i] if nesterov else bufs[i])
+      bufs[i] = momentum * bufs.get(i, 0.0) + lr * r * gd
+      return p - (lr * r * gd + momentum * bufs[i] if nesterov else bufs[i])
+    bufs[i] = momentum * bufs.get(i, 0.0) + gd
+    return p - lr * r * (gd + momentum * bufs[i] if nesterov else bufs[i])
   return rule
 
 LARS_CASES = [dict(lr=0.1, momentum=0.0, weight_decay=0.0, tcoef=0.5),

@@ -165,13 +165,15 @@ class SGD(Optimizer):
     if self.wd: g = g + self.wd * p
     return self._descend(i, p, g)
 
-  def _descend(self, i: int, p: Tensor, g: Tensor) -> Tensor:
-    """p moved against g (the gradient, weight decay included) with momentum and the learning rate; assigns b[i]."""
-    if self.classic: g = g * self._lr(p)
+  def _descend(self, i: int, p: Tensor, g: Tensor, scale: Tensor | None = None) -> Tensor:
+    """p moved against g (the gradient, weight decay included) with momentum and the learning rate (times scale, where
+    given: it goes wherever the learning rate goes); assigns b[i]."""
+    lr = self._lr(p) if scale is None else self._lr(p) * scale
+    if self.classic: g = g * lr
     if self.momentum:
       self.b[i].assign(self.momentum * self.b[i] + g)
       g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
-    if not self.classic: g = g * self._lr(p)
+    if not self.classic: g = g * lr
     return p - g
 
 class LARS(SGD):
@@ -179,12 +181,13 @@ class LARS(SGD):
   parameter scaled by its trust ratio r. For each parameter p with gradient g:
 
     r = tcoef * ||p|| / (||g|| + weight_decay * ||p||)   (1.0 when ||p|| or ||g|| is 0, and always when tcoef == 0)
-    g' = r * (g + weight_decay * p)
-    classic=True:   b = momentum * b + lr * g';  p = p - (lr * g' + momentum * b if nesterov else b)
-    classic=False:  b = momentum * b + g';       p = p - lr * (g' + momentum * b if nesterov else b)
+    g' = g + weight_decay * p
+    classic=True:   b = momentum * b + lr * r * g';  p = p - (lr * r * g' + momentum * b if nesterov else b)
+    classic=False:  b = momentum * b + g';           p = p - lr * r * (g' + momentum * b if nesterov else b)
 
-  (norms are Frobenius norms over the whole parameter; b starts at zero; without momentum b is skipped and p moves
-  by lr * g'.) With tcoef=0 this is SGD with the same arguments.
+  (r scales the learning rate, as in tinygrad: before the momentum when classic, after it otherwise. Norms are
+  Frobenius norms over the whole parameter; b starts at zero; without momentum b is skipped and p moves by
+  lr * r * g'.) With tcoef=0 this is SGD with the same arguments.
 
   ```python
   opt = LARS(get_parameters(model), lr=0.1, momentum=0.9, weight_decay=1e-4)
@@ -208,7 +211,7 @@ class LARS(SGD):
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
     r = self._trust_ratio(p, g).cast(g.dtype) if self.tcoef else None
     if self.wd: g = g + self.wd * p
-    return self._descend(i, p, g if r is None else g * r)
+    return self._descend(i, p, g, scale=r)
 
 class LAMB(Optimizer):
   """LAMB (You et al. 2019, arXiv:1904.00962); with adam=True it is Adam with decoupled weight decay (AdamW).
