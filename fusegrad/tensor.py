@@ -372,6 +372,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
     """fill_value in this tensor's shape, dtype and device (dtype= and device= override)."""
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
+  def const_like(self, value: Any, dtype: DType | str | None = None) -> Tensor:
+    """value in this tensor's shape and device, in its dtype unless dtype says otherwise (no gradient link to self):
+    `Tensor([1.5, 2.5]).const_like(3).tolist()` is [3.0, 3.0]."""
+    return Tensor.full(self.shape, value, dtype=self.dtype if dtype is None else dtype, device=self.device)
   def zeros_like(self, **kwargs: Any) -> Tensor:
     """Zeros in this tensor's shape, dtype and device."""
     return self.full_like(0, **kwargs)
