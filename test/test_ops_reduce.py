@@ -306,6 +306,8 @@ def test_logcumsumexp_wide_range():
 def test_logcumsumexp_inf():
   vals = [[[-np.inf, -np.inf, 0.0, np.inf, 1.0], [1.0, -np.inf, np.inf, np.inf, -np.inf], [-np.inf] * 5]]
   helper_test_op(None, lambda x: x.logcumsumexp(1), vals=vals, forward_only=True)
+  # gradients through -inf entries (nan where a leading -inf has no weight yet, as torch)
+  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=[[[-np.inf, 0.0, 1.0, -np.inf, 2.0], [1.0, -np.inf, 3.0, -2.0, -np.inf]]])
 def test_logcumsumexp_blocks(small_blocks): helper_test_op([(2, 23)], lambda x: x.logcumsumexp(1), low=-20, high=20, atol=1e-4)
 def test_logcumsumexp_int_scalar_empty():
   np.testing.assert_allclose(Tensor([1, 2, 3]).logcumsumexp().numpy(), torch.tensor([1.0, 2, 3]).logcumsumexp(0).numpy(), rtol=1e-6)
