@@ -477,6 +477,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     """A random permutation of 0..n-1 from the seeded generator (the argsort of random words: n * n compares).
     `Tensor.randperm(4).tolist()` is e.g. [2, 0, 3, 1]."""
     if n < 0: raise ValueError(f"randperm: n must be >= 0, got {n}")
+    if set(kwargs) - {"requires_grad"}: raise TypeError(f"randperm: unexpected arguments {sorted(kwargs)}")
     if n == 0: return Tensor.empty(0, dtype=dtype, device=device)
     keys = Tensor._random_bits(n, device)
     return keys.argsort().cast(to_dtype(dtype)).requires_grad_(kwargs.get("requires_grad"))

@@ -253,6 +253,10 @@ def test_meshgrid_two_and_one(indexing):
   assert only.tolist() == [1, 2, 3]
   assert [g.shape for g in Tensor.meshgrid(Tensor(1.0), Tensor([1.0, 2.0]), indexing=indexing)] == \
     [tuple(g.shape) for g in torch.meshgrid(torch.tensor(1.0), torch.tensor([1.0, 2.0]), indexing=indexing)]
+def test_meshgrid_list():
+  xs, ys = Tensor.meshgrid([Tensor([1, 2]), Tensor([3, 4, 5])], indexing="xy")
+  assert xs.tolist() == [[1, 2]] * 3 and ys.tolist() == [[3, 3], [4, 4], [5, 5]]
 def test_meshgrid_errors():
+  with pytest.raises(ValueError, match="meshgrid"): Tensor.meshgrid([])
   with pytest.raises(ValueError, match="meshgrid.*'ji'"): Tensor([1, 2]).meshgrid(Tensor([1]), indexing="ji")
   with pytest.raises(ValueError, match=r"meshgrid.*\(2, 2\)"): Tensor.ones(2, 2).meshgrid(Tensor([1]))

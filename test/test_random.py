@@ -163,6 +163,7 @@ def test_randperm():
   assert Tensor.randperm(6, dtype=dtypes.int64).dtype == dtypes.int64 and Tensor.randperm(1).tolist() == [0]
   assert Tensor.randperm(0).shape == (0,)
   with pytest.raises(ValueError, match="randperm"): Tensor.randperm(-1)
+  with pytest.raises(TypeError, match="randperm"): Tensor.randperm(3, low=2)
 
 def test_randperm_uniform():
   # a uniform permutation is uncorrelated with the identity (Spearman's rho has standard error 1 / sqrt(n - 1)),

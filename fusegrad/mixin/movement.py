@@ -276,7 +276,8 @@ class MovementMixin:
     """Coordinate grids from 1-D tensors, as torch.meshgrid: with "ij" output k varies along axis k; "xy" swaps the
     first two axes (Cartesian). `xs, ys = Tensor([1, 2]).meshgrid(Tensor([3, 4, 5]))` gives two (2, 3) grids."""
     if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
-    tensors = (self, *others)
+    tensors = (*self, *others) if isinstance(self, (list, tuple)) else (self, *others)  # also Tensor.meshgrid([a, b])
+    if not tensors: raise ValueError("meshgrid: needs at least one tensor")
     if any(t.ndim > 1 for t in tensors):
       raise ValueError(f"meshgrid: expects 0-D or 1-D tensors, got shapes {[t.shape for t in tensors]}")
     sizes = [t.numel() for t in tensors]
