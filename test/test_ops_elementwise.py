@@ -718,7 +718,8 @@ def test_allclose():
   cases = [([1.0, 2.0], [1.0, 2.0 + 1e-6], {}), ([1.0, 2.0], [1.0, 2.1], {}), ([1.0, 2.0], [1.0, 2.1], {"rtol": 0.1}),
            ([1.0, math.nan], [1.0, math.nan], {}), ([1.0, math.nan], [1.0, math.nan], {"equal_nan": True}),
            ([math.inf, -math.inf], [math.inf, -math.inf], {}), ([math.inf, 1.0], [-math.inf, 1.0], {}),
-           ([0.0, 1e-9], [1e-9, 0.0], {}), ([0.0, 1e-9], [1e-9, 0.0], {"atol": 0.0}), ([[1.0], [2.0]], [1.0, 1.0], {"atol": 1.0})]
+           ([0.0, 1e-9], [1e-9, 0.0], {}), ([0.0, 1e-9], [1e-9, 0.0], {"atol": 0.0}),
+           ([[1.0], [2.0]], [1.0, 1.0], {"atol": 1.0})]
   for a, b, kw in cases:
     got, want = Tensor(a).allclose(Tensor(b), **kw), torch.tensor(a).allclose(torch.tensor(b), **kw)
     assert type(got) is bool and got == want, (a, b, kw)

@@ -1,6 +1,7 @@
 """Movement ops (views: reshape, permute, expand, pad, shrink, flip ...) and the ops built from them (cat, stack,
 repeat, split, roll ...), forward and backward against torch on the default device."""
 import pytest, torch
+import torch.nn.functional as F
 import numpy as np
 from fusegrad import Tensor, dtypes
 from test.helpers import helper_test_op
@@ -201,8 +202,9 @@ def test_pad_then_shrink(): helper_test_op([(4, 6)], lambda x: torch.nn.function
                                            lambda x: x.pad((2, 2, 1, 1)).shrink(((1, 5), (1, 7))))
 
 # *** pad_to / shrink_to ***
-def test_pad_to(): helper_test_op([(2, 3)], lambda x: torch.nn.functional.pad(x, (0, 2, 0, 1)), lambda x: x.pad_to(3, 5))
-def test_pad_to_none_value(): helper_test_op([(2, 3)], lambda x: torch.nn.functional.pad(x, (0, 0, 0, 2), value=-1.5), lambda x: x.pad_to((4, None), value=-1.5))
+def test_pad_to(): helper_test_op([(2, 3)], lambda x: F.pad(x, (0, 2, 0, 1)), lambda x: x.pad_to(3, 5))
+def test_pad_to_none_value():
+  helper_test_op([(2, 3)], lambda x: F.pad(x, (0, 0, 0, 2), value=-1.5), lambda x: x.pad_to((4, None), value=-1.5))
 def test_shrink_to(): helper_test_op([(4, 5)], lambda x: x[:2, :3], lambda x: x.shrink_to(2, 3))
 def test_shrink_to_none(): helper_test_op([(4, 5, 2)], lambda x: x[:, :1], lambda x: x.shrink_to([None, 1, None]))
 def test_pad_shrink_to_same_and_int():

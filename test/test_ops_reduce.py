@@ -1,6 +1,7 @@
 """Reductions (sum, mean, max, prod, std, var, argmax, any, softmax, logsumexp, cumsum ...) and matmul, forward and
 backward against torch on the default device."""
 import pytest, torch
+import torch.nn.functional as F
 import numpy as np
 from fusegrad import Tensor, dtypes
 from test.helpers import helper_test_op
@@ -272,10 +273,11 @@ def test_triangles_keep_dtype():
 
 # *** softmin, cummin, logcumsumexp ***
 @pytest.mark.parametrize("axis", [0, -1])
-def test_softmin(axis): helper_test_op([(4, 5)], lambda x: torch.nn.functional.softmin(x, axis), lambda x: x.softmin(axis), atol=1e-6)
+def test_softmin(axis): helper_test_op([(4, 5)], lambda x: F.softmin(x, axis), lambda x: x.softmin(axis), atol=1e-6)
 def test_softmin_default_axis_dtype():
-  helper_test_op([(2, 3, 4)], lambda x: torch.nn.functional.softmin(x, -1, dtype=torch.float64), lambda x: x.softmin(dtype=dtypes.float64))
-def test_softmin_large(): helper_test_op([(3, 4)], lambda x: torch.nn.functional.softmin(x * 1000, 1), lambda x: (x * 1000).softmin(1))
+  helper_test_op([(2, 3, 4)], lambda x: F.softmin(x, -1, dtype=torch.float64),
+                 lambda x: x.softmin(dtype=dtypes.float64))
+def test_softmin_large(): helper_test_op([(3, 4)], lambda x: F.softmin(x * 1000, 1), lambda x: (x * 1000).softmin(1))
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_cummin(axis):
@@ -299,18 +301,23 @@ def test_cummin_int_bool_scalar(small_blocks):
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_logcumsumexp(axis): helper_test_op([(4, 6)], lambda x: x.logcumsumexp(axis), atol=1e-5)
-def test_logcumsumexp_default_axis(): helper_test_op([(7,)], lambda x: torch.logcumsumexp(x, 0), lambda x: x.logcumsumexp())
+def test_logcumsumexp_default_axis():
+  helper_test_op([(7,)], lambda x: torch.logcumsumexp(x, 0), lambda x: x.logcumsumexp())
 def test_logcumsumexp_wide_range():
   # a small early value must survive a much larger later one (a single max subtracted would turn it into -inf)
-  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=[[[-1000.0, 0.0, 1.0, 500.0], [2.0, -300.0, 90.0, 0.5]]], atol=1e-4)
+  vals = [[[-1000.0, 0.0, 1.0, 500.0], [2.0, -300.0, 90.0, 0.5]]]
+  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=vals, atol=1e-4)
 def test_logcumsumexp_inf():
   vals = [[[-np.inf, -np.inf, 0.0, np.inf, 1.0], [1.0, -np.inf, np.inf, np.inf, -np.inf], [-np.inf] * 5]]
   helper_test_op(None, lambda x: x.logcumsumexp(1), vals=vals, forward_only=True)
   # gradients through -inf entries (nan where a leading -inf has no weight yet, as torch)
-  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=[[[-np.inf, 0.0, 1.0, -np.inf, 2.0], [1.0, -np.inf, 3.0, -2.0, -np.inf]]])
-def test_logcumsumexp_blocks(small_blocks): helper_test_op([(2, 23)], lambda x: x.logcumsumexp(1), low=-20, high=20, atol=1e-4)
+  vals = [[[-np.inf, 0.0, 1.0, -np.inf, 2.0], [1.0, -np.inf, 3.0, -2.0, -np.inf]]]
+  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=vals)
+def test_logcumsumexp_blocks(small_blocks):
+  helper_test_op([(2, 23)], lambda x: x.logcumsumexp(1), low=-20, high=20, atol=1e-4)
 def test_logcumsumexp_int_scalar_empty():
-  np.testing.assert_allclose(Tensor([1, 2, 3]).logcumsumexp().numpy(), torch.tensor([1.0, 2, 3]).logcumsumexp(0).numpy(), rtol=1e-6)
+  want = torch.tensor([1.0, 2, 3]).logcumsumexp(0).numpy()
+  np.testing.assert_allclose(Tensor([1, 2, 3]).logcumsumexp().numpy(), want, rtol=1e-6)
   assert Tensor(1.5).logcumsumexp().item() == 1.5
   assert Tensor.zeros(0, 3).logcumsumexp(0).shape == (0, 3)
   with pytest.raises(IndexError): Tensor.ones(3).logcumsumexp(1)
