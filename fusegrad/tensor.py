@@ -372,6 +372,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
     """fill_value in this tensor's shape, dtype and device (dtype= and device= override)."""
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
+  def const_like(self, value: Any, dtype: DType | str | None = None) -> Tensor:
+    """value in this tensor's shape and device, in its dtype unless dtype says otherwise (no gradient link to self):
+    `Tensor([1.5, 2.5]).const_like(3).tolist()` is [3.0, 3.0]."""
+    return Tensor.full(self.shape, value, dtype=self.dtype if dtype is None else dtype, device=self.device)
   def zeros_like(self, **kwargs: Any) -> Tensor:
     """Zeros in this tensor's shape, dtype and device."""
     return self.full_like(0, **kwargs)
@@ -468,6 +472,34 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     dt = to_dtype(dtype)
     unit = Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
     return (unit * (high - low)).floor().cast(dt) + low
+  @staticmethod
+  def randperm(n: builtins.int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
+    """A random permutation of 0..n-1 from the seeded generator (the argsort of random words: n * n compares).
+    `Tensor.randperm(4).tolist()` is e.g. [2, 0, 3, 1]."""
+    if n < 0: raise ValueError(f"randperm: n must be >= 0, got {n}")
+    if set(kwargs) - {"requires_grad"}: raise TypeError(f"randperm: unexpected arguments {sorted(kwargs)}")
+    if n == 0: return Tensor.empty(0, dtype=dtype, device=device)
+    keys = Tensor._random_bits(n, device)
+    return keys.argsort().cast(to_dtype(dtype)).requires_grad_(kwargs.get("requires_grad"))
+  def multinomial(self, num_samples: builtins.int = 1, replacement: builtins.bool = False) -> Tensor:
+    """num_samples category indices (int32) drawn per row of weights (1-D or 2-D, non-negative, need not sum to 1),
+    as torch.multinomial: with replacement by inverse CDF, without by an exponential race (the k smallest E_i / w_i).
+    `Tensor([0.0, 1.0]).multinomial().tolist()` is [1]."""
+    if self.ndim not in (1, 2): raise ValueError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
+    n = self.shape[-1]
+    if num_samples < 1: raise ValueError(f"multinomial: num_samples must be >= 1, got {num_samples}")
+    if not replacement and num_samples > n:
+      raise ValueError(f"multinomial: can't draw {num_samples} samples from {n} categories without replacement")
+    w = self.detach().reshape(-1, n).cast(least_upper_dtype(self.dtype, dtypes.float32))
+    rows = w.shape[0]
+    if replacement:
+      cdf = w.cumsum(1).unsqueeze(1)  # (rows, 1, n)
+      u = Tensor.rand(rows, num_samples, 1, device=self.device) * cdf[:, :, n - 1:]
+      idx = (cdf <= u).sum(-1, dtype=dtypes.int32).minimum(n - 1)  # the first category whose cdf passes u
+    else:
+      race = -(1 - Tensor.rand(rows, n, device=self.device)).log()  # Exp(1) arrival times, scaled by 1 / weight
+      idx = (w > 0).where(race / w, math.inf).topk(num_samples, largest=False)[1]
+    return idx if self.ndim == 2 else idx.reshape(num_samples)
   @staticmethod
   def uniform(*shape: Any, low: builtins.float = 0.0, high: builtins.float = 1.0, dtype: DType | str | None = None,
               requires_grad: builtins.bool | None = None, **kwargs: Any) -> Tensor:

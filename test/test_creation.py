@@ -196,3 +196,16 @@ def test_creation_is_lazy():
   assert GlobalCounters.kernel_count == 0
   Tensor.realize(*ts)
   assert GlobalCounters.kernel_count > 0
+
+def test_const_like():
+  x = Tensor([[1, 2, 3]], dtype=dtypes.int16)
+  c = x.const_like(7)
+  assert c.shape == (1, 3) and c.dtype == dtypes.int16 and c.tolist() == [[7] * 3] and c.device == x.device
+  assert x.const_like(2.7).tolist() == [[2] * 3]  # in x's dtype, converted like a cast
+  f = x.const_like(2.5, dtype=dtypes.float32)
+  assert f.dtype == dtypes.float32 and f.tolist() == [[2.5] * 3]
+  assert Tensor([1.0], device="PYTHON").const_like(3).device == "PYTHON"
+  assert Tensor.ones(2, 0).const_like(1).shape == (2, 0) and Tensor(1.5).const_like(True).tolist() == 1.0
+  y = Tensor([1.0, 2.0], requires_grad=True)
+  (y * 2 + y.const_like(3)).sum().backward()  # a constant: the gradient is only the product's
+  assert y.grad is not None and y.grad.tolist() == [2.0, 2.0]

@@ -713,3 +713,15 @@ def test_bad_arguments_raise():
   with pytest.raises(ValueError, match="rounding_mode"): Tensor([1.0]).div(2, rounding_mode="typo")
   with pytest.raises(TypeError, match="add"): Tensor([1.0]) + "a"
   with pytest.raises(TypeError, match="sub"): Tensor([True]) - True
+
+def test_allclose():
+  cases = [([1.0, 2.0], [1.0, 2.0 + 1e-6], {}), ([1.0, 2.0], [1.0, 2.1], {}), ([1.0, 2.0], [1.0, 2.1], {"rtol": 0.1}),
+           ([1.0, math.nan], [1.0, math.nan], {}), ([1.0, math.nan], [1.0, math.nan], {"equal_nan": True}),
+           ([math.inf, -math.inf], [math.inf, -math.inf], {}), ([math.inf, 1.0], [-math.inf, 1.0], {}),
+           ([0.0, 1e-9], [1e-9, 0.0], {}), ([0.0, 1e-9], [1e-9, 0.0], {"atol": 0.0}),
+           ([[1.0], [2.0]], [1.0, 1.0], {"atol": 1.0})]
+  for a, b, kw in cases:
+    got, want = Tensor(a).allclose(Tensor(b), **kw), torch.tensor(a).allclose(torch.tensor(b), **kw)
+    assert type(got) is bool and got == want, (a, b, kw)
+  assert Tensor([2, 2]).allclose(2) is True and Tensor([2, 3]).allclose(Tensor([2, 3])) is True
+  with pytest.raises(ValueError, match="isclose"): Tensor.ones(2).allclose(Tensor.ones(3))

@@ -1,6 +1,7 @@
 """Movement ops (views: reshape, permute, expand, pad, shrink, flip ...) and the ops built from them (cat, stack,
 repeat, split, roll ...), forward and backward against torch on the default device."""
 import pytest, torch
+import torch.nn.functional as F
 import numpy as np
 from fusegrad import Tensor, dtypes
 from test.helpers import helper_test_op
@@ -282,3 +283,65 @@ def test_rearrange_errors(formula, sizes, match):
   x = Tensor.ones(2, 3, 4, 6)
   with pytest.raises(ValueError, match=match) as e: x.rearrange(formula, **sizes)
   assert formula in str(e.value), "the error should quote the formula"
+
+# *** pad_to / shrink_to ***
+def test_pad_to(): helper_test_op([(2, 3)], lambda x: F.pad(x, (0, 2, 0, 1)), lambda x: x.pad_to(3, 5))
+def test_pad_to_none_value():
+  helper_test_op([(2, 3)], lambda x: F.pad(x, (0, 0, 0, 2), value=-1.5), lambda x: x.pad_to((4, None), value=-1.5))
+def test_shrink_to(): helper_test_op([(4, 5)], lambda x: x[:2, :3], lambda x: x.shrink_to(2, 3))
+def test_shrink_to_none(): helper_test_op([(4, 5, 2)], lambda x: x[:, :1], lambda x: x.shrink_to([None, 1, None]))
+def test_pad_shrink_to_same_and_int():
+  assert Tensor([1, 2]).pad_to(4).tolist() == [1, 2, 0, 0] and Tensor([1, 2]).pad_to(2).tolist() == [1, 2]
+  assert Tensor([[1, 2, 3]]).shrink_to(1, 0).shape == (1, 0)
+def test_pad_shrink_to_errors():
+  x = Tensor.ones(2, 3)
+  with pytest.raises(ValueError, match=r"pad_to.*\(2, 3\).*\(2, 2\)"): x.pad_to(2, 2)
+  with pytest.raises(ValueError, match=r"shrink_to.*\(2, 3\).*\(3, 3\)"): x.shrink_to(3, 3)
+  with pytest.raises(ValueError, match="pad_to"): x.pad_to(4)
+  with pytest.raises(ValueError, match="shrink_to"): x.shrink_to(1, 1, 1)
+  with pytest.raises(ValueError, match="pad_to"): x.pad_to(4, -1)
+
+# *** diagonal / diag ***
+@pytest.mark.parametrize("offset", [0, 1, 2, -1, -3, 7, -7])
+@pytest.mark.parametrize("dims", [(0, 1), (1, 2), (2, 0), (-1, -2)])
+def test_diagonal(offset, dims): helper_test_op([(3, 4, 5)], lambda x: x.diagonal(offset, *dims))
+def test_diagonal_defaults(): helper_test_op([(4, 3)], lambda x: x.diagonal())
+def test_diagonal_tall_and_4d():
+  helper_test_op([(6, 2)], lambda x: x.diagonal(-1))
+  helper_test_op([(2, 3, 3, 2)], lambda x: x.diagonal(0, 1, 3) * 2)
+def test_diagonal_errors():
+  with pytest.raises(ValueError, match="diagonal"): Tensor.ones(3, 3).diagonal(0, 1, 1)
+  with pytest.raises(IndexError): Tensor.ones(3).diagonal()
+@pytest.mark.parametrize("offset", [0, 1, -2])
+def test_diag_vector(offset): helper_test_op([(4,)], lambda x: torch.diag(x, offset), lambda x: x.diag(offset))
+@pytest.mark.parametrize("offset", [0, 2, -1])
+def test_diag_matrix(offset): helper_test_op([(3, 5)], lambda x: torch.diag(x, offset), lambda x: x.diag(offset))
+def test_diag_int_and_errors():
+  assert Tensor([1, 2]).diag().tolist() == [[1, 0], [0, 2]] and Tensor([1, 2]).diag().dtype == dtypes.int32
+  assert Tensor.ones(0).diag().shape == (0, 0)
+  with pytest.raises(ValueError, match=r"diag.*\(2, 2, 2\).*diagonal"): Tensor.ones(2, 2, 2).diag()
+  with pytest.raises(ValueError, match="diag"): Tensor(1.0).diag()
+
+# *** meshgrid ***
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid(indexing):
+  for i in range(3):
+    helper_test_op([(2,), (3,), (4,)], lambda x, y, z: torch.meshgrid(x, y, z, indexing=indexing)[i] * (i + 1),
+                   lambda x, y, z: x.meshgrid(y, z, indexing=indexing)[i] * (i + 1))
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid_two_and_one(indexing):
+  xs, ys = Tensor([1, 2]).meshgrid(Tensor([3, 4, 5]), indexing=indexing)
+  want = torch.meshgrid(torch.tensor([1, 2]), torch.tensor([3, 4, 5]), indexing=indexing)
+  np.testing.assert_equal(xs.numpy(), want[0].numpy())
+  np.testing.assert_equal(ys.numpy(), want[1].numpy())
+  (only,) = Tensor([1, 2, 3]).meshgrid(indexing=indexing)
+  assert only.tolist() == [1, 2, 3]
+  assert [g.shape for g in Tensor.meshgrid(Tensor(1.0), Tensor([1.0, 2.0]), indexing=indexing)] == \
+    [tuple(g.shape) for g in torch.meshgrid(torch.tensor(1.0), torch.tensor([1.0, 2.0]), indexing=indexing)]
+def test_meshgrid_list():
+  xs, ys = Tensor.meshgrid([Tensor([1, 2]), Tensor([3, 4, 5])], indexing="xy")
+  assert xs.tolist() == [[1, 2]] * 3 and ys.tolist() == [[3, 3], [4, 4], [5, 5]]
+def test_meshgrid_errors():
+  with pytest.raises(ValueError, match="meshgrid"): Tensor.meshgrid([])
+  with pytest.raises(ValueError, match="meshgrid.*'ji'"): Tensor([1, 2]).meshgrid(Tensor([1]), indexing="ji")
+  with pytest.raises(ValueError, match=r"meshgrid.*\(2, 2\)"): Tensor.ones(2, 2).meshgrid(Tensor([1]))

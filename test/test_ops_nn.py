@@ -509,3 +509,18 @@ def test_topk_bad_k():
 def test_log_softmax_cross_entropy_matches_manual():
   # a quick end-to-end check: the loss of uniform logits is log(C)
   assert math.isclose(Tensor.zeros(4, 6).cross_entropy(Tensor([0, 1, 2, 5])).item(), math.log(6), rel_tol=1e-6)
+
+# *** normalize ***
+@pytest.mark.parametrize("p,dim", [(2.0, 1), (1.0, 0), (3.0, -1), (float("inf"), 1), (float("-inf"), 0), (0.5, (0, 2))])
+def test_normalize(p, dim):
+  helper_test_op([(3, 4, 5)], lambda x: F.normalize(x, p, dim), lambda x: x.normalize(p, dim), atol=1e-5)
+def test_normalize_default(): helper_test_op([(3, 4)], lambda x: F.normalize(x), lambda x: x.normalize(), atol=1e-6)
+def test_normalize_zero_row_and_eps():
+  vals = [[[0.0, 0.0, 0.0], [3.0, 4.0, 0.0], [1e-14, 0.0, 0.0]]]
+  helper_test_op(None, lambda x: F.normalize(x, eps=1e-12), lambda x: x.normalize(eps=1e-12), vals=vals)
+  helper_test_op(None, lambda x: F.normalize(x, eps=0.5), lambda x: x.normalize(eps=0.5), vals=vals)
+def test_normalize_p0_int_errors():
+  helper_test_op(None, lambda x: F.normalize(x, 0, 1), lambda x: x.normalize(0, 1), vals=[[[0.0, 2.0, -1.0]]],
+                 forward_only=True)
+  np.testing.assert_allclose(Tensor([[3, 4]]).normalize().numpy(), [[0.6, 0.8]], rtol=1e-6)
+  with pytest.raises(IndexError): Tensor.ones(3).normalize()

@@ -1,6 +1,7 @@
 """Reductions (sum, mean, max, prod, std, var, argmax, any, softmax, logsumexp, cumsum ...) and matmul, forward and
 backward against torch on the default device."""
 import pytest, torch
+import torch.nn.functional as F
 import numpy as np
 from fusegrad import Tensor, dtypes
 from test.helpers import helper_test_op
@@ -269,3 +270,54 @@ def test_triangles_keep_dtype():
   assert Tensor.ones(3, 3, dtype=dtypes.bool).tril().dtype == dtypes.bool
   assert Tensor.ones(3, 3, dtype=dtypes.int8).triu(1).dtype == dtypes.int8
   np.testing.assert_equal(Tensor.ones(3, 4, dtype=dtypes.bool).tril().numpy(), np.tril(np.ones((3, 4), bool)))
+
+# *** softmin, cummin, logcumsumexp ***
+@pytest.mark.parametrize("axis", [0, -1])
+def test_softmin(axis): helper_test_op([(4, 5)], lambda x: F.softmin(x, axis), lambda x: x.softmin(axis), atol=1e-6)
+def test_softmin_default_axis_dtype():
+  helper_test_op([(2, 3, 4)], lambda x: F.softmin(x, -1, dtype=torch.float64),
+                 lambda x: x.softmin(dtype=dtypes.float64))
+def test_softmin_large(): helper_test_op([(3, 4)], lambda x: F.softmin(x * 1000, 1), lambda x: (x * 1000).softmin(1))
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cummin(axis):
+  helper_test_op([(4, 6)], lambda x: x.cummin(axis)[0], lambda x: x.cummin(axis)[0])
+  helper_test_op([(4, 6)], lambda x: x.cummin(axis)[1].int(), lambda x: x.cummin(axis)[1], forward_only=True)
+def test_cummin_ties_nan():
+  # torch: the index of the last position holding the running minimum; a nan stays the minimum once seen
+  vals = [[3.0, 1.0, 2.0, 1.0, 0.0, 0.0, 5.0], [1.0, np.nan, 0.0, np.nan, -1.0, 2.0, -3.0]]
+  helper_test_op(None, lambda x: x.cummin(1)[0], lambda x: x.cummin(1)[0], vals=[vals], forward_only=True)
+  helper_test_op(None, lambda x: x.cummin(1)[1].int(), lambda x: x.cummin(1)[1], vals=[vals], forward_only=True)
+def test_cummin_int_bool_scalar(small_blocks):
+  v = np.random.default_rng(1).integers(-5, 5, (2, 19)).astype(np.int32)
+  values, indices = Tensor(v).cummin(1)
+  want = torch.tensor(v).cummin(1)
+  assert values.dtype == dtypes.int32 and indices.dtype == dtypes.int32
+  np.testing.assert_equal(values.numpy(), want.values.numpy())
+  np.testing.assert_equal(indices.numpy(), want.indices.numpy())
+  b = [True, True, False, True, False]
+  assert [t.tolist() for t in Tensor(b).cummin()] == [t.tolist() for t in torch.tensor(b).cummin(0)]
+  assert [t.item() for t in Tensor(2.5).cummin()] == [2.5, 0]
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_logcumsumexp(axis): helper_test_op([(4, 6)], lambda x: x.logcumsumexp(axis), atol=1e-5)
+def test_logcumsumexp_default_axis():
+  helper_test_op([(7,)], lambda x: torch.logcumsumexp(x, 0), lambda x: x.logcumsumexp())
+def test_logcumsumexp_wide_range():
+  # a small early value must survive a much larger later one (a single max subtracted would turn it into -inf)
+  vals = [[[-1000.0, 0.0, 1.0, 500.0], [2.0, -300.0, 90.0, 0.5]]]
+  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=vals, atol=1e-4)
+def test_logcumsumexp_inf():
+  vals = [[[-np.inf, -np.inf, 0.0, np.inf, 1.0], [1.0, -np.inf, np.inf, np.inf, -np.inf], [-np.inf] * 5]]
+  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=vals, forward_only=True)
+  # gradients through -inf entries (nan where a leading -inf has no weight yet, as torch)
+  vals = [[[-np.inf, 0.0, 1.0, -np.inf, 2.0], [1.0, -np.inf, 3.0, -2.0, -np.inf]]]
+  helper_test_op(None, lambda x: x.logcumsumexp(1), vals=vals)
+def test_logcumsumexp_blocks(small_blocks):
+  helper_test_op([(2, 23)], lambda x: x.logcumsumexp(1), low=-20, high=20, atol=1e-4)
+def test_logcumsumexp_int_scalar_empty():
+  want = torch.tensor([1.0, 2, 3]).logcumsumexp(0).numpy()
+  np.testing.assert_allclose(Tensor([1, 2, 3]).logcumsumexp().numpy(), want, rtol=1e-6)
+  assert Tensor(1.5).logcumsumexp().item() == 1.5
+  assert Tensor.zeros(0, 3).logcumsumexp(0).shape == (0, 3)
+  with pytest.raises(IndexError): Tensor.ones(3).logcumsumexp(1)

@@ -148,3 +148,60 @@ def test_random_requires_grad():
   np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy(), rtol=1e-6)
   w = Tensor.kaiming_uniform(2, 3, requires_grad=True)
   assert w.requires_grad
+
+# *** randperm / multinomial ***
+def test_randperm():
+  Tensor.manual_seed(7)
+  a = Tensor.randperm(50)
+  assert a.dtype == dtypes.int32 and a.shape == (50,) and sorted(a.tolist()) == list(range(50))
+  b = Tensor.randperm(50)
+  assert a.tolist() != b.tolist()  # the counter moves on between calls
+  Tensor.manual_seed(7)
+  assert Tensor.randperm(50).tolist() == a.tolist()
+  Tensor.manual_seed(8)
+  assert Tensor.randperm(50).tolist() != a.tolist()
+  assert Tensor.randperm(6, dtype=dtypes.int64).dtype == dtypes.int64 and Tensor.randperm(1).tolist() == [0]
+  assert Tensor.randperm(0).shape == (0,)
+  with pytest.raises(ValueError, match="randperm"): Tensor.randperm(-1)
+  with pytest.raises(TypeError, match="randperm"): Tensor.randperm(3, low=2)
+
+def test_randperm_uniform():
+  # a uniform permutation is uncorrelated with the identity (Spearman's rho has standard error 1 / sqrt(n - 1)),
+  # and each half of it holds about half of the small numbers
+  Tensor.manual_seed(3)
+  n = 400
+  perm = Tensor.randperm(n).numpy().astype(np.float64)
+  assert abs(np.corrcoef(perm, np.arange(n))[0, 1]) < 5 / math.sqrt(n - 1)
+  assert abs((perm[: n // 2] < n // 2).mean() - 0.5) < tol(0.5, n // 2)
+
+P = np.array([0.1, 0.2, 0.3, 0.4])
+
+def test_multinomial_with_replacement():
+  Tensor.manual_seed(0)
+  s = Tensor(P * 3).multinomial(N, replacement=True)  # weights need not sum to 1
+  assert s.shape == (N,) and s.dtype == dtypes.int32
+  np.testing.assert_allclose(np.bincount(s.numpy(), minlength=4) / N, P, atol=tol(0.5))
+  rows = Tensor([[0.0, 1.0, 0.0, 3.0], [5.0, 0.0, 0.0, 0.0]]).multinomial(N // 2, replacement=True).numpy()
+  assert rows.shape == (2, N // 2) and set(rows[0]) <= {1, 3} and set(rows[1]) == {0}
+  np.testing.assert_allclose((rows[0] == 3).mean(), 0.75, atol=tol(0.5, N // 2))
+
+def test_multinomial_without_replacement():
+  Tensor.manual_seed(1)
+  s = Tensor(P).reshape(1, 4).expand(N // 2, 4).multinomial(2).numpy()
+  assert s.shape == (N // 2, 2) and (s[:, 0] != s[:, 1]).all()
+  # first draw ~ p; second draw j ~ sum over i != j of p_i * p_j / (1 - p_i)
+  second = np.array([sum(P[i] * P[j] / (1 - P[i]) for i in range(4) if i != j) for j in range(4)])
+  np.testing.assert_allclose(np.bincount(s[:, 0], minlength=4) / (N // 2), P, atol=tol(0.5, N // 2))
+  np.testing.assert_allclose(np.bincount(s[:, 1], minlength=4) / (N // 2), second, atol=tol(0.5, N // 2))
+  full = Tensor([[0.5, 0.0, 0.2, 0.3], [1.0, 1.0, 1.0, 1.0]]).multinomial(4).numpy()
+  assert sorted(full[0]) == [0, 1, 2, 3] and full[0][-1] == 1 and sorted(full[1]) == [0, 1, 2, 3]  # zero weight last
+
+def test_multinomial_seeded_and_errors():
+  Tensor.manual_seed(5)
+  a = Tensor(P).multinomial(20, replacement=True).tolist()
+  Tensor.manual_seed(5)
+  assert Tensor(P).multinomial(20, replacement=True).tolist() == a
+  assert Tensor(P).multinomial().shape == (1,) and Tensor([[1.0, 2.0]]).multinomial().shape == (1, 1)
+  with pytest.raises(ValueError, match=r"multinomial.*5.*4"): Tensor(P).multinomial(5)
+  with pytest.raises(ValueError, match="multinomial"): Tensor(P).multinomial(0, replacement=True)
+  with pytest.raises(ValueError, match=r"multinomial.*\(1, 2, 4\)"): Tensor.ones(1, 2, 4).multinomial()

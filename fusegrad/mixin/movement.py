@@ -188,6 +188,25 @@ class MovementMixin:
     from fusegrad.tensor import Tensor
     inside = Tensor(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
     return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
+  def _target_shape(self: Tensor, shape: Any, args: tuple, op: str) -> list[tuple[int, int]]:
+    """(current, wanted) size per axis for pad_to/shrink_to; None in shape keeps an axis."""
+    new = argfix(shape, *args)
+    if len(new) != self.ndim: raise ValueError(f"{op}: shape {tuple(new)} has {len(new)} dims, the tensor {self.shape}")
+    if any(n is not None and (not isinstance(n, int) or n < 0) for n in new):
+      raise ValueError(f"{op}: bad shape {tuple(new)}")
+    return [(s, s if n is None else n) for s, n in zip(self.shape, new)]
+  def pad_to(self: Tensor, shape: Any, *args: Any, value: float = 0.0) -> Tensor:
+    """Pad at the end of each axis up to shape (None keeps an axis): `Tensor([1, 2]).pad_to(4)` is [1, 2, 0, 0]."""
+    sizes = self._target_shape(shape, args, "pad_to")
+    if any(n < s for s, n in sizes):
+      raise ValueError(f"pad_to: can't pad {self.shape} to the smaller {tuple(n for _, n in sizes)} (use shrink_to)")
+    return self.pad(tuple((0, n - s) for s, n in sizes), value=value)
+  def shrink_to(self: Tensor, shape: Any, *args: Any) -> Tensor:
+    """Keep the first elements of each axis, down to shape (None keeps an axis): `x.shrink_to(2, None)`."""
+    sizes = self._target_shape(shape, args, "shrink_to")
+    if any(n > s for s, n in sizes):
+      raise ValueError(f"shrink_to: can't shrink {self.shape} to the larger {tuple(n for _, n in sizes)} (use pad_to)")
+    return self.shrink(tuple((0, n) for _, n in sizes))
   def _pad_mode(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
     x = self
     for axis, (b, a) in enumerate(pairs):
@@ -334,3 +353,49 @@ class MovementMixin:
         head, tail = x.split([n - s, s], d)
         x = tail.cat(head, dim=d)
     return x
+
+  # *** diagonals and grids ***
+  def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of the (dim1, dim2) planes as a view, moved to the last axis, as torch.diagonal; offset > 0 is
+    above the main diagonal, < 0 below. `Tensor([[1, 2], [3, 4]]).diagonal().tolist()` is [1, 4]."""
+    d1, d2 = _resolve_axis(dim1, self.ndim, "dim1"), _resolve_axis(dim2, self.ndim, "dim2")
+    if d1 == d2: raise ValueError(f"diagonal: dim1 and dim2 are both axis {d1} of {self.shape}")
+    rest = [i for i in range(self.ndim) if i not in (d1, d2)]
+    x = self.permute(*rest, d1, d2)
+    lead, (r, c) = x.shape[:-2], x.shape[-2:]
+    keep = tuple((0, s) for s in lead)
+    # cut the rows or columns before the diagonal's start: then it starts at (0, 0)
+    rows, cols = (0, r) if offset >= 0 else (min(-offset, r), r), (min(offset, c), c) if offset >= 0 else (0, c)
+    x = x.shrink(keep + (rows, cols))
+    r, c = x.shape[-2:]
+    k = min(r, c)
+    if k == 0: return x.shrink(keep + ((0, 0), (0, 0))).reshape(*lead, 0)
+    # element (i, i) is at i * (c + 1) of the flattened plane: lay it out in rows of c + 1 and take column 0
+    flat = x.reshape(*lead, r * c)
+    flat = flat.pad(((0, 0),) * len(lead) + ((0, k * (c + 1) - r * c),))  # a negative pad cuts
+    return flat.reshape(*lead, k, c + 1).shrink(keep + ((0, k), (0, 1))).reshape(*lead, k)
+  def diag(self: Tensor, diagonal: int = 0) -> Tensor:
+    """As torch.diag: a 1-D tensor becomes a square matrix with it on the diagonal (shifted up by diagonal > 0, down
+    by < 0); a 2-D tensor gives its diagonal (see diagonal()). `Tensor([1, 2]).diag().tolist()` is [[1, 0], [0, 2]]."""
+    if self.ndim == 2: return self.diagonal(diagonal)
+    if self.ndim != 1: raise ValueError(f"diag: needs a 1-D or 2-D tensor, got shape {self.shape} (see diagonal())")
+    n = self.shape[0]
+    # n rows of [v_i, 0 * n] laid end to end and cut into rows of n put v_i at (i, i): a view, as in eye
+    square = self.reshape(n, 1).pad(((0, 0), (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
+    k = abs(diagonal)
+    return square.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k)))
+  def meshgrid(self: Tensor, *others: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors, as torch.meshgrid: with "ij" output k varies along axis k; "xy" swaps the
+    first two axes (Cartesian). `xs, ys = Tensor([1, 2]).meshgrid(Tensor([3, 4, 5]))` gives two (2, 3) grids."""
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    tensors = (*self, *others) if isinstance(self, (list, tuple)) else (self, *others)  # also Tensor.meshgrid([a, b])
+    if not tensors: raise ValueError("meshgrid: needs at least one tensor")
+    if any(t.ndim > 1 for t in tensors):
+      raise ValueError(f"meshgrid: expects 0-D or 1-D tensors, got shapes {[t.shape for t in tensors]}")
+    sizes = [t.numel() for t in tensors]
+    if indexing == "xy" and len(sizes) > 1: sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for i, t in enumerate(tensors):
+      axis = 1 - i if indexing == "xy" and i < 2 and len(sizes) > 1 else i
+      grids.append(t.reshape([-1 if j == axis else 1 for j in range(len(sizes))]).expand(sizes))
+    return tuple(grids)

@@ -299,6 +299,24 @@ class NNMixin:
     y = self - self.mean(axis, keepdim=True)
     return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
 
+  def normalize(self: Tensor, p: float = 2.0, dim: int | tuple[int, ...] = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(norm_p(x over dim), eps), as torch.nn.functional.normalize (p may be inf, -inf or 0 too).
+
+    `Tensor([[3.0, 4.0]]).normalize().tolist()` is [[0.6, 0.8]]."""
+    from fusegrad.tensor import _resolve_axis
+    dims = tuple(_resolve_axis(d, self.ndim, "dim") for d in argfix(dim))
+    x = self if dtypes.is_float(self.dtype) else self.float()
+    a = x.abs()
+    if p == math.inf: norm = a.max(dims, keepdim=True)
+    elif p == -math.inf: norm = a.min(dims, keepdim=True)
+    elif p == 0: norm = x.ne(0).sum(dims, keepdim=True, dtype=x.dtype)
+    else:
+      total = a.pow(p).sum(dims, keepdim=True)
+      # a zero norm would give sqrt'(0) = inf (and inf * 0 = nan) on the way back; torch's gradient there is 0
+      nonzero = total.ne(0)
+      norm = nonzero.where(nonzero.where(total, 1).pow(1 / p), 0)
+    return x / norm.maximum(eps)
+
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """In training (Tensor.training or TRAINING=1) zero each element with probability p and scale the rest by
     1/(1-p); otherwise the input unchanged."""

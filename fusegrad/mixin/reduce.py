@@ -16,7 +16,14 @@ if TYPE_CHECKING:
 
 CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
 
-def _cum_identity(op: str, dtype: DType) -> Any: return {"sum": 0, "prod": 1, "max": dtypes.min(dtype)}[op]
+def _cum_identity(op: str, dtype: DType) -> Any:
+  return {"sum": 0, "prod": 1, "max": dtypes.min(dtype), "logsumexp": -math.inf}[op]
+
+def _cum_combine(op: str, a: Tensor, b: Tensor) -> Tensor:
+  """Two partial results of a running op merged into one."""
+  if op == "sum": return a + b
+  if op == "prod": return a * b
+  return a.maximum(b) if op == "max" else a.logaddexp(b)
 
 class ReduceMixin:
   __slots__ = ()
@@ -118,6 +125,10 @@ class ReduceMixin:
     m = m.isinf().where(0, m).detach()  # lanes that are all -inf (or inf) must not turn into nan
     ret = (self - m).exp().sum(axis, keepdim=True).log() + m
     return ret if keepdim else ret.reshape(self.sum(axis).shape)
+  def softmin(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    """softmax of -x along axis: `Tensor([1.0, 2.0]).softmin()` is [0.731, 0.269]."""
+    x = self.cast(dtype) if dtype is not None else self
+    return (-x).softmax(axis)
   def softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along axis, computed stably."""
     x = self.cast(dtype) if dtype is not None else self
@@ -133,7 +144,7 @@ class ReduceMixin:
     m = x - x.max(axis, keepdim=True).detach()
     return m - m.exp().sum(axis, keepdim=True).log()
   def _cumulative(self: Tensor, axis: int, op: str) -> Tensor:
-    """x combined with everything before it along axis (op is "sum", "prod" or "max")."""
+    """x combined with everything before it along axis (op is "sum", "prod", "max" or "logsumexp")."""
     axis = _resolve_axis(axis, self.ndim)
     x = self.transpose(axis, -1) if axis != self.ndim - 1 else self
     if x.shape[-1] == 0: return self
@@ -150,7 +161,7 @@ class ReduceMixin:
     inner = x._cum_window(op)
     totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((CUM_BLOCK - 1, CUM_BLOCK),)).squeeze(-1)
     before = totals._cum_blocks(op).pad(keep_lead + ((1, -1),), value=_cum_identity(op, inner.dtype)).unsqueeze(-1)
-    out = inner + before if op == "sum" else inner * before if op == "prod" else inner.maximum(before)
+    out = _cum_combine(op, inner, before)
     return out.reshape(*lead, m * CUM_BLOCK).shrink(tuple((0, s) for s in lead) + ((0, n),))
   def _cum_window(self: Tensor, op: str) -> Tensor:
     """The running op along the last axis in one reduce kernel: x is padded with n-1 identity values in front, and
@@ -163,6 +174,7 @@ class ReduceMixin:
     windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
     if op == "sum":
       return windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
+    if op == "logsumexp": return windows.logsumexp(-1)
     return windows.prod(-1) if op == "prod" else windows.max(-1)
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
     """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6]."""
@@ -173,6 +185,29 @@ class ReduceMixin:
   def cummax(self: Tensor, axis: int = 0) -> Tensor:
     """Running maximum along axis."""
     return self._cumulative(axis, "max") if self.ndim else self
+  def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the running minimum along axis, as torch.cummin: the index is the last position holding
+    the running minimum (a nan, once seen, stays the minimum). Indices are int32.
+
+    `Tensor([3, 1, 2, 1]).cummin()` is ([3, 1, 1, 1], [0, 1, 1, 3])."""
+    from fusegrad.tensor import Tensor
+    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    axis = _resolve_axis(axis, self.ndim)
+    x = self.cast(dtypes.uint8) if self.dtype == dtypes.bool else self
+    values = x._inverse().cummax(axis)._inverse()
+    # the running minimum changes (or ties) exactly where x equals it: the index is the last such position so far
+    hit = values.detach() == x.detach()
+    if dtypes.is_float(x.dtype): hit = hit | x.detach().isnan()
+    pos = Tensor.arange(x.shape[axis], dtype=dtypes.int32, device=self.device).reshape(-1, *[1] * (x.ndim - axis - 1))
+    indices = hit.where(pos, 0).cummax(axis)
+    return values.cast(self.dtype), indices
+  def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) along axis, computed stably (each running sum is a logsumexp, blocks merged with
+    logaddexp), so small early values are not lost to a large later one; -inf inputs count as zero weight.
+
+    `Tensor([0.0, 0.0]).logcumsumexp()` is [0.0, 0.693]."""
+    x = self if dtypes.is_float(self.dtype) else self.cast(least_upper_float(self.dtype))
+    return x._cumulative(axis, "logsumexp") if x.ndim else x
 
   # *** triangles ***
   def triu(self: Tensor, diagonal: int = 0) -> Tensor:
