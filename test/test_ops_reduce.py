@@ -216,8 +216,24 @@ def test_cumsum_blocks_int(small_blocks):
 def test_cumprod_blocks(small_blocks): helper_test_op([(2, 21)], lambda x: x.cumprod(1), low=0.5, high=1.5, atol=1e-5)
 def test_cummax(small_blocks):
   v = np.random.default_rng(0).normal(size=(3, 30)).astype(np.float32)
-  np.testing.assert_equal(Tensor(v).cummax(1).numpy(), np.maximum.accumulate(v, axis=1))
-  np.testing.assert_equal(Tensor(v[:, :9]).cummax(0).numpy(), np.maximum.accumulate(v[:, :9], axis=0))
+  np.testing.assert_equal(Tensor(v).cummax(1)[0].numpy(), np.maximum.accumulate(v, axis=1))
+  np.testing.assert_equal(Tensor(v[:, :9]).cummax(0)[0].numpy(), np.maximum.accumulate(v[:, :9], axis=0))
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cummax_values_indices(axis):
+  helper_test_op([(4, 6)], lambda x: x.cummax(axis)[0], lambda x: x.cummax(axis)[0])
+  helper_test_op([(4, 6)], lambda x: x.cummax(axis)[1].int(), lambda x: x.cummax(axis)[1], forward_only=True)
+def test_cummax_ties_nan_int_bool():
+  vals = [[1.0, 3.0, 2.0, 3.0, 0.0, 5.0, 5.0], [1.0, np.nan, 0.0, np.nan, 9.0, 2.0, -3.0]]
+  helper_test_op(None, lambda x: x.cummax(1)[0], lambda x: x.cummax(1)[0], vals=[vals], forward_only=True)
+  helper_test_op(None, lambda x: x.cummax(1)[1].int(), lambda x: x.cummax(1)[1], vals=[vals], forward_only=True)
+  v = np.random.default_rng(2).integers(-5, 5, (2, 9)).astype(np.int32)
+  values, indices = Tensor(v).cummax(1)
+  want = torch.tensor(v).cummax(1)
+  assert values.dtype == dtypes.int32 and indices.dtype == dtypes.int32
+  np.testing.assert_equal(values.numpy(), want.values.numpy())
+  np.testing.assert_equal(indices.numpy(), want.indices.numpy())
+  b = [False, True, False, True]
+  assert [t.tolist() for t in Tensor(b).cummax()] == [t.tolist() for t in torch.tensor(b).cummax(0)]
 def test_cumsum_real_blocks(): helper_test_op([(530,)], lambda x: x.cumsum(0), atol=1e-4, forward_only=True)
 def test_cumsum_scalar(): helper_test_op([()], lambda x: x.cumsum(0))
 def test_cumsum_zero_size(): helper_test_op([(0, 3)], lambda x: x.cumsum(0), forward_only=True)

@@ -182,24 +182,28 @@ class ReduceMixin:
   def cumprod(self: Tensor, axis: int = 0) -> Tensor:
     """Running product along axis."""
     return self._cumulative(axis, "prod") if self.ndim else self
-  def cummax(self: Tensor, axis: int = 0) -> Tensor:
-    """Running maximum along axis."""
-    return self._cumulative(axis, "max") if self.ndim else self
+  def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the running maximum along axis, as torch.cummax: the index is the last position holding
+    the running maximum (a nan, once seen, stays the maximum). Indices are int32.
+
+    `Tensor([1, 3, 2, 3]).cummax()` is ([1, 3, 3, 3], [0, 1, 1, 3])."""
+    return self._cum_extreme(axis, largest=True)
   def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
-    """(values, indices) of the running minimum along axis, as torch.cummin: the index is the last position holding
-    the running minimum (a nan, once seen, stays the minimum). Indices are int32.
+    """(values, indices) of the running minimum along axis, as torch.cummin (ties and nan as in cummax).
 
     `Tensor([3, 1, 2, 1]).cummin()` is ([3, 1, 1, 1], [0, 1, 1, 3])."""
+    return self._cum_extreme(axis, largest=False)
+  def _cum_extreme(self: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
     from fusegrad.tensor import Tensor
     if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     axis = _resolve_axis(axis, self.ndim)
     x = self.cast(dtypes.uint8) if self.dtype == dtypes.bool else self
-    values = x._inverse().cummax(axis)._inverse()
-    # the running minimum changes (or ties) exactly where x equals it: the index is the last such position so far
+    values = x._cumulative(axis, "max") if largest else x._inverse()._cumulative(axis, "max")._inverse()
+    # the running extreme changes (or ties) exactly where x equals it: the index is the last such position so far
     hit = values.detach() == x.detach()
     if dtypes.is_float(x.dtype): hit = hit | x.detach().isnan()
     pos = Tensor.arange(x.shape[axis], dtype=dtypes.int32, device=self.device).reshape(-1, *[1] * (x.ndim - axis - 1))
-    indices = hit.where(pos, 0).cummax(axis)
+    indices = hit.where(pos, 0)._cumulative(axis, "max")
     return values.cast(self.dtype), indices
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
     """log(cumsum(exp(x))) along axis, computed stably (each running sum is a logsumexp, blocks merged with
