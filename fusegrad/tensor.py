@@ -267,8 +267,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def contiguous_backward(self) -> Tensor:
     """The same tensor (the gradient is made contiguous by the scheduler when needed)."""
     return self
-  def clone(self) -> Tensor:
-    """A copy with its own buffer: later assigns to this tensor don't change it."""
+  def clone(self, device: str | None = None) -> Tensor:
+    """A copy with its own buffer (on device, if given): later assigns to this tensor don't change it."""
+    if device is not None and (device := Device.canonicalize(device)) != self.device:
+      return self._new(self.uop.copy_to_device(device))
     ret = self._new(self.uop.copy_to_device(self.device, clone=True))
     Tensor._pending_clones.add(ret)
     return ret

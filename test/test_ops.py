@@ -77,6 +77,7 @@ def test_tril_int(): helper_test_op([(3, 3)], lambda x: x.tril(), dtype=dtypes.i
 def test_linear():
   helper_test_op([(3, 4), (4, 5), (5,)], lambda x, w, b: torch.nn.functional.linear(x, w.T, b), lambda x, w, b: x.linear(w, b), atol=1e-5)
   helper_test_op([(3, 4), (4, 5)], lambda x, w: x @ w, lambda x, w: x.linear(w), atol=1e-5)
+  helper_test_op([(3, 4), (4, 5)], lambda x, w: x @ w, lambda x, w: x.linear(w, dtype=dtypes.float32), atol=1e-5)
 
 def test_sequential():
   x = Tensor([1.0, -2.0])

@@ -160,6 +160,7 @@ ACTIVATIONS = [  # (name, fn, torch fn, low, high, kinks)
   ("sigmoid", lambda x: x.sigmoid(), torch.sigmoid, -8, 8, [0.0]),
   ("tanh", lambda x: x.tanh(), torch.tanh, -4, 4, [0.0]),
   ("gelu", lambda x: x.gelu(), lambda x: F.gelu(x, approximate="tanh"), -4, 4, [0.0]),
+  ("gelu_exact", lambda x: x.gelu(approximate="none"), F.gelu, -4, 4, [0.0]),
   ("quick_gelu", lambda x: x.quick_gelu(), lambda x: x * torch.sigmoid(1.702 * x), -4, 4, [0.0]),
   ("silu", lambda x: x.silu(), F.silu, -6, 6, [0.0]), ("swish", lambda x: x.swish(), F.silu, -6, 6, [0.0]),
   ("elu", lambda x: x.elu(), F.elu, -3, 3, [0.0]),
@@ -187,6 +188,7 @@ def test_activations():
 
 def test_activations_0d():
   helper_test_op([()], lambda x: F.gelu(x, approximate="tanh") + F.mish(x), lambda x: x.gelu() + x.mish())
+  with pytest.raises(ValueError, match="gelu.*approximate"): Tensor([1.0]).gelu(approximate="erf")
 
 def test_log_at_zero():
   x = Tensor([0.0, -1.0], requires_grad=True)

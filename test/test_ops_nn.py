@@ -197,6 +197,8 @@ def test_pool_bad_args():
 @pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 3, 2), (-1, 2, 3), (1, 5, 1)])
 def test_unfold(dim, size, step):
   helper_test_op([(4, 5, 6)], lambda x: x.unfold(dim, size, step))
+def test_unfold_keywords():  # tinygrad's names (torch calls the first one dimension)
+  helper_test_op([(4, 6)], lambda x: x.unfold(1, 3, 2), lambda x: x.unfold(dim=1, size=3, step=2))
 
 # *** normalization and dropout ***
 @pytest.mark.parametrize("affine", [True, False])
@@ -502,6 +504,14 @@ def test_topk(k, dim, largest):
   helper_test_op(None, lambda t: torch.topk(t, k, dim, largest)[0], lambda t: t.topk(k, dim, largest)[0], vals=[x])
   want = torch.topk(torch.tensor(x), k, dim, largest)[1].numpy()
   np.testing.assert_equal(Tensor(x).topk(k, dim, largest)[1].numpy(), want)
+
+def test_topk_sorted_keywords():
+  x = _distinct((2, 6), seed=3)
+  want = torch.topk(torch.tensor(x), 3, sorted=True)
+  for kw in ({"sorted_": True}, {"sorted": True}):
+    values, indices = Tensor(x).topk(3, **kw)
+    np.testing.assert_allclose(values.numpy(), want.values.numpy())
+    np.testing.assert_equal(indices.numpy(), want.indices.numpy())
 
 def test_topk_bad_k():
   with pytest.raises(ValueError, match="topk"): Tensor.ones(3, 4).topk(5)

@@ -99,6 +99,13 @@ def test_clone():
   c = x.clone()
   assert c.tolist() == [1.0, 2.0, 3.0] and c.shape == x.shape and c.dtype == x.dtype
 
+def test_clone_to_device():
+  x = Tensor([1.0, 2.0, 3.0])
+  other = "PYTHON" if x.device != "PYTHON" else "CPU"
+  c = x.clone(other)
+  assert c.device == other and c.tolist() == [1.0, 2.0, 3.0]
+  assert x.clone(x.device).device == x.device
+
 @pytest.mark.parametrize("write", ["assign", "setitem", "iadd"])
 def test_clone_is_independent(write):
   x = Tensor([1.0, 2.0, 3.0]).realize()

@@ -412,8 +412,11 @@ class ElementwiseMixin:
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
     """x limited to [min_val, max_val]; unlike clip, the gradient is 0 at the bounds (as torch.nn.functional)."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
-  def gelu(self: Tensor) -> Tensor:
-    """GELU, tanh approximation (as tinygrad; torch's approximate='tanh')."""
+  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+    """GELU: x * Phi(x). approximate="tanh" (the default, as tinygrad; torch's approximate='tanh') or "none" (exact,
+    with erf: torch's default)."""
+    if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh": raise ArgumentError(f"gelu: approximate must be 'tanh' or 'none', not {approximate!r}")
     inner = math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)
     return 0.5 * self * (1 + inner.tanh())
   def quick_gelu(self: Tensor) -> Tensor:

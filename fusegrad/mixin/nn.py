@@ -97,12 +97,13 @@ class NNMixin:
     # (..., o1, k1, o2, k2) -> (..., o1, o2, k1, k2)
     return x.permute(*range(len(pre)), *(len(pre) + 2 * j for j in range(n)), *(len(pre) + 2 * j + 1 for j in range(n)))
 
-  def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
-    """All slices of length size along dimension, every step elements, as a new last axis (torch.Tensor.unfold).
+  def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
+    """All slices of length size along dim, every step elements, as a new last axis (torch.Tensor.unfold; tinygrad's
+    argument names).
 
     `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
     from fusegrad.tensor import _resolve_axis
-    d = _resolve_axis(dimension, self.ndim, "dimension") if self.ndim else 0
+    d = _resolve_axis(dim, self.ndim, "dim") if self.ndim else 0
     x = self.reshape(1) if self.ndim == 0 else self
     if size > x.shape[d]: raise ValueError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
     windows = x.transpose(d, -1)._pool((size,), step)  # (..., o, size), dim d at the end before pooling
@@ -648,8 +649,10 @@ class NNMixin:
     """The indices that sort x along dim."""
     return self.sort(dim, descending)[1]
 
-  def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
-    """(values, indices) of the k largest (or smallest) elements along dim, in sorted order.
+  def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True, *,
+           sorted: bool | None = None) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the k largest (or smallest) elements along dim, always in sorted order (which sorted_,
+    tinygrad's name, or sorted, torch's, allows).
 
     `Tensor([1, 5, 3]).topk(2)[1].tolist()` is [1, 2]."""
     return self._sorted_top(k, dim, largest, "topk")

@@ -259,9 +259,10 @@ class ReduceMixin:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
-  def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight (+ bias); weight is (in, out). A 1-D weight scales elementwise."""
-    x = self * weight if weight.ndim == 1 else self.dot(weight)
+  def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: DType | None = None) -> Tensor:
+    """x @ weight (+ bias); weight is (in, out). A 1-D weight scales elementwise. dtype: the matmul's accumulation
+    dtype, as in dot."""
+    x = self * weight if weight.ndim == 1 else self.dot(weight, dtype)
     return x + bias if bias is not None else x
   def sequential(self: Tensor, layers: list[Callable[[Tensor], Tensor]]) -> Tensor:
     """Apply each layer in turn."""
