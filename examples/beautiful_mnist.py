@@ -20,7 +20,8 @@ class Model:
 def make_optimizer(params: list[Tensor]) -> nn.optim.Optimizer:
   if getenv("SGD", 0): return nn.optim.SGD(params, lr=getenv("LR", 0.01), momentum=0.9)
   if getenv("MUON", 0):  # Muon for the weight matrices and kernels, Adam for biases and norms
-    return nn.optim.OptimizerGroup(nn.optim.Muon([p for p in params if p.ndim >= 2], lr=getenv("LR", 0.02)),
+    return nn.optim.OptimizerGroup(nn.optim.Muon([p for p in params if p.ndim >= 2], lr=getenv("LR", 0.02),
+                                                                 weight_decay=0.0),
                                    nn.optim.Adam([p for p in params if p.ndim < 2], lr=0.001))
   return nn.optim.Adam(params, lr=getenv("LR", 0.002))
 

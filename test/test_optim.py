@@ -212,8 +212,16 @@ def test_muon(nesterov, wd):
 
 def test_muon_defaults():
   opt = Muon(fg_params())
-  assert (opt.lr.item(), opt.momentum, opt.nesterov, opt.ns_steps) == (pytest.approx(0.02), 0.95, True, 5)
-  assert opt.ns_coefficients == (3.4445, -4.7750, 2.0315)
+  assert (opt.lr.item(), opt.momentum, opt.nesterov, opt.ns_steps) == (pytest.approx(0.001), 0.95, True, 5)
+  assert opt.wd == 0.1 and opt.ns_coefficients == (3.4445, -4.7750, 2.0315)
+
+@pytest.mark.parametrize("kw", [{}, {"lr": 0.02, "momentum": 0.9, "weight_decay": 0.0, "nesterov": False}])
+def test_muon_matches_torch(kw):
+  """torch.optim.Muon (2-D parameters only), defaults included. torch runs Newton-Schulz in bfloat16 (we use float32),
+  so each step may differ by a few percent of its size, lr: the tolerance is 5% of lr."""
+  got = run_fg(lambda ps: Muon(ps[:2], **kw))
+  want = run_torch(lambda ps: torch.optim.Muon(ps[:2], **kw))
+  assert_steps_close(got, want, atol=0.05 * kw.get("lr", 0.001), rtol=0)
 
 @pytest.mark.parametrize("shape", [(3, 5), (6, 2)])
 def test_newton_schulz(shape):

@@ -315,9 +315,9 @@ class Muon(Optimizer):
   gains (a 1-D parameter is treated as a column, which only normalizes it), e.g. OptimizerGroup(Muon(...), AdamW(...)).
   The iteration runs in the parameter's dtype (float32 for lower precisions), not bfloat16 as in the reference code.
   """
-  def __init__(self, params: Iterable[Tensor], lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True,
-               ns_steps: int = 5, weight_decay: float = 0.0,
-               ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS, eps: float = 1e-7):
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
+               ns_steps: int = 5, ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS,
+               nesterov: bool = True, eps: float = 1e-7):  # tinygrad's argument order; its and torch's defaults
     super().__init__(params, lr)
     _check_range("Muon", "momentum", momentum, 0.0, 1.0, high_open=True)
     _check_range("Muon", "weight_decay", weight_decay, 0.0)
