@@ -4,7 +4,7 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import contextlib, functools, hashlib, os, pathlib, pickle, sqlite3, sys, tempfile, time, urllib.request
+import contextlib, functools, gzip, hashlib, os, pathlib, pickle, sqlite3, sys, tempfile, time, urllib.request
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -218,15 +218,19 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview |
     pathlib.Path(tmp).unlink(missing_ok=True)
     raise
 
-def fetch(url: str, name: str | pathlib.Path | None = None, subdir: str | None = None, allow_caching: bool = True,
-          sha256: str | None = None, timeout: float = 30) -> pathlib.Path:
-  """Download url into the user cache (once) and return the local path; verify sha256 when given."""
+def fetch(url: str, name: str | pathlib.Path | None = None, subdir: str | None = None, gunzip: bool = False,
+          allow_caching: bool = True, headers: dict[str, str] | None = None, sha256: str | None = None,
+          timeout: float = 30) -> pathlib.Path:
+  """Download url into the user cache (once) and return the local path; verify sha256 (of the download) when given.
+  gunzip=True stores the decompressed content; headers are sent with the request."""
   if url.startswith(("/", ".")): return pathlib.Path(url)
   if isinstance(name, pathlib.Path) or (isinstance(name, str) and "/" in name): fp = pathlib.Path(name)
-  else: fp = cache_dir() / "downloads" / (subdir or "") / (name or hashlib.md5(url.encode()).hexdigest())
+  else:
+    default_name = hashlib.md5(url.encode()).hexdigest() + (".gunzip" if gunzip else "")
+    fp = cache_dir() / "downloads" / (subdir or "") / (name or default_name)
   if not fp.is_file() or not allow_caching:
     fp.parent.mkdir(parents=True, exist_ok=True)
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=timeout) as r:
       if r.status != 200: raise ConnectionError(f"fetch {url} failed with HTTP status {r.status}")
       total = int(r.headers.get("content-length", 0)) or None
       chunks, bar = [], tqdm(total=total, unit="B", unit_scale=True, desc=f"{url}", disable=not total)
@@ -238,6 +242,9 @@ def fetch(url: str, name: str | pathlib.Path | None = None, subdir: str | None =
     if total is not None and len(data) != total: raise ConnectionError(f"fetch {url}: got {len(data)} of {total} bytes")
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
       raise ValueError(f"fetch {url}: sha256 mismatch (the download is corrupt)")
+    if gunzip:
+      try: data = gzip.decompress(data)
+      except (OSError, EOFError) as e: raise ValueError(f"fetch {url}: gunzip failed, not gzip data ({e})") from e
     atomic_write(fp, data)
   return fp
 

@@ -1,0 +1,59 @@
+"""fetch: download once into the cache, verify, gunzip; served here by a local HTTP server (no internet needed)."""
+import gzip, hashlib, http.server, threading
+import pytest
+from fusegrad import fetch
+from fusegrad.helpers import CACHE_DIR
+
+PAYLOAD = b"fusegrad fetch test " * 100
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+  requests: list[tuple[str, str | None]] = []
+  def do_GET(self):
+    _Handler.requests.append((self.path, self.headers.get("X-Token")))
+    body = {"/data.bin": PAYLOAD, "/data.gz": gzip.compress(PAYLOAD), "/bad.gz": b"not gzip"}.get(self.path)
+    if body is None:
+      self.send_error(404)
+      return
+    self.send_response(200)
+    self.send_header("Content-Length", str(len(body)))
+    self.end_headers()
+    self.wfile.write(body)
+  def log_message(self, *args): pass
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+  monkeypatch.setattr(CACHE_DIR, "value", str(tmp_path))
+  httpd = http.server.HTTPServer(("127.0.0.1", 0), _Handler)
+  threading.Thread(target=httpd.serve_forever, daemon=True).start()
+  _Handler.requests.clear()
+  yield f"http://127.0.0.1:{httpd.server_address[1]}"
+  httpd.shutdown()
+  httpd.server_close()
+
+def test_fetch_downloads_once(server, tmp_path):
+  p = fetch(f"{server}/data.bin")
+  assert p.read_bytes() == PAYLOAD and tmp_path in p.parents
+  assert fetch(f"{server}/data.bin") == p and len(_Handler.requests) == 1, "the second fetch should hit the cache"
+  fetch(f"{server}/data.bin", allow_caching=False)
+  assert len(_Handler.requests) == 2
+
+def test_fetch_name_subdir_headers(server):
+  p = fetch(f"{server}/data.bin", "mine.bin", subdir="sub", headers={"X-Token": "abc"})
+  assert p.name == "mine.bin" and p.parent.name == "sub" and p.read_bytes() == PAYLOAD
+  assert _Handler.requests == [("/data.bin", "abc")]
+
+def test_fetch_sha256(server):
+  good = hashlib.sha256(PAYLOAD).hexdigest()
+  assert fetch(f"{server}/data.bin", sha256=good).read_bytes() == PAYLOAD
+  with pytest.raises(ValueError, match="sha256 mismatch"): fetch(f"{server}/data.bin", "other.bin", sha256="0" * 64)
+
+def test_fetch_gunzip(server):
+  assert fetch(f"{server}/data.gz", gunzip=True).read_bytes() == PAYLOAD
+  assert fetch(f"{server}/data.gz").read_bytes() == gzip.compress(PAYLOAD), "without gunzip the bytes stay compressed"
+  with pytest.raises(ValueError, match="gunzip"): fetch(f"{server}/bad.gz", gunzip=True)
+
+def test_fetch_errors_and_local_paths(server, tmp_path):
+  with pytest.raises(Exception, match="404"): fetch(f"{server}/missing")
+  local = tmp_path / "here.bin"
+  local.write_bytes(b"x")
+  assert fetch(str(local)) == local
