@@ -265,6 +265,38 @@ def test_gather(dim, ishape):
   idx = _index(ishape, (4, 5)[dim])
   helper_test_op([(4, 5)], lambda x: torch.gather(x, dim, torch.tensor(idx)), lambda x: x.gather(dim, Tensor(idx)))
 
+# *** masked_select / nonzero (data-dependent lengths) ***
+def test_masked_select():
+  m = np.random.default_rng(5).random((3, 4)) > 0.5
+  helper_test_op([(3, 4)], lambda x: torch.masked_select(x, torch.tensor(m)), lambda x: x.masked_select(Tensor(m)))
+  helper_test_op([(3, 4)], lambda x: torch.masked_select(x, torch.tensor(m[0])), lambda x: x.masked_select(Tensor(m[0])))
+  v = np.arange(6, dtype=np.int32).reshape(2, 3)
+  assert Tensor(v).masked_select(Tensor(v % 2 == 0)).tolist() == [0, 2, 4]
+  assert Tensor([True, False, True]).masked_select(Tensor([True, True, False])).tolist() == [True, False]
+  assert Tensor([1.0, 2.0]).masked_select(Tensor([False, False])).shape == (0,)
+
+def test_masked_select_size():
+  x = Tensor([5.0, 6.0, 7.0, 8.0])
+  m = Tensor([False, True, True, True])
+  assert x.masked_select(m, size=2).tolist() == [6.0, 7.0]
+  assert x.masked_select(m, size=5, fill_value=-1).tolist() == [6.0, 7.0, 8.0, -1.0, -1.0]
+  with pytest.raises(TypeError, match="masked_select.*bool"): x.masked_select(Tensor([1, 0, 1, 0]))
+  with pytest.raises(ValueError, match="masked_select"): x.masked_select(Tensor([True, False]))
+
+@pytest.mark.parametrize("shape", [(7,), (3, 4), (2, 3, 2), (), (2, 0)])
+def test_nonzero(shape):
+  v = (np.random.default_rng(6).random(shape) > 0.6).astype(np.float32) * 3
+  got = Tensor(v).nonzero()
+  want = torch.tensor(v).nonzero().numpy()
+  assert got.dtype == dtypes.int32 and got.shape == want.shape
+  np.testing.assert_equal(got.numpy(), want)
+
+def test_nonzero_size():
+  x = Tensor([[0, 4], [5, 0]])
+  assert x.nonzero(size=1).tolist() == [[0, 1]]
+  assert x.nonzero(size=3, fill_value=-1).tolist() == [[0, 1], [1, 0], [-1, -1]]
+  assert Tensor([True, False, True]).nonzero().tolist() == [[0], [2]]
+
 def test_gather_3d_and_one_kernel():
   idx = _index((2, 3, 2), 4)
   helper_test_op([(2, 3, 4)], lambda x: torch.gather(x, 2, torch.tensor(idx)), lambda x: x.gather(2, Tensor(idx)))

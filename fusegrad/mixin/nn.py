@@ -423,9 +423,44 @@ class NNMixin:
     """x with src added at index along dim (torch.Tensor.scatter_add)."""
     return self.scatter_reduce(dim, index, src, "sum")
 
-  def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
-    """value where mask is true, x elsewhere (keeps x's dtype)."""
-    return mask.where(value, self).cast(self.dtype)
+  # *** selections with a data-dependent length ***
+  def _select_slots(self: Tensor, mask: Tensor, size: int | None, op: str) -> Tensor:
+    """(size, n) bool: slot j picks the j-th true element of mask (flattened, n elements). Without size, the number
+    of true elements is read back (a sync, as in torch). Compares every slot with every element: for modest sizes."""
+    from fusegrad.tensor import Tensor
+    m = mask.flatten() if mask.ndim else mask.reshape(1)
+    if m.dtype != dtypes.bool: raise TypeError(f"{op}: the mask must be bool, got {m.dtype}")
+    if size is None: size = int(m.sum().item())
+    if not isinstance(size, int) or size < 0: raise ValueError(f"{op}: size must be an int >= 0, got {size!r}")
+    rank = m.cumsum() - 1  # among the true elements, the position of each
+    slots = Tensor.arange(size, dtype=rank.dtype, device=self.device).reshape(size, 1)
+    return (rank.reshape(1, -1) == slots) & m.reshape(1, -1)
+  def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """The elements where mask (broadcast to self's shape) is true, in order, as a 1-D tensor (torch.masked_select).
+    With size, the result has exactly size elements (truncated, or padded with fill_value) and nothing is read back.
+
+    `Tensor([1, 2, 3, 4]).masked_select(Tensor([True, False, True, False])).tolist()` is [1, 3]."""
+    from fusegrad.tensor import broadcast_shape
+    shape = broadcast_shape(self.shape, mask.shape, op="masked_select")
+    x, m = self._broadcast_to(shape), mask._broadcast_to(shape)
+    pick = x._select_slots(m, size, "masked_select")
+    values = pick.where(x.flatten().reshape(1, -1) if x.ndim else x.reshape(1, 1), 0).sum(1, dtype=self.dtype)
+    return pick.any(1).where(values, fill_value).cast(self.dtype)
+  def nonzero(self: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """The indices of the non-zero elements, one row (of ndim coordinates) each, in order: shape (count, ndim), int32
+    (torch.nonzero). With size, exactly size rows (truncated, or padded with fill_value) and nothing is read back.
+
+    `Tensor([[0, 1], [2, 0]]).nonzero().tolist()` is [[0, 1], [1, 0]]."""
+    from fusegrad.tensor import Tensor
+    pick = self._select_slots(self != 0, size, "nonzero")
+    flat = pick.where(Tensor.arange(max(self.numel(), 1), device=self.device).reshape(1, -1), 0).sum(1)
+    coords: list[Tensor] = []
+    stride = 1
+    for n in reversed(self.shape):
+      coords.insert(0, (flat // stride) % n)
+      stride *= n
+    rows = Tensor.stack(*coords, dim=1) if coords else flat.reshape(-1, 1)[:, :0]
+    return pick.any(1).reshape(-1, 1).where(rows, fill_value).cast(dtypes.int32)
 
   # *** losses ***
   def _class_targets(self: Tensor, Y: Tensor, axis: int, weight: Tensor | None, ignore_index: int | None,
