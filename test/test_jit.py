@@ -2,7 +2,7 @@
 inputs' buffers. Every replayed result is checked against numpy or against the same computation run without the JIT,
 over several calls with different values; training steps update parameters and optimizer state on every replay; random
 numbers are fresh on every replay and the same as without the JIT; bad inputs raise JitError naming what changed."""
-import gc, weakref
+import functools, gc, weakref
 from typing import NamedTuple
 import numpy as np
 import pytest
@@ -619,3 +619,34 @@ def test_mnist_training_beats_90_percent():
     predicted = model((X_test[:2000].float() / 255)).argmax(axis=1).numpy()
   accuracy = (predicted == Y_test[:2000].numpy()).mean()
   assert accuracy > 0.9, f"test accuracy {accuracy:.3f}"
+
+# *** prune: kernels whose results can't change are left out of the replay ***
+
+def _prune_fn(w: Tensor):
+  def f(x: Tensor) -> Tensor: return (x @ (w * 2 + 1).contiguous()).relu().sum(1) + Tensor.rand(4)
+  return f
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_prune_keeps_results(prune):
+  w = Tensor(np.random.default_rng(0).random((4, 4)).astype(np.float32)).realize()
+  Tensor.manual_seed(3)
+  eager = [_prune_fn(w)(Tensor.full((4, 4), float(i)).contiguous().realize()).numpy() for i in range(4)]
+  Tensor.manual_seed(3)
+  jit, counts, outs = TinyJit(_prune_fn(w), prune=prune), [], []
+  for i in range(4):
+    x = Tensor.full((4, 4), float(i)).contiguous().realize()
+    GlobalCounters.reset()
+    outs.append(jit(x).numpy())
+    counts.append(GlobalCounters.kernel_count)
+  np.testing.assert_allclose(np.array(outs), np.array(eager), rtol=1e-6)  # random numbers stay fresh on each call
+  assert counts[3] == (counts[0] - 1 if prune else counts[0]), counts  # the (w * 2 + 1) kernel is pruned
+
+def test_prune_as_method():
+  class M:
+    def __init__(self): self.w = Tensor.ones(3, 3).contiguous().realize()
+    @functools.partial(TinyJit, prune=True)
+    def __call__(self, x: Tensor) -> Tensor: return x @ (self.w + 1).contiguous()
+  m = M()
+  for i in range(3): out = m(Tensor.full((2, 3), float(i)).contiguous().realize())
+  assert out.tolist() == [[12.0] * 3] * 2
+  assert len(M.__call__.__get__(m).jit_cache) == 1, "the (w + 1) kernel should be pruned"

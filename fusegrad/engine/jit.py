@@ -15,7 +15,7 @@ from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, dprint, colored
 from fusegrad.uop.ops import UOp, Ops, GroupOp
-from fusegrad.engine.realize import ExecItem, capturing
+from fusegrad.engine.realize import ExecItem, CompiledRunner, capturing
 from fusegrad.engine import schedule
 
 ReturnType = TypeVar("ReturnType")
@@ -97,9 +97,13 @@ class TinyJit(Generic[ReturnType]):
   dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments (numbers,
   strings) are not looked at: a replay runs the kernels captured with the capture call's values. A replay returns the
   Tensors the capture returned, with new values written into the same buffers: copy what you want to keep. As a method
-  decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture."""
-  def __init__(self, fxn: Callable[..., ReturnType]):
-    self.fxn, self.cnt = fxn, 0
+  decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture.
+
+  prune=True drops from the replay the kernels whose results can't change from call to call: those that read no
+  input, random state or variable, nor anything such a kernel writes (they ran at the capture; weights read that way
+  are frozen as they were then). `TinyJit(f, prune=True)` or `@functools.partial(TinyJit, prune=True)`."""
+  def __init__(self, fxn: Callable[..., ReturnType], prune: bool = False):
+    self.fxn, self.cnt, self.prune = fxn, 0, prune
     self.jit_cache: list[ExecItem] = []
     self.input_slots: list[tuple[int, int, int]] = []  # (exec item, buffer position, input index)
     self.written: set[int] = set()  # ids of the buffers the kernels write that are not inputs
@@ -132,10 +136,10 @@ class TinyJit(Generic[ReturnType]):
     """A TinyJit of the method bound to obj, holding obj weakly (forgotten with it) where obj allows weak references."""
     fxn = self.fxn
     try: ref = weakref.ref(obj)
-    except TypeError: return obj, TinyJit(functools.partial(fxn, obj))  # held strongly, so its id is never reused
+    except TypeError: return obj, TinyJit(functools.partial(fxn, obj), self.prune)  # held strongly: its id stays
     weakref.finalize(obj, self._per_instance.pop, id(obj), None)
     def bound(*args: Any, **kwargs: Any) -> Any: return fxn(ref(), *args, **kwargs)
-    return None, TinyJit(functools.wraps(fxn)(bound))
+    return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     if not JIT: return self.fxn(*args, **kwargs)
@@ -178,12 +182,13 @@ class TinyJit(Generic[ReturnType]):
       schedule.memo_since.pop()
       _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
+    self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
+    if self.prune: self._prune(bufs)
     self.input_slots = [(i, j, bufs.index(b)) for i, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs)
                         if any(b is x for x in bufs)]
     # buffers the kernels write that are not inputs (results, intermediates): a later input in one of them is copied
     inputs_written = {(i, j) for i, j, _ in self.input_slots}
     self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
-    self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
     self.rng_step = Tensor._rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
     self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _tensors_in(ret)
@@ -193,6 +198,23 @@ class TinyJit(Generic[ReturnType]):
     self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
     return ret
+
+  def _prune(self, inputs: list[Buffer]) -> None:
+    """Keep the kernels that touch a buffer whose contents vary between calls (an input, a random state, or one that
+    a kept kernel writes), or that use a variable; repeat until nothing changes (a later kept writer of a buffer
+    makes its earlier writers vary too)."""
+    live = {id(b.base) for b in inputs} | {id(state.base) for state, _ in self.rng_draws}
+    keep = [isinstance(ei.runner, CompiledRunner) and bool(ei.runner.p.vars) for ei in self.jit_cache]
+    changed = True
+    while changed:
+      changed = False
+      for i, ei in enumerate(self.jit_cache):
+        if not keep[i] and any(id(b.base) in live for b in ei.bufs): keep[i] = changed = True
+        if keep[i] and id(ei.bufs[0].base) not in live:
+          live.add(id(ei.bufs[0].base))
+          changed = True
+    dprint(1, colored(f"JIT pruned {keep.count(False)} of {len(keep)} kernels (their results can't change)", "magenta"))
+    self.jit_cache = [ei for ei, k in zip(self.jit_cache, keep) if k]
 
   def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
     from fusegrad.tensor import Tensor
