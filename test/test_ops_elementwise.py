@@ -219,6 +219,17 @@ def test_edge_values():
   results.append(Result("clip", x.clip(-1, 1), t.clip(-1, 1)))
   check_all(results)
 
+def test_abs_signed_zero_and_special_gradients():
+  """abs(+-0) is +0 (so 1/abs(0) is +inf), and the gradient at 0, nan and +-inf is torch's."""
+  x, t = pair(SPECIALS)
+  x.requires_grad, t.requires_grad = True, True
+  got, want = x.abs(), t.abs()
+  np.testing.assert_equal(np.signbit(got.numpy()), np.signbit(want.detach().numpy()))
+  got.sum().backward()
+  want.sum().backward()
+  np.testing.assert_equal(x.grad.numpy(), t.grad.numpy())
+  assert (1 / Tensor([0.0, -0.0]).abs()).tolist() == [math.inf, math.inf]
+
 # *** binary arithmetic: broadcasting, gradients for both inputs ***
 BROADCASTS = [(S, S), ((3, 1), (1, 5)), ((5,), S), (S, ()), ((2, 1, 5), (3, 1))]
 BINARY = [

@@ -168,9 +168,9 @@ class ElementwiseMixin:
     """The same as clip."""
     return self.clip(min_, max_, min=min, max=max)
   def abs(self: Tensor) -> Tensor:
-    """|x|: max(x, -x), whose gradient at 0 is 0 as in torch."""
+    """|x|, as torch: abs(-0.0) and abs(0.0) are +0.0 and nan stays nan; the gradient is sign(x) (0 at 0 and nan)."""
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool: return self
-    return self.maximum(-self)
+    return (self > 0).where(self, (self < 0).where(-self, (self != self).where(self.detach(), 0)))
   def sign(self: Tensor) -> Tensor:
     """-1, 0 or 1 in self's dtype (nan gives 0, as in torch); the gradient is 0."""
     return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
