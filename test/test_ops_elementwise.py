@@ -230,6 +230,14 @@ def test_abs_signed_zero_and_special_gradients():
   np.testing.assert_equal(x.grad.numpy(), t.grad.numpy())
   assert (1 / Tensor([0.0, -0.0]).abs()).tolist() == [math.inf, math.inf]
 
+def test_mod_floordiv_special_values():
+  """% and // over every pair of nan, +-inf, +-0 and finite values: torch's answers (Python's for an infinite
+  divisor: 3 % -inf is -inf, 3 // -inf is -1; inf // 3 is nan)."""
+  vals = [math.nan, math.inf, -math.inf, 0.0, -0.0, 3.0, -3.0, 0.5, -2.5]
+  a, b = [x for x in vals for _ in vals], [y for _ in vals for y in vals]
+  (x, t), (y, u) = pair(a), pair(b)
+  check_all([Result("a % b", x % y, t % u), Result("a // b", x // y, t // u)])
+
 # *** binary arithmetic: broadcasting, gradients for both inputs ***
 BROADCASTS = [(S, S), ((3, 1), (1, 5)), ((5,), S), (S, ()), ((2, 1, 5), (3, 1))]
 BINARY = [

@@ -65,7 +65,10 @@ class ElementwiseMixin:
       r = self - q * b
       too_big = (b > 0).where(r < 0, r > 0)
       too_small = (b > 0).where(r >= b, r <= b)
-      return too_big.where(q - 1, too_small.where(q + 1, q))
+      q = too_big.where(q - 1, too_small.where(q + 1, q))
+      # Python's and torch's answers by an infinite divisor: 0, or -1 when the signs differ; inf // b is nan (b != 0)
+      nan = self.isnan() | (self.isinf() & b.ne(0))
+      return nan.where(math.nan, b.isinf().where(self._opposite_sign(b).where(-1.0, 0.0).cast(q.dtype), q))
     q = self._apply(Ops.IDIV, b)
     inexact = self._apply(Ops.MOD, b).ne(0)
     return (inexact & ((self < 0) ^ (b < 0))).where(q - 1, q)
@@ -85,9 +88,13 @@ class ElementwiseMixin:
   def mod(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """Remainder with the sign of the divisor (Python's %, torch.remainder): `Tensor([7, -7]) % 3` is [1, 2]."""
     a, b = self._broadcasted(x, reverse, op="mod")
-    if dtypes.is_float(a.dtype): return a - b * a._floordiv(b)
+    if dtypes.is_float(a.dtype):  # an infinite divisor leaves a, or gives b when the signs differ (Python's %)
+      return (b.isinf() & a.isfinite()).where(a._opposite_sign(b).where(b, a), a - b * a._floordiv(b))
     r = a._apply(Ops.MOD, b)
     return (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
+  def _opposite_sign(self: Tensor, b: Tensor) -> Tensor:
+    """self is non-zero and its sign differs from b's."""
+    return self.ne(0) & ((self < 0) ^ (b < 0))
   def fmod(self: Tensor, x: Any) -> Tensor:
     """Remainder with the sign of the dividend (C's fmod): `Tensor([7, -7]).fmod(3)` is [1, -1]."""
     a, b = self._broadcasted(x, op="fmod")
