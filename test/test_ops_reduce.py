@@ -222,18 +222,10 @@ def test_cummax(small_blocks):
 def test_cummax_values_indices(axis):
   helper_test_op([(4, 6)], lambda x: x.cummax(axis)[0], lambda x: x.cummax(axis)[0])
   helper_test_op([(4, 6)], lambda x: x.cummax(axis)[1].int(), lambda x: x.cummax(axis)[1], forward_only=True)
-def test_cummax_ties_nan_int_bool():
+def test_cummax_ties_nan():
   vals = [[1.0, 3.0, 2.0, 3.0, 0.0, 5.0, 5.0], [1.0, np.nan, 0.0, np.nan, 9.0, 2.0, -3.0]]
   helper_test_op(None, lambda x: x.cummax(1)[0], lambda x: x.cummax(1)[0], vals=[vals], forward_only=True)
   helper_test_op(None, lambda x: x.cummax(1)[1].int(), lambda x: x.cummax(1)[1], vals=[vals], forward_only=True)
-  v = np.random.default_rng(2).integers(-5, 5, (2, 9)).astype(np.int32)
-  values, indices = Tensor(v).cummax(1)
-  want = torch.tensor(v).cummax(1)
-  assert values.dtype == dtypes.int32 and indices.dtype == dtypes.int32
-  np.testing.assert_equal(values.numpy(), want.values.numpy())
-  np.testing.assert_equal(indices.numpy(), want.indices.numpy())
-  b = [False, True, False, True]
-  assert [t.tolist() for t in Tensor(b).cummax()] == [t.tolist() for t in torch.tensor(b).cummax(0)]
 def test_cumsum_real_blocks(): helper_test_op([(530,)], lambda x: x.cumsum(0), atol=1e-4, forward_only=True)
 def test_cumsum_scalar(): helper_test_op([()], lambda x: x.cumsum(0))
 def test_cumsum_zero_size(): helper_test_op([(0, 3)], lambda x: x.cumsum(0), forward_only=True)
@@ -304,16 +296,17 @@ def test_cummin_ties_nan():
   vals = [[3.0, 1.0, 2.0, 1.0, 0.0, 0.0, 5.0], [1.0, np.nan, 0.0, np.nan, -1.0, 2.0, -3.0]]
   helper_test_op(None, lambda x: x.cummin(1)[0], lambda x: x.cummin(1)[0], vals=[vals], forward_only=True)
   helper_test_op(None, lambda x: x.cummin(1)[1].int(), lambda x: x.cummin(1)[1], vals=[vals], forward_only=True)
-def test_cummin_int_bool_scalar(small_blocks):
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cum_extreme_int_bool_scalar(small_blocks, op):
   v = np.random.default_rng(1).integers(-5, 5, (2, 19)).astype(np.int32)
-  values, indices = Tensor(v).cummin(1)
-  want = torch.tensor(v).cummin(1)
+  values, indices = getattr(Tensor(v), op)(1)
+  want = getattr(torch.tensor(v), op)(1)
   assert values.dtype == dtypes.int32 and indices.dtype == dtypes.int32
   np.testing.assert_equal(values.numpy(), want.values.numpy())
   np.testing.assert_equal(indices.numpy(), want.indices.numpy())
   b = [True, True, False, True, False]
-  assert [t.tolist() for t in Tensor(b).cummin()] == [t.tolist() for t in torch.tensor(b).cummin(0)]
-  assert [t.item() for t in Tensor(2.5).cummin()] == [2.5, 0]
+  assert [t.tolist() for t in getattr(Tensor(b), op)()] == [t.tolist() for t in getattr(torch.tensor(b), op)(0)]
+  assert [t.item() for t in getattr(Tensor(2.5), op)()] == [2.5, 0]
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_logcumsumexp(axis): helper_test_op([(4, 6)], lambda x: x.logcumsumexp(axis), atol=1e-5)
