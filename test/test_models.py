@@ -7,6 +7,7 @@ transformers = pytest.importorskip("transformers")
 
 from fusegrad import Tensor, dtypes
 from examples.gpt2 import Generator, load_gpt2
+from examples.llama import load_llama
 
 DECODE_STEPS = 20
 
@@ -59,3 +60,73 @@ def test_gpt2_errors(tiny_hf_gpt2, tmp_path):
   with pytest.raises(ValueError, match="max_context"): gen.prefill(list(range(9)))
   with pytest.raises(ValueError, match="past max_context"): gen.decode(1, 8)
   with pytest.raises(ValueError, match="neither a directory"): load_gpt2(str(tmp_path / "nothing"))
+
+# *** LLaMA ***
+
+@pytest.fixture(scope="module")
+def tiny_hf_llama(tmp_path_factory):
+  torch.manual_seed(0)
+  cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=48,
+                                 initializer_range=0.2, rope_theta=500.0, rms_norm_eps=1e-5, bos_token_id=0,
+                                 eos_token_id=None, pad_token_id=0)
+  model = transformers.LlamaForCausalLM(cfg).eval()
+  path = tmp_path_factory.mktemp("llama")
+  model.save_pretrained(path, safe_serialization=True)
+  return model, path
+
+def test_llama_matches_transformers(tiny_hf_llama):
+  ref, path = tiny_hf_llama
+  net, _ = load_llama(str(path), max_context=40)
+  assert net.cfg.num_key_value_heads == 2 and net.cfg.rope_theta == 500.0
+  check_cached_decoding(net, ref, [5, 17, 3, 80, 41, 9, 0], 40, atol=1e-4)
+
+def permute_rope(w: np.ndarray, heads: int, inverse: bool = False) -> np.ndarray:
+  """llama.cpp's convert_hf_to_gguf layout for q and k: each head's rotary pairs interleaved (or back)."""
+  split = (heads, w.shape[0] // heads // 2, 2) if inverse else (heads, 2, w.shape[0] // heads // 2)
+  return w.reshape(*split, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+def write_gguf(model, path, qtype) -> dict[str, np.ndarray]:
+  """The model as a llama GGUF file with its 2-D weights in qtype; returns HF names -> the values the file holds."""
+  gguf = pytest.importorskip("gguf")
+  cfg, sd = model.config, {k: v.numpy() for k, v in model.state_dict().items()}
+  w = gguf.GGUFWriter(str(path), "llama")
+  w.add_block_count(cfg.num_hidden_layers); w.add_context_length(cfg.max_position_embeddings)
+  w.add_embedding_length(cfg.hidden_size); w.add_feed_forward_length(cfg.intermediate_size)
+  w.add_head_count(cfg.num_attention_heads); w.add_head_count_kv(cfg.num_key_value_heads)
+  w.add_layer_norm_rms_eps(cfg.rms_norm_eps); w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+  names = {"embed_tokens": "token_embd", "norm": "output_norm", "lm_head": "output", "self_attn.q_proj": "attn_q",
+           "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+           "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+           "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+  held = {}
+  for key, value in sd.items():
+    inner = key.removeprefix("model.").removesuffix(".weight")
+    layer, inner = (inner.split(".", 2)[1], inner.split(".", 2)[2]) if inner.startswith("layers.") else (None, inner)
+    name = (f"blk.{layer}." if layer is not None else "") + names[inner] + ".weight"
+    if inner == "self_attn.q_proj": value = permute_rope(value, cfg.num_attention_heads)
+    if inner == "self_attn.k_proj": value = permute_rope(value, cfg.num_key_value_heads)
+    if value.ndim == 2 and qtype not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+      data = gguf.quants.quantize(value, qtype)
+      w.add_tensor(name, data, raw_dtype=qtype)
+      value = gguf.quants.dequantize(data, qtype)
+    elif value.ndim == 2 and qtype == gguf.GGMLQuantizationType.F16:
+      value = value.astype(np.float16)
+      w.add_tensor(name, value)
+    else: w.add_tensor(name, value.astype(np.float32))
+    if inner == "self_attn.q_proj": value = permute_rope(value, cfg.num_attention_heads, inverse=True)
+    if inner == "self_attn.k_proj": value = permute_rope(value, cfg.num_key_value_heads, inverse=True)
+    held[key] = value.astype(np.float32)
+  w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+  return held
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_0"])
+def test_llama_gguf_matches_transformers(tiny_hf_llama, tmp_path, qtype):
+  gguf = pytest.importorskip("gguf")
+  ref = tiny_hf_llama[0]
+  held = write_gguf(ref, tmp_path / "tiny.gguf", gguf.GGMLQuantizationType[qtype])
+  if qtype != "F32":  # the file holds rounded numbers: compare with ref loaded with them
+    ref = transformers.LlamaForCausalLM(ref.config).eval()
+    ref.load_state_dict({k: torch.tensor(v) for k, v in held.items()})
+  net, _ = load_llama(str(tmp_path / "tiny.gguf"), max_context=40)
+  check_cached_decoding(net, ref, [5, 17, 3, 80, 41, 9, 0], 40, atol=1e-4)
