@@ -6,6 +6,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from fusegrad import Tensor, dtypes
+from test.helpers import helper_test_op
 from examples.gpt2 import Generator, load_gpt2
 from examples.llama import load_llama
 
@@ -35,6 +36,50 @@ def check_cached_decoding(net, ref, prompt: list[int], max_context: int, atol: f
     np.testing.assert_allclose(gen.decode(ids[pos], pos), want[pos], atol=atol, rtol=0, err_msg=f"position {pos}")
   assert len(gen.step.jit_cache) > 0  # the steps replayed one capture
   assert list(Generator(net, max_context).generate(prompt, DECODE_STEPS)) == hf_greedy(ref, prompt, DECODE_STEPS)
+
+# *** attention as the models use it (test_ops_nn.py has the basic cases) ***
+
+F = torch.nn.functional
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_sdpa_padding_mask_broadcast(kind):
+  """A (batch, 1, 1, S) mask of real keys, as MiniLM builds it, broadcast over heads and queries."""
+  keep = np.ones((2, 1, 1, 5), dtype=bool)
+  keep[1, ..., 3:] = False
+  mask = keep if kind == "bool" else np.where(keep, 0.0, -1e9).astype(np.float32)
+  helper_test_op([(2, 3, 5, 8), (2, 3, 5, 8), (2, 3, 5, 8)],
+                 lambda q, k, v: F.scaled_dot_product_attention(q, k, v, torch.tensor(mask)),
+                 lambda q, k, v: q.scaled_dot_product_attention(k, v, Tensor(mask)), atol=1e-5)
+
+def test_sdpa_causal_rectangular():
+  """is_causal with fewer queries than keys keeps the top-left triangle, as torch."""
+  helper_test_op([(1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)],
+                 lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                 lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True), atol=1e-5)
+
+def test_sdpa_cache_mask_gqa():
+  """The KV-cache form: queries at positions 4, 5 see keys up to their position of a longer cache, 2 kv heads."""
+  keep = np.arange(8)[None, :] <= np.array([4, 5])[:, None]
+  helper_test_op([(1, 4, 2, 8), (1, 2, 8, 8), (1, 2, 8, 8)],
+                 lambda q, k, v: F.scaled_dot_product_attention(q, k, v, torch.tensor(keep), enable_gqa=True),
+                 lambda q, k, v: q.scaled_dot_product_attention(k, v, Tensor(keep), enable_gqa=True), atol=1e-5)
+
+def test_sdpa_dropout():
+  """In training the attention weights are dropped with probability p and the rest scaled by 1/(1-p) (values = the
+  identity shows the weights); outside training dropout_p does nothing."""
+  rng = np.random.default_rng(0)
+  q, k = rng.standard_normal((2, 4, 16, 8)).astype(np.float32), rng.standard_normal((2, 4, 16, 8)).astype(np.float32)
+  v = np.broadcast_to(np.eye(16, dtype=np.float32), (2, 4, 16, 16))
+  want = F.softmax(torch.tensor(q) @ torch.tensor(k).transpose(-2, -1) / np.sqrt(8), -1).numpy()
+  args = (Tensor(k), Tensor(v.copy()))
+  np.testing.assert_allclose(Tensor(q).scaled_dot_product_attention(*args, dropout_p=0.5).numpy(), want, atol=1e-6)
+  Tensor.manual_seed(3)
+  with Tensor.train():
+    got = Tensor(q).scaled_dot_product_attention(*args, dropout_p=0.25).numpy()
+    assert not Tensor(q).scaled_dot_product_attention(*args, dropout_p=1.0).numpy().any()
+  dropped = got == 0
+  np.testing.assert_allclose(got[~dropped], want[~dropped] / 0.75, rtol=1e-5)
+  assert 0.2 < dropped.mean() < 0.3
 
 # *** GPT-2 ***
 
