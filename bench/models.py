@@ -13,8 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np
 from fusegrad import Tensor, TinyJit
 from fusegrad.helpers import getenv
-from examples.gpt2 import GPT2, GPT2Config, Generator, hf_to_fusegrad
-from fusegrad.nn.state import load_state_dict
+from examples.gpt2 import GPT2, GPT2Config, Generator
 
 STEPS, PROMPT, CONTEXT = getenv("STEPS", 32), getenv("PROMPT", 8), getenv("CONTEXT", 128)
 THREADS = getenv("THREADS", os.cpu_count() or 1)
@@ -24,7 +23,7 @@ def median_rate(times: list[float], per_call: int) -> float: return per_call / f
 
 def gpt2_fusegrad(hf_model, cfg: GPT2Config, prompt: list[int]) -> tuple[float, list[int]]:
   net = GPT2(cfg, CONTEXT)
-  load_state_dict(net, hf_to_fusegrad({k: Tensor(v.numpy()) for k, v in hf_model.state_dict().items()}), verbose=False)
+  net.load_hf({k: Tensor(v.numpy()) for k, v in hf_model.state_dict().items()})
   gen = Generator(net, CONTEXT)
   token, pos, times, tokens = int(np.argmax(gen.prefill(prompt))), len(prompt), [], []
   for i in range(WARMUP + STEPS):

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from fusegrad import Tensor, TinyJit, Variable, UOp, fetch, dtypes
 from fusegrad.nn import Embedding, LayerNorm, Linear
-from fusegrad.nn.state import safe_load, load_state_dict
+from fusegrad.nn.state import safe_load, load_state_dict, get_parameters
 
 Pos = int | UOp  # the position of the first token of a call: a number, or a bound Variable under the JIT
 
@@ -68,10 +68,12 @@ def sample(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Ge
   return int(rng.choice(z.size, p=p / p.sum()))
 
 class Generator:
-  """Runs forward(tokens (1, L), start_pos) -> logits (1, vocab) of the last token: the prompt in one call, then
+  """Runs model(tokens (1, L), start_pos) -> logits (1, vocab) of the last token: the prompt in one call, then
   one token per call under TinyJit with the position as a bound Variable."""
-  def __init__(self, forward: Callable[[Tensor, Pos], Tensor], max_context: int):
-    self.forward, self.max_context = forward, max_context
+  def __init__(self, model: Callable[[Tensor, Pos], Tensor], max_context: int):
+    self.forward, self.max_context = model, max_context
+    # weights still lazy (a random init) must become buffers now: else every replay would recompute (and redraw) them
+    Tensor.realize_all(get_parameters(model))
     self.pos_var = Variable("start_pos", 0, max_context - 1)
     self.step = TinyJit(lambda tok, pos: self.forward(tok, pos).realize())
 
@@ -134,7 +136,9 @@ class Block:
 class GPT2:
   def __init__(self, cfg: GPT2Config, max_context: int | None = None):
     self.cfg, self.max_context = cfg, min(max_context or cfg.n_positions, cfg.n_positions)
-    self.wte = Embedding(cfg.vocab_size, cfg.n_embd)
+    # the vocabulary padded to a multiple of 64 (zero rows, logits cut off): 50257 output columns have no factor the
+    # compiler can tile registers by, and the head's matmul runs ~2.5x slower without
+    self.wte = Embedding(-(-cfg.vocab_size // 64) * 64, cfg.n_embd)
     self.wpe = Embedding(cfg.n_positions, cfg.n_embd)
     self.h = [Block(cfg) for _ in range(cfg.n_layer)]
     self.ln_f = LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
@@ -146,7 +150,14 @@ class GPT2:
     mask = causal_mask(positions, self.max_context)
     for block in self.h: x = block(x, positions, mask, self.max_context)
     if last_only: x = x[:, -1]
-    return self.ln_f(x).matmul(self.wte.weight.T)  # tied embeddings
+    return self.ln_f(x).matmul(self.wte.weight.T)[..., :self.cfg.vocab_size]  # tied embeddings
+
+  def load_hf(self, weights: dict[str, Tensor]) -> None:
+    """Load a Hugging Face GPT-2 state dict (names as in GPT2LMHeadModel or GPT2Model)."""
+    sd = hf_to_fusegrad(weights)
+    extra_rows = self.wte.vocab_sz - self.cfg.vocab_size
+    if "wte.weight" in sd: sd["wte.weight"] = sd["wte.weight"].pad(((0, extra_rows), (0, 0)))
+    load_state_dict(self, sd, verbose=False)
 
 def hf_to_fusegrad(weights: dict[str, Tensor]) -> dict[str, Tensor]:
   """Rename a Hugging Face GPT-2 state dict to ours: Conv1D weights (in, out) become Linear's (out, in)."""
@@ -173,7 +184,7 @@ def load_gpt2(model: str, max_context: int | None = None) -> tuple[GPT2, pathlib
     tok = fetch(base + "tokenizer.json", subdir=model, name="tokenizer.json")
   else: raise ValueError(f"gpt2: {model!r} is neither a directory nor one of {sorted(HF_CONFIGS)}")
   net = GPT2(cfg, max_context)
-  load_state_dict(net, hf_to_fusegrad(weights), verbose=False)
+  net.load_hf(weights)
   return net, tok if tok.is_file() else None
 
 def tiny_gpt2(max_context: int = 64, seed: int = 0) -> GPT2:

