@@ -72,7 +72,7 @@ class Generator:
   one token per call under TinyJit with the position as a bound Variable."""
   def __init__(self, model: Callable[[Tensor, Pos], Tensor], max_context: int):
     self.forward, self.max_context = model, max_context
-    # weights still lazy (a random init) must become buffers now: else every replay would recompute (and redraw) them
+    # weights still lazy (a random init) become buffers now: else every replay recomputes them (kernels per weight)
     Tensor.realize_all(get_parameters(model))
     self.pos_var = Variable("start_pos", 0, max_context - 1)
     self.step = TinyJit(lambda tok, pos: self.forward(tok, pos).realize())
