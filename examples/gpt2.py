@@ -46,13 +46,14 @@ class KVCache:
     self.v = Tensor.zeros(batch, heads, max_context, head_dim).contiguous().realize()
 
   def update(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-    """Write k, v (batch, heads, L, head_dim) at positions (L,) and return the whole cache (lazily: the writes
-    happen when the result is realized)."""
+    """Write k, v (batch, heads, L, head_dim) at positions (L,) now, and return the whole cache."""
     slot = positions.reshape(-1, 1) == Tensor.arange(self.max_context).reshape(1, -1)  # (L, max_context)
     place = slot.T.cast(k.dtype)  # (max_context, L): one 1 per written row
     untouched = (slot.sum(0) == 0).reshape(-1, 1)  # (max_context, 1)
-    self.k.assign(untouched.where(self.k, place.matmul(k)))
-    self.v.assign(untouched.where(self.v, place.matmul(v)))
+    # realized here, so self.k and self.v stand for their buffers again: left lazy, the next token's graph would hold
+    # this write's whole expression and compute it once more
+    new_v = self.v.assign(untouched.where(self.v, place.matmul(v)))
+    self.k.assign(untouched.where(self.k, place.matmul(k))).realize(new_v)
     return self.k, self.v
 
 def causal_mask(positions: Tensor, max_context: int) -> Tensor:

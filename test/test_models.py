@@ -34,7 +34,8 @@ def check_cached_decoding(net, ref, prompt: list[int], max_context: int, atol: f
   gen.prefill(prompt)
   for pos in range(len(prompt), len(ids)):
     np.testing.assert_allclose(gen.decode(ids[pos], pos), want[pos], atol=atol, rtol=0, err_msg=f"position {pos}")
-  assert len(gen.step.jit_cache) > 0  # the steps replayed one capture
+  # the steps replay one capture, of a few kernels per layer (a cache write left lazy would be computed again)
+  assert 0 < len(gen.step.jit_cache) <= 20 * len(getattr(net, 'h', getattr(net, 'layers', []))) + 10
   assert list(Generator(net, max_context).generate(prompt, DECODE_STEPS)) == hf_greedy(ref, prompt, DECODE_STEPS)
 
 # *** attention as the models use it (test_ops_nn.py has the basic cases) ***
