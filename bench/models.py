@@ -47,36 +47,15 @@ def gpt2_torch(hf_model, prompt: list[int]) -> tuple[float, list[int]]:
       tokens.append(token)
   return median_rate(times, 1), tokens
 
-def bench_gpt2(name: str, cfg: GPT2Config) -> None:
+def hf_gpt2(cfg: GPT2Config):
   import torch, transformers
   torch.manual_seed(0)
-  hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+  return transformers.GPT2LMHeadModel(transformers.GPT2Config(
     vocab_size=cfg.vocab_size, n_positions=cfg.n_positions, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
     n_head=cfg.n_head, initializer_range=0.2 if cfg.n_embd < 128 else 0.02)).eval()
-  prompt = np.random.default_rng(0).integers(0, cfg.vocab_size, PROMPT).tolist()
-  fg_rate, fg_tokens = gpt2_fusegrad(hf, cfg, prompt)
-  pt_rate, pt_tokens = gpt2_torch(hf, prompt)
-  same = sum(a == b for a, b in zip(fg_tokens, pt_tokens))
-  print(f"GPT-2 {name:5s} decode: fusegrad {fg_rate:8.1f} tok/s   PyTorch {pt_rate:8.1f} tok/s   "
-        f"ratio {fg_rate / pt_rate:5.2f}x   (greedy tokens equal: {same}/{len(pt_tokens)})")
 
-def bench_minilm() -> None:
+def minilm_torch(path, ids: np.ndarray, mask: np.ndarray) -> tuple[float, np.ndarray]:
   import torch, transformers
-  from examples.minilm import SentenceEncoder, SENTENCES, default_model_dir
-  path = default_model_dir()
-  sentences = [f"{s} (number {i})" for i, s in enumerate(SENTENCES * 13)][:64]
-  enc = SentenceEncoder(path)
-  ids, mask = enc.tokenize(sentences)
-  tid, tmask = Tensor(ids).realize(), Tensor(mask).realize()
-  jit = TinyJit(lambda i, m: enc.model.embed(i, m).realize())
-  plain, jitted = [], []
-  for i in range(5):
-    st = time.perf_counter()
-    enc.encode(sentences)
-    plain.append(time.perf_counter() - st)
-    st = time.perf_counter()
-    got = jit(tid, tmask).numpy()
-    jitted.append(time.perf_counter() - st)
   ref = transformers.BertModel.from_pretrained(path, add_pooling_layer=False).eval()
   times = []
   with torch.no_grad():
@@ -86,16 +65,49 @@ def bench_minilm() -> None:
       states = ref(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask)).last_hidden_state
       want = torch.nn.functional.normalize((states * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=1).numpy()
       times.append(time.perf_counter() - st)
-  pt = median_rate(times[1:], 64)
-  for what, ts in (("plain", plain), ("TinyJit", jitted)):
-    fg = median_rate(ts[2:], 64)
-    print(f"MiniLM batch 64 ({ids.shape[1]} tokens), {what:7s}: fusegrad {fg:7.1f} sentences/s   PyTorch {pt:7.1f} "
-          f"sentences/s   ratio {fg / pt:5.2f}x")
+  return median_rate(times[1:], len(ids)), want
+
+def minilm_fusegrad(enc, sentences: list[str], ids: np.ndarray, mask: np.ndarray) -> tuple[float, float, np.ndarray]:
+  tid, tmask = Tensor(ids).realize(), Tensor(mask).realize()
+  jit = TinyJit(lambda i, m: enc.model.embed(i, m).realize())
+  plain, jitted = [], []
+  for _ in range(5):
+    st = time.perf_counter()
+    enc.encode(sentences)
+    plain.append(time.perf_counter() - st)
+    st = time.perf_counter()
+    got = jit(tid, tmask).numpy()
+    jitted.append(time.perf_counter() - st)
+  return median_rate(plain[2:], len(ids)), median_rate(jitted[2:], len(ids)), got
+
+def main() -> None:
+  import torch
+  from examples.minilm import SentenceEncoder, SENTENCES, default_model_dir
+  torch.set_num_threads(THREADS)
+  configs = {"tiny": GPT2Config(vocab_size=256, n_positions=CONTEXT, n_embd=64, n_layer=2, n_head=4),
+             "124M": GPT2Config(n_positions=1024)}
+  models = {name: hf_gpt2(cfg) for name, cfg in configs.items()}
+  rng = np.random.default_rng(0)
+  prompts = {name: rng.integers(0, cfg.vocab_size, PROMPT).tolist() for name, cfg in configs.items()}
+  path = default_model_dir()
+  sentences = [f"{s} (number {i})" for i, s in enumerate(SENTENCES * 13)][:64]
+  enc = SentenceEncoder(path)
+  ids, mask = enc.tokenize(sentences)
+  # PyTorch first: once fusegrad's OpenMP threads have run they spin a while after each kernel, and would slow down
+  # PyTorch's own threads in this process
+  torch_gpt2 = {name: gpt2_torch(models[name], prompts[name]) for name in configs}
+  torch_minilm, want = minilm_torch(path, ids, mask)
+  for name, cfg in configs.items():
+    fg_rate, fg_tokens = gpt2_fusegrad(models[name], cfg, prompts[name])
+    pt_rate, pt_tokens = torch_gpt2[name]
+    same = sum(a == b for a, b in zip(fg_tokens, pt_tokens))
+    print(f"GPT-2 {name:5s} decode: fusegrad {fg_rate:8.1f} tok/s   PyTorch {pt_rate:8.1f} tok/s   "
+          f"ratio {fg_rate / pt_rate:5.2f}x   (greedy tokens equal: {same}/{len(pt_tokens)})")
+  plain, jitted, got = minilm_fusegrad(enc, sentences, ids, mask)
+  for what, fg in (("plain", plain), ("TinyJit", jitted)):
+    print(f"MiniLM batch 64 ({ids.shape[1]} tokens), {what:7s}: fusegrad {fg:7.1f} sentences/s   PyTorch "
+          f"{torch_minilm:7.1f} sentences/s   ratio {fg / torch_minilm:5.2f}x")
   print(f"  max abs difference of the embeddings: {abs(got - want).max():.1e}")
 
 if __name__ == "__main__":
-  import torch
-  torch.set_num_threads(THREADS)
-  bench_gpt2("tiny", GPT2Config(vocab_size=256, n_positions=CONTEXT, n_embd=64, n_layer=2, n_head=4))
-  bench_gpt2("124M", GPT2Config(n_positions=1024))
-  bench_minilm()
+  main()
