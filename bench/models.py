@@ -6,7 +6,8 @@ GPT-2 (tiny and 124M-sized, random weights): tokens/s of cached greedy decoding 
 token; PyTorch: transformers with past_key_values), after a prompt of PROMPT tokens, steady state (the first tokens,
 which compile and capture, are not timed). MiniLM (all-MiniLM-L6-v2): sentences/s embedding a batch of 64 sentences
 (fusegrad plain and under TinyJit). Settings: STEPS (decoded tokens timed, 32), PROMPT (8), CONTEXT (KV cache, 128),
-THREADS (PyTorch's threads, all cores).
+THREADS (PyTorch's threads, all cores; on a machine busy with other work THREADS=1 is fairer to PyTorch, whose
+thread pool then waits for a second core on every op).
 """
 import os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))

@@ -124,10 +124,12 @@ def main() -> None:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("sentences", nargs="*", help="sentences to compare (a few examples by default)")
   p.add_argument("--model", help="a directory with config.json, model.safetensors and tokenizer.json")
+  p.add_argument("--full", action="store_true", help="print all the numbers of the example's embedding")
   args = p.parse_args()
   enc = SentenceEncoder(pathlib.Path(args.model) if args.model else default_model_dir())
   example = enc.encode(["This is an example sentence"])[0]
-  print(f"'This is an example sentence' -> {example.shape[0]} numbers: {np.array2string(example[:8], precision=4)} ...")
+  shown = np.array2string(example if args.full else example[:8], precision=4, threshold=example.size)
+  print(f"'This is an example sentence' -> {example.shape[0]} numbers: {shown}{'' if args.full else ' ...'}")
   sentences = args.sentences or SENTENCES
   emb = enc.encode(sentences)
   print("cosine similarity:")
