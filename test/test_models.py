@@ -7,7 +7,7 @@ transformers = pytest.importorskip("transformers")
 
 from fusegrad import Tensor, dtypes
 from test.helpers import helper_test_op
-from examples.gpt2 import Generator, load_gpt2
+from examples.gpt2 import Generator, load_gpt2, sample
 from examples.llama import load_llama
 
 DECODE_STEPS = 20
@@ -81,6 +81,19 @@ def test_sdpa_dropout():
   dropped = got == 0
   np.testing.assert_allclose(got[~dropped], want[~dropped] / 0.75, rtol=1e-5)
   assert 0.2 < dropped.mean() < 0.3
+
+def test_sample_temperature_top_k_seed():
+  logits = np.random.default_rng(0).standard_normal(50).astype(np.float32)
+  top5 = set(np.argsort(logits)[-5:].tolist())
+  assert sample(logits, 0.0, 0, np.random.default_rng(1)) == int(np.argmax(logits))
+  assert sample(logits, 1.0, 1, np.random.default_rng(1)) == int(np.argmax(logits))
+  draws = [sample(logits, 2.0, 5, rng) for rng in [np.random.default_rng(7)] for _ in range(400)]
+  assert set(draws) == top5  # only the top k, and (at a high temperature) all of them
+  again = [sample(logits, 2.0, 5, rng) for rng in [np.random.default_rng(7)] for _ in range(400)]
+  assert draws == again  # a seed gives the same tokens
+  # a low temperature concentrates on the most likely token
+  cold = [sample(logits, 0.05, 0, rng) for rng in [np.random.default_rng(3)] for _ in range(100)]
+  assert cold.count(int(np.argmax(logits))) > 90
 
 # *** GPT-2 ***
 
