@@ -56,8 +56,7 @@ class Optimizer:
     if not params: raise ValueError(f"{name}: got an empty list of parameters")
     for p in params:
       if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
-    if len({id(p) for p in params}) != len(params):
-      raise ValueError(f"{name}: the same Tensor appears twice in the parameters")
+    params = list({id(p): p for p in params}.values())  # a tensor given twice is one parameter (as tinygrad)
     if not isinstance(lr, (int, float)) or lr < 0 or math.isnan(lr):
       raise ValueError(f"{name}: invalid learning rate {lr!r}")
     for p in params:
