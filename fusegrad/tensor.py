@@ -19,6 +19,7 @@ from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentErr
 from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
 from fusegrad.mixin.reduce import ReduceMixin
+from fusegrad.mixin.linalg import LinalgMixin
 
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
@@ -42,7 +43,7 @@ def _pack(values: list, dtype: DType) -> bytes:
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
 
-class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
+class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
   training: ClassVar[bool] = False
