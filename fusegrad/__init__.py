@@ -5,6 +5,7 @@ from fusegrad.device import Device
 from fusegrad.helpers import Context, GlobalCounters, getenv, fetch, DEBUG
 from fusegrad.uop.ops import Variable, UOp
 from fusegrad.engine.jit import TinyJit, function
+from fusegrad import nn
 
 __all__ = ["Tensor", "dtypes", "Device", "Context", "GlobalCounters", "getenv", "fetch", "DEBUG", "Variable", "UOp",
-           "TinyJit", "function"]
+           "TinyJit", "function", "nn"]

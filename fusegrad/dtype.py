@@ -3,6 +3,7 @@ from __future__ import annotations
 import builtins, math, struct
 from dataclasses import dataclass
 from typing import Any, Final
+from fusegrad.helpers import DEFAULT_FLOAT
 
 @dataclass(frozen=True)
 class DType:
@@ -24,6 +25,14 @@ class DType:
     return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, local)
   @property
   def bitsize(self) -> int: return self.itemsize * 8
+  @property
+  def min(self) -> Any:
+    """The smallest value: -2**(bits-1) or 0 for ints, -inf for floats, False for bool."""
+    return dtypes.min(self)
+  @property
+  def max(self) -> Any:
+    """The largest value: 2**(bits-1)-1 or 2**bits-1 for ints, inf for floats, True for bool."""
+    return dtypes.max(self)
 
 @dataclass(frozen=True)
 class PtrDType(DType):
@@ -72,7 +81,10 @@ class dtypes:
     if isinstance(x, (list, tuple)):
       return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
     if isinstance(x, bool): return dtypes.bool
-    if isinstance(x, int): return dtypes.default_int
+    if isinstance(x, int):  # int32 (tinygrad's default), int64 for what int32 can't hold (torch's), never a wrap
+      if -2 ** 31 <= x < 2 ** 31: return dtypes.default_int
+      if -2 ** 63 <= x < 2 ** 63: return dtypes.int64
+      raise OverflowError(f"the Python int {x} doesn't fit in int64")
     if isinstance(x, float): return dtypes.default_float
     raise TypeError(f"can't make a tensor from a {type(x).__name__}: {x!r}")
   @staticmethod
@@ -121,6 +133,15 @@ NAMED_DTYPES: dict[str, DType] = {
   "float16": dtypes.float16, "bfloat16": dtypes.bfloat16, "float32": dtypes.float32, "float64": dtypes.float64,
   **DTYPES_DICT}
 
+def _default_float_from_setting() -> DType:
+  """The float dtype DEFAULT_FLOAT names (as tinygrad: DEFAULT_FLOAT=HALF), float32 when it is empty."""
+  name = str(DEFAULT_FLOAT.value).lower()
+  dt = NAMED_DTYPES.get(name, dtypes.float32) if name else dtypes.float32
+  if name and (name not in NAMED_DTYPES or not dtypes.is_float(dt)):
+    raise ValueError(f"DEFAULT_FLOAT={DEFAULT_FLOAT.value!r} is not a float dtype (HALF, BFLOAT16, FLOAT64 ...)")
+  return dt
+dtypes.default_float = _default_float_from_setting()
+
 def to_dtype(x: DType | str) -> DType:
   """A DType from a DType or its name ("float32", "half", "int"); raises on unknown names."""
   if isinstance(x, DType): return x
@@ -128,7 +149,7 @@ def to_dtype(x: DType | str) -> DType:
   if type(x).__module__.split(".")[0] == "numpy" or isinstance(x, type): return from_numpy(x)  # np.dtype("int64") too
   raise TypeError(f"unknown dtype {x!r}")
 
-def _py_rank(dt: DType) -> int: return {dtypes.bool: 0, dtypes.default_int: 1}.get(dt, 2)
+def _py_rank(dt: DType) -> int: return {dtypes.bool: 0, dtypes.default_int: 1, dtypes.int64: 2}.get(dt, 3)
 
 def wrap_int(x: int, dtype: DType) -> int:
   """x reduced to the range of the integer dtype, as C's two's complement wraparound does."""
@@ -159,9 +180,10 @@ def least_upper_float(dt: DType) -> DType:
   return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 
 def sum_acc_dtype(dt: DType) -> DType:
-  """The dtype a sum of dt accumulates in: ints at least 32 bits (unsigned stay unsigned), floats at least float32."""
-  if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)
-  if dtypes.is_int(dt) or dt == dtypes.bool: return least_upper_dtype(dt, dtypes.int32)
+  """The dtype a sum or product of dt accumulates in: bools and ints in int64 as torch (uint64 stays uint64), floats in
+  at least float32."""
+  if dt == dtypes.uint64: return dt
+  if dtypes.is_int(dt) or dt == dtypes.bool: return dtypes.int64
   return least_upper_dtype(dt, dtypes.float32)
 
 # *** conversions used by the PYTHON device and by Tensor creation ***

@@ -92,6 +92,8 @@ DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks
 BEAM = ContextVar("BEAM", 0, "beam width for the kernel optimization search; 0 uses the heuristic")
 NOOPT = ContextVar("NOOPT", 0, "1: apply no kernel optimizations at all")
 JIT = ContextVar("JIT", 1, "0: TinyJit runs the function every time instead of replaying kernels")
+DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "", "default float dtype (HALF, BFLOAT16, FLOAT64 ...), read at import into"
+                           " dtypes.default_float (which code may set too); empty: float32")
 TRAINING = ContextVar("TRAINING", 0, "1: layers such as dropout and batchnorm behave as in training")
 CC = ContextVar("CC", "", "C compiler for the CPU backend (default: clang if present, else gcc)")
 CPU_THREADS = ContextVar("CPU_THREADS", 0, "threads per CPU kernel (0: one per core)")

@@ -15,10 +15,11 @@ from fusegrad.helpers import prod, argfix, all_int, TRAINING
 from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.gradient import compute_gradient
-from fusegrad.mixin.elementwise import ElementwiseMixin
+from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError
 from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
 from fusegrad.mixin.reduce import ReduceMixin
+from fusegrad.mixin.linalg import LinalgMixin
 
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
@@ -42,7 +43,7 @@ def _pack(values: list, dtype: DType) -> bytes:
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
 
-class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
+class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
   training: ClassVar[bool] = False
@@ -388,37 +389,43 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     """Uninitialized memory in this tensor's shape, dtype and device."""
     return Tensor.empty(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
   @staticmethod
-  def arange(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> Tensor:
-    """start, start+step, ... up to (not including) stop: `Tensor.arange(5)` is [0, 1, 2, 3, 4]."""
+  def arange(start: Any, stop: Any = None, step: Any = 1, dtype: DType | str | None = None, device: str | None = None,
+             requires_grad: builtins.bool | None = None) -> Tensor:
+    """start, start+step, ... up to (not including) stop: `Tensor.arange(5)` is [0, 1, 2, 3, 4]. Ints are int32, or
+    int64 when a value passes int32's range (torch's int64 where tinygrad's int32 can't hold it)."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be zero")
     any_float = any(isinstance(x, float) for x in (start, stop, step))
-    default = dtypes.default_float if any_float else dtypes.default_int
-    dt = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else default
     n = max(math.ceil((stop - start) / step), 0)
-    device = Device.canonicalize(kwargs.pop("device", None))
-    if n == 0: return Tensor.empty(0, dtype=dt, device=device, **kwargs)
+    default = dtypes.default_float if any_float else dtypes.from_py([start, start + (n - 1) * step] if n else 0)
+    dt = to_dtype(dtype) if dtype is not None else default
+    device = Device.canonicalize(device)
+    if n == 0: return Tensor.empty(0, dtype=dt, device=device, requires_grad=requires_grad)
     idx = _count_up(n, device)
     if dtypes.is_float(dt): idx = idx.cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
-    return (idx * step + start).cast(dt).requires_grad_(kwargs.pop("requires_grad", None))
+    elif dt.itemsize == 8: idx = idx.cast(dt)  # int64 steps and starts don't wrap in int32
+    return (idx * step + start).cast(dt).requires_grad_(requires_grad)
   @staticmethod
-  def linspace(start: Any, stop: Any, steps: builtins.int, **kwargs: Any) -> Tensor:
-    """steps evenly spaced values from start to stop inclusive."""
-    if steps < 0: raise ValueError("linspace: steps must be >= 0")
-    dt = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-    if steps == 1: return Tensor([start], dtype=dt, **kwargs)
-    return (Tensor.arange(steps, **kwargs) * ((stop - start) / (steps - 1)) + start).cast(dt)
+  def linspace(start: Any, stop: Any, steps: builtins.int, dtype: DType | str | None = None, device: str | None = None,
+               requires_grad: builtins.bool | None = None) -> Tensor:
+    """steps evenly spaced values from start to stop inclusive: `Tensor.linspace(0, 1, 3)` is [0.0, 0.5, 1.0]."""
+    if not isinstance(steps, int) or steps < 0: raise ArgumentError(f"linspace: steps must be an int >= 0, got {steps}")
+    dt = to_dtype(dtype if dtype is not None else dtypes.default_float)
+    if steps == 1: return Tensor([start], dtype=dt, device=device, requires_grad=requires_grad)
+    ret = Tensor.arange(steps, device=device) * ((stop - start) / (steps - 1)) + start
+    return ret.cast(dt).requires_grad_(requires_grad)
   @staticmethod
-  def eye(n: builtins.int, m: builtins.int | None = None, **kwargs: Any) -> Tensor:
+  def eye(n: builtins.int, m: builtins.int | None = None, dtype: DType | str | None = None, device: str | None = None,
+          requires_grad: builtins.bool | None = None) -> Tensor:
     """The identity matrix (n x m): ones on the diagonal."""
     m = n if m is None else m
     if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}x{m}")
-    dt, device, k = to_dtype(kwargs.pop("dtype", dtypes.default_float)), kwargs.pop("device", None), min(n, m)
-    if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, **kwargs)
+    dt, k = to_dtype(dtype if dtype is not None else dtypes.default_float), min(n, m)
+    if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, requires_grad=requires_grad)
     # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
     x = Tensor.ones((k, 1), dtype=dt, device=device).pad(((0, 0), (0, m))).flatten().shrink(((0, k * m),)).reshape(k, m)
     x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
-    return x.requires_grad_(kwargs.pop("requires_grad", None))
+    return x.requires_grad_(requires_grad)
   @staticmethod
   def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], dtype: DType, device: str = "CPU") -> Tensor:
     """Not supported: fusegrad owns its memory."""
@@ -441,17 +448,18 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     bits = Tensor(counter.uop.alu(Ops.THREEFRY, state[0].expand(n).uop))
     return (bits & 0xFFFFFFFF).cast(dtypes.uint32)
   @staticmethod
-  def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+  def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None,
+           requires_grad: builtins.bool | None = None) -> Tensor:
     """Uniform random numbers in [0, 1)."""
     shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
     if not dtypes.is_float(dt): raise TypeError(f"rand: dtype must be a float, got {dt}")
     n = prod(shape)
-    if n == 0: return Tensor.empty(shape, dtype=dt, device=device)
+    if n == 0: return Tensor.empty(shape, dtype=dt, device=device, requires_grad=requires_grad)
     mant = {dtypes.float16: 11, dtypes.bfloat16: 8}.get(dt, 24)
     bits = Tensor._random_bits(n, device)
     # the top `mant` bits scaled into [0, 1): exact in the target dtype, so never rounds up to 1.0
     vals = (bits >> (32 - mant)).cast(dtypes.float32) * (2.0 ** -mant)
-    return vals.cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
+    return vals.cast(dt).reshape(shape).requires_grad_(requires_grad)
   def rand_like(self, **kwargs: Any) -> Tensor:
     """Uniform [0, 1) numbers with this tensor's shape, dtype and device."""
     return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
@@ -569,10 +577,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
     if self.shape == shape: return self
-    if len(self.shape) > len(shape): raise ValueError(f"can't broadcast {self.shape} to {shape}")
+    if len(self.shape) > len(shape): raise ShapeError(f"can't broadcast {self.shape} to {shape}")
     padded = (1,) * (len(shape) - len(self.shape)) + self.shape
     if any(s != n and s != 1 for s, n in zip(padded, shape)):
-      raise ValueError(f"can't broadcast {self.shape} to {shape}")
+      raise ShapeError(f"can't broadcast {self.shape} to {shape}")
     return self.reshape(padded).expand(shape)
 
   # *** indexing ***

@@ -209,3 +209,43 @@ def test_const_like():
   y = Tensor([1.0, 2.0], requires_grad=True)
   (y * 2 + y.const_like(3)).sum().backward()  # a constant: the gradient is only the product's
   assert y.grad is not None and y.grad.tolist() == [2.0, 2.0]
+
+# *** conformance: unknown arguments raise, big Python ints make int64 (as torch), never a silent wrap ***
+@pytest.mark.parametrize("make", [lambda: Tensor.zeros(3, foo=1), lambda: Tensor.ones(3, foo=1), lambda: Tensor.full(3, 1, foo=1),
+                                  lambda: Tensor.empty(3, foo=1), lambda: Tensor.rand(3, foo=1), lambda: Tensor.randn(3, foo=1),
+                                  lambda: Tensor.arange(3, foo=1), lambda: Tensor.eye(3, foo=1), lambda: Tensor.linspace(0, 1, 3, foo=1),
+                                  lambda: Tensor.uniform(3, foo=1), lambda: Tensor.normal(3, foo=1), lambda: Tensor.randint(3, foo=1),
+                                  lambda: Tensor([1], foo=1), lambda: Tensor.kaiming_uniform(3, 3, foo=1)])
+def test_unknown_keyword_raises(make):
+  with pytest.raises(TypeError, match="foo"): make()
+
+def test_creation_keywords_still_work():
+  for t in [Tensor.arange(3, dtype="float32", device=None, requires_grad=True), Tensor.eye(2, dtype=dtypes.float32, requires_grad=True),
+            Tensor.linspace(0, 1, 3, dtype=dtypes.float64, requires_grad=True), Tensor.rand(2, requires_grad=True), Tensor.rand(0, requires_grad=True)]:
+    assert t.requires_grad and dtypes.is_float(t.dtype)
+  assert Tensor.linspace(0, 1, 3, dtype=dtypes.float64).dtype == dtypes.float64
+
+def test_bad_arguments_raise_like_torch():
+  for make in [lambda m: m.linspace(0, 1, -2), lambda m: bool(m.tensor([1, 2]) if m is torch else m([1, 2]))]:
+    with pytest.raises(RuntimeError): make(torch)
+    with pytest.raises(RuntimeError): make(Tensor)
+  with pytest.raises(TypeError): torch.zeros(2, dtype="")  # type: ignore[call-overload]
+  with pytest.raises(TypeError, match="unknown dtype"): Tensor([1], dtype="")
+  with pytest.raises(TypeError, match="unknown dtype"): Tensor.zeros(2, dtype="")
+  with pytest.raises(TypeError, match="unknown dtype"): Tensor([1]).cast("")
+
+@pytest.mark.parametrize("data", [[2 ** 40], [1, 2 ** 31], [-2 ** 31 - 1, 0], 2 ** 40, [[1], [2 ** 62]], [2 ** 63 - 1, -2 ** 63]])
+def test_big_python_ints_make_int64(data):
+  t, tt = Tensor(data), torch.tensor(data)
+  assert t.dtype == dtypes.int64 and t.tolist() == tt.tolist()
+
+def test_int32_range_stays_int32():
+  assert Tensor([2 ** 31 - 1, -2 ** 31]).dtype == dtypes.int32 and Tensor([2 ** 31 - 1, -2 ** 31]).tolist() == [2 ** 31 - 1, -2 ** 31]
+  assert Tensor([1, 2 ** 40, 1.5]).dtype == dtypes.float32 and Tensor([True, 2 ** 40]).dtype == dtypes.int64
+  with pytest.raises(OverflowError): Tensor([2 ** 64])
+
+@pytest.mark.parametrize("args", [(2 ** 31, 2 ** 31 + 3), (2 ** 31 - 2, 2 ** 31 + 2), (0, 2 ** 34, 2 ** 32), (-2 ** 31 - 2, -2 ** 31 + 1)])
+def test_arange_past_int32_is_int64(args):
+  t = Tensor.arange(*args)
+  assert t.dtype == dtypes.int64 and t.tolist() == torch.arange(*args).tolist()
+  assert Tensor.arange(5).dtype == dtypes.int32

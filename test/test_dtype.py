@@ -288,3 +288,32 @@ def test_int_overflow_wraps(dt):
   with np.errstate(over="ignore"):
     np.testing.assert_equal((x + 2).numpy(), v + np.array(2, dtype=v.dtype))
     np.testing.assert_equal((x * 2).numpy(), v * np.array(2, dtype=v.dtype))
+
+# *** DType.min / DType.max and the DEFAULT_FLOAT setting (tinygrad's names) ***
+@pytest.mark.parametrize("dt", [d for d in dtypes.all if d != dtypes.bool])
+def test_dtype_min_max(dt):
+  tdt = {dtypes.uint16: torch.uint16, dtypes.uint32: torch.uint32, dtypes.uint64: torch.uint64}.get(dt) or _torch_dtype(dt)
+  if dtypes.is_float(dt): assert (dt.min, dt.max) == (-math.inf, math.inf)
+  else: assert (dt.min, dt.max) == (torch.iinfo(tdt).min, torch.iinfo(tdt).max) == (dtypes.min(dt), dtypes.max(dt))
+  assert (dtypes.bool.min, dtypes.bool.max) == (False, True)
+
+@pytest.mark.parametrize("name,want", [("HALF", "half"), ("float16", "half"), ("BFLOAT16", "bfloat16"), ("FLOAT64", "double"),
+                                       ("", "float")])
+def test_default_float_setting(name, want):
+  import subprocess, sys, os
+  code = "from fusegrad import Tensor, dtypes; print(dtypes.default_float.name, Tensor([1.5]).dtype.name, Tensor.rand(2).dtype.name)"
+  out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DEFAULT_FLOAT": name}, capture_output=True, text=True)
+  assert out.stdout.split() == [want] * 3, out.stderr
+
+def test_default_float_setting_rejects_non_floats():
+  import subprocess, sys, os
+  out = subprocess.run([sys.executable, "-c", "import fusegrad"], env={**os.environ, "DEFAULT_FLOAT": "INT32"}, capture_output=True,
+                       text=True)
+  assert out.returncode != 0 and "DEFAULT_FLOAT" in out.stderr
+
+def test_default_float_attribute():  # tinygrad code sets dtypes.default_float directly
+  old = dtypes.default_float
+  try:
+    dtypes.default_float = dtypes.float16
+    assert Tensor([1.5]).dtype == Tensor.zeros(2).dtype == (Tensor([1]) / 2).dtype == dtypes.float16
+  finally: dtypes.default_float = old

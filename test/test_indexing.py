@@ -234,3 +234,10 @@ def test_setitem_errors():
   with pytest.raises(IndexError): x[3] = 1.0
   with pytest.raises(IndexError): x[0, 0, 0] = 1.0
   with pytest.raises(ValueError): x[0] = Tensor([1.0, 2.0])
+
+@pytest.mark.parametrize("idx", [3, -4, (0, 4), (Ellipsis, 5), (0, 0, 5), (slice(None), 4)])
+def test_index_out_of_range_raises_index_error_like_torch(idx):
+  with pytest.raises(IndexError): torch.tensor(A)[idx]
+  with pytest.raises(IndexError): Tensor(A)[idx]
+  x = Tensor(A.copy())
+  with pytest.raises(IndexError): x[idx] = 1.0

@@ -484,3 +484,31 @@ def test_small_cnn_trains_like_torch(jit):
   assert losses[-1] < losses[0]
   tstate = tmodel.state_dict()
   for k, v in get_state_dict(model).items(): close(k, v, tstate[k], 1e-4)  # weights and running stats after training
+
+# *** conformance with tinygrad's package layout and torch's state dicts ***
+def test_package_exposes_nn():  # tinygrad code writes `import tinygrad; tinygrad.nn.Linear(...)`
+  import fusegrad
+  layer = fusegrad.nn.Linear(3, 2)
+  assert layer(fusegrad.Tensor.ones(4, 3)).shape == (4, 2) and fusegrad.nn.optim.SGD is optim.SGD
+
+@pytest.mark.parametrize("cls,tcls,shape", [(BatchNorm2d, torch.nn.BatchNorm2d, (4, 3, 2, 2)), (BatchNorm1d, torch.nn.BatchNorm1d, (5, 3))])
+def test_batchnorm_torch_state_dict_round_trip(cls, tcls, shape):
+  rng = np.random.default_rng(0)
+  tlayer = tcls(3)
+  with torch.no_grad(): tlayer.weight.uniform_(0.5, 1.5), tlayer.bias.uniform_(-0.5, 0.5)
+  for _ in range(2): tlayer(torch.tensor(rng.standard_normal(shape).astype(np.float32)))  # stats and a batch count of 2
+  layer = cls(3)
+  load_from_torch(layer, tlayer)
+  sd = get_state_dict(layer)
+  assert sorted(sd) == sorted(tlayer.state_dict()) and sd["num_batches_tracked"].dtype == dtypes.int64
+  for k, v in tlayer.state_dict().items(): np.testing.assert_allclose(sd[k].numpy(), v.numpy(), rtol=1e-6, err_msg=k)
+  x = rng.standard_normal(shape).astype(np.float32)
+  with Tensor.train():
+    layer(Tensor(x)).realize()
+    for v in sd.values(): v.realize()
+  tlayer(torch.tensor(x))
+  for k, v in tlayer.state_dict().items(): np.testing.assert_allclose(get_state_dict(layer)[k].numpy(), v.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+  assert layer.num_batches_tracked.item() == 3
+  tlayer2 = tcls(3)  # and back into torch
+  tlayer2.load_state_dict({k: torch.tensor(v.numpy()) for k, v in get_state_dict(layer).items()})
+  assert tlayer2.num_batches_tracked.item() == 3

@@ -746,3 +746,27 @@ def test_allclose():
     assert type(got) is bool and got == want, (a, b, kw)
   assert Tensor([2, 2]).allclose(2) is True and Tensor([2, 3]).allclose(Tensor([2, 3])) is True
   with pytest.raises(ValueError, match="isclose"): Tensor.ones(2).allclose(Tensor.ones(3))
+
+# *** gradients at special points, as torch (values and gradients compared with nan and the sign of inf) ***
+def _grad_at(fg_fn: Callable, torch_fn: Callable, vals: list[float], dtype: DType = dtypes.float32,
+             rtol: float = 1e-5) -> None:
+  x, tx = pair(vals, dtype, requires_grad=True)
+  y, ty = fg_fn(x), torch_fn(tx)
+  y.sum().backward()
+  ty.sum().backward()
+  np.testing.assert_allclose(y.float().numpy(), ty.detach().float().numpy(), rtol=rtol, atol=1e-30, equal_nan=True)
+  np.testing.assert_allclose(x.grad.float().numpy(), tx.grad.float().numpy(), rtol=10 * rtol, atol=1e-30, equal_nan=True)
+
+SPECIAL = [0.0, -0.0, 2.0, -2.0, 0.5, math.inf, -math.inf, 1e30, -1e30]
+@pytest.mark.parametrize("e", [0.0, 1.0, 2.0, 3.0, -1.0, -2.0, 0.5])
+def test_pow_grad_at_zero_and_inf(e): _grad_at(lambda x: x ** e, lambda x: x ** e, SPECIAL)
+def test_pow_fractional_grad_at_zero(): _grad_at(lambda x: x ** 2.5, lambda x: x ** 2.5, [0.0, 0.5, 2.0, -2.0])
+def test_pow_exponent_grad_at_zero_base():  # d/de 0 ** e is 0 for e >= 0 (torch masks the 0 * log 0)
+  _grad_at(lambda e: Tensor([0.0, 0.0, 2.0, 0.5, 1.0]) ** e, lambda e: torch.tensor([0.0, 0.0, 2.0, 0.5, 1.0]) ** e,
+           [2.0, 0.0, 1.0, 3.0, -2.0])
+def test_acosh_grad_below_one():  # torch: 1/sqrt(x^2 - 1), finite and positive below -1, inf at -1 and 1
+  _grad_at(Tensor.acosh, torch.acosh, [-2.0, -1.0, -0.5, 0.5, 1.0, 1.0001, 2.0, 1e30, -1e30, math.inf, -math.inf],
+           rtol=1e-4)  # (float32 acosh just above 1 is good to ~1e-4 relative)
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16])
+def test_sigmoid_extremes_no_nan(dtype):
+  _grad_at(Tensor.sigmoid, torch.sigmoid, [-300.0, 300.0, -1e4, 1e4, -math.inf, math.inf, 0.0], dtype)

@@ -345,3 +345,26 @@ def test_meshgrid_errors():
   with pytest.raises(ValueError, match="meshgrid"): Tensor.meshgrid([])
   with pytest.raises(ValueError, match="meshgrid.*'ji'"): Tensor([1, 2]).meshgrid(Tensor([1]), indexing="ji")
   with pytest.raises(ValueError, match=r"meshgrid.*\(2, 2\)"): Tensor.ones(2, 2).meshgrid(Tensor([1]))
+
+# *** conformance: dims out of range raise IndexError as in torch; shape errors are RuntimeErrors too ***
+@pytest.mark.parametrize("name,fn", [
+  ("cumsum", lambda m, x: x.cumsum(5)), ("cumprod", lambda m, x: x.cumprod(-6)), ("flip", lambda m, x: x.flip(5)),
+  ("cummax", lambda m, x: x.cummax(5)), ("cummin", lambda m, x: x.cummin(5)), ("roll", lambda m, x: x.roll(1, 5)),
+  ("squeeze", lambda m, x: x.squeeze(5)), ("stack", lambda m, x: m.stack([x, x], 6)), ("transpose", lambda m, x: x.transpose(0, 5)),
+  ("softmax", lambda m, x: x.softmax(5)), ("sum", lambda m, x: x.sum(5))])
+def test_dim_out_of_range_raises_like_torch(name, fn):
+  with pytest.raises(IndexError): fn(torch, torch.ones(2, 3))
+  with pytest.raises(IndexError): fn(Tensor, Tensor.ones(2, 3))
+
+@pytest.mark.parametrize("fn", [lambda m: m.ones(3) + m.ones(2), lambda m: m.ones(2, 3) * m.ones(3, 2),
+                                lambda m: m.ones(3).reshape(2), lambda m: m.ones(2, 3).expand(3, 3),
+                                lambda m: m.cat([m.ones(2, 3), m.ones(2, 4)]), lambda m: m.stack([m.ones(2), m.ones(3)])])
+def test_shape_errors_are_runtime_and_value_errors(fn):
+  with pytest.raises(RuntimeError): fn(torch)
+  with pytest.raises(RuntimeError): fn(Tensor)
+  with pytest.raises(ValueError): fn(Tensor)
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pad", [(-1, 1, 1, -1), (-1, -1, 0, 0), (1, -2, -1, 1), (0, 0, -1, -1), (2, -1, -1, 2)])
+def test_pad_negative_modes(mode, pad):  # negative pads cut, in torch's order (before the wrap for circular)
+  helper_test_op([(1, 2, 3, 4)], lambda x: F.pad(x, pad, mode=mode), lambda x: x.pad(pad, mode=mode))

@@ -566,3 +566,17 @@ def test_normalize_p0_int_errors():
                  forward_only=True)
   np.testing.assert_allclose(Tensor([[3, 4]]).normalize().numpy(), [[0.6, 0.8]], rtol=1e-6)
   with pytest.raises(IndexError): Tensor.ones(3).normalize()
+
+# *** conformance: one_hot and unfold arguments as torch ***
+def test_one_hot_bad_num_classes_raises_like_torch():
+  for ids, n in [([1, 5], 3), ([-1, 1], 3), ([1], 0), ([1], -2)]:
+    with pytest.raises(RuntimeError): F.one_hot(torch.tensor(ids), n)
+    with pytest.raises(RuntimeError): Tensor(ids).one_hot(n)
+    with pytest.raises(ValueError): Tensor(ids).one_hot(n)
+  with pytest.raises(ValueError): Tensor([1]).one_hot(2.5)  # type: ignore[arg-type]
+  for ids, n in [([0, 2], 3), ([0, 2], -1), ([[1], [0]], 2)]:
+    np.testing.assert_equal(Tensor(ids).one_hot(n).numpy(), F.one_hot(torch.tensor(ids), n).numpy())
+
+@pytest.mark.parametrize("shape,dim,size,step", [((5,), 0, 0, 1), ((5, 2), 0, 0, 2), ((3, 4), 1, 0, 3), ((4,), 0, 4, 1)])
+def test_unfold_size_zero(shape, dim, size, step):
+  helper_test_op([shape], lambda x: x.unfold(dim, size, step))

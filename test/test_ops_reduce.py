@@ -31,15 +31,20 @@ def test_sum_zero_size_grad():
 def test_sum_size_one_axis(): helper_test_op([(3, 1, 4)], lambda x: x.sum(1))
 def test_sum_large(): helper_test_op([(3, 2000)], lambda x: x.sum(1), atol=1e-4)
 def test_sum_int():
-  helper_test_op([(3, 4)], lambda x: x.sum(1).int(), lambda x: x.sum(1), dtype=dtypes.int32, low=-100, high=100)
-  assert Tensor([1, 2], dtype=dtypes.int8).sum().dtype == dtypes.int32
-  assert Tensor([1, 2], dtype=dtypes.uint8).sum().dtype == dtypes.uint32
-  assert Tensor([1, 2], dtype=dtypes.int64).sum().dtype == dtypes.int64
-  assert Tensor([1, 2], dtype=dtypes.int32).sum().dtype == dtypes.int32
+  helper_test_op([(3, 4)], lambda x: x.sum(1), dtype=dtypes.int32, low=-100, high=100)
+  for dt in (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.int64):  # all in int64, as torch
+    assert Tensor([1, 0], dtype=dt).sum().dtype == dtypes.int64 == Tensor([1, 0], dtype=dt).prod().dtype
+    assert Tensor([1, 0], dtype=dt).cumsum().dtype == dtypes.int64 == Tensor([1, 0], dtype=dt).cumprod().dtype
 def test_sum_int8_no_overflow(): assert Tensor([100, 100, 100], dtype=dtypes.int8).sum().item() == 300
 def test_sum_bool():
   x = Tensor([[True, False, True], [True, True, True]])
-  assert x.sum().item() == 5 and x.sum(1).tolist() == [2, 3] and x.sum().dtype == dtypes.int32
+  assert x.sum().item() == 5 and x.sum(1).tolist() == [2, 3] and x.sum().dtype == dtypes.int64
+def test_int_sum_prod_past_int32():  # torch sums and multiplies int32 in int64
+  helper_test_op(None, lambda x: x.sum(), vals=[[2 ** 30] * 4], dtype=dtypes.int32)
+  helper_test_op(None, lambda x: x.prod(), vals=[[2 ** 20] * 3], dtype=dtypes.int32)
+  helper_test_op(None, lambda x: x.cumsum(0), vals=[[2 ** 30] * 4], dtype=dtypes.int32)
+  helper_test_op(None, lambda x: x.cumprod(0), vals=[[2 ** 20] * 3], dtype=dtypes.int32)
+  assert Tensor([2 ** 30] * 4).sum().item() == 4294967296
 def test_sum_dtype_arg():
   assert Tensor([1, 2, 3]).sum(dtype=dtypes.float32).dtype == dtypes.float32
   assert Tensor([1.5, 2.5]).sum(dtype=dtypes.int32).item() == 3  # torch casts first: int(1.5) + int(2.5)
@@ -330,3 +335,50 @@ def test_logcumsumexp_int_scalar_empty():
   assert Tensor(1.5).logcumsumexp().item() == 1.5
   assert Tensor.zeros(0, 3).logcumsumexp(0).shape == (0, 3)
   with pytest.raises(IndexError): Tensor.ones(3).logcumsumexp(1)
+
+# *** conformance: 0-d tensors, empty inputs, shape errors, half-precision matmul gradients ***
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin", "logsumexp", "softmax", "log_softmax", "argmax",
+                                "argmin", "cumsum", "cumprod", "logcumsumexp", "any", "all"])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_reduce_0d_with_axis(op, axis):  # torch accepts dim 0 and -1 on a 0-d tensor
+  helper_test_op(None, lambda x: getattr(x, op)(axis), vals=[3.0], forward_only=op in ("argmax", "argmin", "any", "all"))
+  with pytest.raises(IndexError): getattr(Tensor(3.0), op)(1)
+  with pytest.raises(IndexError): torch.tensor(3.0).sum(1)
+
+def test_max_empty_raises_like_torch():
+  with pytest.raises(RuntimeError): torch.tensor([]).max()
+  with pytest.raises(RuntimeError, match="zero-size"): Tensor([]).max()
+  with pytest.raises(RuntimeError, match="zero-size"): Tensor.zeros(2, 0).max(1)
+  with pytest.raises(RuntimeError, match="zero-size"): Tensor.zeros(0, 3).argmax(0)
+
+@pytest.mark.parametrize("a,b", [((2, 3), (2, 3)), ((3,), (2,)), ((2, 3), (4,)), ((2, 2, 3), (3, 3, 4)), ((), (3,))])
+def test_matmul_shape_error_types(a, b):  # torch raises RuntimeError; ours is a RuntimeError and a ValueError
+  with pytest.raises(RuntimeError): torch.ones(a) @ torch.ones(b)
+  with pytest.raises(RuntimeError): Tensor.ones(a) @ Tensor.ones(b)
+  with pytest.raises(ValueError): Tensor.ones(a).dot(Tensor.ones(b))
+
+@pytest.mark.parametrize("a,b", [((2, 0), (0, 3)), ((0, 4), (4, 3)), ((3, 4), (4, 0)), ((2, 0, 4), (4, 5)), ((0,), (0,))])
+def test_matmul_zero_size(a, b): helper_test_op([a, b], lambda x, y: x @ y)
+
+def test_matmul_zero_size_large():  # big enough for the heuristic to upcast and split the reduce
+  helper_test_op([(64, 0), (0, 64)], lambda x, y: x @ y)
+  helper_test_op([(0, 64), (64, 64)], lambda x, y: x @ y)
+  helper_test_op([(64, 64), (64, 0)], lambda x, y: x @ y)
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16])
+def test_half_matmul_grad_accumulates_in_float(dt):
+  rng = np.random.default_rng(0)
+  a, b = rng.uniform(-1, 1, (2, 8)).astype(np.float32), rng.uniform(-1, 1, (8, 4096)).astype(np.float32)
+  g = rng.uniform(0.5, 1.5, (2, 4096)).astype(np.float32)
+  x, w = Tensor(a, dtype=dt, requires_grad=True), Tensor(b, dtype=dt, requires_grad=True)
+  out = x @ w
+  (out * Tensor(g, dtype=dt)).sum().backward()
+  assert out.dtype == x.grad.dtype == w.grad.dtype == dt
+  tdt = torch.float16 if dt == dtypes.float16 else torch.bfloat16
+  tx, tw = torch.tensor(a).to(tdt).requires_grad_(), torch.tensor(b).to(tdt).requires_grad_()
+  ((tx @ tw) * torch.tensor(g).to(tdt)).sum().backward()
+  # 4096 products summed: a float16 accumulator would be off by ~0.5 here, torch's float32 one by a rounding of the result
+  ref = tx.grad.double().numpy()
+  ulp = 0.05 if dt == dtypes.float16 else 0.5
+  np.testing.assert_allclose(x.grad.float().numpy(), ref, atol=ulp, rtol=1e-2)
+  np.testing.assert_allclose(out.float().numpy(), (tx @ tw).double().detach().numpy(), atol=0.02, rtol=1e-2)

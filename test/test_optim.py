@@ -366,7 +366,7 @@ def test_optimizer_group():
   group = fg_group(fg_params())
   assert isinstance(group[0], SGD) and isinstance(group[1], Adam) and len(group) == 2 and len(group.params) == 3
 
-@pytest.mark.parametrize("make", [lambda: SGD([]), lambda: Adam([Tensor([1.0])] * 2),
+@pytest.mark.parametrize("make", [lambda: SGD([]),
                                   lambda: SGD([Tensor([1.0])], lr=-1),
                                   lambda: SGD([Tensor([1.0])], nesterov=True), lambda: Adam([Tensor([1.0])], b1=1.0),
                                   lambda: SGD([Tensor([1.0], requires_grad=False)]),
@@ -388,3 +388,13 @@ def test_is_optimizer():
               Muon(fg_params())):
     assert isinstance(opt, Optimizer)
   assert isinstance(Adam(fg_params()), LAMB) and type(SGD(fg_params())) is SGD
+
+def test_same_tensor_twice_is_one_parameter():  # tinygrad de-duplicates; stepping it twice would double the update
+  w, tw = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+  opt, topt = SGD([w, w], lr=0.1), torch.optim.SGD([tw], lr=0.1)
+  assert len(opt.params) == 1
+  for o, x in ((opt, w), (topt, tw)):
+    o.zero_grad()
+    (x * x).sum().backward()
+    o.step()
+  np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)

@@ -205,3 +205,56 @@ def test_multinomial_seeded_and_errors():
   with pytest.raises(ValueError, match=r"multinomial.*5.*4"): Tensor(P).multinomial(5)
   with pytest.raises(ValueError, match="multinomial"): Tensor(P).multinomial(0, replacement=True)
   with pytest.raises(ValueError, match=r"multinomial.*\(1, 2, 4\)"): Tensor.ones(1, 2, 4).multinomial()
+
+# *** Kolmogorov-Smirnov over many seeds: each seed's sample against the exact distribution. Under the null each test
+# fails with probability ALPHA, so the number of failures is Binomial(SEEDS, ALPHA); more than its 99.9% quantile
+# means the generator (or the transform on top of it) is off. ***
+SEEDS, ALPHA, KS_N = 40, 0.05, 1000 if device_is("PYTHON") else 2000  # the interpreter is slow
+
+def _ks_failures(draw, cdf) -> tuple[int, int, list[float]]:
+  from scipy import stats
+  samples = []
+  for seed in range(SEEDS):
+    Tensor.manual_seed(seed)
+    samples.append(draw())
+  Tensor.realize(*samples)
+  pvalues = [stats.kstest(s.numpy().astype(np.float64).ravel(), cdf).pvalue for s in samples]
+  allowed = int(stats.binom.ppf(0.999, SEEDS, ALPHA))
+  return sum(p < ALPHA for p in pvalues), allowed, pvalues
+
+def _uniform_cdf(lo, hi):
+  from scipy import stats
+  return stats.uniform(loc=lo, scale=hi - lo).cdf
+
+def _normal_cdf(mean, std):
+  from scipy import stats
+  return stats.norm(loc=mean, scale=std).cdf
+
+KS_CASES = {
+  "rand": (lambda: Tensor.rand(KS_N), lambda: _uniform_cdf(0, 1)),
+  "rand_2d": (lambda: Tensor.rand(40, KS_N // 40), lambda: _uniform_cdf(0, 1)),
+  "randn": (lambda: Tensor.randn(KS_N), lambda: _normal_cdf(0, 1)),
+  "uniform": (lambda: Tensor.uniform(KS_N, low=-3.0, high=5.0), lambda: _uniform_cdf(-3.0, 5.0)),
+  "normal": (lambda: Tensor.normal(KS_N, mean=2.0, std=0.5), lambda: _normal_cdf(2.0, 0.5)),
+  "randn_float16": (lambda: Tensor.randn(KS_N, dtype=dtypes.float16), lambda: _normal_cdf(0, 1)),
+  "kaiming_uniform": (lambda: Tensor.kaiming_uniform(KS_N // 50, 50, a=0.01),
+                      lambda: _uniform_cdf(-math.sqrt(6 / (1 + 0.01 ** 2) / 50), math.sqrt(6 / (1 + 0.01 ** 2) / 50))),
+  "kaiming_normal": (lambda: Tensor.kaiming_normal(KS_N // 50, 50, a=0.01), lambda: _normal_cdf(0, math.sqrt(2 / (1 + 0.01 ** 2) / 50))),
+  "glorot_uniform": (lambda: Tensor.glorot_uniform(KS_N // 50, 50), lambda: _uniform_cdf(-math.sqrt(6 / (KS_N // 50 + 50)), math.sqrt(6 / (KS_N // 50 + 50)))),
+}
+
+@pytest.mark.parametrize("name", list(KS_CASES))
+def test_kolmogorov_smirnov_many_seeds(name):
+  draw, cdf = KS_CASES[name]
+  failures, allowed, pvalues = _ks_failures(draw, cdf())
+  assert failures <= allowed, f"{name}: {failures} of {SEEDS} seeds fail KS at alpha={ALPHA} (allowed {allowed}): {pvalues}"
+  from scipy import stats
+  assert stats.kstest(pvalues, "uniform").pvalue > 1e-3, f"{name}: the p-values aren't uniform: {sorted(pvalues)}"
+
+def test_kolmogorov_smirnov_large_sample():  # one big draw sees biases a 2000-sample test can't
+  from scipy import stats
+  Tensor.manual_seed(1234)
+  n = 20_000 if device_is("PYTHON") else 200_000
+  u, z = Tensor.rand(n), Tensor.randn(n)
+  assert stats.kstest(u.numpy().astype(np.float64), "uniform").pvalue > 1e-3
+  assert stats.kstest(z.numpy().astype(np.float64), "norm").pvalue > 1e-3

@@ -26,6 +26,10 @@ class ArgumentError(ValueError, RuntimeError):
   """An op got an argument it can't work on (an unknown rounding mode, an int to a negative power); a ValueError,
   and a RuntimeError as in torch."""
 
+class ShapeError(ValueError, RuntimeError):
+  """Shapes that don't fit together (matmul, broadcasting, reshape, cat): a ValueError, and the RuntimeError torch
+  raises for the same inputs."""
+
 class ElementwiseMixin:
   __slots__ = ()
   # *** arithmetic ***
@@ -249,9 +253,12 @@ class ElementwiseMixin:
     """Inverse hyperbolic sine: log(|x| + sqrt(x^2 + 1)) with the sign of x (no cancellation for x < 0)."""
     return self._float()._odd(lambda y: (y + (y * y + 1).sqrt()).log())
   def acosh(self: Tensor) -> Tensor:
-    """Inverse hyperbolic cosine, as log(x) + log(1 + sqrt(1 - 1/x^2)) so that x^2 can't overflow."""
+    """Inverse hyperbolic cosine, as log(x) + log(1 + sqrt(1 - 1/x^2)) so that x^2 can't overflow. Below 1 the value
+    is nan and the gradient torch's 1/sqrt(x^2 - 1): that of -acosh(-x), plus nan (each branch gets a safe input)."""
+    def on_one_up(y: Tensor) -> Tensor: return y.log() + (1 + (1 - y.reciprocal().square()).sqrt()).log()
     x = self._float()
-    return x.log() + (1 + (1 - x.square().reciprocal()).sqrt()).log()
+    low = x < 1
+    return low.where(math.nan - on_one_up(-low.where(x, -2.0)), on_one_up(low.where(2.0, x)))
   def atanh(self: Tensor) -> Tensor:
     """Inverse hyperbolic tangent: log((1 + x) / (1 - x)) / 2."""
     return ((1 + self) / (1 - self)).log() / 2

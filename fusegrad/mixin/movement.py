@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 from fusegrad.dtype import dtypes, least_upper_dtype
 from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
 from fusegrad.uop.ops import UOp
-from fusegrad.mixin.elementwise import ArgumentError
+from fusegrad.mixin.elementwise import ArgumentError, ShapeError
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -26,7 +26,7 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
   ret = []
   for sizes in zip(*padded):
     non1 = {s for s in sizes if s != 1}
-    if len(non1) > 1: raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
+    if len(non1) > 1: raise ShapeError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
     ret.append(non1.pop() if non1 else 1)
   return tuple(ret)
 
@@ -132,11 +132,11 @@ class MovementMixin:
     new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
     if -1 in new:
       known = prod(s for s in new if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"reshape: can't reshape {self.shape} to {tuple(new)}")
+      if known == 0 or self.numel() % known: raise ShapeError(f"reshape: can't reshape {self.shape} to {tuple(new)}")
       new[new.index(-1)] = self.numel() // known
     if any(not isinstance(s, int) or s < 0 for s in new): raise ValueError(f"reshape: bad shape {tuple(new)}")
     if prod(new) != self.numel():
-      raise ValueError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
+      raise ShapeError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
     return self._new(self.uop.reshape(tuple(new)))
   def view(self: Tensor, *shape: Any) -> Tensor:
     """The same as reshape: `x.view(2, -1)`."""
@@ -150,11 +150,11 @@ class MovementMixin:
   def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
     """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size."""
     new = argfix(shape, *args)
-    if len(new) < self.ndim: raise ValueError(f"expand: can't expand {self.shape} to {new}")
+    if len(new) < self.ndim: raise ShapeError(f"expand: can't expand {self.shape} to {new}")
     padded = (1,) * (len(new) - self.ndim) + self.shape
     target = tuple(p if s == -1 else s for p, s in zip(padded, new))
     if any(p != s and p != 1 for p, s in zip(padded, target)):
-      raise ValueError(f"expand: can't expand {self.shape} to {tuple(new)}")
+      raise ShapeError(f"expand: can't expand {self.shape} to {tuple(new)}")
     return self._new(self.reshape(padded).uop.expand(target))
   def expand_as(self: Tensor, other: Tensor) -> Tensor:
     """Expand to other's shape."""
@@ -177,7 +177,9 @@ class MovementMixin:
     else:
       if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} axes")
       pairs = [(0, 0) if p is None else tuple(p) for p in padding]
-    if mode != "constant": return self._pad_mode(pairs, mode)
+    if mode != "constant":  # negative pads cut: after the positive ones fill in, or before for circular (torch's order)
+      cut, grow = tuple((min(b, 0), min(a, 0)) for b, a in pairs), [(max(b, 0), max(a, 0)) for b, a in pairs]
+      return self.pad(cut)._pad_mode(grow, mode) if mode == "circular" else self._pad_mode(grow, mode).pad(cut)
     # negative padding removes elements
     cut = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
     x = self.shrink(cut) if any(b < 0 or a < 0 for b, a in pairs) else self
@@ -284,7 +286,7 @@ class MovementMixin:
       raise ValueError(f"cat: tensors are on different devices {[t.device for t in tensors]}")
     for t in tensors:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
-        raise ValueError(f"cat: shapes {[x.shape for x in tensors]} don't match outside dim {d}")
+        raise ShapeError(f"cat: shapes {[x.shape for x in tensors]} don't match outside dim {d}")
     dt = least_upper_dtype(*(t.dtype for t in tensors))
     total, out, offset = sum(t.shape[d] for t in tensors), None, 0
     for t in tensors:
@@ -297,10 +299,11 @@ class MovementMixin:
   def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
     """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b])."""
     if isinstance(self, (list, tuple)):
+      if len(args) == 1 and isinstance(args[0], int): args, dim = (), args[0]  # torch's Tensor.stack([a, b], 1)
       if not self and not args: raise ValueError("stack: needs at least one tensor")
       self, args = (self[0], (*self[1:], *args)) if self else (args[0], args[1:])
     for t in args:
-      if t.shape != self.shape: raise ValueError(f"stack: shapes {[self.shape] + [t.shape for t in args]} differ")
+      if t.shape != self.shape: raise ShapeError(f"stack: shapes {[self.shape] + [t.shape for t in args]} differ")
     d = _resolve_axis(dim, self.ndim + 1)
     return self.unsqueeze(d).cat(*[t.unsqueeze(d) for t in args], dim=d)
   def repeat(self: Tensor, repeats: Any, *args: Any) -> Tensor:

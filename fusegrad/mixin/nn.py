@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, flatten, make_tuple, argfix
+from fusegrad.mixin.elementwise import ArgumentError
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
@@ -106,7 +107,11 @@ class NNMixin:
     d = _resolve_axis(dim, self.ndim, "dim") if self.ndim else 0
     x = self.reshape(1) if self.ndim == 0 else self
     if size > x.shape[d]: raise ValueError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
-    windows = x.transpose(d, -1)._pool((size,), step)  # (..., o, size), dim d at the end before pooling
+    if size < 0 or step <= 0: raise ArgumentError(f"unfold: size must be >= 0 and step > 0, got {size} and {step}")
+    xt = x.transpose(d, -1)
+    if size == 0:  # n // step + 1 empty windows (torch)
+      windows = xt[..., :0].unsqueeze(-2).expand(*xt.shape[:-1], xt.shape[-1] // step + 1, 0)
+    else: windows = xt._pool((size,), step)  # (..., o, size), dim d at the end before pooling
     return windows.transpose(d, -2) if d != x.ndim - 1 else windows
 
   # *** convolution ***
@@ -335,8 +340,14 @@ class NNMixin:
     `Tensor([0, 2]).one_hot(3).tolist()` is [[1, 0, 0], [0, 0, 1]]."""
     from fusegrad.tensor import Tensor
     if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
-    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
-    if num_classes < 0: raise ValueError(f"one_hot: num_classes must be -1 or >= 0, got {num_classes}")
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
+      raise ArgumentError(f"one_hot: num_classes must be -1 or an int >= 0, got {num_classes!r}")
+    if self.numel():  # as torch, class ids outside [0, num_classes) raise (this reads the data)
+      lo, hi = (int(v) for v in self.min().cast(dtypes.int64).stack(self.max().cast(dtypes.int64)).tolist())
+      if num_classes == -1: num_classes = hi + 1
+      if lo < 0 or hi >= num_classes:
+        raise ArgumentError(f"one_hot: class ids must be in [0, {num_classes}), got values in [{lo}, {hi}]")
+    elif num_classes == -1: num_classes = 0
     hot = self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=self.dtype)
     return hot.cast(dtypes.default_int)
 

@@ -10,6 +10,7 @@ from fusegrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, 
 from fusegrad.helpers import make_tuple, ceildiv
 from fusegrad.uop.ops import Ops
 from fusegrad.mixin.movement import _resolve_axis, broadcast_shape
+from fusegrad.mixin.elementwise import ShapeError
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -30,8 +31,9 @@ class ReduceMixin:
   def _reduce(self: Tensor, op: Ops, axis: Any = None, keepdim: bool = False) -> Tensor:
     """The REDUCE_AXIS primitive over axes (all if None), keeping them as size 1 if keepdim."""
     axes = tuple(range(self.ndim)) if axis is None else tuple(_resolve_axis(a, self.ndim) for a in make_tuple(axis, 1))
+    if self.ndim == 0: return self._new(self.uop)  # a 0-d tensor reduced over its axis 0 (or -1) is itself, as torch
     empty = tuple(a for a in axes if self.shape[a] == 0)
-    if op is Ops.MAX and empty: raise ValueError(f"max: reduction over a zero-size axis of {self.shape}")
+    if op is Ops.MAX and empty: raise ShapeError(f"max: reduction over a zero-size axis of {self.shape}")
     x = self
     if empty:  # an empty sum is 0, an empty product 1: one identity element, padded on (so gradients are zeros)
       x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=0 if op is Ops.ADD else 1)
@@ -105,8 +107,9 @@ class ReduceMixin:
       ret = self.flatten().argmax(0)
       return ret.reshape((1,) * self.ndim) if keepdim else ret
     axis = _resolve_axis(axis, self.ndim)
+    if self.ndim == 0: return self.reshape(1).argmax(0)
     n = self.shape[axis]
-    if n == 0: raise ValueError("argmax: zero-size axis")
+    if n == 0: raise ShapeError(f"argmax: reduction over a zero-size axis of {self.shape}")
     is_max = self == self.max(axis, keepdim=True)
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
@@ -146,6 +149,7 @@ class ReduceMixin:
   def _cumulative(self: Tensor, axis: int, op: str) -> Tensor:
     """x combined with everything before it along axis (op is "sum", "prod", "max" or "logsumexp")."""
     axis = _resolve_axis(axis, self.ndim)
+    if self.ndim == 0: return self  # a 0-d tensor's running op is itself (axis 0 or -1), as torch
     x = self.transpose(axis, -1) if axis != self.ndim - 1 else self
     if x.shape[-1] == 0: return self
     out = x._cum_blocks(op)
@@ -173,15 +177,17 @@ class ReduceMixin:
     windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
     windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
     if op == "sum":
-      return windows.sum(-1, dtype=self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype))
+      return windows.sum(-1, dtype=self.dtype if self.dtype != dtypes.bool else dtypes.int32)
     if op == "logsumexp": return windows.logsumexp(-1)
     return windows.prod(-1) if op == "prod" else windows.max(-1)
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
-    """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6]."""
-    return self._cumulative(axis, "sum") if self.ndim else self
+    """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6] (ints and bools add up in int64, as torch)."""
+    x = self if dtypes.is_float(self.dtype) else self.cast(sum_acc_dtype(self.dtype))
+    return x._cumulative(axis, "sum")
   def cumprod(self: Tensor, axis: int = 0) -> Tensor:
-    """Running product along axis."""
-    return self._cumulative(axis, "prod") if self.ndim else self
+    """Running product along axis (ints and bools multiply in int64, as torch)."""
+    x = self if dtypes.is_float(self.dtype) else self.cast(sum_acc_dtype(self.dtype))
+    return x._cumulative(axis, "prod")
   def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
     """(values, indices) of the running maximum along axis, as torch.cummax: the index is the last position holding
     the running maximum (a nan, once seen, stays the maximum). Indices are int32.
@@ -195,8 +201,8 @@ class ReduceMixin:
     return self._cum_extreme(axis, largest=False)
   def _cum_extreme(self: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
     from fusegrad.tensor import Tensor
-    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     axis = _resolve_axis(axis, self.ndim)
+    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     x = self.cast(dtypes.uint8) if self.dtype == dtypes.bool else self
     values = x._cumulative(axis, "max") if largest else x._inverse()._cumulative(axis, "max")._inverse()
     # the running extreme changes (or ties) exactly where x equals it: the index is the last such position so far
@@ -211,7 +217,7 @@ class ReduceMixin:
 
     `Tensor([0.0, 0.0]).logcumsumexp()` is [0.0, 0.693]."""
     x = self if dtypes.is_float(self.dtype) else self.cast(least_upper_float(self.dtype))
-    return x._cumulative(axis, "logsumexp") if x.ndim else x
+    return x._cumulative(axis, "logsumexp")
 
   # *** triangles ***
   def triu(self: Tensor, diagonal: int = 0) -> Tensor:
@@ -233,24 +239,28 @@ class ReduceMixin:
     """Matrix product with broadcasting of batch axes (1-D operands as in numpy.matmul)."""
     x = self
     if x.ndim == 0 or w.ndim == 0:
-      raise ValueError(f"matmul: both operands need at least 1 dim, got {x.shape} and {w.shape}")
+      raise ShapeError(f"matmul: both operands need at least 1 dim, got {x.shape} and {w.shape}")
     k = x.shape[-1]
     kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
-    if k != kw: raise ValueError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
+    if k != kw: raise ShapeError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
     if x.dtype != w.dtype:
       dt = least_upper_dtype(x.dtype, w.dtype)
       x, w = x.cast(dt), w.cast(dt)
+    out_dtype = x.dtype
+    if out_dtype in (dtypes.float16, dtypes.bfloat16):  # products and both passes' sums in float32, as torch
+      x, w = x.cast(dtypes.float32), w.cast(dtypes.float32)
     x1d, w1d = x.ndim == 1, w.ndim == 1
     if x1d: x = x.unsqueeze(0)
     if w1d: w = w.unsqueeze(-1)
     # (..., n, 1, k) * (..., 1, m, k) summed over k
     try: batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
     except ValueError:
-      raise ValueError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast") from None
+      raise ShapeError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast") from None
     xe = x.reshape(*x.shape[:-1], 1, k)._broadcast_to((*batch, x.shape[-2], w.shape[-1], k))
     out_shape = (*batch, x.shape[-2], w.shape[-1], k)
     we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to(out_shape)
     ret = (xe * we).sum(-1, dtype=dtype)
+    if dtype is None and ret.dtype != out_dtype: ret = ret.cast(out_dtype)
     if w1d: ret = ret.squeeze(-1)
     if x1d: ret = ret.squeeze(-2 if not w1d else -1)
     return ret

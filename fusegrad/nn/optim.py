@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 from fusegrad.tensor import Tensor
+from fusegrad.mixin.linalg import MUON_COEFFICIENTS
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import Ops, GroupOp
 
@@ -56,8 +57,7 @@ class Optimizer:
     if not params: raise ValueError(f"{name}: got an empty list of parameters")
     for p in params:
       if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
-    if len({id(p) for p in params}) != len(params):
-      raise ValueError(f"{name}: the same Tensor appears twice in the parameters")
+    params = list({id(p): p for p in params}.values())  # a tensor given twice is one parameter (as tinygrad)
     if not isinstance(lr, (int, float)) or lr < 0 or math.isnan(lr):
       raise ValueError(f"{name}: invalid learning rate {lr!r}")
     for p in params:
@@ -283,25 +283,11 @@ class AdamW(LAMB):
                weight_decay: float = 0.01):
     super().__init__(params, lr, b1, b2, eps, weight_decay=weight_decay, adam=True)
 
-MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
-
 def newton_schulz(g: Tensor, steps: int = 5, coefficients: tuple[float, float, float] = MUON_COEFFICIENTS,
                   eps: float = 1e-7) -> Tensor:
-  """An approximate orthogonalization of the matrix g (its U V^T, with singular values pushed near 1) by the
-  quintic Newton-Schulz iteration Muon uses:
-
-    X = G / (||G||_F + eps)                    (transposed first if G has more rows than columns)
-    repeat `steps` times:  A = X X^T;  X = a X + (b A + c A A) X
-  """
+  """Muon's orthogonalization of the matrix g: Tensor.newton_schulz (mixin/linalg.py), which holds the iteration."""
   if g.ndim != 2: raise ValueError(f"newton_schulz: needs a matrix, got shape {g.shape}")
-  a, b, c = coefficients
-  tall = g.shape[0] > g.shape[1]
-  x = g.T if tall else g
-  x = x / (x.square().sum().sqrt() + eps)
-  for _ in range(steps):
-    gram = x @ x.T
-    x = a * x + (b * gram + c * (gram @ gram)) @ x
-  return x.T if tall else x
+  return g.newton_schulz(steps, coefficients, eps)
 
 class Muon(Optimizer):
   """Muon (Keller Jordan, 2024: "Muon: An optimizer for hidden layers in neural networks"), the published rule:

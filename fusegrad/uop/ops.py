@@ -146,6 +146,10 @@ class UOp:
     """Reduce over axes, keeping them as size 1 (the lazy-graph REDUCE_AXIS)."""
     axis = tuple(sorted(a for a in axis if self.shape[a] != 1))
     if not axis: return self
+    if any(self.shape[a] == 0 for a in axis):  # nothing to reduce: the identity, never a zero-size loop in a kernel
+      identity = {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype))
+      shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
+      return UOp.const(self.dtype, identity, shape, self.device)
     return UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axis))
   def contiguous(self) -> UOp:
     """The values in a buffer of their own (unless self already reads a whole buffer in order). Each call is a new
