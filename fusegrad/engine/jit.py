@@ -14,9 +14,9 @@ from typing import Any, Callable, Generic, TypeVar
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, dprint, colored
-from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.ops import UOp, Ops
 from fusegrad.engine.realize import ExecItem, CompiledRunner, capturing
-from fusegrad.engine import schedule
+from fusegrad.engine import state
 
 ReturnType = TypeVar("ReturnType")
 
@@ -55,13 +55,13 @@ def _view_structure(u: UOp) -> tuple:
   reshapes in a row keep only the outermost (a reshape is of the row-major order, so the inner ones don't matter),
   and a chain that is one reshape of the buffer is the plain buffer (the tensor's shape is compared on its own)."""
   chain: list[tuple] = []
-  while u.op in GroupOp.Movement:
-    if not (u.op is Ops.RESHAPE and chain and chain[-1][0] is Ops.RESHAPE): chain.append((u.op, u.arg))
-    u = u.src[0]
+  for v in state.view_chain(u)[0]:
+    if v.op is not Ops.DETACH and not (v.op is Ops.RESHAPE and chain and chain[-1][0] is Ops.RESHAPE):
+      chain.append((v.op, v.arg))
   return () if len(chain) == 1 and chain[0][0] is Ops.RESHAPE else tuple(chain)
 
 def _input_buffer(t: Any, what: str) -> Buffer:
-  base = t.uop.base
+  base = state.view_base(t.uop)
   if base.op is Ops.CONST:
     raise JitError(f"TinyJit: {what} (shape {t.shape}) is a constant with no buffer of its own; "
                    "pass x.contiguous().realize() instead")
@@ -175,11 +175,10 @@ class TinyJit(Generic[ReturnType]):
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
     self.jit_cache = []  # a capture that raised half way may have left items
     capturing.append(self.jit_cache)
-    schedule.memo_since.append(schedule.memo_epoch)  # results from before the capture are computed again (and recorded)
-    try: ret = self._finish(self.fxn(*args, **kwargs))
+    try:
+      with state.capture(): ret = self._finish(self.fxn(*args, **kwargs))  # results from before are computed again
     finally:
       capturing.pop()
-      schedule.memo_since.pop()
       _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
@@ -192,9 +191,9 @@ class TinyJit(Generic[ReturnType]):
     self.rng_step = Tensor._rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
     self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _tensors_in(ret)
-    base_of = {id(t.uop.base.arg): (k, t.uop.base) for k, t in enumerate(inputs)}
-    self.from_inputs = {i: base_of[id(t.uop.base.arg)] for i, t in enumerate(self.ret_tensors)
-                        if t.uop.base.op is Ops.BUFFER and id(t.uop.base.arg) in base_of}
+    base_of = {id(b): (k, state.view_base(t.uop)) for k, (t, b) in enumerate(zip(inputs, bufs))}
+    self.from_inputs = {i: base_of[id(base.arg)] for i, t in enumerate(self.ret_tensors)
+                        if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
     self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
     return ret
@@ -203,7 +202,7 @@ class TinyJit(Generic[ReturnType]):
     """Keep the kernels that touch a buffer whose contents vary between calls (an input, a random state, or one that
     a kept kernel writes), or that use a variable; repeat until nothing changes (a later kept writer of a buffer
     makes its earlier writers vary too)."""
-    live = {id(b.base) for b in inputs} | {id(state.base) for state, _ in self.rng_draws}
+    live = {id(b.base) for b in inputs} | {id(rng.base) for rng, _ in self.rng_draws}
     keep = [isinstance(ei.runner, CompiledRunner) and bool(ei.runner.p.vars) for ei in self.jit_cache]
     changed = True
     while changed:
@@ -218,14 +217,14 @@ class TinyJit(Generic[ReturnType]):
 
   def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
     from fusegrad.tensor import Tensor
-    bases = [t.uop.base for t in inputs]
+    bases = [state.view_base(t.uop) for t in inputs]
     for k, b in enumerate(bufs):
       if id(b.base) in self.written:  # a result of this JIT fed back in (h = step(h)): the replay would overwrite it
         bufs[k] = Buffer(b.device, b.size, b.dtype).copyin(memoryview(b.as_bytes()))  # while reading it, so copy it
         bases[k] = UOp(Ops.BUFFER, b.dtype, (), bufs[k])
     for i, j, k in self.input_slots: self.jit_cache[i].bufs[j] = bufs[k]
-    for state, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
-      state.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
+    for rng, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
+      rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
     Tensor._rng_counter += self.rng_step
     for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     self.cnt += 1
@@ -328,7 +327,7 @@ class function:
       stand = iter(stand_ins)
       ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
     finally: _rng_hooks.pop()
-    if any(h.base.arg.is_allocated() for h in holders):
+    if any(state.view_base(h).arg.is_allocated() for h in holders):
       raise JitError(f"function: {getattr(self.fxn, '__name__', 'the function')} computed values from its inputs while "
                      "being traced (realize, numpy, item, tolist...); a traced function may only build the graph")
     returned = _tensors_in(ret)
@@ -344,18 +343,11 @@ def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   ret: dict[UOp, UOp] = {}
   for ref, old in trace.captured:
     if (t := ref()) is None or t.uop is old: continue
-    (old_chain, old_leaf), (new_chain, new_leaf) = _view_of_buffer(old), _view_of_buffer(t.uop)
-    if old_leaf is None or new_leaf is None or old_leaf.arg is not new_leaf.arg or old_chain != new_chain: return None
+    (old_chain, old_leaf), (new_chain, new_leaf) = state.view_chain(old), state.view_chain(t.uop)
+    if old_leaf.op is not Ops.BUFFER or new_leaf.op is not Ops.BUFFER or old_leaf.arg is not new_leaf.arg \
+       or [(c.op, c.arg) for c in old_chain] != [(c.op, c.arg) for c in new_chain]: return None
     ret[old_leaf] = new_leaf
   return ret
-
-def _view_of_buffer(u: UOp) -> tuple[tuple, UOp | None]:
-  """(the movement ops over a BUFFER, that BUFFER), or (..., None) if u is not a view of a buffer."""
-  chain = []
-  while u.op in GroupOp.Movement:
-    chain.append((u.op, u.arg))
-    u = u.src[0]
-  return tuple(chain), (u if u.op is Ops.BUFFER else None)
 
 def _hashable(x: Any, where: str) -> Any:
   """x as a hashable key, with every Tensor replaced by a marker (tensors are keyed by shape and dtype instead)."""
