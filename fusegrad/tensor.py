@@ -191,7 +191,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
-    copies = [t for t in tensors if not _resolve(t, state.lookup)]  # computed already (maybe through another tensor)
+    copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
     if todo: copies += _realize(todo)
     if copies:  # tensors that computed the same value as another live tensor get their own copy of it
@@ -649,10 +649,14 @@ def _with_lazy_defs(u: UOp) -> UOp:
   mapping = {n: _with_lazy_defs(_lazy_defs[n]) for n in u.toposort() if n in _lazy_defs}
   return u.substitute(mapping) if mapping else u
 
-def _resolve(t: Tensor, get: Callable[[UOp], UOp | None]) -> bool:
-  """Point t at the buffer its value was computed into (get: where computed nodes are), if it was; False when t needs
-  a copy of its own (see state.claim_storage)."""
-  lazy, t.uop = t.uop, state.resolve(t.uop, get)
+def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
+  """Point t at the buffer its value was computed into, if it was (becomes: what a schedule just computed, else look
+  in state.memo); False when t needs a copy of its own (see state.claim_storage). A tensor holding an assign is a view
+  of the buffer written: it follows later writes into it."""
+  lazy = t.uop
+  if state.view_base(lazy).op is Ops.ASSIGN:
+    t.uop = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
+  else: t.uop = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
   if t.uop is lazy: return True
   _remember_lazy_def(t, lazy)
   return state.claim_storage(t, lazy)
@@ -670,7 +674,7 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
   sched = create_schedule([t.uop for t in todo])
   items = [lower_schedule_item(si) for si in sched.items]  # compile first: an error leaves every tensor as it was
   state.remember(sched.becomes)
-  copies = [t for t in todo if not _resolve(t, sched.becomes.get)]
+  copies = [t for t in todo if not _resolve(t, sched.becomes)]
   overwritten = sched.overwritten
   del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
   items = state.snapshot_before(overwritten, items, lambda dest, src: lower_schedule_item(copy_item(dest, src)))

@@ -270,17 +270,24 @@ def create_schedule(outs: list[UOp]) -> Schedule:
   """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
   becomes: dict[UOp, UOp] = {}
+  leaves: set[UOp] = set()  # nodes computed before (or old versions): becomes holds where their values are now
   def is_leaf(n: UOp) -> bool:
     if n in becomes: return True
-    if (view := state.lookup(n)) is not None: becomes[n] = state.resolve(view)  # computed, or an old version
+    if (view := state.lookup(n)) is not None:
+      becomes[n] = state.resolve(view)
+      leaves.add(n)
     return n.op is Ops.BUFFER or n in becomes
   nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
   to_realize = find_realizes(outs, nodes, becomes)
   steps: list[_Step] = []
+  newer: dict[Buffer, UOp] = {}  # the versions this schedule writes, the newest of each buffer
+  def get_storage(n: UOp) -> UOp | None: return state.lookup_raw(n) if n in leaves else becomes.get(n)
   for n in to_realize:
     if n.op is Ops.ASSIGN:
-      steps.extend(_assign_steps(n, becomes))
-      becomes[n] = steps[-1].writes = state.new_version(resolve_view(n.src[0], becomes))
+      target = state.storage(n.src[0], get_storage, newer)  # the buffer's version when this write runs
+      steps.extend(_assign_steps(n, target, becomes))
+      becomes[n] = steps[-1].writes = state.new_version(target)
+      newer[view_base(target).arg] = view_base(becomes[n])
     elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
     else:
@@ -306,11 +313,11 @@ def _kernel_step(n: UOp, kb: KernelBuilder, buf: Buffer, value: UOp | None = Non
   loads = {v: i for v, i in kb.globals.items() if i != 0}
   return _Step(n, ScheduleItem(ast, tuple(kb.bufs), kb.var_vals), kb.reads, loads)
 
-def _assign_steps(n: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
-  """The kernel(s) for target.assign(value): one kernel, or two (value to a temp, then a copy) if the value reads the
-  target at other positions than it writes (x.assign(x.flip(0)) must not read values it already overwrote)."""
-  target, value = resolve_view(n.src[0], becomes), n.src[1]
-  version = view_base(target)
+def _assign_steps(n: UOp, target: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
+  """The kernel(s) for an assign of n.src[1] into target (a view of the version it overwrites): one kernel, or two
+  (value to a temp, then a copy) if the value reads the target at other positions than it writes (x.assign(x.flip(0))
+  must not read values it already overwrote)."""
+  value, version = n.src[1], view_base(target)
   if version.op is not Ops.BUFFER: raise RuntimeError("assign: the target must be realized first")
   step = _kernel_step(n, KernelBuilder(becomes), version.arg, value, target)
   store = step.item.ast.src[0]
@@ -335,7 +342,9 @@ def _order(steps: list[_Step], scheduled: set[UOp], becomes: dict[UOp, UOp]) -> 
   for i, st in enumerate(steps):
     deps[i].update(j for r in st.reads if r in scheduled for j in made_by.get(r, []) if j < i)
     deps[i].update(j for j in made_by[st.node] if j < i)  # the two halves of an assign
-  made_version = {st.writes: i for i, st in enumerate(steps) if st.writes is not None}
+  made_version = {view_base(st.writes): i for i, st in enumerate(steps) if st.writes is not None}
+  for j, w in enumerate(steps):  # two writes into one buffer: in order
+    if w.overwrites in made_version: deps[j].add(made_version[w.overwrites])
   for j, w in enumerate(list(steps)):
     if (version := w.overwrites) is None: continue
     for i, r in enumerate(list(steps)):

@@ -62,13 +62,17 @@ def new_version(view: UOp) -> UOp:
   chain, base = view_chain(view)
   return rebuild(UOp(Ops.BUFFER, base.dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_write_ids)),), base.arg), chain)
 
-def current(u: UOp) -> UOp:
-  """u, or if u is a view of an older version of a buffer, the same view of its newest version."""
+def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
+  """u, or if u is a view of an older version of a buffer (or of a write done already), the same view of its newest
+  version (newer: versions a schedule being built writes, not yet the newest)."""
   base = u
   while base.op in VIEW_OPS: base = base.src[0]
-  if base.op is not Ops.BUFFER or (base.src[0].arg if base.src else None) == _newest.get(base.arg): return u
-  chain, _ = view_chain(u)
-  return rebuild(buffer_node(base.arg), chain)
+  if base.op is Ops.ASSIGN and lookup_raw(base) is not None: return storage(u)  # a write done already
+  if base.op is not Ops.BUFFER: return u
+  if (node := newer.get(base.arg) if newer else None) is None:
+    if (base.src[0].arg if base.src else None) == _newest.get(base.arg): return u
+    node = buffer_node(base.arg)
+  return u if node is base else rebuild(node, view_chain(u)[0])
 
 # *** computed values ***
 
@@ -90,14 +94,16 @@ def capture() -> Iterator[None]:
   try: yield
   finally: _capture_since.pop()
 
-def lookup(n: UOp) -> UOp | None:
+def lookup(n: UOp, raw: bool = False) -> UOp | None:
   """Where n's value is, if not in n itself: the buffer view holding it if n was computed; for an overwritten version
-  of a buffer, its copy (or, if nothing referred to it when it was overwritten, the newest version: it was made again
-  since, and names the buffer)."""
+  of a buffer (unless raw), its copy, or if nothing referred to it when it was overwritten, the newest version (it was
+  made again since, and names the buffer)."""
   if (entry := memo.get(n)) is not None:
     if not (_capture_since and n.op is not Ops.BUFFER and entry.epoch < _capture_since[-1]): return entry.view
-  elif n.op is Ops.BUFFER and (cur := current(n)) is not n: return cur
+  elif n.op is Ops.BUFFER and not raw and (cur := current(n)) is not n: return cur
   return None
+
+def lookup_raw(n: UOp) -> UOp | None: return None if n.op is Ops.BUFFER else lookup(n, raw=True)
 
 def resolve(u: UOp, get: Callable[[UOp], UOp | None] = lookup) -> UOp:
   """u as a view of memory: the first computed node on the way down its view chain replaced by where its value is
@@ -108,6 +114,16 @@ def resolve(u: UOp, get: Callable[[UOp], UOp | None] = lookup) -> UOp:
     chain.append(u)
     u = u.src[0]
   return rebuild(resolve(found, get), chain)
+
+def storage(u: UOp, get: Callable[[UOp], UOp | None] = lookup_raw, newer: dict[Buffer, UOp] | None = None) -> UOp:
+  """The memory a view names (of a buffer, or of a write into one: an assign), as a view of its buffer's newest version.
+  An assign names storage, not a value: a tensor holding one, and a write into it, follow later writes into it (get:
+  where computed nodes are, not following copies of old versions)."""
+  chain, base = view_chain(u)
+  if base.op is not Ops.BUFFER:
+    if (found := get(base)) is None: return u
+    u = rebuild(found, chain)
+  return current(u, newer)
 
 def remember(becomes: dict[UOp, UOp]) -> None:
   """Record what a schedule computed (call before running it: the writes must be known to decide snapshots).
