@@ -50,8 +50,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
   _rng_counter: ClassVar[int] = 0
-  # tensors that want .grad
+  # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those that are in the graph
+  # and have requires_grad None too)
   _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
+  _float_tensors: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
@@ -89,6 +91,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if device is not None and uop.device is not None and uop.device != device: uop = uop.copy_to_device(device)
     self._uop = uop
+    if dtypes.is_float(uop.dtype): Tensor._float_tensors.add(self)
     if requires_grad is not None: self.requires_grad = requires_grad
 
   # *** the node this tensor stands for ***
@@ -127,7 +130,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
-    """A result tensor; it requires grad if an input does. Inputs on different devices are an error here, where the
+    """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
+    different devices are an error here, where the
     graph is built (a constant is on every device)."""
     if len(uop.src) > 1 and uop.op is not Ops.ASSIGN:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
@@ -135,7 +139,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
         names = ", ".join(sorted(devices))
         raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor(uop)
-    if self._requires_grad or any(o._requires_grad for o in others): ret._requires_grad = True
+    flags = [self._requires_grad, *(o._requires_grad for o in others)]  # True if any is, False if all are, else None
+    ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
 
   # *** properties ***
@@ -600,13 +605,18 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
       else: ret.append(Tensor(grads[u]))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Add d self / d t to t.grad for every tensor t with requires_grad=True that self depends on."""
+    """Add d self / d t to t.grad for every tensor t in self's graph that has requires_grad=True, or that is floating
+    point, not a constant, and has requires_grad None (the default: "if something needs it", as tinygrad):
+    `z = y.matmul(x).sum(); z.backward()` fills x.grad and y.grad. requires_grad=False opts out."""
     if gradient is None and self.shape != ():
       raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
     nodes = set(root.toposort())
-    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, root, nodes) is not None]
-    if not targets: raise RuntimeError("backward: nothing in the graph requires grad")
+    wanted = [*Tensor._grad_tensors.values(), *(t for t in list(Tensor._float_tensors) if t._requires_grad is None
+                                                and state.view_base(t.uop).op is not Ops.CONST)]
+    targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
+    if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (all constant, integer, or "
+                                       "requires_grad=False)")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):
       if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} != tensor shape {t.shape}")
       g = g.cast(t.dtype) if g.dtype != t.dtype else g

@@ -280,7 +280,44 @@ def test_requires_grad_values():
 def test_requires_grad_false_gets_no_grad():
   a, b, c = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=False), Tensor([5.0, 6.0])
   (a * b * c).sum().backward()
-  assert a.grad.tolist() == [15.0, 24.0] and b.grad is None and c.grad is None
+  assert a.grad.tolist() == [15.0, 24.0] and b.grad is None and c.grad.tolist() == [3.0, 8.0]
+
+def test_readme_autograd_example():
+  # the seed's example, verbatim: requires_grad None (the default) means "if something needs it"
+  x = Tensor.eye(3).clone()
+  y = Tensor([[2.0, 0, -2.0]])
+  z = y.matmul(x).sum(); z.backward()
+  assert x.grad.tolist() == [[2.0, 2.0, 2.0], [0.0, 0.0, 0.0], [-2.0, -2.0, -2.0]]
+  assert y.grad.tolist() == [[1.0, 1.0, 1.0]]
+
+def test_requires_grad_none_gets_grads_as_tinygrad():
+  # every floating, non-constant tensor in the graph whose requires_grad is not False; held intermediates too
+  x, w = Tensor([[1.0, 2.0]]), Tensor([[3.0], [4.0]])
+  idx, const, off = Tensor([1, 0]), Tensor.ones(1, 1), Tensor([[5.0]], requires_grad=False)
+  h = x @ w
+  loss = ((h + const) * off + x[0][idx].sum()).sum()
+  loss.backward()
+  tx, tw = torch.tensor([[1.0, 2.0]], requires_grad=True), torch.tensor([[3.0], [4.0]], requires_grad=True)
+  th = tx @ tw
+  th.retain_grad()
+  ((th + 1) * 5 + tx[0][torch.tensor([1, 0])].sum()).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+  np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy())
+  np.testing.assert_allclose(h.grad.numpy(), th.grad.numpy())
+  assert idx.grad is None and const.grad is None and off.grad is None  # integers, constants, opted out
+  with pytest.raises(RuntimeError, match="nothing in the graph"): Tensor([1, 2]).sum().backward()
+
+def test_requires_grad_none_with_layers_and_optimizers():
+  from fusegrad import nn
+  lin, norm = nn.Linear(3, 2), nn.LayerNorm(2)
+  x = Tensor([[1.0, -2.0, 0.5]])
+  norm(lin(x)).square().sum().backward()
+  assert all(p.grad is not None for p in (lin.weight, lin.bias, norm.weight, norm.bias, x))
+  w = Tensor([1.0, 2.0])  # requires_grad None: an optimizer makes it True
+  opt = nn.optim.SGD([w], lr=0.5)
+  (w * w).sum().backward()
+  opt.step()
+  assert w.requires_grad is True and w.tolist() == [0.0, 0.0]
 
 def test_backward_accumulates():
   x = Tensor([1.0, 2.0], requires_grad=True)
@@ -320,7 +357,8 @@ def test_backward_through_realized_chain():
   assert loss.item() == 10.0 and x.grad.tolist() == [4.0, 8.0]
 
 def test_backward_nothing_requires_grad():
-  with pytest.raises(RuntimeError): Tensor([1.0]).sum().backward()
+  with pytest.raises(RuntimeError): Tensor([1.0], requires_grad=False).sum().backward()
+  with pytest.raises(RuntimeError): Tensor([1, 2]).sum().backward()  # integers have no gradient
 
 def test_gradient():
   x, y = Tensor([1.0, 2.0]), Tensor([3.0, 4.0])

@@ -8,14 +8,14 @@ and devices, and no Python-side branching on tensor values.
 building a model's forward graph again costs one substitution.
 """
 from __future__ import annotations
-import functools, struct, weakref
+import functools, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.engine.realize import ExecItem, CompiledRunner, capturing
+from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, capturing
 from fusegrad.engine import state
 
 ReturnType = TypeVar("ReturnType")
@@ -93,11 +93,12 @@ def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
 class TinyJit(Generic[ReturnType]):
   """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay.
 
-  Inputs (Tensors anywhere in the arguments, also inside lists and dicts) must be realized, and keep their shapes,
-  dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments (numbers,
-  strings) are not looked at: a replay runs the kernels captured with the capture call's values. A replay returns the
-  Tensors the capture returned, with new values written into the same buffers: copy what you want to keep. As a method
-  decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture.
+  Inputs (Tensors anywhere in the arguments, also inside lists and dicts; lazy ones are realized first) keep their
+  shapes, dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments
+  (numbers, strings) must stay what they were at the capture (JitError otherwise: the kernels were built for those
+  values). Each call returns new Tensors (the capture's results copied out, one device copy per result), so results
+  kept from earlier calls keep their values. As a method decorator each instance gets its own capture. `JIT=0` turns
+  it off; `reset()` forgets the capture.
 
   prune=True drops from the replay the kernels whose results can't change from call to call: those that read no
   input, random state or variable, nor anything such a kernel writes (they ran at the capture; weights read that way
@@ -110,6 +111,7 @@ class TinyJit(Generic[ReturnType]):
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step = 0
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
+    self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
@@ -121,7 +123,7 @@ class TinyJit(Generic[ReturnType]):
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
-    self.from_inputs, self.written = {}, set()
+    self.from_inputs, self.written, self.static = {}, set(), []
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -142,9 +144,12 @@ class TinyJit(Generic[ReturnType]):
     return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    from fusegrad.tensor import Tensor
     if not JIT: return self.fxn(*args, **kwargs)
     named = _call_inputs(args, kwargs)
     names, inputs = [n for n, _ in named], [t for _, t in named]
+    Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
+    static = _static_args(list(args), "args") + _static_args({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
     bufs = [_input_buffer(t, f"input {i} ({n})") for i, (n, t) in enumerate(named)]
     sig = _signature(inputs)
     binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
@@ -160,7 +165,12 @@ class TinyJit(Generic[ReturnType]):
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
       _check_distinct(bufs, names)
-      return self._capture(args, kwargs, inputs, bufs)
+      ret = self._capture(args, kwargs, inputs, bufs)
+      self.static = static
+      return ret
+    if (change := _static_change(self.static, static)) is not None:
+      raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with the "
+                     "captured value (pass it as a Tensor or a bound Variable, or reset())")
     return self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
 
   def _finish(self, ret: Any) -> Any:
@@ -196,7 +206,7 @@ class TinyJit(Generic[ReturnType]):
                         if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
     self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
-    return ret
+    return self._results([state.view_base(t.uop) for t in inputs])
 
   def _prune(self, inputs: list[Buffer]) -> None:
     """Keep the kernels that touch a buffer whose contents vary between calls (an input, a random state, or one that
@@ -231,16 +241,49 @@ class TinyJit(Generic[ReturnType]):
     return self._results(bases)
 
   def _results(self, bases: list[UOp]) -> Any:
-    """The capture's results; those that are (views of) inputs rebuilt on this call's inputs (given by their bases)."""
+    """This call's results, as new tensors that later calls leave alone: those that are (views of) inputs rebuilt on
+    this call's inputs (given by their bases), the others copied out of the buffers the kernels write (one copy each;
+    a constant is returned as it is)."""
     from fusegrad.tensor import Tensor
-    if not self.from_inputs: return self.ret
     outs = []
     for i, t in enumerate(self.ret_tensors):
+      chain, base = state.view_chain(t.uop)
       if i in self.from_inputs:
         k, old_base = self.from_inputs[i]
         t = Tensor(t.uop.substitute({old_base: bases[k]}))
+      elif base.op is Ops.BUFFER:
+        buf = base.arg
+        copy = Buffer(buf.device, buf.size, buf.dtype)
+        ExecItem(CopyRunner(buf.device, buf.device, buf.nbytes), [copy, buf]).run()
+        t = Tensor(state.rebuild(UOp(Ops.BUFFER, buf.dtype, (), copy), chain))
       outs.append(t)
     return _rebuild(self.ret_structure, iter(outs))
+
+def _static_args(x: Any, name: str) -> list[tuple[str, Any]]:
+  """(where, value) for every argument that is not a Tensor or a bound Variable: a replay can't change those."""
+  from fusegrad.tensor import Tensor
+  if isinstance(x, Tensor) or (isinstance(x, UOp) and x.op is Ops.BIND): return []
+  if isinstance(x, (list, tuple)): return [a for i, v in enumerate(x) for a in _static_args(v, f"{name}[{i}]")]
+  if isinstance(x, dict): return [a for k, v in x.items() for a in _static_args(v, f"{name}[{k!r}]")]
+  return [(name, x)]
+
+def _same(a: Any, b: Any) -> bool:
+  """a and b are the same value (of the same type: 1 and 1.0 build different graphs); objects compare by identity
+  where == doesn't give a bool."""
+  if a is b: return True
+  if type(a) is not type(b): return False
+  if isinstance(a, float) and math.isnan(a) and math.isnan(b): return True
+  try: return bool(a == b) is True
+  except Exception: return False
+
+def _static_change(was: list[tuple[str, Any]], now: list[tuple[str, Any]]) -> str | None:
+  """What differs between the non-Tensor arguments of the capture and these, in words (None: nothing)."""
+  old, new = dict(was), dict(now)
+  for where in dict.fromkeys([*old, *new]):
+    if where not in old: return f"{where} = {new[where]!r} was not given at the capture"
+    if where not in new: return f"{where} = {old[where]!r} at the capture is missing now"
+    if not _same(old[where], new[where]): return f"{where} was {old[where]!r}, now {new[where]!r}"
+  return None
 
 def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
   """Two inputs in one buffer can't be told apart in the captured kernels: refuse them at the capture."""
@@ -263,6 +306,7 @@ class _Trace:
   captured: list[tuple[weakref.ref, UOp]]  # tensors read from outside that require grad, with their node then
   rng_states: list[tuple[UOp, str, int]]  # random-state nodes drawn inside: node, device, counter offset
   rng_step: int  # how far the traced call moved the random counter
+  buffers: list[UOp]  # the BUFFER nodes the graph reads: buffers written since are read at their newest version
 
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
@@ -295,7 +339,8 @@ class function:
       self.traces[key] = trace = self._trace(args, kwargs, inputs, binds)
       return self._results(trace, inputs, {})
     trace = self.traces[key]
-    fresh = dict(written)  # weights written since the trace: their buffer nodes now
+    fresh = {b: new for b in trace.buffers if (new := state.current(b)) is not b}  # buffers written since the trace
+    fresh.update(written)  # weights written since the trace: their buffer nodes now
     # every random draw gets the counter it would have had now, as a plain call would
     for node, device, offset in trace.rng_states:
       seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
@@ -334,7 +379,7 @@ class function:
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
-                  captured, draws, Tensor._rng_counter - start)
+                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER])
 
 def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same
