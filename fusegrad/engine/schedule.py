@@ -364,17 +364,22 @@ def _order(steps: list[_Step], scheduled: set[UOp], becomes: dict[UOp, UOp]) -> 
       r.item = ScheduleItem(r.item.ast, tuple(bufs), r.item.var_vals)
       del r.loads[version]
       deps[i].update(made_by[version])
-  order: list[_Step] = []
-  state_of = [0] * len(steps)
-  def visit(i: int) -> None:
-    if state_of[i] == 2: return
-    assert state_of[i] == 0, "the schedule's dependencies have a cycle"
-    state_of[i] = 1
-    for d in sorted(deps[i]): visit(d)
-    state_of[i] = 2
-    order.append(steps[i])
-  for i in range(len(steps)): visit(i)
-  return order
+  # depth first, without a recursive closure (a reference cycle would keep the steps, and the versions they name,
+  # alive until the garbage collector runs: state.snapshot_before would copy them for nothing)
+  order: list[int] = []
+  done = [False] * len(steps)
+  for root in range(len(steps)):
+    stack = [(root, False)]
+    while stack:
+      i, expanded = stack.pop()
+      if done[i]: continue
+      if expanded:
+        done[i] = True
+        order.append(i)
+      else: stack.extend([(i, True)] + [(d, False) for d in sorted(deps[i], reverse=True) if not done[d]])
+  position = {i: k for k, i in enumerate(order)}
+  assert all(position[d] < position[i] for i in order for d in deps[i]), "the schedule's dependencies have a cycle"
+  return [steps[i] for i in order]
 
 def _all_deps(i: int, deps: list[set[int]]) -> set[int]:
   seen, stack = set(), list(deps[i])
