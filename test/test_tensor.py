@@ -226,6 +226,38 @@ def test_assign_lazy_readers_before():
   Tensor.realize(y, x)
   assert y.tolist() == [2.0, 3.0] and x.tolist() == [10.0, 20.0]
 
+def test_value_built_before_an_assign_and_realized_after_it():
+  x = Tensor([1.0, 2.0]).realize()
+  y, v = x * 10, x.reshape(2, 1)  # y: a value from the old x; v: a view of x's storage
+  x.assign(x + 1).realize()
+  x.assign(x * 2).realize()
+  assert y.tolist() == [10.0, 20.0] and v.tolist() == [[4.0], [6.0]] and x.tolist() == [4.0, 6.0]
+  assert (v + 0).tolist() == [[4.0], [6.0]]  # built after the writes: the new contents
+
+def test_chain_of_assigns_and_reads_between_them():
+  x = Tensor([1.0, 2.0]).realize()
+  x.assign(x + 1)
+  a = x * 1  # reads the first write
+  x.assign(x * 3)
+  b = x * 1
+  x[0] = 0.0  # a write through a view: realizes both pending assigns first
+  assert a.tolist() == [2.0, 3.0] and b.tolist() == [6.0, 9.0] and x.tolist() == [0.0, 9.0]
+
+def test_two_writes_read_each_other():
+  # each new value reads the other tensor's old value: one of them is copied aside within the schedule
+  a, b = Tensor([1.0, 2.0]).realize(), Tensor([10.0, 20.0]).realize()
+  new_a, new_b = a + b.flip(0), b - a
+  a.assign(new_a)
+  b.assign(new_b)
+  Tensor.realize(a, b)
+  assert a.tolist() == [21.0, 12.0] and b.tolist() == [9.0, 18.0]
+  assert new_a.tolist() == [21.0, 12.0] and new_b.tolist() == [9.0, 18.0]
+  c, d = Tensor([3.0, 4.0]).realize(), Tensor([6.0, 8.0]).realize()
+  c.assign(c + d.sum())
+  d.assign(d + c.sum())  # reads c's new value
+  Tensor.realize(c, d)
+  assert c.tolist() == [17.0, 18.0] and d.tolist() == [41.0, 43.0]
+
 def test_equal_graphs_are_separate_tensors():
   # equal graphs are one node: realizing two of them must still give two tensors, each with its own storage
   a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
