@@ -581,7 +581,18 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     target = getitem(self, indices)
     if not state.is_realized(target.uop):
       raise RuntimeError("setitem: only ints, slices, None and ... can index the part to write (not tensors)")
-    target.assign(v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).realize()
+    value = v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)
+    # self's old contents needn't be copied aside for the write (state.snapshot_before): a value read from self is
+    # computed first, and self, which follows its storage, lets go of its old version node meanwhile
+    chain, base = state.view_chain(self.uop)
+    if base.arg.base in state.buffers_read(value.uop): value.realize()
+    buf, views = base.arg, [(c.op, c.dtype, c.arg) for c in chain]
+    del chain, base
+    self._uop = UOp.const(self.dtype, 0, self.shape, self.device)
+    try: target.assign(value).realize()
+    finally:
+      self._uop = state.buffer_node(buf)
+      for op, dtype, arg in reversed(views): self._uop = UOp(op, dtype, (self._uop,), arg)
 
   # *** autograd ***
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None,

@@ -258,6 +258,26 @@ def test_two_writes_read_each_other():
   Tensor.realize(c, d)
   assert c.tolist() == [17.0, 18.0] and d.tolist() == [41.0, 43.0]
 
+def count_copies(monkeypatch) -> list:
+  import fusegrad.engine.realize as realize
+  copies, run = [], realize.run_exec_items
+  def counting(items, var_vals=None):
+    copies.extend(ei for ei in items if isinstance(ei.runner, realize.CopyRunner))
+    return run(items, var_vals)
+  monkeypatch.setattr(realize, "run_exec_items", counting)
+  return copies
+
+def test_writes_copy_old_contents_only_when_something_reads_them(monkeypatch):
+  copies = count_copies(monkeypatch)
+  x = Tensor.zeros(4, 5).contiguous().realize()
+  for i in range(4): x[i] = float(i)  # a KV-cache style update: no copy of the whole buffer per write
+  x[0] = x[1] * 2
+  x.assign(x + 1).realize()
+  assert x.tolist()[:2] == [[3.0] * 5, [2.0] * 5] and len(copies) == 0
+  y = x.sum()  # built before the next write and read after it: x's old contents are copied once, for y
+  x.assign(x * 0).realize()
+  assert len(copies) == 1 and y.item() == 60.0 and x.sum().item() == 0.0
+
 def test_equal_graphs_are_separate_tensors():
   # equal graphs are one node: realizing two of them must still give two tensors, each with its own storage
   a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
