@@ -1,7 +1,9 @@
 """What value semantics and TinyJit's result copies cost, printed as ratios.
 
-1. TinyJit hands back each result in a buffer of its own (one device copy per result), so results kept from earlier
-   calls stay valid: per-call time of a replay of `a * 2 + 1` on an N x N float32 input, and the copy's share of it.
+1. TinyJit hands back each result in a buffer of its own, so results kept from earlier calls stay valid: a result
+   computed into a new buffer gets a new buffer at each replay (an allocation, no copy); one written into a buffer that
+   existed before (a parameter) is copied out. Per-call time of a replay of `a * 2 + 1` on an N x N float32 input, and
+   what one copy of its result would add.
 2. A version overwritten while something still refers to it is copied aside first (engine/state.py): the copies in a
    captured beautiful_mnist training step (the parameters, read by the lazy gradients while Adam overwrites them), their
    bytes against all the bytes the step's kernels touch. Settings: N (1024), BS (128), REPS (50).
@@ -28,8 +30,8 @@ def result_copies(n: int, reps: int) -> None:
   out = kernel.bufs[0]
   dest = type(out)(out.device, out.size, out.dtype).allocate()
   copy = per_call(lambda: ExecItem(CopyRunner(out.device, out.device, out.nbytes), [dest, out]).run(wait=True), reps)
-  print(f"replay of a*2+1 on {n}x{n}: {call * 1e3:.3f} ms per call, of which the result copy {copy * 1e3:.3f} ms "
-        f"({copy / call:.2f} of the call)")
+  print(f"replay of a*2+1 on {n}x{n}: {call * 1e3:.3f} ms per call (result in a new buffer); a copy of the result "
+        f"would add {copy * 1e3:.3f} ms ({copy / call:.2f}x the call)")
 
 def training_snapshots(bs: int) -> None:
   from examples.beautiful_mnist import Model

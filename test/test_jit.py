@@ -402,6 +402,20 @@ def test_results_kept_from_earlier_calls_keep_their_values():
     np.testing.assert_allclose(p.numpy(), np.full(3, i + 1.0))
     np.testing.assert_allclose(q.numpy(), np.full((1, 3), 3.0 * i))
 
+def test_results_get_new_buffers_and_returned_state_is_copied():
+  w = realized(np.zeros(3, np.float32))
+  @TinyJit
+  def g(a: Tensor) -> tuple:
+    w.assign(w + a).realize()
+    return a * 2, w
+  kept = [g(realized(np.full(3, float(i), np.float32))) for i in range(5)]
+  assert kept[0][1] is w  # call 1 runs the function: it returns w itself
+  for i, (doubled, state) in enumerate(kept):
+    np.testing.assert_allclose(doubled.numpy(), np.full(3, 2.0 * i))
+    if i: np.testing.assert_allclose(state.numpy(), np.full(3, i * (i + 1) / 2))  # w's value after call i
+  np.testing.assert_allclose(w.numpy(), np.full(3, 10.0))
+  assert len({id(d.uop.base.arg) for d, _ in kept[1:]}) == 4  # a new buffer per call from the capture on
+
 def test_non_tensor_argument_changes_raise():
   @TinyJit
   def g(a: Tensor, k: int, scale: float = 1.0) -> Tensor: return a * k * scale

@@ -96,9 +96,9 @@ class TinyJit(Generic[ReturnType]):
   Inputs (Tensors anywhere in the arguments, also inside lists and dicts; lazy ones are realized first) keep their
   shapes, dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments
   (numbers, strings) must stay what they were at the capture (JitError otherwise: the kernels were built for those
-  values). Each call returns new Tensors (the capture's results copied out, one device copy per result), so results
-  kept from earlier calls keep their values. As a method decorator each instance gets its own capture. `JIT=0` turns
-  it off; `reset()` forgets the capture.
+  values). Each call returns new Tensors that later calls leave alone: a result computed into a buffer of its own
+  gets a new buffer at each replay, one written into a buffer that existed before (a parameter) is copied out. As a
+  method decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture.
 
   prune=True drops from the replay the kernels whose results can't change from call to call: those that read no
   input, random state or variable, nor anything such a kernel writes (they ran at the capture; weights read that way
@@ -112,6 +112,7 @@ class TinyJit(Generic[ReturnType]):
     self.rng_step = 0
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
+    self.out_slots: dict[int, list[tuple[int, int]]] = {}  # result position -> where its buffer is in jit_cache
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
@@ -123,7 +124,7 @@ class TinyJit(Generic[ReturnType]):
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
-    self.from_inputs, self.written, self.static = {}, set(), []
+    self.from_inputs, self.written, self.static, self.out_slots = {}, set(), [], {}
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -206,7 +207,15 @@ class TinyJit(Generic[ReturnType]):
                         if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
     self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
-    return self._results([state.view_base(t.uop) for t in inputs])
+    # results computed into buffers of their own (not written before, so nothing else holds them): each replay
+    # writes them into new buffers, so results kept from earlier calls keep their values without a copy
+    self.out_slots = {}
+    for i, t in enumerate(self.ret_tensors):
+      base = state.view_base(t.uop)
+      if i in self.from_inputs or base.op is not Ops.BUFFER or base.src: continue
+      slots = [(k, j) for k, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs) if b is base.arg]
+      if any(j == 0 for _, j in slots): self.out_slots[i] = slots  # written by a kernel here
+    return self._results([state.view_base(t.uop) for t in inputs], fresh=set(self.out_slots))
 
   def _prune(self, inputs: list[Buffer]) -> None:
     """Keep the kernels that touch a buffer whose contents vary between calls (an input, a random state, or one that
@@ -236,14 +245,20 @@ class TinyJit(Generic[ReturnType]):
     for rng, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
       rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
     Tensor._rng_counter += self.rng_step
+    for slots in self.out_slots.values():  # new buffers for the results
+      k, j = slots[0]
+      old = self.jit_cache[k].bufs[j]
+      new = Buffer(old.device, old.size, old.dtype)
+      for k, j in slots: self.jit_cache[k].bufs[j] = new
     for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     self.cnt += 1
-    return self._results(bases)
+    return self._results(bases, fresh=set(self.out_slots))
 
-  def _results(self, bases: list[UOp]) -> Any:
-    """This call's results, as new tensors that later calls leave alone: those that are (views of) inputs rebuilt on
-    this call's inputs (given by their bases), the others copied out of the buffers the kernels write (one copy each;
-    a constant is returned as it is)."""
+  def _results(self, bases: list[UOp], fresh: set[int]) -> Any:
+    """This call's results, as tensors that later calls leave alone: those that are (views of) inputs rebuilt on this
+    call's inputs (given by their bases); those in fresh on the buffers this call wrote them into (see out_slots); the
+    others (written into a buffer that existed before, such as a parameter) copied out, one copy each. A constant is
+    returned as it is."""
     from fusegrad.tensor import Tensor
     outs = []
     for i, t in enumerate(self.ret_tensors):
@@ -251,6 +266,9 @@ class TinyJit(Generic[ReturnType]):
       if i in self.from_inputs:
         k, old_base = self.from_inputs[i]
         t = Tensor(t.uop.substitute({old_base: bases[k]}))
+      elif i in fresh:
+        k, j = self.out_slots[i][0]
+        t = Tensor(state.rebuild(UOp(Ops.BUFFER, base.dtype, (), self.jit_cache[k].bufs[j]), chain))
       elif base.op is Ops.BUFFER:
         buf = base.arg
         copy = Buffer(buf.device, buf.size, buf.dtype)
