@@ -13,8 +13,9 @@ from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_nump
 from fusegrad.dtype import float_to_bf16_bits
 from fusegrad.helpers import prod, argfix, all_int, TRAINING
 from fusegrad.device import Device, Buffer
-from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient
+from fusegrad.engine import state
 from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError
 from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
@@ -50,9 +51,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
   _rng_counter: ClassVar[int] = 0
-  # tensors that want .grad, and clones not computed yet (see _snapshots_before)
+  # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those that are in the graph
+  # and have requires_grad None too)
   _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
-  _pending_clones: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
+  _float_tensors: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
@@ -90,11 +92,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if device is not None and uop.device is not None and uop.device != device: uop = uop.copy_to_device(device)
     self._uop = uop
+    if dtypes.is_float(uop.dtype): Tensor._float_tensors.add(self)
     if requires_grad is not None: self.requires_grad = requires_grad
 
   # *** the node this tensor stands for ***
   @property
-  def uop(self) -> UOp: return self._uop
+  def uop(self) -> UOp:
+    """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
+    if (new := state.current(self._uop)) is not self._uop: self.uop = new
+    return self._uop
   @uop.setter
   def uop(self, new: UOp) -> None:
     if new is self._uop: return
@@ -116,7 +122,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def _own_node(self) -> None:
     """Give a lazy value its own node. Nodes are hash-consed, so Tensor.zeros(3) made twice is one node, and gradients
     for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this node unique."""
-    if _is_realized(self.uop) and _view_base(self.uop).op is not Ops.CONST: return
+    if state.is_realized(self.uop) and state.view_base(self.uop).op is not Ops.CONST: return
     if self.numel() == 0: return
     self._uop = Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop.assign(self.uop)
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
@@ -125,7 +131,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
-    """A result tensor; it requires grad if an input does. Inputs on different devices are an error here, where the
+    """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
+    different devices are an error here, where the
     graph is built (a constant is on every device)."""
     if len(uop.src) > 1 and uop.op is not Ops.ASSIGN:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
@@ -133,22 +140,23 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         names = ", ".join(sorted(devices))
         raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor(uop)
-    if self._requires_grad or any(o._requires_grad for o in others): ret._requires_grad = True
+    flags = [self._requires_grad, *(o._requires_grad for o in others)]  # True if any is, False if all are, else None
+    ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
 
   # *** properties ***
   @property
   def shape(self) -> tuple[int, ...]:
     """The size of each axis: `Tensor.zeros(2, 3).shape` is (2, 3)."""
-    return self.uop.shape
+    return self._uop.shape
   @property
   def dtype(self) -> DType:
     """The element type."""
-    return self.uop.dtype
+    return self._uop.dtype
   @property
   def device(self) -> str:
     """The device the data lives on ("CPU", "PYTHON" ...)."""
-    return self.uop.device or Device.DEFAULT
+    return self._uop.device or Device.DEFAULT
   @property
   def ndim(self) -> int:
     """The number of axes."""
@@ -189,22 +197,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
-    from fusegrad.engine.schedule import create_schedule
-    from fusegrad.engine.realize import run_schedule
-    copies: list[Tensor] = []
-    for t in tensors:  # computed already (maybe through another tensor)
-      lazy, t.uop = t.uop, _resolve_realized(t.uop)
-      if t.uop is not lazy and not _own_storage(t, lazy): copies.append(t)
-    todo = [t for t in tensors if not _is_realized(t.uop)]
-    if todo:
-      todo += _snapshots_before(todo)
-      sched = create_schedule([t.uop for t in todo])
-      run_schedule(sched.items)
-      sched.remember()
-      for t in todo:
-        lazy, t.uop = t.uop, _apply_becomes(t.uop, sched.becomes)
-        _remember_lazy_def(t, lazy)
-        if not _own_storage(t, lazy): copies.append(t)
+    copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
+    todo = [t for t in tensors if not state.is_realized(t.uop)]
+    if todo: copies += _realize(todo)
     if copies:  # tensors that computed the same value as another live tensor get their own copy of it
       for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
       Tensor.realize_all(copies)
@@ -215,9 +210,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
-    t = self.contiguous().realize()
-    base = t.uop
-    while base.op in GroupOp.Movement: base = base.src[0]
+    base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
   def data(self) -> memoryview:
@@ -272,9 +265,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """A copy with its own buffer (on device, if given): later assigns to this tensor don't change it."""
     if device is not None and (device := Device.canonicalize(device)) != self.device:
       return self._new(self.uop.copy_to_device(device))
-    ret = self._new(self.uop.copy_to_device(self.device, clone=True))
-    Tensor._pending_clones.add(ret)
-    return ret
+    return self._new(self.uop.copy_to_device(self.device, clone=True))
   def detach(self) -> Tensor:
     """The same values, cut off from autograd."""
     return Tensor(self.uop.detach(), requires_grad=False)
@@ -335,12 +326,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
-    target = self.uop
-    while target.op is Ops.ASSIGN: target = target.src[0]  # a write still pending: this one goes to the same place
-    if _view_base(target).op is not Ops.BUFFER or self.uop is x.uop:  # nothing to write into (lazy or constant): rebind
+    # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
+    # constant) there is nothing to write into, so rebind
+    if state.view_base(self.uop).op not in (Ops.BUFFER, Ops.ASSIGN) or self.uop is x.uop:
       self.uop = x.uop
       return self
-    self.uop = target.assign(x.uop)
+    self.uop = self.uop.assign(x.uop)
     return self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
@@ -592,13 +583,24 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
     from fusegrad.mixin.indexing import getitem
     self.realize()
-    if _view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
-    if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in _view_chain(self.uop)):
+    if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
+    if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
       raise RuntimeError(f"setitem: this tensor of shape {self.shape} is an expanded view: its elements share memory")
     target = getitem(self, indices)
-    if not _is_realized(_view_base(target.uop)):
+    if not state.is_realized(target.uop):
       raise RuntimeError("setitem: only ints, slices, None and ... can index the part to write (not tensors)")
-    target.assign(v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).realize()
+    value = v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)
+    # self's old contents needn't be copied aside for the write (state.snapshot_before): a value read from self is
+    # computed first, and self, which follows its storage, lets go of its old version node meanwhile
+    chain, base = state.view_chain(self.uop)
+    if base.arg.base in state.buffers_read(value.uop): value.realize()
+    buf, views = base.arg, [(c.op, c.dtype, c.arg) for c in chain]
+    del chain, base
+    self._uop = UOp.const(self.dtype, 0, self.shape, self.device)
+    try: target.assign(value).realize()
+    finally:
+      self._uop = state.buffer_node(buf)
+      for op, dtype, arg in reversed(views): self._uop = UOp(op, dtype, (self._uop,), arg)
 
   # *** autograd ***
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None,
@@ -622,13 +624,18 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       else: ret.append(Tensor(grads[u]))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Add d self / d t to t.grad for every tensor t with requires_grad=True that self depends on."""
+    """Add d self / d t to t.grad for every tensor t in self's graph that has requires_grad=True, or that is floating
+    point, not a constant, and has requires_grad None (the default: "if something needs it", as tinygrad):
+    `z = y.matmul(x).sum(); z.backward()` fills x.grad and y.grad. requires_grad=False opts out."""
     if gradient is None and self.shape != ():
       raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
     nodes = set(root.toposort())
-    targets = [t for t in list(Tensor._grad_tensors.values()) if _node_in(t, root, nodes) is not None]
-    if not targets: raise RuntimeError("backward: nothing in the graph requires grad")
+    wanted = [*Tensor._grad_tensors.values(), *(t for t in list(Tensor._float_tensors) if t._requires_grad is None
+                                                and state.view_base(t.uop).op is not Ops.CONST)]
+    targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
+    if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (all constant, integer, or "
+                                       "requires_grad=False)")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):
       if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} != tensor shape {t.shape}")
       g = g.cast(t.dtype) if g.dtype != t.dtype else g
@@ -671,50 +678,40 @@ def _with_lazy_defs(u: UOp) -> UOp:
   mapping = {n: _with_lazy_defs(_lazy_defs[n]) for n in u.toposort() if n in _lazy_defs}
   return u.substitute(mapping) if mapping else u
 
-def _buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
-  """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""
-  from fusegrad.engine.schedule import lookup_realized
-  ret = set()
-  for n in u.toposort():
-    view = lookup_realized(n) if resolve_root or n is not u else None
-    b = _view_base(view) if view is not None else n
-    if b.op is Ops.BUFFER: ret.add(b.arg.base)
-  return ret
+def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
+  """Point t at the buffer its value was computed into, if it was (becomes: what a schedule just computed, else look
+  in state.memo); False when t needs a copy of its own (see state.claim_storage). A tensor holding an assign is a view
+  of the buffer written: it follows later writes into it."""
+  lazy = t.uop
+  if state.view_base(lazy).op is Ops.ASSIGN:
+    t.uop = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
+  else: t.uop = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
+  if t.uop is lazy: return True
+  _remember_lazy_def(t, lazy)
+  return state.claim_storage(t, lazy)
 
 def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
   """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives."""
-  if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN and t.uop is not lazy \
+  if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN \
      and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
     _lazy_defs[t.uop] = lazy
 
-# buffer -> the tensor whose storage it is (the first one realized into it)
-_storage_owner: weakref.WeakKeyDictionary[Buffer, weakref.ReferenceType] = weakref.WeakKeyDictionary()
-
-def _own_storage(t: Tensor, lazy: UOp) -> bool:
-  """Record t as the owner of the buffer it was realized into. False when that buffer is another live tensor's storage
-  that t's graph doesn't name: equal graphs are one node, so two tensors can compute the same node, and an assign to
-  one must not change the other (t then needs a copy). Views and contiguous() of a tensor share its storage on
-  purpose."""
-  base = _view_base(t.uop)
-  if base.op is not Ops.BUFFER: return True
-  buf = base.arg.base
-  ref = _storage_owner.get(buf)
-  owner = ref() if ref is not None else None
-  owner_base = _view_base(owner.uop) if owner is not None else None
-  if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
-    _storage_owner[buf] = weakref.ref(t)
-    return True
-  return buf in _buffers_read(lazy, resolve_root=False)
-
-def _snapshots_before(todo: list[Tensor]) -> list[Tensor]:
-  """Clones not computed yet of buffers that todo assigns into: they must copy the old values first (a clone is a
-  snapshot), so they join the same schedule, which runs reads of a buffer before the assign that overwrites it."""
-  ids = {id(t) for t in todo}
-  clones = [c for c in Tensor._pending_clones if not _is_realized(c.uop) and id(c) not in ids]
-  if not clones: return []
-  assigns = [n for n in UOp(Ops.SINK, dtypes.void, tuple(t.uop for t in todo)).toposort() if n.op is Ops.ASSIGN]
-  written = {b for a in assigns for b in _buffers_read(_resolve_realized(a.src[0]))}
-  return [c for c in clones if written & _buffers_read(c.uop)] if written else []
+def _realize(todo: list[Tensor]) -> list[Tensor]:
+  """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
+  from fusegrad.engine.schedule import create_schedule, copy_item
+  from fusegrad.engine.realize import lower_schedule_item, run_exec_items
+  sched = create_schedule([t.uop for t in todo])
+  items = [lower_schedule_item(si) for si in sched.items]  # compile first: an error leaves every tensor as it was
+  state.remember(sched.becomes)
+  copies = [t for t in todo if not _resolve(t, sched.becomes)]
+  overwritten = sched.overwritten
+  del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
+  items = state.snapshot_before(overwritten, items, lambda dest, src: lower_schedule_item(copy_item(dest, src)))
+  try: run_exec_items(items)
+  except Exception:
+    state.forget({ei.bufs[0] for ei in items})
+    raise
+  return copies
 
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
@@ -730,48 +727,6 @@ def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType,
   buf = Buffer(Device.canonicalize(device), prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
   return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
-
-def _view_chain(u: UOp) -> list[UOp]:
-  """The movement ops (and DETACHes) on top of a view's base, outermost first."""
-  ret = []
-  while u.op in GroupOp.Movement or u.op is Ops.DETACH:
-    ret.append(u)
-    u = u.src[0]
-  return ret
-
-def _view_base(u: UOp) -> UOp:
-  while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
-  return u
-
-def _is_realized(u: UOp) -> bool:
-  """True when u is a view of memory that holds its values (or a constant): realize has nothing to do."""
-  b = _view_base(u)
-  return b.op in (Ops.BUFFER, Ops.CONST)
-
-def _apply_becomes(u: UOp, becomes: Any) -> UOp:
-  """u with its base replaced by what it became (a view of a buffer); only the movement ops on top are rebuilt."""
-  chain: list[UOp] = []
-  while u.op in GroupOp.Movement or u.op is Ops.DETACH:
-    if (got := becomes.get(u)) is not None: return _rebuild(got, chain)
-    chain.append(u)
-    u = u.src[0]
-  return _rebuild(becomes[u], chain) if u in becomes else (chain[0] if chain else u)
-
-def _rebuild(u: UOp, chain: list[UOp]) -> UOp:
-  for c in reversed(chain): u = u if c.op is Ops.DETACH else c.replace(src=(u,))
-  return u
-
-class _RealizedLookup:
-  def get(self, u: UOp) -> UOp | None:
-    from fusegrad.engine.schedule import lookup_realized
-    return lookup_realized(u)
-  def __contains__(self, u: UOp) -> bool: return self.get(u) is not None
-  def __getitem__(self, u: UOp) -> UOp:
-    ret = self.get(u)
-    assert ret is not None
-    return ret
-
-def _resolve_realized(u: UOp) -> UOp: return _apply_becomes(u, _RealizedLookup())
 
 def _node_in(t: Tensor, root: UOp, nodes: set[UOp] | None = None) -> UOp | None:
   """The node of t (now or before a realize) that appears in root's graph."""

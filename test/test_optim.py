@@ -232,6 +232,106 @@ def test_newton_schulz(shape):
   sv = np.linalg.svd(got, compute_uv=False)
   assert sv.min() > 0.5 and sv.max() < 1.3, sv
 
+# *** value semantics: a step overwrites parameters that lazy values built before it still read ***
+# The issue's model: the input is a parameter too, so each parameter's gradient reads the other parameters, and the
+# step's writes depend on each other (the gradient of W reads x, the one of x reads W).
+XI, WI, BI = (rng.standard_normal(s).astype(np.float32) for s in [(2, 3), (3, 3), (3,)])
+MI = rng.standard_normal((2, 3)).astype(np.float32)
+
+def issue_loss(ps: list, m): return (ps[0] @ ps[1] + ps[2]).relu().log_softmax(1).mul(m).add(m).sum()
+
+def reference_run(torch_opt=None, make_rule=None, steps: int = STEPS) -> list[tuple]:
+  """(loss, gradients, parameters after the step) for each step, in float64: torch.optim, or a numpy rule."""
+  ps = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in (XI, WI, BI)]
+  opt, out = torch_opt(ps) if torch_opt is not None else None, []
+  rule = make_rule() if make_rule is not None else None
+  for t in range(1, steps + 1):
+    for p in ps: p.grad = None
+    loss = issue_loss(ps, torch.tensor(MI, dtype=torch.float64))
+    loss.backward()
+    grads = [p.grad.numpy().copy() for p in ps]
+    if opt is not None: opt.step()
+    else:
+      with torch.no_grad():
+        for i, p in enumerate(ps): p.copy_(torch.tensor(rule(t, i, p.numpy(), p.grad.numpy())))
+    out.append((loss.item(), grads, [p.detach().numpy().copy() for p in ps]))
+  return out
+
+EVERY_OPTIMIZER = {
+  "sgd": (lambda ps: SGD(ps, lr=0.5), dict(torch_opt=lambda ps: torch.optim.SGD(ps, lr=0.5))),
+  "sgd_momentum": (lambda ps: SGD(ps, lr=0.3, momentum=0.9),
+                   dict(torch_opt=lambda ps: torch.optim.SGD(ps, lr=0.3, momentum=0.9))),
+  "sgd_nesterov": (lambda ps: SGD(ps, lr=0.3, momentum=0.9, nesterov=True, weight_decay=0.1),
+                   dict(torch_opt=lambda ps: torch.optim.SGD(ps, lr=0.3, momentum=0.9, nesterov=True,
+                                                             weight_decay=0.1))),
+  "adam": (lambda ps: Adam(ps, lr=0.1, weight_decay=0.1),
+           dict(torch_opt=lambda ps: torch.optim.Adam(ps, lr=0.1, weight_decay=0.1))),
+  "adamw": (lambda ps: AdamW(ps, lr=0.1, weight_decay=0.2),
+            dict(torch_opt=lambda ps: torch.optim.AdamW(ps, lr=0.1, weight_decay=0.2))),
+  "lamb": (lambda ps: LAMB(ps, lr=0.1, weight_decay=0.1), dict(make_rule=lambda: lamb_rule(0.1, 0.9, 0.999, 1e-6, 0.1))),
+  "lars": (lambda ps: LARS(ps, lr=0.5, weight_decay=0.1, tcoef=0.5, nesterov=True),
+           dict(make_rule=lambda: lars_rule(0.5, weight_decay=0.1, tcoef=0.5, nesterov=True))),
+  "muon": (lambda ps: Muon(ps, lr=0.1, momentum=0.9, weight_decay=0.1),
+           dict(make_rule=lambda: muon_rule(0.1, 0.9, True, 0.1))),
+}
+
+@pytest.mark.parametrize("mode", ["lazy", "realized", "read_after"])
+@pytest.mark.parametrize("name", list(EVERY_OPTIMIZER))
+def test_every_optimizer_with_lazy_and_realized_gradients(name, mode):
+  """lazy: the gradients are still lazy at step(); realized: computed before it; read_after: the loss and the
+  gradients are read only after the step, and must still be those at the parameters before it."""
+  make_opt, ref = EVERY_OPTIMIZER[name]
+  want = reference_run(**ref)
+  ps = [Tensor(a, requires_grad=True) for a in (XI, WI, BI)]
+  opt, m = make_opt(ps), Tensor(MI)
+  for t, (want_loss, want_grads, want_ps) in enumerate(want):
+    opt.zero_grad()
+    loss = issue_loss(ps, m).backward()
+    if mode == "realized": Tensor.realize(*[p.grad for p in ps])
+    opt.step()
+    if mode == "read_after":
+      np.testing.assert_allclose(loss.item(), want_loss, atol=1e-5, rtol=1e-5, err_msg=f"loss at step {t + 1}")
+      for i, (p, g) in enumerate(zip(ps, want_grads)):
+        np.testing.assert_allclose(p.grad.numpy(), g, atol=1e-5, rtol=1e-4, err_msg=f"grad {i} at step {t + 1}")
+    for i, (p, w) in enumerate(zip(ps, want_ps)):
+      np.testing.assert_allclose(p.numpy(), w, atol=1e-5, rtol=1e-4, err_msg=f"parameter {i} after step {t + 1}")
+  assert np.abs(ps[0].numpy() - XI).max() > 1e-2  # the steps are big enough to show a wrong read
+
+def test_issue_sgd_example():
+  x0, w0, m0 = XI[:1], WI, MI[:1]
+  x, w, m = Tensor(x0, requires_grad=True), Tensor(w0, requires_grad=True), Tensor(m0)
+  opt = SGD([x, w], lr=10)
+  opt.zero_grad()
+  x.matmul(w).relu().log_softmax(1).mul(m).add(m).sum().backward()
+  opt.step()
+  tx, tw = torch.tensor(x0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+  topt = torch.optim.SGD([tx, tw], lr=10)
+  topt.zero_grad()
+  tx.matmul(tw).relu().log_softmax(1).mul(torch.tensor(m0)).add(torch.tensor(m0)).sum().backward()
+  topt.step()
+  np.testing.assert_allclose(x.numpy(), tx.detach().numpy(), atol=1e-5)
+  np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), atol=1e-5)
+
+@pytest.mark.parametrize("name", ["sgd_momentum", "adam"])
+def test_jit_loss_returned_after_the_step(name):
+  """beautiful_mnist's step: the loss is returned (and realized) after opt.step(); it is the loss before the step."""
+  make_opt, ref = EVERY_OPTIMIZER[name]
+  want = reference_run(**ref, steps=5)
+  ps = [Tensor(a, requires_grad=True) for a in (XI, WI, BI)]
+  opt = make_opt(ps)
+  @TinyJit
+  def step(m: Tensor) -> Tensor:
+    opt.zero_grad()
+    loss = issue_loss(ps, m).backward()
+    opt.step()
+    return loss
+  m = Tensor(MI).realize()
+  for t, (want_loss, _, want_ps) in enumerate(want):
+    np.testing.assert_allclose(step(m).item(), want_loss, atol=1e-5, rtol=1e-5, err_msg=f"loss at step {t + 1}")
+    for i, (p, w) in enumerate(zip(ps, want_ps)):
+      np.testing.assert_allclose(p.numpy(), w, atol=1e-5, rtol=1e-4, err_msg=f"parameter {i} after step {t + 1}")
+  assert step.cnt == 5
+
 # *** TinyJit: a step realized together with the loss ***
 
 def jit_vs_eager(make_opt, steps: int = 5, lr_schedule=None):

@@ -226,6 +226,58 @@ def test_assign_lazy_readers_before():
   Tensor.realize(y, x)
   assert y.tolist() == [2.0, 3.0] and x.tolist() == [10.0, 20.0]
 
+def test_value_built_before_an_assign_and_realized_after_it():
+  x = Tensor([1.0, 2.0]).realize()
+  y, v = x * 10, x.reshape(2, 1)  # y: a value from the old x; v: a view of x's storage
+  x.assign(x + 1).realize()
+  x.assign(x * 2).realize()
+  assert y.tolist() == [10.0, 20.0] and v.tolist() == [[4.0], [6.0]] and x.tolist() == [4.0, 6.0]
+  assert (v + 0).tolist() == [[4.0], [6.0]]  # built after the writes: the new contents
+
+def test_chain_of_assigns_and_reads_between_them():
+  x = Tensor([1.0, 2.0]).realize()
+  x.assign(x + 1)
+  a = x * 1  # reads the first write
+  x.assign(x * 3)
+  b = x * 1
+  x[0] = 0.0  # a write through a view: realizes both pending assigns first
+  assert a.tolist() == [2.0, 3.0] and b.tolist() == [6.0, 9.0] and x.tolist() == [0.0, 9.0]
+
+def test_two_writes_read_each_other():
+  # each new value reads the other tensor's old value: one of them is copied aside within the schedule
+  a, b = Tensor([1.0, 2.0]).realize(), Tensor([10.0, 20.0]).realize()
+  new_a, new_b = a + b.flip(0), b - a
+  a.assign(new_a)
+  b.assign(new_b)
+  Tensor.realize(a, b)
+  assert a.tolist() == [21.0, 12.0] and b.tolist() == [9.0, 18.0]
+  assert new_a.tolist() == [21.0, 12.0] and new_b.tolist() == [9.0, 18.0]
+  c, d = Tensor([3.0, 4.0]).realize(), Tensor([6.0, 8.0]).realize()
+  c.assign(c + d.sum())
+  d.assign(d + c.sum())  # reads c's new value
+  Tensor.realize(c, d)
+  assert c.tolist() == [17.0, 18.0] and d.tolist() == [41.0, 43.0]
+
+def count_copies(monkeypatch) -> list:
+  import fusegrad.engine.realize as realize
+  copies, run = [], realize.run_exec_items
+  def counting(items, var_vals=None):
+    copies.extend(ei for ei in items if isinstance(ei.runner, realize.CopyRunner))
+    return run(items, var_vals)
+  monkeypatch.setattr(realize, "run_exec_items", counting)
+  return copies
+
+def test_writes_copy_old_contents_only_when_something_reads_them(monkeypatch):
+  copies = count_copies(monkeypatch)
+  x = Tensor.zeros(4, 5).contiguous().realize()
+  for i in range(4): x[i] = float(i)  # a KV-cache style update: no copy of the whole buffer per write
+  x[0] = x[1] * 2
+  x.assign(x + 1).realize()
+  assert x.tolist()[:2] == [[3.0] * 5, [2.0] * 5] and len(copies) == 0
+  y = x.sum()  # built before the next write and read after it: x's old contents are copied once, for y
+  x.assign(x * 0).realize()
+  assert len(copies) == 1 and y.item() == 60.0 and x.sum().item() == 0.0
+
 def test_equal_graphs_are_separate_tensors():
   # equal graphs are one node: realizing two of them must still give two tensors, each with its own storage
   a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
@@ -280,7 +332,44 @@ def test_requires_grad_values():
 def test_requires_grad_false_gets_no_grad():
   a, b, c = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=False), Tensor([5.0, 6.0])
   (a * b * c).sum().backward()
-  assert a.grad.tolist() == [15.0, 24.0] and b.grad is None and c.grad is None
+  assert a.grad.tolist() == [15.0, 24.0] and b.grad is None and c.grad.tolist() == [3.0, 8.0]
+
+def test_readme_autograd_example():
+  # the seed's example, verbatim: requires_grad None (the default) means "if something needs it"
+  x = Tensor.eye(3).clone()
+  y = Tensor([[2.0, 0, -2.0]])
+  z = y.matmul(x).sum(); z.backward()
+  assert x.grad.tolist() == [[2.0, 2.0, 2.0], [0.0, 0.0, 0.0], [-2.0, -2.0, -2.0]]
+  assert y.grad.tolist() == [[1.0, 1.0, 1.0]]
+
+def test_requires_grad_none_gets_grads_as_tinygrad():
+  # every floating, non-constant tensor in the graph whose requires_grad is not False; held intermediates too
+  x, w = Tensor([[1.0, 2.0]]), Tensor([[3.0], [4.0]])
+  idx, const, off = Tensor([1, 0]), Tensor.ones(1, 1), Tensor([[5.0]], requires_grad=False)
+  h = x @ w
+  loss = ((h + const) * off + x[0][idx].sum()).sum()
+  loss.backward()
+  tx, tw = torch.tensor([[1.0, 2.0]], requires_grad=True), torch.tensor([[3.0], [4.0]], requires_grad=True)
+  th = tx @ tw
+  th.retain_grad()
+  ((th + 1) * 5 + tx[0][torch.tensor([1, 0])].sum()).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+  np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy())
+  np.testing.assert_allclose(h.grad.numpy(), th.grad.numpy())
+  assert idx.grad is None and const.grad is None and off.grad is None  # integers, constants, opted out
+  with pytest.raises(RuntimeError, match="nothing in the graph"): Tensor([1, 2]).sum().backward()
+
+def test_requires_grad_none_with_layers_and_optimizers():
+  from fusegrad import nn
+  lin, norm = nn.Linear(3, 2), nn.LayerNorm(2)
+  x = Tensor([[1.0, -2.0, 0.5]])
+  norm(lin(x)).square().sum().backward()
+  assert all(p.grad is not None for p in (lin.weight, lin.bias, norm.weight, norm.bias, x))
+  w = Tensor([1.0, 2.0])  # requires_grad None: an optimizer makes it True
+  opt = nn.optim.SGD([w], lr=0.5)
+  (w * w).sum().backward()
+  opt.step()
+  assert w.requires_grad is True and w.tolist() == [0.0, 0.0]
 
 def test_backward_accumulates():
   x = Tensor([1.0, 2.0], requires_grad=True)
@@ -320,7 +409,8 @@ def test_backward_through_realized_chain():
   assert loss.item() == 10.0 and x.grad.tolist() == [4.0, 8.0]
 
 def test_backward_nothing_requires_grad():
-  with pytest.raises(RuntimeError): Tensor([1.0]).sum().backward()
+  with pytest.raises(RuntimeError): Tensor([1.0], requires_grad=False).sum().backward()
+  with pytest.raises(RuntimeError): Tensor([1, 2]).sum().backward()  # integers have no gradient
 
 def test_gradient():
   x, y = Tensor([1.0, 2.0]), Tensor([3.0, 4.0])

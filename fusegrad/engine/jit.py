@@ -8,15 +8,15 @@ and devices, and no Python-side branching on tensor values.
 building a model's forward graph again costs one substitution.
 """
 from __future__ import annotations
-import functools, struct, weakref
+import functools, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, dprint, colored
-from fusegrad.uop.ops import UOp, Ops, GroupOp
-from fusegrad.engine.realize import ExecItem, CompiledRunner, capturing
-from fusegrad.engine import schedule
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, capturing
+from fusegrad.engine import state
 
 ReturnType = TypeVar("ReturnType")
 
@@ -55,13 +55,13 @@ def _view_structure(u: UOp) -> tuple:
   reshapes in a row keep only the outermost (a reshape is of the row-major order, so the inner ones don't matter),
   and a chain that is one reshape of the buffer is the plain buffer (the tensor's shape is compared on its own)."""
   chain: list[tuple] = []
-  while u.op in GroupOp.Movement:
-    if not (u.op is Ops.RESHAPE and chain and chain[-1][0] is Ops.RESHAPE): chain.append((u.op, u.arg))
-    u = u.src[0]
+  for v in state.view_chain(u)[0]:
+    if v.op is not Ops.DETACH and not (v.op is Ops.RESHAPE and chain and chain[-1][0] is Ops.RESHAPE):
+      chain.append((v.op, v.arg))
   return () if len(chain) == 1 and chain[0][0] is Ops.RESHAPE else tuple(chain)
 
 def _input_buffer(t: Any, what: str) -> Buffer:
-  base = t.uop.base
+  base = state.view_base(t.uop)
   if base.op is Ops.CONST:
     raise JitError(f"TinyJit: {what} (shape {t.shape}) is a constant with no buffer of its own; "
                    "pass x.contiguous().realize() instead")
@@ -93,11 +93,12 @@ def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
 class TinyJit(Generic[ReturnType]):
   """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay.
 
-  Inputs (Tensors anywhere in the arguments, also inside lists and dicts) must be realized, and keep their shapes,
-  dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments (numbers,
-  strings) are not looked at: a replay runs the kernels captured with the capture call's values. A replay returns the
-  Tensors the capture returned, with new values written into the same buffers: copy what you want to keep. As a method
-  decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture.
+  Inputs (Tensors anywhere in the arguments, also inside lists and dicts; lazy ones are realized first) keep their
+  shapes, dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments
+  (numbers, strings) must stay what they were at the capture (JitError otherwise: the kernels were built for those
+  values). Each call returns new Tensors that later calls leave alone: a result computed into a buffer of its own
+  gets a new buffer at each replay, one written into a buffer that existed before (a parameter) is copied out. As a
+  method decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture.
 
   prune=True drops from the replay the kernels whose results can't change from call to call: those that read no
   input, random state or variable, nor anything such a kernel writes (they ran at the capture; weights read that way
@@ -110,6 +111,8 @@ class TinyJit(Generic[ReturnType]):
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step = 0
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
+    self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
+    self.out_slots: dict[int, list[tuple[int, int]]] = {}  # result position -> where its buffer is in jit_cache
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
@@ -121,7 +124,7 @@ class TinyJit(Generic[ReturnType]):
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
-    self.from_inputs, self.written = {}, set()
+    self.from_inputs, self.written, self.static, self.out_slots = {}, set(), [], {}
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -142,9 +145,12 @@ class TinyJit(Generic[ReturnType]):
     return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    from fusegrad.tensor import Tensor
     if not JIT: return self.fxn(*args, **kwargs)
     named = _call_inputs(args, kwargs)
     names, inputs = [n for n, _ in named], [t for _, t in named]
+    Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
+    static = _static_args(list(args), "args") + _static_args({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
     bufs = [_input_buffer(t, f"input {i} ({n})") for i, (n, t) in enumerate(named)]
     sig = _signature(inputs)
     binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
@@ -160,7 +166,12 @@ class TinyJit(Generic[ReturnType]):
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
       _check_distinct(bufs, names)
-      return self._capture(args, kwargs, inputs, bufs)
+      ret = self._capture(args, kwargs, inputs, bufs)
+      self.static = static
+      return ret
+    if (change := _static_change(self.static, static)) is not None:
+      raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with the "
+                     "captured value (pass it as a Tensor or a bound Variable, or reset())")
     return self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
 
   def _finish(self, ret: Any) -> Any:
@@ -175,11 +186,10 @@ class TinyJit(Generic[ReturnType]):
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
     self.jit_cache = []  # a capture that raised half way may have left items
     capturing.append(self.jit_cache)
-    schedule.memo_since.append(schedule.memo_epoch)  # results from before the capture are computed again (and recorded)
-    try: ret = self._finish(self.fxn(*args, **kwargs))
+    try:
+      with state.capture(): ret = self._finish(self.fxn(*args, **kwargs))  # results from before are computed again
     finally:
       capturing.pop()
-      schedule.memo_since.pop()
       _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
@@ -192,18 +202,26 @@ class TinyJit(Generic[ReturnType]):
     self.rng_step = Tensor._rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
     self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _tensors_in(ret)
-    base_of = {id(t.uop.base.arg): (k, t.uop.base) for k, t in enumerate(inputs)}
-    self.from_inputs = {i: base_of[id(t.uop.base.arg)] for i, t in enumerate(self.ret_tensors)
-                        if t.uop.base.op is Ops.BUFFER and id(t.uop.base.arg) in base_of}
+    base_of = {id(b): (k, state.view_base(t.uop)) for k, (t, b) in enumerate(zip(inputs, bufs))}
+    self.from_inputs = {i: base_of[id(base.arg)] for i, t in enumerate(self.ret_tensors)
+                        if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
     self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
-    return ret
+    # results computed into buffers of their own (not written before, so nothing else holds them): each replay
+    # writes them into new buffers, so results kept from earlier calls keep their values without a copy
+    self.out_slots = {}
+    for i, t in enumerate(self.ret_tensors):
+      base = state.view_base(t.uop)
+      if i in self.from_inputs or base.op is not Ops.BUFFER or base.src: continue
+      slots = [(k, j) for k, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs) if b is base.arg]
+      if any(j == 0 for _, j in slots): self.out_slots[i] = slots  # written by a kernel here
+    return self._results([state.view_base(t.uop) for t in inputs], fresh=set(self.out_slots))
 
   def _prune(self, inputs: list[Buffer]) -> None:
     """Keep the kernels that touch a buffer whose contents vary between calls (an input, a random state, or one that
     a kept kernel writes), or that use a variable; repeat until nothing changes (a later kept writer of a buffer
     makes its earlier writers vary too)."""
-    live = {id(b.base) for b in inputs} | {id(state.base) for state, _ in self.rng_draws}
+    live = {id(b.base) for b in inputs} | {id(rng.base) for rng, _ in self.rng_draws}
     keep = [isinstance(ei.runner, CompiledRunner) and bool(ei.runner.p.vars) for ei in self.jit_cache]
     changed = True
     while changed:
@@ -218,30 +236,72 @@ class TinyJit(Generic[ReturnType]):
 
   def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
     from fusegrad.tensor import Tensor
-    bases = [t.uop.base for t in inputs]
+    bases = [state.view_base(t.uop) for t in inputs]
     for k, b in enumerate(bufs):
       if id(b.base) in self.written:  # a result of this JIT fed back in (h = step(h)): the replay would overwrite it
         bufs[k] = Buffer(b.device, b.size, b.dtype).copyin(memoryview(b.as_bytes()))  # while reading it, so copy it
         bases[k] = UOp(Ops.BUFFER, b.dtype, (), bufs[k])
     for i, j, k in self.input_slots: self.jit_cache[i].bufs[j] = bufs[k]
-    for state, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
-      state.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
+    for rng, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
+      rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
     Tensor._rng_counter += self.rng_step
+    for slots in self.out_slots.values():  # new buffers for the results
+      k, j = slots[0]
+      old = self.jit_cache[k].bufs[j]
+      new = Buffer(old.device, old.size, old.dtype)
+      for k, j in slots: self.jit_cache[k].bufs[j] = new
     for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     self.cnt += 1
-    return self._results(bases)
+    return self._results(bases, fresh=set(self.out_slots))
 
-  def _results(self, bases: list[UOp]) -> Any:
-    """The capture's results; those that are (views of) inputs rebuilt on this call's inputs (given by their bases)."""
+  def _results(self, bases: list[UOp], fresh: set[int]) -> Any:
+    """This call's results, as tensors that later calls leave alone: those that are (views of) inputs rebuilt on this
+    call's inputs (given by their bases); those in fresh on the buffers this call wrote them into (see out_slots); the
+    others (written into a buffer that existed before, such as a parameter) copied out, one copy each. A constant is
+    returned as it is."""
     from fusegrad.tensor import Tensor
-    if not self.from_inputs: return self.ret
     outs = []
     for i, t in enumerate(self.ret_tensors):
+      chain, base = state.view_chain(t.uop)
       if i in self.from_inputs:
         k, old_base = self.from_inputs[i]
         t = Tensor(t.uop.substitute({old_base: bases[k]}))
+      elif i in fresh:
+        k, j = self.out_slots[i][0]
+        t = Tensor(state.rebuild(UOp(Ops.BUFFER, base.dtype, (), self.jit_cache[k].bufs[j]), chain))
+      elif base.op is Ops.BUFFER:
+        buf = base.arg
+        copy = Buffer(buf.device, buf.size, buf.dtype)
+        ExecItem(CopyRunner(buf.device, buf.device, buf.nbytes), [copy, buf]).run()
+        t = Tensor(state.rebuild(UOp(Ops.BUFFER, buf.dtype, (), copy), chain))
       outs.append(t)
     return _rebuild(self.ret_structure, iter(outs))
+
+def _static_args(x: Any, name: str) -> list[tuple[str, Any]]:
+  """(where, value) for every argument that is not a Tensor or a bound Variable: a replay can't change those."""
+  from fusegrad.tensor import Tensor
+  if isinstance(x, Tensor) or (isinstance(x, UOp) and x.op is Ops.BIND): return []
+  if isinstance(x, (list, tuple)): return [a for i, v in enumerate(x) for a in _static_args(v, f"{name}[{i}]")]
+  if isinstance(x, dict): return [a for k, v in x.items() for a in _static_args(v, f"{name}[{k!r}]")]
+  return [(name, x)]
+
+def _same(a: Any, b: Any) -> bool:
+  """a and b are the same value (of the same type: 1 and 1.0 build different graphs); objects compare by identity
+  where == doesn't give a bool."""
+  if a is b: return True
+  if type(a) is not type(b): return False
+  if isinstance(a, float) and math.isnan(a) and math.isnan(b): return True
+  try: return bool(a == b) is True
+  except Exception: return False
+
+def _static_change(was: list[tuple[str, Any]], now: list[tuple[str, Any]]) -> str | None:
+  """What differs between the non-Tensor arguments of the capture and these, in words (None: nothing)."""
+  old, new = dict(was), dict(now)
+  for where in dict.fromkeys([*old, *new]):
+    if where not in old: return f"{where} = {new[where]!r} was not given at the capture"
+    if where not in new: return f"{where} = {old[where]!r} at the capture is missing now"
+    if not _same(old[where], new[where]): return f"{where} was {old[where]!r}, now {new[where]!r}"
+  return None
 
 def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
   """Two inputs in one buffer can't be told apart in the captured kernels: refuse them at the capture."""
@@ -264,6 +324,7 @@ class _Trace:
   captured: list[tuple[weakref.ref, UOp]]  # tensors read from outside that require grad, with their node then
   rng_states: list[tuple[UOp, str, int]]  # random-state nodes drawn inside: node, device, counter offset
   rng_step: int  # how far the traced call moved the random counter
+  buffers: list[UOp]  # the BUFFER nodes the graph reads: buffers written since are read at their newest version
 
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
@@ -296,7 +357,8 @@ class function:
       self.traces[key] = trace = self._trace(args, kwargs, inputs, binds)
       return self._results(trace, inputs, {})
     trace = self.traces[key]
-    fresh = dict(written)  # weights written since the trace: their buffer nodes now
+    fresh = {b: new for b in trace.buffers if (new := state.current(b)) is not b}  # buffers written since the trace
+    fresh.update(written)  # weights written since the trace: their buffer nodes now
     # every random draw gets the counter it would have had now, as a plain call would
     for node, device, offset in trace.rng_states:
       seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
@@ -328,14 +390,14 @@ class function:
       stand = iter(stand_ins)
       ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
     finally: _rng_hooks.pop()
-    if any(h.base.arg.is_allocated() for h in holders):
+    if any(state.view_base(h).arg.is_allocated() for h in holders):
       raise JitError(f"function: {getattr(self.fxn, '__name__', 'the function')} computed values from its inputs while "
                      "being traced (realize, numpy, item, tolist...); a traced function may only build the graph")
     returned = _tensors_in(ret)
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
-                  captured, draws, Tensor._rng_counter - start)
+                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER])
 
 def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same
@@ -344,18 +406,11 @@ def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   ret: dict[UOp, UOp] = {}
   for ref, old in trace.captured:
     if (t := ref()) is None or t.uop is old: continue
-    (old_chain, old_leaf), (new_chain, new_leaf) = _view_of_buffer(old), _view_of_buffer(t.uop)
-    if old_leaf is None or new_leaf is None or old_leaf.arg is not new_leaf.arg or old_chain != new_chain: return None
+    (old_chain, old_leaf), (new_chain, new_leaf) = state.view_chain(old), state.view_chain(t.uop)
+    if old_leaf.op is not Ops.BUFFER or new_leaf.op is not Ops.BUFFER or old_leaf.arg is not new_leaf.arg \
+       or [(c.op, c.arg) for c in old_chain] != [(c.op, c.arg) for c in new_chain]: return None
     ret[old_leaf] = new_leaf
   return ret
-
-def _view_of_buffer(u: UOp) -> tuple[tuple, UOp | None]:
-  """(the movement ops over a BUFFER, that BUFFER), or (..., None) if u is not a view of a buffer."""
-  chain = []
-  while u.op in GroupOp.Movement:
-    chain.append((u.op, u.arg))
-    u = u.src[0]
-  return tuple(chain), (u if u.op is Ops.BUFFER else None)
 
 def _hashable(x: Any, where: str) -> Any:
   """x as a hashable key, with every Tensor replaced by a marker (tensors are keyed by shape and dtype instead)."""

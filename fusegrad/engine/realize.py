@@ -95,8 +95,11 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Compile (or find cached) and run each item in order; TinyJit, if capturing, records them."""
-  for si in schedule:
-    ei = lower_schedule_item(si)
+  run_exec_items([lower_schedule_item(si) for si in schedule], var_vals)
+
+def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None) -> None:
+  """Run compiled items in order; TinyJit, if capturing, records them."""
+  for ei in items:
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)
-  if schedule: dprint(3, f"ran {len(schedule)} schedule items")
+  if items: dprint(3, f"ran {len(items)} schedule items")

@@ -12,13 +12,15 @@ The rules (DESIGN.md, invariant 3):
     recompute it once per copy), so elementwise consumers of a reduce join its kernel.
 """
 from __future__ import annotations
-import itertools, sys, weakref
+import sys, weakref
 from dataclasses import dataclass, field
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer
 from fusegrad.helpers import dprint
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
 from fusegrad.uop.symbolic import simplify
+from fusegrad.engine import state
+from fusegrad.engine.state import view_base
 
 @dataclass(frozen=True)
 class ScheduleItem:
@@ -27,58 +29,11 @@ class ScheduleItem:
   bufs: tuple[Buffer, ...]
   var_vals: dict[UOp, int] = field(default_factory=dict)
 
-@dataclass(frozen=True)
-class Realized:
-  """A computed lazy node: the view of the BUFFER that holds its value (for an assign, the view written)."""
-  view: UOp
-  epoch: int  # which schedule computed it (see memo_since)
-
-# Computed lazy nodes. Hash-consing rebuilds the same node for the same expression, so `a @ b` written again finds its
-# earlier result here. An entry never goes stale: an assign gives the tensor it writes a new BUFFER node (the same
-# memory, a new identity, see written_view), so an expression built after the write is a different node.
-_realized: weakref.WeakKeyDictionary[UOp, Realized] = weakref.WeakKeyDictionary()
-
-# schedules remembered so far; TinyJit pushes the count when it starts capturing onto memo_since: while it captures,
-# only results computed during the capture are reused (earlier ones would leave their kernels out of the capture)
-memo_epoch = 0
-memo_since: list[int] = []
-_writes = itertools.count(1)
-# the nodes whose remembered value lives in each buffer: an assign into the buffer overwrites those values
-_stored_in: weakref.WeakKeyDictionary[Buffer, weakref.WeakSet[UOp]] = weakref.WeakKeyDictionary()
-
-def lookup_realized(n: UOp) -> UOp | None:
-  """The buffer view holding n's value, if n was computed (during the capture, while TinyJit captures)."""
-  if (entry := _realized.get(n)) is None: return None
-  return None if memo_since and entry.epoch < memo_since[-1] else entry.view
-
-def written_view(view: UOp) -> UOp:
-  """A view after a write to its buffer: the same movement ops over a new BUFFER node of the same memory."""
-  chain = []
-  while view.op is not Ops.BUFFER:
-    chain.append(view)
-    view = view.src[0]
-  ret = UOp(Ops.BUFFER, view.dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_writes)),), view.arg)
-  for c in reversed(chain): ret = c.replace(src=(ret,))
-  return ret
-
 def _no_buffer_needed(n: UOp) -> bool: return n.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE)
 
-def view_base(n: UOp) -> UOp:
-  """The node under movement ops and DETACH: what a view is a view of."""
-  while n.op in GroupOp.Movement or n.op is Ops.DETACH: n = n.src[0]
-  return n
-
 def resolve_view(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
-  """A view of computed nodes rewritten as a view of BUFFERs (the first computed node on the way down is replaced by
-  what it became). Returns n unchanged when it is not a view of anything computed."""
-  chain = []
-  while n not in becomes and (n.op in GroupOp.Movement or n.op is Ops.DETACH):
-    chain.append(n)
-    n = n.src[0]
-  if n in becomes: n = resolve_view(becomes[n], becomes)
-  elif n.op is not Ops.BUFFER: return chain[0] if chain else n
-  for c in reversed(chain): n = n if c.op is Ops.DETACH else c.replace(src=(n,))
-  return n
+  """A view of computed nodes rewritten as a view of BUFFERs; n unchanged when it is not a view of anything computed."""
+  return state.resolve(n, becomes.get)
 
 def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].size
 
@@ -209,13 +164,17 @@ class KernelBuilder:
     self.bufs: list[Buffer] = []
     self.var_vals: dict[UOp, int] = {}
     self.reads: set[UOp] = set()  # computed nodes this kernel reads (their kernels must run first)
+    self.globals: dict[UOp, int] = {}  # the version (BUFFER node) each kernel argument holds -> its position
     self.memo: dict[tuple, UOp] = {}
     self.next_range = 0
 
-  def global_for(self, buf: Buffer) -> UOp:
-    i = next((i for i, b in enumerate(self.bufs) if b is buf), None)
-    if i is None: self.bufs, i = self.bufs + [buf], len(self.bufs)
-    return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(), (), i)
+  def global_for(self, version: UOp) -> UOp:
+    """The kernel argument for a version of a buffer: one per version, so that a kernel can read two versions of one
+    buffer (one of them copied aside, see _order)."""
+    if (i := self.globals.get(version)) is None:
+      i = self.globals[version] = len(self.bufs)
+      self.bufs.append(version.arg)
+    return UOp(Ops.DEFINE_GLOBAL, version.arg.dtype.ptr(), (), i)
 
   def new_ranges(self, shape: tuple[int, ...], kind: AxisType, axes: tuple[int, ...] | None = None) -> list[UOp]:
     ret = []
@@ -237,7 +196,7 @@ class KernelBuilder:
       self.reads.add(n)
       return self.lower(self.becomes[n], idxs, gate)
     if n.op is Ops.BUFFER:
-      return UOp(Ops.LOAD, n.dtype, (self.global_for(n.arg), idxs[0]) + ((gate,) if gate is not None else ()))
+      return UOp(Ops.LOAD, n.dtype, (self.global_for(n), idxs[0]) + ((gate,) if gate is not None else ()))
     if n.op is Ops.CONST: return UOp.const(n.dtype, n.arg)
     if n.op is Ops.BIND:
       var, val = n.unbind()
@@ -261,9 +220,9 @@ class KernelBuilder:
     raise RuntimeError(f"the scheduler can't lower {n.op}")
 
   def build(self, out_buf: Buffer, value: UOp, target: UOp | None = None) -> UOp:
-    """The kernel storing value into out_buf: contiguously, or through the view target (a view of out_buf) if
-    assigning."""
-    out = self.global_for(out_buf)
+    """The kernel storing value into out_buf: contiguously, or through the view target (a view of the version of
+    out_buf it overwrites) if assigning."""
+    out = self.global_for(view_base(target) if target is not None else UOp(Ops.BUFFER, out_buf.dtype, (), out_buf))
     ranges = tuple(self.new_ranges(value.shape, AxisType.GLOBAL))
     val = self.lower(value, ranges, None)
     idx = flat_index(ranges, value.shape)
@@ -284,6 +243,7 @@ class KernelBuilder:
     renumber = {UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), old):
                 UOp(Ops.DEFINE_GLOBAL, self.bufs[old].dtype.ptr(), (), new) for new, old in enumerate(used)}
     self.bufs = [self.bufs[old] for old in used]
+    self.globals = {v: used.index(i) for v, i in self.globals.items() if i in used}
     return ast.substitute(renumber)
 
 # *** the schedule ***
@@ -292,102 +252,134 @@ class KernelBuilder:
 class _Step:
   node: UOp
   item: ScheduleItem
-  reads: set[UOp]
+  reads: set[UOp]  # computed nodes it reads
+  loads: dict[UOp, int]  # the versions of buffers it reads -> their position in item.bufs
+  overwrites: UOp | None = None  # for the step of an assign that writes the target: the version it overwrites
+  writes: UOp | None = None  # ... and the version it makes
 
 @dataclass
 class Schedule:
-  """The result of scheduling: items in run order and what each realized node becomes."""
+  """The result of scheduling: items in run order; what each realized node becomes (and where a version the schedule
+  copied aside is); and for each write, the version it overwrites with the index of its item (a weak reference:
+  `state.snapshot_before` copies it first if something else still refers to it)."""
   items: list[ScheduleItem]
   becomes: dict[UOp, UOp]
-  def remember(self) -> None:
-    """Record the realized nodes for later schedules (call after the items ran). Values stored in a buffer that an
-    assign of this schedule overwrote are forgotten (the tensors holding them see the new contents, as views do)."""
-    global memo_epoch
-    for n, view in self.becomes.items():
-      buf = view_base(view).arg.base
-      if n.op is Ops.ASSIGN:
-        for old in list(_stored_in.get(buf, ())): _realized.pop(old, None)
-      else: _stored_in.setdefault(buf, weakref.WeakSet()).add(n)
-      _realized[n] = Realized(view, memo_epoch)
-    memo_epoch += 1
+  overwritten: list[tuple[weakref.ReferenceType[UOp], int]]
 
 def create_schedule(outs: list[UOp]) -> Schedule:
   """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
   becomes: dict[UOp, UOp] = {}
+  leaves: set[UOp] = set()  # nodes computed before (or old versions): becomes holds where their values are now
   def is_leaf(n: UOp) -> bool:
-    if n.op is Ops.BUFFER or n in becomes: return True
-    if (view := lookup_realized(n)) is None: return False
-    becomes[n] = view
-    return True
+    if n in becomes: return True
+    if (view := state.lookup(n)) is not None:
+      becomes[n] = state.resolve(view)
+      leaves.add(n)
+    return n.op is Ops.BUFFER or n in becomes
   nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
   to_realize = find_realizes(outs, nodes, becomes)
   steps: list[_Step] = []
+  newer: dict[Buffer, UOp] = {}  # the versions this schedule writes, the newest of each buffer
+  def get_storage(n: UOp) -> UOp | None: return state.lookup_raw(n) if n in leaves else becomes.get(n)
   for n in to_realize:
     if n.op is Ops.ASSIGN:
-      steps.extend(_assign_steps(n, becomes))
-      becomes[n] = written_view(resolve_view(n.src[0], becomes))
+      target = state.storage(n.src[0], get_storage, newer)  # the buffer's version when this write runs
+      steps.extend(_assign_steps(n, target, becomes))
+      becomes[n] = steps[-1].writes = state.new_version(target)
+      newer[view_base(target).arg] = view_base(becomes[n])
     elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
     else:
       buf = Buffer(n.device or "CPU", n.size, n.dtype)
       if n.size and n.op is Ops.COPY:
-        src = resolve_view(n.src[0], becomes)
-        steps.append(_Step(n, ScheduleItem(UOp(Ops.COPY, n.dtype, (), n.arg), (buf, view_base(src).arg)), {n.src[0]}))
-      elif n.size:
-        kb = KernelBuilder(becomes)
-        steps.append(_Step(n, ScheduleItem(kb.build(buf, n), tuple(kb.bufs), kb.var_vals), kb.reads))
+        src_buf = view_base(resolve_view(n.src[0], becomes))
+        steps.append(_Step(n, copy_item(buf, src_buf.arg), {n.src[0]}, {src_buf: 1}))
+      elif n.size: steps.append(_kernel_step(n, KernelBuilder(becomes), buf))
       becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
-  ordered = _order(steps, set(to_realize))
+  realized = {n: becomes[n] for n in to_realize}
+  ordered = _order(steps, set(to_realize), realized)
   dprint(3, f"scheduled {len(steps)} kernels/copies for {len(outs)} outputs ({len(nodes)} graph nodes)")
-  return Schedule([st.item for st in ordered], {n: becomes[n] for n in to_realize})
+  overwritten = [(weakref.ref(st.overwrites), i) for i, st in enumerate(ordered)
+                 if st.overwrites is not None and st.overwrites not in realized]
+  return Schedule([st.item for st in ordered], realized, overwritten)
 
-def _assign_steps(n: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
-  """The kernel(s) for target.assign(value): one kernel, or two (value to a temp, then a copy) if the value reads the
-  target at other positions than it writes (x.assign(x.flip(0)) must not read values it already overwrote)."""
-  target, value = resolve_view(n.src[0], becomes), n.src[1]
-  if view_base(target).op is not Ops.BUFFER: raise RuntimeError("assign: the target must be realized first")
-  buf = view_base(target).arg
-  kb = KernelBuilder(becomes)
-  ast = kb.build(buf, value, target)
-  store = ast.src[0]
-  if not any(u.op is Ops.LOAD and u.src[0] is store.src[0] and u.src[1:] != store.src[1:2] for u in ast.toposort()):
-    return [_Step(n, ScheduleItem(ast, tuple(kb.bufs), kb.var_vals), kb.reads)]
-  tmp = Buffer(buf.device, value.size, value.dtype)
-  kb_tmp = KernelBuilder(becomes)
-  first = _Step(n, ScheduleItem(kb_tmp.build(tmp, value), tuple(kb_tmp.bufs), kb_tmp.var_vals), kb_tmp.reads)
-  kb2 = KernelBuilder(becomes)
-  tmp_view = UOp(Ops.BUFFER, value.dtype, (), tmp).reshape(value.shape)
-  return [first, _Step(n, ScheduleItem(kb2.build(buf, tmp_view, target), tuple(kb2.bufs), kb2.var_vals), kb2.reads)]
+def copy_item(dest: Buffer, src: Buffer) -> ScheduleItem:
+  return ScheduleItem(UOp(Ops.COPY, dest.dtype, (), (dest.device, None)), (dest, src))
 
-def _order(steps: list[_Step], scheduled: set[UOp]) -> list[_Step]:
-  """Run order: each step after the steps whose results it reads; and a step that reads a buffer's old contents
-  before the assign that overwrites it."""
+def _kernel_step(n: UOp, kb: KernelBuilder, buf: Buffer, value: UOp | None = None, target: UOp | None = None) -> _Step:
+  """The kernel storing value (n itself by default) into buf (through target, if assigning)."""
+  ast = kb.build(buf, n if value is None else value, target)
+  loads = {v: i for v, i in kb.globals.items() if i != 0}
+  return _Step(n, ScheduleItem(ast, tuple(kb.bufs), kb.var_vals), kb.reads, loads)
+
+def _assign_steps(n: UOp, target: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
+  """The kernel(s) for an assign of n.src[1] into target (a view of the version it overwrites): one kernel, or two
+  (value to a temp, then a copy) if the value reads the target at other positions than it writes (x.assign(x.flip(0))
+  must not read values it already overwrote)."""
+  value, version = n.src[1], view_base(target)
+  if version.op is not Ops.BUFFER: raise RuntimeError("assign: the target must be realized first")
+  step = _kernel_step(n, KernelBuilder(becomes), version.arg, value, target)
+  store = step.item.ast.src[0]
+  loads = [u for u in step.item.ast.toposort() if u.op is Ops.LOAD and u.src[0] is store.src[0]]
+  if any(u.src[1:] != store.src[1:2] for u in loads):
+    tmp = Buffer(version.arg.device, value.size, value.dtype)
+    first = _kernel_step(n, KernelBuilder(becomes), tmp, value)
+    tmp_view = UOp(Ops.BUFFER, value.dtype, (), tmp).reshape(value.shape)
+    step = _kernel_step(n, KernelBuilder(becomes), version.arg, tmp_view, target)
+    steps = [first, step]
+  else: steps = [step]
+  step.overwrites = version
+  return steps
+
+def _order(steps: list[_Step], scheduled: set[UOp], becomes: dict[UOp, UOp]) -> list[_Step]:
+  """Run order: each step after the steps whose results it reads; a step that reads a version of a buffer before the
+  write that overwrites it, or, when it must run after that write (it reads a result of it), from a copy of the
+  version made before the write (its view goes into becomes)."""
   made_by: dict[UOp, list[int]] = {}
   for i, st in enumerate(steps): made_by.setdefault(st.node, []).append(i)
   deps: list[set[int]] = [set() for _ in steps]
   for i, st in enumerate(steps):
     deps[i].update(j for r in st.reads if r in scheduled for j in made_by.get(r, []) if j < i)
     deps[i].update(j for j in made_by[st.node] if j < i)  # the two halves of an assign
-  for j, st in enumerate(steps):
-    if st.node.op is not Ops.ASSIGN: continue
-    written = st.item.bufs[0]
-    for i, other in enumerate(steps):
-      if st.node not in other.reads and other.node is not st.node and any(b is written for b in other.item.bufs[1:]) \
-         and j not in _all_deps(i, deps):
+  made_version = {view_base(st.writes): i for i, st in enumerate(steps) if st.writes is not None}
+  for j, w in enumerate(steps):  # two writes into one buffer: in order
+    if w.overwrites in made_version: deps[j].add(made_version[w.overwrites])
+  for j, w in enumerate(list(steps)):
+    if (version := w.overwrites) is None: continue
+    for i, r in enumerate(list(steps)):
+      if i == j or (pos := r.loads.get(version)) is None: continue
+      if j not in _all_deps(i, deps):
         deps[j].add(i)  # write after read
-  order: list[_Step] = []
-  state = [0] * len(steps)
-  def visit(i: int) -> None:
-    if state[i] == 2: return
-    if state[i] == 1:
-      raise RuntimeError("an assign and a reader of the old value depend on each other; realize them separately")
-    state[i] = 1
-    for d in sorted(deps[i]): visit(d)
-    state[i] = 2
-    order.append(steps[i])
-  for i in range(len(steps)): visit(i)
-  return order
+        continue
+      if version not in becomes:  # the copy, made after the version is written and before it is overwritten
+        copy = Buffer(version.arg.device, version.arg.size, version.arg.dtype)
+        becomes[version] = UOp(Ops.BUFFER, version.dtype, (), copy)
+        steps.append(_Step(version, copy_item(copy, version.arg), set(), {version: 1}))
+        deps.append({made_version[version]} if version in made_version else set())
+        deps[j].add(len(steps) - 1)
+        made_by[version] = [len(steps) - 1]
+      bufs = list(r.item.bufs)
+      bufs[pos] = view_base(becomes[version]).arg
+      r.item = ScheduleItem(r.item.ast, tuple(bufs), r.item.var_vals)
+      del r.loads[version]
+      deps[i].update(made_by[version])
+  # depth first, without a recursive closure (a reference cycle would keep the steps, and the versions they name,
+  # alive until the garbage collector runs: state.snapshot_before would copy them for nothing)
+  order: list[int] = []
+  done = [False] * len(steps)
+  for root in range(len(steps)):
+    stack = [(root, False)]
+    while stack:
+      i, expanded = stack.pop()
+      if done[i]: continue
+      if expanded:
+        done[i] = True
+        order.append(i)
+      else: stack.extend([(i, True)] + [(d, False) for d in sorted(deps[i], reverse=True) if not done[d]])
+  position = {i: k for k, i in enumerate(order)}
+  assert all(position[d] < position[i] for i in order for d in deps[i]), "the schedule's dependencies have a cycle"
+  return [steps[i] for i in order]
 
 def _all_deps(i: int, deps: list[set[int]]) -> set[int]:
   seen, stack = set(), list(deps[i])

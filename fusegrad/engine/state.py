@@ -1,0 +1,186 @@
+"""Realization state: where each computed value lives, and which version of a buffer a graph reads. This module
+alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the rule.
+
+* A BUFFER node is one *version* of a buffer's contents. A write (assign) gives the buffer a new version node over
+  the same memory (`new_version`): graphs built before it keep the old node, graphs built after it get the new one.
+* A tensor that is a view of a buffer (movement ops over a BUFFER node) names the storage, as a PyTorch view does:
+  it follows the buffer to its newest version (`current`).
+* Any other lazy node computes from the versions in its graph. Before a write overwrites a version that something
+  still refers to, the schedule copies it aside (a snapshot, `snapshot_before`); `memo` sends later reads of that
+  version to the copy. A version nothing refers to any more can't be read again, so it is overwritten in place.
+* `memo` maps computed nodes (and overwritten versions) to the view of the BUFFER that holds their values, weakly:
+  an entry lives as long as its node.
+"""
+from __future__ import annotations
+import itertools, weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+from fusegrad.device import Buffer
+from fusegrad.dtype import dtypes
+from fusegrad.uop.ops import UOp, Ops, GroupOp
+
+VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
+
+# *** views: the one walk down a chain of movement ops (and DETACH) ***
+
+def view_chain(u: UOp) -> tuple[list[UOp], UOp]:
+  """(the movement ops and DETACHes over u's base, outermost first; the base)."""
+  chain = []
+  while u.op in VIEW_OPS:
+    chain.append(u)
+    u = u.src[0]
+  return chain, u
+
+def view_base(u: UOp) -> UOp:
+  """The node under movement ops and DETACH: what a view is a view of."""
+  while u.op in VIEW_OPS: u = u.src[0]
+  return u
+
+def rebuild(base: UOp, chain: list[UOp]) -> UOp:
+  """The chain of views (outermost first) put back on top of base."""
+  for c in reversed(chain): base = c.replace(src=(base,))
+  return base
+
+def is_realized(u: UOp) -> bool:
+  """True when u is a view of memory that holds its values (or of a constant): realize has nothing to do."""
+  return view_base(u).op in (Ops.BUFFER, Ops.CONST)
+
+# *** versions of a buffer ***
+
+# buffer -> the write id of its newest version (absent: never written)
+_newest: weakref.WeakKeyDictionary[Buffer, int] = weakref.WeakKeyDictionary()
+_write_ids = itertools.count(1)
+
+def buffer_node(buf: Buffer) -> UOp:
+  """The node of buf's newest version."""
+  w = _newest.get(buf)
+  return UOp(Ops.BUFFER, buf.dtype, () if w is None else (UOp(Ops.NOOP, dtypes.void, (), w),), buf)
+
+def new_version(view: UOp) -> UOp:
+  """The view over a new version of its buffer (what a write into it leaves; `remember` makes it the newest)."""
+  chain, base = view_chain(view)
+  return rebuild(UOp(Ops.BUFFER, base.dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_write_ids)),), base.arg), chain)
+
+def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
+  """u, or if u is a view of an older version of a buffer (or of a write done already), the same view of its newest
+  version (newer: versions a schedule being built writes, not yet the newest)."""
+  base = u
+  while base.op in VIEW_OPS: base = base.src[0]
+  if base.op is Ops.ASSIGN and lookup_raw(base) is not None: return storage(u)  # a write done already
+  if base.op is not Ops.BUFFER: return u
+  if (node := newer.get(base.arg) if newer else None) is None:
+    if (base.src[0].arg if base.src else None) == _newest.get(base.arg): return u
+    node = buffer_node(base.arg)
+  return u if node is base else rebuild(node, view_chain(u)[0])
+
+# *** computed values ***
+
+@dataclass(frozen=True)
+class Realized:
+  """Where a node's value lives: a view of a BUFFER (for an assign, the view written)."""
+  view: UOp
+  epoch: int  # which schedule stored it (see capture)
+
+memo: weakref.WeakKeyDictionary[UOp, Realized] = weakref.WeakKeyDictionary()
+_epoch = 0
+_capture_since: list[int] = []
+
+@contextmanager
+def capture() -> Iterator[None]:
+  """While TinyJit captures: values computed before are computed again, so that every kernel is recorded.
+  (Snapshots of overwritten versions still apply: they are the only place those values are.)"""
+  _capture_since.append(_epoch)
+  try: yield
+  finally: _capture_since.pop()
+
+def lookup(n: UOp, raw: bool = False) -> UOp | None:
+  """Where n's value is, if not in n itself: the buffer view holding it if n was computed; for an overwritten version
+  of a buffer (unless raw), its copy, or if nothing referred to it when it was overwritten, the newest version (it was
+  made again since, and names the buffer)."""
+  if (entry := memo.get(n)) is not None:
+    if not (_capture_since and n.op is not Ops.BUFFER and entry.epoch < _capture_since[-1]): return entry.view
+  elif n.op is Ops.BUFFER and not raw and (cur := current(n)) is not n: return cur
+  return None
+
+def lookup_raw(n: UOp) -> UOp | None: return None if n.op is Ops.BUFFER else lookup(n, raw=True)
+
+def resolve(u: UOp, get: Callable[[UOp], UOp | None] = lookup) -> UOp:
+  """u as a view of memory: the first computed node on the way down its view chain replaced by where its value is
+  (get), the views above it kept. u itself when it is not a view of anything computed."""
+  chain: list[UOp] = []
+  while (found := get(u)) is None:
+    if u.op not in VIEW_OPS: return rebuild(u, chain)
+    chain.append(u)
+    u = u.src[0]
+  return rebuild(resolve(found, get), chain)
+
+def storage(u: UOp, get: Callable[[UOp], UOp | None] = lookup_raw, newer: dict[Buffer, UOp] | None = None) -> UOp:
+  """The memory a view names (of a buffer, or of a write into one: an assign), as a view of its buffer's newest version.
+  An assign names storage, not a value: a tensor holding one, and a write into it, follow later writes into it (get:
+  where computed nodes are, not following copies of old versions)."""
+  chain, base = view_chain(u)
+  if base.op is not Ops.BUFFER:
+    if (found := get(base)) is None: return u
+    u = rebuild(found, chain)
+  return current(u, newer)
+
+def remember(becomes: dict[UOp, UOp]) -> None:
+  """Record what a schedule computed (call before running it: the writes must be known to decide snapshots).
+  The version an assign writes becomes its buffer's newest."""
+  global _epoch
+  for n, view in becomes.items():
+    if n.op is Ops.ASSIGN:
+      base = view_base(view)
+      _newest[base.arg] = base.src[0].arg
+    memo[n] = Realized(view, _epoch)
+  _epoch += 1
+
+def forget(bufs: set[Buffer]) -> None:
+  """Drop the values stored in bufs (a schedule that failed before filling them)."""
+  for n, entry in list(memo.items()):
+    if view_base(entry.view).arg in bufs: memo.pop(n, None)
+
+def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], items: list[Any],
+                    copy_item: Callable[[Buffer, Buffer], Any]) -> list[Any]:
+  """items with a copy of each overwritten version that something still refers to, just before the write (its
+  index in items). Later reads of the version go to the copy."""
+  inserts: dict[int, list[Any]] = {}
+  for ref, i in overwritten:
+    if (version := ref()) is None: continue  # nothing can read it again: overwrite in place
+    buf: Buffer = version.arg
+    copy = Buffer(buf.device, buf.size, buf.dtype)
+    memo[version] = Realized(UOp(Ops.BUFFER, buf.dtype, (), copy), _epoch)
+    inserts.setdefault(i, []).append(copy_item(copy, buf))
+  if not inserts: return items
+  return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)]
+
+# *** storage ownership ***
+
+# buffer -> the tensor whose storage it is (the first one realized into it)
+_owner: weakref.WeakKeyDictionary[Buffer, weakref.ReferenceType] = weakref.WeakKeyDictionary()
+
+def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
+  """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""
+  ret = set()
+  for n in u.toposort():
+    view = lookup(n) if resolve_root or n is not u else None
+    b = view_base(view) if view is not None else n
+    if b.op is Ops.BUFFER: ret.add(b.arg.base)
+  return ret
+
+def claim_storage(t: Any, lazy: UOp) -> bool:
+  """Record tensor t (just realized from the node lazy) as the owner of the buffer it is a view of. False when that
+  buffer is another live tensor's storage that lazy doesn't name: equal graphs are one node, so two tensors can
+  compute the same node, and an assign to one must not change the other (t then needs a copy). Views and contiguous()
+  of a tensor share its storage on purpose."""
+  base = view_base(t.uop)
+  if base.op is not Ops.BUFFER: return True
+  buf = base.arg.base
+  ref = _owner.get(buf)
+  owner = ref() if ref is not None else None
+  owner_base = view_base(owner.uop) if owner is not None else None
+  if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
+    _owner[buf] = weakref.ref(t)
+    return True
+  return buf in buffers_read(lazy, resolve_root=False)
