@@ -72,7 +72,12 @@ def Pow(a: Tensor, b: Tensor) -> Tensor:
 @op()
 def Mod(a: Tensor, b: Tensor, fmod: int = 0) -> Tensor: return a.fmod(b) if fmod else a.mod(b)
 @op()
-def BitShift(a: Tensor, b: Tensor, direction: str = "") -> Tensor: return a.lshift(b) if direction == "LEFT" else a.rshift(b)
+def BitShift(a: Tensor, b: Tensor, direction: str = "") -> Tensor:
+  bits = a.dtype.itemsize * 8
+  ok = (b >= 0) & (b < bits)  # a shift by a negative amount or by the width or more gives 0
+  safe = ok.where(b, 0).cast(a.dtype)
+  if direction == "LEFT": return ok.where(a.lshift(safe), 0).cast(a.dtype)
+  return ok.where(a.rshift(safe), (a < 0).where(-1, 0)).cast(a.dtype)  # a signed right shift fills with the sign
 @op()
 def Max(*xs: Tensor) -> Tensor: return functools.reduce(Tensor.maximum, xs)
 @op()
@@ -192,15 +197,14 @@ def Slice(x: Tensor, starts: Any, ends: Any, axes: Any = None, steps: Any = None
   st, en = _ints(starts), _ints(ends)
   ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(len(st)))
   sp = _ints(steps) if steps is not None else [1] * len(st)
-  sl = [slice(None)] * x.ndim
-  for a, s, e, p in zip(ax, st, en, sp): sl[a] = slice(*slice(s, e, p).indices(x.shape[a]))
-  return _take(x, sl)
-def _take(x: Tensor, sl: list[slice]) -> Tensor:
-  """x[sl] for slices with any step, with empty results allowed."""
-  for a, s in enumerate(sl):
-    idx = range(x.shape[a])[s]
-    if len(idx) == x.shape[a] and s.step == 1: continue
-    if s.step < 0: x, idx = x.flip(a), range(x.shape[a] - 1 - idx.start, x.shape[a] - 1 - idx.stop, -idx.step)
+  rs = [range(n) for n in x.shape]
+  for a, s, e, p in zip(ax, st, en, sp): rs[a] = range(*slice(s, e, p).indices(x.shape[a]))
+  return _take(x, rs)
+def _take(x: Tensor, rs: list[range]) -> Tensor:
+  """x at the indices of one range per axis (any step; empty allowed), with movement ops only."""
+  for a, idx in enumerate(rs):
+    if idx == range(x.shape[a]): continue
+    if idx.step < 0: x, idx = x.flip(a), range(x.shape[a] - 1 - idx.start, x.shape[a] - 1 - idx.stop, -idx.step)
     if len(idx) == 0:
       x = x.shrink([(0, 0) if d == a else None for d in range(x.ndim)])
       continue

@@ -514,3 +514,56 @@ def OptionalHasElement(x: Any = None) -> Tensor: return Tensor(x is not None)
 def OptionalGetElement(x: Any) -> Any: return x
 
 assert all(callable(f) for f in OPS.values())
+
+# *** attention ***
+def _heads(x: Tensor, n: int) -> Tensor: return x.reshape(x.shape[0], x.shape[1], n, -1).transpose(1, 2)
+
+def _attention_bias(q: Tensor, skv: int, attn_mask: Tensor | None, offset: Any, nonpad: Tensor | None,
+                    is_causal: int, left: int, right: int) -> Tensor:
+  """The additive bias (0 where a key may be attended, -inf elsewhere, plus a float mask) for (.., q, kv) scores."""
+  sq = q.shape[2]
+  bias = Tensor.zeros(sq, skv, dtype=q.dtype)
+  if attn_mask is not None:
+    m = attn_mask.where(0.0, -math.inf).cast(q.dtype) if attn_mask.dtype == dtypes.bool else attn_mask
+    if m.shape[-1] < skv: m = m.pad([(0, 0)] * (m.ndim - 1) + [(0, skv - m.shape[-1])], value=-math.inf)
+    bias = bias + m
+  diff = Tensor.arange(sq).reshape(sq, 1) + offset - Tensor.arange(skv).reshape(1, skv)
+  allowed = Tensor.ones(*diff.shape, dtype=dtypes.bool)
+  if is_causal: allowed = allowed & (diff >= 0)
+  if left >= 0: allowed = allowed & (diff <= left)
+  if right >= 0: allowed = allowed & (-diff <= right)
+  if nonpad is not None: allowed = allowed & (Tensor.arange(skv).reshape(1, 1, 1, skv) < nonpad.reshape(-1, 1, 1, 1))
+  return allowed.where(bias, -math.inf)
+
+@op()
+def Attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, past_key: Tensor | None = None,
+              past_value: Tensor | None = None, nonpad_kv_seqlen: Tensor | None = None, is_causal: int = 0,
+              kv_num_heads: int | None = None, q_num_heads: int | None = None, qk_matmul_output_mode: int = 0,
+              scale: float | None = None, softcap: float = 0.0, softmax_precision: int | None = None,
+              left_window_size: int = -1, right_window_size: int = -1, n_outputs: int = 1) -> Any:
+  three_d = q.ndim == 3
+  if three_d:
+    assert q_num_heads is not None and kv_num_heads is not None
+    q, k, v = _heads(q, q_num_heads), _heads(k, kv_num_heads), _heads(v, kv_num_heads)
+  if past_key is not None and past_value is not None: k, v = past_key.cat(k, dim=2), past_value.cat(v, dim=2)
+  present_k, present_v = k, v
+  if q.shape[1] != k.shape[1]: k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(
+    q.shape[1] // v.shape[1], 1)
+  offset: Any = past_key.shape[2] if past_key is not None else \
+    (nonpad_kv_seqlen.reshape(-1, 1, 1, 1) - q.shape[2]) if nonpad_kv_seqlen is not None else 0
+  bias = _attention_bias(q, k.shape[2], attn_mask, offset, nonpad_kv_seqlen, is_causal, left_window_size,
+                         right_window_size)
+  s = math.sqrt(scale if scale is not None else 1 / math.sqrt(q.shape[3]))
+  qk = (q * s).matmul((k * s).transpose(-1, -2))
+  if softcap > 0: qk = (qk / softcap).tanh() * softcap
+  scores = qk + bias
+  extra = scores if qk_matmul_output_mode == 2 else qk
+  x = scores.cast(_dtype(softmax_precision)) if softmax_precision else scores
+  top = x.max(-1, keepdim=True)
+  e = (x - (top == -math.inf).where(0, top)).exp()
+  total = e.sum(-1, keepdim=True)
+  p = (bias.max(-1, keepdim=True) == -math.inf).where(0, e / (total == 0).where(1, total)).cast(q.dtype)
+  if qk_matmul_output_mode == 3: extra = p
+  y = p.matmul(v)
+  if three_d: y = y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1)
+  return (y, present_k, present_v, extra.cast(q.dtype))[:n_outputs] if n_outputs > 1 else y
