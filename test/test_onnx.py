@@ -17,8 +17,9 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17):
 def vi(name, dtype=TensorProto.FLOAT, shape=None): return helper.make_tensor_value_info(name, dtype, shape)
 
 def test_add_by_name_and_dynamic_dims():
+  w = numpy_helper.from_array(np.array([1, -2, 3], np.float32), "w")
   m = make_model([helper.make_node("Add", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
-                 [vi("x", shape=["batch", 3])], [vi("z")], [numpy_helper.from_array(np.array([1, -2, 3], np.float32), "w")])
+                 [vi("x", shape=["batch", 3])], [vi("z")], [w])
   runner = OnnxRunner(m)
   for batch in (1, 4):
     x = np.random.default_rng(batch).normal(size=(batch, 3)).astype(np.float32)
@@ -28,7 +29,8 @@ def test_add_by_name_and_dynamic_dims():
   np.testing.assert_allclose(runner(x=Tensor(np.ones((2, 3), np.float32)))["z"].numpy(), [[2, 0, 4]] * 2)
 
 def test_unsupported_op_names_op_node_and_opset():
-  m = make_model([helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")], [vi("x", shape=[2])], [vi("y")], opset=13)
+  m = make_model([helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")], [vi("x", shape=[2])], [vi("y")],
+                 opset=13)
   with pytest.raises(OnnxError, match=r"NoSuchOp.*'mystery'.*opset 13"):
     OnnxRunner(m)({"x": np.zeros(2, np.float32)})
 
@@ -78,8 +80,9 @@ def test_if_loop_scan():
     "body", [vi("i", TensorProto.INT64, []), vi("cond", TensorProto.BOOL, []), vi("acc", shape=[])],
     [vi("cond2", TensorProto.BOOL, []), vi("acc2", shape=[]), vi("scan", shape=[])])
   # Scan: cumulative sum over the rows of s
-  sbody = helper.make_graph([helper.make_node("Add", ["st", "row"], ["st2"]), helper.make_node("Identity", ["st2"], ["o"])],
-                            "sbody", [vi("st", shape=[2]), vi("row", shape=[2])], [vi("st2", shape=[2]), vi("o", shape=[2])])
+  sbody = helper.make_graph(
+    [helper.make_node("Add", ["st", "row"], ["st2"]), helper.make_node("Identity", ["st2"], ["o"])],
+    "sbody", [vi("st", shape=[2]), vi("row", shape=[2])], [vi("st2", shape=[2]), vi("o", shape=[2])])
   m = make_model([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
                   helper.make_node("Loop", ["n", "", "a0"], ["acc", "scans"], body=body),
                   helper.make_node("Scan", ["s0", "s"], ["sf", "srows"], body=sbody, num_scan_inputs=1)],

@@ -8,7 +8,8 @@ import re, sys, os
 import numpy as np
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnx")
+import onnx
 import onnx.backend.base
 import onnx.backend.test.loader
 from onnx.backend.test.runner import Runner

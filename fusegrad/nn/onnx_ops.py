@@ -67,7 +67,8 @@ def Identity(x: Any) -> Any: return x
 def Div(a: Tensor, b: Tensor) -> Tensor: return a / b if dtypes.is_float(a.dtype) else a.idiv(b)
 @op()
 def Pow(a: Tensor, b: Tensor) -> Tensor:
-  if b.dtype != a.dtype and not dtypes.is_float(a.dtype): return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).cast(a.dtype)
+  if b.dtype != a.dtype and not dtypes.is_float(a.dtype):  # int ** float: in float64, then back to the int type
+    return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round().cast(a.dtype)
   return a.pow(b).cast(a.dtype)
 @op()
 def Mod(a: Tensor, b: Tensor, fmod: int = 0) -> Tensor: return a.fmod(b) if fmod else a.mod(b)
@@ -128,7 +129,8 @@ def BitCast(x: Tensor, to: int = 1) -> Tensor: return x.bitcast(_dtype(to))
 # *** constants and shapes ***
 @op()
 def Constant(value: Any = None, value_float: Any = None, value_floats: Any = None, value_int: Any = None,
-             value_ints: Any = None, sparse_value: Any = None, value_string: Any = None, value_strings: Any = None) -> Tensor:
+             value_ints: Any = None, sparse_value: Any = None, value_string: Any = None,
+             value_strings: Any = None) -> Tensor:
   if value is not None: return value
   if value_float is not None or value_floats is not None:
     return Tensor(value_float if value_floats is None else value_floats, dtype=dtypes.float32)
@@ -376,7 +378,8 @@ def _empty_ok(fn: Callable, empty: float) -> Callable[[Tensor, Any, bool], Tenso
   """A max/min reduction that gives `empty` (as the reference does) over zero elements."""
   def red(x: Tensor, ax: Any, k: bool) -> Tensor:
     if x.numel() == 0:
-      shape = [1 if i in ax else s for i, s in enumerate(x.shape)] if k else [s for i, s in enumerate(x.shape) if i not in ax]
+      shape = [1 if i in ax else s for i, s in enumerate(x.shape)] if k else \
+        [s for i, s in enumerate(x.shape) if i not in ax]
       return Tensor.full(shape, empty, dtype=x.dtype)
     return fn(x, ax, k)
   return red

@@ -51,7 +51,7 @@ def ConvTranspose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str =
       small = total // 2
       pairs.append((total - small, small) if auto_pad == "SAME_LOWER" else (small, total - small))
   else: pairs = _pads(x, k, s, d, pads, "NOTSET" if auto_pad == "VALID" else auto_pad)
-  return x.conv_transpose2d(w, b, groups=group, stride=s, dilation=d, padding=pairs, output_padding=op_)
+  return x.conv_transpose2d(w, b, groups=group, stride=s, dilation=d, padding=pairs, output_padding=tuple(op_))
 
 def _pool_prep(x: Tensor, kernel_shape: Any, strides: Any, dilations: Any, pads: Any, auto_pad: str) -> tuple:
   k = _ints(kernel_shape)
@@ -93,7 +93,7 @@ def MaxUnpool(x: Tensor, indices: Tensor, output_shape: Any = None, kernel_shape
   s, p = _ints(strides) or [1] * len(k), _pads(x, k, [1] * len(k), [1] * len(k), pads, "NOTSET")
   out = _ints(output_shape)[2:] if output_shape is not None else None
   if out is None: out = [(i - 1) * st - a - b + kk for i, st, (a, b), kk in zip(x.shape[2:], s, p, k)]
-  return x.max_unpool2d(indices % math.prod(out), k, s, 1, 0, output_size=out)
+  return x.max_unpool2d(indices % math.prod(out), tuple(k), tuple(s), 1, 0, output_size=out)
 
 @op()
 def GlobalAveragePool(x: Tensor) -> Tensor: return x.mean(tuple(range(2, x.ndim)), keepdim=True)
@@ -110,7 +110,8 @@ def Gemm(a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta
   if alpha != 1.0: y = y * alpha
   return y if c is None else y + (c * beta if beta != 1.0 else c)
 @op()
-def MatMulInteger(a: Tensor, b: Tensor, a_zero_point: Tensor | None = None, b_zero_point: Tensor | None = None) -> Tensor:
+def MatMulInteger(a: Tensor, b: Tensor, a_zero_point: Tensor | None = None,
+                  b_zero_point: Tensor | None = None) -> Tensor:
   a32 = a.cast(dtypes.int32) - (a_zero_point.cast(dtypes.int32) if a_zero_point is not None else 0)
   b32 = b.cast(dtypes.int32) - (b_zero_point.cast(dtypes.int32) if b_zero_point is not None else 0)
   return a32.matmul(b32)
@@ -163,7 +164,8 @@ def MeanVarianceNormalization(x: Tensor, axes: Any = None) -> Tensor:
 def LRN(x: Tensor, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0, size: int = 1) -> Tensor:
   c = x.shape[1]
   sq = x.square().pad([(0, 0), ((size - 1) // 2, size - 1 - (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
-  total = sum(sq.shrink([None, (j, j + c)] + [None] * (x.ndim - 2)) for j in range(size))
+  total = sq.shrink([None, (0, c)] + [None] * (x.ndim - 2))
+  for j in range(1, size): total = total + sq.shrink([None, (j, j + c)] + [None] * (x.ndim - 2))
   return x / (bias + alpha / size * total).pow(beta)
 
 @op()
@@ -192,22 +194,22 @@ def _resize_taps(i: int, o: int, scale: float, mode: str, coord: str, nearest: s
   else: raise NotImplementedError(f"Resize: coordinate_transformation_mode {coord!r}")
   inside = (src >= 0) & (src <= i - 1) if coord == "tf_crop_and_resize" else np.ones(o, bool)
   if mode == "nearest":
-    rounders = {"round_prefer_floor": lambda v: np.ceil(v - 0.5), "round_prefer_ceil": lambda v: np.floor(v + 0.5),
-                "floor": np.floor, "ceil": np.ceil}
+    rounders: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+      "round_prefer_floor": lambda v: np.ceil(v - 0.5), "round_prefer_ceil": lambda v: np.floor(v + 0.5),
+      "floor": np.floor, "ceil": np.ceil}
     idx = rounders[nearest](src)[:, None]
     w = np.ones((o, 1))
   elif mode == "linear":
+    if coord != "tf_crop_and_resize": src = np.clip(src, 0, i - 1)
     lo = np.floor(src)
-    idx, frac = np.stack([lo, lo + 1], 1), (src - lo)[:, None]
-    w = np.concatenate([1 - frac, frac], 1)
-    if coord != "tf_crop_and_resize": src_c = np.clip(src, 0, i - 1); lo = np.floor(src_c); idx = np.stack(
-      [lo, lo + 1], 1); w = np.stack([1 - (src_c - lo), src_c - lo], 1)
+    idx, w = np.stack([lo, lo + 1], 1), np.stack([1 - (src - lo), src - lo], 1)
   elif mode == "cubic":
     lo = np.floor(src)
     idx = lo[:, None] + np.arange(-1, 3)[None, :]
     t = np.abs(src[:, None] - idx)
     a = cubic_a
-    w = np.where(t <= 1, ((a + 2) * t - (a + 3)) * t * t + 1, np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0))
+    near, far = ((a + 2) * t - (a + 3)) * t * t + 1, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+    w = np.where(t <= 1, near, np.where(t < 2, far, 0))
     if exclude_outside:
       w = np.where((idx >= 0) & (idx <= i - 1), w, 0)
       w = w / w.sum(1, keepdims=True)
