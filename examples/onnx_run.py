@@ -3,8 +3,8 @@
   python examples/onnx_run.py MODEL.onnx [NAME=FILE.npy ...] [--runs N] [--jit]
 
 Inputs not given are made up from the model's declared shapes and types: random normal floats, zeros for ints
-(dynamic dimensions become 1; override with DIM=value, e.g. batch=4, or ?=48 for unnamed ones). --jit runs through TinyJit, so the later runs
-replay the captured kernels."""
+(dynamic dimensions become 1; override with DIM=value, e.g. batch=4, or ?=48 for unnamed ones). --jit runs through
+TinyJit, so the later runs replay the captured kernels."""
 import argparse, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np

@@ -158,3 +158,10 @@ def test_torch_export_transformer():
   with torch.no_grad(): ref = model(tokens).numpy()
   got = OnnxRunner(data)({"tokens": tokens.numpy()})["logits"].numpy()
   np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+def test_ops_page_is_up_to_date():
+  """docs/onnx_ops.md is generated from the registry: rerun `python docs/gen_onnx_ops.py` after adding an op."""
+  sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs"))
+  import gen_onnx_ops
+  with open(gen_onnx_ops.PAGE) as f: committed = f.read()
+  assert committed == gen_onnx_ops.page(), "docs/onnx_ops.md is stale: run python docs/gen_onnx_ops.py"
