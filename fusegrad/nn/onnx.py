@@ -13,7 +13,7 @@ from fusegrad.tensor import Tensor
 from fusegrad.dtype import DType, dtypes
 from fusegrad.device import Device
 from fusegrad.nn.onnx_ops import OPS, Seq
-import fusegrad.nn.onnx_ops_nn  # noqa: F401  (registers the nn, control-flow and sequence ops)
+import fusegrad.nn.onnx_ops_nn, fusegrad.nn.onnx_ops_extra  # noqa: F401  (they register more ops)
 
 # ONNX TensorProto.DataType -> fusegrad dtype (the types fusegrad has; strings, float8 and int4 are not supported)
 ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16,
@@ -85,7 +85,7 @@ class OnnxRunner:
     opset = self.opset.get(domain, self.opset.get("ai.onnx", 0))
     if (node.domain, node.op_type) in self.functions: outs = self._run_function(node, scope)
     else:
-      fn = OPS.get(node.op_type) if domain in ("ai.onnx", "ai.onnx.preview.training", "ai.onnx.preview") else None
+      fn = OPS.get(node.op_type) if domain in ("ai.onnx", "ai.onnx.preview.training", "ai.onnx.ml") else None
       if fn is None:
         raise OnnxError(f"ONNX op {domain}.{node.op_type} (node {node.name!r}, opset {opset}) is not supported by "
                         f"fusegrad")

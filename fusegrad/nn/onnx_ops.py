@@ -274,10 +274,11 @@ def DepthToSpace(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
   else: x = x.reshape(n, c // b // b, b, b, h, w).permute(0, 1, 4, 2, 5, 3)
   return x.reshape(n, c // b // b, h * b, w * b)
 @op()
-def SpaceToDepth(x: Tensor, blocksize: int = 1) -> Tensor:
+def SpaceToDepth(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
   n, c, h, w = x.shape
   b = blocksize
-  return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+  order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)  # channels (by, bx, c) or (c, by, bx)
+  return x.reshape(n, c, h // b, b, w // b, b).permute(order).reshape(n, c * b * b, h // b, w // b)
 @op()
 def OneHot(indices: Tensor, depth: Tensor, values: Tensor, axis: int = -1) -> Tensor:
   d = int(_scalar(depth))
@@ -374,25 +375,26 @@ def _reducer(fn: Callable[[Tensor, Any, bool], Tensor], keep_dtype: bool = True)
     ret = _reduce(x, axes, keepdims, noop_with_empty_axes, fn)
     return ret.cast(x.dtype) if keep_dtype else ret
   return reduce
-def _empty_ok(fn: Callable, empty: float) -> Callable[[Tensor, Any, bool], Tensor]:
-  """A max/min reduction that gives `empty` (as the reference does) over zero elements."""
+def _empty_ok(fn: Callable, empty: str) -> Callable[[Tensor, Any, bool], Tensor]:
+  """A max/min reduction that gives the dtype's lowest ("min") or highest ("max") value over zero elements."""
   def red(x: Tensor, ax: Any, k: bool) -> Tensor:
     if x.numel() == 0:
       shape = [1 if i in ax else s for i, s in enumerate(x.shape)] if k else \
         [s for i, s in enumerate(x.shape) if i not in ax]
-      return Tensor.full(shape, empty, dtype=x.dtype)
+      value = dtypes.min(x.dtype) if empty == "min" else dtypes.max(x.dtype)
+      return Tensor.full(shape, value, dtype=x.dtype)
     return fn(x, ax, k)
   return red
 OPS["ReduceSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k))
 OPS["ReduceMean"] = _reducer(lambda x, a, k: x.mean(a, keepdim=k))
-OPS["ReduceMax"] = _reducer(_empty_ok(lambda x, a, k: x.max(a, keepdim=k), -math.inf))
-OPS["ReduceMin"] = _reducer(_empty_ok(lambda x, a, k: x.min(a, keepdim=k), math.inf))
+OPS["ReduceMax"] = _reducer(_empty_ok(lambda x, a, k: x.max(a, keepdim=k), "min"))
+OPS["ReduceMin"] = _reducer(_empty_ok(lambda x, a, k: x.min(a, keepdim=k), "max"))
 OPS["ReduceProd"] = _reducer(lambda x, a, k: x.prod(a, keepdim=k))
 OPS["ReduceL1"] = _reducer(lambda x, a, k: x.abs().sum(a, keepdim=k))
 OPS["ReduceL2"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k).sqrt())
 OPS["ReduceSumSquare"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k))
 OPS["ReduceLogSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k).log())
-OPS["ReduceLogSumExp"] = _reducer(_empty_ok(lambda x, a, k: x.logsumexp(a, keepdim=k), -math.inf))
+OPS["ReduceLogSumExp"] = _reducer(_empty_ok(lambda x, a, k: x.logsumexp(a, keepdim=k), "min"))
 
 # *** softmax family ***
 def _softmax_like(x: Tensor, axis: int | None, opset: int, fn: Callable[[Tensor, int], Tensor]) -> Tensor:

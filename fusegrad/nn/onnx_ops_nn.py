@@ -186,7 +186,7 @@ def _resize_taps(i: int, o: int, scale: float, mode: str, coord: str, nearest: s
     adj = o / (scale * i)
     src = i / 2 * (1 - adj) + (dst + 0.5) / scale - 0.5
   elif coord == "pytorch_half_pixel": src = (dst + 0.5) / scale - 0.5 if o > 1 else np.zeros(o)
-  elif coord == "align_corners": src = dst * (i - 1) / (o - 1) if o > 1 else np.zeros(o)
+  elif coord == "align_corners": src = dst * (i - 1) / (i * scale - 1) if o > 1 else np.zeros(o)
   elif coord == "asymmetric": src = dst / scale
   elif coord == "tf_crop_and_resize":
     src = (roi[0] * (i - 1) + dst * (roi[1] - roi[0]) * (i - 1) / (o - 1)) if o > 1 else \

@@ -1,0 +1,158 @@
+"""More ONNX ops, registered in the same OPS table: quantized products, cropping, rotary embeddings, the DFT, affine
+grids, the training-preview optimizers (Adagrad, Momentum, Adam) and a few ai.onnx.ml ops."""
+from __future__ import annotations
+import math
+from typing import Any
+import numpy as np
+from fusegrad.tensor import Tensor
+from fusegrad.dtype import dtypes
+from fusegrad.nn.onnx_ops import op, _ints, _scalar, _axis, _per_axis
+from fusegrad.nn.onnx_ops_nn import Conv, QuantizeLinear
+
+# *** quantized products ***
+def _dequant(x: Tensor, scale: Tensor, zp: Tensor | None, axis: int) -> Tensor:
+  """(x - zp) * scale in float32, with a per-axis scale and zero point laid along axis."""
+  along = lambda t: _per_axis(t, _axis(axis, x.ndim), x.ndim) if t.ndim == 1 and t.numel() > 1 else t.reshape(())
+  shifted = x.cast(dtypes.float32) - (along(zp).cast(dtypes.float32) if zp is not None else 0)
+  return shifted * along(scale).cast(dtypes.float32)
+
+@op()
+def QLinearMatMul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor, b: Tensor, b_scale: Tensor, b_zero_point: Tensor,
+                  y_scale: Tensor, y_zero_point: Tensor) -> Tensor:
+  y = _dequant(a, a_scale, a_zero_point, -2).matmul(_dequant(b, b_scale, b_zero_point, -1))
+  return QuantizeLinear(y, y_scale.cast(dtypes.float32), y_zero_point)
+
+@op()
+def ConvInteger(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None,
+                **attrs: Any) -> Tensor:
+  xi = x.cast(dtypes.int32) - (x_zero_point.cast(dtypes.int32) if x_zero_point is not None else 0)
+  wi = w.cast(dtypes.int32) - (_per_axis(w_zero_point, 0, w.ndim).cast(dtypes.int32) if w_zero_point is not None
+                               else 0)
+  return Conv(xi, wi, **attrs)
+
+@op()
+def QLinearConv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor, w: Tensor, w_scale: Tensor, w_zero_point: Tensor,
+                y_scale: Tensor, y_zero_point: Tensor, b: Tensor | None = None, **attrs: Any) -> Tensor:
+  xf, wf = _dequant(x, x_scale, x_zero_point, 1), _dequant(w, w_scale, w_zero_point, 0)
+  bias = b.cast(dtypes.float32) * (x_scale.cast(dtypes.float32) * w_scale.cast(dtypes.float32)) if b is not None else None
+  return QuantizeLinear(Conv(xf, wf, bias, **attrs), y_scale.cast(dtypes.float32), y_zero_point)
+
+# *** shapes ***
+@op()
+def CenterCropPad(x: Tensor, shape: Tensor, axes: Any = None) -> Tensor:
+  ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(x.ndim))
+  pairs = [(0, 0)] * x.ndim
+  for a, target in zip(ax, _ints(shape)):
+    diff = target - x.shape[a]  # > 0 pads, < 0 crops; the extra element goes at the end
+    pairs[a] = (diff // 2, diff - diff // 2) if diff >= 0 else (-((-diff) // 2), -(-diff - (-diff) // 2))
+  return x.pad(pairs)
+
+@op()
+def TensorScatter(cache: Tensor, update: Tensor, write_indices: Tensor | None = None, axis: int = -2,
+                  mode: str = "linear") -> Tensor:
+  a = _axis(axis, cache.ndim)
+  start = write_indices.numpy() if write_indices is not None else np.zeros(cache.shape[0], np.int64)
+  n, s = cache.shape[a], update.shape[a]
+  # the cache slot each slot gets its value from: update position j lands at (start[batch] + j) (mod n in circular)
+  src = np.full((cache.shape[0], n), -1)
+  for bi, st in enumerate(start):
+    for j in range(s): src[bi, (st + j) % n if mode == "circular" else st + j] = j
+  shape = [cache.shape[0] if d == 0 else n if d == a else 1 for d in range(cache.ndim)]
+  idx = Tensor(np.maximum(src, 0).astype(np.int32)).reshape(shape).expand(
+    *[n if d == a else c for d, c in enumerate(cache.shape)])
+  picked = update.pad([(0, n - s) if d == a else (0, 0) for d in range(cache.ndim)]).gather(a, idx)
+  return Tensor(src >= 0).reshape(shape).where(picked, cache)
+
+# *** transformer pieces ***
+@op()
+def RotaryEmbedding(x: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_ids: Tensor | None = None,
+                    interleaved: int = 0, num_heads: int = 0, rotary_embedding_dim: int = 0) -> Tensor:
+  shape = x.shape
+  h = x.transpose(1, 2) if x.ndim == 4 else x.reshape(shape[0], shape[1], num_heads, -1)  # (batch, seq, heads, d)
+  d = rotary_embedding_dim or h.shape[3]
+  rot, rest = h[..., :d], h[..., d:]
+  if position_ids is not None: cos_cache, sin_cache = cos_cache[position_ids], sin_cache[position_ids]
+  cos, sin = cos_cache.unsqueeze(2), sin_cache.unsqueeze(2)
+  if interleaved: x1, x2 = rot.reshape(*rot.shape[:3], d // 2, 2)[..., 0], rot.reshape(*rot.shape[:3], d // 2, 2)[..., 1]
+  else: x1, x2 = rot[..., :d // 2], rot[..., d // 2:]
+  real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+  rot = real.stack(imag, dim=-1).reshape(rot.shape) if interleaved else real.cat(imag, dim=-1)
+  out = rot.cat(rest, dim=-1) if rest.shape[-1] else rot
+  return out.transpose(1, 2) if x.ndim == 4 else out.reshape(shape)
+
+@op()
+def SwiGLU(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor: return a * (a * alpha).sigmoid() * b
+
+@op()
+def AffineGrid(theta: Tensor, size: Tensor, align_corners: int = 0) -> Tensor:
+  sz = _ints(size)
+  spatial = sz[2:]
+  def coords(n: int) -> np.ndarray:
+    return np.linspace(-1, 1, n) if align_corners else (np.arange(n) * 2 + 1) / n - 1
+  mesh = np.meshgrid(*[coords(n) for n in spatial], indexing="ij")[::-1]  # x first (the last axis), then y (, z)
+  base = np.stack([*mesh, np.ones(spatial)], -1).reshape(-1, len(spatial) + 1).astype(np.float32)
+  grid = Tensor(base).cast(theta.dtype).matmul(theta.transpose(1, 2))  # (N, H*W, dims)
+  return grid.reshape(sz[0], *spatial, len(spatial))
+
+# *** spectral ***
+@op()
+def DFT(x: Tensor, dft_length: Tensor | None = None, axis: Any = None, inverse: int = 0, onesided: int = 0,
+        opset: int = 20) -> Tensor:
+  a = _axis(int(_scalar(axis)) if axis is not None else (1 if opset < 20 else -2), x.ndim)
+  if x.shape[-1] == 1: x = x.cat(x.zeros_like(), dim=-1)
+  n = int(_scalar(dft_length)) if dft_length is not None else x.shape[a]
+  if n != x.shape[a]: x = x.pad([(0, n - x.shape[a]) if d == a else (0, 0) for d in range(x.ndim)])
+  m = n // 2 + 1 if onesided else n
+  ang = 2 * np.pi * np.outer(np.arange(m), np.arange(n)) / n * (1 if inverse else -1)  # (m, n)
+  cos, sin = Tensor(np.cos(ang).astype(np.float32)).cast(x.dtype), Tensor(np.sin(ang).astype(np.float32)).cast(x.dtype)
+  xm = x.transpose(a, -2)  # (..., n, 2) with the transform axis next to the last
+  re, im = xm[..., 0:1], xm[..., 1:2]
+  out_re, out_im = cos.matmul(re) - sin.matmul(im), sin.matmul(re) + cos.matmul(im)
+  out = out_re.cat(out_im, dim=-1)
+  return (out / n if inverse else out).transpose(a, -2)
+
+# *** training (ai.onnx.preview.training) ***
+@op()
+def Adagrad(r: Tensor, t: Tensor, *xs: Tensor, decay_factor: float = 0.0, epsilon: float = 0.0,
+            norm_coefficient: float = 0.0) -> tuple:
+  n = len(xs) // 3
+  rate = r / (1 + t.cast(dtypes.float32) * decay_factor)
+  outs = []
+  for x, g, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
+    g = norm_coefficient * x + g
+    h2 = h + g * g
+    outs.append((x - rate * g / (h2.sqrt() + epsilon), h2))
+  return (*[o[0] for o in outs], *[o[1] for o in outs])
+
+@op()
+def Momentum(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.0, beta: float = 0.0, mode: str = "standard",
+             norm_coefficient: float = 0.0) -> tuple:
+  n = len(xs) // 3
+  b = (t > 0).where(beta, 1.0)
+  outs = []
+  for x, g, v in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
+    g = norm_coefficient * x + g
+    v2 = alpha * v + b * g
+    outs.append((x - r * (v2 if mode == "standard" else g + alpha * v2), v2))
+  return (*[o[0] for o in outs], *[o[1] for o in outs])
+
+@op()
+def Adam(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.9, beta: float = 0.999, epsilon: float = 1e-6,
+         norm_coefficient: float = 0.0, norm_coefficient_post: float = 0.0) -> tuple:
+  n = len(xs) // 4
+  steps = float(_scalar(t))
+  rate = r * math.sqrt(1 - beta ** steps) / (1 - alpha ** steps) if steps > 0 else r
+  outs = []
+  for x, g, v, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:3 * n], xs[3 * n:]):
+    g = norm_coefficient * x + g
+    v2, h2 = alpha * v + (1 - alpha) * g, beta * h + (1 - beta) * g * g
+    outs.append(((1 - norm_coefficient_post) * (x - rate * v2 / (h2.sqrt() + epsilon)), v2, h2))
+  return tuple(o[j] for j in range(3) for o in outs)
+
+# *** ai.onnx.ml ***
+@op()
+def Binarizer(x: Tensor, threshold: float = 0.0) -> Tensor: return (x > threshold).cast(x.dtype)
+@op()
+def ArrayFeatureExtractor(x: Tensor, y: Tensor) -> Tensor:
+  idx = y.reshape(-1).cast(dtypes.int32)
+  return x.gather(x.ndim - 1, idx.reshape(*[1] * (x.ndim - 1), -1).expand(*x.shape[:-1], idx.shape[0]))
