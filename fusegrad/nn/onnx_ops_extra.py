@@ -34,7 +34,7 @@ def ConvInteger(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero
 def QLinearConv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor, w: Tensor, w_scale: Tensor, w_zero_point: Tensor,
                 y_scale: Tensor, y_zero_point: Tensor, b: Tensor | None = None, **attrs: Any) -> Tensor:
   xf, wf = _dequant(x, x_scale, x_zero_point, 1), _dequant(w, w_scale, w_zero_point, 0)
-  bias = b.cast(dtypes.float32) * (x_scale.cast(dtypes.float32) * w_scale.cast(dtypes.float32)) if b is not None else None
+  bias = None if b is None else b.cast(dtypes.float32) * (x_scale.cast(dtypes.float32) * w_scale.cast(dtypes.float32))
   return QuantizeLinear(Conv(xf, wf, bias, **attrs), y_scale.cast(dtypes.float32), y_zero_point)
 
 # *** shapes ***
@@ -73,7 +73,9 @@ def RotaryEmbedding(x: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_id
   rot, rest = h[..., :d], h[..., d:]
   if position_ids is not None: cos_cache, sin_cache = cos_cache[position_ids], sin_cache[position_ids]
   cos, sin = cos_cache.unsqueeze(2), sin_cache.unsqueeze(2)
-  if interleaved: x1, x2 = rot.reshape(*rot.shape[:3], d // 2, 2)[..., 0], rot.reshape(*rot.shape[:3], d // 2, 2)[..., 1]
+  if interleaved:
+    pairs = rot.reshape(*rot.shape[:3], d // 2, 2)
+    x1, x2 = pairs[..., 0], pairs[..., 1]
   else: x1, x2 = rot[..., :d // 2], rot[..., d // 2:]
   real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
   rot = real.stack(imag, dim=-1).reshape(rot.shape) if interleaved else real.cat(imag, dim=-1)
