@@ -158,3 +158,89 @@ def Binarizer(x: Tensor, threshold: float = 0.0) -> Tensor: return (x > threshol
 def ArrayFeatureExtractor(x: Tensor, y: Tensor) -> Tensor:
   idx = y.reshape(-1).cast(dtypes.int32)
   return x.gather(x.ndim - 1, idx.reshape(*[1] * (x.ndim - 1), -1).expand(*x.shape[:-1], idx.shape[0]))
+
+# *** sampling ***
+def _reflect(c: Tensor, lo: float, hi: float) -> Tensor:
+  """c reflected into [lo, hi] (as many times as it takes)."""
+  span = hi - lo
+  if span <= 0: return c * 0 + lo
+  d = (c - lo).abs()
+  flips = (d / span).floor()
+  extra = d - flips * span
+  return (flips % 2 == 0).where(lo + extra, hi - extra)
+
+def _cubic(t: Tensor, a: float = -0.75) -> Tensor:
+  """The cubic convolution kernel at distance t (0 <= t < 2)."""
+  return (t <= 1).where(((a + 2) * t - (a + 3)) * t * t + 1, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a)
+
+@op()
+def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "linear",
+               padding_mode: str = "zeros") -> Tensor:
+  n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
+  r, out = len(sizes), grid.shape[1:-1]
+  taps_per_axis = []
+  for j, size in enumerate(sizes):
+    g = grid[..., r - 1 - j].cast(dtypes.float32)  # the grid's last component is the last axis (x, then y, ...)
+    p = (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
+    if padding_mode == "border": p = p.maximum(0).minimum(size - 1)
+    elif padding_mode == "reflection":
+      p = _reflect(p, 0, size - 1) if align_corners else _reflect(p, -0.5, size - 0.5).maximum(0).minimum(size - 1)
+    if mode == "nearest": taps = [(p.round(), None)]
+    elif mode in ("linear", "bilinear"):
+      lo = p.floor()
+      taps = [(lo, 1 - (p - lo)), (lo + 1, p - lo)]
+    else:
+      lo = p.floor()
+      taps = [(lo + k, _cubic((p - lo - k).abs())) for k in (-1, 0, 1, 2)]
+    if padding_mode != "zeros": taps = [(i.maximum(0).minimum(size - 1), w) for i, w in taps]
+    taps_per_axis.append(taps)
+  flat = x.reshape(n, c, -1)
+  strides = [math.prod(sizes[j + 1:]) for j in range(r)]
+  total: Tensor | None = None
+  for combo in np.ndindex(*[len(t) for t in taps_per_axis]):
+    lin, weight, valid = None, None, None
+    for j, k in enumerate(combo):
+      idx, w = taps_per_axis[j][k]
+      ok = (idx >= 0) & (idx <= sizes[j] - 1)
+      term = idx.maximum(0).minimum(sizes[j] - 1).cast(dtypes.int32) * strides[j]
+      lin, valid = (term, ok) if lin is None else (lin + term, valid & ok)
+      if w is not None: weight = w if weight is None else weight * w
+    assert lin is not None and valid is not None
+    v = flat.gather(2, lin.reshape(n, 1, -1).expand(n, c, lin[0].numel())).reshape(n, c, *out)
+    v = valid.unsqueeze(1).where(v, 0) * (weight.unsqueeze(1) if weight is not None else 1)
+    total = v if total is None else total + v
+  assert total is not None
+  return total.cast(x.dtype)
+
+# *** detection ***
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+  """Intersection over union of two (y1, x1, y2, x2) boxes whose corners may come in any order."""
+  (ay1, ay2), (ax1, ax2), (by1, by2), (bx1, bx2) = (sorted(a[[0, 2]]), sorted(a[[1, 3]]), sorted(b[[0, 2]]),
+                                                    sorted(b[[1, 3]]))
+  inter = max(min(ay2, by2) - max(ay1, by1), 0) * max(min(ax2, bx2) - max(ax1, bx1), 0)
+  union = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - inter
+  return inter / union if inter > 0 and union > 0 else 0.0
+
+@op()
+def NonMaxSuppression(boxes: Tensor, scores: Tensor, max_output_boxes_per_class: Tensor | None = None,
+                      iou_threshold: Tensor | None = None, score_threshold: Tensor | None = None,
+                      center_point_box: int = 0) -> Tensor:
+  """Greedy per batch and class, best score first (ties: lower index): a box is kept unless its IoU with a kept box is
+  above iou_threshold. Data-dependent output size, so it runs on the host."""
+  bx, sc = boxes.numpy().astype(np.float64), scores.numpy()
+  if center_point_box:  # (xc, yc, w, h) -> (y1, x1, y2, x2)
+    bx = np.stack([bx[..., 1] - bx[..., 3] / 2, bx[..., 0] - bx[..., 2] / 2, bx[..., 1] + bx[..., 3] / 2,
+                   bx[..., 0] + bx[..., 2] / 2], -1)
+  limit = int(_scalar(max_output_boxes_per_class)) if max_output_boxes_per_class is not None else 0
+  iou_t = float(_scalar(iou_threshold)) if iou_threshold is not None else 0.0
+  picked = []
+  for b in range(sc.shape[0]):
+    for c in range(sc.shape[1]):
+      order = [i for i in sorted(range(sc.shape[2]), key=lambda i: (-sc[b, c, i], i))
+               if score_threshold is None or sc[b, c, i] > float(_scalar(score_threshold))]
+      kept: list[int] = []
+      for i in order:
+        if len(kept) >= limit: break
+        if all(_iou(bx[b, i], bx[b, k]) <= iou_t for k in kept): kept.append(i)
+      picked += [(b, c, i) for i in kept]
+  return Tensor(np.array(picked, dtype=np.int64).reshape(-1, 3))

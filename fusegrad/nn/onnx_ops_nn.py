@@ -62,7 +62,9 @@ def _pool_prep(x: Tensor, kernel_shape: Any, strides: Any, dilations: Any, pads:
 def MaxPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, kernel_shape: Any = None,
             pads: Any = None, storage_order: int = 0, strides: Any = None, n_outputs: int = 1) -> Any:
   k, s, d, p = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
-  if n_outputs == 1: return x.max_pool2d(k, s, d, p, bool(ceil_mode))
+  if n_outputs == 1:
+    if not _pads_fit(p, k, d): return _pad_spatial(x, p, dtypes.min(x.dtype)).max_pool2d(k, s, d, 0, bool(ceil_mode))
+    return x.max_pool2d(k, s, d, p, bool(ceil_mode))
   y, idx = x.max_pool2d(k, s, d, p, bool(ceil_mode), return_indices=True)
   plane = x.shape[2:]
   if storage_order:  # column-major positions within the plane
@@ -75,15 +77,24 @@ def MaxPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: 
 def AveragePool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, count_include_pad: int = 0,
                 dilations: Any = None, kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d, p = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
-  if auto_pad.startswith("SAME") and not count_include_pad:
-    return x.avg_pool2d(k, s, d, p, bool(ceil_mode), count_include_pad=False)
-  return x.avg_pool2d(k, s, d, p, bool(ceil_mode), count_include_pad=bool(count_include_pad))
+  if _pads_fit(p, k, d): return x.avg_pool2d(k, s, d, p, bool(ceil_mode), count_include_pad=bool(count_include_pad))
+  # pads wider than half the kernel (fusegrad's pools refuse them): pad first, then divide by the counted cells
+  total = _pad_spatial(x, p, 0).avg_pool2d(k, s, d, 0, bool(ceil_mode))
+  if count_include_pad: return total
+  inside = _pad_spatial(Tensor.ones(*x.shape[2:], dtype=x.dtype).reshape(1, 1, *x.shape[2:]), p, 0)
+  return total / inside.avg_pool2d(k, s, d, 0, bool(ceil_mode))
+
+def _pads_fit(p: list[tuple[int, int]], k: list[int], d: list[int]) -> bool:
+  return all(max(pp) * 2 <= dd * (kk - 1) + 1 for pp, kk, dd in zip(p, k, d))
+def _pad_spatial(x: Tensor, p: list[tuple[int, int]], value: Any) -> Tensor:
+  return x.pad([(0, 0)] * (x.ndim - len(p)) + list(p), value=value)
 
 @op()
 def LpPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, kernel_shape: Any = None,
            p: int = 2, pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d, pp = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
-  total = x.abs().pow(p).avg_pool2d(k, s, d, pp, bool(ceil_mode), count_include_pad=True) * math.prod(k)
+  powered = _pad_spatial(x.abs().pow(p), pp, 0)
+  total = powered.avg_pool2d(k, s, d, 0, bool(ceil_mode), count_include_pad=True) * math.prod(k)
   return total.pow(1.0 / p)
 
 @op()
