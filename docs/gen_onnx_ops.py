@@ -29,6 +29,11 @@ def page() -> str:
            f"(from {MIN_OPSET}) that has it; the versions column lists the schema versions in that range (the one in "
            "force at its start, then each opset that changed the op). The ONNX backend node tests that fail, with the "
            "reason, are listed in test/test_onnx_node.py: they are the known gaps.", "",
+           "Usage (needs `pip install fusegrad[onnx]`):", "", "```python", "from fusegrad.nn.onnx import OnnxRunner",
+           "runner = OnnxRunner(\"model.onnx\")      # a path, bytes or an onnx.ModelProto",
+           "out = runner({\"input\": numpy_array})   # {output name: Tensor}", "```", "",
+           "`python examples/onnx_run.py MODEL.onnx` runs a model on made-up inputs and prints outputs and timing; "
+           "`python bench/onnx_models.py` compares speed with ONNX Runtime.", "",
            f"{len(OPS)} ops supported.", "", "| op | domain | opsets | versions |", "| --- | --- | --- | --- |"]
   for name in sorted(OPS):
     dom, v = vs.get(name, ("ai.onnx", []))

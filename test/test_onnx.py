@@ -165,3 +165,17 @@ def test_ops_page_is_up_to_date():
   import gen_onnx_ops
   with open(gen_onnx_ops.PAGE) as f: committed = f.read()
   assert committed == gen_onnx_ops.page(), "docs/onnx_ops.md is stale: run python docs/gen_onnx_ops.py"
+
+def test_onnx_run_example(tmp_path):
+  """examples/onnx_run.py MODEL [inputs], as the issue quotes it: prints the outputs and the timing."""
+  import subprocess
+  w = numpy_helper.from_array(np.array([[2.0], [3.0]], np.float32), "w")
+  m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", shape=["batch", 2])], [vi("y")], [w])
+  onnx.save_model(m, str(tmp_path / "m.onnx"))
+  np.save(tmp_path / "x.npy", np.array([[1.0, 1.0], [2.0, -1.0]], np.float32))
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  for extra in ([], ["--jit", "--runs", "3"]):
+    res = subprocess.run([sys.executable, os.path.join(root, "examples", "onnx_run.py"), str(tmp_path / "m.onnx"),
+                          f"x={tmp_path / 'x.npy'}", *extra], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "output y: (2, 1) float32 first values [5.0, 1.0]" in res.stdout and "ms" in res.stdout, res.stdout

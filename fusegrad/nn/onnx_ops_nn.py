@@ -165,7 +165,7 @@ def RMSNormalization(x: Tensor, scale: Tensor, axis: int = -1, epsilon: float = 
 @op()
 def LpNormalization(x: Tensor, axis: int = -1, p: int = 2) -> Tensor:
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()
-  return x / norm
+  return (norm == 0).where(0, x / norm)  # a zero vector stays zero
 @op()
 def MeanVarianceNormalization(x: Tensor, axes: Any = None) -> Tensor:
   ax = tuple(_axis(a, x.ndim) for a in (_ints(axes) if axes is not None else [0, 2, 3]))
