@@ -3,7 +3,7 @@ interpreter (small inputs; no compiler in the loop keeps the whole suite at a fe
 
 Every case runs. The ones fusegrad fails are in EXPECTED_FAILURES with a reason: they are marked xfail(strict), so a
 case that starts to pass fails the run until it is taken off the list. `python test/test_onnx_node.py` prints the
-pass count (onnx 1.23.2: 1,586 of 1,884)."""
+pass count (onnx 1.23.2: 1,612 of 1,884)."""
 import sys, os
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -220,20 +220,8 @@ EXPECTED_FAILURES: dict[str, str] = {
   "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ": _LOWBITS,
   "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded": _LOWBITS,
   "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded": _LOWBITS,
-  "test_causal_conv_with_state_b1_c1_degenerate": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_basic": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_decode_step": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_fp16": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_kernel_size_one": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_short_input_no_past_state": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_silu": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_silu_fp16": "op CausalConvWithState is not implemented",
+  "test_causal_conv_with_state_silu_fp16": _FP16,
   "test_causal_conv_with_state_silu_fp16_expanded": _FP16,
-  "test_causal_conv_with_state_silu_with_past_state": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_swish_alias": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_with_bias": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_with_bias_and_past_state": "op CausalConvWithState is not implemented",
-  "test_causal_conv_with_state_with_past_state": "op CausalConvWithState is not implemented",
   "test_center_crop_pad_crop_axes_chw_expanded": _OOB,
   "test_center_crop_pad_crop_axes_hwc_expanded": _OOB,
   "test_center_crop_pad_crop_negative_axes_hwc_expanded": _OOB,
@@ -284,20 +272,6 @@ EXPECTED_FAILURES: dict[str, str] = {
   "test_image_decoder_decode_pnm_rgb": "op ImageDecoder is not implemented",
   "test_image_decoder_decode_tiff_rgb": "op ImageDecoder is not implemented",
   "test_image_decoder_decode_webp_rgb": "op ImageDecoder is not implemented",
-  "test_linear_attention_decode_step": "op LinearAttention is not implemented",
-  "test_linear_attention_delta": "op LinearAttention is not implemented",
-  "test_linear_attention_explicit_scale": "op LinearAttention is not implemented",
-  "test_linear_attention_fp16": "op LinearAttention is not implemented",
-  "test_linear_attention_gated": "op LinearAttention is not implemented",
-  "test_linear_attention_gated_delta": "op LinearAttention is not implemented",
-  "test_linear_attention_gated_delta_beta_scalar": "op LinearAttention is not implemented",
-  "test_linear_attention_gated_delta_gqa": "op LinearAttention is not implemented",
-  "test_linear_attention_gated_delta_mqa": "op LinearAttention is not implemented",
-  "test_linear_attention_gated_per_head_decay": "op LinearAttention is not implemented",
-  "test_linear_attention_linear": "op LinearAttention is not implemented",
-  "test_linear_attention_linear_t1_no_past": "op LinearAttention is not implemented",
-  "test_linear_attention_no_past_explicit_zeros": "op LinearAttention is not implemented",
-  "test_linear_attention_prefill_with_past": "op LinearAttention is not implemented",
   "test_loop16_seq_none": "Loop carrying an optional sequence: the output is not a sequence",
   "test_maxunpool_export_with_output_shape": "MaxUnpool with an output_shape larger than the default",
   "test_melweightmatrix": "op MelWeightMatrix is not implemented",

@@ -244,3 +244,43 @@ def NonMaxSuppression(boxes: Tensor, scores: Tensor, max_output_boxes_per_class:
         if all(_iou(bx[b, i], bx[b, k]) <= iou_t for k in kept): kept.append(i)
       picked += [(b, c, i) for i in kept]
   return Tensor(np.array(picked, dtype=np.int64).reshape(-1, 3))
+
+@op()
+def CausalConvWithState(x: Tensor, weight: Tensor, bias: Tensor | None = None, past_state: Tensor | None = None,
+                        activation: str = "none") -> tuple:
+  """A depthwise 1-d convolution over (batch, channels, length) that sees k-1 steps of past_state (zeros when
+  absent) first; also returns the last k-1 steps as the next state."""
+  b, c, _ = x.shape
+  k = weight.shape[2]
+  past = past_state if past_state is not None else Tensor.zeros(b, c, k - 1, dtype=x.dtype)
+  padded = past.cat(x, dim=2)
+  y = padded.conv2d(weight, bias, groups=c)
+  if activation in ("silu", "swish"): y = (y.cast(dtypes.float32) * y.cast(dtypes.float32).sigmoid()).cast(x.dtype)
+  return y, padded[:, :, padded.shape[2] - (k - 1):]
+
+@op()
+def LinearAttention(q: Tensor, k: Tensor, v: Tensor, past_state: Tensor | None = None, decay: Tensor | None = None,
+                    beta: Tensor | None = None, chunk_size: int = 0, kv_num_heads: int = 1, q_num_heads: int = 1,
+                    scale: float = 0.0, update_rule: str = "gated_delta") -> tuple:
+  """Recurrent linear attention over (B, T, H*D) inputs, one step at a time: state (B, H_kv, d_k, d_v) is decayed
+  (gated rules), delta-corrected with beta (delta rules), then gets k v^T; each step reads q . state * scale."""
+  b, t = q.shape[:2]
+  heads = lambda x, n: x.reshape(b, t, n, -1).transpose(1, 2).cast(dtypes.float32)  # (B, H, T, D)
+  q4, k4, v4 = heads(q, q_num_heads), heads(k, kv_num_heads), heads(v, kv_num_heads)
+  dk, dv = q4.shape[-1], v4.shape[-1]
+  state = past_state.cast(dtypes.float32) if past_state is not None else Tensor.zeros(b, kv_num_heads, dk, dv)
+  g4 = None if decay is None else heads(decay, kv_num_heads)  # (B, H, T, 1 or d_k)
+  b4 = None if beta is None else beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).cast(dtypes.float32)
+  s = scale or 1 / math.sqrt(dk)
+  group = q_num_heads // kv_num_heads
+  outs = []
+  for i in range(t):
+    kt, vt = k4[:, :, i], v4[:, :, i]
+    if g4 is not None and update_rule in ("gated", "gated_delta"): state = state * g4[:, :, i].exp().unsqueeze(-1)
+    if b4 is not None and update_rule in ("delta", "gated_delta"):
+      vt = b4[:, :, i] * (vt - (state * kt.unsqueeze(-1)).sum(2))
+    state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+    read = state.repeat_interleave(group, 1) if group > 1 else state
+    outs.append((q4[:, :, i].unsqueeze(-1) * read).sum(2) * s)  # (B, H_q, d_v)
+  y = Tensor.stack(*outs, dim=2).transpose(1, 2).reshape(b, t, -1).cast(q.dtype)
+  return y, state.cast(past_state.dtype if past_state is not None else q.dtype)
