@@ -3,7 +3,7 @@ interpreter (small inputs; no compiler in the loop keeps the whole suite at a fe
 
 Every case runs. The ones fusegrad fails are in EXPECTED_FAILURES with a reason: they are marked xfail(strict), so a
 case that starts to pass fails the run until it is taken off the list. `python test/test_onnx_node.py` prints the
-pass count (onnx 1.23.2: 1,612 of 1,884)."""
+pass count (onnx 1.23.2: 1,617 of 1,884)."""
 import sys, os
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -225,11 +225,6 @@ EXPECTED_FAILURES: dict[str, str] = {
   "test_center_crop_pad_crop_axes_chw_expanded": _OOB,
   "test_center_crop_pad_crop_axes_hwc_expanded": _OOB,
   "test_center_crop_pad_crop_negative_axes_hwc_expanded": _OOB,
-  "test_col2im": "op Col2Im is not implemented",
-  "test_col2im_5d": "op Col2Im is not implemented",
-  "test_col2im_dilations": "op Col2Im is not implemented",
-  "test_col2im_pads": "op Col2Im is not implemented",
-  "test_col2im_strides": "op Col2Im is not implemented",
   "test_deform_conv_with_mask_bias": "op DeformConv is not implemented",
   "test_deform_conv_with_multiple_offset_groups": "op DeformConv is not implemented",
   "test_dequantizelinear_blocked": "DequantizeLinear with block_size is not implemented",

@@ -284,3 +284,23 @@ def LinearAttention(q: Tensor, k: Tensor, v: Tensor, past_state: Tensor | None =
     outs.append((q4[:, :, i].unsqueeze(-1) * read).sum(2) * s)  # (B, H_q, d_v)
   y = Tensor.stack(*outs, dim=2).transpose(1, 2).reshape(b, t, -1).cast(q.dtype)
   return y, state.cast(past_state.dtype if past_state is not None else q.dtype)
+
+@op()
+def Col2Im(x: Tensor, image_shape: Tensor, block_shape: Tensor, dilations: Any = None, pads: Any = None,
+           strides: Any = None) -> Tensor:
+  """The inverse of im2col: x (N, C * prod(block), L) summed into (N, C, *image). The block positions are static, so a
+  0/1 matrix built on the host maps every (kernel offset, block) cell to its image cell: one matmul."""
+  img, blk = _ints(image_shape), _ints(block_shape)
+  r = len(img)
+  d, s = _ints(dilations) or [1] * r, _ints(strides) or [1] * r
+  p = _ints(pads) or [0] * (2 * r)
+  counts = [(i + p[j] + p[j + r] - d[j] * (k - 1) - 1) // s[j] + 1 for j, (i, k) in enumerate(zip(img, blk))]
+  m = np.zeros((math.prod(blk), math.prod(counts), math.prod(img)), np.float32)
+  for ko in np.ndindex(*blk):
+    for bo in np.ndindex(*counts):
+      pos = [b * s[j] - p[j] + k * d[j] for j, (k, b) in enumerate(zip(ko, bo))]
+      if all(0 <= q < i for q, i in zip(pos, img)):
+        m[np.ravel_multi_index(ko, blk), np.ravel_multi_index(bo, counts), np.ravel_multi_index(pos, img)] = 1
+  n, c = x.shape[0], x.shape[1] // math.prod(blk)
+  y = x.reshape(n, c, -1).matmul(Tensor(m.reshape(-1, math.prod(img))).cast(x.dtype))
+  return y.reshape(n, c, *img)
