@@ -3,7 +3,7 @@ interpreter (small inputs; no compiler in the loop keeps the whole suite at a fe
 
 Every case runs. The ones fusegrad fails are in EXPECTED_FAILURES with a reason: they are marked xfail(strict), so a
 case that starts to pass fails the run until it is taken off the list. `python test/test_onnx_node.py` prints the
-pass count (onnx 1.23.2: 1,617 of 1,884)."""
+pass count (onnx 1.23.2: 1,628 of 1,884)."""
 import sys, os
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -247,17 +247,6 @@ EXPECTED_FAILURES: dict[str, str] = {
   "test_dynamicquantizelinear_expanded": _DIV,
   "test_equal_string": _STRINGS,
   "test_equal_string_broadcast": _STRINGS,
-  "test_flexattention": "op FlexAttention is not implemented",
-  "test_flexattention_causal_mask": "op FlexAttention is not implemented",
-  "test_flexattention_diff_head_sizes": "op FlexAttention is not implemented",
-  "test_flexattention_double": "op FlexAttention is not implemented",
-  "test_flexattention_fp16": "op FlexAttention is not implemented",
-  "test_flexattention_gqa": "op FlexAttention is not implemented",
-  "test_flexattention_prob_mod": "op FlexAttention is not implemented",
-  "test_flexattention_relative_positional": "op FlexAttention is not implemented",
-  "test_flexattention_scaled": "op FlexAttention is not implemented",
-  "test_flexattention_score_mod": "op FlexAttention is not implemented",
-  "test_flexattention_soft_cap": "op FlexAttention is not implemented",
   "test_image_decoder_decode_bmp_rgb": "op ImageDecoder is not implemented",
   "test_image_decoder_decode_jpeg2k_rgb": "op ImageDecoder is not implemented",
   "test_image_decoder_decode_jpeg_bgr": "op ImageDecoder is not implemented",

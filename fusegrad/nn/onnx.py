@@ -85,7 +85,7 @@ class OnnxRunner:
     opset = self.opset.get(domain, self.opset.get("ai.onnx", 0))
     if (node.domain, node.op_type) in self.functions: outs = self._run_function(node, scope)
     else:
-      fn = OPS.get(node.op_type) if domain in ("ai.onnx", "ai.onnx.preview.training", "ai.onnx.ml") else None
+      fn = OPS.get(node.op_type) if domain in _DOMAINS else None
       if fn is None:
         raise OnnxError(f"ONNX op {domain}.{node.op_type} (node {node.name!r}, opset {opset}) is not supported by "
                         f"fusegrad")
@@ -122,6 +122,7 @@ class OnnxRunner:
     if isinstance(v, list) and v and isinstance(v[0], bytes): return [s.decode() for s in v]
     return v
 
+_DOMAINS = ("ai.onnx", "ai.onnx.preview", "ai.onnx.preview.training", "ai.onnx.ml")  # all served by OPS
 DEBUG_NODES = False  # set to True to print each node's build time
 
 _PARAMS: dict[Callable, set[str]] = {}

@@ -580,3 +580,19 @@ def Attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, 
   y = p.matmul(v)
   if three_d: y = y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1)
   return (y, present_k, present_v, extra.cast(q.dtype))[:n_outputs] if n_outputs > 1 else y
+
+@op()
+def FlexAttention(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, score_mod: Any = None,
+                  prob_mod: Any = None, softmax_precision: int | None = None, run_graph: Any = None) -> Tensor:
+  """Attention over (B, H, L, E) with optional subgraphs that rewrite the scores (score_mod) or the probabilities
+  (prob_mod); the softmax runs in float32 (or softmax_precision) for narrower inputs."""
+  if q.shape[1] != k.shape[1]: k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(
+    q.shape[1] // v.shape[1], 1)
+  s = math.sqrt(scale if scale is not None else 1 / math.sqrt(q.shape[3]))
+  ct = _dtype(softmax_precision) if softmax_precision else dtypes.float32 if q.dtype.itemsize < 4 else q.dtype
+  scores = (q * s).matmul((k * s).transpose(-1, -2)).cast(ct)
+  mod = lambda g, t: run_graph(g, {g.input[0].name: t})[0].cast(ct)
+  if score_mod is not None: scores = mod(score_mod, scores)
+  probs = scores.softmax(-1)
+  if prob_mod is not None: probs = mod(prob_mod, probs)
+  return probs.matmul(v.cast(ct)).cast(v.dtype)
