@@ -3,7 +3,7 @@ interpreter (small inputs; no compiler in the loop keeps the whole suite at a fe
 
 Every case runs. The ones fusegrad fails are in EXPECTED_FAILURES with a reason: they are marked xfail(strict), so a
 case that starts to pass fails the run until it is taken off the list. `python test/test_onnx_node.py` prints the
-pass count (onnx 1.23.2: 1,628 of 1,884)."""
+pass count (onnx 1.23.2: 1,630 of 1,884)."""
 import sys, os
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -279,8 +279,6 @@ EXPECTED_FAILURES: dict[str, str] = {
   "test_roialign_aligned_true": "op RoiAlign is not implemented",
   "test_roialign_mode_max": "op RoiAlign is not implemented",
   "test_scan_sum": "Scan of opset 8 (batch axis, sequence_lens) is not implemented",
-  "test_stft": "op STFT is not implemented",
-  "test_stft_with_window": "op STFT is not implemented",
   "test_string_concat": _STRINGS,
   "test_string_concat_broadcasting": _STRINGS,
   "test_string_concat_empty_string": _STRINGS,

@@ -304,3 +304,16 @@ def Col2Im(x: Tensor, image_shape: Tensor, block_shape: Tensor, dilations: Any =
   n, c = x.shape[0], x.shape[1] // math.prod(blk)
   y = x.reshape(n, c, -1).matmul(Tensor(m.reshape(-1, math.prod(img))).cast(x.dtype))
   return y.reshape(n, c, *img)
+
+@op()
+def STFT(signal: Tensor, frame_step: Tensor, window: Tensor | None = None, frame_length: Tensor | None = None,
+         onesided: int = 1) -> Tensor:
+  """Frames of frame_length every frame_step samples of signal (B, L, 1 or 2), windowed, each through the DFT:
+  (B, frames, bins, 2)."""
+  step = int(_scalar(frame_step))
+  n = int(_scalar(frame_length)) if frame_length is not None else window.shape[0] if window is not None else \
+    signal.shape[1]
+  frames = (signal.shape[1] - n) // step + 1
+  x = Tensor.stack(*[signal[:, f * step:f * step + n] for f in range(frames)], dim=1)  # (B, frames, n, 1 or 2)
+  if window is not None: x = x * window.reshape(1, 1, n, 1).cast(x.dtype)
+  return DFT(x, None, Tensor(2), onesided=onesided)
