@@ -648,10 +648,15 @@ _HALF_MEMORYVIEW = _half_memoryview()  # memoryview knows float16 from Python 3.
 
 
 def _count_up(n: int, device: str) -> Tensor:
-  """0, 1, ..., n-1 (int32) as a running sum of ones, which codegen folds into index arithmetic: one kernel, no loop.
-  (The window view behind the running sum spans about 2n*n positions: index math never wraps, codegen takes int64
-  where it must.)"""
-  return Tensor.full((n,), 1, dtype=dtypes.int32, device=device)._cum_window("sum") - 1
+  """0, 1, ..., n-1 (int32, int64 past 2**31) as a running sum of ones, which codegen folds into index arithmetic:
+  one kernel, no loop. (The window view behind the running sum spans about 2n*n positions, so long counts are made
+  of short ones; codegen takes int64 index math where it must.)"""
+  dt = dtypes.int32 if n <= 2 ** 31 else dtypes.int64
+  if n <= 2 ** 24: return Tensor.full((n,), 1, dtype=dt, device=device)._cum_window("sum") - 1
+  # a long count as block * 4096 + position in the block, two short counts (index math of (r//4096)*4096 + r%4096 is r)
+  m = -(-n // 4096)
+  blocks = _count_up(m, device).cast(dt).reshape(m, 1) * 4096
+  return (blocks + _count_up(4096, device).cast(dt).reshape(1, 4096)).reshape(m * 4096)[:n]
 
 # realized intermediates that need gradients: buffer view -> the lazy node it holds the value of
 _lazy_defs: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()

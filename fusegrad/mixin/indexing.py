@@ -84,9 +84,31 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
   return _stride(x, axis, abs(step))
 
+SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % SPLIT): two short aranges to compare
+
+def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[Tensor, list[tuple[int, Tensor]]]:
+  """Axes of 2**31 elements or more, indexed by tensors, reshaped into (blocks, SPLIT) and indexed by two tensors, so
+  the index compares stay short (the address block*SPLIT + offset is computed in 64 bits by codegen)."""
+  from fusegrad.dtype import dtypes
+  for k, (a, idx) in enumerate(tensor_idx):
+    n = x.shape[a]
+    if n < 2 ** 31: continue
+    m = -(-n // SPLIT)
+    x = x.pad(tuple((0, m * SPLIT - n) if b == a else (0, 0) for b in range(x.ndim)))
+    x = x.reshape(x.shape[:a] + (m, SPLIT) + x.shape[a + 1:])
+    idx = idx.cast(dtypes.int64)
+    idx = (idx < 0).where(idx + n, idx)
+    idx = (idx < n).where(idx, -1)  # past the end (into the padding): out of range, as below
+    hi, lo = (idx < 0).where(-1, idx // SPLIT), (idx < 0).where(-1, idx % SPLIT)
+    later = [(b + 1 if b > a else b, i) for b, i in tensor_idx[k + 1:]]
+    shifted = [(b + 1 if b > a else b, i) for b, i in tensor_idx[:k]]
+    return _split_long_axes(x, shifted + [(a, hi), (a + 1, lo)] + later)
+  return x, tensor_idx
+
 def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
   from fusegrad.tensor import Tensor, broadcast_shape
+  x, tensor_idx = _split_long_axes(x, tensor_idx)
   axes = [a for a, _ in tensor_idx]
   bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="index")
   rest = [a for a in range(x.ndim) if a not in axes]
@@ -95,7 +117,8 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   for a, idx in tensor_idx:
     n = x.shape[a]
     idx = idx._broadcast_to(bshape)
-    if idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)  # room for n and negatives
+    if idx.dtype == dtypes.uint64: idx = idx.cast(dtypes.int64)  # room for negatives
+    elif idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)
     idx = (idx < 0).where(idx + n, idx)
     hit = idx.reshape(*bshape, *[1] * len(axes)) == Tensor.arange(n, device=x.device, dtype=idx.dtype).reshape(
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])

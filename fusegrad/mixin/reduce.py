@@ -110,9 +110,10 @@ class ReduceMixin:
     is_max = self == self.max(axis, keepdim=True)
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
-    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device)
+    idx_dt = dtypes.int32 if n < 2 ** 31 else dtypes.int64  # int32 as tinygrad, int64 where int32 can't hold n
+    countdown = Tensor.arange(n, 0, -1, dtype=idx_dt, device=self.device)
     countdown = countdown.reshape(n, *[1] * (self.ndim - axis - 1))
-    return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
+    return (n - is_max.where(countdown, 0).max(axis, keepdim)).cast(idx_dt)
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) smallest value; over the flattened tensor if axis is None."""
     if self.dtype == dtypes.bool: return self.logical_not().argmax(axis, keepdim)
