@@ -189,14 +189,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     from fusegrad.engine.schedule import create_schedule
-    from fusegrad.engine.realize import run_schedule
+    from fusegrad.engine.realize import run_schedule, pending_index_checks, verify_index_checks
     copies: list[Tensor] = []
     for t in tensors:  # computed already (maybe through another tensor)
       lazy, t.uop = t.uop, _resolve_realized(t.uop)
       if t.uop is not lazy and not _own_storage(t, lazy): copies.append(t)
     todo = [t for t in tensors if not _is_realized(t.uop)]
     if todo:
-      todo += _snapshots_before(todo)
+      checks = pending_index_checks([t.uop for t in todo])  # out-of-range index flags, computed in the same schedule
+      flags = [Tensor(c.flag) for cs in checks.values() for c in cs]
+      todo += flags + _snapshots_before(todo)
       sched = create_schedule([t.uop for t in todo])
       run_schedule(sched.items)
       sched.remember()
@@ -204,6 +206,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
         lazy, t.uop = t.uop, _apply_becomes(t.uop, sched.becomes)
         _remember_lazy_def(t, lazy)
         if not _own_storage(t, lazy): copies.append(t)
+      if flags: verify_index_checks(checks, [f.item() for f in flags])
     if copies:  # tensors that computed the same value as another live tensor get their own copy of it
       for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
       Tensor.realize_all(copies)

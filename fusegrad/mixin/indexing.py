@@ -2,7 +2,8 @@
 
 Basic indexing is a chain of views (shrink, flip, reshape). Advanced indexing compares each index with an arange and
 sums the matches: codegen folds that sum back into one load per element at the indexed address, with a bounds check,
-so an out-of-range index reads 0 instead of outside the buffer.
+so an out-of-range index reads 0 instead of outside the buffer; check_indices makes it an IndexError when the result
+is realized.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,20 @@ from fusegrad.dtype import dtypes
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
+
+def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: bool = True,
+                  ignore: int | None = None, what: str = "index") -> Tensor:
+  """result, with a check that every idx is in [-size, size) ([0, size) if not negative; ignore is skipped): realizing
+  anything computed from result also computes the largest bad index and raises IndexError if there is one.
+  CHECK_INDEX=0 turns it off (bad indices read 0)."""
+  from fusegrad.engine.realize import add_index_check, IndexCheck
+  from fusegrad.helpers import CHECK_INDEX
+  if not CHECK_INDEX or idx.numel() == 0: return result
+  i = idx.detach().cast(dtypes.int64)
+  bad = (i < (-size if negative else 0)) | (i >= size)
+  if ignore is not None: bad = bad & (i != ignore)
+  add_index_check(result.uop, IndexCheck(bad.where(i, dtypes.min(dtypes.int64)).max().uop, op, size, what))
+  return result
 
 def _stride(x: Tensor, axis: int, step: int) -> Tensor:
   """Every step-th element along axis (the axis already starts at the first one wanted)."""
@@ -108,6 +123,7 @@ def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[T
 def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
   from fusegrad.tensor import Tensor, broadcast_shape
+  checked = [(idx, x.shape[a]) for a, idx in tensor_idx]
   x, tensor_idx = _split_long_axes(x, tensor_idx)
   axes = [a for a, _ in tensor_idx]
   bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="index")
@@ -131,6 +147,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
+  for idx, n in checked: out = check_indices(out, idx, n, "getitem")
   # torch: the index axes replace the indexed ones when those are adjacent (0-d indices select, so they don't count),
   # and go first otherwise
   nd_axes = [a for a, idx in tensor_idx if idx.ndim]
