@@ -57,3 +57,13 @@ def test_copy(big):
   for k in (0, 2 ** 31 - 20, BIG - 16, N - 24):
     np.testing.assert_equal(out[k:k + 8].numpy(), [expected(j + 16) for j in range(k, k + 8)])
   assert big.numpy()[-1] == expected(N - 1)  # copyout of the whole buffer
+
+def test_cumsum_long_axis():
+  # axes past 2**16 run in blocks of 16 (work 16n, not 256n: 2**31 elements take about 20 s of kernel time on 2 cores,
+  # but their uint32 result and its intermediate need 16 GiB, too much for CI)
+  a = np.random.default_rng(0).integers(0, 3, 2 ** 25 + 3, dtype=np.uint8)
+  got = Tensor(a).cumsum().numpy()
+  np.testing.assert_equal(got, np.cumsum(a, dtype=np.uint64))
+  f = np.random.default_rng(1).standard_normal(2 ** 17 + 5).astype(np.float32)
+  np.testing.assert_allclose(Tensor(f).cumsum().numpy(), np.cumsum(f.astype(np.float64)), atol=1e-2, rtol=1e-4)
+  np.testing.assert_equal(Tensor(a.astype(np.int32)).cummax()[0].numpy(), np.maximum.accumulate(a.astype(np.int32)))
