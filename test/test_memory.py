@@ -46,6 +46,10 @@ def test_special_float_parameters():
   x = Tensor([1.0, -2.0]).realize()
   for v in [2.0, -0.0, float("inf"), float("nan"), 0.5]:
     np.testing.assert_equal((x * v).numpy(), np.array([1.0, -2.0], np.float32) * np.float32(v))
+  h = Tensor([1.0, -2.0], dtype=dtypes.float16).realize()
+  with np.errstate(over="ignore"):
+    for v in [3.0, 1e6, 65519.0]:  # a parameter past half's range is infinity, as the constant would be
+      np.testing.assert_equal((h * v).numpy(), np.array([1.0, -2.0], np.float16) * np.float16(v))
 
 def test_program_cache_is_bounded():
   from fusegrad.runtime.ops_cpu import CPUProgram

@@ -6,7 +6,7 @@ Kernels that differ only in value constants share one program once a constant ch
 DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captures ExecItems while they run.
 """
 from __future__ import annotations
-import struct, weakref
+import math, struct, weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from fusegrad.device import Buffer, Device
@@ -78,8 +78,10 @@ def _cache(key: tuple[str, UOp], value: CompiledRunner | _Structure) -> None:
   while len(programs) > max(PROGRAM_CACHE.value, 1): programs.popitem(last=False)  # unloaded once nothing uses it
 
 def _param_buffer(device: str, c: UOp) -> Buffer:
-  raw = (struct.pack("<H", float_to_bf16_bits(c.arg)) if c.dtype == dtypes.bfloat16
-         else struct.pack(f"<{c.dtype.fmt}", c.arg))
+  val = c.arg
+  if c.dtype == dtypes.float16 and math.isfinite(val) and abs(val) >= 65520: val = math.copysign(math.inf, val)
+  raw = (struct.pack("<H", float_to_bf16_bits(val)) if c.dtype == dtypes.bfloat16
+         else struct.pack(f"<{c.dtype.fmt}", val))
   return Buffer(device, 1, c.dtype).copyin(raw)
 
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
