@@ -56,6 +56,7 @@ def test_copy(big):
   out = big[16:].contiguous().realize()
   for k in (0, 2 ** 31 - 20, BIG - 16, N - 24):
     np.testing.assert_equal(out[k:k + 8].numpy(), [expected(j + 16) for j in range(k, k + 8)])
+  del out
   assert big.numpy()[-1] == expected(N - 1)  # copyout of the whole buffer
 
 def test_cumsum_long_axis():
