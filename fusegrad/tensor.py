@@ -248,7 +248,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     import numpy as np
     if self.dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
     if 0 in self.shape: return np.zeros(self.shape, dtype=to_numpy(self.dtype))
-    return np.frombuffer(self._buffer().as_bytes(), dtype=to_numpy(self.dtype)).reshape(self.shape).copy()
+    ret = np.empty(self.shape, dtype=to_numpy(self.dtype))
+    self._buffer().copyout(ret.data)  # straight into the array: one copy
+    return ret
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
     ret = self.numpy()
     return ret if dtype is None else ret.astype(dtype)

@@ -1,6 +1,6 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, time
+import ctypes, hashlib, mmap, os, platform, shutil, subprocess, tempfile, time
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
 from fusegrad.helpers import CC, CPU_THREADS
@@ -13,7 +13,9 @@ class CPUBuffer:
 
 class CPUAllocator(Allocator):
   def alloc(self, nbytes: int) -> CPUBuffer:
-    raw = (ctypes.c_uint8 * (nbytes + 64))()
+    # big buffers are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset of GiBs)
+    raw = (ctypes.c_uint8 * (nbytes + 64)).from_buffer(mmap.mmap(-1, nbytes + 64)) if nbytes >= 2 ** 20 else \
+      (ctypes.c_uint8 * (nbytes + 64))()
     addr = ctypes.addressof(raw)
     return CPUBuffer(raw, addr + (-addr % 64), nbytes)
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
