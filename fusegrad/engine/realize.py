@@ -68,10 +68,27 @@ class _Structure:
 # (device, AST) -> its program; (device, AST with constants cut out) -> _Structure. Least recently used go first.
 programs: OrderedDict[tuple[str, UOp], CompiledRunner | _Structure] = OrderedDict()
 
+def _steering(ast: UOp) -> set[UOp]:
+  """Nodes whose value picks an address, a branch or an integer from a float: a constant there stays in the code
+  (rounding can differ by an ulp between a constant and a parameter, and a comparison or a floor would amplify it)."""
+  ret: set[UOp] = set()
+  for u in reversed(ast.toposort()):
+    if u in ret: edges = list(u.src)
+    elif u.op is Ops.LOAD: edges = list(u.src[1:])
+    elif u.op is Ops.STORE: edges = [u.src[1], *u.src[3:]]
+    elif u.op in (Ops.CMPLT, Ops.CMPNE, Ops.TRUNC): edges = list(u.src)
+    elif u.op is Ops.WHERE: edges = [u.src[0]]
+    elif u.op is Ops.CAST and dtypes.is_float(u.src[0].dtype) and not dtypes.is_float(u.dtype): edges = [u.src[0]]
+    else: edges = []
+    ret.update(edges)
+  return ret
+
 def _value_consts(ast: UOp) -> list[UOp]:
-  """The int and float constants a kernel computes with (not index math, not bools), in a fixed order."""
+  """The int and float constants a kernel computes values with (not index math, not bools, none that steers an
+  address, a branch or a float-to-int conversion), in a fixed order."""
+  steer = _steering(ast)
   return [u for u in ast.toposort() if u.op is Ops.CONST and u.dtype != dtypes.index and u.dtype.scalar() == u.dtype
-          and (dtypes.is_float(u.dtype) or dtypes.is_int(u.dtype))]
+          and (dtypes.is_float(u.dtype) or dtypes.is_int(u.dtype)) and u not in steer]
 
 def _cache(key: tuple[str, UOp], value: CompiledRunner | _Structure) -> None:
   programs[key] = value
