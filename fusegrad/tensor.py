@@ -197,9 +197,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
+    from fusegrad.engine.realize import pending_index_checks, verify_index_checks
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
-    if todo: copies += _realize(todo)
+    if todo:
+      checks = pending_index_checks([t.uop for t in todo])  # out-of-range index flags, computed in the same schedule
+      flags = [Tensor(c.flag) for cs in checks.values() for c in cs]
+      copies += _realize(todo + flags)
+      if flags: verify_index_checks(checks, [f.item() for f in flags])
     if copies:  # tensors that computed the same value as another live tensor get their own copy of it
       for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
       Tensor.realize_all(copies)
@@ -239,7 +244,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     import numpy as np
     if self.dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
     if 0 in self.shape: return np.zeros(self.shape, dtype=to_numpy(self.dtype))
-    return np.frombuffer(self._buffer().as_bytes(), dtype=to_numpy(self.dtype)).reshape(self.shape).copy()
+    ret = np.empty(self.shape, dtype=to_numpy(self.dtype))
+    self._buffer().copyout(ret.data)  # straight into the array: one copy
+    return ret
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
     ret = self.numpy()
     return ret if dtype is None else ret.astype(dtype)
@@ -663,10 +670,15 @@ _HALF_MEMORYVIEW = _half_memoryview()  # memoryview knows float16 from Python 3.
 
 
 def _count_up(n: int, device: str) -> Tensor:
-  """0, 1, ..., n-1 (int32) as a running sum of ones, which codegen folds into index arithmetic: one kernel, no loop.
-  (The window view behind the running sum spans about 2n*n positions: index math never wraps, codegen takes int64
-  where it must.)"""
-  return Tensor.full((n,), 1, dtype=dtypes.int32, device=device)._cum_window("sum") - 1
+  """0, 1, ..., n-1 (int32, int64 past 2**31) as a running sum of ones, which codegen folds into index arithmetic:
+  one kernel, no loop. (The window view behind the running sum spans about 2n*n positions, so long counts are made
+  of short ones; codegen takes int64 index math where it must.)"""
+  dt = dtypes.int32 if n <= 2 ** 31 else dtypes.int64
+  if n <= 2 ** 24: return Tensor.full((n,), 1, dtype=dt, device=device)._cum_window("sum") - 1
+  # a long count as block * 4096 + position in the block, two short counts (index math of (r//4096)*4096 + r%4096 is r)
+  m = -(-n // 4096)
+  blocks = _count_up(m, device).cast(dt).reshape(m, 1) * 4096
+  return (blocks + _count_up(4096, device).cast(dt).reshape(1, 4096)).reshape(m * 4096)[:n]
 
 # realized intermediates that need gradients: buffer view -> the lazy node it holds the value of
 _lazy_defs: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()

@@ -132,7 +132,7 @@ def half_mode(request, monkeypatch):
   from fusegrad.engine import realize
   dev = Device["CL"]
   monkeypatch.setattr(dev, "renderer", dataclasses.replace(dev.renderer, supports_float16=request.param))
-  monkeypatch.setattr(realize, "method_cache", {})  # kernels compiled for the other mode must not be reused
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # kernels compiled for the other mode: not reused
   return request.param
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # numpy's, for 65504 * 2

@@ -241,3 +241,58 @@ def test_index_out_of_range_raises_index_error_like_torch(idx):
   with pytest.raises(IndexError): Tensor(A)[idx]
   x = Tensor(A.copy())
   with pytest.raises(IndexError): x[idx] = 1.0
+
+# *** out-of-range tensor indices raise IndexError, as in torch (issue 8, section 5) ***
+def _torch_raises(f):
+  with pytest.raises((IndexError, RuntimeError)): f()  # torch's gather raises RuntimeError
+
+def test_out_of_range_index_raises():
+  _torch_raises(lambda: torch.tensor([1, 2, 3])[torch.tensor([5])])
+  with pytest.raises(IndexError, match="getitem: index 5 is out of bounds for size 3"):
+    Tensor([1, 2, 3])[Tensor([5])].numpy()
+  with pytest.raises(IndexError, match="index -4 .* size 3"): Tensor([1, 2, 3])[Tensor([0, -4])].tolist()
+  # negative indices wrap once, as torch
+  np.testing.assert_equal(Tensor([1, 2, 3])[Tensor([-1, -3, 2])].numpy(), torch.tensor([1, 2, 3])[[-1, -3, 2]].numpy())
+
+def test_out_of_range_index_2d_and_in_consumers():
+  b = np.arange(12).reshape(3, 4)
+  with pytest.raises(IndexError, match="index 4 .* size 4"): Tensor(b)[Tensor([0, 1]), Tensor([3, 4])].numpy()
+  with pytest.raises(IndexError, match="index 3 .* size 3"): (Tensor(b)[:, 1][Tensor([3])] * 2 + 1).sum().item()
+  y = Tensor(b)[Tensor([2, 0])]
+  np.testing.assert_equal(y.numpy(), b[[2, 0]])
+
+def test_embedding_out_of_range():
+  from fusegrad import nn
+  _torch_raises(lambda: torch.nn.Embedding(3, 2)(torch.tensor([[5]])))
+  with pytest.raises(IndexError, match="Embedding: index 5 is out of bounds for size 3"):
+    nn.Embedding(3, 2)(Tensor([[5]])).numpy()
+  with pytest.raises(IndexError, match="Embedding"): nn.Embedding(3, 2)(Tensor([[-1]])).numpy()
+
+def test_cross_entropy_label_out_of_range():
+  logits, labels = np.zeros((2, 3), np.float32), np.array([7, 1])
+  _torch_raises(lambda: torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(labels)))
+  with pytest.raises(IndexError, match="cross_entropy: target 7 is out of bounds for size 3"):
+    Tensor(logits).sparse_categorical_crossentropy(Tensor(labels)).item()
+  # ignored labels are not checked
+  want = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor([-1, 1]), ignore_index=-1).item()
+  assert abs(Tensor(logits).sparse_categorical_crossentropy(Tensor([-1, 1])).item() - want) < 1e-6
+
+def test_gather_scatter_out_of_range():
+  x = Tensor([[1, 2], [3, 4]])
+  _torch_raises(lambda: torch.tensor([[1, 2], [3, 4]]).gather(1, torch.tensor([[0, 2], [1, 0]])))
+  with pytest.raises(IndexError, match="gather: index 2 .* size 2"): x.gather(1, Tensor([[0, 2], [1, 0]])).numpy()
+  with pytest.raises(IndexError, match="gather: index -1"): x.gather(1, Tensor([[0, -1], [1, 0]])).numpy()
+  with pytest.raises(IndexError, match="scatter"): x.scatter(0, Tensor([[0, 5]]), 9).numpy()
+
+def test_index_check_off_reads_zero():
+  from fusegrad import Context
+  with Context(CHECK_INDEX=0): assert Tensor([1, 2, 3])[Tensor([5, 1])].tolist() == [0, 2]
+
+def test_index_check_runs_in_the_same_schedule_once():
+  from fusegrad import GlobalCounters
+  x, i = Tensor([1.0, 2, 3]).realize(), Tensor([2, 0]).realize()
+  GlobalCounters.reset()
+  y = x[i].realize()
+  assert GlobalCounters.kernel_count == 2  # the gather and the flag: one schedule, no extra kernels for the read
+  GlobalCounters.reset()
+  assert (y + 1).tolist() == [4.0, 2.0] and GlobalCounters.kernel_count == 1  # a check that passed is not redone

@@ -1,13 +1,19 @@
 """Running a schedule: each ScheduleItem becomes an ExecItem (a compiled kernel or a copy, with its buffers) and runs.
 
-Compiled programs are cached in memory per (device, kernel AST) and on disk per source (see Compiler.compile_cached).
+Compiled programs are cached in memory per (device, kernel AST), at most PROGRAM_CACHE of them (least recently used
+go, and their libraries are unloaded once nothing uses them), and on disk per source (see Compiler.compile_cached).
+Kernels that differ only in value constants share one program once a constant changes (see get_runner).
 DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captures ExecItems while they run.
 """
 from __future__ import annotations
+import math, struct, weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from fusegrad.device import Buffer, Device
+from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, to_function_name, dprint
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.helpers import PROGRAM_CACHE
+from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
 from fusegrad.engine.schedule import ScheduleItem
 
@@ -49,14 +55,78 @@ class CopyRunner(Runner):
       return time.perf_counter() - st
     return None
 
-method_cache: dict[tuple[str, UOp], CompiledRunner] = {}
+# *** the programs of a process: exact kernels, and kernels whose changing constants are parameters ***
 
-def get_runner(device: str, ast: UOp) -> CompiledRunner:
-  """The compiled program for a kernel AST on a device (compiled once per process, and cached on disk)."""
-  key = (device, ast)
-  if (ret := method_cache.get(key)) is None:
-    ret = method_cache[key] = CompiledRunner(get_program(ast, Device[device].renderer))
+@dataclass
+class _Structure:
+  """Kernels that differ only in value constants: the constants first seen, and once they changed, a program that
+  reads the changing ones (positions `params`) from one-element buffers."""
+  first: tuple
+  params: frozenset[int] = frozenset()
+  runner: CompiledRunner | None = None
+
+# (device, AST) -> its program; (device, AST with constants cut out) -> _Structure. Least recently used go first.
+programs: OrderedDict[tuple[str, UOp], CompiledRunner | _Structure] = OrderedDict()
+
+def _steering(ast: UOp) -> set[UOp]:
+  """Nodes whose value picks an address, a branch or an integer from a float: a constant there stays in the code
+  (rounding can differ by an ulp between a constant and a parameter, and a comparison or a floor would amplify it)."""
+  ret: set[UOp] = set()
+  for u in reversed(ast.toposort()):
+    if u in ret: edges = list(u.src)
+    elif u.op is Ops.LOAD: edges = list(u.src[1:])
+    elif u.op is Ops.STORE: edges = [u.src[1], *u.src[3:]]
+    elif u.op in (Ops.CMPLT, Ops.CMPNE, Ops.TRUNC): edges = list(u.src)
+    elif u.op is Ops.WHERE: edges = [u.src[0]]
+    elif u.op is Ops.CAST and dtypes.is_float(u.src[0].dtype) and not dtypes.is_float(u.dtype): edges = [u.src[0]]
+    else: edges = []
+    ret.update(edges)
   return ret
+
+def _value_consts(ast: UOp) -> list[UOp]:
+  """The int and float constants a kernel computes values with (not index math, not bools, none that steers an
+  address, a branch or a float-to-int conversion), in a fixed order."""
+  steer = _steering(ast)
+  return [u for u in ast.toposort() if u.op is Ops.CONST and u.dtype != dtypes.index and u.dtype.scalar() == u.dtype
+          and (dtypes.is_float(u.dtype) or dtypes.is_int(u.dtype)) and u not in steer]
+
+def _cache(key: tuple[str, UOp], value: CompiledRunner | _Structure) -> None:
+  programs[key] = value
+  while len(programs) > max(PROGRAM_CACHE.value, 1): programs.popitem(last=False)  # unloaded once nothing uses it
+
+def _param_buffer(device: str, c: UOp) -> Buffer:
+  val = c.arg
+  if c.dtype == dtypes.float16 and math.isfinite(val) and abs(val) >= 65520: val = math.copysign(math.inf, val)
+  raw = (struct.pack("<H", float_to_bf16_bits(val)) if c.dtype == dtypes.bfloat16
+         else struct.pack(f"<{c.dtype.fmt}", val))
+  return Buffer(device, 1, c.dtype).copyin(raw)
+
+def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
+  """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
+
+  A kernel seen for the first time is compiled with its constants in the code. When a kernel of the same structure
+  comes with other constants (a Python scalar that changes every step), the constants that changed become parameters
+  read from one-element buffers: that program serves every later value, so a loop over a scalar compiles twice."""
+  if (hit := programs.get((device, ast))) is not None:
+    programs.move_to_end((device, ast))
+    return hit, []  # type: ignore[return-value]
+  consts = _value_consts(ast)
+  holes = {c: UOp(Ops.NOOP, c.dtype, (), ("const", k)) for k, c in enumerate(consts)}
+  skel_key = (device, ast.substitute(holes) if consts else ast)
+  st = programs.get(skel_key)
+  if not isinstance(st, _Structure):  # new structure: constants stay in the code
+    runner = CompiledRunner(get_program(ast, Device[device].renderer))
+    _cache((device, ast), runner)
+    if consts: _cache(skel_key, _Structure(tuple(_arg_key(c.arg) for c in consts)))
+    return runner, []
+  programs.move_to_end(skel_key)
+  changed = st.params | {k for k, (a, c) in enumerate(zip(st.first, consts)) if a != _arg_key(c.arg)}
+  params = sorted(changed)
+  if st.runner is None or changed != st.params:
+    loads = {consts[k]: UOp(Ops.LOAD, consts[k].dtype, (UOp(Ops.DEFINE_GLOBAL, consts[k].dtype.ptr(), (), nbufs + j),
+                                                          UOp.const(dtypes.index, 0))) for j, k in enumerate(params)}
+    st.params, st.runner = changed, CompiledRunner(get_program(ast.substitute(loads), Device[device].renderer))
+  return st.runner, [_param_buffer(device, consts[k]) for k in params]
 
 # while TinyJit captures, every ExecItem that runs is appended to the list on top of this stack
 capturing: list[list[ExecItem]] = []
@@ -91,7 +161,8 @@ class ExecItem:
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   if si.ast.op is Ops.COPY:
     return ExecItem(CopyRunner(si.bufs[0].device, si.bufs[1].device, si.bufs[0].nbytes), list(si.bufs))
-  return ExecItem(get_runner(si.bufs[0].device, si.ast), list(si.bufs), dict(si.var_vals))
+  runner, params = get_runner(si.bufs[0].device, si.ast, len(si.bufs))
+  return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Compile (or find cached) and run each item in order; TinyJit, if capturing, records them."""
@@ -103,3 +174,37 @@ def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)
   if items: dprint(3, f"ran {len(items)} schedule items")
+
+# *** index checks: an indexing op adds a flag (a tiny reduce over its indices); realizing its result reads the flag ***
+
+@dataclass(frozen=True)
+class IndexCheck:
+  """flag: an int64 scalar, the largest out-of-range index (int64's minimum when all are in range)."""
+  flag: UOp
+  op: str
+  size: int
+  what: str = "index"
+
+index_checks: weakref.WeakKeyDictionary[UOp, list[IndexCheck]] = weakref.WeakKeyDictionary()
+
+def add_index_check(node: UOp, check: IndexCheck) -> None:
+  """Realizing anything computed from node runs check.flag in the same schedule and raises IndexError if it's set."""
+  index_checks.setdefault(node, []).append(check)
+
+def pending_index_checks(roots: list[UOp]) -> dict[UOp, list[IndexCheck]]:
+  """The checks registered on nodes that roots are computed from."""
+  if not index_checks: return {}
+  seen: dict[UOp, list[IndexCheck]] = {}
+  for r in roots:
+    for u in r.toposort(gate=lambda u: u not in seen):
+      if (c := index_checks.get(u)) is not None: seen[u] = c
+  return seen
+
+def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[int]) -> None:
+  """Raise IndexError for the first flag that is set; checks that passed are dropped (their indices can't change)."""
+  it = iter(flags)
+  for node, checks in pending.items():
+    for c in checks:
+      if (bad := next(it)) != -2 ** 63:
+        raise IndexError(f"{c.op}: {c.what} {bad} is out of bounds for size {c.size}")
+    index_checks.pop(node, None)

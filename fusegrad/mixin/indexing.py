@@ -2,7 +2,8 @@
 
 Basic indexing is a chain of views (shrink, flip, reshape). Advanced indexing compares each index with an arange and
 sums the matches: codegen folds that sum back into one load per element at the indexed address, with a bounds check,
-so an out-of-range index reads 0 instead of outside the buffer.
+so an out-of-range index reads 0 instead of outside the buffer; check_indices makes it an IndexError when the result
+is realized.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,20 @@ from fusegrad.dtype import dtypes
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
+
+def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: bool = True,
+                  ignore: int | None = None, what: str = "index") -> Tensor:
+  """result, with a check that every idx is in [-size, size) ([0, size) if not negative; ignore is skipped): realizing
+  anything computed from result also computes the largest bad index and raises IndexError if there is one.
+  CHECK_INDEX=0 turns it off (bad indices read 0)."""
+  from fusegrad.engine.realize import add_index_check, IndexCheck
+  from fusegrad.helpers import CHECK_INDEX
+  if not CHECK_INDEX or idx.numel() == 0: return result
+  i = idx.detach().cast(dtypes.int64)
+  bad = (i < (-size if negative else 0)) | (i >= size)
+  if ignore is not None: bad = bad & (i != ignore)
+  add_index_check(result.uop, IndexCheck(bad.where(i, dtypes.min(dtypes.int64)).max().uop, op, size, what))
+  return result
 
 def _stride(x: Tensor, axis: int, step: int) -> Tensor:
   """Every step-th element along axis (the axis already starts at the first one wanted)."""
@@ -84,9 +99,32 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
   return _stride(x, axis, abs(step))
 
+SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % SPLIT): two short aranges to compare
+
+def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[Tensor, list[tuple[int, Tensor]]]:
+  """Axes of 2**31 elements or more, indexed by tensors, reshaped into (blocks, SPLIT) and indexed by two tensors, so
+  the index compares stay short (the address block*SPLIT + offset is computed in 64 bits by codegen)."""
+  from fusegrad.dtype import dtypes
+  for k, (a, idx) in enumerate(tensor_idx):
+    n = x.shape[a]
+    if n < 2 ** 31: continue
+    m = -(-n // SPLIT)
+    x = x.pad(tuple((0, m * SPLIT - n) if b == a else (0, 0) for b in range(x.ndim)))
+    x = x.reshape(x.shape[:a] + (m, SPLIT) + x.shape[a + 1:])
+    idx = idx.cast(dtypes.int64)
+    idx = (idx < 0).where(idx + n, idx)
+    idx = (idx < n).where(idx, -1)  # past the end (into the padding): out of range, as below
+    hi, lo = (idx < 0).where(-1, idx // SPLIT), (idx < 0).where(-1, idx % SPLIT)
+    later = [(b + 1 if b > a else b, i) for b, i in tensor_idx[k + 1:]]
+    shifted = [(b + 1 if b > a else b, i) for b, i in tensor_idx[:k]]
+    return _split_long_axes(x, shifted + [(a, hi), (a + 1, lo)] + later)
+  return x, tensor_idx
+
 def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
   from fusegrad.tensor import Tensor, broadcast_shape
+  checked = [(idx, x.shape[a]) for a, idx in tensor_idx]
+  x, tensor_idx = _split_long_axes(x, tensor_idx)
   axes = [a for a, _ in tensor_idx]
   bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="index")
   rest = [a for a in range(x.ndim) if a not in axes]
@@ -95,7 +133,8 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   for a, idx in tensor_idx:
     n = x.shape[a]
     idx = idx._broadcast_to(bshape)
-    if idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)  # room for n and negatives
+    if idx.dtype == dtypes.uint64: idx = idx.cast(dtypes.int64)  # room for negatives
+    elif idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)
     idx = (idx < 0).where(idx + n, idx)
     hit = idx.reshape(*bshape, *[1] * len(axes)) == Tensor.arange(n, device=x.device, dtype=idx.dtype).reshape(
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
@@ -108,6 +147,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
+  for idx, n in checked: out = check_indices(out, idx, n, "getitem")
   # torch: the index axes replace the indexed ones when those are adjacent (0-d indices select, so they don't count),
   # and go first otherwise
   nd_axes = [a for a, idx in tensor_idx if idx.ndim]

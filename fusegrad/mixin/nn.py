@@ -360,8 +360,10 @@ class NNMixin:
       raise ValueError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
     if any(si > sx for a, (si, sx) in enumerate(zip(index.shape, self.shape)) if a != dim):
       raise ValueError(f"{op}: index {index.shape} is larger than input {self.shape} outside dim {dim}")
+    from fusegrad.mixin.indexing import check_indices
     n = self.shape[dim]
-    return index.unsqueeze(-1) == Tensor.arange(n, device=self.device, dtype=index.dtype)
+    return check_indices(index.unsqueeze(-1) == Tensor.arange(n, device=self.device, dtype=index.dtype), index, n, op,
+                         negative=False)
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = x[index[i][j]][j] for dim 0 (torch.gather): index has as many dims as x, sizes at most x's.
@@ -490,7 +492,8 @@ class NNMixin:
     w = (weight if weight is not None else Tensor.ones(n_cls, device=self.device)).cast(self.dtype).reshape(along)
     w_y = hot.where(w, 0).sum(axis)
     if ignore_index is not None: w_y = (Y != ignore_index).where(w_y, 0)
-    return hot, w, w_y
+    from fusegrad.mixin.indexing import check_indices
+    return hot, w, check_indices(w_y, Y, n_cls, op, negative=False, ignore=ignore_index, what="target")
 
   def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
                reduction: str = "mean") -> Tensor:

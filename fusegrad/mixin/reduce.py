@@ -16,6 +16,7 @@ if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 
 CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
+LONG_CUM_BLOCK = 16  # and over axes longer than 2**16, in blocks of this size
 
 def _cum_identity(op: str, dtype: DType) -> Any:
   return {"sum": 0, "prod": 1, "max": dtypes.min(dtype), "logsumexp": -math.inf}[op]
@@ -113,9 +114,10 @@ class ReduceMixin:
     is_max = self == self.max(axis, keepdim=True)
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
-    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device)
+    idx_dt = dtypes.int32 if n < 2 ** 31 else dtypes.int64  # int32 as tinygrad, int64 where int32 can't hold n
+    countdown = Tensor.arange(n, 0, -1, dtype=idx_dt, device=self.device)
     countdown = countdown.reshape(n, *[1] * (self.ndim - axis - 1))
-    return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
+    return (n - is_max.where(countdown, 0).max(axis, keepdim)).cast(idx_dt)
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) smallest value; over the flattened tensor if axis is None."""
     if self.dtype == dtypes.bool: return self.logical_not().argmax(axis, keepdim)
@@ -159,14 +161,24 @@ class ReduceMixin:
     with the running op of the block totals (recursively), so the work is n * CUM_BLOCK, not n * n."""
     n, lead = self.shape[-1], self.shape[:-1]
     if n <= 2 * CUM_BLOCK: return self._cum_window(op)
-    m, keep_lead = ceildiv(n, CUM_BLOCK), ((0, 0),) * len(lead)
-    x = self.pad(keep_lead + ((0, m * CUM_BLOCK - n),), value=_cum_identity(op, self.dtype))
-    x = x.reshape(*lead, m, CUM_BLOCK)
-    inner = x._cum_window(op)
-    totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((CUM_BLOCK - 1, CUM_BLOCK),)).squeeze(-1)
+    # very long axes: short blocks (the work is n * block) as triangles (their index math has no division)
+    block = CUM_BLOCK if n <= 2 ** 16 else LONG_CUM_BLOCK
+    m, keep_lead = ceildiv(n, block), ((0, 0),) * len(lead)
+    x = self.pad(keep_lead + ((0, m * block - n),), value=_cum_identity(op, self.dtype))
+    x = x.reshape(*lead, m, block)
+    inner = x._cum_window(op) if block == CUM_BLOCK else x._cum_triangle(op)
+    totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((block - 1, block),)).squeeze(-1)
     before = totals._cum_blocks(op).pad(keep_lead + ((1, -1),), value=_cum_identity(op, inner.dtype)).unsqueeze(-1)
     out = _cum_combine(op, inner, before)
-    return out.reshape(*lead, m * CUM_BLOCK).shrink(tuple((0, s) for s in lead) + ((0, n),))
+    return out.reshape(*lead, m * block).shrink(tuple((0, s) for s in lead) + ((0, n),))
+  def _cum_triangle(self: Tensor, op: str) -> Tensor:
+    """The running op along a short last axis: output j reduces x[k] for k <= j (a lower-triangular mask)."""
+    from fusegrad.tensor import Tensor
+    n = self.shape[-1]
+    pos = Tensor.arange(n, device=self.device)
+    keep = pos.reshape(n, 1) >= pos.reshape(1, n)
+    x = keep.where(self.unsqueeze(-2), _cum_identity(op, self.dtype))
+    return x._cum_reduce(op, self.dtype)
   def _cum_window(self: Tensor, op: str) -> Tensor:
     """The running op along the last axis in one reduce kernel: x is padded with n-1 identity values in front, and
     output i reduces the window of n values ending at i (a view: broadcast, reshape, cut)."""
@@ -175,11 +187,11 @@ class ReduceMixin:
     length = 2 * n - 1
     windows = xp.unsqueeze(-2).expand(*lead, n, length).reshape(*lead, n * length)
     windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
-    windows = windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))
-    if op == "sum":
-      return windows.sum(-1, dtype=self.dtype if self.dtype != dtypes.bool else dtypes.int32)
-    if op == "logsumexp": return windows.logsumexp(-1)
-    return windows.prod(-1) if op == "prod" else windows.max(-1)
+    return windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))._cum_reduce(op, self.dtype)
+  def _cum_reduce(self: Tensor, op: str, dtype: DType) -> Tensor:
+    if op == "sum": return self.sum(-1, dtype=dtype if dtypes.is_float(dtype) else sum_acc_dtype(dtype))
+    if op == "logsumexp": return self.logsumexp(-1)
+    return self.prod(-1) if op == "prod" else self.max(-1)
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
     """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6] (ints and bools add up in int64, as torch)."""
     x = self if dtypes.is_float(self.dtype) else self.cast(sum_acc_dtype(self.dtype))

@@ -17,6 +17,7 @@ from typing import Any
 from fusegrad.tensor import Tensor, _is_training
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import prod, make_tuple
+from fusegrad.mixin.indexing import check_indices
 from fusegrad.nn import optim, state, datasets
 from fusegrad.nn.optim import _fresh
 
@@ -60,7 +61,8 @@ class Linear:
 class Embedding:
   """A lookup table (torch.nn.Embedding): integer indices of any shape -> their rows of weight
   (vocab_size, embed_size), initialized from a standard normal like torch. The output's shape is
-  idx.shape + (embed_size,). Indices must be in [0, vocab_size); an out-of-range index reads a row of zeros.
+  idx.shape + (embed_size,). Indices must be in [0, vocab_size): realizing the result of an out-of-range index
+  raises IndexError.
 
   `Embedding(10, 3)(Tensor([[1, 2]])).shape` is (1, 2, 3)."""
   def __init__(self, vocab_size: int, embed_size: int):
@@ -74,7 +76,8 @@ class Embedding:
       return Tensor.zeros(*idx.shape, self.embed_sz, dtype=self.weight.dtype, device=self.weight.device)
     # a one-hot mask against the vocabulary, summed: codegen turns it into one load per output element
     hit = idx.unsqueeze(-1) == Tensor.arange(self.vocab_sz, device=idx.device, dtype=idx.dtype)
-    return hit.unsqueeze(-1).where(self.weight, 0).sum(-2, dtype=self.weight.dtype)
+    out = hit.unsqueeze(-1).where(self.weight, 0).sum(-2, dtype=self.weight.dtype)
+    return check_indices(out, idx, self.vocab_sz, "Embedding", negative=False)
 
 # *** convolutions ***
 

@@ -88,6 +88,10 @@ class CStyleLanguage(Renderer):
   def render_special(self, name: str) -> str:
     return self.special_code[name[:4]].format(int(name[4:]))
 
+  def render_index_type(self, dt: DType) -> str:
+    """Loop counters and launch indices: int32 or int64 as codegen chose (int for an unresolved index)."""
+    return "int" if dt == dtypes.index else self.render_dtype(dt)
+
   def render_load(self, u: UOp, buf: str, idx: str) -> str: return f"{buf}[{idx}]"
   def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str: return f"{buf}[{idx}] = {val};"
 
@@ -97,8 +101,8 @@ class CStyleLanguage(Renderer):
   def render_prelude(self, uops: list[UOp]) -> list[str]: return []
   def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
                          inner: list[str]) -> tuple[list[str], list[str]]:
-    """A loop whose iterations run on several threads (inner: the loop body's lines): its lines in the kernel, and
-    functions to render before the kernel."""
+    """A loop whose iterations run on several threads (var: its counter's type and name; inner: the loop body's lines):
+    its lines in the kernel, and functions to render before the kernel."""
     raise NotImplementedError(f"{type(self).__name__} has no threaded loops")
 
   def render_kernel_name(self, name: str, uops: list[UOp]) -> str:
@@ -129,13 +133,13 @@ class CStyleLanguage(Renderer):
         params.append(f"{self.arg_int_prefix} {u.arg[0]}")
       elif u.op is Ops.SPECIAL:
         names[u] = u.arg[0]
-        line(f"int {u.arg[0]} = {self.render_special(u.arg[0])}; /* {u.arg[1]} */")
+        line(f"{self.render_index_type(u.dtype)} {u.arg[0]} = {self.render_special(u.arg[0])}; /* {u.arg[1]} */")
       elif u.op is Ops.CONST: names[u] = self.render_const(u.arg, u.dtype)
       elif u.op is Ops.RANGE:
-        names[u] = f"ridx{u.arg[0]}"
-        if u.arg[1] is AxisType.THREAD: thread_loop = (names[u], src[0], len(body))
-        else:
-          line(f"for (int {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
+        names[u], counter_type = f"ridx{u.arg[0]}", self.render_index_type(u.dtype)
+        if u.arg[1] is AxisType.THREAD: thread_loop = (f"{counter_type} {names[u]}", src[0], len(body))
+        else:  # the counter has the kernel's index type: int64 where an index can pass 2**31
+          line(f"for ({counter_type} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
           depth += 1
       elif u.op is Ops.ENDRANGE:
         if u.src[0].arg[1] is AxisType.THREAD:
@@ -208,11 +212,11 @@ class ClangRenderer(CStyleLanguage):
                          inner: list[str]) -> tuple[list[str], list[str]]:
     """An OpenMP loop calling the body in a function of its own: there the pointers stay `restrict` and the compiler
     vectorizes as it would without threads."""
-    args = ", ".join(p.split()[-1] for p in params)
-    body_fn = ([f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const int {var}'])}) {{"]
+    args, counter = ", ".join(p.split()[-1] for p in params), var.split()[-1]
+    body_fn = ([f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const {var}'])}) {{"]
                + inner + ["}"])
     loop = [f"  #pragma omp parallel for num_threads({self.threads})",
-            f"  for (int {var} = 0; {var} < {size}; {var}++) {name}_body({args}, {var});"]
+            f"  for ({var} = 0; {counter} < {size}; {counter}++) {name}_body({args}, {counter});"]
     return loop, body_fn
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, time
+import ctypes, hashlib, mmap, os, platform, shutil, subprocess, tempfile, time
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
 from fusegrad.helpers import CC, CPU_THREADS
@@ -13,7 +13,9 @@ class CPUBuffer:
 
 class CPUAllocator(Allocator):
   def alloc(self, nbytes: int) -> CPUBuffer:
-    raw = (ctypes.c_uint8 * (nbytes + 64))()
+    # big buffers are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset of GiBs)
+    raw = (ctypes.c_uint8 * (nbytes + 64)).from_buffer(mmap.mmap(-1, nbytes + 64)) if nbytes >= 2 ** 20 else \
+      (ctypes.c_uint8 * (nbytes + 64))()
     addr = ctypes.addressof(raw)
     return CPUBuffer(raw, addr + (-addr % 64), nbytes)
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
@@ -70,8 +72,12 @@ class ClangCompiler(Compiler):
       if proc.returncode != 0: raise CompileError(f"{self.cc} failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()
 
+try: from _ctypes import dlclose as _dlclose  # POSIX
+except ImportError: _dlclose = None  # type: ignore[assignment]
+
 class CPUProgram:
-  """A compiled kernel: the shared library is written to a temp file, loaded, and the file removed."""
+  """A compiled kernel: the shared library is written to a temp file, loaded, and the file removed; it is unloaded
+  (dlclose) when the program is garbage collected, so a bounded program cache keeps the process's mappings bounded."""
   def __init__(self, name: str, lib: bytes):
     self.name = name
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
@@ -81,6 +87,10 @@ class CPUProgram:
     finally: os.unlink(path)
     self.fxn = self.lib[name]
     self.fxn.restype = None
+  def __del__(self) -> None:
+    self.__dict__.pop("fxn", None)
+    lib = self.__dict__.pop("lib", None)
+    if lib is not None and _dlclose is not None: _dlclose(lib._handle)
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
     args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int(v) for v in vals]

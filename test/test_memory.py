@@ -1,0 +1,93 @@
+"""Bounded memory for long-running programs (issue 8, section 4): a Python scalar that changes every step does not
+recompile, loaded programs are bounded (PROGRAM_CACHE), and a long TinyJit run keeps RSS, open files and mappings flat.
+The soak test runs SOAK_STEPS steps (300 by default; SOAK_STEPS=10000 for the long run)."""
+import gc, os
+import numpy as np
+import pytest
+from fusegrad import Tensor, TinyJit, nn, dtypes, Context, Device
+from fusegrad.engine import realize
+from fusegrad.helpers import getenv
+
+def rss_mb() -> float: return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+def mapped_libs() -> int: return sum(1 for line in open("/proc/self/maps") if ".so" in line)
+def open_files() -> int: return len(os.listdir("/proc/self/fd"))
+
+@pytest.fixture
+def compiles(monkeypatch):
+  """The number of kernels compiled (get_program calls) while the test runs."""
+  count = [0]
+  def counting(*args, **kwargs):
+    count[0] += 1
+    return get_program(*args, **kwargs)
+  get_program = realize.get_program
+  monkeypatch.setattr(realize, "get_program", counting)
+  return count
+
+def test_changing_scalar_compiles_twice(compiles):
+  # the issue's loop: one program with the constant inline, then one with it as a parameter for every later value
+  for i in range(2000):
+    out = (Tensor.ones(256) * i + 1).realize()
+    if i in (0, 1, 2, 999, 1999): np.testing.assert_equal(out.numpy(), np.ones(256, np.float32) * i + 1)
+  assert compiles[0] <= 3  # 0 and 1 are special values (x*0, x*1): at most one more structure
+
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.bfloat16])
+def test_parameter_constants_match_numpy(dt, compiles):
+  if dt == dtypes.bfloat16 and Device.DEFAULT == "CL": pytest.skip("no bfloat16 on CL")
+  base = np.array([1.5, -2.0, 3.25, 0.5], np.float32)
+  x = Tensor(base).cast(dt).realize()
+  npdt = np.float32 if dt == dtypes.bfloat16 else {dtypes.float32: np.float32, dtypes.float16: np.float16,
+                                                    dtypes.int32: np.int32, dtypes.int64: np.int64}[dt]
+  for v in [3, -7, 5, 11, 2 ** 10]:
+    got = (x * v - 2).cast(dtypes.float32).numpy()
+    np.testing.assert_allclose(got, (base.astype(npdt) * npdt(v) - npdt(2)).astype(np.float32), rtol=1e-2)
+  assert compiles[0] <= 4  # the cast, the first value, the parametrized program (x*v-2 with v as a parameter)
+
+def test_special_float_parameters():
+  x = Tensor([1.0, -2.0]).realize()
+  for v in [2.0, -0.0, float("inf"), float("nan"), 0.5]:
+    np.testing.assert_equal((x * v).numpy(), np.array([1.0, -2.0], np.float32) * np.float32(v))
+  h = Tensor([1.0, -2.0], dtype=dtypes.float16).realize()
+  with np.errstate(over="ignore"):
+    for v in [3.0, 1e6, 65519.0]:  # a parameter past half's range is infinity, as the constant would be
+      np.testing.assert_equal((h * v).numpy(), np.array([1.0, -2.0], np.float16) * np.float16(v))
+
+def test_program_cache_is_bounded():
+  from fusegrad.runtime.ops_cpu import CPUProgram
+  if Device.DEFAULT != "CPU": pytest.skip("counts loaded shared libraries")
+  with Context(PROGRAM_CACHE=8):
+    for n in range(1, 41): (Tensor.ones(n) * 2 + 1).realize()  # 40 kernels of different shapes
+    gc.collect()
+    assert len(realize.programs) <= 8
+    assert sum(isinstance(o, CPUProgram) for o in gc.get_objects()) <= 8 + 4  # the rest were unloaded
+    np.testing.assert_equal((Tensor.ones(3) * 2 + 1).numpy(), [3.0, 3.0, 3.0])  # evicted kernels compile again
+
+class TinyNet:
+  def __init__(self): self.l1, self.l2 = nn.Linear(16, 32), nn.Linear(32, 4)
+  def __call__(self, x: Tensor) -> Tensor: return self.l2(self.l1(x).relu())
+
+@pytest.mark.slow
+def test_soak_jit_training_steps():
+  steps = getenv("SOAK_STEPS", 300)
+  Tensor.manual_seed(0)
+  model = TinyNet()
+  opt = nn.optim.SGD(nn.state.get_parameters(model), lr=0.01)
+  X, Y = Tensor.randn(64, 16).realize(), Tensor.randint(64, high=4).realize()
+  @TinyJit
+  def step() -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(X).sparse_categorical_crossentropy(Y).backward()
+      opt.step()
+      return loss.realize()
+  marks = {}
+  for i in range(steps):
+    loss = step()
+    if i == min(50, steps // 4): marks["start"] = (rss_mb(), open_files(), mapped_libs())
+    if i % 100 == 0: loss.item()
+  gc.collect()
+  start, end = marks["start"], (rss_mb(), open_files(), mapped_libs())
+  print(f"soak: {steps} TinyJit steps: rss {start[0]:.1f} -> {end[0]:.1f} MB, open files {start[1]} -> {end[1]}, "
+        f"mapped libraries {start[2]} -> {end[2]}, loss {loss.item():.4f}")
+  assert end[1] <= start[1] and end[2] <= start[2]
+  assert end[0] - start[0] < 20  # MB: flat, not growing with the number of steps
+  assert np.isfinite(loss.item())
