@@ -137,11 +137,12 @@ class Compiler:
   """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache."""
   def __init__(self, cachekey: str | None = None): self.cachekey = cachekey
   def compile(self, src: str) -> bytes: raise NotImplementedError
-  def compile_cached(self, src: str) -> bytes:
+  def compile_cached(self, src: str, fresh: bool = False) -> bytes:
+    """compile(src), from the disk cache when there (fresh=True: compile again and replace the cached entry)."""
     key = hashlib.sha256(src.encode()).hexdigest()
-    if self.cachekey is not None and (lib := diskcache_get(self.cachekey, key)) is not None: return lib
-    lib = self.compile(src)
-    return diskcache_put(self.cachekey, key, lib) if self.cachekey is not None else lib
+    if self.cachekey is None: return self.compile(src)
+    if not fresh and (lib := diskcache_get(self.cachekey, key)) is not None: return lib
+    return diskcache_put(self.cachekey, key, self.compile(src))
 
 class CompileError(RuntimeError):
   """A kernel failed to compile; the message holds the compiler's log and the source."""

@@ -1,6 +1,6 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, time
+import ctypes, hashlib, os, platform, shutil, struct, subprocess, tempfile, time
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
 from fusegrad.helpers import CC, CPU_THREADS
@@ -70,10 +70,19 @@ class ClangCompiler(Compiler):
       if proc.returncode != 0: raise CompileError(f"{self.cc} failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()
 
+def check_elf(lib: bytes) -> None:
+  """OSError if lib is an ELF file cut short (its section table, written last, is past the end): the loader would
+  crash the process (SIGBUS) instead of failing."""
+  if lib[:4] != b"\x7fELF" or len(lib) < 64 or lib[4] != 2: return  # only 64-bit ELF is checked
+  shoff, = struct.unpack_from("<Q" if lib[5] == 1 else ">Q", lib, 0x28)
+  shentsize, shnum = struct.unpack_from("<HH" if lib[5] == 1 else ">HH", lib, 0x3A)
+  if shoff + shentsize * shnum > len(lib): raise OSError(f"truncated shared library ({len(lib)} bytes)")
+
 class CPUProgram:
   """A compiled kernel: the shared library is written to a temp file, loaded, and the file removed."""
   def __init__(self, name: str, lib: bytes):
     self.name = name
+    check_elf(lib)
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
       f.write(lib)
       path = f.name
