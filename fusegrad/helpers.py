@@ -50,19 +50,38 @@ def to_function_name(s: str) -> str:
 
 # *** flags ***
 
+def _convert(key: str, val: Any, default: Any) -> Any:
+  """val (a string from the environment, or a value given to Context) as the type of default; ValueError naming key
+  and what it accepts otherwise."""
+  if isinstance(default, bool):
+    return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
+  kind = type(default)
+  if isinstance(val, kind) and not (kind is int and isinstance(val, bool)): return val
+  what = {int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
+  if isinstance(val, str) or (kind is float and isinstance(val, int)):
+    try: return kind(val.strip() if isinstance(val, str) else val)
+    except ValueError: pass
+  raise ValueError(f"{key}={val!r} is invalid: {key} takes {what}")
+
 def getenv(key: str, default: Any = 0) -> Any:
   """Read an environment variable, converted to the type of `default` (the one place os.environ is read)."""
   val = os.environ.get(key)
-  if val is None: return default
-  return type(default)(val) if not isinstance(default, bool) else val not in ("", "0", "false", "False")
+  return default if val is None else _convert(key, val, default)
 
 class ContextVar:
-  """A flag read once from the environment, overridable with `with Context(NAME=value)`."""
+  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0."""
   _cache: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any, doc: str = ""):
     if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
-    self.key, self.default, self.doc, self.value = key, default, doc, getenv(key, default)
+    self.key, self.default, self.doc = key, default, doc
+    self.value = self.check(getenv(key, default))
     ContextVar._cache[key] = self
+  def check(self, val: Any) -> Any:
+    """val converted to this flag's type; ValueError naming the flag and what it accepts otherwise."""
+    val = _convert(self.key, val, self.default)
+    if isinstance(val, (int, float)) and not isinstance(val, bool) and val < 0:
+      raise ValueError(f"{self.key}={val} is invalid: {self.key} takes a value >= 0 ({self.doc})")
+    return val
   def __bool__(self) -> bool: return bool(self.value)
   def __int__(self) -> int: return int(self.value)
   def __index__(self) -> int: return int(self.value)
@@ -79,7 +98,7 @@ class Context(contextlib.ContextDecorator):
   def __init__(self, **kwargs: Any):
     for k in kwargs:
       if k not in ContextVar._cache: raise KeyError(f"unknown flag {k!r}; known: {sorted(ContextVar._cache)}")
-    self.kwargs = kwargs
+    self.kwargs = {k: ContextVar._cache[k].check(v) for k, v in kwargs.items()}
   def __enter__(self) -> Context:
     self.old = {k: ContextVar._cache[k].value for k in self.kwargs}
     for k, v in self.kwargs.items(): ContextVar._cache[k].value = v
