@@ -263,12 +263,23 @@ def diskcache_put(table: str, key: str, val: bytes) -> bytes:
 
 # *** files ***
 
+def _new_file_mode() -> int:
+  """The mode open() gives a new file: 0o666 without the process's umask."""
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return 0o666 & ~mask
+
 def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
-  """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename."""
-  path = pathlib.Path(path)
+  """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename.
+  A symlink is written through (its target is replaced); the file keeps the mode of the one it replaces (a new file
+  gets open()'s). A failure removes the temp file; a killed process leaves at most a hidden `.NAME.*.tmp` beside it."""
+  path = pathlib.Path(os.path.realpath(path))
+  try: mode = path.stat().st_mode & 0o7777
+  except FileNotFoundError: mode = _new_file_mode()
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:
     with os.fdopen(fd, "wb") as f:
+      os.fchmod(f.fileno(), mode)
       for chunk in ([data] if isinstance(data, (bytes, bytearray, memoryview)) else data): f.write(chunk)
       f.flush()
       os.fsync(f.fileno())
