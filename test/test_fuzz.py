@@ -206,3 +206,25 @@ def test_pad_after_reshape_of_an_empty_tensor():  # x % 0 in the index of an emp
 @pytest.mark.parametrize("device", DEVICES)
 def test_pad_of_an_empty_tensor(device):  # PYTHON couldn't view the 1-byte allocation of an empty float buffer
   np.testing.assert_equal(Tensor(np.zeros((0,), np.float32), device=device).pad([(1, 1)]).numpy(), np.zeros(2))
+
+def test_thread_only_on_the_outermost_axis_once():  # two THREAD opts (or one on an inner axis) rendered broken C
+  from fusegrad.codegen import Opt, OptOps
+  ren = Device[DEVICES[0]].renderer
+  if not ren.threads: pytest.skip("the device has no threads")
+  si = Tensor(np.arange(4, dtype=np.float32).reshape(2, 2)).realize().flip(0).contiguous().schedule()[-1]
+  k = Kernel(merge_axes(simplify_gated_loads(fold_reduces(si.ast))), ren)
+  with pytest.raises(KernelOptError, match="outermost"): k.copy().apply_opt(Opt(OptOps.THREAD, 1, 0))
+  with pytest.raises(KernelOptError, match="outermost"): k.apply_opt(Opt(OptOps.THREAD, 0, 0)).apply_opt(
+    Opt(OptOps.THREAD, 0, 0))
+  check((2, 2), [("flip", 0)], 0, DEVICES[0], 1926)
+
+@pytest.mark.xfail(reason="codegen: the gather's folded index load loses its gate (the pad's bounds check), so it "
+                   "reads past the index buffer: PYTHON raises IndexError, CPU reads out of bounds", strict=False)
+@pytest.mark.parametrize("device", DEVICES)
+def test_gather_then_pad(device):
+  x, idx = Tensor(np.array([1.0, 2.0], np.float32), device=device), Tensor(np.array([1, 0], np.int32), device=device)
+  from fusegrad.codegen import get_program
+  si = x.gather(0, idx).pad([(0, 1)]).contiguous().schedule()[-1]
+  uops = get_program(si.ast, Device[device].renderer).uops
+  assert all(len(u.src) > 2 for u in uops if u.op.name == "LOAD" and u.src[0].arg == 1), "ungated index load"
+  np.testing.assert_equal(x.gather(0, idx).pad([(0, 1)]).numpy(), [2.0, 1.0, 0.0])
