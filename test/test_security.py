@@ -149,3 +149,15 @@ def test_beam_cache_entry_is_json_and_checked(tmp_path):
 class _Pwn:
   def __init__(self, path: str): self.path = path
   def __reduce__(self): return (open, (self.path, "w"))
+
+def test_damaged_cl_binary_is_recompiled(tmp_path):
+  if not Device.get_available("CL")[0]: pytest.skip("no OpenCL")
+  script = CACHE_SCRIPT.replace("DEV", "").replace("ops_cpu.ClangCompiler", "ops_cl.CLCompiler").replace(
+    "import fusegrad.runtime.ops_cpu as ops_cpu", "import fusegrad.runtime.ops_cl as ops_cl").replace("ops_cpu", "ops_cl")
+  def run() -> int: return compiles(run_python(script, DEV="CL", XDG_CACHE_HOME=str(tmp_path), CACHEDB=None,
+                                               DISABLE_COMPILER_CACHE=None))
+  n = run()
+  # damaged after it was stored: the checksum catches it (a binary damaged *before* its checksum was taken can crash
+  # the OpenCL driver itself: nothing short of compiling again could tell)
+  _rewrite_rows(tmp_path / "fusegrad" / "cache.db", lambda val: (val[:len(val) // 3], False))
+  assert n >= 1 and run() == n and run() == 0

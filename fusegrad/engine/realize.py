@@ -26,7 +26,7 @@ class CompiledRunner(Runner):
     dev = Device[p.device]
     self.lib = dev.compiler.compile_cached(p.src)
     try: self.prg = dev.runtime(to_function_name(p.name), self.lib)
-    except OSError:  # a cached binary the loader rejects (damaged after its checksum was taken): compile it again
+    except (OSError, RuntimeError):  # a cached binary the loader rejects (damaged before its checksum was taken)
       self.lib = dev.compiler.compile_cached(p.src, fresh=True)
       self.prg = dev.runtime(to_function_name(p.name), self.lib)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
