@@ -58,7 +58,7 @@ def apply_step(step: tuple, pool: list[Pair], rng: np.random.Generator, device: 
     f, g = BINARY[args[0]]
     other = next((p for p in reversed(pool[:-1]) if p[1].shape == a.shape), None) if args[1] else None
     if other is None:  # a fresh operand, broadcast along some axes
-      shape = tuple(1 if keep else s for s, keep in zip(a.shape, args[2]))
+      shape = tuple(1 if args[2][i % len(args[2])] else s for i, s in enumerate(a.shape))
       other = _fresh(rng, shape, device)
     return f(t, other[0]), g(a, other[1])
   if kind == "reduce":
