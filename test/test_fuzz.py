@@ -43,7 +43,8 @@ UNARY: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[np.ndarray], np.nda
   "half": (lambda t: t * 0.5 + 1, lambda a: a * np.float32(0.5) + np.float32(1)),
   "tanh": (lambda t: t.tanh(), np.tanh)}
 BINARY: dict[str, tuple[Callable[[Tensor, Tensor], Tensor], Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
-  "add": (lambda x, y: x + y, np.add), "sub": (lambda x, y: x - y, np.subtract), "mul": (lambda x, y: x * y, np.multiply),
+  "add": (lambda x, y: x + y, np.add), "sub": (lambda x, y: x - y, np.subtract),
+  "mul": (lambda x, y: x * y, np.multiply),
   "maximum": (lambda x, y: x.maximum(y), np.maximum),
   "where": (lambda x, y: (x > 0).where(x, y), lambda a, b: np.where(a > 0, a, b))}
 
@@ -174,8 +175,8 @@ def check(shape: tuple[int, ...], steps: list[tuple], seed: int, device: str, op
 
 PROGRAM = dict(shape=st.lists(SIZES, min_size=0, max_size=3).map(tuple), steps=st.lists(STEP, min_size=1, max_size=7),
                seed=st.integers(0, 2 ** 16))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=EXAMPLES <= 25,
-                database=None)
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
+                derandomize=EXAMPLES <= 25, database=None)
 
 @pytest.mark.parametrize("device", DEVICES)
 @FUZZ
