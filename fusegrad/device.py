@@ -5,7 +5,7 @@ A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
   a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
 """
 from __future__ import annotations
-import functools, hashlib, importlib, inspect, pkgutil
+import functools, hashlib, importlib, inspect, pkgutil, re, warnings
 from typing import Any, Callable
 from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
@@ -14,55 +14,69 @@ from fusegrad.renderer import Renderer
 # *** the device registry ***
 
 class _Device:
-  """Device["CPU"] opens (once) and returns a backend; Device.DEFAULT names the one tensors use by default."""
+  """Device["CPU"] opens (once) and returns a backend; Device.DEFAULT names the one new tensors use (DEV, or the best
+  that works here; `with Context(DEV=...)` changes it for the tensors made inside)."""
   def __init__(self) -> None:
     self._opened: dict[str, Compiled] = {}
-  @property
+    self._defaults: dict[str, str] = {}  # DEV's value -> the device it selects
+  @functools.cached_property
   def _names(self) -> list[str]:
     import fusegrad.runtime
     return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
   def canonicalize(self, device: str | None) -> str:
-    """'cpu' -> 'CPU', 'cl:0' -> 'CL', None -> Device.DEFAULT."""
+    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT. ValueError for anything not NAME or
+    NAME:index of a known backend (index: decimal digits)."""
     if device is None: return self.DEFAULT
-    name, _, num = str(device).partition(":")
-    name = name.upper()
-    return name if num in ("", "0") else f"{name}:{num}"
+    if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):
+      raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
+    name, num = m[1].upper(), int(m[2] or 0)
+    if name not in self._names: raise ValueError(f"unknown device {name!r}; devices: {', '.join(sorted(self._names))}")
+    return name if num == 0 else f"{name}:{num}"
   def __getitem__(self, device: str) -> Compiled:
     device = self.canonicalize(device)
     if device not in self._opened: self._opened[device] = self._open(device)
     return self._opened[device]
   def _open(self, device: str) -> Compiled:
     base = device.split(":")[0]
-    if base not in self._names:
-      raise ValueError(f"unknown device {device!r}; devices: {', '.join(sorted(self._names))}")
     module = importlib.import_module(f"fusegrad.runtime.ops_{base.lower()}")
     cls: type[Any] = next(c for n, c in inspect.getmembers(module, inspect.isclass)
                           if n.lower() == f"{base.lower()}device")
     ret: Compiled = cls(device)
     dprint(1, f"opened device {device} ({type(ret).__name__})")
     return ret
-  def get_available(self, device: str) -> tuple[bool, str]:
-    """(works, why not) for a device name, without raising."""
+  def _try_open(self, device: str) -> Exception | None:
     try:
       self[device]
-      return True, ""
-    except Exception as e:  # a backend that fails to initialise is skipped, with the reason
-      return False, f"{type(e).__name__}: {e}"
-  @functools.cached_property
+      return None
+    except Exception as e: return e  # a backend that fails to initialise is skipped, with the reason
+  def get_available(self, device: str) -> tuple[bool, str]:
+    """(works, why not) for a device name, without raising."""
+    e = self._try_open(device)
+    return e is None, "" if e is None else f"{type(e).__name__}: {e}"
+  @property
   def DEFAULT(self) -> str:
+    if DEV.value not in self._defaults: self._defaults[DEV.value] = self._pick_default()
+    return self._defaults[DEV.value]
+  def _pick_default(self) -> str:
     if DEV.value:
-      dev = self.canonicalize(DEV.value)
+      try: dev = self.canonicalize(DEV.value)
+      except ValueError as e: raise RuntimeError(f"DEV={DEV.value} can't be opened: {e}") from None
       ok, why = self.get_available(dev)
       if not ok: raise RuntimeError(f"DEV={DEV.value} can't be opened: {why}")
       return dev
-    # a real accelerator first, then the native CPU backend, then the interpreter
-    for dev in ("CUDA", "CL", "CPU", "PYTHON"):
-      ok, why = self.get_available(dev)
-      if ok and (dev in ("CPU", "PYTHON") or self[dev].is_accelerator): return dev
-      dprint(1, f"device {dev} skipped: {why or 'not an accelerator'}")
-    raise RuntimeError("no device works on this machine")
+    # a real accelerator first, then the native CPU backend, then the interpreter (only when no C compiler is installed)
+    for dev in ("CUDA", "CL", "CPU"):
+      e = self._try_open(dev)
+      if e is None and (dev == "CPU" or self[dev].is_accelerator): return dev
+      if dev == "CPU" and isinstance(e, NoCompilerError):
+        warnings.warn(f"fusegrad: {e}; using the PYTHON interpreter, which is much slower (set DEV=PYTHON to silence)")
+        return "PYTHON"
+      if dev == "CPU": raise RuntimeError(f"the CPU backend doesn't work: {type(e).__name__}: {e}") from e
+      dprint(1, f"device {dev} skipped: {f'{type(e).__name__}: {e}' if e else 'not an accelerator'}")
+    raise AssertionError("unreachable")
   def set_default(self, device: str) -> None:
-    self.__dict__["DEFAULT"] = self.canonicalize(device)
+    """Make device the default from now on (as DEV=device would)."""
+    DEV.value = self.canonicalize(device)
 Device = _Device()
 
 # *** buffers ***
@@ -137,11 +151,15 @@ class Compiler:
   """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache."""
   def __init__(self, cachekey: str | None = None): self.cachekey = cachekey
   def compile(self, src: str) -> bytes: raise NotImplementedError
-  def compile_cached(self, src: str) -> bytes:
+  def compile_cached(self, src: str, fresh: bool = False) -> bytes:
+    """compile(src), from the disk cache when there (fresh=True: compile again and replace the cached entry)."""
     key = hashlib.sha256(src.encode()).hexdigest()
-    if self.cachekey is not None and (lib := diskcache_get(self.cachekey, key)) is not None: return lib
-    lib = self.compile(src)
-    return diskcache_put(self.cachekey, key, lib) if self.cachekey is not None else lib
+    if self.cachekey is None: return self.compile(src)
+    if not fresh and (lib := diskcache_get(self.cachekey, key)) is not None: return lib
+    return diskcache_put(self.cachekey, key, self.compile(src))
+
+class NoCompilerError(RuntimeError):
+  """The backend needs a compiler and none is installed (the one case Device.DEFAULT falls back to PYTHON)."""
 
 class CompileError(RuntimeError):
   """A kernel failed to compile; the message holds the compiler's log and the source."""

@@ -4,7 +4,8 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import contextlib, functools, gzip, hashlib, os, pathlib, pickle, sqlite3, sys, tempfile, time, urllib.request
+import contextlib, functools, gzip, hashlib, itertools, os, pathlib, sqlite3, sys, tempfile, time, urllib.request
+import warnings
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -49,19 +50,38 @@ def to_function_name(s: str) -> str:
 
 # *** flags ***
 
+def _convert(key: str, val: Any, default: Any) -> Any:
+  """val (a string from the environment, or a value given to Context) as the type of default; ValueError naming key
+  and what it accepts otherwise."""
+  if isinstance(default, bool):
+    return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
+  kind = type(default)
+  if isinstance(val, kind) and not (kind is int and isinstance(val, bool)): return val
+  what = {int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
+  if isinstance(val, str) or (kind is float and isinstance(val, int)):
+    try: return kind(val.strip() if isinstance(val, str) else val)
+    except ValueError: pass
+  raise ValueError(f"{key}={val!r} is invalid: {key} takes {what}")
+
 def getenv(key: str, default: Any = 0) -> Any:
   """Read an environment variable, converted to the type of `default` (the one place os.environ is read)."""
   val = os.environ.get(key)
-  if val is None: return default
-  return type(default)(val) if not isinstance(default, bool) else val not in ("", "0", "false", "False")
+  return default if val is None else _convert(key, val, default)
 
 class ContextVar:
-  """A flag read once from the environment, overridable with `with Context(NAME=value)`."""
+  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0."""
   _cache: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any, doc: str = ""):
     if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
-    self.key, self.default, self.doc, self.value = key, default, doc, getenv(key, default)
+    self.key, self.default, self.doc = key, default, doc
+    self.value = self.check(getenv(key, default))
     ContextVar._cache[key] = self
+  def check(self, val: Any) -> Any:
+    """val converted to this flag's type; ValueError naming the flag and what it accepts otherwise."""
+    val = _convert(self.key, val, self.default)
+    if isinstance(val, (int, float)) and not isinstance(val, bool) and val < 0:
+      raise ValueError(f"{self.key}={val} is invalid: {self.key} takes a value >= 0 ({self.doc})")
+    return val
   def __bool__(self) -> bool: return bool(self.value)
   def __int__(self) -> int: return int(self.value)
   def __index__(self) -> int: return int(self.value)
@@ -78,7 +98,7 @@ class Context(contextlib.ContextDecorator):
   def __init__(self, **kwargs: Any):
     for k in kwargs:
       if k not in ContextVar._cache: raise KeyError(f"unknown flag {k!r}; known: {sorted(ContextVar._cache)}")
-    self.kwargs = kwargs
+    self.kwargs = {k: ContextVar._cache[k].check(v) for k, v in kwargs.items()}
   def __enter__(self) -> Context:
     self.old = {k: ContextVar._cache[k].value for k in self.kwargs}
     for k, v in self.kwargs.items(): ContextVar._cache[k].value = v
@@ -99,6 +119,7 @@ CC = ContextVar("CC", "", "C compiler for the CPU backend (default: clang if pre
 CPU_THREADS = ContextVar("CPU_THREADS", 0, "threads per CPU kernel (0: one per core)")
 DISABLE_COMPILER_CACHE = ContextVar("DISABLE_COMPILER_CACHE", 0, "1: never read or write the on-disk kernel cache")
 CACHEDB = ContextVar("CACHEDB", "", "path of the SQLite cache file (default: <user cache dir>/fusegrad/cache.db)")
+CACHE_SIZE_MB = ContextVar("CACHE_SIZE_MB", 1024, "bound on the kernel cache file; least recently used entries go")
 CACHE_DIR = ContextVar("XDG_CACHE_HOME", "", "user cache directory (default ~/.cache)")
 MNIST_DIR = ContextVar("MNIST_DIR", "", "a local folder holding the MNIST .gz files (skips the download)")
 FASHION_MNIST_DIR = ContextVar("FASHION_MNIST_DIR", "", "a local folder holding the Fashion-MNIST .gz files")
@@ -152,68 +173,117 @@ class Timing(contextlib.ContextDecorator):
     self.et = time.perf_counter_ns() - self.st
     if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
 
-# *** on-disk cache: one SQLite file, safe with several processes, rebuilt if corrupt ***
+# *** on-disk cache: one SQLite file of checked bytes, safe with several processes, bounded, never unpickled ***
 
+_CACHE_TABLE = "fusegrad_cache"
+_CACHE_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {_CACHE_TABLE} (tbl TEXT, key TEXT, val BLOB, sha256 TEXT, used REAL, "
+                 "PRIMARY KEY (tbl, key))")
 _db_connection: sqlite3.Connection | None = None
-_cache_tables: set[str] = set()
 
 def cache_dir() -> pathlib.Path:
   return pathlib.Path(CACHE_DIR.value or pathlib.Path.home() / ".cache") / "fusegrad"
 
 def _cache_path() -> pathlib.Path: return pathlib.Path(CACHEDB.value) if CACHEDB.value else cache_dir() / "cache.db"
 
+def _is_cache_file(path: pathlib.Path) -> bool:
+  """True for a path fusegrad may use as its cache: nothing there, an empty file, or an SQLite file of fusegrad's."""
+  if not path.exists(): return True
+  if not path.is_file(): return False
+  if path.stat().st_size == 0: return True
+  with open(path, "rb") as f:
+    if f.read(16) != b"SQLite format 3\x00": return False
+  try:
+    with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+      return conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_CACHE_TABLE,)).fetchone() is not None
+  except sqlite3.Error: return False
+
+def _connect(path: pathlib.Path | str) -> sqlite3.Connection:
+  conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+  conn.execute("PRAGMA journal_mode=WAL")
+  conn.execute(_CACHE_SCHEMA)
+  return conn
+
 def _db() -> sqlite3.Connection:
+  """The cache's connection. CACHEDB naming a file that isn't a fusegrad cache raises (the file is left alone); the
+  default file, if damaged, is rebuilt; a cache that can't be written falls back to memory with one warning."""
   global _db_connection
-  if _db_connection is None:
-    path = _cache_path()
+  if _db_connection is not None: return _db_connection
+  path = _cache_path()
+  if CACHEDB.value and not _is_cache_file(path):
+    raise RuntimeError(f"CACHEDB={CACHEDB.value} is an existing file that is not a fusegrad cache: refusing to use "
+                       "or overwrite it; point CACHEDB at a new file (or unset it)")
+  try:
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-      _db_connection = sqlite3.connect(path, timeout=60, isolation_level=None)
-      _db_connection.execute("PRAGMA journal_mode=WAL")
-      _db_connection.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.DatabaseError:  # corrupt file: start again with an empty cache
-      if _db_connection is not None: _db_connection.close()
+    try: _db_connection = _connect(path)
+    except sqlite3.OperationalError: raise
+    except sqlite3.DatabaseError:  # the file is damaged (CACHEDB was checked above): start again with an empty cache
       for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")): p.unlink(missing_ok=True)
-      _db_connection = sqlite3.connect(path, timeout=60, isolation_level=None)
-      _db_connection.execute("PRAGMA journal_mode=WAL")
+      _db_connection = _connect(path)
+  except (OSError, sqlite3.OperationalError) as e:
+    warnings.warn(f"fusegrad: can't use the kernel cache {path} ({e}); caching in memory for this process")
+    _db_connection = _connect(":memory:")
   return _db_connection
 
-def diskcache_get(table: str, key: str) -> Any:
-  """The value stored under (table, key), or None. Never raises on a missing or damaged cache."""
-  if DISABLE_COMPILER_CACHE: return None
-  try:
-    row = _db().execute(f"SELECT val FROM '{table}' WHERE key=?", (key,)).fetchone()
-    return pickle.loads(row[0]) if row is not None else None
-  except Exception: return None  # a damaged entry can make unpickling raise almost anything (ValueError, KeyError...)
+def cache_reset() -> None:
+  """Close the cache (the next use opens it again, with the current CACHEDB): for tests."""
+  global _db_connection
+  if _db_connection is not None: _db_connection.close()
+  _db_connection = None
 
-def diskcache_put(table: str, key: str, val: Any) -> Any:
-  """Store val under (table, key) and return it."""
-  if DISABLE_COMPILER_CACHE: return val
+def _digest(table: str, key: str, val: bytes) -> str:
+  return hashlib.sha256(b"%d:%s%d:%s" % (len(table), table.encode(), len(key), key.encode()) + val).hexdigest()
+
+def diskcache_get(table: str, key: str) -> bytes | None:
+  """The bytes stored under (table, key), or None. A damaged entry (its checksum doesn't match) is dropped."""
+  if DISABLE_COMPILER_CACHE: return None
+  conn = _db()
   try:
-    conn = _db()
-    if table not in _cache_tables:
-      conn.execute(f"CREATE TABLE IF NOT EXISTS '{table}' (key TEXT PRIMARY KEY, val BLOB)")
-      _cache_tables.add(table)
-    conn.execute(f"INSERT OR REPLACE INTO '{table}' (key, val) VALUES (?, ?)", (key, pickle.dumps(val)))
+    row = conn.execute(f"SELECT val, sha256 FROM {_CACHE_TABLE} WHERE tbl=? AND key=?", (table, key)).fetchone()
+    if row is None: return None
+    if not isinstance(row[0], bytes) or _digest(table, key, row[0]) != row[1]:
+      dprint(1, f"cache: dropping a damaged entry {table}/{key}")
+      conn.execute(f"DELETE FROM {_CACHE_TABLE} WHERE tbl=? AND key=?", (table, key))
+      return None
+    conn.execute(f"UPDATE {_CACHE_TABLE} SET used=? WHERE tbl=? AND key=?", (time.time(), table, key))
+    return row[0]
+  except sqlite3.Error: return None
+
+def diskcache_put(table: str, key: str, val: bytes) -> bytes:
+  """Store the bytes val under (table, key) and return them; then trim the cache to CACHE_SIZE_MB, oldest use first."""
+  if DISABLE_COMPILER_CACHE: return val
+  if not isinstance(val, bytes): raise TypeError(f"the cache stores bytes, not {type(val).__name__}")
+  conn = _db()
+  try:
+    conn.execute(f"INSERT OR REPLACE INTO {_CACHE_TABLE} VALUES (?, ?, ?, ?, ?)",
+                 (table, key, val, _digest(table, key, val), time.time()))
+    limit = CACHE_SIZE_MB.value * 2 ** 20
+    if conn.execute(f"SELECT COALESCE(SUM(LENGTH(val)), 0) FROM {_CACHE_TABLE}").fetchone()[0] > limit:
+      rows = conn.execute(f"SELECT rowid, LENGTH(val) FROM {_CACHE_TABLE} ORDER BY used DESC").fetchall()
+      sizes = itertools.accumulate(n for _, n in rows)
+      old = [(rowid,) for (rowid, _), total in zip(rows, sizes) if total > limit]
+      conn.executemany(f"DELETE FROM {_CACHE_TABLE} WHERE rowid=?", old)
   except sqlite3.Error: pass
   return val
 
-def diskcache(func: Callable) -> Callable:
-  """Decorator: cache a function of hashable-by-repr arguments on disk."""
-  def wrapper(*args: Any, **kwargs: Any) -> Any:
-    key = hashlib.sha256(pickle.dumps((args, kwargs))).hexdigest()
-    if (ret := diskcache_get(func.__name__, key)) is not None: return ret
-    return diskcache_put(func.__name__, key, func(*args, **kwargs))
-  return wrapper
-
 # *** files ***
 
+def _new_file_mode() -> int:
+  """The mode open() gives a new file: 0o666 without the process's umask."""
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return 0o666 & ~mask
+
 def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
-  """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename."""
-  path = pathlib.Path(path)
+  """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename.
+  A symlink is written through (its target is replaced); the file keeps the mode of the one it replaces (a new file
+  gets open()'s). A failure removes the temp file; a killed process leaves at most a hidden `.NAME.*.tmp` beside it."""
+  path = pathlib.Path(os.path.realpath(path))
+  try: mode = path.stat().st_mode & 0o7777
+  except FileNotFoundError: mode = _new_file_mode()
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:
     with os.fdopen(fd, "wb") as f:
+      os.fchmod(f.fileno(), mode)
       for chunk in ([data] if isinstance(data, (bytes, bytearray, memoryview)) else data): f.write(chunk)
       f.flush()
       os.fsync(f.fileno())

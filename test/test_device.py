@@ -115,14 +115,10 @@ def cached_run(cache_home: pathlib.Path, cachedb: str | None = None, disable: st
   return compiles(run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(cache_home), CACHEDB=cachedb,
                              DISABLE_COMPILER_CACHE=disable))
 
-def cache_tables(conn: sqlite3.Connection) -> list[str]:
-  names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-  return [name for name in names if name.startswith("compile_")]
-
 def cache_rows(db: pathlib.Path) -> int:
   """Compiled kernels stored in the cache file."""
   with sqlite3.connect(db) as conn:
-    return sum(conn.execute(f"SELECT count(*) FROM '{t}'").fetchone()[0] for t in cache_tables(conn))
+    return conn.execute("SELECT count(*) FROM fusegrad_cache WHERE tbl LIKE 'compile_%'").fetchone()[0]
 
 @needs_cpu
 class TestCompileCache:
@@ -156,7 +152,7 @@ class TestCompileCache:
   def test_corrupted_entry_is_recompiled(self, tmp_path):
     n = cached_run(tmp_path)
     with sqlite3.connect(tmp_path / "fusegrad" / "cache.db") as conn:
-      for t in cache_tables(conn): conn.execute(f"UPDATE '{t}' SET val=?", (b"\x80garbage",))
+      conn.execute("UPDATE fusegrad_cache SET val=?", (b"\x80garbage",))
     assert cached_run(tmp_path) == n
 
   def test_two_processes_at_once(self, tmp_path):
@@ -295,3 +291,70 @@ class TestProgressBar:
     err = capsys.readouterr().err
     assert err.count("\r") < 2000  # redrawn at a limited rate, not once per step
     assert "20000/20000" in err.split("\r")[-1]
+
+# *** settings and device strings are validated (issue 8.6) ***
+class TestBadSettings:
+  @pytest.mark.parametrize("env, message", [({"DEBUG": "abc"}, "DEBUG='abc' is invalid: DEBUG takes an integer"),
+                                            ({"BEAM": "-1"}, "BEAM=-1 is invalid: BEAM takes a value >= 0"),
+                                            ({"CPU_THREADS": "-3"}, "CPU_THREADS=-3 is invalid"),
+                                            ({"JIT": "1.5"}, "JIT='1.5' is invalid: JIT takes an integer")])
+  def test_bad_environment_value_names_the_variable(self, env, message):
+    proc = run_python("import fusegrad", **env)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert "invalid literal" not in proc.stderr
+
+  def test_bad_context_value(self):
+    with pytest.raises(ValueError, match="DEBUG='abc' is invalid: DEBUG takes an integer"): Context(DEBUG="abc")
+    with pytest.raises(ValueError, match="BEAM=-1 is invalid"): Context(BEAM=-1)
+    with pytest.raises(ValueError, match="DEV=3 is invalid: DEV takes a string"): Context(DEV=3)
+    with Context(DEBUG="2"): assert DEBUG.value == 2  # a string from a config file is fine when it is a number
+
+  def test_getenv_names_the_variable(self, monkeypatch):
+    monkeypatch.setenv("FG_TEST_VALUE", "lots")
+    with pytest.raises(ValueError, match="FG_TEST_VALUE='lots' is invalid: FG_TEST_VALUE takes an integer"):
+      getenv("FG_TEST_VALUE", 3)
+
+  @pytest.mark.parametrize("device", ["cpu:x", "cpu:", "cpu:-1", " cpu", "cpu:1:2", "c p u", ""])
+  def test_bad_device_strings(self, device):
+    with pytest.raises(ValueError, match="bad device"): Device.canonicalize(device)
+    with pytest.raises(ValueError, match="bad device"): Tensor([1.0], device=device)
+
+  def test_device_index_forms(self):
+    assert Device.canonicalize("cpu:01") == "CPU:1" and Device.canonicalize("python:0") == "PYTHON"
+
+  def test_bad_dev_variable(self):
+    proc = run_python("from fusegrad import Tensor; Tensor([1.0]).realize()", DEV="cpu:x")
+    assert proc.returncode != 0 and "DEV=cpu:x can't be opened: bad device 'cpu:x'" in proc.stderr, proc.stderr
+
+  def test_context_dev_after_the_first_tensor(self):
+    other = "PYTHON" if Device.DEFAULT != "PYTHON" else ("CPU" if cpu_works() else None)
+    if other is None: pytest.skip("only one device works here")
+    first = Tensor([1.0, 2.0])
+    with Context(DEV=other):
+      t = Tensor([1.0, 2.0]) * 3
+      assert t.device == other and Tensor.zeros(2).device == other and t.tolist() == [3.0, 6.0]
+    assert Tensor([1.0]).device == first.device != other
+
+class TestCompilerChoice:
+  @pytest.mark.parametrize("cc", ["/no/such/gcc", "ccache-that-isnt-there gcc", "false"])
+  def test_broken_cc_is_an_error_not_a_silent_fallback(self, cc):
+    proc = run_python("from fusegrad import Device; print(Device.DEFAULT)", CC=cc, DEV=None)
+    assert proc.returncode != 0 and "the CPU backend doesn't work" in proc.stderr and f"CC={cc!r}" in proc.stderr
+    assert "PYTHON" not in proc.stdout
+
+  @needs_cpu
+  def test_cc_with_a_wrapper_command(self):  # as "ccache gcc": the first word runs the rest
+    import shutil
+    cc = next(c for c in ("clang", "gcc", "cc") if shutil.which(c))
+    proc = run_python("from fusegrad import Device, Tensor; print(Device.DEFAULT, (Tensor([1.0]) + 1).tolist())",
+                      CC=f"env {cc}", DEV=None)
+    assert proc.stdout.split() == ["CPU", "[2.0]"], proc.stderr
+
+  def test_no_compiler_installed_falls_back_to_python_and_says_so(self, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(tmp_path)}
+    for k in ("CC", "DEV"): env.pop(k, None)
+    proc = subprocess.run([sys.executable, "-c", "from fusegrad import Device, Tensor; "
+                           "print(Device.DEFAULT, (Tensor([1.0]) + 1).tolist())"], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert proc.stdout.split() == ["PYTHON", "[2.0]"], proc.stderr
+    assert "no C compiler installed" in proc.stderr and "PYTHON interpreter" in proc.stderr

@@ -2,6 +2,7 @@
 checkpoints (zip and legacy) without torch, GGUF files (written here by the spec, and by the gguf package if present),
 atomic writes and clear errors on corrupt files."""
 import collections, json, os, pathlib, pickle, struct, subprocess, sys, zipfile
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 from typing import NamedTuple
 import numpy as np
 import pytest
@@ -494,3 +495,109 @@ def test_gguf_corrupt(tmp_path):
     fn = tmp_path / f"bad{i}.gguf"
     fn.write_bytes(raw)
     with pytest.raises(ValueError, match=match): gguf_load(fn)
+
+# *** untrusted state files (issue 8.7) ***
+DUP_HEADER = ('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+              '"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}').encode()
+
+@pytest.mark.parametrize("raw,match", [
+  (struct.pack("<Q", len(DUP_HEADER)) + DUP_HEADER + b"\0" * 8, "duplicate key.*'a'"),
+  (safetensors_bytes({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                      "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8), "'a' and 'b' overlap"),
+  (safetensors_bytes({"b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+                      "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8), "'a' and 'b' overlap"),
+  (safetensors_bytes({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}}, b"\0" * 4), "bad data_offsets"),
+  (safetensors_bytes({"a": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4), "unsupported dtype"),
+  (safetensors_bytes({"a": {"dtype": {"x": 1}, "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4), "unsupported"),
+  (safetensors_bytes({"a": {"dtype": "F32", "shape": [True], "data_offsets": [0, 4]}}, b"\0" * 4), "bad shape"),
+  (struct.pack("<Q", 200_002) + b"[" * 100_001 + b"]" * 100_001, "nested too deeply"),
+  (safetensors_bytes({"__metadata__": {"x": "y"}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                      "n": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+                      "b": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]}}, b"\0" * 8), "'a' and 'b' overlap")])
+def test_safe_load_hostile_headers(tmp_path, raw, match):
+  fn = tmp_path / "bad.safetensors"
+  fn.write_bytes(raw)
+  with pytest.raises(ValueError, match=match): safe_load(fn)
+
+def test_safe_load_any_header_order_and_empty_tensors(tmp_path):
+  raw = safetensors_bytes({"b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+                           "e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [4, 4]},
+                           "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, struct.pack("<2f", 1.5, 2.5))
+  (tmp_path / "ok.safetensors").write_bytes(raw)
+  got = safe_load(tmp_path / "ok.safetensors")
+  assert got["a"].tolist() == [1.5] and got["b"].tolist() == [2.5] and got["e"].shape == (0, 3)
+
+def test_gguf_deeply_nested_arrays(tmp_path):
+  nested = b"".join(struct.pack("<IQ", 9, 1) for _ in range(100_000)) + struct.pack("<IQ", 0, 0)
+  raw = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k") + struct.pack("<I", 9) + nested
+  (tmp_path / "deep.gguf").write_bytes(raw)
+  with pytest.raises(ValueError, match="nested more than 16 deep"): gguf_load(tmp_path / "deep.gguf")
+  ok = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k") + struct.pack("<IIQ", 9, 9, 1) + \
+    struct.pack("<IQ", 0, 2) + b"\x01\x02"
+  (tmp_path / "ok.gguf").write_bytes(ok)
+  assert gguf_load(tmp_path / "ok.gguf")[0] == {"k": [[1, 2]]}
+
+@pytest.mark.parametrize("mode", [0o644, 0o600, 0o640, 0o755])
+def test_safe_save_keeps_the_mode_of_the_file_it_replaces(tmp_path, mode):
+  fn = tmp_path / "m.safetensors"
+  fn.write_bytes(b"old")
+  os.chmod(fn, mode)
+  safe_save({"a": Tensor([1.0])}, fn)
+  assert fn.stat().st_mode & 0o7777 == mode and safe_load(fn)["a"].tolist() == [1.0]
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_safe_save_new_file_mode_as_open(tmp_path, umask):
+  old = os.umask(umask)
+  try:
+    safe_save({"a": Tensor([1.0])}, tmp_path / "new.safetensors")
+    with open(tmp_path / "ref", "wb"): pass
+  finally: os.umask(old)
+  assert (tmp_path / "new.safetensors").stat().st_mode & 0o7777 == (tmp_path / "ref").stat().st_mode & 0o7777
+  assert (tmp_path / "ref").stat().st_mode & 0o7777 == 0o666 & ~umask
+
+def test_safe_save_writes_through_a_symlink(tmp_path):
+  (tmp_path / "store").mkdir()
+  target = tmp_path / "store" / "real.safetensors"
+  safe_save({"a": Tensor([1.0])}, target)
+  link = tmp_path / "link.safetensors"
+  link.symlink_to(target)
+  safe_save({"a": Tensor([2.0, 3.0])}, link)
+  assert link.is_symlink() and os.readlink(link) == str(target)
+  assert safe_load(target)["a"].tolist() == [2.0, 3.0]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["link.safetensors", "store"]
+  assert [p.name for p in (tmp_path / "store").iterdir()] == ["real.safetensors"]
+
+def test_safe_save_killed_midway_leaves_the_old_file_and_a_hidden_tmp(tmp_path):
+  fn = tmp_path / "ckpt.safetensors"
+  safe_save({"a": Tensor([1.0, 2.0])}, fn)
+  code = ("import os, signal, fusegrad.helpers\n"
+          "fusegrad.helpers.os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+          "from fusegrad import Tensor\nfrom fusegrad.nn.state import safe_save\n"
+          f"safe_save({{'a': Tensor([9.0] * 1000)}}, {str(fn)!r})\n")
+  proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+  assert proc.returncode == -9
+  assert safe_load(fn)["a"].tolist() == [1.0, 2.0]
+  leftovers = [p.name for p in tmp_path.iterdir() if p != fn]
+  assert len(leftovers) == 1 and leftovers[0].startswith(".ckpt.safetensors.") and leftovers[0].endswith(".tmp")
+  assert [p.name for p in tmp_path.glob("*.safetensors")] == ["ckpt.safetensors"]
+
+def test_torch_load_expanded_views_are_bounded(tmp_path):
+  big = torch.zeros(250_000).as_strided((60_000_000,), (0,))  # a 1 MB storage, one element repeated 60M times
+  torch.save({"x": big}, tmp_path / "bomb.pt")
+  assert (tmp_path / "bomb.pt").stat().st_size < 2 ** 21
+  with pytest.raises(ValueError, match="more than 4 times the 1000000 bytes of data"): torch_load(tmp_path / "bomb.pt")
+  shared = torch.arange(250_000, dtype=torch.float32)
+  torch.save({f"v{i}": shared for i in range(100)}, tmp_path / "shared.pt")  # 100 tensors sharing one storage: ok
+  assert len(torch_load(tmp_path / "shared.pt")) == 100
+  torch.save({f"v{i}": shared[i:] for i in range(400)}, tmp_path / "many.pt")  # 400 MB from 1 MB: refused
+  with pytest.raises(ValueError, match="corrupt or malicious"): torch_load(tmp_path / "many.pt")
+
+@pytest.mark.parametrize("zipped", [True, False])
+def test_torch_load_strided_views_match_torch(tmp_path, zipped):
+  base = torch.arange(24, dtype=torch.float32)
+  state = {"expand": torch.arange(3.0).expand(4, 3), "overlap": base.as_strided((3, 4), (2, 1)),
+           "gapped": base.as_strided((2, 3, 2), (12, 4, 1), 1), "zero": base.as_strided((2, 3), (0, 0), 5),
+           "ones": base.as_strided((1, 4, 1), (7, 5, 3), 2)}
+  torch.save(state, tmp_path / "v.pt", _use_new_zipfile_serialization=zipped)
+  got = torch_load(tmp_path / "v.pt")
+  for k, v in state.items(): np.testing.assert_array_equal(got[k].numpy(), v.numpy(), err_msg=k)

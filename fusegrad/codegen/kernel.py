@@ -108,6 +108,8 @@ class Kernel:
     if opt.op is OptOps.THREAD and (not self.ren.threads or opt.arg != 0):
       raise KernelOptError(f"{opt}: the device has no threads" if not self.ren.threads
                            else f"{opt}: THREAD takes the whole axis (arg 0)")
+    if opt.op is OptOps.THREAD and (opt.axis != 0 or self.ranges_of(AxisType.THREAD)):  # rendered as the outer loop
+      raise KernelOptError(f"{opt}: only the outermost output axis can be split across threads, once")
     if opt.op in (OptOps.UPCAST, OptOps.LANES) and self.upcast_size() * amount > self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} upcast elements")
     if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 4 * self.ren.upcast_max:

@@ -67,7 +67,8 @@ def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
   """idx simplified knowing gate holds (a load's address only matters when its gate is true): the expressions the
   gate bounds become bounded placeholders while simplifying."""
   bounds = _gate_bounds(gate)
-  if not bounds: return idx
+  # a load inside idx is rendered before the gate is tested: its own index and gate must stay valid without it
+  if not bounds or any(u.op is Ops.LOAD for u in idx.toposort()): return idx
   stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi))
               for i, (x, (lo, hi)) in enumerate(bounds.items())}
   ret = simplify(idx.substitute(stand_in))

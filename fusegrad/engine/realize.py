@@ -31,7 +31,10 @@ class CompiledRunner(Runner):
     self.p = p
     dev = Device[p.device]
     self.lib = dev.compiler.compile_cached(p.src)
-    self.prg = dev.runtime(to_function_name(p.name), self.lib)
+    try: self.prg = dev.runtime(to_function_name(p.name), self.lib)
+    except (OSError, RuntimeError):  # a cached binary the loader rejects (damaged before its checksum was taken)
+      self.lib = dev.compiler.compile_cached(p.src, fresh=True)
+      self.prg = dev.runtime(to_function_name(p.name), self.lib)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
     vals = tuple(by_name[v.arg[0]] for v in self.p.vars)

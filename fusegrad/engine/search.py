@@ -4,7 +4,7 @@ In: a Kernel with no opts applied. Out: the Kernel with the best opts found appl
 (device, kernel AST, beam width), so a kernel is searched once per machine.
 """
 from __future__ import annotations
-import hashlib, math
+import hashlib, json, math
 from fusegrad.dtype import DType
 from fusegrad.device import Buffer, CompileError
 from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG
@@ -42,12 +42,21 @@ def time_kernel(k: Kernel, bufs: list[Buffer], repeats: int = 3) -> float:
     dprint(5, f"beam: candidate failed: {e}")
     return math.inf
 
+def _cached_opts(key: str) -> list[Opt] | None:
+  """The opts BEAM found for this key before (stored as JSON), or None."""
+  if (data := diskcache_get("beam_search", key)) is None: return None
+  try: return [Opt(OptOps[op], int(axis), int(amt)) for op, axis, amt in json.loads(data)]
+  except (ValueError, KeyError, TypeError): return None
+
 def beam_search(k: Kernel, width: int) -> Kernel:
   """Grow the opts list one action at a time, keeping the `width` fastest kernels, until nothing gets faster."""
   key = hashlib.sha256(f"{k.ren!r}|{width}|{pretty_print(k.ast, max_nodes=10**9)}".encode()).hexdigest()
-  if (cached := diskcache_get("beam_search", key)) is not None:
-    for o in cached: k.apply_opt(o)
-    return k
+  if (cached := _cached_opts(key)) is not None:
+    try:
+      ret = k.copy()
+      for o in cached: ret.apply_opt(o)
+      return ret
+    except KernelOptError: pass  # an entry that doesn't fit this kernel: search again
   bufs = _buffers_for(k)
   beam: list[tuple[Kernel, float]] = [(k, time_kernel(k, bufs))]
   seen: set[tuple[Opt, ...]] = {()}
@@ -67,5 +76,5 @@ def beam_search(k: Kernel, width: int) -> Kernel:
     beam = best_now
     if DEBUG >= 2: dprint(2, f"beam: {beam[0][1] * 1e6:9.2f} us {beam[0][0].applied_opts}")
   best = beam[0][0]
-  diskcache_put("beam_search", key, best.applied_opts)
+  diskcache_put("beam_search", key, json.dumps([[o.op.name, o.axis, o.arg] for o in best.applied_opts]).encode())
   return best

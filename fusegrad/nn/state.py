@@ -10,7 +10,7 @@ written atomically (a temp file, then a rename), so a crash never leaves a half-
 file raises ValueError naming the file and the problem.
 """
 from __future__ import annotations
-import array, collections, io, json, pathlib, pickle, struct, time, types, zipfile
+import array, collections, io, itertools, json, pathlib, pickle, struct, time, types, zipfile
 from typing import Any, Callable, Iterator
 from fusegrad.tensor import Tensor, _make_buffer
 from fusegrad.dtype import DType, dtypes
@@ -160,26 +160,41 @@ def _safe_header(raw: memoryview, name: str) -> tuple[int, dict[str, Any]]:
   if n > len(raw) - 8:
     raise ValueError(f"safe_load: {name}: header of {n} bytes but the file has only {len(raw) - 8} after the length "
                      "(truncated?)")
-  try: header = json.loads(bytes(raw[8:8 + n]).decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise ValueError(f"safe_load: {name}: the header is not valid JSON ({e})") from None
+  try: header = json.loads(bytes(raw[8:8 + n]).decode("utf-8"), object_pairs_hook=_no_duplicates)
+  except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, a duplicate key, nested too deeply
+    why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+    raise ValueError(f"safe_load: {name}: the header is not valid JSON ({why})") from None
   if not isinstance(header, dict): raise ValueError(f"safe_load: {name}: the header is not a JSON object")
   data_len = len(raw) - 8 - n
+  spans = []
   for key, info in header.items():
     if key == "__metadata__": continue
     _check_safe_entry(key, info, data_len, name)
+    if info["data_offsets"][0] < info["data_offsets"][1]: spans.append((*info["data_offsets"], key))
+  spans.sort()
+  for (_, end, key), (begin, _, other) in zip(spans, spans[1:]):
+    if begin < end: raise ValueError(f"safe_load: {name}: the data of tensors {key!r} and {other!r} overlap")
   return 8 + n, header
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+  """A JSON object as a dict; a key given twice is an error (which of the two is meant is ambiguous)."""
+  ret = dict(pairs)
+  if len(ret) != len(pairs):
+    dups = sorted({k for k, _ in pairs if sum(k == j for j, _ in pairs) > 1})
+    raise ValueError(f"duplicate key(s) {', '.join(map(repr, dups))}")
+  return ret
 
 def _check_safe_entry(key: str, info: Any, data_len: int, name: str) -> None:
   where = f"safe_load: {name}: tensor {key!r}"
   if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
     raise ValueError(f"{where}: entry needs dtype, shape and data_offsets")
-  if info["dtype"] not in SAFE_DTYPES:
+  if not isinstance(info["dtype"], str) or info["dtype"] not in SAFE_DTYPES:
     raise ValueError(f"{where}: unsupported dtype {info['dtype']!r} (supported: {', '.join(SAFE_DTYPES)})")
   shape, offsets = info["shape"], info["data_offsets"]
-  if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+  def is_int(x: Any) -> bool: return isinstance(x, int) and not isinstance(x, bool)
+  if not isinstance(shape, list) or not all(is_int(s) and s >= 0 for s in shape):
     raise ValueError(f"{where}: bad shape {shape!r}")
-  ints = isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
+  ints = isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)
   if not ints or not 0 <= offsets[0] <= offsets[1]:
     raise ValueError(f"{where}: bad data_offsets {offsets!r}")
   want = prod(shape) * SAFE_DTYPES[info["dtype"]].itemsize
@@ -252,6 +267,7 @@ _TORCH_DTYPES = {
   "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool, "uint16": dtypes.uint16, "uint32": dtypes.uint32,
   "uint64": dtypes.uint64}
 _TORCH_MAGIC, _TORCH_LEGACY_PROTOCOL = 0x1950A86A20F9469CFC6C, 1001
+_LOAD_FACTOR, _LOAD_SLACK = 4, 64 << 20  # the tensors of a checkpoint may take 4x its data bytes + 64 MiB
 
 class UnsafePickleError(pickle.UnpicklingError, ValueError):
   """torch_load met a pickled global it does not allow (it never runs code from the file)."""
@@ -276,9 +292,12 @@ def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
 
 class _TorchUnpickler(pickle.Unpickler):
   """Unpickles a checkpoint, allowing only what tensors and plain containers need; storages come from `find_data`."""
-  def __init__(self, file: io.BytesIO, name: str, find_data: Callable[[str, DType, int], memoryview | None]):
+  def __init__(self, file: io.BytesIO, name: str, find_data: Callable[[str, DType, int], memoryview | None],
+               declared: int = 0):
     super().__init__(file)
     self.name, self.find_data = name, find_data
+    # the bytes the tensors may take in all: a few times the data the file holds (shared storages, expanded views)
+    self.declared, self.budget = declared, _LOAD_FACTOR * declared + _LOAD_SLACK
     self.storages: dict[str, _Storage] = {}
     self.allowed: dict[tuple[str, str], Any] = {
       ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set,
@@ -316,12 +335,21 @@ class _TorchUnpickler(pickle.Unpickler):
     return _Storage(storage.key, storage.dtype, size, data)
 
   def rebuild_tensor(self, storage: _Storage, offset: int, size: Any, stride: Any, *args: Any) -> Tensor | None:
-    return _strided_tensor(storage, storage.dtype, offset, tuple(size), tuple(stride), self.name)
+    return self.rebuild_tensor_v3(storage, offset, size, stride, None, None, storage.dtype)
 
   def rebuild_tensor_v3(self, storage: _Storage, offset: int, size: Any, stride: Any, requires_grad: Any, hooks: Any,
                         dtype: DType, *args: Any) -> Tensor | None:
     if not isinstance(dtype, DType): raise ValueError(f"torch_load: {self.name}: bad dtype {dtype!r}")
-    return _strided_tensor(storage, dtype, offset, tuple(size), tuple(stride), self.name)
+    size, stride = tuple(size), tuple(stride)
+    if not all(isinstance(x, int) and x >= 0 for x in (offset, *size, *stride)) or len(size) != len(stride):
+      raise ValueError(f"torch_load: {self.name}: bad tensor layout size={size} stride={stride} offset={offset}")
+    if storage.data is not None:
+      self.budget -= prod(size) * dtype.itemsize
+      if self.budget < 0:
+        raise ValueError(f"torch_load: {self.name}: its tensors would take more than {_LOAD_FACTOR} times the "
+                         f"{self.declared} bytes of data the file holds (plus {_LOAD_SLACK >> 20} MiB): a corrupt or "
+                         f"malicious file (a tensor of size {size} with strides {stride})")
+    return _strided_tensor(storage, dtype, offset, size, stride, self.name)
 
   def rebuild_parameter(self, data: Tensor | None, requires_grad: Any = None, *args: Any) -> Tensor | None:
     return data
@@ -346,18 +374,21 @@ def _strided_tensor(storage: _Storage, dtype: DType, offset: int, size: tuple[in
   if [stride[d] for d in order] == inner:  # a permutation of a contiguous block: copy the block, permute the view
     block = _from_bytes(storage.data[offset * item:(offset + n) * item], dtype, tuple(size[d] for d in order))
     return block.permute([order.index(d) for d in dims]).reshape(size) if order != dims else block.reshape(size)
-  if n > 64 * len(storage.data) + 2 ** 20:
-    raise ValueError(f"torch_load: {name}: a tensor of size {size} is far larger than its storage {storage.key} "
-                     "(corrupt file?)")
   return _from_bytes(_gather(storage.data, item, offset, size, stride), dtype, size)
 
 def _gather(data: memoryview, item: int, offset: int, size: tuple[int, ...], stride: tuple[int, ...]) -> memoryview:
-  """The elements at offset + sum(i_k * stride_k), in order (for overlapping or gapped layouts)."""
+  """The elements at offset + sum(i_k * stride_k), in order (for overlapping or gapped layouts): one strided slice
+  copy per row of the innermost dimension, so memory is the output's size."""
   fmt = {1: "B", 2: "H", 4: "I" if array.array("I").itemsize == 4 else "L", 8: "Q"}[item]
   src = data.cast("B").cast(fmt)
-  idx = [offset]
-  for s, st in zip(size, stride): idx = [i + k * st for i in idx for k in range(s)]
-  return memoryview(array.array(fmt, [src[i] for i in idx]).tobytes())
+  out = memoryview(bytearray(prod(size) * item)).cast(fmt)
+  dims = [(s, st) for s, st in zip(size, stride) if s != 1] or [(1, 1)]
+  (inner, step), outer = dims[-1], dims[:-1]
+  for row, ks in enumerate(itertools.product(*(range(s) for s, _ in outer))):
+    start = offset + sum(k * st for k, (_, st) in zip(ks, outer))
+    out[row * inner:(row + 1) * inner] = (src[start:start + (inner - 1) * step + 1:step] if step else
+                                          memoryview(array.array(fmt, [src[start]]) * inner))
+  return out.cast("B")
 
 def _zip_members(raw: memoryview, name: str) -> dict[str, memoryview]:
   """The members of a zip file, as views of raw (stored members) or decompressed copies."""
@@ -391,7 +422,8 @@ def _torch_load_zip(raw: memoryview, name: str) -> Any:
     if len(data) < numel * dtype.itemsize:
       raise ValueError(f"torch_load: {name}: storage {key} has {len(data)} bytes, needs {numel * dtype.itemsize}")
     return data[:numel * dtype.itemsize]
-  return _unpickle(_TorchUnpickler(io.BytesIO(members[pkl]), name, find_data), name)
+  declared = sum(len(v) for k, v in members.items() if k.startswith(f"{base}/data/"))
+  return _unpickle(_TorchUnpickler(io.BytesIO(members[pkl]), name, find_data, declared), name)
 
 def _unpickle(unpickler: _TorchUnpickler, name: str) -> Any:
   try: return unpickler.load()
@@ -430,7 +462,7 @@ def _torch_load_legacy(raw: memoryview, name: str) -> Any:
     if key not in located: raise ValueError(f"torch_load: {name}: no data for storage {key}")
     return located[key]
   f.seek(start)
-  return _unpickle(_TorchUnpickler(f, name, find_data), name)
+  return _unpickle(_TorchUnpickler(f, name, find_data, sum(len(v) for v in located.values())), name)
 
 def torch_load(fn: Source) -> Any:
   """A PyTorch checkpoint (torch.save's zip format, or the legacy format) with every tensor as a fusegrad Tensor,
@@ -445,6 +477,7 @@ def torch_load(fn: Source) -> Any:
 
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_MAX_DEPTH = 16  # arrays of arrays: real files nest one or two deep
 # ggml type -> (elements per block, bytes per block)
 GGML_BLOCKS = {
   0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 12: (256, 144), 14: (256, 210),
@@ -467,9 +500,11 @@ class _Reader:
     data = self.take(self.scalar("<Q", what), what)
     try: return bytes(data).decode("utf-8")
     except UnicodeDecodeError: raise ValueError(f"gguf_load: {self.name}: {what} is not valid UTF-8") from None
-  def value(self, vtype: int, what: str) -> Any:
+  def value(self, vtype: int, what: str, depth: int = 0) -> Any:
     if vtype in _GGUF_SCALARS: return self.scalar(_GGUF_SCALARS[vtype], what)
     if vtype == _GGUF_STRING: return self.string(what)
+    if vtype == _GGUF_ARRAY and depth >= _GGUF_MAX_DEPTH:
+      raise ValueError(f"gguf_load: {self.name}: {what}: arrays nested more than {_GGUF_MAX_DEPTH} deep")
     if vtype == _GGUF_ARRAY:
       etype, count = self.scalar("<I", what), self.scalar("<Q", what)
       if etype not in _GGUF_SCALARS and etype not in (_GGUF_STRING, _GGUF_ARRAY):
@@ -479,7 +514,7 @@ class _Reader:
         raise ValueError(f"gguf_load: {self.name}: {what}: array of {count} items is truncated")
       if etype in _GGUF_SCALARS:
         return list(struct.unpack(f"<{count}{_GGUF_SCALARS[etype][1]}", self.take(count * min_size, what)))
-      return [self.value(etype, what) for _ in range(count)]
+      return [self.value(etype, what, depth + 1) for _ in range(count)]
     raise ValueError(f"gguf_load: {self.name}: {what}: unknown value type {vtype}")
 
 def _ggml_f16(lo: Tensor, hi: Tensor) -> Tensor:

@@ -7,9 +7,14 @@ from __future__ import annotations
 import math, struct
 from collections import Counter
 from dataclasses import dataclass, field
-from fusegrad.dtype import DType, dtypes, PtrDType
+from fusegrad.dtype import DType, dtypes, PtrDType, DTYPES_DICT
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType
+
+def known_dtype(dt: DType) -> DType:
+  """dt if it is one of fusegrad's dtypes (only their names may reach generated source), else ValueError."""
+  if DTYPES_DICT.get(dt.name) != dt: raise ValueError(f"can't render unknown dtype {dt!r}")
+  return dt
 
 def _signed_idiv(a: str, b: str) -> str: return f"(({b})==0?0:({b})==-1?(0-({a})):({a})/({b}))"
 def _signed_mod(a: str, b: str) -> str: return f"(({b})==0||({b})==-1?0:({a})%({b}))"
@@ -30,7 +35,7 @@ class CStyleLanguage(Renderer):
   # *** how each op is written ***
   def render_dtype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return f"{self.render_dtype(dt.base)}*"
-    return self.type_map.get(dt.scalar(), dt.scalar().name)
+    return self.type_map.get(dt.scalar(), known_dtype(dt.scalar()).name)
 
   def render_const(self, val: object, dt: DType) -> str:
     if dtypes.is_float(dt):
@@ -128,9 +133,9 @@ class CStyleLanguage(Renderer):
         names[u] = f"data{u.arg}"
         const = "" if u in written else "const "
         params.append(f"{self.buffer_prefix}{const}{self.render_dtype(u.dtype)}{self.buffer_suffix} {names[u]}")
-      elif u.op is Ops.DEFINE_VAR:
-        names[u] = u.arg[0]
-        params.append(f"{self.arg_int_prefix} {u.arg[0]}")
+      elif u.op is Ops.DEFINE_VAR:  # user-named: rendered under a generated name (the name is a comment at most)
+        names[u] = new_name("var")
+        params.append(f"{self.arg_int_prefix} {names[u]}")
       elif u.op is Ops.SPECIAL:
         names[u] = u.arg[0]
         line(f"{self.render_index_type(u.dtype)} {u.arg[0]} = {self.render_special(u.arg[0])}; /* {u.arg[1]} */")
@@ -197,7 +202,7 @@ class ClangRenderer(CStyleLanguage):
     return {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
             dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
             dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.float16: self.half_type,
-            dtypes.float32: "float", dtypes.float64: "double"}[dt.scalar()]
+            dtypes.float32: "float", dtypes.float64: "double"}[known_dtype(dt.scalar())]
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
     # clang's double -> __fp16 calls a runtime helper whose ABI libgcc doesn't share (garbage results): via float
     if self.half_type == "__fp16" and dt.scalar() == dtypes.float16 and from_dt.scalar() == dtypes.float64:

@@ -1,8 +1,8 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, hashlib, mmap, os, platform, shutil, subprocess, tempfile, time
+import ctypes, hashlib, mmap, os, platform, shlex, shutil, struct, subprocess, tempfile, time
 from typing import Any
-from fusegrad.device import Compiled, Allocator, Compiler, CompileError
+from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
 from fusegrad.helpers import CC, CPU_THREADS
 from fusegrad.renderer.cstyle import ClangRenderer
 
@@ -29,12 +29,19 @@ class CPUAllocator(Allocator):
     """The buffer's memory itself (no copy)."""
     return memoryview((ctypes.c_uint8 * handle.nbytes).from_address(handle.addr)).cast("B")
 
-def find_c_compiler() -> str:
-  """$CC if set, else clang if installed, else gcc."""
-  if CC.value: return CC.value
+def find_c_compiler() -> list[str]:
+  """The compiler command: $CC split like a shell would ("ccache gcc" works) if set, else clang, gcc or cc if installed.
+  A CC that doesn't run is a RuntimeError naming it; no compiler installed at all is a NoCompilerError."""
+  if CC.value:
+    cmd = shlex.split(CC.value)
+    if not cmd or shutil.which(cmd[0]) is None:
+      raise RuntimeError(f"CC={CC.value!r}: {cmd[0] if cmd else 'it'!r} is not an installed program")
+    if subprocess.run([*cmd, "--version"], capture_output=True).returncode != 0:
+      raise RuntimeError(f"CC={CC.value!r}: `{CC.value} --version` failed: it is not a working C compiler")
+    return cmd
   for cc in ("clang", "gcc", "cc"):
-    if shutil.which(cc): return cc
-  raise RuntimeError("no C compiler found: install clang or gcc, or set CC")
+    if shutil.which(cc): return [cc]
+  raise NoCompilerError("no C compiler installed (clang, gcc or cc); install one, or set CC")
 
 def simd_width() -> int:
   """Bytes in a SIMD register of this CPU (64 with AVX-512, 32 with AVX2, else 16)."""
@@ -42,12 +49,12 @@ def simd_width() -> int:
            if os.path.exists("/proc/cpuinfo") else "")
   return 64 if " avx512f" in flags else 32 if " avx2" in flags else 16
 
-def openmp_works(cc: str) -> bool:
+def openmp_works(cc: list[str]) -> bool:
   """True when cc can build and load a program with an OpenMP parallel loop."""
   src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "omp.so")
-    if subprocess.run([cc, "-shared", "-fPIC", "-fopenmp", "-x", "c", "-", "-o", out], input=src.encode(),
+    if subprocess.run([*cc, "-shared", "-fPIC", "-fopenmp", "-x", "c", "-", "-o", out], input=src.encode(),
                       capture_output=True).returncode:
       return False
     try: return ctypes.CDLL(out).f(10) == 45
@@ -55,12 +62,12 @@ def openmp_works(cc: str) -> bool:
 
 class ClangCompiler(Compiler):
   """C -> shared library. The cache key holds the compiler, its flags and the CPU (flags use -march=native)."""
-  def __init__(self, cc: str, openmp: bool):
+  def __init__(self, cc: list[str], openmp: bool):
     self.cc = cc
     self.args = ["-shared", "-O2", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno", "-fno-strict-aliasing",
                  "-x", "c"]
     if openmp: self.args.insert(0, "-fopenmp")
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    version = subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     cpu = (next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
            if os.path.exists("/proc/cpuinfo") else "")
     ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
@@ -68,18 +75,28 @@ class ClangCompiler(Compiler):
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
       out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([self.cc, *self.args, "-", "-o", out, "-lm"], input=src.encode(), capture_output=True)
-      if proc.returncode != 0: raise CompileError(f"{self.cc} failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
+      proc = subprocess.run([*self.cc, *self.args, "-", "-o", out, "-lm"], input=src.encode(), capture_output=True)
+      if proc.returncode != 0:
+        raise CompileError(f"{' '.join(self.cc)} failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()
 
 try: from _ctypes import dlclose as _dlclose  # POSIX
 except ImportError: _dlclose = None  # type: ignore[assignment]
+
+def check_elf(lib: bytes) -> None:
+  """OSError if lib is an ELF file cut short (its section table, written last, is past the end): the loader would
+  crash the process (SIGBUS) instead of failing."""
+  if lib[:4] != b"\x7fELF" or len(lib) < 64 or lib[4] != 2: return  # only 64-bit ELF is checked
+  shoff, = struct.unpack_from("<Q" if lib[5] == 1 else ">Q", lib, 0x28)
+  shentsize, shnum = struct.unpack_from("<HH" if lib[5] == 1 else ">HH", lib, 0x3A)
+  if shoff + shentsize * shnum > len(lib): raise OSError(f"truncated shared library ({len(lib)} bytes)")
 
 class CPUProgram:
   """A compiled kernel: the shared library is written to a temp file, loaded, and the file removed; it is unloaded
   (dlclose) when the program is garbage collected, so a bounded program cache keeps the process's mappings bounded."""
   def __init__(self, name: str, lib: bytes):
     self.name = name
+    check_elf(lib)
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
       f.write(lib)
       path = f.name
@@ -101,7 +118,7 @@ class CPUProgram:
 class CPUDevice(Compiled):
   def __init__(self, device: str):
     cc = find_c_compiler()
-    is_clang = "clang" in subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.lower()
+    is_clang = "clang" in subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,

@@ -57,6 +57,7 @@ def _bitcast(x: Any, dtype: DType, from_dtype: DType) -> Any:
 
 def _typed_view(mv: memoryview, dtype: DType) -> Any:
   """mv as an indexable sequence of dtype elements (bfloat16 stays raw 16-bit words: lowering converts them)."""
+  mv = mv[:len(mv) - len(mv) % dtype.itemsize]  # an empty buffer is 1 byte: no elements
   if dtype == dtypes.float16: return _HalfView(mv)
   return mv.cast(dtype.fmt if dtype.fmt is not None else "H")
 

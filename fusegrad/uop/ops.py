@@ -6,7 +6,7 @@ Hash-consing means two UOps built from the same parts are the same object, so `i
 identical subexpressions are shared for free.
 """
 from __future__ import annotations
-import itertools, math, struct, weakref
+import itertools, math, re, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes
@@ -278,8 +278,17 @@ _SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
 _KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE,
                Ops.REDUCE, Ops.ENDRANGE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
 
+# names codegen gives its own values (loop counters, launch indices, buffers, temporaries): a Variable can't take them
+_GENERATED_NAME = re.compile(r"(ridx|gidx|lidx|data|val|alu|acc|cast|var|temp|smem)[0-9]+")
+
 def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
-  """A symbolic integer in [min_val, max_val]; `Variable("i", 1, 10).bind(3)` gives it a value."""
+  """A symbolic integer in [min_val, max_val]; `Variable("i", 1, 10).bind(3)` gives it a value.
+  name is an ASCII identifier not starting with '_' (those are fusegrad's own) and not a name codegen generates."""
+  if not isinstance(name, str) or not name.isascii() or not name.isidentifier() or name.startswith("_"):
+    raise ValueError(f"Variable name {name!r} must be an ASCII identifier not starting with '_'")
+  if _GENERATED_NAME.fullmatch(name): raise ValueError(f"Variable name {name!r} clashes with a name codegen generates")
+  if not isinstance(min_val, int) or not isinstance(max_val, int):
+    raise ValueError(f"Variable {name}: min and max must be ints, got {min_val!r} and {max_val!r}")
   if min_val > max_val: raise ValueError(f"Variable {name}: min {min_val} > max {max_val}")
   return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
 

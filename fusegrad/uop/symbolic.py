@@ -50,9 +50,9 @@ def combine_terms(terms: list[Term]) -> list[Term]:
   while changed:
     changed = False
     for t, c in list(acc.items()):
-      if t.op is Ops.MOD and t.src[1].op is Ops.CONST and c != 0:
+      if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t.src[1].arg != 0 and c != 0:  # (x % 0: empty shapes)
         div = UOp(Ops.IDIV, t.dtype, t.src)
-        if acc.get(div, 0) == c * t.src[1].arg:
+        if div in acc and acc[div] == c * t.src[1].arg:
           del acc[t], acc[div]
           acc[t.src[0]] = acc.get(t.src[0], 0) + c
           changed = True
