@@ -5,7 +5,7 @@ there). compute_gradient walks the graph from the output back to the targets and
 more lazy graph, so the forward pass, the backward pass and the optimizer step can all fuse.
 """
 from __future__ import annotations
-import math
+import math, weakref
 from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, inverse_permutation
@@ -87,6 +87,16 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
 }
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
 
+# composites (ops built from primitives, like pow) whose derivative their primitives' rules get wrong at special values:
+# result node -> (its inputs, rule(grad of the result, result) -> one gradient per input). The rule is used instead of
+# walking into the composite. A rule must not hold the result node (the key is weak).
+_composite_rules: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], Callable]] = weakref.WeakKeyDictionary()
+
+def with_rule(result: UOp, inputs: tuple[UOp, ...], rule: Callable[[UOp, UOp], tuple[UOp | None, ...]]) -> UOp:
+  """result, differentiated by rule with respect to inputs (its graph only gives the value)."""
+  _composite_rules[result] = (inputs, rule)
+  return result
+
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   """Gradients of root (seeded with root_grad) for every node on a path from root to a target."""
   topo = root.toposort()
@@ -96,8 +106,10 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   grads: dict[UOp, UOp] = {root: root_grad}
   for n in reversed(topo):
     if n not in grads or n.op in _LEAVES: continue
-    if n.op not in grad_rules: raise RuntimeError(f"no derivative rule for {n.op}")
-    for s, sg in zip(n.src, grad_rules[n.op](grads[n], n)):
+    if (composite := _composite_rules.get(n)) is not None: srcs, rule = composite
+    elif n.op in grad_rules: srcs, rule = n.src, grad_rules[n.op]
+    else: raise RuntimeError(f"no derivative rule for {n.op}")
+    for s, sg in zip(srcs, rule(grads[n], n)):
       if sg is None or s not in on_path: continue
       grads[s] = grads[s].alu(Ops.ADD, sg) if s in grads else sg
   return grads
