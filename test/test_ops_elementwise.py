@@ -458,6 +458,13 @@ def test_pow_scalar_base_grad_grid(b):  # b ** e for a Python number b: d/de as 
   y.sum().backward(), ty.sum().backward()
   _check_pow_grads([y, e.grad], [ty, te.grad])
 
+def test_pow_grad_through_realized_input():  # the rule survives the realized intermediate being substituted back
+  h, th = Tensor([math.inf, 0.0, 2.0], requires_grad=True), torch.tensor([math.inf, 0.0, 2.0], requires_grad=True)
+  r = (h * 2).realize()
+  (r ** 2.5).sum().backward()
+  ((th * 2) ** 2.5).sum().backward()
+  _check_pow_grads([h.grad], [th.grad])
+
 def test_pow_second_derivative():  # the rule's gradient is itself differentiable: d2/dx2 x**2.5 = 3.75 x**0.5
   x = Tensor([0.5, 2.0, 3.0], requires_grad=True)
   g, = (x ** 2.5).sum().gradient(x)

@@ -532,13 +532,12 @@ def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = No
   if not dtypes.is_float(ret.dtype) or ret.uop is b.uop: return ret  # b ** 1 is b: its own derivative is right
   from fusegrad.tensor import Tensor
   from fusegrad.gradient import with_rule
-  bu, eu = b.uop, e.uop  # the rule holds the inputs' nodes, not the tensors (whose nodes change when realized)
-  def rule(g: UOp, n: UOp) -> tuple[UOp, UOp]:
+  def rule(g: UOp, n: UOp, bu: UOp, eu: UOp) -> tuple[UOp, UOp]:
     bt, et, gt = Tensor(bu), Tensor(eu), Tensor(g)
     db = (et == 0).where(0.0, gt * et * bt.pow(et - 1 if scalar is None else scalar - 1))
     de = ((bt == 0) & (et >= 0)).where(0.0, gt * Tensor(n) * bt.log())
     return db.uop, de.uop
-  return Tensor(with_rule(ret.uop, (bu, eu), rule))
+  return Tensor(with_rule(ret.uop, (b.uop, e.uop), rule))
 
 def _pow_float(b: Tensor, e: Tensor) -> Tensor:
   """b ** e for float tensors of one shape and dtype, with IEEE pow's special cases.
