@@ -5,7 +5,7 @@ there). compute_gradient walks the graph from the output back to the targets and
 more lazy graph, so the forward pass, the backward pass and the optimizer step can all fuse.
 """
 from __future__ import annotations
-import math
+import math, weakref
 from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, inverse_permutation
@@ -87,6 +87,28 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
 }
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
 
+# composites (ops built from primitives, like pow) whose derivative their primitives' rules get wrong at special values:
+# result node -> (its inputs, rule(grad of the result, result, *inputs) -> one gradient per input). The rule is used
+# instead of walking into the composite. A rule must not hold the result node or its inputs (the key is weak, and a
+# graph rebuilt by substitute_keeping_rules gives it new ones).
+_composite_rules: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], Callable]] = weakref.WeakKeyDictionary()
+
+def with_rule(result: UOp, inputs: tuple[UOp, ...], rule: Callable[..., tuple[UOp | None, ...]]) -> UOp:
+  """result, differentiated by rule with respect to inputs (its graph only gives the value)."""
+  _composite_rules[result] = (inputs, rule)
+  return result
+
+def substitute_keeping_rules(u: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """u.substitute(mapping), with each composite's rule carried over to its rebuilt node and inputs."""
+  memo: dict[UOp, UOp] = dict(mapping)
+  for node in u.toposort(gate=lambda n: n not in mapping):
+    if node in memo: continue
+    new_src = tuple(memo[s] for s in node.src)
+    memo[node] = new = node if new_src == node.src else node.replace(src=new_src)
+    if new is not node and (composite := _composite_rules.get(node)) is not None:
+      _composite_rules[new] = (tuple(memo.get(i, i) for i in composite[0]), composite[1])
+  return memo[u]
+
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   """Gradients of root (seeded with root_grad) for every node on a path from root to a target."""
   topo = root.toposort()
@@ -96,8 +118,10 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   grads: dict[UOp, UOp] = {root: root_grad}
   for n in reversed(topo):
     if n not in grads or n.op in _LEAVES: continue
-    if n.op not in grad_rules: raise RuntimeError(f"no derivative rule for {n.op}")
-    for s, sg in zip(n.src, grad_rules[n.op](grads[n], n)):
+    if (composite := _composite_rules.get(n)) is not None: srcs, rule = composite
+    elif n.op in grad_rules: srcs, rule = n.src, grad_rules[n.op]
+    else: raise RuntimeError(f"no derivative rule for {n.op}")
+    for s, sg in zip(srcs, rule(grads[n], n, *srcs) if composite is not None else rule(grads[n], n)):
       if sg is None or s not in on_path: continue
       grads[s] = grads[s].alu(Ops.ADD, sg) if s in grads else sg
   return grads

@@ -14,7 +14,7 @@ from fusegrad.dtype import float_to_bf16_bits
 from fusegrad.helpers import prod, argfix, all_int, TRAINING
 from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.gradient import compute_gradient
+from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
 from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError
 from fusegrad.mixin.nn import NNMixin
@@ -688,7 +688,7 @@ def _with_lazy_defs(u: UOp) -> UOp:
   (The scheduler still reads those nodes from their buffers: nothing is computed twice.)"""
   if not _lazy_defs: return u
   mapping = {n: _with_lazy_defs(_lazy_defs[n]) for n in u.toposort() if n in _lazy_defs}
-  return u.substitute(mapping) if mapping else u
+  return substitute_keeping_rules(u, mapping) if mapping else u  # pow's gradient rule stays with its node
 
 def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
   """Point t at the buffer its value was computed into, if it was (becomes: what a schedule just computed, else look

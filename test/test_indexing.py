@@ -1,5 +1,6 @@
 """Indexing (getitem) and setitem: basic indexing against numpy, advanced indexing against torch, forward and backward."""
 import pytest, torch
+import torch.nn.functional as F
 import numpy as np
 from fusegrad import Tensor, dtypes
 from test.helpers import helper_test_op
@@ -296,3 +297,25 @@ def test_index_check_runs_in_the_same_schedule_once():
   assert GlobalCounters.kernel_count == 2  # the gather and the flag: one schedule, no extra kernels for the read
   GlobalCounters.reset()
   assert (y + 1).tolist() == [4.0, 2.0] and GlobalCounters.kernel_count == 1  # a check that passed is not redone
+
+# a gather (folded into one load at a loaded index) under a pad: the index load must keep the pad's gate, else it
+# reads past its buffer where the pad is (the PYTHON device raises; C reads garbage)
+GATHER_UNDER_PAD = [
+  ((3,), 0, [[1, 2]], lambda g: g.cat(Tensor([7], dtype=g.dtype, device=g.device)),
+   lambda g: torch.cat([g, torch.tensor([7])])),
+  ((5,), 0, [[4, 0, 2]], lambda g: g.pad((2, 1)), lambda g: F.pad(g, (2, 1))),
+  ((4, 3), 1, [[2, 0], [1, 1], [0, 2]], lambda g: g.pad(((1, 1), (0, 2))), lambda g: F.pad(g, (0, 2, 1, 1))),
+  ((6, 2), 0, [[5, 1], [0, 0], [3, 1]], lambda g: Tensor.zeros(2, 2, dtype=g.dtype, device=g.device).cat(g)[1:4],
+   lambda g: torch.cat([torch.zeros(2, 2, dtype=g.dtype), g])[1:4]),
+  ((3, 4), 0, [[2, 0, 1, 2]], lambda g: g.pad(((0, 3), (1, 0)))[1:, :3], lambda g: F.pad(g, (1, 0, 0, 3))[1:, :3]),
+]
+
+@pytest.mark.parametrize("device", [None, "PYTHON"])
+@pytest.mark.parametrize("shape,dim,index,fg,ft", GATHER_UNDER_PAD)
+def test_gather_under_pad_stays_in_bounds(device, shape, dim, index, fg, ft):
+  x = np.arange(1, np.prod(shape) + 1).reshape(shape) * 10
+  idx = index if len(index) > 1 or len(shape) > 1 else index[0]
+  want = ft(torch.tensor(x).gather(dim, torch.tensor(idx, dtype=torch.int64)))
+  for idt in [dtypes.int32, dtypes.int64]:
+    got = fg(Tensor(x, dtype=dtypes.int64, device=device).gather(dim, Tensor(idx, dtype=idt, device=device)))
+    assert got.tolist() == want.tolist(), idt

@@ -48,7 +48,6 @@ _STRINGS = "string tensors: fusegrad has no string dtype"
 _FP16 = "float16 rounding: results 1 ulp off the reference at rtol 1e-3"
 _RANDOM = "random outputs (training-mode dropout, Bernoulli, RandomUniformLike) can't match the reference's generator"
 _DIV = "x / y is computed as x * (1 / y) in fusegrad: 1-ulp differences flip a rounding"
-_OOB = "a kernel reads out of bounds on the PYTHON device (a core bug, not yet found)"
 _IDFT = "inverse DFT: fusegrad gives ~1e-15 where the reference has 2e-7 of float32 noise (atol 1e-7)"
 _ANTIALIAS = "Resize with antialias is not implemented"
 
@@ -222,9 +221,6 @@ EXPECTED_FAILURES: dict[str, str] = {
   "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded": _LOWBITS,
   "test_causal_conv_with_state_silu_fp16": _FP16,
   "test_causal_conv_with_state_silu_fp16_expanded": _FP16,
-  "test_center_crop_pad_crop_axes_chw_expanded": _OOB,
-  "test_center_crop_pad_crop_axes_hwc_expanded": _OOB,
-  "test_center_crop_pad_crop_negative_axes_hwc_expanded": _OOB,
   "test_deform_conv_with_mask_bias": "op DeformConv is not implemented",
   "test_deform_conv_with_multiple_offset_groups": "op DeformConv is not implemented",
   "test_dequantizelinear_blocked": "DequantizeLinear with block_size is not implemented",

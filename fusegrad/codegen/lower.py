@@ -65,12 +65,14 @@ def _gate_bounds(gate: UOp) -> dict[UOp, tuple[int, int]]:
 
 def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
   """idx simplified knowing gate holds (a load's address only matters when its gate is true): the expressions the
-  gate bounds become bounded placeholders while simplifying."""
+  gate bounds become bounded placeholders while simplifying. Loads inside idx stay as they are (opaque placeholders):
+  they run whether or not the gate holds, so their own gates and indices must not assume it."""
   bounds = _gate_bounds(gate)
-  # a load inside idx is rendered before the gate is tested: its own index and gate must stay valid without it
-  if not bounds or any(u.op is Ops.LOAD for u in idx.toposort()): return idx
+  if not bounds: return idx
   stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi))
               for i, (x, (lo, hi)) in enumerate(bounds.items())}
+  stand_in |= {u: UOp(Ops.DEFINE_VAR, u.dtype, (), (f"_load{i}", u.vmin, u.vmax))
+               for i, u in enumerate(idx.toposort()) if u.op is Ops.LOAD and u not in stand_in}
   ret = simplify(idx.substitute(stand_in))
   return simplify(ret.substitute({v: x for x, v in stand_in.items()}))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype
-from fusegrad.uop.ops import Ops
+from fusegrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -121,11 +121,14 @@ class ElementwiseMixin:
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and _small_whole(x):
       if isinstance(x, float): base = self._float()
       else: base = self.cast(dtypes.default_int) if self.dtype == dtypes.bool else self  # bool ** 2 is an int (torch)
-      return base._pow_whole(int(x))
-    if not reverse and isinstance(x, float) and x in (0.5, -0.5): return self.sqrt() if x > 0 else self.rsqrt()  # torch
+      return _pow_rule(base, base._const(x), base._pow_whole(int(x)), x)
+    if not reverse and isinstance(x, float) and x in (0.5, -0.5):  # as torch
+      b = self._float()
+      return _pow_rule(b, b._const(x), b.sqrt() if x > 0 else b.rsqrt(), x)
     base, exponent = self._broadcasted(x, reverse, op="pow")
-    b = base._float()
-    ret = _pow_float(b._wide(), exponent._float()._wide()).cast(b.dtype)
+    b, e = base._float()._wide(), exponent._float()._wide()
+    scalar = x if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) else None
+    ret = _pow_rule(b, e, _pow_float(b, e), scalar).cast(base._float().dtype)
     return ret if dtypes.is_float(base.dtype) else ret.round().cast(base.dtype)
   def _pow_whole(self: Tensor, n: int) -> Tensor:
     """self ** n for a whole number n, by repeated squaring."""
@@ -522,6 +525,20 @@ def _small_whole(x: int | float) -> bool:
 def _as_bool(x: Any) -> Any:
   return x.bool() if hasattr(x, "bool") else bool(x)
 
+def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = None) -> Tensor:
+  """ret = b ** e, differentiated as torch does (its primitives would give 0 or nan at infinite and zero bases):
+  d/db = e * b ** (e - 1), 0 where e is 0; d/de = b ** e * ln b, 0 where b is 0 and e >= 0. A Python number
+  exponent (scalar) takes b ** (scalar - 1) by the number's own path (sqrt, rsqrt, products), as torch."""
+  if not dtypes.is_float(ret.dtype) or ret.uop is b.uop: return ret  # b ** 1 is b: its own derivative is right
+  from fusegrad.tensor import Tensor
+  from fusegrad.gradient import with_rule
+  def rule(g: UOp, n: UOp, bu: UOp, eu: UOp) -> tuple[UOp, UOp]:
+    bt, et, gt = Tensor(bu), Tensor(eu), Tensor(g)
+    db = (et == 0).where(0.0, gt * et * bt.pow(et - 1 if scalar is None else scalar - 1))
+    de = ((bt == 0) & (et >= 0)).where(0.0, gt * Tensor(n) * bt.log())
+    return db.uop, de.uop
+  return Tensor(with_rule(ret.uop, (b.uop, e.uop), rule))
+
 def _pow_float(b: Tensor, e: Tensor) -> Tensor:
   """b ** e for float tensors of one shape and dtype, with IEEE pow's special cases.
 
@@ -536,7 +553,8 @@ def _pow_float(b: Tensor, e: Tensor) -> Tensor:
   e_whole = e.trunc() == e  # inf counts as a whole (even) number
   odd = e_whole & ((e * 0.5).trunc() * 2).ne(e)
   fractional_of_negative = (b < 0) & (b > -math.inf) & e_whole.logical_not()
-  sign = fractional_of_negative.where(nan, ((b < 0) & odd).where(b._const(-1.0), b._const(1.0)))
+  negative = (b < 0) | (zero & (b.reciprocal() < 0))  # -0.0 too: (-0) ** -1 is -inf
+  sign = fractional_of_negative.where(nan, (negative & odd).where(b._const(-1.0), b._const(1.0)))
   ret = mag * sign
   # x ** 0, 1 ** y and (-1) ** +-inf are 1 where the form above isn't (0 ** 0, nan ** 0, 1 ** nan, inf ** 0); where it
   # already is 1 the gradient keeps flowing (d/de b ** 0 = log b, d/db 1 ** e = e)

@@ -212,3 +212,13 @@ class TestReduceFolding:
     sched = Tensor(x)[Tensor(np.array([0, 7, 2], dtype=np.int32))].schedule()
     p = get_program(sched[0].ast, renderer(), opts=[])
     np.testing.assert_equal(run_program(sched[0], p), np.array([1, 0, 3], dtype=np.float32))
+
+def test_gated_load_index_keeps_inner_loads_gated():
+  """A load at a loaded index (a gather) under a pad: simplifying the outer index knowing its gate must leave the inner
+  load's own gate and index alone (it runs whether or not the gate holds), so no load is left ungated."""
+  from fusegrad.codegen.lower import simplify_gated_loads
+  idx = Tensor([1, 2], dtype=dtypes.int32)
+  t = Tensor([3, 20, 10], dtype=dtypes.int64).gather(0, idx).cat(Tensor([7], dtype=dtypes.int64))
+  ast = simplify_gated_loads(fold_reduces(t.schedule()[-1].ast))
+  loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
+  assert loads and all(len(u.src) > 2 and u.src[2].op is not Ops.CONST for u in loads), "a load lost its gate"
