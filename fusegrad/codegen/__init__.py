@@ -27,6 +27,7 @@ from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefr
 from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, simplify_gated_loads
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
+from fusegrad.codegen.vectorize import vectorize_upcasts, devectorize
 
 __all__ = ["ProgramSpec", "get_program", "Kernel", "Opt", "OptOps", "KernelOptError", "lower_kernel"]
 
@@ -45,11 +46,11 @@ class ProgramSpec:
 
 def lower_kernel(k: Kernel) -> list[UOp]:
   """Steps 3-6: an optimized Kernel -> the flat program."""
-  ast = lower_group_reduces(expand_unrolled(k.ast))
+  ast = lower_group_reduces(expand_unrolled(vectorize_upcasts(k.ast)))
   ast = to_launch_dims(ast, k.ren)
   if not k.ren.native_threefry: ast = decompose_threefry(ast)
   if not k.ren.supports_bfloat16: ast = emulate_bfloat16(ast)
-  ast = resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered))
+  ast = resolve_index_dtype(graph_rewrite(simplify(devectorize(ast, k.ren)), pm_lowered))
   return linearize(ast)
 
 def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
@@ -94,5 +95,6 @@ def estimate_flops(uops: list[UOp]) -> int:
   for u in uops:
     if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: stack.pop()
-    elif u.op in GroupOp.ALU and u not in index_nodes: flops += stack[-1] * (2 if u.op is Ops.MULACC else 1)
+    elif u.op in GroupOp.ALU and u not in index_nodes:
+      flops += stack[-1] * (2 if u.op is Ops.MULACC else 1) * u.dtype.count
   return flops

@@ -110,8 +110,8 @@ class Kernel:
                            else f"{opt}: THREAD takes the whole axis (arg 0)")
     if opt.op in (OptOps.UPCAST, OptOps.LANES) and self.upcast_size() * amount > self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} upcast elements")
-    if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 4 * self.ren.upcast_max:
-      raise KernelOptError(f"{opt}: more than {4 * self.ren.upcast_max} unrolled operations")
+    if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 8 * self.ren.upcast_max:
+      raise KernelOptError(f"{opt}: more than {8 * self.ren.upcast_max} unrolled operations")
     if opt.op is OptOps.LOCAL:
       local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
       if local > self.ren.max_workgroup:
