@@ -95,6 +95,6 @@ class CPUDevice(Compiled):
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
-                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=64,
+                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=128,
                              vector_widths=(2, 4, 8, 16))
     super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp), CPUProgram)
