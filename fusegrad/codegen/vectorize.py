@@ -18,6 +18,7 @@ from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.uop.symbolic import simplify, split_terms
 from fusegrad.codegen.kernel import range_kind, range_size
+from fusegrad.codegen.expand import tree_reduce
 
 VECTOR_OPS = {Ops.ADD, Ops.MUL, Ops.MULACC}  # ops computed lane-wise on vectors; others go lane by lane
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
@@ -79,8 +80,32 @@ def _vector_range(st: UOp) -> UOp | None:
       return r
   return None
 
+def _lanes_range(red: UOp) -> UOp | None:
+  """The LANES range of a REDUCE, if its size makes a vector and the reduced value is a float."""
+  return next((r for r in red.src if r.op is Ops.RANGE and range_kind(r) is AxisType.LANES
+               and range_size(r) in (2, 4, 8, 16) and red.dtype in VECTOR_DTYPES), None)
+
+def vectorize_lanes(sink: UOp) -> UOp:
+  """A REDUCE over a LANES range keeps one vector accumulator (lane i sums the iterations where the range is i) and
+  adds its lanes up after the loops: a sum along a contiguous axis loads and adds whole vectors."""
+  memo: dict[UOp, UOp] = {}
+  for node in sink.toposort():
+    src = tuple(memo[s] for s in node.src)
+    new = node if src == node.src else node.replace(src=src)
+    if new.op is Ops.REDUCE and (r := _lanes_range(new)) is not None and new.arg in VECTOR_OPS:
+      v = _Vectorizer(r)
+      vals = [s for s in new.src if s.op is not Ops.RANGE]
+      ranges = tuple(s for s in new.src[len(vals):] if s is not r)
+      vec_vals = [v.full(v.vec(x)) for x in vals]
+      acc = UOp(Ops.REDUCE, new.dtype.vec(v.n), tuple(vec_vals) + ranges, new.arg) if ranges else \
+        tree_reduce(new.arg, vec_vals)
+      new = tree_reduce(new.arg, [UOp(Ops.GEP, new.dtype, (acc,), i) for i in range(v.n)])
+    memo[node] = new
+  return memo[sink]
+
 def vectorize_upcasts(sink: UOp) -> UOp:
   """Each STORE whose address is contiguous in an UPCAST range computes and writes that range as one vector."""
+  sink = vectorize_lanes(sink)
   stores: list[UOp] = []
   for st in sink.src:
     r = _vector_range(st) if st.op is Ops.STORE else None
