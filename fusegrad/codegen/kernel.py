@@ -108,6 +108,10 @@ class Kernel:
     if opt.op is OptOps.THREAD and (not self.ren.threads or opt.arg != 0):
       raise KernelOptError(f"{opt}: the device has no threads" if not self.ren.threads
                            else f"{opt}: THREAD takes the whole axis (arg 0)")
+    if opt.op is OptOps.GROUP and self.ranges_of(AxisType.GROUP):  # lower_group_reduces combines one axis (two gave
+      raise KernelOptError(f"{opt}: one grouped reduce axis per kernel")  # wrong sums, found by the random-opts test)
+    if opt.op is OptOps.THREAD and self.ranges_of(AxisType.THREAD):
+      raise KernelOptError(f"{opt}: the kernel is split across threads already (one threaded loop per kernel)")
     if opt.op in (OptOps.UPCAST, OptOps.LANES) and self.upcast_size() * amount > self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} upcast elements")
     if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 8 * self.ren.upcast_max:

@@ -104,7 +104,9 @@ def vectorize_lanes(sink: UOp) -> UOp:
   return memo[sink]
 
 def vectorize_upcasts(sink: UOp) -> UOp:
-  """Each STORE whose address is contiguous in an UPCAST range computes and writes that range as one vector."""
+  """Each STORE whose address is contiguous in an UPCAST range computes and writes that range as one vector. Kernels
+  with a GROUP reduce (shared memory holds scalars) stay as they are."""
+  if any(u.op is Ops.RANGE and range_kind(u) is AxisType.GROUP for u in sink.toposort()): return sink
   sink = vectorize_lanes(sink)
   stores: list[UOp] = []
   for st in sink.src:
