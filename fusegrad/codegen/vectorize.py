@@ -15,7 +15,7 @@ devectorize        In: that AST and a renderer. Out: where the renderer can't ho
 from __future__ import annotations
 from fusegrad.dtype import DType, dtypes
 from fusegrad.renderer import Renderer
-from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.uop.symbolic import simplify, split_terms
 from fusegrad.codegen.kernel import range_kind, range_size
 from fusegrad.codegen.expand import tree_reduce
@@ -33,6 +33,7 @@ def _stride(idx: UOp, r: UOp) -> int | None:
   return coeff
 
 def _lanes(u: UOp, r: UOp) -> list[UOp]: return [u.substitute({r: UOp.const(r.dtype, i)}) for i in range(range_size(r))]
+def _values(red: UOp) -> list[UOp]: return [s for s in red.src if s.op is not Ops.RANGE]
 def broadcast(u: UOp, n: int) -> UOp: return UOp(Ops.VECTORIZE, u.dtype.vec(n), (u,) * n)
 
 class _Vectorizer:
@@ -49,17 +50,31 @@ class _Vectorizer:
     elif u.op is Ops.LOAD and _stride(u.src[1], self.r) == 1 and not any(self.r in g.toposort() for g in u.src[2:]):
       base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
       ret = UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
-    elif u.op in VECTOR_OPS:
+    elif u.op in VECTOR_OPS and self.any_real([self.vec(s) for s in u.src]):
       ret = UOp(u.op, u.dtype.vec(self.n), tuple(self.full(self.vec(s)) for s in u.src), u.arg)
-    elif u.op is Ops.REDUCE and u.arg in VECTOR_OPS:
-      vals = [s for s in u.src if s.op is not Ops.RANGE]
+    elif u.op is Ops.REDUCE and u.arg in VECTOR_OPS and self.any_real([self.vec(s) for s in _values(u)]):
+      vals = _values(u)
       ret = UOp(Ops.REDUCE, u.dtype.vec(self.n), tuple(self.full(self.vec(v)) for v in vals) + u.src[len(vals):], u.arg)
     else: ret = self.by_lane(u)
     self.memo[u] = ret
     return ret
 
+  def any_real(self, vs: list[UOp]) -> bool:
+    """True if some value is a vector computed as one (not lanes gathered one by one, nor a broadcast): only then is
+    an op on vectors worth it."""
+    return any(v.dtype.count == self.n and v.op is not Ops.VECTORIZE for v in vs)
   def full(self, v: UOp) -> UOp: return v if v.dtype.count == self.n else broadcast(v, self.n)
-  def by_lane(self, u: UOp) -> UOp: return UOp(Ops.VECTORIZE, u.dtype.vec(self.n), tuple(_lanes(u, self.r)))
+  def by_lane(self, u: UOp) -> UOp:
+    """Lane i of u on its own. An elementwise op on floats takes lane i of its vectorized sources (GEP), so what
+    feeds it stays vectors; anything else is copied with the range set to i."""
+    srcs = [self.vec(s) if s.dtype in VECTOR_DTYPES else None for s in u.src]
+    if not (u.op in GroupOp.Elementwise and u.dtype in VECTOR_DTYPES and self.any_real([v for v in srcs if v])):
+      return UOp(Ops.VECTORIZE, u.dtype.vec(self.n), tuple(_lanes(u, self.r)))
+    def lane_src(s: UOp, v: UOp | None, i: int) -> UOp:
+      if v is None: return s.substitute({self.r: UOp.const(self.r.dtype, i)})
+      return UOp(Ops.GEP, v.dtype.scalar(), (v,), i) if v.dtype.count > 1 else v
+    return UOp(Ops.VECTORIZE, u.dtype.vec(self.n),
+               tuple(u.replace(src=tuple(lane_src(s, v, i) for s, v in zip(u.src, srcs))) for i in range(self.n)))
 
   def store(self, st: UOp) -> list[UOp]:
     """One vector STORE where the address has stride 1 in r (and any gate does not depend on it), else one per lane."""
