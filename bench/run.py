@@ -9,7 +9,8 @@ a note). Every implementation runs in this one process, alternating call by call
 median of the rounds is reported), each through its JIT after warm-up (fusegrad's and tinygrad's TinyJit; PyTorch
 and NumPy eagerly). Thread pools wait passively (OMP_WAIT_POLICY=PASSIVE, set before any of them loads) so one
 library's spinning workers don't steal the cores from the next one. The "first step" row runs each framework in a
-fresh subprocess with an empty compile cache.
+fresh subprocess with an empty compile cache. tinygrad's MNIST rows run with --full only (its cold compile of the
+training step takes minutes on 2 cores).
 
 Prints one line per row: the median time (or GFLOPS / GB/s where that is the table's unit) of each implementation and
 the ratio fusegrad / best other (time: below 1 is faster; rates: above 1 is faster). Writes all medians to JSON.
@@ -140,8 +141,10 @@ def roundtrip(impl: str) -> Runner | None:
   torch = _torch()
   return lambda: (torch.tensor([1., 2, 3, 4]) + 1).numpy()
 
+SLOW_TINYGRAD = False  # tinygrad's MNIST step compiles for minutes on 2 cores: only with --full
+
 def mnist_step(impl: str, bs: int) -> Runner | None:
-  if impl == "numpy" or (impl == "tinygrad" and _tinygrad() is None): return None
+  if impl == "numpy" or (impl == "tinygrad" and (_tinygrad() is None or not SLOW_TINYGRAD)): return None
   rng = np.random.default_rng(0)
   X = rng.integers(0, 256, (4096, 1, 28, 28), dtype=np.uint8)
   Y = rng.integers(0, 10, (4096,), dtype=np.int32)
@@ -155,9 +158,13 @@ def mnist_step(impl: str, bs: int) -> Runner | None:
   Xt, Yt = Tensor(X).realize(), Tensor(Y).realize()
   model = Model()
   opt = nn.optim.Adam(nn.state.get_parameters(model), lr=0.002)
+  if impl == "fusegrad": train = Tensor.train
+  else:  # tinygrad 0.14 has no Tensor.train: training mode is the TRAINING context variable
+    from tinygrad.helpers import Context
+    def train() -> Any: return Context(TRAINING=1)
   @TinyJit
   def step() -> Any:
-    with Tensor.train():
+    with train():
       opt.zero_grad()
       idx = Tensor.randint(bs, high=Xt.shape[0])
       loss = model(Xt[idx]).sparse_categorical_crossentropy(Yt[idx]).backward()
@@ -207,7 +214,7 @@ def measure(runners: dict[str, Runner], rounds: int, warmup: int = 3) -> dict[st
 
 def first_step(impl: str, bs: int) -> float | None:
   """Seconds of the first MNIST training step in a fresh process with an empty compile cache."""
-  if impl == "numpy" or (impl == "tinygrad" and _tinygrad() is None): return None
+  if impl == "numpy" or (impl == "tinygrad" and (_tinygrad() is None or not SLOW_TINYGRAD)): return None
   with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, CACHEDB=os.path.join(tmp, "cache.db"), XDG_CACHE_HOME=tmp)
     code = (f"import sys, time; sys.argv = ['run.py']; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
@@ -245,6 +252,8 @@ def main() -> None:
   p.add_argument("--rounds", type=int, default=0, help="timed rounds per row (default 5, 11 with --full)")
   p.add_argument("--json", default="bench_results.json", help="where to write the results")
   args = p.parse_args()
+  global SLOW_TINYGRAD
+  SLOW_TINYGRAD = args.full
   impls = [i for i in args.impls.split(",") if i in IMPLS]
   if "tinygrad" in impls and _tinygrad() is None:
     print("note: tinygrad is not installed (pip install --no-deps tinygrad==0.14.0): its column is skipped")
