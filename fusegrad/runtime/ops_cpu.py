@@ -97,6 +97,9 @@ class CPUDevice(Compiled):
     is_clang = "clang" in subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
+    # OpenMP's idle threads sleep instead of spinning between kernels (read once, when the first kernel loads the
+    # OpenMP runtime): on a shared machine spinning workers take the cores from everyone else
+    if threads > 1: os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
                              threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=128,
                              vector_widths=(2, 4, 8, 16))
