@@ -7,10 +7,10 @@
 Setup: `pip install -e .[testing]`, plus `pip install --no-deps tinygrad==0.14.0` for its column (absent: skipped with
 a note). Every implementation runs in this one process, alternating call by call (one call of each per round, the
 median of the rounds is reported), each through its JIT after warm-up (fusegrad's and tinygrad's TinyJit; PyTorch
-and NumPy eagerly). Thread pools wait passively (OMP_WAIT_POLICY=PASSIVE, set before any of them loads) so one
-library's spinning workers don't steal the cores from the next one. The "first step" row runs each framework in a
-fresh subprocess with an empty compile cache. tinygrad's MNIST rows run with --full only (its cold compile of the
-training step takes minutes on 2 cores).
+and NumPy eagerly). Thread pools wait passively (OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4, set before
+any of them loads) so one library's spinning workers don't steal the cores from the next one. The "first step" row
+runs each framework in a fresh subprocess with an empty compile cache. tinygrad's MNIST rows run with --full only
+(its cold compile of the training step takes minutes on 2 cores).
 
 Prints one line per row: the median time (or GFLOPS / GB/s where that is the table's unit) of each implementation and
 the ratio fusegrad / best other (time: below 1 is faster; rates: above 1 is faster). Writes all medians to JSON.
@@ -18,7 +18,8 @@ the ratio fusegrad / best other (time: below 1 is faster; rates: above 1 is fast
 from __future__ import annotations
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 from typing import Any, Callable
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP (PyTorch's and fusegrad's kernels): idle threads sleep
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # OpenBLAS (NumPy): idle threads spin 2**4 cycles, not 2**28
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np
 
