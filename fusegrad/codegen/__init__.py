@@ -4,10 +4,12 @@ The pipeline, in order:
   0. fold_reduces         sums that pick one element or count a range lose their loop       codegen/fold.py
   1. merge_axes           loops that can merge without division (fewer, longer loops)      codegen/lower.py
   2. optimize             a list of Opts from the heuristic or BEAM, applied to the Kernel  codegen/kernel.py
-  3. expand_unrolled      UPCAST/UNROLL ranges become copies of code                         codegen/expand.py
+  3. vectorize_upcasts    UPCAST/LANES ranges contiguous in memory become vector values      codegen/vectorize.py
+     expand_unrolled      other UPCAST/UNROLL/LANES ranges become copies of code             codegen/expand.py
      lower_group_reduces  GROUP reduces get shared memory and a barrier                      codegen/lower.py
   4. to_launch_dims       output loops become gidx/lidx where the device has a grid         codegen/lower.py
   5. device lowering      THREEFRY and bfloat16 for renderers that lack them                codegen/lower.py
+     devectorize          vectors the renderer can't write become scalars                   codegen/vectorize.py
   6. linearize            the flat program with loops and accumulators                      codegen/linearize.py
   7. render               source text (the PYTHON device runs the flat program itself)      renderer/
 Order matters: opts (2) address the merged axes (1); unrolling (3) must see the opts' ranges before they become
@@ -15,6 +17,7 @@ launch indices (4); lowering (5) runs on final values so that every bfloat16 op 
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
+from typing import Callable
 from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint, to_function_name
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
@@ -27,6 +30,7 @@ from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefr
 from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, simplify_gated_loads
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
+from fusegrad.codegen.vectorize import vectorize_upcasts, devectorize
 
 __all__ = ["ProgramSpec", "get_program", "Kernel", "Opt", "OptOps", "KernelOptError", "lower_kernel"]
 
@@ -43,13 +47,25 @@ class ProgramSpec:
   applied_opts: list[Opt] = field(default_factory=list)
   flops: int = 0  # estimated arithmetic ops per launch, for DEBUG=2 and GlobalCounters
 
+# Steps 3-6 as a table of passes over one IR (a kernel AST), each taking the AST and the renderer. Order: vectors are
+# made before expansion copies what is left (copies of a vector stay vectors); launch dims need the final ranges;
+# threefry and bfloat16 are lowered on final values; devectorize sees every vector op; the cleanup types indices last.
+# codegen/spec.py states what each stage's output may hold (checked in test/unit/test_codegen_spec.py).
+LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
+  ("vectorize", lambda ast, ren: vectorize_upcasts(ast)),
+  ("expand", lambda ast, ren: expand_unrolled(ast)),
+  ("group_reduce", lambda ast, ren: lower_group_reduces(ast)),
+  ("launch_dims", to_launch_dims),
+  ("threefry", lambda ast, ren: ast if ren.native_threefry else decompose_threefry(ast)),
+  ("bfloat16", lambda ast, ren: ast if ren.supports_bfloat16 else emulate_bfloat16(ast)),
+  ("devectorize", devectorize),
+  ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered))),
+)
+
 def lower_kernel(k: Kernel) -> list[UOp]:
   """Steps 3-6: an optimized Kernel -> the flat program."""
-  ast = lower_group_reduces(expand_unrolled(k.ast))
-  ast = to_launch_dims(ast, k.ren)
-  if not k.ren.native_threefry: ast = decompose_threefry(ast)
-  if not k.ren.supports_bfloat16: ast = emulate_bfloat16(ast)
-  ast = resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered))
+  ast = k.ast
+  for _, lowering_pass in LOWERING: ast = lowering_pass(ast, k.ren)
   return linearize(ast)
 
 def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
@@ -94,5 +110,6 @@ def estimate_flops(uops: list[UOp]) -> int:
   for u in uops:
     if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: stack.pop()
-    elif u.op in GroupOp.ALU and u not in index_nodes: flops += stack[-1] * (2 if u.op is Ops.MULACC else 1)
+    elif u.op in GroupOp.ALU and u not in index_nodes:
+      flops += stack[-1] * (2 if u.op is Ops.MULACC else 1) * u.dtype.count
   return flops

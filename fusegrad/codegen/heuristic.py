@@ -5,7 +5,7 @@ timing candidates; both produce the same kind of list.
 """
 from __future__ import annotations
 from fusegrad.helpers import prod
-from fusegrad.uop.ops import UOp
+from fusegrad.uop.ops import UOp, AxisType
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
 
 def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
@@ -25,25 +25,47 @@ def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
   for amt in (256, 128, 64, 32, 16):
     if range_size(r) % amt == 0 and range_size(r) >= amt * 4 and _try(k, Opt(OptOps.GROUP, last, amt), opts): return
 
+def _lanes(k: Kernel, opts: list[Opt]) -> None:
+  """A reduce along an axis every load is contiguous in (or doesn't move along), on a device with vectors: that
+  axis's iterations go to the lanes of one vector accumulator (codegen/vectorize.py), summed up after the loop."""
+  if not k.ren.vector_widths or not _red_axes(k): return
+  last, r = _red_axes(k)[-1]
+  moving = [ld for ld in k.loads() if k.stride(ld, r) != 0]
+  if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
+  itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
+  for amt in sorted(k.ren.vector_widths, reverse=True):
+    if amt * itemsize <= k.ren.simd_width and range_size(r) % amt == 0 and _try(k, Opt(OptOps.LANES, last, amt), opts):
+      return
+
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
-  registers: the axis the output is contiguous in gets a full SIMD register's worth, another one 4."""
+  registers. The axis the output is contiguous in gets a SIMD register's worth (it becomes a vector, see
+  codegen/vectorize.py); more axes multiply the tile up to 16 vectors of accumulators (enough independent
+  multiply-adds to hide their latency, few loads per multiply-add) within upcast_max elements."""
   store = k.stores()[0]
   itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = max(k.ren.simd_width // itemsize, 4)
   done: set[int] = set()
-  for _ in range(2):
-    best = None
+  lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
+  def candidates() -> list[tuple[int, UOp, int, bool]]:
+    """(axis, range, loads it broadcasts, output contiguous in it) for each output axis worth tiling."""
+    out = []
     for i, r in _out_axes(k):
       if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in k.loads() if k.stride(ld, r) == 0)
-      if not broadcast: continue
-      contiguous = k.stride(store, r) == 1
-      amt = next((a for a in ((vec, vec // 2, 4) if contiguous and not done else (4,)) if range_size(r) % a == 0), None)
-      if amt is None: continue
-      score = (broadcast, contiguous)
-      if best is None or score > best[0]: best = (score, i, amt, r.arg[0])
+      if broadcast: out.append((i, r, broadcast, k.stride(store, r) == 1))
+    return out
+  while (cands := candidates()) and k.upcast_size() // lanes < 16:
+    best = None
+    for i, r, broadcast, contiguous in cands:
+      # a vector on the contiguous axis first; then the tile is shared among the axes left (8 for the last one)
+      amounts = (vec, vec // 2, 4) if contiguous and not done else (4, 2) if len(cands) > 1 else (8, 4, 2)
+      room = min(k.ren.upcast_max // k.upcast_size(), 16 * lanes // k.upcast_size())
+      amt = next((a for a in amounts if range_size(r) % a == 0 and a <= room), None)
+      if amt is not None and (best is None or (broadcast, contiguous) > best[0]):
+        best = ((broadcast, contiguous), i, amt, r.arg[0], contiguous)
     if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
+    if not done and best[4] and lanes == 1: lanes = best[2]
     done.add(best[3])
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
@@ -80,11 +102,11 @@ def _threads(k: Kernel, opts: list[Opt]) -> None:
   if work >= 1 << 16 and range_size(r) >= 2: _try(k, Opt(OptOps.THREAD, i, 0), opts)
 
 def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
-  """Opts for a kernel, in order: grouped reduce, register tiling, unrolling, elementwise upcast, workgroups,
-  threads."""
+  """Opts for a kernel, in order: grouped reduce, vector lanes of a reduce, register tiling, unrolling, elementwise
+  upcast, workgroups, threads."""
   opts: list[Opt]
   k, opts = kernel.copy(), []
-  for step in (_grouped_reduce, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast,
+  for step in (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast,
                _workgroups, _threads):
     if step is not None: step(k, opts)
   return opts

@@ -15,7 +15,7 @@ from fusegrad.uop.ops import UOp, Ops, AxisType, flat_index
 from fusegrad.codegen.expand import tree_reduce
 from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
 from fusegrad.uop.rewrite import UPat, PatternMatcher
-from fusegrad.uop.symbolic import simplify
+from fusegrad.uop.symbolic import simplify, split_terms, build_sum
 from fusegrad.codegen.kernel import range_kind, range_size, replace_range, reduce_parts
 
 def _count_divmod(ast: UOp) -> int: return sum(1 for u in ast.toposort() if u.op in (Ops.IDIV, Ops.MOD))
@@ -63,11 +63,31 @@ def _gate_bounds(gate: UOp) -> dict[UOp, tuple[int, int]]:
       bounds[x] = (lo, min(hi, k - 1)) if holds else (max(lo, k), hi)
   return {x: b for x, b in bounds.items() if b[0] <= b[1] and b != (x.vmin, x.vmax)}
 
+def _recentered_divmod(x: UOp, hi: int) -> dict[UOp, UOp]:
+  """For x = X % m known to be at most hi: X written as m*Q + E with each coefficient taken to its nearest multiple of
+  m, so E is small. Where E can't be negative while the gate holds (a negative E makes X % m = E + m > hi), X % m is E
+  and X // m is Q: (r + 24*k) % 25 < 20, with r < 24 and k < 5, gives r - k and k (a convolution's input gradient)."""
+  X, m = x.src[0], x.src[1].arg
+  if not isinstance(m, int) or m <= 1: return {}
+  terms, const = split_terms(X)
+  q_terms = [(t, round(c / m)) for t, c in terms]
+  e_terms = [(t, c - q * m) for (t, c), (_, q) in zip(terms, q_terms)]
+  q0 = round(const / m)
+  E, Q = build_sum(e_terms, const - q0 * m, X), build_sum(q_terms, q0, X)
+  if not (E.vmin > -m and E.vmax < m and m + E.vmin > hi): return {}
+  return {x: E, UOp(Ops.IDIV, X.dtype, (X, x.src[1])): Q}
+
 def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
   """idx simplified knowing gate holds (a load's address only matters when its gate is true): the expressions the
   gate bounds become bounded placeholders while simplifying. Loads inside idx stay as they are (opaque placeholders):
   they run whether or not the gate holds, so their own gates and indices must not assume it."""
   bounds = _gate_bounds(gate)
+  if not bounds: return idx
+  for x, (lo, hi) in list(bounds.items()):
+    if x.op is Ops.MOD and x.src[1].op is Ops.CONST and (sub := _recentered_divmod(x, hi)):
+      idx = simplify(idx.substitute(sub))
+      bounds[sub[x]] = (max(lo, 0), hi)  # where the gate holds, E is X % m
+  bounds = {x: b for x, b in bounds.items() if x in idx.toposort()}
   if not bounds: return idx
   stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi))
               for i, (x, (lo, hi)) in enumerate(bounds.items())}

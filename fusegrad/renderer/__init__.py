@@ -17,6 +17,7 @@ class Renderer:
   upcast_max: int = 16             # largest number of unrolled elements per thread
   max_buffers: int = 64            # buffers one kernel may take
   threads: int = 0                 # CPU threads that split the outermost loop (0: none)
+  vector_widths: tuple[int, ...] = ()  # lengths of float vectors the renderer can write (others are split up)
   simd_width: int = 16             # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512): sizes upcasts
   supports_float16: bool = True
   supports_bfloat16: bool = False

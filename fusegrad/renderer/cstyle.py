@@ -177,6 +177,10 @@ class CStyleLanguage(Renderer):
         names[u] = new_name("acc")
         line(f"{self.render_dtype(u.dtype)} {names[u]} = {src[0]};")
       elif u.op is Ops.ASSIGN: line(f"{src[0]} = {src[1]};")
+      elif u.op is Ops.VECTORIZE:
+        names[u] = new_name("vec")
+        line(f"{self.render_dtype(u.dtype)} {names[u]} = ({self.render_dtype(u.dtype)}){{{', '.join(src)}}};")
+      elif u.op is Ops.GEP: names[u] = f"{src[0]}[{u.arg}]"
       elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST):
         if u.op is Ops.CAST: expr = self.render_cast(src[0], u.dtype, u.src[0].dtype)
         elif u.op is Ops.BITCAST: expr = self.render_bitcast(src[0], u.dtype, u.src[0].dtype)
@@ -199,10 +203,26 @@ class ClangRenderer(CStyleLanguage):
   half_type: str = "_Float16"
   def render_dtype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return f"{self.render_dtype(dt.base)}*"
-    return {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+    name = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
             dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
             dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.float16: self.half_type,
             dtypes.float32: "float", dtypes.float64: "double"}[known_dtype(dt.scalar())]
+    return name if dt.count == 1 else f"{name}{dt.count}"  # vectors: typedefs in render_prelude
+  def render_const(self, val: object, dt: DType) -> str:
+    if dt.count == 1: return super().render_const(val, dt)
+    return f"(({self.render_dtype(dt)}){{{', '.join([super().render_const(val, dt.scalar())] * dt.count)}}})"
+  def render_prelude(self, uops: list[UOp]) -> list[str]:
+    """The GNU vector types the kernel uses (gcc and clang), and an unaligned variant for loads and stores."""
+    vecs = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
+    return [f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)}{sfx} "
+            f"__attribute__((vector_size({dt.itemsize}){align}));"
+            for dt in vecs for sfx, align in (("", ""), ("_u", f", aligned({dt.scalar().itemsize})"))]
+  def render_load(self, u: UOp, buf: str, idx: str) -> str:
+    if u.dtype.count == 1: return super().render_load(u, buf, idx)
+    return f"*((const {self.render_dtype(u.dtype)}_u*)({buf}+{idx}))"
+  def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str:
+    if u.src[2].dtype.count == 1: return super().render_store(u, buf, idx, val)
+    return f"*(({self.render_dtype(u.src[2].dtype)}_u*)({buf}+{idx})) = {val};"
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
     # clang's double -> __fp16 calls a runtime helper whose ABI libgcc doesn't share (garbage results): via float
     if self.half_type == "__fp16" and dt.scalar() == dtypes.float16 and from_dt.scalar() == dtypes.float64:

@@ -62,10 +62,13 @@ def openmp_works(cc: list[str]) -> bool:
 
 class ClangCompiler(Compiler):
   """C -> shared library. The cache key holds the compiler, its flags and the CPU (flags use -march=native)."""
-  def __init__(self, cc: list[str], openmp: bool):
+  def __init__(self, cc: list[str], openmp: bool, simd: int = 16):
     self.cc = cc
     self.args = ["-shared", "-O2", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno", "-fno-strict-aliasing",
                  "-x", "c"]
+    # the kernels' vector types are as wide as the SIMD registers: keep them whole (clang splits 64-byte vectors into
+    # two 32-byte halves by default on some AVX-512 CPUs)
+    if simd >= 64: self.args.insert(0, "-mprefer-vector-width=512")
     if openmp: self.args.insert(0, "-fopenmp")
     version = subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     cpu = (next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
@@ -121,6 +124,10 @@ class CPUDevice(Compiled):
     is_clang = "clang" in subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
+    # OpenMP's idle threads sleep instead of spinning between kernels (read once, when the first kernel loads the
+    # OpenMP runtime): on a shared machine spinning workers take the cores from everyone else
+    if threads > 1: os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
-                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=64)
-    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp), CPUProgram)
+                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=128,
+                             vector_widths=(2, 4, 8, 16))
+    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp, simd_width()), CPUProgram)

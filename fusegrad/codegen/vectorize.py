@@ -1,0 +1,181 @@
+"""Vectors: an UPCAST range along which a kernel's output is contiguous becomes one vector value instead of copies.
+
+vectorize_upcasts  In: a kernel AST after the opts (codegen/kernel.py). Out: the same AST where, for each STORE with
+                   an UPCAST range of stride 1 in its address (and a vector length of 2-16), that range is gone: values
+                   that depend on it are vectors (dtype.vec(n)) built from
+                     LOAD of dtype vec(n)  n consecutive elements, where the address has stride 1 in the range
+                     ADD / MUL / MULACC / REDUCE of vectors, scalars broadcast with VECTORIZE (every lane the same)
+                     VECTORIZE(lane 0, ..., lane n-1)  anything else (other ops, other strides): one copy per lane
+                   and the STORE writes the vector at once (or lane by lane with GEP where it can't).
+devectorize        In: that AST and a renderer. Out: where the renderer can't hold a vector of that length and type
+                   (Renderer.vector_widths), every vector node is split into one scalar node per lane, which is
+                   exactly the code copying the range would have given. Renderers without vectors (PYTHON, OpenCL,
+                   CUDA here) run the same kernels this way.
+"""
+from __future__ import annotations
+from fusegrad.dtype import DType, dtypes
+from fusegrad.renderer import Renderer
+from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
+from fusegrad.uop.symbolic import simplify, split_terms
+from fusegrad.codegen.kernel import range_kind, range_size
+from fusegrad.codegen.expand import tree_reduce
+
+VECTOR_OPS = {Ops.ADD, Ops.MUL, Ops.MULACC}  # ops computed lane-wise on vectors; others go lane by lane
+VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+
+def _stride(idx: UOp, r: UOp) -> int | None:
+  """How far idx moves when r grows by one (None: not linear in r)."""
+  terms, _ = split_terms(idx)
+  coeff = 0
+  for t, c in terms:
+    if t is r: coeff += c
+    elif r in t.toposort(): return None
+  return coeff
+
+def _lanes(u: UOp, r: UOp) -> list[UOp]: return [u.substitute({r: UOp.const(r.dtype, i)}) for i in range(range_size(r))]
+def _values(red: UOp) -> list[UOp]: return [s for s in red.src if s.op is not Ops.RANGE]
+def broadcast(u: UOp, n: int) -> UOp: return UOp(Ops.VECTORIZE, u.dtype.vec(n), (u,) * n)
+
+class _Vectorizer:
+  """The values of one kernel as vectors along range r (memoized: shared nodes stay shared)."""
+  def __init__(self, r: UOp):
+    self.r, self.n = r, range_size(r)
+    self.memo: dict[UOp, UOp] = {}
+
+  def vec(self, u: UOp) -> UOp:
+    """u as a vector of n lanes, or u itself where it does not depend on r (a scalar, the same in every lane)."""
+    if (ret := self.memo.get(u)) is not None: return ret
+    if self.r not in u.toposort(): ret = u
+    elif u.dtype not in VECTOR_DTYPES: ret = self.by_lane(u)
+    elif u.op is Ops.LOAD and _stride(u.src[1], self.r) == 1 and not any(self.r in g.toposort() for g in u.src[2:]):
+      base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
+      ret = UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
+    elif u.op in VECTOR_OPS and self.any_real([self.vec(s) for s in u.src]):
+      ret = UOp(u.op, u.dtype.vec(self.n), tuple(self.full(self.vec(s)) for s in u.src), u.arg)
+    elif u.op is Ops.REDUCE and u.arg in VECTOR_OPS and self.any_real([self.vec(s) for s in _values(u)]):
+      vals = _values(u)
+      ret = UOp(Ops.REDUCE, u.dtype.vec(self.n), tuple(self.full(self.vec(v)) for v in vals) + u.src[len(vals):], u.arg)
+    else: ret = self.by_lane(u)
+    self.memo[u] = ret
+    return ret
+
+  def any_real(self, vs: list[UOp]) -> bool:
+    """True if some value is a vector computed as one (not lanes gathered one by one, nor a broadcast): only then is
+    an op on vectors worth it."""
+    return any(v.dtype.count == self.n and v.op is not Ops.VECTORIZE for v in vs)
+  def full(self, v: UOp) -> UOp: return v if v.dtype.count == self.n else broadcast(v, self.n)
+  def by_lane(self, u: UOp) -> UOp:
+    """Lane i of u on its own. An elementwise op on floats takes lane i of its vectorized sources (GEP), so what
+    feeds it stays vectors; anything else is copied with the range set to i."""
+    srcs = [self.vec(s) if s.dtype in VECTOR_DTYPES else None for s in u.src]
+    if not (u.op in GroupOp.Elementwise and u.dtype in VECTOR_DTYPES and self.any_real([v for v in srcs if v])):
+      return UOp(Ops.VECTORIZE, u.dtype.vec(self.n), tuple(_lanes(u, self.r)))
+    def lane_src(s: UOp, v: UOp | None, i: int) -> UOp:
+      if v is None: return s.substitute({self.r: UOp.const(self.r.dtype, i)})
+      return UOp(Ops.GEP, v.dtype.scalar(), (v,), i) if v.dtype.count > 1 else v
+    return UOp(Ops.VECTORIZE, u.dtype.vec(self.n),
+               tuple(u.replace(src=tuple(lane_src(s, v, i) for s, v in zip(u.src, srcs))) for i in range(self.n)))
+
+  def store(self, st: UOp) -> list[UOp]:
+    """One vector STORE where the address has stride 1 in r (and any gate does not depend on it), else one per lane."""
+    val = self.vec(st.src[2])
+    if val.dtype.count == self.n and _stride(st.src[1], self.r) == 1 and not any(self.r in g.toposort()
+                                                                                   for g in st.src[3:]):
+      base = simplify(st.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
+      return [st.replace(src=(st.src[0], base, val) + st.src[3:])]
+    if val.dtype.count != self.n: return _lanes(st, self.r)
+    return [UOp(Ops.STORE, st.dtype, (s.src[0], s.src[1], UOp(Ops.GEP, val.dtype.scalar(), (val,), i)) + s.src[3:])
+            for i, s in enumerate(_lanes(st, self.r))]
+
+def _vector_range(st: UOp) -> UOp | None:
+  """The UPCAST range a STORE's address has stride 1 in, if its size makes a vector (2, 4, 8 or 16)."""
+  for r in st.toposort():
+    if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST and range_size(r) in (2, 4, 8, 16) \
+        and _stride(st.src[1], r) == 1 and st.src[2].dtype in VECTOR_DTYPES:
+      return r
+  return None
+
+def _lanes_range(red: UOp) -> UOp | None:
+  """The LANES range of a REDUCE, if its size makes a vector and the reduced value is a float."""
+  return next((r for r in red.src if r.op is Ops.RANGE and range_kind(r) is AxisType.LANES
+               and range_size(r) in (2, 4, 8, 16) and red.dtype in VECTOR_DTYPES), None)
+
+def vectorize_lanes(sink: UOp) -> UOp:
+  """A REDUCE over a LANES range keeps one vector accumulator (lane i sums the iterations where the range is i) and
+  adds its lanes up after the loops: a sum along a contiguous axis loads and adds whole vectors."""
+  memo: dict[UOp, UOp] = {}
+  for node in sink.toposort():
+    src = tuple(memo[s] for s in node.src)
+    new = node if src == node.src else node.replace(src=src)
+    if new.op is Ops.REDUCE and (r := _lanes_range(new)) is not None and new.arg in VECTOR_OPS:
+      v = _Vectorizer(r)
+      vals = [s for s in new.src if s.op is not Ops.RANGE]
+      ranges = tuple(s for s in new.src[len(vals):] if s is not r)
+      vec_vals = [v.full(v.vec(x)) for x in vals]
+      acc = UOp(Ops.REDUCE, new.dtype.vec(v.n), tuple(vec_vals) + ranges, new.arg) if ranges else \
+        tree_reduce(new.arg, vec_vals)
+      new = tree_reduce(new.arg, [UOp(Ops.GEP, new.dtype, (acc,), i) for i in range(v.n)])
+    memo[node] = new
+  return memo[sink]
+
+def vectorize_upcasts(sink: UOp) -> UOp:
+  """Each STORE whose address is contiguous in an UPCAST range computes and writes that range as one vector. Kernels
+  with a GROUP reduce (shared memory holds scalars) stay as they are."""
+  if any(u.op is Ops.RANGE and range_kind(u) is AxisType.GROUP for u in sink.toposort()): return sink
+  sink = vectorize_lanes(sink)
+  stores: list[UOp] = []
+  for st in sink.src:
+    r = _vector_range(st) if st.op is Ops.STORE else None
+    stores.extend([st] if r is None else _Vectorizer(r).store(st))
+  return sink.replace(src=tuple(stores))
+
+# *** devectorize ***
+def _lane(u: UOp, i: int, memo: dict[UOp, list[UOp]]) -> UOp:
+  return _split(u, memo)[i] if u.dtype.count > 1 else u
+
+def _split(u: UOp, memo: dict[UOp, list[UOp]]) -> list[UOp]:
+  """The n scalar nodes lane 0..n-1 of vector node u stands for."""
+  if (ret := memo.get(u)) is not None: return ret
+  n, scalar = u.dtype.count, u.dtype.scalar()
+  if u.op is Ops.VECTORIZE: ret = [_devec(s, memo) for s in u.src]
+  elif u.op is Ops.CONST: ret = [UOp.const(scalar, u.arg)] * n
+  elif u.op is Ops.LOAD:
+    ret = [UOp(Ops.LOAD, scalar, (u.src[0], u.src[1] + i if i else u.src[1])
+               + tuple(_devec(s, memo) for s in u.src[2:]), u.arg) for i in range(n)]
+  elif u.op is Ops.GEP: ret = [_split(u.src[0], memo)[u.arg]]
+  elif u.op is Ops.REDUCE:
+    vals = [s for s in u.src if s.op is not Ops.RANGE]
+    ret = [UOp(Ops.REDUCE, scalar, tuple(_lane(v, i, memo) for v in vals) + u.src[len(vals):], u.arg)
+           for i in range(n)]
+  else: ret = [UOp(u.op, scalar, tuple(_lane(s, i, memo) for s in u.src), u.arg) for i in range(n)]
+  memo[u] = ret
+  return ret
+
+def _devec(u: UOp, memo: dict[UOp, list[UOp]]) -> UOp:
+  """A scalar node with every vector below it split (u itself must be scalar)."""
+  if u.dtype.count > 1: raise ValueError(f"{u.op} of {u.dtype} where a scalar was expected")
+  if (ret := memo.get(u)) is not None: return ret[0]
+  if u.op is Ops.GEP: return _split(u.src[0], memo)[u.arg]
+  src = tuple(_devec(s, memo) for s in u.src)
+  ret = u if src == u.src else u.replace(src=src)
+  memo[u] = [ret]
+  return ret
+
+def renderer_holds(ren: Renderer, dt: DType) -> bool:
+  """True when the renderer can write vectors of dt's length and scalar type."""
+  return dt.count in ren.vector_widths and dt.scalar() in VECTOR_DTYPES
+
+def devectorize(sink: UOp, ren: Renderer) -> UOp:
+  """The AST with every vector split into scalars, unless the renderer holds all of the kernel's vector types."""
+  vectors = {u.dtype for u in sink.toposort() if u.dtype.count > 1}
+  if all(renderer_holds(ren, dt) for dt in vectors): return sink
+  memo: dict[UOp, list[UOp]] = {}
+  stores: list[UOp] = []
+  for st in sink.src:
+    if st.op is Ops.STORE and st.src[2].dtype.count > 1:
+      vals = _split(st.src[2], memo)
+      extra = tuple(_devec(g, memo) for g in st.src[3:])
+      stores.extend(st.replace(src=(st.src[0], st.src[1] + i if i else st.src[1], v) + extra)
+                    for i, v in enumerate(vals))
+    else: stores.append(_devec(st, memo))
+  return simplify(sink.replace(src=tuple(stores)))
