@@ -83,18 +83,18 @@ def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
   they run whether or not the gate holds, so their own gates and indices must not assume it."""
   bounds = _gate_bounds(gate)
   if not bounds: return idx
+  loads = {u: UOp(Ops.DEFINE_VAR, u.dtype, (), (f"_load{i}", u.vmin, u.vmax))
+           for i, u in enumerate(idx.toposort()) if u.op is Ops.LOAD and u not in bounds}
+  idx = idx.substitute(loads)  # first, so that no rewrite below reaches into a load's own index
   for x, (lo, hi) in list(bounds.items()):
     if x.op is Ops.MOD and x.src[1].op is Ops.CONST and (sub := _recentered_divmod(x, hi)):
       idx = simplify(idx.substitute(sub))
       bounds[sub[x]] = (max(lo, 0), hi)  # where the gate holds, E is X % m
   bounds = {x: b for x, b in bounds.items() if x in idx.toposort()}
-  if not bounds: return idx
   stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi))
               for i, (x, (lo, hi)) in enumerate(bounds.items())}
-  stand_in |= {u: UOp(Ops.DEFINE_VAR, u.dtype, (), (f"_load{i}", u.vmin, u.vmax))
-               for i, u in enumerate(idx.toposort()) if u.op is Ops.LOAD and u not in stand_in}
-  ret = simplify(idx.substitute(stand_in))
-  return simplify(ret.substitute({v: x for x, v in stand_in.items()}))
+  ret = simplify(simplify(idx.substitute(stand_in)).substitute({v: x for x, v in stand_in.items()}))
+  return ret.substitute({v: u for u, v in loads.items()})
 
 def simplify_gated_loads(ast: UOp) -> UOp:
   """Every gated load's index simplified given its gate (the padding of a view cuts divisions out of its index)."""

@@ -189,7 +189,7 @@ class ReduceMixin:
     windows = windows.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(*lead, n, length + 1)
     return windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))._cum_reduce(op, self.dtype)
   def _cum_reduce(self: Tensor, op: str, dtype: DType) -> Tensor:
-    if op == "sum": return self.sum(-1, dtype=dtype if dtypes.is_float(dtype) else sum_acc_dtype(dtype))
+    if op == "sum": return self.sum(-1, dtype=dtype if dtype != dtypes.bool else dtypes.int32)  # cumsum widened ints
     if op == "logsumexp": return self.logsumexp(-1)
     return self.prod(-1) if op == "prod" else self.max(-1)
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
