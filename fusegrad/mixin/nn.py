@@ -143,7 +143,9 @@ class NNMixin:
     x = x.reshape(bs, groups, cin_g, 1, *o_, *k_).expand(bs, groups, cin_g, rcout, *o_, *k_)
     x = x.permute(0, 1, 3, *range(4, 4 + n), 2, *range(4 + n, 4 + 2 * n))
     w = weight.reshape(1, groups, rcout, *[1] * n, cin_g, *k_)
-    ret = (x * w).sum(tuple(range(-1 - n, 0)), dtype=dtype).reshape(bs, cout, *o_)
+    xw = x * w  # integer convolutions keep their dtype, as integer matmuls do
+    ret = xw.sum(tuple(range(-1 - n, 0)), dtype=dtype or (None if dtypes.is_float(xw.dtype) else xw.dtype))
+    ret = ret.reshape(bs, cout, *o_)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
