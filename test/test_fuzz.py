@@ -157,13 +157,13 @@ def random_optimizations(seed: int):
   rnd = random.Random(seed)
   def get_program_random(ast: Any, ren: Any, opts: Any = None) -> Any:
     return get_program(ast, ren, opts=random_opts(ast, ren, rnd, rnd.randint(1, 4)))
-  saved = dict(realize.method_cache)
-  realize.method_cache.clear()
+  saved = dict(realize.programs)
+  realize.programs.clear()
   try:
     with mock.patch.object(realize, "get_program", get_program_random): yield
   finally:
-    realize.method_cache.clear()
-    realize.method_cache.update(saved)
+    realize.programs.clear()
+    realize.programs.update(saved)
 
 def check(shape: tuple[int, ...], steps: list[tuple], seed: int, device: str, opt_seed: int | None) -> None:
   with random_optimizations(opt_seed) if opt_seed is not None else contextlib.nullcontext():
