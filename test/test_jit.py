@@ -679,3 +679,19 @@ def test_prune_as_method():
   for i in range(3): out = m(Tensor.full((2, 3), float(i)).contiguous().realize())
   assert out.tolist() == [[12.0] * 3] * 2
   assert len(M.__call__.__get__(m).jit_cache) == 1, "the (w + 1) kernel should be pruned"
+
+# *** out-of-range indices raise on replays too (the captured kernels compute the index flags; each replay reads them)
+def test_replay_checks_indices():
+  w = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)).realize()
+  f = TinyJit(lambda i: (w[i] * 2).contiguous())
+  for k in range(3): np.testing.assert_equal(f(Tensor([k, 3 - k]).realize()).numpy(), w.numpy()[[k, 3 - k]] * 2)
+  assert f.captured is not None
+  with pytest.raises(IndexError, match="getitem: index 7 is out of bounds for size 4"): f(Tensor([1, 7]).realize())
+  with pytest.raises(IndexError, match="index -5"): f(Tensor([-5, 0]).realize())
+  np.testing.assert_equal(f(Tensor([2, -1]).realize()).numpy(), w.numpy()[[2, -1]] * 2)  # valid calls still work
+
+def test_replay_index_check_off():
+  w = Tensor(np.arange(8, dtype=np.float32)).realize()
+  f = TinyJit(lambda i: w[i].contiguous())
+  for k in range(3): f(Tensor([k]).realize())
+  with Context(CHECK_INDEX=0): np.testing.assert_equal(f(Tensor([9]).realize()).numpy(), [0])  # reads 0, as unjitted
