@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes
-from fusegrad.engine.jit import JitError
+from fusegrad.engine.jit import JitError, function
 from fusegrad.nn.optim import SGD, Adam
 
 CALLS = 5
@@ -695,3 +695,11 @@ def test_replay_index_check_off():
   f = TinyJit(lambda i: w[i].contiguous())
   for k in range(3): f(Tensor([k]).realize())
   with Context(CHECK_INDEX=0): np.testing.assert_equal(f(Tensor([9]).realize()).numpy(), [0])  # reads 0, as unjitted
+
+def test_one_hot_in_jit_and_function():  # one_hot(n) checks its ids lazily, so it can be captured and traced
+  j = TinyJit(lambda y: (y.one_hot(4) * 2).contiguous())
+  for k in range(3): np.testing.assert_equal(j(Tensor([k, 3]).realize()).numpy(), np.eye(4, dtype=np.int32)[[k, 3]] * 2)
+  with pytest.raises(IndexError, match="one_hot: class id 4"): j(Tensor([0, 4]).realize())
+  f = function(lambda y: y.one_hot(4) * 2)
+  for ids in ([1, 3], [0, 2]):
+    np.testing.assert_equal(f(Tensor(ids).realize()).numpy(), np.eye(4, dtype=np.int32)[ids] * 2)
