@@ -703,3 +703,12 @@ def test_one_hot_in_jit_and_function():  # one_hot(n) checks its ids lazily, so 
   f = function(lambda y: y.one_hot(4) * 2)
   for ids in ([1, 3], [0, 2]):
     np.testing.assert_equal(f(Tensor(ids).realize()).numpy(), np.eye(4, dtype=np.int32)[ids] * 2)
+  with pytest.raises(IndexError, match="one_hot: class id 5"): f(Tensor([0, 5]).realize()).numpy()
+
+def test_function_checks_indices():  # each call's results carry the trace's index checks, on this call's inputs
+  w = Tensor(np.arange(6, dtype=np.float32)).realize()
+  f = function(lambda i: w[i] + 1)
+  with pytest.raises(IndexError, match="getitem: index 6"): f(Tensor([0, 6]).realize()).numpy()  # the trace call
+  np.testing.assert_equal(f(Tensor([1, -1]).realize()).numpy(), [2, 6])
+  with pytest.raises(IndexError, match="getitem: index -7"): f(Tensor([-7, 0]).realize()).numpy()
+  np.testing.assert_equal(f(Tensor([5, 0]).realize()).numpy(), [6, 1])

@@ -8,7 +8,7 @@ and devices, and no Python-side branching on tensor values.
 building a model's forward graph again costs one substitution.
 """
 from __future__ import annotations
-import functools, math, struct, weakref
+import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 from fusegrad.device import Buffer
@@ -16,7 +16,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, IndexCheck, capturing, capturing_checks
-from fusegrad.engine.realize import read_flags
+from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
 from fusegrad.engine import state
 
 ReturnType = TypeVar("ReturnType")
@@ -330,6 +330,7 @@ class _Trace:
   rng_states: list[tuple[UOp, str, int]]  # random-state nodes drawn inside: node, device, counter offset
   rng_step: int  # how far the traced call moved the random counter
   buffers: list[UOp]  # the BUFFER nodes the graph reads: buffers written since are read at their newest version
+  checks: list[tuple[UOp, list[IndexCheck]]]  # the index checks in the graph, put on each call's results
 
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
@@ -381,6 +382,8 @@ class function:
       ret = Tensor(out.substitute(sub))
       ret._requires_grad = grad
       results.append(ret)
+    for node, checks in trace.checks:  # out-of-range indices of this call raise too (node is in a result's graph)
+      for c in checks: add_index_check(node.substitute(sub), dataclasses.replace(c, flag=c.flag.substitute(sub)))
     return _rebuild(trace.structure, iter(results))
 
   def _trace(self, args: tuple, kwargs: dict, inputs: list, binds: list[UOp]) -> _Trace:
@@ -401,8 +404,11 @@ class function:
     returned = _tensors_in(ret)
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
+    checks = list(pending_index_checks([o.uop for o in returned]).items())
+    for node, _ in checks: index_checks.pop(node, None)  # the traced graph is never realized: each call's is
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
-                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER])
+                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER],
+                  checks)
 
 def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same
