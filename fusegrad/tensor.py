@@ -202,11 +202,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
     if todo:
       checks = pending_index_checks([t.uop for t in todo])  # out-of-range index flags, computed in the same schedule
-      flags = [Tensor(c.flag) for cs in checks.values() for c in cs]
+      flat = [c for cs in checks.values() for c in cs]
+      flags = [Tensor(c.flag) for c in flat]
       copies += _realize(todo + flags)
       if flags and capturing_checks:  # TinyJit replays read these flags' buffers again
-        capturing_checks[-1] += [(b.arg, c) for f, c in zip(flags, [c for cs in checks.values() for c in cs])
-                                 if (b := state.view_base(f.uop)).op is Ops.BUFFER]
+        bases = [state.view_base(f.uop) for f in flags]
+        capturing_checks[-1] += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
       if flags: verify_index_checks(checks, [f.item() for f in flags])
     if copies:  # tensors that computed the same value as another live tensor get their own copy of it
       for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
