@@ -197,13 +197,17 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
-    from fusegrad.engine.realize import pending_index_checks, verify_index_checks
+    from fusegrad.engine.realize import pending_index_checks, verify_index_checks, capturing_checks
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
     if todo:
       checks = pending_index_checks([t.uop for t in todo])  # out-of-range index flags, computed in the same schedule
-      flags = [Tensor(c.flag) for cs in checks.values() for c in cs]
+      flat = [c for cs in checks.values() for c in cs]
+      flags = [Tensor(c.flag) for c in flat]
       copies += _realize(todo + flags)
+      if flags and capturing_checks:  # TinyJit replays read these flags' buffers again
+        bases = [state.view_base(f.uop) for f in flags]
+        capturing_checks[-1] += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
       if flags: verify_index_checks(checks, [f.item() for f in flags])
     if copies:  # tensors that computed the same value as another live tensor get their own copy of it
       for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)

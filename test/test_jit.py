@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes
-from fusegrad.engine.jit import JitError
+from fusegrad.engine.jit import JitError, function
 from fusegrad.nn.optim import SGD, Adam
 
 CALLS = 5
@@ -679,3 +679,36 @@ def test_prune_as_method():
   for i in range(3): out = m(Tensor.full((2, 3), float(i)).contiguous().realize())
   assert out.tolist() == [[12.0] * 3] * 2
   assert len(M.__call__.__get__(m).jit_cache) == 1, "the (w + 1) kernel should be pruned"
+
+# *** out-of-range indices raise on replays too (the captured kernels compute the index flags; each replay reads them)
+def test_replay_checks_indices():
+  w = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)).realize()
+  f = TinyJit(lambda i: (w[i] * 2).contiguous())
+  for k in range(3): np.testing.assert_equal(f(Tensor([k, 3 - k]).realize()).numpy(), w.numpy()[[k, 3 - k]] * 2)
+  assert f.captured is not None
+  with pytest.raises(IndexError, match="getitem: index 7 is out of bounds for size 4"): f(Tensor([1, 7]).realize())
+  with pytest.raises(IndexError, match="index -5"): f(Tensor([-5, 0]).realize())
+  np.testing.assert_equal(f(Tensor([2, -1]).realize()).numpy(), w.numpy()[[2, -1]] * 2)  # valid calls still work
+
+def test_replay_index_check_off():
+  w = Tensor(np.arange(8, dtype=np.float32)).realize()
+  f = TinyJit(lambda i: w[i].contiguous())
+  for k in range(3): f(Tensor([k]).realize())
+  with Context(CHECK_INDEX=0): np.testing.assert_equal(f(Tensor([9]).realize()).numpy(), [0])  # reads 0, as unjitted
+
+def test_one_hot_in_jit_and_function():  # one_hot(n) checks its ids lazily, so it can be captured and traced
+  j = TinyJit(lambda y: (y.one_hot(4) * 2).contiguous())
+  for k in range(3): np.testing.assert_equal(j(Tensor([k, 3]).realize()).numpy(), np.eye(4, dtype=np.int32)[[k, 3]] * 2)
+  with pytest.raises(IndexError, match="one_hot: class id 4"): j(Tensor([0, 4]).realize())
+  f = function(lambda y: y.one_hot(4) * 2)
+  for ids in ([1, 3], [0, 2]):
+    np.testing.assert_equal(f(Tensor(ids).realize()).numpy(), np.eye(4, dtype=np.int32)[ids] * 2)
+  with pytest.raises(IndexError, match="one_hot: class id 5"): f(Tensor([0, 5]).realize()).numpy()
+
+def test_function_checks_indices():  # each call's results carry the trace's index checks, on this call's inputs
+  w = Tensor(np.arange(6, dtype=np.float32)).realize()
+  f = function(lambda i: w[i] + 1)
+  with pytest.raises(IndexError, match="getitem: index 6"): f(Tensor([0, 6]).realize()).numpy()  # the trace call
+  np.testing.assert_equal(f(Tensor([1, -1]).realize()).numpy(), [2, 6])
+  with pytest.raises(IndexError, match="getitem: index -7"): f(Tensor([-7, 0]).realize()).numpy()
+  np.testing.assert_equal(f(Tensor([5, 0]).realize()).numpy(), [6, 1])

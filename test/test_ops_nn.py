@@ -573,11 +573,26 @@ def test_normalize_p0_int_errors():
 def test_one_hot_bad_num_classes_raises_like_torch():
   for ids, n in [([1, 5], 3), ([-1, 1], 3), ([1], 0), ([1], -2)]:
     with pytest.raises(RuntimeError): F.one_hot(torch.tensor(ids), n)
-    with pytest.raises(RuntimeError): Tensor(ids).one_hot(n)
-    with pytest.raises(ValueError): Tensor(ids).one_hot(n)
+    with pytest.raises(RuntimeError): Tensor(ids).one_hot(n).numpy()  # ids are checked at realize
+    with pytest.raises(ValueError): Tensor(ids).one_hot(n).numpy()
   with pytest.raises(ValueError): Tensor([1]).one_hot(2.5)  # type: ignore[arg-type]
   for ids, n in [([0, 2], 3), ([0, 2], -1), ([[1], [0]], 2)]:
     np.testing.assert_equal(Tensor(ids).one_hot(n).numpy(), F.one_hot(torch.tensor(ids), n).numpy())
+
+def test_one_hot_stays_lazy():
+  ids = Tensor([[0, 3], [2, 1]]).realize()
+  GlobalCounters.reset()
+  hot = ids.one_hot(4)
+  assert GlobalCounters.kernel_count == 0  # the class ids are checked by a flag computed at realize, not read now
+  np.testing.assert_equal(hot.numpy(), F.one_hot(torch.tensor([[0, 3], [2, 1]]), 4).numpy())
+  assert GlobalCounters.kernel_count > 0
+  bad = Tensor([0, 4, -1]).realize()
+  GlobalCounters.reset()
+  hot = bad.one_hot(4) + 1
+  assert GlobalCounters.kernel_count == 0
+  with pytest.raises(IndexError, match="one_hot: class id 4 is out of bounds for size 4"): hot.realize()
+  with pytest.raises(IndexError, match="class id -1"): Tensor([-1, 2]).one_hot(3).numpy()
+  with pytest.raises(RuntimeError, match="one_hot"): Tensor([-1, 2]).one_hot()  # -1 reads the data (max is a shape)
 
 @pytest.mark.parametrize("shape,dim,size,step", [((5,), 0, 0, 1), ((5, 2), 0, 0, 2), ((3, 4), 1, 0, 3), ((4,), 0, 4, 1)])
 def test_unfold_size_zero(shape, dim, size, step):

@@ -8,14 +8,15 @@ and devices, and no Python-side branching on tensor values.
 building a model's forward graph again costs one substitution.
 """
 from __future__ import annotations
-import functools, math, struct, weakref
+import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
-from fusegrad.helpers import JIT, dprint, colored
+from fusegrad.helpers import JIT, CHECK_INDEX, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, capturing
+from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, IndexCheck, capturing, capturing_checks
+from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
 from fusegrad.engine import state
 
 ReturnType = TypeVar("ReturnType")
@@ -110,6 +111,7 @@ class TinyJit(Generic[ReturnType]):
     self.written: set[int] = set()  # ids of the buffers the kernels write that are not inputs
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step = 0
+    self.index_flags: list[tuple[Buffer, IndexCheck]] = []  # out-of-range index flags the kernels write, to read
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
     self.out_slots: dict[int, list[tuple[int, int]]] = {}  # result position -> where its buffer is in jit_cache
@@ -123,7 +125,7 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
-    self.cnt, self.jit_cache, self.input_slots, self.rng_draws = 0, [], [], []
+    self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.index_flags = 0, [], [], [], []
     self.from_inputs, self.written, self.static, self.out_slots = {}, set(), [], {}
     for _, jit in self._per_instance.values(): jit.reset()
 
@@ -184,12 +186,14 @@ class TinyJit(Generic[ReturnType]):
     start = Tensor._rng_counter
     draws: list[tuple[Tensor, int]] = []
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
-    self.jit_cache = []  # a capture that raised half way may have left items
+    self.jit_cache, self.index_flags = [], []  # a capture that raised half way may have left items
     capturing.append(self.jit_cache)
+    capturing_checks.append(self.index_flags)
     try:
       with state.capture(): ret = self._finish(self.fxn(*args, **kwargs))  # results from before are computed again
     finally:
       capturing.pop()
+      capturing_checks.pop()
       _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
@@ -252,6 +256,7 @@ class TinyJit(Generic[ReturnType]):
       for k, j in slots: self.jit_cache[k].bufs[j] = new
     for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     self.cnt += 1
+    if CHECK_INDEX: read_flags(self.index_flags)  # IndexError if this call's indices are out of range
     return self._results(bases, fresh=set(self.out_slots))
 
   def _results(self, bases: list[UOp], fresh: set[int]) -> Any:
@@ -325,6 +330,7 @@ class _Trace:
   rng_states: list[tuple[UOp, str, int]]  # random-state nodes drawn inside: node, device, counter offset
   rng_step: int  # how far the traced call moved the random counter
   buffers: list[UOp]  # the BUFFER nodes the graph reads: buffers written since are read at their newest version
+  checks: list[tuple[UOp, list[IndexCheck]]]  # the index checks in the graph, put on each call's results
 
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
@@ -376,6 +382,8 @@ class function:
       ret = Tensor(out.substitute(sub))
       ret._requires_grad = grad
       results.append(ret)
+    for node, checks in trace.checks:  # out-of-range indices of this call raise too (node is in a result's graph)
+      for c in checks: add_index_check(node.substitute(sub), dataclasses.replace(c, flag=c.flag.substitute(sub)))
     return _rebuild(trace.structure, iter(results))
 
   def _trace(self, args: tuple, kwargs: dict, inputs: list, binds: list[UOp]) -> _Trace:
@@ -396,8 +404,11 @@ class function:
     returned = _tensors_in(ret)
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
+    checks = list(pending_index_checks([o.uop for o in returned]).items())
+    for node, _ in checks: index_checks.pop(node, None)  # the traced graph is never realized: each call's is
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
-                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER])
+                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER],
+                  checks)
 
 def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same

@@ -187,8 +187,13 @@ class IndexCheck:
   op: str
   size: int
   what: str = "index"
+  error: type[Exception] = IndexError
+
+  def raise_if_set(self, bad: int) -> None:
+    if bad != -2 ** 63: raise self.error(f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
 
 index_checks: weakref.WeakKeyDictionary[UOp, list[IndexCheck]] = weakref.WeakKeyDictionary()
+capturing_checks: list[list[tuple[Buffer, IndexCheck]]] = []  # TinyJit, if capturing, records the flags' buffers
 
 def add_index_check(node: UOp, check: IndexCheck) -> None:
   """Realizing anything computed from node runs check.flag in the same schedule and raises IndexError if it's set."""
@@ -207,7 +212,9 @@ def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[int]) 
   """Raise IndexError for the first flag that is set; checks that passed are dropped (their indices can't change)."""
   it = iter(flags)
   for node, checks in pending.items():
-    for c in checks:
-      if (bad := next(it)) != -2 ** 63:
-        raise IndexError(f"{c.op}: {c.what} {bad} is out of bounds for size {c.size}")
+    for c in checks: c.raise_if_set(next(it))
     index_checks.pop(node, None)
+
+def read_flags(flags: list[tuple[Buffer, IndexCheck]]) -> None:
+  """TinyJit replays: read the captured flags' buffers (written by the replayed kernels), raise if one is set."""
+  for buf, c in flags: c.raise_if_set(int.from_bytes(buf.as_bytes(), "little", signed=True))

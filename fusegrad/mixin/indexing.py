@@ -13,9 +13,9 @@ if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 
 def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: bool = True,
-                  ignore: int | None = None, what: str = "index") -> Tensor:
+                  ignore: int | None = None, what: str = "index", error: type[Exception] = IndexError) -> Tensor:
   """result, with a check that every idx is in [-size, size) ([0, size) if not negative; ignore is skipped): realizing
-  anything computed from result also computes the largest bad index and raises IndexError if there is one.
+  anything computed from result also computes the largest bad index and raises error (IndexError) if there is one.
   CHECK_INDEX=0 turns it off (bad indices read 0)."""
   from fusegrad.engine.realize import add_index_check, IndexCheck
   from fusegrad.helpers import CHECK_INDEX
@@ -23,7 +23,7 @@ def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: boo
   i = idx.detach().cast(dtypes.int64)
   bad = (i < (-size if negative else 0)) | (i >= size)
   if ignore is not None: bad = bad & (i != ignore)
-  add_index_check(result.uop, IndexCheck(bad.where(i, dtypes.min(dtypes.int64)).max().uop, op, size, what))
+  add_index_check(result.uop, IndexCheck(bad.where(i, dtypes.min(dtypes.int64)).max().uop, op, size, what, error))
   return result
 
 def _stride(x: Tensor, axis: int, step: int) -> Tensor:

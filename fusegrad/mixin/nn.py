@@ -48,6 +48,10 @@ def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
   if reduction == "mean": return x.mean()
   raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
 
+class ClassIdError(IndexError, ArgumentError):
+  """one_hot: a class id outside [0, num_classes); an IndexError as other out-of-range indices, and the ValueError
+  and RuntimeError (torch) that a bad argument is."""
+
 class _PoolArgs(NamedTuple):
   """Pooling arguments resolved per spatial axis; extra is the right padding ceil_mode adds (<= 0 otherwise)."""
   kernel: tuple[int, ...]
@@ -344,14 +348,18 @@ class NNMixin:
     if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
       raise ArgumentError(f"one_hot: num_classes must be -1 or an int >= 0, got {num_classes!r}")
-    if self.numel():  # as torch, class ids outside [0, num_classes) raise (this reads the data)
-      lo, hi = (int(v) for v in self.min().cast(dtypes.int64).stack(self.max().cast(dtypes.int64)).tolist())
-      if num_classes == -1: num_classes = hi + 1
-      if lo < 0 or hi >= num_classes:
-        raise ArgumentError(f"one_hot: class ids must be in [0, {num_classes}), got values in [{lo}, {hi}]")
-    elif num_classes == -1: num_classes = 0
+    if read := num_classes == -1:  # the shape needs the largest id: this reads the data
+      i = self.cast(dtypes.int64)
+      lo, hi = (int(v) for v in i.min().stack(i.max()).tolist()) if self.numel() else (0, -1)
+      if lo < 0: raise ClassIdError(f"one_hot: class ids must be >= 0, got {lo}")
+      num_classes = hi + 1
+    if num_classes == 0 and self.numel():  # an empty result would compute nothing, so no flag either
+      raise ClassIdError(f"one_hot: num_classes is 0, so none of the {self.numel()} class ids is in range")
     hot = self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=self.dtype)
-    return hot.cast(dtypes.default_int)
+    hot = hot.cast(dtypes.default_int)
+    if read: return hot
+    from fusegrad.mixin.indexing import check_indices  # as torch, ids outside [0, num_classes) raise (at realize)
+    return check_indices(hot, self, num_classes, "one_hot", negative=False, what="class id", error=ClassIdError)
 
   def _index_mask(self: Tensor, index: Tensor, dim: int, op: str) -> Tensor:
     """index (integers, as many dims as self) compared with an arange of self's size along dim: (*index.shape, n)."""
