@@ -88,13 +88,13 @@ def _steering(ast: UOp) -> set[UOp]:
 
 def _value_consts(ast: UOp) -> list[UOp]:
   """The int and float constants a kernel computes values with (not index math, not bools, none that steers an
-  address, a branch or a float-to-int conversion), in a fixed order. In a kernel with a reduce, integer constants stay
-  in the code: codegen folds reduces over index comparisons (gathers, arange) with them, and whether it does must not
-  depend on which kernels ran before."""
+  address, a branch or a float-to-int conversion), in a fixed order. Kernels with a reduce keep every constant in the
+  code: codegen folds reduces over index comparisons (gathers, arange, one-hot masks) with them, and whether it does
+  must not depend on which kernels ran before."""
   steer, nodes = _steering(ast), ast.toposort()
-  ints = not any(u.op is Ops.REDUCE for u in nodes)
+  if any(u.op is Ops.REDUCE for u in nodes): return []
   return [u for u in nodes if u.op is Ops.CONST and u.dtype != dtypes.index and u.dtype.scalar() == u.dtype
-          and (dtypes.is_float(u.dtype) or (ints and dtypes.is_int(u.dtype))) and u not in steer]
+          and (dtypes.is_float(u.dtype) or dtypes.is_int(u.dtype)) and u not in steer]
 
 def _cache(key: tuple[str, UOp], value: CompiledRunner | _Structure) -> None:
   programs[key] = value

@@ -133,8 +133,13 @@ def remember(becomes: dict[UOp, UOp]) -> None:
     if n.op is Ops.ASSIGN:
       base = view_base(view)
       _newest[base.arg] = base.src[0].arg
-    memo[n] = Realized(view, _epoch)
+    # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
+    # codegen can still fold it into index math (a gather reads one element per output)
+    if n.op is Ops.ASSIGN or _reads_input(n): memo[n] = Realized(view, _epoch)
   _epoch += 1
+
+def _reads_input(n: UOp) -> bool:
+  return any(u.op in (Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR) for u in n.toposort())
 
 def forget(bufs: set[Buffer]) -> None:
   """Drop the values stored in bufs (a schedule that failed before filling them)."""
