@@ -19,7 +19,8 @@ from typing import Iterable
 from fusegrad.tensor import Tensor
 from fusegrad.mixin.linalg import MUON_COEFFICIENTS
 from fusegrad.dtype import dtypes
-from fusegrad.uop.ops import Ops, GroupOp
+from fusegrad.uop.ops import Ops
+from fusegrad.engine import state
 
 def _fresh(value: Tensor) -> Tensor:
   """value written into a new buffer of its own. (Two equal expressions, such as two Tensor.zeros(3).contiguous(),
@@ -28,8 +29,7 @@ def _fresh(value: Tensor) -> Tensor:
 
 def _own_buffer(t: Tensor) -> object | None:
   """The buffer t is a view of, or None when t is not realized into one (a constant or lazy expression)."""
-  u = t.uop
-  while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
+  u = state.view_base(t.uop)
   return u.arg if u.op is Ops.BUFFER else None
 
 def _give_own_buffers(params: list[Tensor]) -> None:
