@@ -109,6 +109,11 @@ def substitute_keeping_rules(u: UOp, mapping: dict[UOp, UOp]) -> UOp:
       _composite_rules[new] = (tuple(memo.get(i, i) for i in composite[0]), composite[1])
   return memo[u]
 
+def _target_inside(n: UOp, inputs: tuple[UOp, ...], targets: set[UOp]) -> bool:
+  """True if a target is one of the nodes a composite is made of (between its result and its inputs): its rule gives
+  no gradient there, so the composite is walked into instead."""
+  return any(m in targets for m in n.toposort(gate=lambda m: m not in inputs) if m is not n and m not in inputs)
+
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   """Gradients of root (seeded with root_grad) for every node on a path from root to a target."""
   topo = root.toposort()
@@ -118,7 +123,9 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   grads: dict[UOp, UOp] = {root: root_grad}
   for n in reversed(topo):
     if n not in grads or n.op in _LEAVES: continue
-    if (composite := _composite_rules.get(n)) is not None: srcs, rule = composite
+    composite = _composite_rules.get(n)
+    if composite is not None and _target_inside(n, composite[0], targets): composite = None
+    if composite is not None: srcs, rule = composite
     elif n.op in grad_rules: srcs, rule = n.src, grad_rules[n.op]
     else: raise RuntimeError(f"no derivative rule for {n.op}")
     for s, sg in zip(srcs, rule(grads[n], n, *srcs) if composite is not None else rule(grads[n], n)):

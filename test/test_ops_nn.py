@@ -89,6 +89,48 @@ def test_conv2d_bad_shapes():
   with pytest.raises(ValueError, match="larger than the input"): x.conv2d(Tensor.ones(4, 4, 7, 3))
   with pytest.raises(ValueError, match="padding"): x.conv2d(Tensor.ones(4, 4, 3, 3), padding=(1, 2, 3))
 
+# conv2d's own derivative rule (mixin/convgrad.py): both gradients as convolutions, for every argument conv2d takes
+_TORCH_CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
+@pytest.mark.parametrize("x_shape,w_shape,kw,flat_pad", [
+  ((2, 4, 9, 8), (6, 2, 3, 2), {"groups": 2, "stride": (2, 3), "dilation": (2, 1)}, (2, 0, 1, 3)),
+  ((1, 3, 8, 7), (3, 1, 3, 3), {"groups": 3, "stride": 2}, (0, 1, 2, 0)),  # depthwise, asymmetric
+  ((2, 2, 8), (4, 2, 3), {"stride": 3, "dilation": 2}, (3, 1)),  # 1d; the input's tail is in no window
+  ((1, 2, 5, 4, 6), (2, 1, 2, 2, 3), {"groups": 2, "stride": (2, 1, 2)}, (1, 1, 1, 1, 1, 1)),  # 3d
+  ((2, 3, 6, 6), (2, 3, 2, 2), {"stride": 3}, (4, 4, 4, 4)),  # padding wider than the kernel
+  ((2, 3, 7, 8), (4, 3, 3, 3), {"dilation": 2}, (-1, 1, 0, -2)),  # negative padding cuts
+  ((3, 8, 12, 12), (8, 8, 5, 5), {}, (0, 0, 0, 0)),  # MNIST-like: stride 1, no padding
+  ((6, 4, 96, 100), (4, 2, 3, 3), {"groups": 2, "stride": 2}, (1, 0, 1, 1)),  # weight gradient summed in batch chunks
+])
+def test_conv2d_gradients(x_shape, w_shape, kw, flat_pad):
+  conv = _TORCH_CONV[len(x_shape)]
+  helper_test_op([x_shape, w_shape], lambda x, w: conv(F.pad(x, flat_pad), w, **kw),
+                 lambda x, w: x.conv2d(w, padding=flat_pad, **kw), atol=1e-5, grad_atol=1e-4)
+
+def test_conv2d_second_order():
+  """Gradients of the gradients: the rule's gradients are themselves differentiable (convolutions again)."""
+  rng = np.random.default_rng(0)
+  xn, wn = rng.standard_normal((2, 4, 7, 6)).astype(np.float32), rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
+  kw = {"groups": 2, "stride": (2, 1), "dilation": (1, 2), "padding": 1}
+  x, w = Tensor(xn), Tensor(wn)
+  out = x.conv2d(w, **kw)
+  gx, gw = (out * out).sum().gradient(x, w)
+  hx, hw = ((gx * gx).sum() + gw.sin().sum()).gradient(x, w)
+  tx, tw = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+  to = F.conv2d(tx, tw, **kw)
+  tgx, tgw = torch.autograd.grad((to * to).sum(), (tx, tw), create_graph=True)
+  thx, thw = torch.autograd.grad((tgx * tgx).sum() + tgw.sin().sum(), (tx, tw))
+  for mine, ref in [(gx, tgx), (gw, tgw), (hx, thx), (hw, thw)]:
+    np.testing.assert_allclose(mine.numpy(), ref.detach().numpy(), atol=1e-3, rtol=1e-4)
+
+def test_conv2d_gradient_of_inner_node():
+  """A target inside the convolution (here its padded input, a node conv2d builds too) still gets its gradient."""
+  xn, wn = _realized((1, 2, 5, 5), (3, 2, 3, 3), seed=3)
+  xp = xn.pad(((0, 0), (0, 0), (1, 1), (1, 1)))
+  gxp, = xn.conv2d(wn, padding=1).square().sum().gradient(xp)
+  txp = torch.tensor(xp.numpy(), requires_grad=True)
+  F.conv2d(txp, torch.tensor(wn.numpy())).square().sum().backward()
+  np.testing.assert_allclose(gxp.numpy(), txp.grad.numpy(), atol=1e-4, rtol=1e-4)
+
 # *** conv_transpose2d ***
 @pytest.mark.parametrize("cin,cout_g,hw,k,kw", [
   (4, 3, (5, 6), (3, 3), {}),

@@ -141,7 +141,8 @@ class NNMixin:
     elif padding == "same":
       if any(s != 1 for s in s_): raise ValueError("conv2d: padding='same' needs stride 1")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for d, k in zip(d_, k_)]
-    x = _pad_last(self, _resolve_pads(padding, n, "conv2d"))._pool(k_, s_, d_)  # (bs, cin, *o, *k)
+    pads = _resolve_pads(padding, n, "conv2d")
+    x = _pad_last(self, pads)._pool(k_, s_, d_)  # (bs, cin, *o, *k)
     o_, rcout = x.shape[2:2 + n], cout // groups
     # (bs, groups, rcout, *o, cin_g, *k) * (1, groups, rcout, *1, cin_g, *k), summed over cin_g and the kernel
     x = x.reshape(bs, groups, cin_g, 1, *o_, *k_).expand(bs, groups, cin_g, rcout, *o_, *k_)
@@ -150,6 +151,11 @@ class NNMixin:
     xw = x * w  # integer convolutions keep their dtype, as integer matmuls do
     ret = xw.sum(tuple(range(-1 - n, 0)), dtype=dtype or (None if dtypes.is_float(xw.dtype) else xw.dtype))
     ret = ret.reshape(bs, cout, *o_)
+    if dtypes.is_float(ret.dtype) and self.dtype == weight.dtype == ret.dtype:  # gradients as convolutions
+      from fusegrad.tensor import Tensor
+      from fusegrad.gradient import with_rule
+      from fusegrad.mixin.convgrad import ConvArgs, conv_rule
+      ret = Tensor(with_rule(ret.uop, (self.uop, weight.uop), conv_rule(ConvArgs(groups, s_, d_, pads))))
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,

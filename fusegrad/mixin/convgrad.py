@@ -1,0 +1,71 @@
+"""conv2d's derivative rule: both gradients of a convolution written as convolution-shaped reduces.
+
+Differentiating the movement ops conv2d is made of gives an input gradient that sums the output gradient over the
+windows that cover each input element, read through a view whose validity gate changes along every output column,
+so its kernel can't load vectors. Here the input gradient is instead a convolution of the output gradient, dilated
+by the stride and zero-padded into its own buffer (no gate left), with the transposed, flipped weights: a kernel of
+the forward convolution's shape, which codegen register-tiles. The weight gradient is the product of the output
+gradient and the input's windows, summed over the batch and the output positions (what the movement ops give).
+"""
+from __future__ import annotations
+from typing import TYPE_CHECKING
+from fusegrad.helpers import flatten, prod
+if TYPE_CHECKING:
+  from fusegrad.tensor import Tensor
+
+class ConvArgs:
+  """What conv2d resolved: groups, stride, dilation and (before, after) padding per spatial axis."""
+  def __init__(self, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...], pads: list[tuple[int, int]]):
+    self.groups, self.stride, self.dilation, self.pads = groups, stride, dilation, pads
+
+def _dilate(g: Tensor, stride: tuple[int, ...]) -> Tensor:
+  """s - 1 zeros between neighbours along each spatial axis: (..., o) -> (..., (o - 1) * s + 1)."""
+  n = len(stride)
+  if all(s == 1 for s in stride): return g
+  pre, o_ = g.shape[:-n], g.shape[-n:]
+  x = g.reshape(*pre, *flatten((o, 1) for o in o_))
+  x = x.pad(((0, 0),) * len(pre) + tuple(flatten(((0, 0), (0, s - 1)) for s in stride)))
+  x = x.reshape(*pre, *(o * s for o, s in zip(o_, stride)))
+  return x.shrink(tuple((0, p) for p in pre) + tuple((0, (o - 1) * s + 1) for o, s in zip(o_, stride)))
+
+def input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], a: ConvArgs) -> Tensor:
+  """d conv / d x: dx[b, c, i] = sum of g[b, cout, o] w[cout, c, k] over the couts of c's group and the (o, k) with
+  i + pad = o*s + k*d. That is the output gradient, dilated and padded by d*(k-1) - pad before (and up to the input's
+  size after), convolved with w transposed per group and flipped."""
+  n, k_, i_ = len(a.stride), w.shape[2:], x_shape[2:]
+  o_ = g.shape[2:]
+  pads = [(d * (k - 1) - pb, i + pb - (o - 1) * s - 1)
+          for (pb, _), d, k, s, i, o in zip(a.pads, a.dilation, k_, a.stride, i_, o_)]
+  gp = _dilate(g, a.stride).pad(((0, 0), (0, 0), *pads)).contiguous()
+  cout, cin_g, groups = w.shape[0], w.shape[1], a.groups
+  # (cout, cin_g, *k) -> (groups, rcout, cin_g, *k) -> (groups * cin_g, rcout, *k), kernel flipped
+  wt = w.reshape(groups, cout // groups, cin_g, *k_).transpose(1, 2).reshape(groups * cin_g, cout // groups, *k_)
+  return gp.conv2d(wt.flip(*range(2, 2 + n)), groups=groups, dilation=a.dilation)
+
+def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int) -> int:
+  """Images per partial sum of the weight gradient: the most whose input and output gradient fit in 1 MB (so the
+  kernel's many passes over them hit the cache, not memory), while all the partial sums stay within 16 MB."""
+  divisors = [c for c in range(1, bs + 1) if bs % c == 0 and bs // c * weight_bytes <= 1 << 24]
+  return max((c for c in divisors if c * image_bytes <= 1 << 20), default=min(divisors, default=bs))
+
+def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs) -> Tensor:
+  """d conv / d w: dw[cout, c, k] = sum over (b, o) of g[b, cout, o] * x_padded[b, group's c, o*s + k*d]. A big batch
+  is summed in chunks first (one kernel, the chunks its outer loop), then over the chunks (a small second kernel)."""
+  n, k_ = len(a.stride), w_shape[2:]
+  bs, cout, o_ = g.shape[0], g.shape[1], g.shape[2:]
+  groups, cin_g = a.groups, w_shape[1]
+  xw = x.pad(((0, 0), (0, 0), *a.pads))._pool(k_, a.stride, a.dilation)  # (bs, cin, *o, *k)
+  chunk = _batch_chunk(bs, (x.numel() + g.numel()) // bs * g.dtype.itemsize, prod(w_shape) * g.dtype.itemsize)
+  xw = xw.reshape(bs // chunk, chunk, groups, 1, cin_g, *o_, *k_)
+  gw = g.reshape(bs // chunk, chunk, groups, cout // groups, 1, *o_, *[1] * n)
+  dw = (xw * gw).sum((1, *range(5, 5 + n)))  # (chunks, groups, rcout, cin_g, *k)
+  dw = dw.contiguous().sum(0) if bs // chunk > 1 else dw.reshape(dw.shape[1:])
+  return dw.reshape(cout, cin_g, *k_)
+
+def conv_rule(a: ConvArgs):
+  """The derivative rule of a conv2d result (before the bias) for gradient.with_rule."""
+  def rule(g, n, xu, wu):
+    from fusegrad.tensor import Tensor
+    gt, xt, wt = Tensor(g), Tensor(xu), Tensor(wu)
+    return input_grad(gt, wt, xt.shape, a).uop, weight_grad(gt, xt, wt.shape, a).uop
+  return rule
