@@ -99,6 +99,7 @@ _TORCH_CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
   ((2, 3, 6, 6), (2, 3, 2, 2), {"stride": 3}, (4, 4, 4, 4)),  # padding wider than the kernel
   ((2, 3, 7, 8), (4, 3, 3, 3), {"dilation": 2}, (-1, 1, 0, -2)),  # negative padding cuts
   ((3, 8, 12, 12), (8, 8, 5, 5), {}, (0, 0, 0, 0)),  # MNIST-like: stride 1, no padding
+  ((2, 16, 8, 8), (16, 16, 3, 3), {}, (0, 0, 0, 0)),  # 6-wide rows: a vector along the output channels
   ((6, 4, 96, 100), (4, 2, 3, 3), {"groups": 2, "stride": 2}, (1, 0, 1, 1)),  # weight gradient summed in batch chunks
 ])
 def test_conv2d_gradients(x_shape, w_shape, kw, flat_pad):

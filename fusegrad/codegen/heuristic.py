@@ -37,6 +37,14 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
     if amt * itemsize <= k.ren.simd_width and range_size(r) % amt == 0 and _try(k, Opt(OptOps.LANES, last, amt), opts):
       return
 
+def _loads_contiguous(k: Kernel, r: UOp) -> bool:
+  """Every load of the reduce that moves along output axis r is contiguous in it (and one does): r can be a vector of
+  loads even where the output is not contiguous in it (codegen/vectorize.py stores it lane by lane; loads after the
+  reduce, once per output, go lane by lane too)."""
+  inner = k.ranges_of(AxisType.REDUCE, AxisType.LANES, AxisType.UNROLL)
+  moving = [ld for ld in k.loads() if k.stride(ld, r) != 0 and any(rr in ld.toposort() for rr in inner)]
+  return bool(moving) and all(k.stride(ld, r) == 1 and not any(r in g.toposort() for g in ld.src[2:]) for ld in moving)
+
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
   registers. The axis the output is contiguous in gets a SIMD register's worth (it becomes a vector, see
@@ -47,23 +55,28 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   vec = max(k.ren.simd_width // itemsize, 4)
   done: set[int] = set()
   lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
-  def candidates() -> list[tuple[int, UOp, int, bool]]:
-    """(axis, range, loads it broadcasts, output contiguous in it) for each output axis worth tiling."""
+  long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
+  def candidates() -> list[tuple[int, UOp, int, bool, bool]]:
+    """(axis, range, loads it broadcasts, output contiguous in it, can be a vector) for each output axis worth
+    tiling. A vector needs the output or every load that moves along the axis to be contiguous in it."""
     out = []
     for i, r in _out_axes(k):
       if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in k.loads() if k.stride(ld, r) == 0)
-      if broadcast: out.append((i, r, broadcast, k.stride(store, r) == 1))
+      contiguous = k.stride(store, r) == 1
+      # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
+      vector = contiguous or (long_reduce and _loads_contiguous(k, r))
+      if broadcast: out.append((i, r, broadcast, contiguous, vector))
     return out
   while (cands := candidates()) and k.upcast_size() // lanes < 16:
     best = None
-    for i, r, broadcast, contiguous in cands:
-      # a vector on the contiguous axis first; then the tile is shared among the axes left (8 for the last one)
-      amounts = (vec, vec // 2, 4) if contiguous and not done else (4, 2) if len(cands) > 1 else (8, 4, 2)
+    for i, r, broadcast, contiguous, vector in cands:
+      # the longest vector first; then the tile is shared among the axes left (8 for the last one)
+      amounts = (vec, vec // 2, 4) if vector and not done else (4, 2) if len(cands) > 1 else (8, 4, 2)
       room = min(k.ren.upcast_max // k.upcast_size(), 16 * lanes // k.upcast_size())
       amt = next((a for a in amounts if range_size(r) % a == 0 and a <= room), None)
-      if amt is not None and (best is None or (broadcast, contiguous) > best[0]):
-        best = ((broadcast, contiguous), i, amt, r.arg[0], contiguous)
+      key = (amt if vector and not done else 0, broadcast, contiguous)
+      if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0], vector)
     if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
     if not done and best[4] and lanes == 1: lanes = best[2]
     done.add(best[3])

@@ -87,13 +87,24 @@ class _Vectorizer:
     return [UOp(Ops.STORE, st.dtype, (s.src[0], s.src[1], UOp(Ops.GEP, val.dtype.scalar(), (val,), i)) + s.src[3:])
             for i, s in enumerate(_lanes(st, self.r))]
 
+def loads_contiguous(value: UOp, r: UOp) -> bool:
+  """True if some load of value's reduces moves along r and every one that does is contiguous in it (stride 1, no
+  gate on r). Loads outside the reduces run once per output: they may go lane by lane."""
+  inner = {u for red in value.toposort() if red.op is Ops.REDUCE for u in red.toposort()}
+  moving = [u for u in inner if u.op is Ops.LOAD and r in u.toposort()]
+  return bool(moving) and all(_stride(u.src[1], r) == 1 and not any(r in g.toposort() for g in u.src[2:])
+                              for u in moving)
+
 def _vector_range(st: UOp) -> UOp | None:
-  """The UPCAST range a STORE's address has stride 1 in, if its size makes a vector (2, 4, 8 or 16)."""
-  for r in st.toposort():
-    if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST and range_size(r) in (2, 4, 8, 16) \
-        and _stride(st.src[1], r) == 1 and st.src[2].dtype in VECTOR_DTYPES:
-      return r
-  return None
+  """The UPCAST range (of 2, 4, 8 or 16) a STORE's value becomes a vector along: one its address has stride 1 in, or
+  one its loads are all contiguous in (a convolution's output channels with channel-last weights; the store then
+  writes lane by lane). The longest such range, a contiguous store first among equals."""
+  if st.src[2].dtype not in VECTOR_DTYPES: return None
+  ranges = [r for r in st.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST
+            and range_size(r) in (2, 4, 8, 16)]
+  stored = {r: _stride(st.src[1], r) == 1 for r in ranges}
+  ok = [r for r in ranges if stored[r] or loads_contiguous(st.src[2], r)]
+  return max(ok, key=lambda r: (range_size(r), stored[r]), default=None)
 
 def _lanes_range(red: UOp) -> UOp | None:
   """The LANES range of a REDUCE, if its size makes a vector and the reduced value is a float."""

@@ -42,6 +42,11 @@ def input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], a: ConvArgs) -> T
   wt = w.reshape(groups, cout // groups, cin_g, *k_).transpose(1, 2).reshape(groups * cin_g, cout // groups, *k_)
   return gp.conv2d(wt.flip(*range(2, 2 + n)), groups=groups, dilation=a.dilation)
 
+def _channel_last(t: Tensor) -> Tensor:
+  """t (bs, c, *spatial) as the same values, read from a copy laid out (bs, *spatial, c)."""
+  n = t.ndim - 2
+  return t.permute(0, *range(2, 2 + n), 1).contiguous().permute(0, n + 1, *range(1, n + 1))
+
 def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int) -> int:
   """Images per partial sum of the weight gradient: the most whose input and output gradient fit in 1 MB (so the
   kernel's many passes over them hit the cache, not memory), while all the partial sums stay within 16 MB."""
@@ -54,6 +59,10 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs) -> 
   n, k_ = len(a.stride), w_shape[2:]
   bs, cout, o_ = g.shape[0], g.shape[1], g.shape[2:]
   groups, cin_g = a.groups, w_shape[1]
+  if cin_g % 8 == 0 and (cout // groups) % 8 == 0:
+    # both copied channel-last: the kernel is then a matmul over (b, o) per kernel offset, a vector of output
+    # channels times input channels broadcast from contiguous loads
+    g, x = _channel_last(g), _channel_last(x)
   xw = x.pad(((0, 0), (0, 0), *a.pads))._pool(k_, a.stride, a.dilation)  # (bs, cin, *o, *k)
   chunk = _batch_chunk(bs, (x.numel() + g.numel()) // bs * g.dtype.itemsize, prod(w_shape) * g.dtype.itemsize)
   xw = xw.reshape(bs // chunk, chunk, groups, 1, cin_g, *o_, *k_)

@@ -147,8 +147,11 @@ class NNMixin:
     # (bs, groups, rcout, *o, cin_g, *k) * (1, groups, rcout, *1, cin_g, *k), summed over cin_g and the kernel
     x = x.reshape(bs, groups, cin_g, 1, *o_, *k_).expand(bs, groups, cin_g, rcout, *o_, *k_)
     x = x.permute(0, 1, 3, *range(4, 4 + n), 2, *range(4 + n, 4 + 2 * n))
-    w = weight.reshape(1, groups, rcout, *[1] * n, cin_g, *k_)
-    xw = x * w  # integer convolutions keep their dtype, as integer matmuls do
+    w = weight.reshape(groups, rcout, cin_g, *k_)
+    if rcout % 8 == 0:  # weights copied channel-last (small): a vector of output channels loads them contiguously
+      w = w.permute(0, *range(2, 3 + n), 1).contiguous().permute(0, n + 2, *range(1, n + 2))
+    # integer convolutions keep their dtype, as integer matmuls do
+    xw = x * w.reshape(1, groups, rcout, *[1] * n, cin_g, *k_)
     ret = xw.sum(tuple(range(-1 - n, 0)), dtype=dtype or (None if dtypes.is_float(xw.dtype) else xw.dtype))
     ret = ret.reshape(bs, cout, *o_)
     if dtypes.is_float(ret.dtype) and self.dtype == weight.dtype == ret.dtype:  # gradients as convolutions

@@ -112,6 +112,19 @@ class TestOpts:
     got, _ = run_with(si, opts)
     np.testing.assert_allclose(got.reshape(6, 6), np.pad(x, ((1, 1), (0, 2))).T + 1, rtol=1e-6)
 
+  @pytest.mark.parametrize("opts", [[Opt(OptOps.UPCAST, 0, 16)],
+                                    [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 0, 4)]], ids=str)
+  def test_vector_of_loads_stored_by_lane(self, opts):
+    # (A @ B).T: the output is contiguous along i, but b's loads along j: a vector along j loads b whole and is stored
+    # lane by lane
+    si = kernel_of((Tensor(A) @ Tensor(B)).T.contiguous())
+    assert axes_of(si) == [(AxisType.GLOBAL, 16), (AxisType.GLOBAL, 8), (AxisType.REDUCE, 12)]
+    got, p = run_with(si, opts)
+    np.testing.assert_allclose(got.reshape(16, 8), (A @ B).T, atol=1e-5, rtol=1e-5)
+    assert stores(p) == np.prod([o.arg for o in opts if o.op is OptOps.UPCAST])  # one store per lane
+    if opts[0].arg in renderer().vector_widths:
+      assert any(u.op is Ops.LOAD and u.dtype.count == opts[0].arg for u in p.uops)
+
   def test_heuristic_opts_keep_results(self):
     si = kernel_of(Tensor(A) @ Tensor(B))
     p = get_program(si.ast, renderer())
