@@ -28,15 +28,17 @@ def _dilate(g: Tensor, stride: tuple[int, ...]) -> Tensor:
   x = x.reshape(*pre, *(o * s for o, s in zip(o_, stride)))
   return x.shrink(tuple((0, p) for p in pre) + tuple((0, (o - 1) * s + 1) for o, s in zip(o_, stride)))
 
-def input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], a: ConvArgs) -> Tensor:
+def input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], a: ConvArgs, channel_last: bool) -> Tensor:
   """d conv / d x: dx[b, c, i] = sum of g[b, cout, o] w[cout, c, k] over the couts of c's group and the (o, k) with
   i + pad = o*s + k*d. That is the output gradient, dilated and padded by d*(k-1) - pad before (and up to the input's
-  size after), convolved with w transposed per group and flipped."""
+  size after), convolved with w transposed per group and flipped. The padded gradient is a copy of its own, laid out
+  channel-last if g is (the convolution reads it one element at a time, so either layout serves)."""
   n, k_, i_ = len(a.stride), w.shape[2:], x_shape[2:]
   o_ = g.shape[2:]
   pads = [(d * (k - 1) - pb, i + pb - (o - 1) * s - 1)
           for (pb, _), d, k, s, i, o in zip(a.pads, a.dilation, k_, a.stride, i_, o_)]
-  gp = _dilate(g, a.stride).pad(((0, 0), (0, 0), *pads)).contiguous()
+  gp = _dilate(g, a.stride).pad(((0, 0), (0, 0), *pads))
+  gp = _channel_last(gp) if channel_last else gp.contiguous()
   cout, cin_g, groups = w.shape[0], w.shape[1], a.groups
   # (cout, cin_g, *k) -> (groups, rcout, cin_g, *k) -> (groups * cin_g, rcout, *k), kernel flipped
   wt = w.reshape(groups, cout // groups, cin_g, *k_).transpose(1, 2).reshape(groups * cin_g, cout // groups, *k_)
@@ -53,16 +55,15 @@ def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int) -> int:
   divisors = [c for c in range(1, bs + 1) if bs % c == 0 and bs // c * weight_bytes <= 1 << 24]
   return max((c for c in divisors if c * image_bytes <= 1 << 20), default=min(divisors, default=bs))
 
-def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs) -> Tensor:
+def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, channel_last: bool) -> Tensor:
   """d conv / d w: dw[cout, c, k] = sum over (b, o) of g[b, cout, o] * x_padded[b, group's c, o*s + k*d]. A big batch
-  is summed in chunks first (one kernel, the chunks its outer loop), then over the chunks (a small second kernel)."""
+  is summed in chunks first (one kernel, the chunks its outer loop), then over the chunks (a small second kernel).
+  With g and x channel-last the kernel is a matmul over (b, o) per kernel offset: a vector of output channels times
+  input channels broadcast, both from contiguous loads."""
   n, k_ = len(a.stride), w_shape[2:]
   bs, cout, o_ = g.shape[0], g.shape[1], g.shape[2:]
   groups, cin_g = a.groups, w_shape[1]
-  if cin_g % 8 == 0 and (cout // groups) % 8 == 0:
-    # both copied channel-last: the kernel is then a matmul over (b, o) per kernel offset, a vector of output
-    # channels times input channels broadcast from contiguous loads
-    g, x = _channel_last(g), _channel_last(x)
+  if channel_last: x = _channel_last(x)
   xw = x.pad(((0, 0), (0, 0), *a.pads))._pool(k_, a.stride, a.dilation)  # (bs, cin, *o, *k)
   chunk = _batch_chunk(bs, (x.numel() + g.numel()) // bs * g.dtype.itemsize, prod(w_shape) * g.dtype.itemsize)
   xw = xw.reshape(bs // chunk, chunk, groups, 1, cin_g, *o_, *k_)
@@ -72,9 +73,13 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs) -> 
   return dw.reshape(cout, cin_g, *k_)
 
 def conv_rule(a: ConvArgs):
-  """The derivative rule of a conv2d result (before the bias) for gradient.with_rule."""
+  """The derivative rule of a conv2d result (before the bias) for gradient.with_rule. The output gradient is computed
+  once into a buffer (both gradients read it, and what produces it is often long: a norm's and a pool's backward),
+  channel-last where both channel counts fill vectors."""
   def rule(g, n, xu, wu):
     from fusegrad.tensor import Tensor
     gt, xt, wt = Tensor(g), Tensor(xu), Tensor(wu)
-    return input_grad(gt, wt, xt.shape, a).uop, weight_grad(gt, xt, wt.shape, a).uop
+    cl = wt.shape[1] % 8 == 0 and (wt.shape[0] // a.groups) % 8 == 0
+    gt = _channel_last(gt) if cl else gt.contiguous()
+    return input_grad(gt, wt, xt.shape, a, cl).uop, weight_grad(gt, xt, wt.shape, a, cl).uop
   return rule

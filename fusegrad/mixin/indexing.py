@@ -140,18 +140,20 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
     mask = hit if mask is None else mask & hit
   assert mask is not None
-  xp = x.permute(rest + axes)
-  rest_shape = tuple(x.shape[a] for a in rest)
-  xp = xp.reshape(*rest_shape, *[1] * len(bshape), *(x.shape[a] for a in axes))
-  mask = mask.reshape(*[1] * len(rest), *mask.shape)
-  picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
-  red = tuple(range(picked.ndim - len(axes), picked.ndim))
-  out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
-  for idx, n in checked: out = check_indices(out, idx, n, "getitem")
   # torch: the index axes replace the indexed ones when those are adjacent (0-d indices select, so they don't count),
-  # and go first otherwise
+  # and go first otherwise. The sum's output is laid out in that order (a gather realized has torch's layout).
   nd_axes = [a for a, idx in tensor_idx if idx.ndim]
   adjacent = bool(nd_axes) and not any(min(nd_axes) < a < max(nd_axes) for a in rest)
   nb, nr = len(bshape), len(rest)
   before = sum(a < min(nd_axes) for a in rest) if adjacent else 0
-  return out.permute(list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr)))
+  xp = x.permute(rest[:before] + rest[before:] + axes)
+  rest_shape = tuple(x.shape[a] for a in rest)
+  xp = xp.reshape(*rest_shape, *[1] * nb, *(x.shape[a] for a in axes))
+  order = list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr))
+  xp = xp.permute(order + list(range(nr + nb, xp.ndim)))
+  mask = mask.reshape(*[1] * before, *bshape, *[1] * (nr - before), *mask.shape[nb:])
+  picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
+  red = tuple(range(picked.ndim - len(axes), picked.ndim))
+  out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
+  for idx, n in checked: out = check_indices(out, idx, n, "getitem")
+  return out
