@@ -114,8 +114,18 @@ def _target_inside(n: UOp, inputs: tuple[UOp, ...], targets: set[UOp]) -> bool:
   no gradient there, so the composite is walked into instead."""
   return any(m in targets for m in n.toposort(gate=lambda m: m not in inputs) if m is not n and m not in inputs)
 
-def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
-  """Gradients of root (seeded with root_grad) for every node on a path from root to a target."""
+def with_materialized_grad(result: UOp, inputs: tuple[UOp, ...]) -> UOp:
+  """result, differentiated as its primitives say, but with each input's gradient computed into a buffer of its own:
+  for a gradient that is long to compute and read by several kernels (a max pool's, read by a batch norm's backward
+  sums), which would each compute it again."""
+  def rule(g: UOp, n: UOp, *ins: UOp) -> tuple[UOp | None, ...]:
+    grads = compute_gradient(n, g, set(ins), walk_into=n)
+    return tuple(grads[i].contiguous() if i in grads else None for i in ins)
+  return with_rule(result, inputs, rule)
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], walk_into: UOp | None = None) -> dict[UOp, UOp]:
+  """Gradients of root (seeded with root_grad) for every node on a path from root to a target. walk_into: a composite
+  differentiated by its primitives (its own rule asks for that)."""
   topo = root.toposort()
   on_path: set[UOp] = set()
   for n in topo:  # sources come first, so one pass finds every node that leads to a target
@@ -123,7 +133,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   grads: dict[UOp, UOp] = {root: root_grad}
   for n in reversed(topo):
     if n not in grads or n.op in _LEAVES: continue
-    composite = _composite_rules.get(n)
+    composite = _composite_rules.get(n) if n is not walk_into else None
     if composite is not None and _target_inside(n, composite[0], targets): composite = None
     if composite is not None: srcs, rule = composite
     elif n.op in grad_rules: srcs, rule = n.src, grad_rules[n.op]

@@ -177,6 +177,21 @@ def test_max_pool2d_default_and_is_one_kernel():
   x, = _realized((2, 3, 7, 6))
   assert _kernels(lambda: x.max_pool2d(3, 2, padding=1, ceil_mode=True)) == 1
 
+def test_max_pool2d_gradient_is_one_buffer():
+  """The input gradient is computed into a buffer of its own (a batch norm's backward sums read it several times), and
+  gradients of it still flow (second order, as torch)."""
+  from fusegrad.uop.ops import Ops
+  xn = np.random.default_rng(4).standard_normal((2, 3, 6, 8)).astype(np.float32)
+  x = Tensor(xn)
+  dx, = x.max_pool2d(3, 2, padding=1).square().sum().gradient(x)
+  assert dx.uop.op is Ops.CONTIGUOUS
+  hx, = (dx * x).sum().gradient(x)
+  tx = torch.tensor(xn, requires_grad=True)
+  tdx, = torch.autograd.grad(F.max_pool2d(tx, 3, 2, padding=1).square().sum(), tx, create_graph=True)
+  thx, = torch.autograd.grad((tdx * tx).sum(), tx)
+  np.testing.assert_allclose(dx.numpy(), tdx.detach().numpy(), atol=1e-5)
+  np.testing.assert_allclose(hx.numpy(), thx.numpy(), atol=1e-5)
+
 def test_max_pool_1d_3d():
   helper_test_op([(2, 3, 9)], lambda x: F.max_pool1d(x, 3, 2, padding=1), lambda x: x.max_pool2d((3,), 2, padding=1))
   helper_test_op([(2, 3, 9)], lambda x: F.max_pool1d(x, 2, ceil_mode=True), lambda x: x.max_pool1d(2, ceil_mode=True))

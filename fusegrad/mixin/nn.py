@@ -233,6 +233,10 @@ class NNMixin:
     windows = _pad_last(self, all_pads, lowest)._pool(k_, s_, d_)
     axes = tuple(range(-len(k_), 0))
     ret = windows.max(axes)
+    if dtypes.is_float(ret.dtype):  # the gradient into a buffer: a norm's backward before the pool reads it many times
+      from fusegrad.tensor import Tensor
+      from fusegrad.gradient import with_materialized_grad
+      ret = Tensor(with_materialized_grad(ret.uop, (self.uop,)))
     if not return_indices: return ret
     # the flat input-plane index of every window element, and the first one that holds the max
     from fusegrad.tensor import Tensor
