@@ -146,7 +146,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   adjacent = bool(nd_axes) and not any(min(nd_axes) < a < max(nd_axes) for a in rest)
   nb, nr = len(bshape), len(rest)
   before = sum(a < min(nd_axes) for a in rest) if adjacent else 0
-  xp = x.permute(rest[:before] + rest[before:] + axes)
+  xp = x.permute(rest + axes)
   rest_shape = tuple(x.shape[a] for a in rest)
   xp = xp.reshape(*rest_shape, *[1] * nb, *(x.shape[a] for a in axes))
   order = list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr))
