@@ -68,6 +68,28 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     if not done and best[4] and lanes == 1: lanes = best[2]
     done.add(best[3])
 
+def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
+  """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed): 16 vector
+  accumulators (the vector axis upcast again while the tile has fewer), then the tiled output loop whose iterations
+  re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
+  tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower: a 1024
+  matmul goes from 55 to 130 GFLOPS on one core (with b packed in panels, Tensor.dot)."""
+  if len(_red_axes(k)) != 1 or len(k.loads()) != 2: return
+  store = k.stores()[0]
+  vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
+  if not vec: return
+  for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
+    if k.stride(store, r) == vec and k.upcast_size() // vec < 16 and range_size(r) % 2 == 0:
+      _try(k, Opt(OptOps.UPCAST, i, min(2, 16 * vec // k.upcast_size())), opts)
+      break
+  def reread(outer: UOp, inner: UOp) -> int:
+    """Elements read again for each iteration of outer: all that the loads outer doesn't move read along inner."""
+    return range_size(outer) * sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0)
+                                   for ld in k.loads() if k.stride(ld, inner) != 0 and k.stride(ld, outer) == 0)
+  for i in range(len(_out_axes(k)) - 1):
+    a0, a1 = k.output_axes()[i:i + 2]
+    if reread(a1, a0) < reread(a0, a1): _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
+
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones entirely)."""
   if not _red_axes(k): return
@@ -106,7 +128,8 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   upcast, workgroups, threads."""
   opts: list[Opt]
   k, opts = kernel.copy(), []
-  for step in (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast,
+  for step in (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _unroll,
+               _elementwise_upcast,
                _workgroups, _threads):
     if step is not None: step(k, opts)
   return opts

@@ -10,6 +10,9 @@ from fusegrad.dtype import to_numpy
 from fusegrad.codegen import get_program, Kernel, Opt, OptOps, KernelOptError, ProgramSpec
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.lower import merge_axes
+from fusegrad.codegen.kernel import range_size
+from fusegrad.codegen.heuristic import hand_coded_optimizations
+from fusegrad.renderer.cstyle import ClangRenderer
 from fusegrad.engine.realize import CompiledRunner, ExecItem, run_schedule
 from fusegrad.engine.schedule import ScheduleItem
 from fusegrad.uop.ops import Ops, AxisType
@@ -63,6 +66,8 @@ class TestOpts:
     [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4)],
     [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 3)],
     [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 0, 2)],
+    [Opt(OptOps.SWAP, 0, 1)],
+    [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UNROLL, 0, 4)],
   ], ids=str)
   def test_matmul(self, opts):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -112,6 +117,12 @@ class TestOpts:
     got, _ = run_with(si, opts)
     np.testing.assert_allclose(got.reshape(6, 6), np.pad(x, ((1, 1), (0, 2))).T + 1, rtol=1e-6)
 
+  def test_swap_puts_the_column_loop_outside(self):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    k = Kernel(merge_axes(fold_reduces(si.ast)), renderer())
+    for o in [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.SWAP, 0, 1)]: k.apply_opt(o)
+    assert [range_size(r) for r in k.axes()] == [4, 8, 12]  # columns / 4, rows, reduce
+
   def test_heuristic_opts_keep_results(self):
     si = kernel_of(Tensor(A) @ Tensor(B))
     p = get_program(si.ast, renderer())
@@ -127,6 +138,8 @@ class TestBadOpts:
     (Opt(OptOps.UNROLL, 0, 5), "can't split an axis of 12 by 5"),
     (Opt(OptOps.UPCAST, 0, 1), "can't split"),
     (Opt(OptOps.UPCAST, 1, 32), "can't split"),
+    (Opt(OptOps.SWAP, 0, 0), "two different output axes"),
+    (Opt(OptOps.SWAP, 0, 2), "two different output axes"),
   ], ids=str)
   def test_invalid(self, opt, msg):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -224,3 +237,30 @@ def test_gated_load_index_keeps_inner_loads_gated():
   ast = simplify_gated_loads(fold_reduces(t.schedule()[-1].ast))
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   assert loads and all(len(u.src) > 2 and u.src[2].op is not Ops.CONST for u in loads), "a load lost its gate"
+
+# *** the matmul heuristic: 16 vector accumulators, column panels outside the row tiles, b packed in panels ***
+VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), simd_width=64, upcast_max=256, threads=2)
+
+@pytest.mark.parametrize("expr", ["a @ b", "a.T @ b", "a @ b.T", "c @ c.transpose(1, 2)"])
+def test_matmul_heuristic_tiles_and_orders(expr):
+  a, b, c = (Tensor.empty(*s) for s in [(256, 256), (256, 256), (2, 256, 256)])
+  sched = eval(expr).schedule()
+  assert len(sched) == 2  # b's column panels are packed first, then the matmul reads them
+  k = Kernel(merge_axes(fold_reduces(sched[-1].ast)), VEC_CPU)
+  opts = hand_coded_optimizations(k)
+  for o in opts: k.apply_opt(o)
+  assert k.upcast_size() == 16 * 16 and OptOps.SWAP in [o.op for o in opts]
+  outer = sorted((r for r in k.ranges_of(AxisType.GLOBAL, AxisType.THREAD)), key=lambda r: r.arg[0])
+  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [256 // 32, 256 // 8]
+
+@pytest.mark.parametrize("shape", [((256, 128), (128, 512)), ((3, 160, 64), (64, 1024)), ((128, 1024), (1024, 96))])
+def test_packed_matmul_values(shape):
+  if Device.DEFAULT == "PYTHON": pytest.skip("too big to interpret")
+  x, w = RNG.standard_normal(shape[0]).astype(np.float32), RNG.standard_normal(shape[1]).astype(np.float32)
+  out = Tensor(x) @ Tensor(w)
+  assert len(out.schedule()) == 2
+  np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
+
+def test_small_or_narrow_matmuls_stay_one_kernel():
+  for sa, sb in [((64, 256), (256, 256)), ((256, 256), (256, 24)), ((256, 32), (32, 256))]:
+    assert len((Tensor.ones(*sa) @ Tensor.ones(*sb)).schedule()) == 1
