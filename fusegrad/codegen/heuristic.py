@@ -108,6 +108,22 @@ def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
         if range_size(r) % amt == 0 and range_size(r) >= 4 * amt and _try(k, Opt(OptOps.UPCAST, i, amt), opts): return
       return
 
+def _copy_order(k: Kernel, opts: list[Opt]) -> None:
+  """A copy of rows of 64 bytes or more into another layout (a matmul's column panels, Tensor.dot; a permute that
+  keeps the last axis): the two loops around the row copy ordered so the reads move least between iterations (the
+  reads then stream through memory; each write is whole cache lines anyway), when the loop that goes inside is short
+  (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A 1024x1024 panel
+  copy: 14 -> 24 GB/s; a 768x50272 one stays as it is (7.4 GB/s; 4.0 swapped)."""
+  if k.reduce_op or k.ren.has_local or not k.loads() or len(_out_axes(k)) < 3: return
+  st, step = k.stores()[0], k.upcast_size()
+  (i, a0), (_, a1), (_, row) = _out_axes(k)[-3:]
+  itemsize = st.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
+  if any(k.stride(x, row) != step for x in [st, *k.loads()]) or range_size(row) * step * itemsize < 64: return
+  strides = [(k.stride(ld, a0), k.stride(ld, a1)) for ld in k.loads()]  # a cat (padded last panel): several loads
+  if range_size(a0) <= 256 and all(s0 is not None and s1 is not None and 0 <= s0 <= s1 for s0, s1 in strides) and \
+     sum(s0 for s0, _ in strides) < sum(s1 for _, s1 in strides):  # type: ignore[misc]
+    _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
+
 def _workgroups(k: Kernel, opts: list[Opt]) -> None:
   """Workgroups along the innermost output axis, on devices that have them."""
   if not k.ren.has_local: return
@@ -129,7 +145,7 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   opts: list[Opt]
   k, opts = kernel.copy(), []
   for step in (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _unroll,
-               _elementwise_upcast,
+               _elementwise_upcast, _copy_order,
                _workgroups, _threads):
     if step is not None: step(k, opts)
   return opts
