@@ -69,12 +69,14 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     done.add(best[3])
 
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
-  """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed): 16 vector
-  accumulators (the vector axis upcast again while the tile has fewer), then the tiled output loop whose iterations
-  re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
-  tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower: a 1024
-  matmul goes from 55 to 130 GFLOPS on one core (with b packed in panels, Tensor.dot)."""
-  if len(_red_axes(k)) != 1 or len(k.loads()) != 2: return
+  """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed) whose operands
+  hold 1 MB or more: 16 vector accumulators (the vector axis upcast again while the tile has fewer), then the tiled
+  output loop whose iterations re-read less memory goes outside the other. With rows outside columns, each row tile
+  streams all of b; with column tiles outside, a column panel of b stays in cache while the row tiles stream a, whose
+  tile is narrower: a 1024 matmul goes from 55 to 130 GFLOPS on one core (with b packed in panels, Tensor.dot)."""
+  if len(_red_axes(k)) != 1 or len(k.loads()) != 2 or k.ranges_of(AxisType.LANES): return
+  if sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in k.loads()) < 1 << 18:
+    return  # operands that fit in the cache together: the order of the loops hardly matters
   store = k.stores()[0]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
   if not vec: return
