@@ -243,7 +243,7 @@ VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), simd_width=64, upcast_max=2
 
 @pytest.mark.parametrize("expr", ["a @ b", "a.T @ b", "a @ b.T", "c @ c.transpose(1, 2)"])
 def test_matmul_heuristic_tiles_and_orders(expr):
-  a, b, c = (Tensor.empty(*s) for s in [(256, 256), (256, 256), (2, 256, 256)])
+  a, b, c = (Tensor.empty(*s) for s in [(512, 512), (512, 512), (2, 512, 512)])
   sched = eval(expr).schedule()
   assert len(sched) == 2  # b's column panels are packed first, then the matmul reads them
   k = Kernel(merge_axes(fold_reduces(sched[-1].ast)), VEC_CPU)
@@ -251,7 +251,7 @@ def test_matmul_heuristic_tiles_and_orders(expr):
   for o in opts: k.apply_opt(o)
   assert k.upcast_size() == 16 * 16 and OptOps.SWAP in [o.op for o in opts]
   outer = sorted((r for r in k.ranges_of(AxisType.GLOBAL, AxisType.THREAD)), key=lambda r: r.arg[0])
-  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [256 // 32, 256 // 8]
+  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [512 // 32, 512 // 8]
 
 @pytest.mark.parametrize("shape", [((256, 128), (128, 512)), ((3, 256, 64), (64, 1024)), ((256, 1024), (1024, 96)),
                                    ((256, 320), (320, 250))])  # 250 columns: the last panel padded
