@@ -241,11 +241,11 @@ def test_gated_load_index_keeps_inner_loads_gated():
 # *** the matmul heuristic: 16 vector accumulators, column panels outside the row tiles, b packed in panels ***
 VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), simd_width=64, upcast_max=256, threads=2)
 
-@pytest.mark.parametrize("expr", ["a @ b", "a.T @ b", "a @ b.T", "c @ c.transpose(1, 2)"])
-def test_matmul_heuristic_tiles_and_orders(expr):
+@pytest.mark.parametrize("expr,kernels", [("a @ b", 2), ("a.T @ b", 3), ("a @ b.T", 2), ("c @ c.transpose(1, 2)", 2)])
+def test_matmul_heuristic_tiles_and_orders(expr, kernels):
   a, b, c = (Tensor.empty(*s) for s in [(512, 512), (512, 512), (2, 512, 512)])
   sched = eval(expr).schedule()
-  assert len(sched) == 2  # b's column panels are packed first, then the matmul reads them
+  assert len(sched) == kernels  # b's column panels are packed first (a.T is made rows first), then the matmul
   k = Kernel(merge_axes(fold_reduces(sched[-1].ast)), VEC_CPU)
   opts = hand_coded_optimizations(k)
   for o in opts: k.apply_opt(o)
@@ -261,7 +261,20 @@ def test_packed_matmul_values(shape):
   out = Tensor(x) @ Tensor(w)
   assert len(out.schedule()) == 2
   np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
+  xt = np.ascontiguousarray(x.swapaxes(-1, -2))  # a transposed left operand is copied to rows first
+  np.testing.assert_allclose((Tensor(xt).transpose(-1, -2) @ Tensor(w)).numpy(), x @ w, atol=1e-3, rtol=1e-4)
 
 def test_small_or_narrow_matmuls_stay_one_kernel():
   for sa, sb in [((128, 256), (256, 256)), ((256, 256), (256, 24)), ((256, 32), (32, 256))]:
     assert len((Tensor.ones(*sa) @ Tensor.ones(*sb)).schedule()) == 1
+
+@pytest.mark.parametrize("m", [1024, 1000])  # 1000: the last panel padded, sliced off the product
+def test_packed_matmul_gradients(m):
+  if Device.DEFAULT == "PYTHON": pytest.skip("too big to interpret")
+  x, w, g = (RNG.standard_normal(s).astype(np.float32) for s in [(256, 96), (96, m), (256, m)])
+  tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+  out = tx.T.T @ tw
+  (out * Tensor(g)).sum().backward()
+  np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
+  np.testing.assert_allclose(tw.grad.numpy(), x.T @ g, atol=1e-3, rtol=1e-4)
+  np.testing.assert_allclose(tx.grad.numpy(), g @ w.T, atol=1e-3, rtol=1e-4)
