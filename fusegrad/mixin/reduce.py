@@ -24,7 +24,7 @@ def _panels(w: Tensor, rows: int) -> Tensor:
   """w (..., k, m) stored again with each 64-byte column panel contiguous along k, then viewed as (..., k, m') again:
   the same values, one copy. The CPU's register-tiled matmul kernel then streams each panel sequentially instead of
   reading 64 bytes from every row of w at a stride of m (rows 4 KB apart share a few cache sets, each its own page):
-  a 1024 matmul goes from 55 to 130 GFLOPS on one core (docs/speed.md). m' is m rounded up to whole panels (zero
+  a 1024 matmul goes from 45 to 130-150 GFLOPS on one core (docs/speed.md). m' is m rounded up to whole panels (zero
   columns, cut off the product), so a width like GPT-2's 50257 words still tiles into vectors. Only for big products,
   where `rows` rows of the other operand share each panel: the copy moves 5-25 GB/s, the product 100+ GFLOPS, so it
   costs about 20 / rows of the product's time."""
