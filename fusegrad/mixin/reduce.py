@@ -27,7 +27,7 @@ def _panels(w: Tensor, rows: int) -> Tensor:
   a 1024 matmul goes from 45 to 130-150 GFLOPS on one core (docs/speed.md). m' is m rounded up to whole panels (zero
   columns, cut off the product), so a width like GPT-2's 50257 words still tiles into vectors. Only for big products,
   where `rows` rows of the other operand share each panel: the copy moves 5-25 GB/s, the product 100+ GFLOPS, so it
-  costs about 20 / rows of the product's time."""
+  costs about 30 / rows of the product's time."""
   k, m = w.shape[-2:]
   p = PANEL_BYTES // w.dtype.itemsize
   if not all(isinstance(s, int) for s in w.shape) or m < 2 * p or k < 64 or rows < 256 or k * m < 1 << 16: return w
