@@ -5,7 +5,7 @@ timing candidates; both produce the same kind of list.
 """
 from __future__ import annotations
 from fusegrad.helpers import prod
-from fusegrad.uop.ops import UOp, AxisType
+from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
 
 def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
@@ -15,6 +15,10 @@ def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   return True
 
 def _out_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.output_axes()))
+def _reduce_loads(k: Kernel) -> list[UOp]:
+  """The loads inside the reduce loops (not a bias added after them): those a register tile reuses."""
+  red = k.ranges_of(AxisType.REDUCE, AxisType.UNROLL, AxisType.LANES, AxisType.GROUP)
+  return [ld for ld in k.loads() if any(k.stride(ld, r) != 0 for r in red)]
 def _red_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.reduce_axes()))
 
 def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
@@ -55,6 +59,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   vec = max(k.ren.simd_width // itemsize, 4)
   done: set[int] = set()
   lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
+  reused = _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()  # a matmul's bias: not in it
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
   def candidates() -> list[tuple[int, UOp, int, bool, bool]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector) for each output axis worth
@@ -62,7 +67,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     out = []
     for i, r in _out_axes(k):
       if r.arg[0] in done or range_size(r) < 8: continue
-      broadcast = sum(1 for ld in k.loads() if k.stride(ld, r) == 0)
+      broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
       contiguous = k.stride(store, r) == 1
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
       vector = contiguous or (long_reduce and _loads_contiguous(k, r))
@@ -81,6 +86,30 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     if not done and best[4] and lanes == 1: lanes = best[2]
     done.add(best[3])
 
+def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
+  """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed) whose operands
+  hold 1 MB or more, on a device without workgroups (loops, not a launch grid): up to 16 vector accumulators (the
+  vector axis upcast by 2 again), then the tiled output loop whose iterations re-read less memory goes outside the
+  other. With rows outside columns, each row tile streams all of b; with column tiles outside, a column panel of b
+  stays in cache while the row tiles stream a, whose tile is narrower: a 1024 matmul goes from 45 to 130-150 GFLOPS
+  on one core (with b packed in panels, Tensor.dot)."""
+  if k.ren.has_local or len(_red_axes(k)) != 1 or len(_reduce_loads(k)) != 2 or k.ranges_of(AxisType.LANES): return
+  if sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k)) < 1 << 18:
+    return  # operands that fit in the cache together: the order of the loops hardly matters
+  store = k.stores()[0]
+  vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
+  if not vec: return
+  for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
+    if k.stride(store, r) == vec and k.upcast_size() // vec <= 8: _try(k, Opt(OptOps.UPCAST, i, 2), opts)
+  def reread(outer: UOp, inner: UOp) -> int:
+    """Elements read again for each iteration of outer: all that the loads outer doesn't move read along inner."""
+    return range_size(outer) * sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0)
+                                   for ld in k.loads() if k.stride(ld, inner) != 0 and k.stride(ld, outer) == 0)
+  for i in range(len(_out_axes(k)) - 1):
+    a0, a1 = k.output_axes()[i:i + 2]
+    if range_size(a1) >= 8 and reread(a1, a0) < reread(a0, a1):  # the outer loop gets the threads: keep it long
+      _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
+
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones entirely)."""
   if not _red_axes(k): return
@@ -98,6 +127,35 @@ def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
       for amt in (4, 2):
         if range_size(r) % amt == 0 and range_size(r) >= 4 * amt and _try(k, Opt(OptOps.UPCAST, i, amt), opts): return
       return
+
+def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
+  """A copy reading along another axis than it writes (a transpose, a.T made rows for a matmul): the read axis upcast
+  by 16 and the written one to 16, so each cache line read or written is used whole while it is in cache (a 1024
+  transpose: 1.3 -> 15 GB/s)."""
+  st, step = k.stores()[0], k.upcast_size()  # step: the written axis's upcast (_elementwise_upcast)
+  if k.reduce_op or k.ren.has_local or len(k.stores()) != 1 or st.src[2].op is not Ops.LOAD: return  # a copy
+  for i, r in _out_axes(k):
+    if k.stride(st, r) != 0 and any(k.stride(ld, r) == 1 for ld in k.loads()) and range_size(r) % 16 == 0:
+      if _try(k, Opt(OptOps.UPCAST, i, 16), opts):
+        written = next((j for j, w in _out_axes(k) if k.stride(st, w) == step), None)
+        if written is not None and step < 16: _try(k, Opt(OptOps.UPCAST, written, 16 // step), opts)
+      return
+
+def _copy_order(k: Kernel, opts: list[Opt]) -> None:
+  """A copy of rows of 64 bytes or more into another layout (a matmul's column panels, Tensor.dot; a permute that
+  keeps the last axis): the two loops around the row copy ordered so the reads move least between iterations (the
+  reads then stream through memory; each write is whole cache lines anyway), when the loop that goes inside is short
+  (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A 1024x1024 panel
+  copy: 14 -> 24 GB/s; a 768x50272 one stays as it is (7.4 GB/s; 4.0 swapped)."""
+  if k.reduce_op or k.ren.has_local or not k.loads() or len(_out_axes(k)) < 3: return
+  st, step = k.stores()[0], k.upcast_size()
+  (i, a0), (_, a1), (_, row) = _out_axes(k)[-3:]
+  itemsize = st.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
+  if any(k.stride(x, row) != step for x in [st, *k.loads()]) or range_size(row) * step * itemsize < 64: return
+  strides = [(k.stride(ld, a0), k.stride(ld, a1)) for ld in k.loads()]  # a cat (padded last panel): several loads
+  known = [(s0, s1) for s0, s1 in strides if s0 is not None and s1 is not None and 0 <= s0 <= s1]
+  if range_size(a0) <= 256 and len(known) == len(strides) and sum(s0 for s0, _ in known) < sum(s1 for _, s1 in known):
+    _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
 
 def _workgroups(k: Kernel, opts: list[Opt]) -> None:
   """Workgroups along the innermost output axis, on devices that have them."""
@@ -119,7 +177,8 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   upcast, workgroups, threads."""
   opts: list[Opt]
   k, opts = kernel.copy(), []
-  for step in (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _unroll, _elementwise_upcast,
+  for step in (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _unroll,
+               _elementwise_upcast, _transpose_tile, _copy_order,
                _workgroups, _threads):
     if step is not None: step(k, opts)
   return opts

@@ -22,6 +22,7 @@ class OptOps(Enum):
   THREAD = auto()   # run an output axis's iterations on several CPU threads (the whole axis: arg must be 0)
   LANES = auto()    # split a reduce axis into `arg` partial sums kept in separate accumulators (vectorizable when the
                     # axis is contiguous in memory), added together after the loop
+  SWAP = auto()     # exchange the places of output axes `axis` and `arg` in the loop nest (no split)
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -93,6 +94,7 @@ class Kernel:
     """Split axis opt.axis so that its inner `opt.arg` iterations take the role opt.op asks for."""
     on_reduce = opt.op in (OptOps.UNROLL, OptOps.GROUP, OptOps.LANES)
     axes = self.reduce_axes() if on_reduce else self.output_axes()
+    if opt.op is OptOps.SWAP: return self._swap(opt, axes)
     if not 0 <= opt.axis < len(axes):
       raise KernelOptError(f"{opt}: the kernel has {len(axes)} {'reduce' if on_reduce else 'output'} axes "
                            "left to split")
@@ -123,6 +125,17 @@ class Kernel:
     new_ast = self._split(r, amount, _NEW_KIND[opt.op])
     if opt.op in (OptOps.LOCAL, OptOps.GROUP): self._check_local_dims(new_ast, opt)
     self.ast = new_ast
+    self.applied_opts.append(opt)
+    return self
+
+  def _swap(self, opt: Opt, axes: list[UOp]) -> Kernel:
+    """Output axes opt.axis and opt.arg exchange their loop ids, so each takes the other's place in the loop nest
+    (loops nest in id order): a matmul's column tiles go outside its row tiles."""
+    if not (0 <= opt.axis < len(axes) and 0 <= opt.arg < len(axes)) or opt.axis == opt.arg:
+      raise KernelOptError(f"{opt}: needs two different output axes of {len(axes)}")
+    r1, r2 = axes[opt.axis], axes[opt.arg]
+    self.ast = self.ast.substitute({r1: r1.replace(arg=(r2.arg[0], range_kind(r1))),
+                                    r2: r2.replace(arg=(r1.arg[0], range_kind(r2)))})
     self.applied_opts.append(opt)
     return self
 

@@ -128,6 +128,6 @@ class CPUDevice(Compiled):
     # OpenMP runtime): on a shared machine spinning workers take the cores from everyone else
     if threads > 1: os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
-                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=128,
+                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=256,
                              vector_widths=(2, 4, 8, 16))
     super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp, simd_width()), CPUProgram)

@@ -10,6 +10,9 @@ from fusegrad.dtype import to_numpy
 from fusegrad.codegen import get_program, Kernel, Opt, OptOps, KernelOptError, ProgramSpec
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.lower import merge_axes
+from fusegrad.codegen.kernel import range_size
+from fusegrad.codegen.heuristic import hand_coded_optimizations
+from fusegrad.renderer.cstyle import ClangRenderer
 from fusegrad.engine.realize import CompiledRunner, ExecItem, run_schedule
 from fusegrad.engine.schedule import ScheduleItem
 from fusegrad.uop.ops import Ops, AxisType
@@ -63,6 +66,8 @@ class TestOpts:
     [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4)],
     [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 3)],
     [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 0, 2)],
+    [Opt(OptOps.SWAP, 0, 1)],
+    [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UNROLL, 0, 4)],
   ], ids=str)
   def test_matmul(self, opts):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -125,6 +130,12 @@ class TestOpts:
     if opts[0].arg in renderer().vector_widths:
       assert any(u.op is Ops.LOAD and u.dtype.count == opts[0].arg for u in p.uops)
 
+  def test_swap_puts_the_column_loop_outside(self):
+    si = kernel_of(Tensor(A) @ Tensor(B))
+    k = Kernel(merge_axes(fold_reduces(si.ast)), renderer())
+    for o in [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.SWAP, 0, 1)]: k.apply_opt(o)
+    assert [range_size(r) for r in k.axes()] == [4, 8, 12]  # columns / 4, rows, reduce
+
   def test_heuristic_opts_keep_results(self):
     si = kernel_of(Tensor(A) @ Tensor(B))
     p = get_program(si.ast, renderer())
@@ -140,6 +151,8 @@ class TestBadOpts:
     (Opt(OptOps.UNROLL, 0, 5), "can't split an axis of 12 by 5"),
     (Opt(OptOps.UPCAST, 0, 1), "can't split"),
     (Opt(OptOps.UPCAST, 1, 32), "can't split"),
+    (Opt(OptOps.SWAP, 0, 0), "two different output axes"),
+    (Opt(OptOps.SWAP, 0, 2), "two different output axes"),
   ], ids=str)
   def test_invalid(self, opt, msg):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -235,3 +248,44 @@ def test_gated_load_index_keeps_inner_loads_gated():
   ast = simplify_gated_loads(fold_reduces(t.schedule()[-1].ast))
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   assert loads and all(len(u.src) > 2 and u.src[2].op is not Ops.CONST for u in loads), "a load lost its gate"
+
+# *** the matmul heuristic: 16 vector accumulators, column panels outside the row tiles, b packed in panels ***
+VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), simd_width=64, upcast_max=256, threads=2)
+
+@pytest.mark.parametrize("expr,kernels", [("a @ b", 2), ("a.T @ b", 3), ("a @ b.T", 2), ("c @ c.transpose(1, 2)", 2)])
+def test_matmul_heuristic_tiles_and_orders(expr, kernels):
+  a, b, c = (Tensor.empty(*s) for s in [(512, 512), (512, 512), (2, 512, 512)])
+  sched = eval(expr).schedule()
+  assert len(sched) == kernels  # b's column panels are packed first (a.T is made rows first), then the matmul
+  k = Kernel(merge_axes(fold_reduces(sched[-1].ast)), VEC_CPU)
+  opts = hand_coded_optimizations(k)
+  for o in opts: k.apply_opt(o)
+  assert k.upcast_size() == 16 * 16 and OptOps.SWAP in [o.op for o in opts]
+  outer = sorted((r for r in k.ranges_of(AxisType.GLOBAL, AxisType.THREAD)), key=lambda r: r.arg[0])
+  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [512 // 32, 512 // 8]
+
+@pytest.mark.parametrize("shape", [((256, 128), (128, 512)), ((3, 256, 64), (64, 1024)), ((256, 1024), (1024, 96)),
+                                   ((256, 320), (320, 250))])  # 250 columns: the last panel padded
+def test_packed_matmul_values(shape):
+  if Device.DEFAULT == "PYTHON": pytest.skip("too big to interpret")
+  x, w = RNG.standard_normal(shape[0]).astype(np.float32), RNG.standard_normal(shape[1]).astype(np.float32)
+  out = Tensor(x) @ Tensor(w)
+  assert len(out.schedule()) == 2
+  np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
+  xt = np.ascontiguousarray(x.swapaxes(-1, -2))  # a transposed left operand is copied to rows first
+  np.testing.assert_allclose((Tensor(xt).transpose(-1, -2) @ Tensor(w)).numpy(), x @ w, atol=1e-3, rtol=1e-4)
+
+def test_small_or_narrow_matmuls_stay_one_kernel():
+  for sa, sb in [((128, 256), (256, 256)), ((256, 256), (256, 24)), ((256, 32), (32, 256))]:
+    assert len((Tensor.ones(*sa) @ Tensor.ones(*sb)).schedule()) == 1
+
+@pytest.mark.parametrize("m", [1024, 1000])  # 1000: the last panel padded, sliced off the product
+def test_packed_matmul_gradients(m):
+  if Device.DEFAULT == "PYTHON": pytest.skip("too big to interpret")
+  x, w, g = (RNG.standard_normal(s).astype(np.float32) for s in [(256, 96), (96, m), (256, m)])
+  tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+  out = tx.T.T @ tw
+  (out * Tensor(g)).sum().backward()
+  np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
+  np.testing.assert_allclose(tw.grad.numpy(), x.T @ g, atol=1e-3, rtol=1e-4)
+  np.testing.assert_allclose(tx.grad.numpy(), g @ w.T, atol=1e-3, rtol=1e-4)
