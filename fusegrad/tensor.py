@@ -714,9 +714,10 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
 
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
-  from fusegrad.engine.schedule import create_schedule, copy_item
+  from fusegrad.engine.schedule import copy_item
+  from fusegrad.engine.cache import cached_schedule
   from fusegrad.engine.realize import lower_schedule_item, run_exec_items
-  sched = create_schedule([t.uop for t in todo])
+  sched = cached_schedule([t.uop for t in todo])
   items = [lower_schedule_item(si) for si in sched.items]  # compile first: an error leaves every tensor as it was
   state.remember(sched.becomes)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]

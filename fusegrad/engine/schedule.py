@@ -265,9 +265,19 @@ class Schedule:
   items: list[ScheduleItem]
   becomes: dict[UOp, UOp]
   overwritten: list[tuple[weakref.ReferenceType[UOp], int]]
+  overwritten_ids: list[tuple[Buffer, int | None]] = field(default_factory=list)  # state.version_id of each
 
-def create_schedule(outs: list[UOp]) -> Schedule:
-  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
+@dataclass
+class Graph:
+  """The part of a graph a schedule computes: its nodes (sources first, down to the leaves), and for each leaf that
+  was computed before (or is an old version of a buffer) where its value is now."""
+  outs: list[UOp]
+  nodes: list[UOp]
+  becomes: dict[UOp, UOp]
+  leaves: set[UOp]
+
+def collect(outs: list[UOp]) -> Graph:
+  """The nodes under outs, not looking below a BUFFER or a node whose value is stored already (state.lookup)."""
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
   becomes: dict[UOp, UOp] = {}
   leaves: set[UOp] = set()  # nodes computed before (or old versions): becomes holds where their values are now
@@ -278,6 +288,15 @@ def create_schedule(outs: list[UOp]) -> Schedule:
       leaves.add(n)
     return n.op is Ops.BUFFER or n in becomes
   nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
+  return Graph(list(outs), nodes, becomes, leaves)
+
+def create_schedule(outs: list[UOp]) -> Schedule:
+  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
+  return schedule_graph(collect(outs))
+
+def schedule_graph(g: Graph) -> Schedule:
+  """create_schedule, for the graph collect() walked."""
+  outs, nodes, becomes, leaves = g.outs, g.nodes, dict(g.becomes), g.leaves
   to_realize = find_realizes(outs, nodes, becomes)
   steps: list[_Step] = []
   newer: dict[Buffer, UOp] = {}  # the versions this schedule writes, the newest of each buffer
@@ -300,9 +319,10 @@ def create_schedule(outs: list[UOp]) -> Schedule:
   realized = {n: becomes[n] for n in to_realize}
   ordered = _order(steps, set(to_realize), realized)
   dprint(3, f"scheduled {len(steps)} kernels/copies for {len(outs)} outputs ({len(nodes)} graph nodes)")
-  overwritten = [(weakref.ref(st.overwrites), i) for i, st in enumerate(ordered)
-                 if st.overwrites is not None and st.overwrites not in realized]
-  return Schedule([st.item for st in ordered], realized, overwritten)
+  writes = [(st.overwrites, i) for i, st in enumerate(ordered) if st.overwrites is not None
+            and st.overwrites not in realized]
+  return Schedule([st.item for st in ordered], realized, [(weakref.ref(v), i) for v, i in writes],
+                  [state.version_id(v) for v, _ in writes])
 
 def copy_item(dest: Buffer, src: Buffer) -> ScheduleItem:
   return ScheduleItem(UOp(Ops.COPY, dest.dtype, (), (dest.device, None)), (dest, src))

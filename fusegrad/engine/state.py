@@ -60,7 +60,19 @@ def buffer_node(buf: Buffer) -> UOp:
 def new_version(view: UOp) -> UOp:
   """The view over a new version of its buffer (what a write into it leaves; `remember` makes it the newest)."""
   chain, base = view_chain(view)
-  return rebuild(UOp(Ops.BUFFER, base.dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_write_ids)),), base.arg), chain)
+  return rebuild(version_node(base.arg, base.dtype), chain)
+
+def version_node(buf: Buffer, dtype: Any) -> UOp:
+  """A new version of buf (not the newest until `remember`)."""
+  return UOp(Ops.BUFFER, dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_write_ids)),), buf)
+
+def version_id(v: UOp) -> tuple[Buffer, int | None]:
+  """(buffer, write id) of a version node: which contents it names, even after the node itself is gone."""
+  return v.arg, v.src[0].arg if v.src else None
+
+def is_newest(v: UOp) -> bool:
+  """True when the version node v is its buffer's newest."""
+  return (v.src[0].arg if v.src else None) == _newest.get(v.arg)
 
 def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
   """u, or if u is a view of an older version of a buffer (or of a write done already), the same view of its newest
@@ -93,6 +105,8 @@ def capture() -> Iterator[None]:
   _capture_since.append(_epoch)
   try: yield
   finally: _capture_since.pop()
+
+def capturing() -> bool: return bool(_capture_since)
 
 def lookup(n: UOp, raw: bool = False) -> UOp | None:
   """Where n's value is, if not in n itself: the buffer view holding it if n was computed; for an overwritten version
