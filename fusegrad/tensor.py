@@ -40,6 +40,9 @@ def _flatten_list(data: Any) -> list:
 
 def _pack(values: list, dtype: DType) -> bytes:
   """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.)."""
+  if dtype.fmt in ("f", "d") and all(type(v) is float for v in values):  # floats as C converts them: struct rounds
+    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)
+    except OverflowError: pass  # beyond float32's range: inf, below
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
@@ -139,9 +142,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       if len(devices) > 1:
         names = ", ".join(sorted(devices))
         raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
-    ret = Tensor(uop)
+    ret = Tensor._wrap(uop)
     flags = [self._requires_grad, *(o._requires_grad for o in others)]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
+    return ret
+  @staticmethod
+  def _wrap(uop: UOp) -> Tensor:
+    """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes)."""
+    ret = object.__new__(Tensor)
+    ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
+    if dtypes.is_float(uop.dtype): Tensor._float_tensors.add(ret)
     return ret
 
   # *** properties ***
@@ -219,6 +229,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
+    if self.uop.op not in state.VIEW_OPS: self.realize()  # a value that isn't a view gets a buffer of its own
+    chain, base = state.view_chain(self.uop)
+    if base.op is Ops.BUFFER and base.arg.size == self.numel() and all(c.op is Ops.RESHAPE for c in chain):
+      return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
@@ -568,7 +582,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
-        y = Tensor(UOp.const(dt, y, None, x.device))
+        y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device))  # broadcast already (the graph _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
       raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
     if match_dtype and x.dtype != y.dtype:
@@ -719,7 +733,7 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
   from fusegrad.engine.realize import lower_schedule_item, run_exec_items
   sched = cached_schedule([t.uop for t in todo])
   items = [lower_schedule_item(si) for si in sched.items]  # compile first: an error leaves every tensor as it was
-  state.remember(sched.becomes)
+  state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]
   overwritten = sched.overwritten
   del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside

@@ -138,7 +138,7 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
   items = [ScheduleItem(ast, tuple(buf(b) for b in refs), dict(vv)) for ast, refs, vv in t.items]
   versions = [(version(r), i) for r, i in t.overwritten]
   return Schedule(items, becomes, [(weakref.ref(v), i) for v, i in versions],
-                  [state.version_id(v) for v, _ in versions])
+                  [state.version_id(v) for v, _ in versions], g.reads_input())
 
 # *** the cache ***
 

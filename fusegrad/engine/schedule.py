@@ -266,6 +266,7 @@ class Schedule:
   becomes: dict[UOp, UOp]
   overwritten: list[tuple[weakref.ReferenceType[UOp], int]]
   overwritten_ids: list[tuple[Buffer, int | None]] = field(default_factory=list)  # state.version_id of each
+  reads_input: dict[UOp, bool] = field(default_factory=dict)  # Graph.reads_input, for state.remember
 
 @dataclass
 class Graph:
@@ -275,6 +276,13 @@ class Graph:
   nodes: list[UOp]
   becomes: dict[UOp, UOp]
   leaves: set[UOp]
+
+  def reads_input(self) -> dict[UOp, bool]:
+    """For each node: does its graph have a buffer or a variable in it (a leaf: a stored value, always does)?"""
+    ret: dict[UOp, bool] = {}
+    for n in self.nodes:
+      ret[n] = n.op in (Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR) or n in self.leaves or any(ret[s] for s in n.src)
+    return ret
 
 def collect(outs: list[UOp]) -> Graph:
   """The nodes under outs, not looking below a BUFFER or a node whose value is stored already (state.lookup)."""
@@ -322,7 +330,7 @@ def schedule_graph(g: Graph) -> Schedule:
   writes = [(st.overwrites, i) for i, st in enumerate(ordered) if st.overwrites is not None
             and st.overwrites not in realized]
   return Schedule([st.item for st in ordered], realized, [(weakref.ref(v), i) for v, i in writes],
-                  [state.version_id(v) for v, _ in writes])
+                  [state.version_id(v) for v, _ in writes], g.reads_input())
 
 def copy_item(dest: Buffer, src: Buffer) -> ScheduleItem:
   return ScheduleItem(UOp(Ops.COPY, dest.dtype, (), (dest.device, None)), (dest, src))

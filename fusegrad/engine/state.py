@@ -139,21 +139,26 @@ def storage(u: UOp, get: Callable[[UOp], UOp | None] = lookup_raw, newer: dict[B
     u = rebuild(found, chain)
   return current(u, newer)
 
-def remember(becomes: dict[UOp, UOp]) -> None:
+def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None) -> None:
   """Record what a schedule computed (call before running it: the writes must be known to decide snapshots).
   The version an assign writes becomes its buffer's newest."""
   global _epoch
+  reads_input = {} if reads_input is None else reads_input  # known answers (Graph.reads_input), added to here
   for n, view in becomes.items():
     if n.op is Ops.ASSIGN:
       base = view_base(view)
       _newest[base.arg] = base.src[0].arg
     # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
     # codegen can still fold it into index math (a gather reads one element per output)
-    if n.op is Ops.ASSIGN or _reads_input(n): memo[n] = Realized(view, _epoch)
+    if n.op is Ops.ASSIGN or _reads_input(n, reads_input): memo[n] = Realized(view, _epoch)
   _epoch += 1
 
-def _reads_input(n: UOp) -> bool:
-  return any(u.op in (Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR) for u in n.toposort())
+def _reads_input(n: UOp, known: dict[UOp, bool]) -> bool:
+  """True when n's graph has a buffer or a variable in it (known: the answers for nodes walked before)."""
+  if (ret := known.get(n)) is not None: return ret
+  for u in n.toposort(gate=lambda u: u not in known):
+    if u not in known: known[u] = u.op in (Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR) or any(known[s] for s in u.src)
+  return known[n]
 
 def forget(bufs: set[Buffer]) -> None:
   """Drop the values stored in bufs (a schedule that failed before filling them)."""
