@@ -36,8 +36,10 @@ class CompiledRunner(Runner):
       self.lib = dev.compiler.compile_cached(p.src, fresh=True)
       self.prg = dev.runtime(to_function_name(p.name), self.lib)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
-    by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
-    vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
+    vals: tuple[int, ...] = ()
+    if self.p.vars:
+      by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
+      vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals,
                     wait=wait)
 
@@ -143,14 +145,16 @@ class ExecItem:
   bufs: list[Buffer]
   var_vals: dict[UOp, int] = field(default_factory=dict)
   def run(self, var_vals: dict[UOp, int] | None = None, wait: bool = False, jit: bool = False) -> float | None:
-    for b in self.bufs: b.allocate()
-    vv = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
-    et = self.runner(self.bufs, vv, wait=wait or DEBUG >= 2)
+    for b in self.bufs:
+      if b._buf is None: b.allocate()
+    vv = self.var_vals if not var_vals else {**self.var_vals, **var_vals}
+    debug = DEBUG.value >= 2
+    et = self.runner(self.bufs, vv, wait=wait or debug)
     GlobalCounters.global_ops += self.runner.flops
-    GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
+    GlobalCounters.global_mem += sum(b.size * b.dtype.itemsize for b in self.bufs)
     if isinstance(self.runner, CompiledRunner): GlobalCounters.kernel_count += 1
     if et is not None: GlobalCounters.time_sum_s += et
-    if DEBUG >= 2: self._print(et, jit)
+    if debug: self._print(et, jit)
     return et
   def _print(self, et: float | None, jit: bool) -> None:
     mem = sum(b.nbytes for b in self.bufs)
