@@ -229,7 +229,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
-    if self.uop.op not in state.VIEW_OPS: self.realize()  # a value that isn't a view gets a buffer of its own
     chain, base = state.view_chain(self.uop)
     if base.op is Ops.BUFFER and base.arg.size == self.numel() and all(c.op is Ops.RESHAPE for c in chain):
       return base.arg  # already in order

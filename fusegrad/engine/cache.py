@@ -53,9 +53,10 @@ class _Numbering:
     return tuple((c.op, c.dtype, c.arg) for c in chain), self.version(base)
 
 def _arg(n: UOp) -> Any:
-  if n.op in (Ops.CONTIGUOUS, Ops.ASSIGN): return None  # a unique id: it tells two nodes apart, as positions do
+  if n.op is Ops.CONST: return _arg_key(n.arg)
+  if n.op is Ops.CONTIGUOUS or n.op is Ops.ASSIGN: return None  # a unique id: tells two nodes apart, as positions do
   if n.op is Ops.COPY: return n.arg[0], n.arg[1] is not None
-  return _arg_key(n.arg)
+  return _arg_key(n.arg)  # a float by its bits: 0.0 and -0.0 differ
 
 def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
   num, pos, entries = _Numbering(), dict[UOp, int](), list[tuple]()
@@ -65,7 +66,7 @@ def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
       raw = state.lookup_raw(n)  # an assign into a computed assign writes where it wrote (state.storage)
       entries.append(("leaf", num.view(g.becomes[n]), None if raw is None else num.view(raw)))
     elif n.op is Ops.BUFFER: entries.append(("buffer", num.version(n)))
-    else: entries.append((n.op, n.dtype, _arg(n), tuple(pos[s] for s in n.src)))
+    else: entries.append((n.op, n.dtype, _arg(n), tuple(map(pos.__getitem__, n.src))))
   return (tuple(entries), tuple(pos[o] for o in g.outs), tuple(num.parts)), num
 
 # *** templates ***
