@@ -89,7 +89,9 @@ class dtypes:
   def from_py(x: Any) -> DType:
     """The dtype a Python value (or nested list of values) becomes."""
     if isinstance(x, (list, tuple)):
-      if x and all(type(v) is float for v in x): return dtypes.default_float
+      if any(type(v) is float for v in x) and all(type(v) is float or (type(v) is int and -2 ** 63 <= v < 2 ** 63)
+                                                   for v in x):
+        return dtypes.default_float  # a float among Python numbers: the default float (the common case, quickly)
       return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
     if isinstance(x, bool): return dtypes.bool
     if isinstance(x, int):  # int32 (tinygrad's default), int64 for what int32 can't hold (torch's), never a wrap

@@ -29,6 +29,7 @@ def _shape_of(data: Any) -> tuple[int, ...]:
   if _is_numpy(data): data = data.tolist()  # numpy arrays and scalars inside a list
   if not isinstance(data, (list, tuple)): return ()
   if len(data) == 0: return (0,)
+  if all(type(x) in _SCALARS for x in data): return (len(data),)  # a flat list of Python numbers
   inner = [_shape_of(x) for x in data]
   if any(s != inner[0] for s in inner): raise ValueError(f"Tensor: ragged nested list, sub-shapes {sorted(set(inner))}")
   return (len(data),) + inner[0]
@@ -36,12 +37,15 @@ def _shape_of(data: Any) -> tuple[int, ...]:
 def _flatten_list(data: Any) -> list:
   if _is_numpy(data): data = data.tolist()
   if not isinstance(data, (list, tuple)): return [data]
+  if all(type(x) in _SCALARS for x in data): return list(data)
   return [y for x in data for y in _flatten_list(x)]
+
+_SCALARS = (int, float, bool)
 
 def _pack(values: list, dtype: DType) -> bytes:
   """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.)."""
-  if dtype.fmt in ("f", "d") and all(type(v) is float for v in values):  # floats as C converts them: struct rounds
-    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)
+  if dtype.fmt in ("f", "d") and all(type(v) is float or type(v) is int for v in values):  # as a cast: struct rounds
+    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *[float(v) for v in values])
     except OverflowError: pass  # beyond float32's range: inf, below
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
