@@ -16,6 +16,7 @@ from fusegrad.helpers import PROGRAM_CACHE
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
 from fusegrad.engine.schedule import ScheduleItem
+from fusegrad.engine import state
 
 class Runner:
   """Something an ExecItem runs: a compiled kernel or a copy."""
@@ -207,12 +208,13 @@ def add_index_check(node: UOp, check: IndexCheck) -> None:
   index_checks.setdefault(node, []).append(check)
 
 def pending_index_checks(roots: list[UOp]) -> dict[UOp, list[IndexCheck]]:
-  """The checks registered on nodes that roots are computed from."""
+  """The checks registered on nodes that roots are computed from. The walk stops at values stored already: the
+  checks under them ran when they were computed (and an equal node computes from equal indices)."""
   if not index_checks: return {}
   seen: dict[UOp, list[IndexCheck]] = {}
-  for r in roots:
-    for u in r.toposort(gate=lambda u: u not in seen):
-      if (c := index_checks.get(u)) is not None: seen[u] = c
+  def below(u: UOp) -> bool: return u.op is not Ops.BUFFER and state.lookup(u) is None
+  for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=below):
+    if (c := index_checks.get(u)) is not None: seen[u] = c
   return seen
 
 def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[int]) -> None:
