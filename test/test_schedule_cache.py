@@ -25,12 +25,24 @@ def test_round_trip_hits():
     for i in range(5): np.testing.assert_equal((Tensor([1., 2, 3, float(i)]) + 1).numpy(), [2, 3, 4, i + 1])
   assert hits_of(again) == 5
 
-def test_other_constant_other_schedule():
+def test_float_constants_are_parameters():
   x = Tensor(rnd(3, 4)).realize()
   (x * 2 + 1).numpy()
-  for c in (3.0, -0.0, 0.0, 1.0, float("inf"), float("nan")):
+  def others():
+    for c in (3.0, -2.5, 1e-30, 7.0, 3.0):
+      np.testing.assert_equal((x * c + 1).numpy(), rnd(3, 4) * np.float32(c) + 1)
+  assert hits_of(others) == 5
+  # 0, 1, -1, inf and nan simplify expressions: each is a key of its own, and gets its own (right) values
+  for c in (-0.0, 0.0, 1.0, -1.0, float("inf"), float("nan"), 2.0):
     np.testing.assert_equal((x * c + 1).numpy(), rnd(3, 4) * np.float32(c) + 1)
-  np.testing.assert_equal((x * 2 + 1).numpy(), rnd(3, 4) * 2 + 1)
+
+def test_float_constants_in_comparisons_and_reduces():
+  x = Tensor(rnd(5, 6)).realize()
+  for c in (0.25, -0.5, 0.75, 0.25):
+    np.testing.assert_equal((x < c).where(x * c, 2.5).numpy(), np.where(rnd(5, 6) < np.float32(c),
+                                                                         rnd(5, 6) * np.float32(c), 2.5))
+    np.testing.assert_allclose((x * c).sum(1).numpy(), (rnd(5, 6) * np.float32(c)).sum(1), rtol=1e-5)
+    np.testing.assert_equal((x * c).cast(dtypes.int32).numpy(), (rnd(5, 6) * np.float32(c)).astype(np.int32))
 
 def test_other_dtype_shape_device_other_key():
   for a in (np.arange(6, dtype=np.float32), np.arange(6, dtype=np.int32), np.arange(8, dtype=np.float32),

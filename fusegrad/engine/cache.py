@@ -4,10 +4,10 @@ What the scheduler makes of a graph depends on the graph's nodes down to its lea
 (state.lookup: a view of a buffer) and on which version of each buffer is the newest (a write follows its buffer to
 the newest). The key writes all of that without object identities: each node as (op, dtype, arg, the positions of
 its sources), each leaf as the views it resolves to, buffers and versions numbered in the order they are met, with
-each buffer's device, size and dtype and whether each version is its buffer's newest. Constants, and the values
-Variables are bound to, are in the key with their values: the scheduler folds them (and codegen folds integer ones into
-index math), so two values are two schedules; the programs still don't compile twice (engine/realize.get_runner makes
-a changing value constant a parameter).
+each buffer's device, size and dtype and whether each version is its buffer's newest. Float constants other than 0,
+1, -1, inf and nan are parameters: the kernels are built with placeholders for them (nothing the scheduler decides
+can depend on their values), and each use fills the values in and simplifies. Integer constants (index math: aranges,
+gathers), the special floats and the values Variables are bound to are in the key with their values.
 
 A template is the schedule with each Buffer written as a reference (a buffer of the key, or one the schedule makes:
 made again at each use) and each version as one of the key's, a buffer's newest, or one the schedule writes (a new
@@ -15,13 +15,15 @@ one at each use). A schedule naming anything else isn't cached. While TinyJit ca
 (state.lookup then computes stored values again).
 """
 from __future__ import annotations
-import weakref
+import math, weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from fusegrad.device import Buffer
+from fusegrad.dtype import dtypes
 from fusegrad.helpers import SCHEDULE_CACHE
 from fusegrad.uop.ops import UOp, Ops, _arg_key
+from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state, realize
 from fusegrad.engine.schedule import Graph, Schedule, ScheduleItem, collect, schedule_graph
 
@@ -34,11 +36,15 @@ class CacheStats:
 class _Uncacheable(Exception): pass
 
 class _Numbering:
-  """The buffers and versions a graph's leaves name, numbered in the order met; parts: their key entries."""
+  """The buffers and versions a graph's leaves name, numbered in the order met; parts: their key entries. holes: the
+  float constants kernels get as placeholders, fill: each placeholder's constant, values: their values."""
   def __init__(self) -> None:
     self.bufs: dict[Buffer, int] = {}
     self.versions: dict[UOp, int] = {}
     self.parts: list[tuple] = []
+    self.holes: dict[UOp, UOp] = {}
+    self.fill: dict[UOp, UOp] = {}
+    self.values: list[Any] = []
   def version(self, v: UOp) -> int:
     if (i := self.versions.get(v)) is None:
       if (b := self.bufs.get(v.arg)) is None:
@@ -58,6 +64,11 @@ def _arg(n: UOp) -> Any:
   if n.op is Ops.COPY: return n.arg[0], n.arg[1] is not None
   return _arg_key(n.arg)  # a float by its bits: 0.0 and -0.0 differ
 
+def _is_parameter(c: UOp) -> bool:
+  """A float constant whose value the scheduler can't use for anything but its value (0, 1, -1, inf and nan simplify
+  expressions: those stay in the key)."""
+  return dtypes.is_float(c.dtype) and c.dtype.count == 1 and math.isfinite(c.arg) and c.arg not in (0.0, 1.0, -1.0)
+
 def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
   num, pos, entries = _Numbering(), dict[UOp, int](), list[tuple]()
   for i, n in enumerate(g.nodes):
@@ -66,6 +77,11 @@ def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
       raw = state.lookup_raw(n)  # an assign into a computed assign writes where it wrote (state.storage)
       entries.append(("leaf", num.view(g.becomes[n]), None if raw is None else num.view(raw)))
     elif n.op is Ops.BUFFER: entries.append(("buffer", num.version(n)))
+    elif n.op is Ops.CONST and _is_parameter(n):
+      num.holes[n] = hole = UOp(Ops.NOOP, n.dtype, (), ("const", i))
+      num.fill[hole] = UOp.const(n.dtype, n.arg)
+      num.values.append(_arg_key(n.arg))
+      entries.append((n.op, n.dtype, "parameter", tuple(map(pos.__getitem__, n.src))))
     else: entries.append((n.op, n.dtype, _arg(n), tuple(map(pos.__getitem__, n.src))))
   return (tuple(entries), tuple(pos[o] for o in g.outs), tuple(num.parts)), num
 
@@ -81,6 +97,24 @@ class Template:
   overwritten: list[tuple[VersionRef, int]]
   made: list[tuple[str, int, Any]]  # the buffers the schedule makes: device, size, dtype
   new: list[tuple[int, Any]]  # the versions it writes: buffer ref, dtype
+  filled: OrderedDict[tuple, list[UOp]] = field(default_factory=OrderedDict)  # kernels with constants, by values
+
+def _fill_one(ast: UOp, num: _Numbering) -> UOp:
+  """A kernel made with placeholders, with the constants in it, simplified as the scheduler would have."""
+  return new if (new := ast.substitute(num.fill)) is ast else simplify(new)
+
+def fill(sched: Schedule, num: _Numbering) -> Schedule:
+  """sched (made with the float constants as placeholders) with the constants' values in its kernels."""
+  if num.fill: sched.items = [ScheduleItem(_fill_one(si.ast, num), si.bufs, si.var_vals) for si in sched.items]
+  return sched
+
+def _filled(t: Template, num: _Numbering) -> list[UOp]:
+  """t's kernels with num's constants in them (the last few sets of values are kept)."""
+  if not num.fill: return [ast for ast, _, _ in t.items]
+  if (asts := t.filled.get(values := tuple(num.values))) is None:
+    asts = t.filled[values] = [_fill_one(ast, num) for ast, _, _ in t.items]
+    if len(t.filled) > 4: t.filled.popitem(last=False)
+  return asts
 
 def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
   """sched as a template; raises _Uncacheable if it names a buffer or version that isn't the key's or its own."""
@@ -136,7 +170,8 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
     for op, dtype, arg in reversed(r[0]): u = UOp(op, dtype, (u,), arg)
     return u
   becomes = {(g.nodes[k[1]] if k[0] == "node" else version(k)): view(v) for k, v in t.becomes}
-  items = [ScheduleItem(ast, tuple(buf(b) for b in refs), dict(vv)) for ast, refs, vv in t.items]
+  items = [ScheduleItem(ast, tuple(buf(b) for b in refs), dict(vv)) for ast, (_, refs, vv) in zip(_filled(t, num),
+                                                                                                   t.items)]
   versions = [(version(r), i) for r, i in t.overwritten]
   return Schedule(items, becomes, [(weakref.ref(v), i) for v, i in versions],
                   [state.version_id(v) for v, _ in versions], g.reads_input())
@@ -157,11 +192,12 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
     templates.move_to_end(key)
     CacheStats.hits += 1
     return instantiate(t, g, num)
+  g.holes = num.holes
   sched = schedule_graph(g)
   try: templates[key] = record(g, num, sched)
   except _Uncacheable:
     CacheStats.uncacheable += 1
-    return sched
+    return fill(sched, num)
   CacheStats.misses += 1
   while len(templates) > max(SCHEDULE_CACHE.value, 0): templates.popitem(last=False)
-  return sched
+  return fill(sched, num)
