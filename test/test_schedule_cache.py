@@ -167,3 +167,11 @@ def test_int_and_bool_dtypes():
     a = np.array([0, 1, 1, 0], dtype=np.int32)
     t = Tensor(a, dtype=dt)
     np.testing.assert_equal(((t * t) * 3).numpy(), (a * a) * 3)
+
+def test_copies_between_devices():
+  def move(seed: int) -> None:
+    a = Tensor(rnd(5, seed=seed), device="PYTHON")
+    np.testing.assert_allclose((a.to("CPU") * 3 + 1).numpy(), rnd(5, seed=seed) * 3 + 1, rtol=1e-6)
+    np.testing.assert_allclose((a * 2).to("CPU").numpy(), rnd(5, seed=seed) * 2)
+  move(0)
+  assert hits_of(lambda: [move(s) for s in (1, 2)]) == 4
