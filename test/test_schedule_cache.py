@@ -175,3 +175,25 @@ def test_copies_between_devices():
     np.testing.assert_allclose((a * 2).to("CPU").numpy(), rnd(5, seed=seed) * 2)
   move(0)
   assert hits_of(lambda: [move(s) for s in (1, 2)]) == 4
+
+def test_training_loop_same_with_and_without_the_cache():
+  from fusegrad import nn
+  from fusegrad.helpers import Context
+  def train(cache_size: int) -> tuple[list[float], list[np.ndarray]]:
+    Tensor.manual_seed(3)
+    l1, l2 = nn.Linear(6, 8), nn.Linear(8, 3)
+    opt = nn.optim.Adam(nn.state.get_parameters([l1, l2]), lr=0.01)
+    X, Y = Tensor(rnd(10, 6)), Tensor([0, 1, 2, 1, 0, 2, 2, 1, 0, 0])
+    losses = []
+    with Context(SCHEDULE_CACHE=cache_size), Tensor.train():
+      CacheStats.reset()
+      for _ in range(4):
+        opt.zero_grad()
+        loss = l2(l1(X).relu().dropout(0.25)).sparse_categorical_crossentropy(Y).backward()
+        opt.step()
+        losses.append(loss.item())
+      assert (CacheStats.hits > 0) == (cache_size > 0)
+    return losses, [p.numpy() for p in nn.state.get_parameters([l1, l2])]
+  (la, pa), (lb, pb) = train(512), train(0)
+  assert la == lb
+  for a, b in zip(pa, pb): np.testing.assert_array_equal(a, b)

@@ -188,7 +188,7 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
   except _Uncacheable:
     CacheStats.uncacheable += 1
     return schedule_graph(g)
-  if (t := templates.get(key)) is not None:
+  if SCHEDULE_CACHE.value and (t := templates.get(key)) is not None:  # (0: made fresh the same way, not reused)
     templates.move_to_end(key)
     CacheStats.hits += 1
     return instantiate(t, g, num)
