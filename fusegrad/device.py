@@ -18,6 +18,7 @@ class _Device:
   that works here; `with Context(DEV=...)` changes it for the tensors made inside)."""
   def __init__(self) -> None:
     self._opened: dict[str, Compiled] = {}
+    self._canonical: dict[str, str] = {}  # names canonicalize() accepted before
     self._defaults: dict[str, str] = {}  # DEV's value -> the device it selects
   @functools.cached_property
   def _names(self) -> list[str]:
@@ -27,12 +28,15 @@ class _Device:
     """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT. ValueError for anything not NAME or
     NAME:index of a known backend (index: decimal digits)."""
     if device is None: return self.DEFAULT
+    if isinstance(device, str) and (known := self._canonical.get(device)) is not None: return known
     if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):
       raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
     name, num = m[1].upper(), int(m[2] or 0)
     if name not in self._names: raise ValueError(f"unknown device {name!r}; devices: {', '.join(sorted(self._names))}")
-    return name if num == 0 else f"{name}:{num}"
+    ret = self._canonical[device] = name if num == 0 else f"{name}:{num}"
+    return ret
   def __getitem__(self, device: str) -> Compiled:
+    if (ret := self._opened.get(device)) is not None: return ret  # canonical names only are keys
     device = self.canonicalize(device)
     if device not in self._opened: self._opened[device] = self._open(device)
     return self._opened[device]

@@ -13,6 +13,15 @@ class DType:
   name: str
   fmt: str | None  # struct / memoryview format character; None for bfloat16 (stored as raw 16 bits)
   count: int = 1
+  # equality and hashing run for every node built: the fields' tuple and a hash of ints (the same in every process)
+  # are computed once
+  def __post_init__(self) -> None:
+    object.__setattr__(self, "_key", self._fields())
+    object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count)))
+  def __eq__(self, other: object) -> bool:
+    return self is other or (type(other) is type(self) and self._key == other._key)  # type: ignore
+  def __hash__(self) -> int: return self._hash  # type: ignore
+  def _fields(self) -> tuple: return (self.priority, self.itemsize, self.name, self.fmt, self.count)
   def __repr__(self) -> str:
     return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
   def __lt__(self, other: DType) -> bool:
@@ -39,6 +48,7 @@ class PtrDType(DType):
   """A pointer to global (or, if local, workgroup-shared) memory holding elements of `base`."""
   base: DType = None  # type: ignore
   local: bool = False
+  def _fields(self) -> tuple: return (*super()._fields(), self.base, self.local)
   def __repr__(self) -> str: return f"{self.base!r}.ptr({'local=True' if self.local else ''})"
 
 class dtypes:
@@ -68,17 +78,20 @@ class dtypes:
   index: Final[DType] = DType(-2, 8, "index", "q")
 
   @staticmethod
-  def is_float(x: DType) -> builtins.bool: return x.scalar() in dtypes.floats
+  def is_float(x: DType) -> builtins.bool: return x.scalar() in _FLOATS
   @staticmethod
-  def is_int(x: DType) -> builtins.bool: return x.scalar() in dtypes.ints or x is dtypes.index
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in _INTS or x is dtypes.index
   @staticmethod
-  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in dtypes.uints
+  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in _UINTS
   @staticmethod
   def is_bool(x: DType) -> builtins.bool: return x.scalar() == dtypes.bool
   @staticmethod
   def from_py(x: Any) -> DType:
     """The dtype a Python value (or nested list of values) becomes."""
     if isinstance(x, (list, tuple)):
+      if any(type(v) is float for v in x) and all(type(v) is float or (type(v) is int and -2 ** 63 <= v < 2 ** 63)
+                                                   for v in x):
+        return dtypes.default_float  # a float among Python numbers: the default float (the common case, quickly)
       return max((dtypes.from_py(v) for v in x), default=dtypes.default_float, key=_py_rank)
     if isinstance(x, bool): return dtypes.bool
     if isinstance(x, int):  # int32 (tinygrad's default), int64 for what int32 can't hold (torch's), never a wrap
@@ -124,6 +137,7 @@ dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.ints = dtypes.uints + dtypes.sints
 dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
+_FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)
 
 DTYPES_DICT: dict[str, DType] = {dt.name: dt for dt in dtypes.all}
 # the names users write: "float32", "int8", torch-style aliases too
@@ -149,7 +163,8 @@ def to_dtype(x: DType | str) -> DType:
   if type(x).__module__.split(".")[0] == "numpy" or isinstance(x, type): return from_numpy(x)  # np.dtype("int64") too
   raise TypeError(f"unknown dtype {x!r}")
 
-def _py_rank(dt: DType) -> int: return {dtypes.bool: 0, dtypes.default_int: 1, dtypes.int64: 2}.get(dt, 3)
+def _py_rank(dt: DType) -> int:
+  return 0 if dt == dtypes.bool else 1 if dt == dtypes.default_int else 2 if dt == dtypes.int64 else 3
 
 def wrap_int(x: int, dtype: DType) -> int:
   """x reduced to the range of the integer dtype, as C's two's complement wraparound does."""

@@ -29,6 +29,7 @@ def _shape_of(data: Any) -> tuple[int, ...]:
   if _is_numpy(data): data = data.tolist()  # numpy arrays and scalars inside a list
   if not isinstance(data, (list, tuple)): return ()
   if len(data) == 0: return (0,)
+  if all(type(x) in _SCALARS for x in data): return (len(data),)  # a flat list of Python numbers
   inner = [_shape_of(x) for x in data]
   if any(s != inner[0] for s in inner): raise ValueError(f"Tensor: ragged nested list, sub-shapes {sorted(set(inner))}")
   return (len(data),) + inner[0]
@@ -36,10 +37,16 @@ def _shape_of(data: Any) -> tuple[int, ...]:
 def _flatten_list(data: Any) -> list:
   if _is_numpy(data): data = data.tolist()
   if not isinstance(data, (list, tuple)): return [data]
+  if all(type(x) in _SCALARS for x in data): return list(data)
   return [y for x in data for y in _flatten_list(x)]
+
+_SCALARS = (int, float, bool)
 
 def _pack(values: list, dtype: DType) -> bytes:
   """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.)."""
+  if dtype.fmt in ("f", "d") and all(type(v) is float or type(v) is int for v in values):  # as a cast: struct rounds
+    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *[float(v) for v in values])
+    except OverflowError: pass  # beyond float32's range: inf, below
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
@@ -139,9 +146,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       if len(devices) > 1:
         names = ", ".join(sorted(devices))
         raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
-    ret = Tensor(uop)
+    ret = Tensor._wrap(uop)
     flags = [self._requires_grad, *(o._requires_grad for o in others)]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
+    return ret
+  @staticmethod
+  def _wrap(uop: UOp) -> Tensor:
+    """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes)."""
+    ret = object.__new__(Tensor)
+    ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
+    if dtypes.is_float(uop.dtype): Tensor._float_tensors.add(ret)
     return ret
 
   # *** properties ***
@@ -219,6 +233,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
+    chain, base = state.view_chain(self.uop)
+    if base.op is Ops.BUFFER and base.arg.size == self.numel() and all(c.op is Ops.RESHAPE for c in chain):
+      return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
@@ -568,7 +585,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
-        y = Tensor(UOp.const(dt, y, None, x.device))
+        y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device))  # broadcast already (the graph _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
       raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
     if match_dtype and x.dtype != y.dtype:
@@ -714,11 +731,12 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
 
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
-  from fusegrad.engine.schedule import create_schedule, copy_item
+  from fusegrad.engine.schedule import copy_item
+  from fusegrad.engine.cache import cached_schedule
   from fusegrad.engine.realize import lower_schedule_item, run_exec_items
-  sched = create_schedule([t.uop for t in todo])
+  sched = cached_schedule([t.uop for t in todo])
   items = [lower_schedule_item(si) for si in sched.items]  # compile first: an error leaves every tensor as it was
-  state.remember(sched.becomes)
+  state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]
   overwritten = sched.overwritten
   del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside

@@ -16,6 +16,7 @@ from fusegrad.helpers import PROGRAM_CACHE
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
 from fusegrad.engine.schedule import ScheduleItem
+from fusegrad.engine import state
 
 class Runner:
   """Something an ExecItem runs: a compiled kernel or a copy."""
@@ -36,8 +37,10 @@ class CompiledRunner(Runner):
       self.lib = dev.compiler.compile_cached(p.src, fresh=True)
       self.prg = dev.runtime(to_function_name(p.name), self.lib)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
-    by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
-    vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
+    vals: tuple[int, ...] = ()
+    if self.p.vars:
+      by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
+      vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals,
                     wait=wait)
 
@@ -143,14 +146,16 @@ class ExecItem:
   bufs: list[Buffer]
   var_vals: dict[UOp, int] = field(default_factory=dict)
   def run(self, var_vals: dict[UOp, int] | None = None, wait: bool = False, jit: bool = False) -> float | None:
-    for b in self.bufs: b.allocate()
-    vv = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
-    et = self.runner(self.bufs, vv, wait=wait or DEBUG >= 2)
+    for b in self.bufs:
+      if b._buf is None: b.allocate()
+    vv = self.var_vals if not var_vals else {**self.var_vals, **var_vals}
+    debug = DEBUG.value >= 2
+    et = self.runner(self.bufs, vv, wait=wait or debug)
     GlobalCounters.global_ops += self.runner.flops
-    GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
+    GlobalCounters.global_mem += sum(b.size * b.dtype.itemsize for b in self.bufs)
     if isinstance(self.runner, CompiledRunner): GlobalCounters.kernel_count += 1
     if et is not None: GlobalCounters.time_sum_s += et
-    if DEBUG >= 2: self._print(et, jit)
+    if debug: self._print(et, jit)
     return et
   def _print(self, et: float | None, jit: bool) -> None:
     mem = sum(b.nbytes for b in self.bufs)
@@ -203,12 +208,13 @@ def add_index_check(node: UOp, check: IndexCheck) -> None:
   index_checks.setdefault(node, []).append(check)
 
 def pending_index_checks(roots: list[UOp]) -> dict[UOp, list[IndexCheck]]:
-  """The checks registered on nodes that roots are computed from."""
+  """The checks registered on nodes that roots are computed from. The walk stops at values stored already: the
+  checks under them ran when they were computed (and an equal node computes from equal indices)."""
   if not index_checks: return {}
   seen: dict[UOp, list[IndexCheck]] = {}
-  for r in roots:
-    for u in r.toposort(gate=lambda u: u not in seen):
-      if (c := index_checks.get(u)) is not None: seen[u] = c
+  def below(u: UOp) -> bool: return u.op is not Ops.BUFFER and state.lookup(u) is None
+  for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=below):
+    if (c := index_checks.get(u)) is not None: seen[u] = c
   return seen
 
 def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[int]) -> None:

@@ -159,8 +159,8 @@ def map_view(n: UOp, base: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]
 
 class KernelBuilder:
   """Lowers the fused subgraph under one realized node into a kernel AST of loads, ALU ops, reduces and a store."""
-  def __init__(self, becomes: dict[UOp, UOp]):
-    self.becomes = becomes
+  def __init__(self, becomes: dict[UOp, UOp], holes: dict[UOp, UOp] | None = None):
+    self.becomes, self.holes = becomes, holes or {}
     self.bufs: list[Buffer] = []
     self.var_vals: dict[UOp, int] = {}
     self.reads: set[UOp] = set()  # computed nodes this kernel reads (their kernels must run first)
@@ -197,7 +197,7 @@ class KernelBuilder:
       return self.lower(self.becomes[n], idxs, gate)
     if n.op is Ops.BUFFER:
       return UOp(Ops.LOAD, n.dtype, (self.global_for(n), idxs[0]) + ((gate,) if gate is not None else ()))
-    if n.op is Ops.CONST: return UOp.const(n.dtype, n.arg)
+    if n.op is Ops.CONST: return h if (h := self.holes.get(n)) is not None else UOp.const(n.dtype, n.arg)
     if n.op is Ops.BIND:
       var, val = n.unbind()
       self.var_vals[var] = val
@@ -265,9 +265,28 @@ class Schedule:
   items: list[ScheduleItem]
   becomes: dict[UOp, UOp]
   overwritten: list[tuple[weakref.ReferenceType[UOp], int]]
+  overwritten_ids: list[tuple[Buffer, int | None]] = field(default_factory=list)  # state.version_id of each
+  reads_input: dict[UOp, bool] = field(default_factory=dict)  # Graph.reads_input, for state.remember
 
-def create_schedule(outs: list[UOp]) -> Schedule:
-  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
+@dataclass
+class Graph:
+  """The part of a graph a schedule computes: its nodes (sources first, down to the leaves), and for each leaf that
+  was computed before (or is an old version of a buffer) where its value is now."""
+  outs: list[UOp]
+  nodes: list[UOp]
+  becomes: dict[UOp, UOp]
+  leaves: set[UOp]
+  holes: dict[UOp, UOp] = field(default_factory=dict)  # constants kernels get as placeholders (engine/cache.py)
+
+  def reads_input(self) -> dict[UOp, bool]:
+    """For each node: does its graph have a buffer or a variable in it (a leaf: a stored value, always does)?"""
+    ret: dict[UOp, bool] = {}
+    for n in self.nodes:
+      ret[n] = n.op in (Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR) or n in self.leaves or any(ret[s] for s in n.src)
+    return ret
+
+def collect(outs: list[UOp]) -> Graph:
+  """The nodes under outs, not looking below a BUFFER or a node whose value is stored already (state.lookup)."""
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
   becomes: dict[UOp, UOp] = {}
   leaves: set[UOp] = set()  # nodes computed before (or old versions): becomes holds where their values are now
@@ -278,6 +297,15 @@ def create_schedule(outs: list[UOp]) -> Schedule:
       leaves.add(n)
     return n.op is Ops.BUFFER or n in becomes
   nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
+  return Graph(list(outs), nodes, becomes, leaves)
+
+def create_schedule(outs: list[UOp]) -> Schedule:
+  """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
+  return schedule_graph(collect(outs))
+
+def schedule_graph(g: Graph) -> Schedule:
+  """create_schedule, for the graph collect() walked."""
+  outs, nodes, becomes, leaves = g.outs, g.nodes, dict(g.becomes), g.leaves
   to_realize = find_realizes(outs, nodes, becomes)
   steps: list[_Step] = []
   newer: dict[Buffer, UOp] = {}  # the versions this schedule writes, the newest of each buffer
@@ -285,7 +313,7 @@ def create_schedule(outs: list[UOp]) -> Schedule:
   for n in to_realize:
     if n.op is Ops.ASSIGN:
       target = state.storage(n.src[0], get_storage, newer)  # the buffer's version when this write runs
-      steps.extend(_assign_steps(n, target, becomes))
+      steps.extend(_assign_steps(n, target, becomes, g.holes))
       becomes[n] = steps[-1].writes = state.new_version(target)
       newer[view_base(target).arg] = view_base(becomes[n])
     elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
@@ -295,14 +323,15 @@ def create_schedule(outs: list[UOp]) -> Schedule:
       if n.size and n.op is Ops.COPY:
         src_buf = view_base(resolve_view(n.src[0], becomes))
         steps.append(_Step(n, copy_item(buf, src_buf.arg), {n.src[0]}, {src_buf: 1}))
-      elif n.size: steps.append(_kernel_step(n, KernelBuilder(becomes), buf))
+      elif n.size: steps.append(_kernel_step(n, KernelBuilder(becomes, g.holes), buf))
       becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
   realized = {n: becomes[n] for n in to_realize}
   ordered = _order(steps, set(to_realize), realized)
   dprint(3, f"scheduled {len(steps)} kernels/copies for {len(outs)} outputs ({len(nodes)} graph nodes)")
-  overwritten = [(weakref.ref(st.overwrites), i) for i, st in enumerate(ordered)
-                 if st.overwrites is not None and st.overwrites not in realized]
-  return Schedule([st.item for st in ordered], realized, overwritten)
+  writes = [(st.overwrites, i) for i, st in enumerate(ordered) if st.overwrites is not None
+            and st.overwrites not in realized]
+  return Schedule([st.item for st in ordered], realized, [(weakref.ref(v), i) for v, i in writes],
+                  [state.version_id(v) for v, _ in writes], g.reads_input())
 
 def copy_item(dest: Buffer, src: Buffer) -> ScheduleItem:
   return ScheduleItem(UOp(Ops.COPY, dest.dtype, (), (dest.device, None)), (dest, src))
@@ -313,20 +342,20 @@ def _kernel_step(n: UOp, kb: KernelBuilder, buf: Buffer, value: UOp | None = Non
   loads = {v: i for v, i in kb.globals.items() if i != 0}
   return _Step(n, ScheduleItem(ast, tuple(kb.bufs), kb.var_vals), kb.reads, loads)
 
-def _assign_steps(n: UOp, target: UOp, becomes: dict[UOp, UOp]) -> list[_Step]:
+def _assign_steps(n: UOp, target: UOp, becomes: dict[UOp, UOp], holes: dict[UOp, UOp]) -> list[_Step]:
   """The kernel(s) for an assign of n.src[1] into target (a view of the version it overwrites): one kernel, or two
   (value to a temp, then a copy) if the value reads the target at other positions than it writes (x.assign(x.flip(0))
   must not read values it already overwrote)."""
   value, version = n.src[1], view_base(target)
   if version.op is not Ops.BUFFER: raise RuntimeError("assign: the target must be realized first")
-  step = _kernel_step(n, KernelBuilder(becomes), version.arg, value, target)
+  step = _kernel_step(n, KernelBuilder(becomes, holes), version.arg, value, target)
   store = step.item.ast.src[0]
   loads = [u for u in step.item.ast.toposort() if u.op is Ops.LOAD and u.src[0] is store.src[0]]
   if any(u.src[1:] != store.src[1:2] for u in loads):
     tmp = Buffer(version.arg.device, value.size, value.dtype)
-    first = _kernel_step(n, KernelBuilder(becomes), tmp, value)
+    first = _kernel_step(n, KernelBuilder(becomes, holes), tmp, value)
     tmp_view = UOp(Ops.BUFFER, value.dtype, (), tmp).reshape(value.shape)
-    step = _kernel_step(n, KernelBuilder(becomes), version.arg, tmp_view, target)
+    step = _kernel_step(n, KernelBuilder(becomes, holes), version.arg, tmp_view, target)
     steps = [first, step]
   else: steps = [step]
   step.overwrites = version

@@ -60,7 +60,19 @@ def buffer_node(buf: Buffer) -> UOp:
 def new_version(view: UOp) -> UOp:
   """The view over a new version of its buffer (what a write into it leaves; `remember` makes it the newest)."""
   chain, base = view_chain(view)
-  return rebuild(UOp(Ops.BUFFER, base.dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_write_ids)),), base.arg), chain)
+  return rebuild(version_node(base.arg, base.dtype), chain)
+
+def version_node(buf: Buffer, dtype: Any) -> UOp:
+  """A new version of buf (not the newest until `remember`)."""
+  return UOp(Ops.BUFFER, dtype, (UOp(Ops.NOOP, dtypes.void, (), next(_write_ids)),), buf)
+
+def version_id(v: UOp) -> tuple[Buffer, int | None]:
+  """(buffer, write id) of a version node: which contents it names, even after the node itself is gone."""
+  return v.arg, v.src[0].arg if v.src else None
+
+def is_newest(v: UOp) -> bool:
+  """True when the version node v is its buffer's newest."""
+  return (v.src[0].arg if v.src else None) == _newest.get(v.arg)
 
 def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
   """u, or if u is a view of an older version of a buffer (or of a write done already), the same view of its newest
@@ -94,6 +106,8 @@ def capture() -> Iterator[None]:
   try: yield
   finally: _capture_since.pop()
 
+def capturing() -> bool: return bool(_capture_since)
+
 def lookup(n: UOp, raw: bool = False) -> UOp | None:
   """Where n's value is, if not in n itself: the buffer view holding it if n was computed; for an overwritten version
   of a buffer (unless raw), its copy, or if nothing referred to it when it was overwritten, the newest version (it was
@@ -125,21 +139,26 @@ def storage(u: UOp, get: Callable[[UOp], UOp | None] = lookup_raw, newer: dict[B
     u = rebuild(found, chain)
   return current(u, newer)
 
-def remember(becomes: dict[UOp, UOp]) -> None:
+def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None) -> None:
   """Record what a schedule computed (call before running it: the writes must be known to decide snapshots).
   The version an assign writes becomes its buffer's newest."""
   global _epoch
+  reads_input = {} if reads_input is None else reads_input  # known answers (Graph.reads_input), added to here
   for n, view in becomes.items():
     if n.op is Ops.ASSIGN:
       base = view_base(view)
       _newest[base.arg] = base.src[0].arg
     # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
     # codegen can still fold it into index math (a gather reads one element per output)
-    if n.op is Ops.ASSIGN or _reads_input(n): memo[n] = Realized(view, _epoch)
+    if n.op is Ops.ASSIGN or _reads_input(n, reads_input): memo[n] = Realized(view, _epoch)
   _epoch += 1
 
-def _reads_input(n: UOp) -> bool:
-  return any(u.op in (Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR) for u in n.toposort())
+def _reads_input(n: UOp, known: dict[UOp, bool]) -> bool:
+  """True when n's graph has a buffer or a variable in it (known: the answers for nodes walked before)."""
+  if (ret := known.get(n)) is not None: return ret
+  for u in n.toposort(gate=lambda u: u not in known):
+    if u not in known: known[u] = u.op in (Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR) or any(known[s] for s in u.src)
+  return known[n]
 
 def forget(bufs: set[Buffer]) -> None:
   """Drop the values stored in bufs (a schedule that failed before filling them)."""

@@ -107,16 +107,22 @@ class CPUProgram:
     finally: os.unlink(path)
     self.fxn = self.lib[name]
     self.fxn.restype = None
+    self.nargs = (-1, -1)  # the argument counts fxn.argtypes was set for
   def __del__(self) -> None:
     self.__dict__.pop("fxn", None)
     lib = self.__dict__.pop("lib", None)
     if lib is not None and _dlclose is not None: _dlclose(lib._handle)
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
-    args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int(v) for v in vals]
+    if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
+      self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
+      self.nargs = (len(bufs), len(vals))
+    if not wait:
+      self.fxn(*[b.addr for b in bufs], *vals)
+      return None
     st = time.perf_counter()
-    self.fxn(*args)
-    return time.perf_counter() - st if wait else None
+    self.fxn(*[b.addr for b in bufs], *vals)
+    return time.perf_counter() - st
 
 class CPUDevice(Compiled):
   def __init__(self, device: str):

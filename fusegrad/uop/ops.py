@@ -34,6 +34,7 @@ class Ops(Enum):
   LOAD = auto(); STORE = auto(); REDUCE = auto(); ENDRANGE = auto(); IF = auto(); ENDIF = auto()  # noqa: E702
   BARRIER = auto(); VECTORIZE = auto(); GEP = auto(); NOOP = auto()  # noqa: E702
   def __repr__(self) -> str: return f"Ops.{self.name}"
+  __hash__ = object.__hash__  # members are singletons: identity is equality (and hashing is on every node built)
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC}
@@ -67,10 +68,13 @@ def _arg_key(arg: Any) -> Any:
   if type(arg) is float: return ("f", struct.pack("<d", arg))
   return arg
 
+def _uninterned(ref: weakref.KeyedRef) -> None:
+  if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
+
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
   __slots__ = ("op", "dtype", "src", "arg", "_cache", "__weakref__")
-  _interned: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+  _interned: dict[tuple, weakref.KeyedRef] = {}  # key -> the node, weakly (a dead node's entry goes: _uninterned)
   op: Ops
   dtype: DType
   src: tuple[UOp, ...]
@@ -79,10 +83,10 @@ class UOp:
 
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
     key = (op, dtype, src, _arg_key(arg))
-    if (ret := UOp._interned.get(key)) is not None: return ret
+    if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
-    UOp._interned[key] = ret
+    UOp._interned[key] = weakref.KeyedRef(ret, _uninterned, key)
     return ret
   def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kwargs: Any) -> UOp:
@@ -94,14 +98,16 @@ class UOp:
     """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
     With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
     visited: dict[UOp, None] = {}
-    stack: list[tuple[UOp, bool]] = [(self, False)]
+    stack = [(self, iter(self.src if gate is None or gate(self) else ()))]
     while stack:
-      node, expanded = stack.pop()
-      if node in visited: continue
-      if expanded: visited[node] = None
+      node, srcs = stack[-1]
+      for s in srcs:  # the first source not visited yet goes on the stack (a graph has no cycles: none is on it)
+        if s not in visited:
+          stack.append((s, iter(s.src if gate is None or gate(s) else ())))
+          break
       else:
-        stack.append((node, True))
-        if gate is None or gate(node): stack.extend((s, False) for s in reversed(node.src) if s not in visited)
+        stack.pop()
+        visited[node] = None
     return list(visited)
   def sparents(self) -> set[UOp]: return set(self.toposort())
 

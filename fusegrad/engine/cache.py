@@ -1,0 +1,203 @@
+"""The schedule cache: a graph shaped like one scheduled before gets that schedule again, with its own buffers.
+
+What the scheduler makes of a graph depends on the graph's nodes down to its leaves, on where each leaf's value is
+(state.lookup: a view of a buffer) and on which version of each buffer is the newest (a write follows its buffer to
+the newest). The key writes all of that without object identities: each node as (op, dtype, arg, the positions of
+its sources), each leaf as the views it resolves to, buffers and versions numbered in the order they are met, with
+each buffer's device, size and dtype and whether each version is its buffer's newest. Float constants other than 0,
+1, -1, inf and nan are parameters: the kernels are built with placeholders for them (nothing the scheduler decides
+can depend on their values), and each use fills the values in and simplifies. Integer constants (index math: aranges,
+gathers), the special floats and the values Variables are bound to are in the key with their values.
+
+A template is the schedule with each Buffer written as a reference (a buffer of the key, or one the schedule makes:
+made again at each use) and each version as one of the key's, a buffer's newest, or one the schedule writes (a new
+one at each use). A schedule naming anything else isn't cached. While TinyJit captures, nothing is cached or reused
+(state.lookup then computes stored values again).
+"""
+from __future__ import annotations
+import math, weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+from fusegrad.device import Buffer
+from fusegrad.dtype import dtypes
+from fusegrad.helpers import SCHEDULE_CACHE
+from fusegrad.uop.ops import UOp, Ops, _arg_key
+from fusegrad.uop.symbolic import simplify
+from fusegrad.engine import state, realize
+from fusegrad.engine.schedule import Graph, Schedule, ScheduleItem, collect, schedule_graph
+
+class CacheStats:
+  """Counts since the last reset(): schedules reused (hits), made and kept (misses), made and not cacheable."""
+  hits = misses = uncacheable = 0
+  @staticmethod
+  def reset() -> None: CacheStats.hits = CacheStats.misses = CacheStats.uncacheable = 0
+
+class _Uncacheable(Exception): pass
+
+class _Numbering:
+  """The buffers and versions a graph's leaves name, numbered in the order met; parts: their key entries. holes: the
+  float constants kernels get as placeholders, fill: each placeholder's constant, values: their values."""
+  def __init__(self) -> None:
+    self.bufs: dict[Buffer, int] = {}
+    self.versions: dict[UOp, int] = {}
+    self.parts: list[tuple] = []
+    self.holes: dict[UOp, UOp] = {}
+    self.fill: dict[UOp, UOp] = {}
+    self.values: list[Any] = []
+  def version(self, v: UOp) -> int:
+    if (i := self.versions.get(v)) is None:
+      if (b := self.bufs.get(v.arg)) is None:
+        b = self.bufs[v.arg] = len(self.bufs)
+        self.parts.append(("buf", v.arg.device, v.arg.size, v.arg.dtype))
+      i = self.versions[v] = len(self.versions)
+      self.parts.append(("version", b, v.dtype, state.is_newest(v)))
+    return i
+  def view(self, u: UOp) -> tuple:
+    chain, base = state.view_chain(u)
+    if base.op is not Ops.BUFFER: raise _Uncacheable
+    return tuple((c.op, c.dtype, c.arg) for c in chain), self.version(base)
+
+def _arg(n: UOp) -> Any:
+  if n.op is Ops.CONST: return _arg_key(n.arg)
+  if n.op is Ops.CONTIGUOUS or n.op is Ops.ASSIGN: return None  # a unique id: tells two nodes apart, as positions do
+  if n.op is Ops.COPY: return n.arg[0], n.arg[1] is not None
+  return _arg_key(n.arg)  # a float by its bits: 0.0 and -0.0 differ
+
+def _is_parameter(c: UOp) -> bool:
+  """A float constant whose value the scheduler can't use for anything but its value (0, 1, -1, inf and nan simplify
+  expressions: those stay in the key)."""
+  return dtypes.is_float(c.dtype) and c.dtype.count == 1 and math.isfinite(c.arg) and c.arg not in (0.0, 1.0, -1.0)
+
+def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
+  num, pos, entries = _Numbering(), dict[UOp, int](), list[tuple]()
+  for i, n in enumerate(g.nodes):
+    pos[n] = i
+    if n in g.leaves:
+      raw = state.lookup_raw(n)  # an assign into a computed assign writes where it wrote (state.storage)
+      entries.append(("leaf", num.view(g.becomes[n]), None if raw is None else num.view(raw)))
+    elif n.op is Ops.BUFFER: entries.append(("buffer", num.version(n)))
+    elif n.op is Ops.CONST and _is_parameter(n):
+      num.holes[n] = hole = UOp(Ops.NOOP, n.dtype, (), ("const", i))
+      num.fill[hole] = UOp.const(n.dtype, n.arg)
+      num.values.append(_arg_key(n.arg))
+      entries.append((n.op, n.dtype, "parameter", tuple(map(pos.__getitem__, n.src))))
+    else: entries.append((n.op, n.dtype, _arg(n), tuple(map(pos.__getitem__, n.src))))
+  return (tuple(entries), tuple(pos[o] for o in g.outs), tuple(num.parts)), num
+
+# *** templates ***
+
+VersionRef = tuple  # ("key", i) | ("new", j) | ("made", buffer ref, dtype) | ("newest", i)
+ViewRef = tuple[tuple, VersionRef]  # (the views over it, outermost first, as (op, dtype, arg); the version)
+
+@dataclass
+class Template:
+  items: list[tuple[UOp, tuple[int, ...], dict[UOp, int]]]  # ast, buffer refs (>= 0: the key's, < 0: made), vars
+  becomes: list[tuple[tuple, ViewRef]]  # (("node", position) or a version ref, where its value is)
+  overwritten: list[tuple[VersionRef, int]]
+  made: list[tuple[str, int, Any]]  # the buffers the schedule makes: device, size, dtype
+  new: list[tuple[int, Any]]  # the versions it writes: buffer ref, dtype
+  filled: OrderedDict[tuple, list[UOp]] = field(default_factory=OrderedDict)  # kernels with constants, by values
+
+def _fill_one(ast: UOp, num: _Numbering) -> UOp:
+  """A kernel made with placeholders, with the constants in it, simplified as the scheduler would have."""
+  return new if (new := ast.substitute(num.fill)) is ast else simplify(new)
+
+def fill(sched: Schedule, num: _Numbering) -> Schedule:
+  """sched (made with the float constants as placeholders) with the constants' values in its kernels."""
+  if num.fill: sched.items = [ScheduleItem(_fill_one(si.ast, num), si.bufs, si.var_vals) for si in sched.items]
+  return sched
+
+def _filled(t: Template, num: _Numbering) -> list[UOp]:
+  """t's kernels with num's constants in them (the last few sets of values are kept)."""
+  if not num.fill: return [ast for ast, _, _ in t.items]
+  if (asts := t.filled.get(values := tuple(num.values))) is None:
+    asts = t.filled[values] = [_fill_one(ast, num) for ast, _, _ in t.items]
+    if len(t.filled) > 4: t.filled.popitem(last=False)
+  return asts
+
+def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
+  """sched as a template; raises _Uncacheable if it names a buffer or version that isn't the key's or its own."""
+  made: dict[Buffer, int] = {}
+  made_parts: list[tuple[str, int, Any]] = []
+  def buf(b: Buffer) -> int:
+    if (i := num.bufs.get(b)) is not None: return i
+    if (j := made.get(b)) is None:
+      if b.is_allocated() or b._base is not None: raise _Uncacheable
+      j = made[b] = len(made)
+      made_parts.append((b.device, b.size, b.dtype))
+    return -1 - j
+  new = {state.version_id(state.view_base(v)): k for k, (n, v) in enumerate(
+    (n, v) for n, v in sched.becomes.items() if n.op is Ops.ASSIGN)}
+  new_parts: list[tuple[int, Any]] = [(0, None)] * len(new)
+  for n, v in sched.becomes.items():
+    if n.op is Ops.ASSIGN:
+      base = state.view_base(v)
+      new_parts[new[state.version_id(base)]] = (buf(base.arg), base.dtype)
+  key_ids = {state.version_id(v): i for v, i in num.versions.items()}
+  def version(vid: tuple[Buffer, int | None], dtype: Any) -> VersionRef:
+    if (j := new.get(vid)) is not None: return ("new", j)
+    if (i := key_ids.get(vid)) is not None: return ("key", i)
+    if vid[1] is None and vid[0] not in num.bufs: return ("made", buf(vid[0]), dtype or vid[0].dtype)
+    if vid[0] in num.bufs and vid[1] == state._newest.get(vid[0]): return ("newest", num.bufs[vid[0]])
+    raise _Uncacheable
+  def view(u: UOp) -> ViewRef:
+    chain, base = state.view_chain(u)
+    if base.op is not Ops.BUFFER: raise _Uncacheable
+    return tuple((c.op, c.dtype, c.arg) for c in chain), version(state.version_id(base), base.dtype)
+  pos = {n: i for i, n in enumerate(g.nodes)}
+  becomes: list[tuple[tuple, ViewRef]] = []
+  for n, v in sched.becomes.items():
+    if n in pos: becomes.append((("node", pos[n]), view(v)))
+    elif n.op is Ops.BUFFER: becomes.append((version(state.version_id(n), n.dtype), view(v)))
+    else: raise _Uncacheable
+  items = [(si.ast, tuple(buf(b) for b in si.bufs), dict(si.var_vals)) for si in sched.items]
+  overwritten = [(version(vid, None), i) for vid, (_, i) in zip(sched.overwritten_ids, sched.overwritten)]
+  return Template(items, becomes, overwritten, made_parts, new_parts)
+
+def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
+  """The schedule t stands for, for graph g (whose key is t's): the key's buffers, new ones for those it makes."""
+  bufs, made = list(num.bufs), [Buffer(d, s, dt) for d, s, dt in t.made]
+  def buf(r: int) -> Buffer: return bufs[r] if r >= 0 else made[-1 - r]
+  key_versions, new = list(num.versions), [state.version_node(buf(b), dt) for b, dt in t.new]
+  def version(r: VersionRef) -> UOp:
+    if r[0] == "key": return key_versions[r[1]]
+    if r[0] == "new": return new[r[1]]
+    if r[0] == "made": return UOp(Ops.BUFFER, r[2], (), buf(r[1]))
+    return state.buffer_node(bufs[r[1]])
+  def view(r: ViewRef) -> UOp:
+    u = version(r[1])
+    for op, dtype, arg in reversed(r[0]): u = UOp(op, dtype, (u,), arg)
+    return u
+  becomes = {(g.nodes[k[1]] if k[0] == "node" else version(k)): view(v) for k, v in t.becomes}
+  items = [ScheduleItem(ast, tuple(buf(b) for b in refs), dict(vv)) for ast, (_, refs, vv) in zip(_filled(t, num),
+                                                                                                   t.items)]
+  versions = [(version(r), i) for r, i in t.overwritten]
+  return Schedule(items, becomes, [(weakref.ref(v), i) for v, i in versions],
+                  [state.version_id(v) for v, _ in versions], g.reads_input())
+
+# *** the cache ***
+
+templates: OrderedDict[tuple, Template] = OrderedDict()
+
+def cached_schedule(outs: list[UOp]) -> Schedule:
+  """create_schedule(outs), reusing the template of a graph with the same key."""
+  g = collect(outs)
+  if state.capturing() or realize.capturing: return schedule_graph(g)
+  try: key, num = graph_key(g)
+  except _Uncacheable:
+    CacheStats.uncacheable += 1
+    return schedule_graph(g)
+  if SCHEDULE_CACHE.value and (t := templates.get(key)) is not None:  # (0: made fresh the same way, not reused)
+    templates.move_to_end(key)
+    CacheStats.hits += 1
+    return instantiate(t, g, num)
+  g.holes = num.holes
+  sched = schedule_graph(g)
+  try: templates[key] = record(g, num, sched)
+  except _Uncacheable:
+    CacheStats.uncacheable += 1
+    return fill(sched, num)
+  CacheStats.misses += 1
+  while len(templates) > max(SCHEDULE_CACHE.value, 0): templates.popitem(last=False)
+  return fill(sched, num)
