@@ -715,9 +715,9 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
   from fusegrad.engine.schedule import create_schedule, copy_item
-  from fusegrad.engine.realize import lower_schedule_item, run_exec_items
+  from fusegrad.engine.realize import lower_schedule, lower_schedule_item, run_exec_items
   sched = create_schedule([t.uop for t in todo])
-  items = [lower_schedule_item(si) for si in sched.items]  # compile first: an error leaves every tensor as it was
+  items = lower_schedule(sched.items)  # compile first: an error leaves every tensor as it was
   state.remember(sched.becomes)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]
   overwritten = sched.overwritten

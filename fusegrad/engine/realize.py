@@ -8,8 +8,9 @@ DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captu
 from __future__ import annotations
 import math, struct, weakref
 from collections import OrderedDict
+from typing import Any
 from dataclasses import dataclass, field
-from fusegrad.device import Buffer, Device
+from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, to_function_name, dprint
 from fusegrad.helpers import PROGRAM_CACHE
@@ -25,21 +26,38 @@ class Runner:
     raise NotImplementedError
 
 class CompiledRunner(Runner):
-  """A kernel compiled for its device."""
+  """A kernel compiled for its device: compiled on its first call, or before, with others (compile_runners)."""
   def __init__(self, p: ProgramSpec):
     super().__init__(p.name, p.device, p.flops)
     self.p = p
-    dev = Device[p.device]
-    self.lib = dev.compiler.compile_cached(p.src)
-    try: self.prg = dev.runtime(to_function_name(p.name), self.lib)
+    self.prg: Any = None  # the device's program, once loaded
+  def load(self, lib: bytes | CompileError | None = None) -> None:
+    """Load the kernel from lib (compiled with others), or compile it (from the disk cache when there)."""
+    compiler, name = Device[self.p.device].compiler, to_function_name(self.p.name)
+    if isinstance(lib, CompileError): raise CompileError(f"kernel {name}: {lib}") from lib
+    if lib is None:
+      try: lib = compiler.compile_cached(self.p.src)
+      except CompileError as e: raise CompileError(f"kernel {name}: {e}") from e
+    try: self.prg = Device[self.p.device].runtime(name, lib)
     except (OSError, RuntimeError):  # a cached binary the loader rejects (damaged before its checksum was taken)
-      self.lib = dev.compiler.compile_cached(p.src, fresh=True)
-      self.prg = dev.runtime(to_function_name(p.name), self.lib)
+      self.prg = Device[self.p.device].runtime(name, compiler.compile_cached(self.p.src, True))
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
+    if self.prg is None: self.load()
     by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
     vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals,
                     wait=wait)
+
+def compile_runners(runners: list[Runner]) -> None:
+  """Compile the kernels not compiled yet together: one batch per device (see Compiler.compile_batch). CompileError
+  (naming the kernel) for the first that fails."""
+  todo: dict[str, dict[str, list[CompiledRunner]]] = {}  # device -> source -> runners
+  for r in runners:
+    if isinstance(r, CompiledRunner) and r.prg is None:
+      todo.setdefault(r.p.device, {}).setdefault(r.p.src, []).append(r)
+  for device, by_src in todo.items():
+    for rs, lib in zip(by_src.values(), Device[device].compiler.compile_cached_batch(list(by_src))):
+      for r in rs: r.load(lib)
 
 class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
@@ -170,12 +188,19 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   runner, params = get_runner(si.bufs[0].device, si.ast, len(si.bufs))
   return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
+def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
+  """Each item's ExecItem, every kernel compiled (the ones missing from the cache together, in one batch)."""
+  items = [lower_schedule_item(si) for si in schedule]
+  compile_runners([ei.runner for ei in items])
+  return items
+
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Compile (or find cached) and run each item in order; TinyJit, if capturing, records them."""
-  run_exec_items([lower_schedule_item(si) for si in schedule], var_vals)
+  run_exec_items(lower_schedule(schedule), var_vals)
 
 def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Run compiled items in order; TinyJit, if capturing, records them."""
+  compile_runners([ei.runner for ei in items])
   for ei in items:
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)

@@ -1,6 +1,6 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, hashlib, mmap, os, platform, shlex, shutil, struct, subprocess, tempfile, time
+import ctypes, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
 from fusegrad.helpers import CC, CPU_THREADS
@@ -75,13 +75,51 @@ class ClangCompiler(Compiler):
            if os.path.exists("/proc/cpuinfo") else "")
     ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
     super().__init__(f"compile_cpu_{ident}")
+  def _start(self, tmp: str, name: str, src: str) -> subprocess.Popen:
+    """A compiler process building tmp/name.so from src (its log goes to tmp/name.log)."""
+    path = os.path.join(tmp, name)
+    with open(f"{path}.c", "w") as f: f.write(src)
+    with open(f"{path}.log", "wb") as log:
+      return subprocess.Popen([*self.cc, *self.args, f"{path}.c", "-o", f"{path}.so", "-lm"], stdin=subprocess.DEVNULL,
+                              stdout=log, stderr=log)
+  def _finish(self, proc: subprocess.Popen, tmp: str, name: str, src: str) -> bytes:
+    path = os.path.join(tmp, name)
+    if proc.wait() != 0:
+      with open(f"{path}.log", errors="replace") as f: log = f.read()
+      raise CompileError(f"{' '.join(self.cc)} failed:\n{log}\n--- source ---\n{src}")
+    with open(f"{path}.so", "rb") as f: return f.read()
   def compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp: return self._finish(self._start(tmp, "kernel", src), tmp, "kernel", src)
+  def compile_batch(self, srcs: list[str]) -> list[bytes | CompileError]:
+    """Several kernels at once: one translation unit (one compiler process, one library) per group, a group per core,
+    all running in parallel. A group that fails compiles its kernels one by one, so each error names its kernel."""
+    if len(srcs) <= 1: return super().compile_batch(srcs)
+    groups = batch_groups(srcs, min(len(srcs), os.cpu_count() or 1))
+    out: list[bytes | CompileError] = [b""] * len(srcs)
     with tempfile.TemporaryDirectory() as tmp:
-      out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([*self.cc, *self.args, "-", "-o", out, "-lm"], input=src.encode(), capture_output=True)
-      if proc.returncode != 0:
-        raise CompileError(f"{' '.join(self.cc)} failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
-      with open(out, "rb") as f: return f.read()
+      unit = ["\n".join(srcs[i] for i in g) for g in groups]
+      procs = [self._start(tmp, f"unit{j}", src) for j, src in enumerate(unit)]
+      for j, (g, proc) in enumerate(zip(groups, procs)):
+        try:
+          lib = self._finish(proc, tmp, f"unit{j}", unit[j])
+          for i in g: out[i] = lib
+        except CompileError:
+          for i, res in zip(g, super().compile_batch([srcs[i] for i in g])): out[i] = res
+    return out
+
+_DEFINES = re.compile(r"^(?:static [^(\n]*)?void (\w+)\(", re.M)  # the functions a kernel's C source defines
+
+def batch_groups(srcs: list[str], n: int) -> list[list[int]]:
+  """The indices of srcs in n groups (more where names clash) of about equal source size, no two sources of a group
+  defining a function of the same name."""
+  sizes, names, members = [0] * n, [set[str]() for _ in range(n)], [list[int]() for _ in range(n)]
+  for i in sorted(range(len(srcs)), key=lambda i: -len(srcs[i])):
+    defs = set(_DEFINES.findall(srcs[i]))
+    if not (fits := [g for g in range(len(members)) if not names[g] & defs]):
+      sizes, names, members, fits = sizes + [0], names + [set()], members + [[]], [len(members)]
+    g = min(fits, key=sizes.__getitem__)
+    sizes[g], names[g], members[g] = sizes[g] + len(srcs[i]), names[g] | defs, members[g] + [i]
+  return [m for m in members if m]
 
 try: from _ctypes import dlclose as _dlclose  # POSIX
 except ImportError: _dlclose = None  # type: ignore[assignment]
@@ -94,23 +132,31 @@ def check_elf(lib: bytes) -> None:
   shentsize, shnum = struct.unpack_from("<HH" if lib[5] == 1 else ">HH", lib, 0x3A)
   if shoff + shentsize * shnum > len(lib): raise OSError(f"truncated shared library ({len(lib)} bytes)")
 
-class CPUProgram:
-  """A compiled kernel: the shared library is written to a temp file, loaded, and the file removed; it is unloaded
-  (dlclose) when the program is garbage collected, so a bounded program cache keeps the process's mappings bounded."""
-  def __init__(self, name: str, lib: bytes):
-    self.name = name
+class SharedLibrary:
+  """A shared library loaded from its bytes: written to a temp file, loaded, and the file removed; unloaded (dlclose)
+  when garbage collected, so a bounded program cache keeps the process's mappings bounded."""
+  def __init__(self, lib: bytes):
     check_elf(lib)
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
       f.write(lib)
       path = f.name
-    try: self.lib = ctypes.CDLL(path)
+    try: self.dll = ctypes.CDLL(path)
     finally: os.unlink(path)
-    self.fxn = self.lib[name]
-    self.fxn.restype = None
   def __del__(self) -> None:
-    self.__dict__.pop("fxn", None)
-    lib = self.__dict__.pop("lib", None)
-    if lib is not None and _dlclose is not None: _dlclose(lib._handle)
+    dll = self.__dict__.pop("dll", None)
+    if dll is not None and _dlclose is not None: _dlclose(dll._handle)
+
+# the libraries loaded now, by the sha256 of their bytes: the kernels compiled in one batch share their library
+_loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDictionary()
+
+class CPUProgram:
+  """A compiled kernel: a function of a loaded library (which it keeps loaded)."""
+  def __init__(self, name: str, lib: bytes):
+    self.name, key = name, hashlib.sha256(lib).hexdigest()
+    if (shared := _loaded.get(key)) is None: shared = _loaded[key] = SharedLibrary(lib)
+    self.lib = shared
+    self.fxn = shared.dll[name]
+    self.fxn.restype = None
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
     args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int(v) for v in vals]

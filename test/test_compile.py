@@ -1,0 +1,73 @@
+"""Compiling the kernels of a schedule together (Compiler.compile_batch): one translation unit per core on the CPU, each
+kernel cached by itself, errors naming their kernel."""
+import hashlib
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, Context
+from fusegrad.device import CompileError
+from fusegrad.helpers import cache_reset, diskcache_get, to_function_name
+from fusegrad.engine.realize import CompiledRunner, compile_runners, lower_schedule
+
+needs_cpu = pytest.mark.skipif(not Device.get_available("CPU")[0], reason="needs the CPU backend (a C compiler)")
+
+@pytest.fixture
+def fresh_cache(tmp_path):
+  """A new, empty disk cache for the test."""
+  cache_reset()
+  with Context(CACHEDB=str(tmp_path / "cache.db"), DISABLE_COMPILER_CACHE=0): yield tmp_path
+  cache_reset()
+
+def kernel_src(name: str, body: str) -> str:
+  return f"void {name}(float* restrict data0) {{\n  {body}\n}}\n"
+
+def run_kernel(name: str, lib: bytes) -> float:
+  buf = Device["CPU"].allocator.alloc(4)
+  Device["CPU"].runtime(name, lib)(buf)
+  out = memoryview(bytearray(4))
+  Device["CPU"].allocator.copyout(out, buf)
+  return float(np.frombuffer(out, np.float32)[0])
+
+@needs_cpu
+class TestBatch:
+  def test_batch_then_each_alone_from_the_cache(self, fresh_cache, monkeypatch):
+    compiler = Device["CPU"].compiler
+    srcs = [kernel_src(f"k{i}", f"data0[0] = {i}.5f;") for i in range(5)]
+    libs = compiler.compile_cached_batch(srcs)
+    assert all(isinstance(lib, bytes) for lib in libs)
+    assert [run_kernel(f"k{i}", lib) for i, lib in enumerate(libs)] == [i + 0.5 for i in range(5)]  # type: ignore
+    def no_compile(*args): raise AssertionError("compiled again")
+    monkeypatch.setattr(type(compiler), "compile", no_compile)
+    monkeypatch.setattr(type(compiler), "compile_batch", no_compile)
+    for i, src in enumerate(srcs): assert run_kernel(f"k{i}", compiler.compile_cached(src)) == i + 0.5
+
+  def test_same_function_names_go_to_different_units(self, fresh_cache):
+    srcs = [kernel_src("same", f"data0[0] = {i}.0f;") for i in range(4)]
+    libs = Device["CPU"].compiler.compile_batch(srcs)
+    assert [run_kernel("same", lib) for lib in libs] == [0.0, 1.0, 2.0, 3.0]  # type: ignore[arg-type]
+
+  def test_a_bad_kernel_fails_alone(self, fresh_cache):
+    srcs = [kernel_src("good0", "data0[0] = 1.0f;"), kernel_src("bad", "data0[0] = undefined_name;"),
+            kernel_src("good1", "data0[0] = 2.0f;")]
+    libs = Device["CPU"].compiler.compile_cached_batch(srcs)
+    assert isinstance(libs[1], CompileError) and "undefined_name" in str(libs[1])
+    assert run_kernel("good0", libs[0]) == 1.0 and run_kernel("good1", libs[2]) == 2.0  # type: ignore[arg-type]
+    assert diskcache_get(Device["CPU"].compiler.cachekey, hashlib.sha256(srcs[1].encode()).hexdigest()) is None
+
+  def test_compile_error_names_the_kernel(self, fresh_cache):
+    si = Tensor.ones(4, device="CPU").add(1).contiguous().schedule()[-1]
+    p = lower_schedule([si])[0].runner.p  # type: ignore[attr-defined]
+    broken = CompiledRunner(type(p)(p.name, p.src.replace("{", "{ syntax error here;", 1), p.device, p.uops))
+    with pytest.raises(CompileError, match=f"kernel {to_function_name(p.name)}:"): compile_runners([broken])
+
+  def test_schedule_compiles_in_one_batch(self, fresh_cache, monkeypatch):
+    compiler, batches = Device["CPU"].compiler, []
+    batch = type(compiler).compile_batch
+    def counting(self, srcs):
+      batches.append(len(srcs))
+      return batch(self, srcs)
+    monkeypatch.setattr(type(compiler), "compile_batch", counting)
+    x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
+    outs = [(x + 1).contiguous(), (x * 3).contiguous(), x.sum(), (x - 2).max()]
+    Tensor.realize(*outs)
+    assert batches == [4]
+    np.testing.assert_equal([o.numpy() for o in outs], [np.arange(8) + 1, np.arange(8) * 3, 28, 5])
