@@ -71,3 +71,44 @@ class TestBatch:
     Tensor.realize(*outs)
     assert batches == [4]
     np.testing.assert_equal([o.numpy() for o in outs], [np.arange(8) + 1, np.arange(8) * 3, 28, 5])
+
+@needs_cpu
+class TestCodegenCache:
+  def run(self, monkeypatch, **ctx) -> tuple[int, np.ndarray]:
+    """(get_program calls, result) of one kernel, with nothing loaded in the process."""
+    from fusegrad.engine import realize
+    calls, get_program = [0], realize.get_program
+    def counting(*args, **kwargs):
+      calls[0] += 1
+      return get_program(*args, **kwargs)
+    monkeypatch.setattr(realize, "programs", type(realize.programs)())
+    monkeypatch.setattr(realize, "get_program", counting)
+    with Context(**ctx):
+      x = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8), device="CPU")
+      out = ((x * 2).sum(axis=1) + 1).numpy()
+    monkeypatch.undo()
+    return calls[0], out
+
+  def test_second_process_skips_codegen(self, fresh_cache, monkeypatch):
+    expected = (np.arange(64, dtype=np.float32).reshape(8, 8) * 2).sum(axis=1) + 1
+    n, out = self.run(monkeypatch)
+    assert n >= 1
+    np.testing.assert_equal(out, expected)
+    n, out = self.run(monkeypatch)
+    assert n == 0
+    np.testing.assert_equal(out, expected)
+    n, out = self.run(monkeypatch, NOOPT=1)  # other settings: another entry
+    assert n >= 1
+    np.testing.assert_equal(out, expected)
+
+  def test_damaged_entry_is_generated_again(self, fresh_cache, monkeypatch):
+    import sqlite3
+    n, _ = self.run(monkeypatch)
+    with sqlite3.connect(fresh_cache / "cache.db") as conn:  # valid checksums over JSON that isn't a ProgramSpec
+      from fusegrad.helpers import _digest
+      for key, in conn.execute("SELECT key FROM fusegrad_cache WHERE tbl='codegen'").fetchall():
+        conn.execute("UPDATE fusegrad_cache SET val=?, sha256=? WHERE tbl='codegen' AND key=?",
+                     (b'{"name": 1}', _digest("codegen", key, b'{"name": 1}'), key))
+    m, out = self.run(monkeypatch)
+    assert m == n
+    np.testing.assert_equal(out, (np.arange(64, dtype=np.float32).reshape(8, 8) * 2).sum(axis=1) + 1)

@@ -16,6 +16,7 @@ from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_st
 from fusegrad.helpers import PROGRAM_CACHE
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
+from fusegrad.codegen.cache import spec_key, cached_spec, cache_spec
 from fusegrad.engine.schedule import ScheduleItem
 
 class Runner:
@@ -125,6 +126,15 @@ def _param_buffer(device: str, c: UOp) -> Buffer:
          else struct.pack(f"<{c.dtype.fmt}", val))
   return Buffer(device, 1, c.dtype).copyin(raw)
 
+def _program(ast: UOp, device: str) -> ProgramSpec:
+  """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 generates the kernel
+  again, to print what codegen does)."""
+  dev = Device[device]
+  if dev.compiler.cachekey is None: return get_program(ast, dev.renderer)
+  if (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is not None and DEBUG < 3: return p
+  cache_spec(key, p := get_program(ast, dev.renderer))
+  return p
+
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
   """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
 
@@ -139,7 +149,7 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   skel_key = (device, ast.substitute(holes) if consts else ast)
   st = programs.get(skel_key)
   if not isinstance(st, _Structure):  # new structure: constants stay in the code
-    runner = CompiledRunner(get_program(ast, Device[device].renderer))
+    runner = CompiledRunner(_program(ast, device))
     _cache((device, ast), runner)
     if consts: _cache(skel_key, _Structure(tuple(_arg_key(c.arg) for c in consts)))
     return runner, []
@@ -149,7 +159,7 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   if st.runner is None or changed != st.params:
     loads = {consts[k]: UOp(Ops.LOAD, consts[k].dtype, (UOp(Ops.DEFINE_GLOBAL, consts[k].dtype.ptr(), (), nbufs + j),
                                                           UOp.const(dtypes.index, 0))) for j, k in enumerate(params)}
-    st.params, st.runner = changed, CompiledRunner(get_program(ast.substitute(loads), Device[device].renderer))
+    st.params, st.runner = changed, CompiledRunner(_program(ast.substitute(loads), device))
   return st.runner, [_param_buffer(device, consts[k]) for k in params]
 
 # while TinyJit captures, every ExecItem that runs is appended to the list on top of this stack
