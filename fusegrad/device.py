@@ -199,11 +199,18 @@ class CompileError(RuntimeError):
   """A kernel failed to compile; the message holds the compiler's log and the source."""
 
 class Compiled:
-  """A device: allocator, renderer, compiler and program class. runtime(name, lib) -> a callable program."""
+  """A device: allocator, renderer, compiler and program class. runtime(name, lib) -> a callable program.
+  others: makers of the other compilers a kernel may pick (renderer.compilers names them all, the default first)."""
   def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
-               runtime: Callable[[str, bytes], Any]):
+               runtime: Callable[[str, bytes], Any], others: tuple[Callable[[], Compiler], ...] = ()):
     self.device, self.allocator, self.renderer, self.compiler = device, allocator, renderer, compiler
-    self.runtime = runtime
+    self.runtime, self._others, self._made = runtime, others, {0: compiler}
+  def compiler_for(self, index: int) -> Compiler:
+    """The device's compiler number index (0: the default; the others are made when first used)."""
+    if index not in self._made:
+      if not 0 < index <= len(self._others): raise ValueError(f"{self.device} has no compiler {index}")
+      self._made[index] = self._others[index - 1]()
+    return self._made[index]
   @property
   def is_accelerator(self) -> bool:
     """True for a real GPU (preferred as the default device); the CPU, the interpreter and PoCL are not."""

@@ -34,7 +34,7 @@ class CompiledRunner(Runner):
     self.prg: Any = None  # the device's program, once loaded
   def load(self, lib: bytes | CompileError | None = None) -> None:
     """Load the kernel from lib (compiled with others), or compile it (from the disk cache when there)."""
-    compiler, name = Device[self.p.device].compiler, to_function_name(self.p.name)
+    compiler, name = Device[self.p.device].compiler_for(self.p.compiler), to_function_name(self.p.name)
     if isinstance(lib, CompileError): raise CompileError(f"kernel {name}: {lib}") from lib
     if lib is None:
       try: lib = compiler.compile_cached(self.p.src)
@@ -52,12 +52,12 @@ class CompiledRunner(Runner):
 def compile_runners(runners: list[Runner]) -> None:
   """Compile the kernels not compiled yet together: one batch per device (see Compiler.compile_batch). CompileError
   (naming the kernel) for the first that fails."""
-  todo: dict[str, dict[str, list[CompiledRunner]]] = {}  # device -> source -> runners
+  todo: dict[tuple[str, int], dict[str, list[CompiledRunner]]] = {}  # (device, compiler) -> source -> runners
   for r in runners:
     if isinstance(r, CompiledRunner) and r.prg is None:
-      todo.setdefault(r.p.device, {}).setdefault(r.p.src, []).append(r)
-  for device, by_src in todo.items():
-    for rs, lib in zip(by_src.values(), Device[device].compiler.compile_cached_batch(list(by_src))):
+      todo.setdefault((r.p.device, r.p.compiler), {}).setdefault(r.p.src, []).append(r)
+  for (device, compiler), by_src in todo.items():
+    for rs, lib in zip(by_src.values(), Device[device].compiler_for(compiler).compile_cached_batch(list(by_src))):
       for r in rs: r.load(lib)
 
 class CopyRunner(Runner):

@@ -1,6 +1,6 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
+import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
 from fusegrad.helpers import CC, CPU_THREADS
@@ -173,7 +173,12 @@ class CPUDevice(Compiled):
     # OpenMP's idle threads sleep instead of spinning between kernels (read once, when the first kernel loads the
     # OpenMP runtime): on a shared machine spinning workers take the cores from everyone else
     if threads > 1: os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
+    # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
+    others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
                              threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=128,
-                             vector_widths=(2, 4, 8, 16))
-    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp, simd_width()), CPUProgram)
+                             vector_widths=(2, 4, 8, 16), compilers=(cc[0], *others))
+    def other(name: str) -> ClangCompiler: return ClangCompiler([name], openmp_works([name]), simd_width())
+    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp, simd_width()), CPUProgram,
+                     tuple(functools.partial(other, c) for c in others))
