@@ -112,3 +112,12 @@ class TestCodegenCache:
     m, out = self.run(monkeypatch)
     assert m == n
     np.testing.assert_equal(out, (np.arange(64, dtype=np.float32).reshape(8, 8) * 2).sum(axis=1) + 1)
+
+@needs_cpu
+def test_openmp_probe_is_cached(fresh_cache, monkeypatch):
+  from fusegrad.runtime import ops_cpu
+  cc = ops_cpu.find_c_compiler()
+  first = ops_cpu.openmp_works(cc)
+  def no_probe(cc): raise AssertionError("probed again")
+  monkeypatch.setattr(ops_cpu, "_probe_openmp", no_probe)
+  assert ops_cpu.openmp_works(cc) == first

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
-from fusegrad.helpers import CC, CPU_THREADS
+from fusegrad.helpers import CC, CPU_THREADS, diskcache_get, diskcache_put
 from fusegrad.renderer.cstyle import ClangRenderer
 
 class CPUBuffer:
@@ -49,8 +49,19 @@ def simd_width() -> int:
            if os.path.exists("/proc/cpuinfo") else "")
   return 64 if " avx512f" in flags else 32 if " avx2" in flags else 16
 
+@functools.cache
+def compiler_version(cc: tuple[str, ...]) -> str:
+  """What `cc --version` prints (asked once per process: starting the compiler takes a while)."""
+  return subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout
+
 def openmp_works(cc: list[str]) -> bool:
-  """True when cc can build and load a program with an OpenMP parallel loop."""
+  """True when cc can build and load a program with an OpenMP parallel loop. Probing compiles a program (about half a
+  second): the answer is cached on disk per compiler command and version."""
+  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}".encode()).hexdigest()
+  if (known := diskcache_get("openmp_works", key)) in (b"0", b"1"): return known == b"1"
+  return diskcache_put("openmp_works", key, b"1" if _probe_openmp(cc) else b"0") == b"1"
+
+def _probe_openmp(cc: list[str]) -> bool:
   src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "omp.so")
@@ -70,7 +81,7 @@ class ClangCompiler(Compiler):
     # two 32-byte halves by default on some AVX-512 CPUs)
     if simd >= 64: self.args.insert(0, "-mprefer-vector-width=512")
     if openmp: self.args.insert(0, "-fopenmp")
-    version = subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    version = compiler_version(tuple(cc)).split("\n")[0]
     cpu = (next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
            if os.path.exists("/proc/cpuinfo") else "")
     ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
@@ -167,7 +178,7 @@ class CPUProgram:
 class CPUDevice(Compiled):
   def __init__(self, device: str):
     cc = find_c_compiler()
-    is_clang = "clang" in subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.lower()
+    is_clang = "clang" in compiler_version(tuple(cc)).lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
     # OpenMP's idle threads sleep instead of spinning between kernels (read once, when the first kernel loads the
