@@ -121,3 +121,14 @@ def test_openmp_probe_is_cached(fresh_cache, monkeypatch):
   def no_probe(cc): raise AssertionError("probed again")
   monkeypatch.setattr(ops_cpu, "_probe_openmp", no_probe)
   assert ops_cpu.openmp_works(cc) == first
+
+@needs_cpu
+def test_damaged_batch_library_is_a_miss(fresh_cache):
+  import sqlite3
+  compiler = Device["CPU"].compiler
+  srcs = [kernel_src(f"k{i}", f"data0[0] = {i}.25f;") for i in range(3)]
+  compiler.compile_cached_batch(srcs)
+  with sqlite3.connect(fresh_cache / "cache.db") as conn:
+    n = conn.execute("UPDATE fusegrad_cache SET val=substr(val, 1, 100) WHERE key LIKE 'lib:%'").rowcount
+  assert n >= 1
+  assert [run_kernel(f"k{i}", compiler.compile_cached(src)) for i, src in enumerate(srcs)] == [0.25, 1.25, 2.25]
