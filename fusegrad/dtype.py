@@ -68,11 +68,11 @@ class dtypes:
   index: Final[DType] = DType(-2, 8, "index", "q")
 
   @staticmethod
-  def is_float(x: DType) -> builtins.bool: return x.scalar() in dtypes.floats
+  def is_float(x: DType) -> builtins.bool: return x.scalar() in _FLOATS
   @staticmethod
-  def is_int(x: DType) -> builtins.bool: return x.scalar() in dtypes.ints or x is dtypes.index
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in _INTS or x is dtypes.index
   @staticmethod
-  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in dtypes.uints
+  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in _UINTS
   @staticmethod
   def is_bool(x: DType) -> builtins.bool: return x.scalar() == dtypes.bool
   @staticmethod
@@ -124,6 +124,8 @@ dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.ints = dtypes.uints + dtypes.sints
 dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
+# the same sets for membership tests by hash (codegen asks these about every constant it makes)
+_FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)
 
 DTYPES_DICT: dict[str, DType] = {dt.name: dt for dt in dtypes.all}
 # the names users write: "float32", "int8", torch-style aliases too
