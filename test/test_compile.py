@@ -132,3 +132,18 @@ def test_damaged_batch_library_is_a_miss(fresh_cache):
     n = conn.execute("UPDATE fusegrad_cache SET val=substr(val, 1, 100) WHERE key LIKE 'lib:%'").rowcount
   assert n >= 1
   assert [run_kernel(f"k{i}", compiler.compile_cached(src)) for i, src in enumerate(srcs)] == [0.25, 1.25, 2.25]
+
+@needs_cpu
+def test_broken_other_compiler_falls_back(monkeypatch):
+  from fusegrad.runtime import ops_cpu
+  dev = ops_cpu.CPUDevice("CPU")
+  if len(dev.renderer.compilers) < 2: pytest.skip("one C compiler installed: no other to choose")
+  other = dev.renderer.compilers[1]
+  compile_source = ops_cpu.ClangCompiler.compile
+  def broken(self, src):
+    if self.cc == [other]: raise CompileError(f"{other} is broken")
+    return compile_source(self, src)
+  monkeypatch.setattr(ops_cpu.ClangCompiler, "compile", broken)
+  monkeypatch.setattr(ops_cpu, "openmp_works", lambda cc: cc != [other])
+  assert dev.compiler_for(1) is dev.compiler
+  assert run_kernel("fallback", dev.compiler_for(1).compile(kernel_src("fallback", "data0[0] = 4.0f;"))) == 4.0

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
-from fusegrad.helpers import CC, CPU_THREADS, diskcache_get, diskcache_put
+from fusegrad.helpers import CC, CPU_THREADS, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer.cstyle import ClangRenderer
 
 class CPUBuffer:
@@ -190,6 +190,15 @@ class CPUDevice(Compiled):
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
                              threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=128,
                              vector_widths=(2, 4, 8, 16), compilers=(cc[0], *others))
-    def other(name: str) -> ClangCompiler: return ClangCompiler([name], openmp_works([name]), simd_width())
-    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp, simd_width()), CPUProgram,
+    default = ClangCompiler(cc, openmp, simd_width())
+    def other(name: str) -> ClangCompiler:
+      """The other compiler, or the default where it doesn't work (which then builds the kernels that chose it)."""
+      try:
+        comp = ClangCompiler([name], omp := openmp_works([name]), simd_width())
+        if not omp: comp.compile("void probe(void) {}\n")  # the OpenMP probe didn't show that it compiles at all
+        return comp
+      except (CompileError, OSError) as e:
+        dprint(1, f"CPU: {name} doesn't work ({str(e).splitlines()[0]}); {cc[0]} compiles the kernels that chose it")
+        return default
+    super().__init__(device, CPUAllocator(), renderer, default, CPUProgram,
                      tuple(functools.partial(other, c) for c in others))
