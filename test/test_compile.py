@@ -91,10 +91,10 @@ class TestCodegenCache:
 
   def test_second_process_skips_codegen(self, fresh_cache, monkeypatch):
     expected = (np.arange(64, dtype=np.float32).reshape(8, 8) * 2).sum(axis=1) + 1
-    n, out = self.run(monkeypatch)
+    n, out = self.run(monkeypatch, NOOPT=0)
     assert n >= 1
     np.testing.assert_equal(out, expected)
-    n, out = self.run(monkeypatch)
+    n, out = self.run(monkeypatch, NOOPT=0)
     assert n == 0
     np.testing.assert_equal(out, expected)
     n, out = self.run(monkeypatch, NOOPT=1)  # other settings: another entry

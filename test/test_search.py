@@ -51,13 +51,13 @@ def kernel(t: Tensor) -> Kernel:
 def test_beam_matches_noopt_and_is_cached(name, fresh, monkeypatch):
   with Context(NOOPT=1): want = make(name).numpy()
   monkeypatch.setattr(realize, "programs", type(realize.programs)())  # loaded programs don't depend on BEAM: drop them
-  with Context(BEAM=2): got = make(name).numpy()
+  with Context(BEAM=2, NOOPT=0): got = make(name).numpy()
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
   if Device.DEFAULT == "PYTHON": return  # no compile cache: nothing is stored
   assert fresh[0] > 0  # it searched: candidates timed on the device
   searched = fresh[0]
   monkeypatch.setattr(realize, "programs", type(realize.programs)())  # as a new process would
-  with Context(BEAM=2): again = make(name).numpy()
+  with Context(BEAM=2, NOOPT=0): again = make(name).numpy()
   np.testing.assert_equal(again, got)
   assert fresh[0] == searched  # the winner came from the disk cache
 
@@ -99,7 +99,7 @@ def test_failing_candidates_are_dropped(fresh, monkeypatch):
   p = search.compile_candidates([k])[0]
   assert p is not None and "float4" not in p.p.src
   monkeypatch.setattr(realize, "programs", type(realize.programs)())
-  with Context(BEAM=2): np.testing.assert_allclose(make("matmul").numpy(), want, rtol=1e-5, atol=1e-5)
+  with Context(BEAM=2, NOOPT=0): np.testing.assert_allclose(make("matmul").numpy(), want, rtol=1e-5, atol=1e-5)
   bufs = search._buffers_for(k)
   assert search.time_kernel(p, bufs, limit=0.0) == math.inf  # slower than the limit: dropped after one run
   assert search.time_kernel(p, bufs) < math.inf
