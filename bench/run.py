@@ -9,7 +9,8 @@ a note). Every implementation runs in this one process, alternating call by call
 median of the rounds is reported), each through its JIT after warm-up (fusegrad's and tinygrad's TinyJit; PyTorch
 and NumPy eagerly). Thread pools wait passively (OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4, set before
 any of them loads) so one library's spinning workers don't steal the cores from the next one. The "first step" row
-runs each framework in a fresh subprocess with an empty compile cache. tinygrad's MNIST rows run with --full only
+runs each framework in a fresh subprocess with an empty compile cache (cold), then in another with the cache
+the first filled (warm). tinygrad's MNIST rows run with --full only
 (its cold compile of the training step takes minutes on 2 cores).
 
 Prints one line per row: the median time (or GFLOPS / GB/s where that is the table's unit) of each implementation and
@@ -213,19 +214,23 @@ def measure(runners: dict[str, Runner], rounds: int, warmup: int = 3) -> dict[st
       times[name].append(time.perf_counter() - st)
   return {k: statistics.median(v) for k, v in times.items()}
 
-def first_step(impl: str, bs: int) -> float | None:
-  """Seconds of the first MNIST training step in a fresh process with an empty compile cache."""
+def first_step(impl: str, bs: int) -> tuple[float, float] | None:
+  """Seconds of the first MNIST training step in a fresh process with an empty compile cache (cold), and again in a
+  second fresh process with the cache the first one filled (warm)."""
   if impl == "numpy" or (impl == "tinygrad" and (_tinygrad() is None or not SLOW_TINYGRAD)): return None
   with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, CACHEDB=os.path.join(tmp, "cache.db"), XDG_CACHE_HOME=tmp)
     code = (f"import sys, time; sys.argv = ['run.py']; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
             f"import run; r = run.mnist_step({impl!r}, {bs}); st = time.perf_counter(); r(); "
             "print(time.perf_counter() - st)")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-      print(f"  first step ({impl}) failed: {proc.stderr.strip().splitlines()[-1:]}")
-      return None
-    return float(proc.stdout.strip().splitlines()[-1])
+    out = []
+    for _ in range(2):
+      proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+      if proc.returncode != 0:
+        print(f"  first step ({impl}) failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return None
+      out.append(float(proc.stdout.strip().splitlines()[-1]))
+    return out[0], out[1]
 
 def rows(full: bool) -> list[tuple[str, str, float, Callable[[str], Runner | None]]]:
   """(name, unit, work per call, runner factory); unit 's' (time), 'GFLOPS' (work in flops) or 'GB/s' (bytes)."""
@@ -270,8 +275,9 @@ def main() -> None:
     show(name, unit, work, secs, impls, results)
   if not only or any("first".startswith(o) or o.startswith("first") for o in only):
     bs = 512 if args.full else 128
-    secs = {i: t for i in impls if (t := first_step(i, bs)) is not None}
-    show(f"first_step_bs{bs}", "s", 1, secs, impls, results)
+    both = {i: t for i in impls if (t := first_step(i, bs)) is not None}
+    show(f"first_step_bs{bs}", "s", 1, {i: t[0] for i, t in both.items()}, impls, results)
+    show(f"first_step_warm_bs{bs}", "s", 1, {i: t[1] for i, t in both.items()}, impls, results)
   with open(args.json, "w") as f: json.dump(results, f, indent=1)
   print(f"wrote {args.json}")
 

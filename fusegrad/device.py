@@ -152,14 +152,48 @@ class Allocator:
     raise NotImplementedError(f"{type(self).__name__} has no buffer views")
 
 class Compiler:
-  """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache."""
+  """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache.
+
+  The disk cache holds one entry per kernel source: its binary, or (for kernels compiled together in one batch)
+  `ref:` and the sha256 of the batch's binary, stored once under `lib:<sha256>`; a reference whose binary is gone
+  or doesn't match its hash is a miss."""
   def __init__(self, cachekey: str | None = None): self.cachekey = cachekey
   def compile(self, src: str) -> bytes: raise NotImplementedError
+  def compile_batch(self, srcs: list[str]) -> list[bytes | CompileError]:
+    """Each source's binary, or the CompileError it raised. A backend may compile several sources into one binary
+    (the same bytes object for each of them) that holds every kernel of the batch."""
+    out: list[bytes | CompileError] = []
+    for src in srcs:
+      try: out.append(self.compile(src))
+      except CompileError as e: out.append(e)
+    return out
+  def _get(self, key: str) -> bytes | None:
+    assert self.cachekey is not None
+    if (val := diskcache_get(self.cachekey, key)) is None or not val.startswith(b"ref:"): return val
+    lib = diskcache_get(self.cachekey, f"lib:{val[4:].decode(errors='replace')}")
+    return lib if lib is not None and hashlib.sha256(lib).hexdigest().encode() == val[4:] else None
+  def compile_cached_batch(self, srcs: list[str]) -> list[bytes | CompileError]:
+    """compile_batch of the sources the disk cache doesn't hold; every binary is cached per source."""
+    if self.cachekey is None: return self.compile_batch(srcs)
+    keys = [hashlib.sha256(src.encode()).hexdigest() for src in srcs]
+    found: dict[str, bytes | CompileError] = {k: lib for k in dict.fromkeys(keys) if (lib := self._get(k)) is not None}
+    missing = {k: src for k, src in zip(keys, srcs) if k not in found}
+    libs = self.compile_batch(list(missing.values()))
+    shared: dict[int, str] = {}  # id of a binary several kernels share -> its sha256, once stored
+    for key, lib in zip(missing, libs):
+      if isinstance(lib, bytes) and sum(x is lib for x in libs) > 1:
+        if id(lib) not in shared:
+          shared[id(lib)] = hashlib.sha256(lib).hexdigest()
+          diskcache_put(self.cachekey, f"lib:{shared[id(lib)]}", lib)
+        diskcache_put(self.cachekey, key, f"ref:{shared[id(lib)]}".encode())
+      elif isinstance(lib, bytes): diskcache_put(self.cachekey, key, lib)
+      found[key] = lib
+    return [found[k] for k in keys]
   def compile_cached(self, src: str, fresh: bool = False) -> bytes:
     """compile(src), from the disk cache when there (fresh=True: compile again and replace the cached entry)."""
     key = hashlib.sha256(src.encode()).hexdigest()
     if self.cachekey is None: return self.compile(src)
-    if not fresh and (lib := diskcache_get(self.cachekey, key)) is not None: return lib
+    if not fresh and (lib := self._get(key)) is not None: return lib
     return diskcache_put(self.cachekey, key, self.compile(src))
 
 class NoCompilerError(RuntimeError):
@@ -169,11 +203,18 @@ class CompileError(RuntimeError):
   """A kernel failed to compile; the message holds the compiler's log and the source."""
 
 class Compiled:
-  """A device: allocator, renderer, compiler and program class. runtime(name, lib) -> a callable program."""
+  """A device: allocator, renderer, compiler and program class. runtime(name, lib) -> a callable program.
+  others: makers of the other compilers a kernel may pick (renderer.compilers names them all, the default first)."""
   def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
-               runtime: Callable[[str, bytes], Any]):
+               runtime: Callable[[str, bytes], Any], others: tuple[Callable[[], Compiler], ...] = ()):
     self.device, self.allocator, self.renderer, self.compiler = device, allocator, renderer, compiler
-    self.runtime = runtime
+    self.runtime, self._others, self._made = runtime, others, {0: compiler}
+  def compiler_for(self, index: int) -> Compiler:
+    """The device's compiler number index (0: the default; the others are made when first used)."""
+    if index not in self._made:
+      if not 0 < index <= len(self._others): raise ValueError(f"{self.device} has no compiler {index}")
+      self._made[index] = self._others[index - 1]()
+    return self._made[index]
   @property
   def is_accelerator(self) -> bool:
     """True for a real GPU (preferred as the default device); the CPU, the interpreter and PoCL are not."""

@@ -137,6 +137,7 @@ dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.ints = dtypes.uints + dtypes.sints
 dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
+# the same sets for membership tests by hash (codegen asks these about every constant it makes)
 _FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)
 
 DTYPES_DICT: dict[str, DType] = {dt.name: dt for dt in dtypes.all}

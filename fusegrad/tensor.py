@@ -733,9 +733,9 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
   from fusegrad.engine.schedule import copy_item
   from fusegrad.engine.cache import cached_schedule
-  from fusegrad.engine.realize import lower_schedule_item, run_exec_items
+  from fusegrad.engine.realize import lower_schedule, lower_schedule_item, run_exec_items
   sched = cached_schedule([t.uop for t in todo])
-  items = [lower_schedule_item(si) for si in sched.items]  # compile first: an error leaves every tensor as it was
+  items = lower_schedule(sched.items)  # compile first: an error leaves every tensor as it was
   state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]
   overwritten = sched.overwritten

@@ -93,12 +93,15 @@ class TestDevEnv:
 CACHE_SCRIPT = """
 import numpy as np
 import fusegrad.runtime.ops_cpu as ops_cpu
-calls = []
-compile_source = ops_cpu.ClangCompiler.compile
+calls = set()  # the kernel sources compiled, alone or in a batch
+compile_source, compile_batch = ops_cpu.ClangCompiler.compile, ops_cpu.ClangCompiler.compile_batch
 def counting_compile(self, src):
-  calls.append(src)
+  calls.add(src)
   return compile_source(self, src)
-ops_cpu.ClangCompiler.compile = counting_compile
+def counting_batch(self, srcs):
+  calls.update(srcs)
+  return compile_batch(self, srcs)
+ops_cpu.ClangCompiler.compile, ops_cpu.ClangCompiler.compile_batch = counting_compile, counting_batch
 from fusegrad import Tensor
 x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
 out = ((x * 2 + 1).sum(axis=1) + x.max()).numpy()

@@ -24,7 +24,7 @@ from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
 from fusegrad.uop.symbolic import simplify
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
-from fusegrad.codegen.heuristic import hand_coded_optimizations
+from fusegrad.codegen.heuristic import hand_coded_optimizations, pick_compiler
 from fusegrad.codegen.expand import expand_unrolled
 from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered
 from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, simplify_gated_loads
@@ -46,6 +46,10 @@ class ProgramSpec:
   vars: list[UOp] = field(default_factory=list)
   applied_opts: list[Opt] = field(default_factory=list)
   flops: int = 0  # estimated arithmetic ops per launch, for DEBUG=2 and GlobalCounters
+  @property
+  def compiler(self) -> int:
+    """Which of the device's compilers builds the source (OptOps.COMPILER; 0: the default)."""
+    return next((o.arg for o in self.applied_opts if o.op is OptOps.COMPILER), 0)
 
 # Steps 3-6 as a table of passes over one IR (a kernel AST), each taking the AST and the renderer. Order: vectors are
 # made before expansion copies what is left (copies of a vector stay vectors); launch dims need the final ranges;
@@ -73,9 +77,9 @@ def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
   if opts is None:
     if NOOPT: opts = []
     elif BEAM >= 1:
-      from fusegrad.engine.search import beam_search
+      from fusegrad.codegen.search import beam_search
       return beam_search(k, BEAM.value)
-    else: opts = hand_coded_optimizations(k)
+    else: opts = hand_coded_optimizations(k) + pick_compiler(k)
   for o in opts: k.apply_opt(o)
   return k
 

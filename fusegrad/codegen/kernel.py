@@ -23,6 +23,7 @@ class OptOps(Enum):
   LANES = auto()    # split a reduce axis into `arg` partial sums kept in separate accumulators (vectorizable when the
                     # axis is contiguous in memory), added together after the loop
   SWAP = auto()     # exchange the places of output axes `axis` and `arg` in the loop nest (no split)
+  COMPILER = auto() # compile the kernel with another of the device's compilers: arg indexes Renderer.compilers
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -91,7 +92,16 @@ class Kernel:
 
   # *** applying an optimization ***
   def apply_opt(self, opt: Opt) -> Kernel:
-    """Split axis opt.axis so that its inner `opt.arg` iterations take the role opt.op asks for."""
+    """Split axis opt.axis so that its inner `opt.arg` iterations take the role opt.op asks for (COMPILER: compile
+    with the compiler opt.arg; axis 0, once)."""
+    if opt.op is OptOps.COMPILER:
+      if opt.axis != 0 or not 0 < opt.arg < len(self.ren.compilers) or \
+         any(o.op is OptOps.COMPILER for o in self.applied_opts):
+        raise KernelOptError(f"{opt}: the device's other compilers are 1..{len(self.ren.compilers) - 1} (axis 0, once)")
+      if any(u.dtype.scalar() == dtypes.float16 for u in self.ast.toposort()):  # the C compilers' half types differ
+        raise KernelOptError(f"{opt}: a kernel with halves stays on the default compiler")
+      self.applied_opts.append(opt)
+      return self
     on_reduce = opt.op in (OptOps.UNROLL, OptOps.GROUP, OptOps.LANES)
     axes = self.reduce_axes() if on_reduce else self.output_axes()
     if opt.op is OptOps.SWAP: return self._swap(opt, axes)

@@ -29,9 +29,11 @@ class _Linearizer:
     self.nodes = sink.toposort()
     self.reduces = [u for u in self.nodes if u.op is Ops.REDUCE]
     self.deps: dict[UOp, frozenset[UOp]] = {}
+    self.inner: dict[UOp, frozenset[UOp]] = {}  # the reduces each node's value uses (itself not included)
     for u in self.nodes:  # the loops each node depends on (a REDUCE does not depend on the loops it closes)
       d = frozenset([u]) if u.op is Ops.RANGE else frozenset().union(*(self.deps[s] for s in u.src))
       self.deps[u] = d - frozenset(reduce_parts(u)[1]) if u.op is Ops.REDUCE else d
+      self.inner[u] = frozenset().union(*(self.inner[s] | ({s} if s.op is Ops.REDUCE else set()) for s in u.src))
 
   def run(self) -> list[UOp]:
     for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): self.add(u)
@@ -72,7 +74,7 @@ class _Linearizer:
   def emit_reduce_group(self, red: UOp) -> None:
     ranges = reduce_parts(red)[1]
     group = [x for x in self.reduces if reduce_parts(x)[1] == ranges and x not in self.done]
-    group = [x for x in group if x is red or not any(y in x.toposort() for y in group if y is not x)]
+    group = [x for x in group if x is red or not self.inner[x] & set(group)]
     # hoist: what the values need that depends only on loops already open is computed before these loops open
     rset = frozenset(ranges)
     def hoistable(n: UOp) -> bool: return n.op is not Ops.RANGE and self.deps[n] <= self.open

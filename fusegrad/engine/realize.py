@@ -8,13 +8,15 @@ DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captu
 from __future__ import annotations
 import math, struct, weakref
 from collections import OrderedDict
+from typing import Any
 from dataclasses import dataclass, field
-from fusegrad.device import Buffer, Device
+from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, to_function_name, dprint
 from fusegrad.helpers import PROGRAM_CACHE
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
+from fusegrad.codegen.cache import spec_key, cached_spec, cache_spec
 from fusegrad.engine.schedule import ScheduleItem
 from fusegrad.engine import state
 
@@ -26,23 +28,40 @@ class Runner:
     raise NotImplementedError
 
 class CompiledRunner(Runner):
-  """A kernel compiled for its device."""
+  """A kernel compiled for its device: compiled on its first call, or before, with others (compile_runners)."""
   def __init__(self, p: ProgramSpec):
     super().__init__(p.name, p.device, p.flops)
     self.p = p
-    dev = Device[p.device]
-    self.lib = dev.compiler.compile_cached(p.src)
-    try: self.prg = dev.runtime(to_function_name(p.name), self.lib)
+    self.prg: Any = None  # the device's program, once loaded
+  def load(self, lib: bytes | CompileError | None = None) -> None:
+    """Load the kernel from lib (compiled with others), or compile it (from the disk cache when there)."""
+    compiler, name = Device[self.p.device].compiler_for(self.p.compiler), to_function_name(self.p.name)
+    if isinstance(lib, CompileError): raise CompileError(f"kernel {name}: {lib}") from lib
+    if lib is None:
+      try: lib = compiler.compile_cached(self.p.src)
+      except CompileError as e: raise CompileError(f"kernel {name}: {e}") from e
+    try: self.prg = Device[self.p.device].runtime(name, lib)
     except (OSError, RuntimeError):  # a cached binary the loader rejects (damaged before its checksum was taken)
-      self.lib = dev.compiler.compile_cached(p.src, fresh=True)
-      self.prg = dev.runtime(to_function_name(p.name), self.lib)
+      self.prg = Device[self.p.device].runtime(name, compiler.compile_cached(self.p.src, True))
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
+    if self.prg is None: self.load()
     vals: tuple[int, ...] = ()
     if self.p.vars:
       by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
       vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals,
                     wait=wait)
+
+def compile_runners(runners: list[Runner]) -> None:
+  """Compile the kernels not compiled yet together: one batch per device (see Compiler.compile_batch). CompileError
+  (naming the kernel) for the first that fails."""
+  todo: dict[tuple[str, int], dict[str, list[CompiledRunner]]] = {}  # (device, compiler) -> source -> runners
+  for r in runners:
+    if isinstance(r, CompiledRunner) and r.prg is None:
+      todo.setdefault((r.p.device, r.p.compiler), {}).setdefault(r.p.src, []).append(r)
+  for (device, compiler), by_src in todo.items():
+    for rs, lib in zip(by_src.values(), Device[device].compiler_for(compiler).compile_cached_batch(list(by_src))):
+      for r in rs: r.load(lib)
 
 class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
@@ -110,6 +129,15 @@ def _param_buffer(device: str, c: UOp) -> Buffer:
          else struct.pack(f"<{c.dtype.fmt}", val))
   return Buffer(device, 1, c.dtype).copyin(raw)
 
+def _program(ast: UOp, device: str) -> ProgramSpec:
+  """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 generates the kernel
+  again, to print what codegen does)."""
+  dev = Device[device]
+  if dev.compiler.cachekey is None: return get_program(ast, dev.renderer)
+  if (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is not None and DEBUG < 3: return p
+  cache_spec(key, p := get_program(ast, dev.renderer))
+  return p
+
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
   """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
 
@@ -124,7 +152,7 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   skel_key = (device, ast.substitute(holes) if consts else ast)
   st = programs.get(skel_key)
   if not isinstance(st, _Structure):  # new structure: constants stay in the code
-    runner = CompiledRunner(get_program(ast, Device[device].renderer))
+    runner = CompiledRunner(_program(ast, device))
     _cache((device, ast), runner)
     if consts: _cache(skel_key, _Structure(tuple(_arg_key(c.arg) for c in consts)))
     return runner, []
@@ -134,7 +162,7 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   if st.runner is None or changed != st.params:
     loads = {consts[k]: UOp(Ops.LOAD, consts[k].dtype, (UOp(Ops.DEFINE_GLOBAL, consts[k].dtype.ptr(), (), nbufs + j),
                                                           UOp.const(dtypes.index, 0))) for j, k in enumerate(params)}
-    st.params, st.runner = changed, CompiledRunner(get_program(ast.substitute(loads), Device[device].renderer))
+    st.params, st.runner = changed, CompiledRunner(_program(ast.substitute(loads), device))
   return st.runner, [_param_buffer(device, consts[k]) for k in params]
 
 # while TinyJit captures, every ExecItem that runs is appended to the list on top of this stack
@@ -175,12 +203,19 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   runner, params = get_runner(si.bufs[0].device, si.ast, len(si.bufs))
   return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
+def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
+  """Each item's ExecItem, every kernel compiled (the ones missing from the cache together, in one batch)."""
+  items = [lower_schedule_item(si) for si in schedule]
+  compile_runners([ei.runner for ei in items])
+  return items
+
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Compile (or find cached) and run each item in order; TinyJit, if capturing, records them."""
-  run_exec_items([lower_schedule_item(si) for si in schedule], var_vals)
+  run_exec_items(lower_schedule(schedule), var_vals)
 
 def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Run compiled items in order; TinyJit, if capturing, records them."""
+  compile_runners([ei.runner for ei in items])
   for ei in items:
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)

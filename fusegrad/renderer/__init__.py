@@ -23,6 +23,7 @@ class Renderer:
   supports_bfloat16: bool = False
   supports_float64: bool = True
   native_threefry: bool = False    # False: THREEFRY is expanded into integer ALU ops
+  compilers: tuple[str, ...] = ()  # the device's compilers, default first; OptOps.COMPILER picks another for a kernel
   def render(self, name: str, uops: list[UOp]) -> str:
     raise NotImplementedError(f"{type(self).__name__} renders nothing")
 

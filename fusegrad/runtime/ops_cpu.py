@@ -1,9 +1,9 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, hashlib, mmap, os, platform, shlex, shutil, struct, subprocess, tempfile, time
+import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
-from fusegrad.helpers import CC, CPU_THREADS
+from fusegrad.helpers import CC, CPU_THREADS, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer.cstyle import ClangRenderer
 
 class CPUBuffer:
@@ -49,8 +49,19 @@ def simd_width() -> int:
            if os.path.exists("/proc/cpuinfo") else "")
   return 64 if " avx512f" in flags else 32 if " avx2" in flags else 16
 
+@functools.cache
+def compiler_version(cc: tuple[str, ...]) -> str:
+  """What `cc --version` prints (asked once per process: starting the compiler takes a while)."""
+  return subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout
+
 def openmp_works(cc: list[str]) -> bool:
-  """True when cc can build and load a program with an OpenMP parallel loop."""
+  """True when cc can build and load a program with an OpenMP parallel loop. Probing compiles a program (about half a
+  second): the answer is cached on disk per compiler command and version."""
+  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}".encode()).hexdigest()
+  if (known := diskcache_get("openmp_works", key)) in (b"0", b"1"): return known == b"1"
+  return diskcache_put("openmp_works", key, b"1" if _probe_openmp(cc) else b"0") == b"1"
+
+def _probe_openmp(cc: list[str]) -> bool:
   src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "omp.so")
@@ -70,18 +81,56 @@ class ClangCompiler(Compiler):
     # two 32-byte halves by default on some AVX-512 CPUs)
     if simd >= 64: self.args.insert(0, "-mprefer-vector-width=512")
     if openmp: self.args.insert(0, "-fopenmp")
-    version = subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    version = compiler_version(tuple(cc)).split("\n")[0]
     cpu = (next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
            if os.path.exists("/proc/cpuinfo") else "")
     ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
     super().__init__(f"compile_cpu_{ident}")
+  def _start(self, tmp: str, name: str, src: str) -> subprocess.Popen:
+    """A compiler process building tmp/name.so from src (its log goes to tmp/name.log)."""
+    path = os.path.join(tmp, name)
+    with open(f"{path}.c", "w") as f: f.write(src)
+    with open(f"{path}.log", "wb") as log:
+      return subprocess.Popen([*self.cc, *self.args, f"{path}.c", "-o", f"{path}.so", "-lm"], stdin=subprocess.DEVNULL,
+                              stdout=log, stderr=log)
+  def _finish(self, proc: subprocess.Popen, tmp: str, name: str, src: str) -> bytes:
+    path = os.path.join(tmp, name)
+    if proc.wait() != 0:
+      with open(f"{path}.log", errors="replace") as f: log = f.read()
+      raise CompileError(f"{' '.join(self.cc)} failed:\n{log}\n--- source ---\n{src}")
+    with open(f"{path}.so", "rb") as f: return f.read()
   def compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp: return self._finish(self._start(tmp, "kernel", src), tmp, "kernel", src)
+  def compile_batch(self, srcs: list[str]) -> list[bytes | CompileError]:
+    """Several kernels at once: one translation unit (one compiler process, one library) per group, a group per core,
+    all running in parallel. A group that fails compiles its kernels one by one, so each error names its kernel."""
+    if len(srcs) <= 1: return super().compile_batch(srcs)
+    groups = batch_groups(srcs, min(len(srcs), os.cpu_count() or 1))
+    out: list[bytes | CompileError] = [b""] * len(srcs)
     with tempfile.TemporaryDirectory() as tmp:
-      out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([*self.cc, *self.args, "-", "-o", out, "-lm"], input=src.encode(), capture_output=True)
-      if proc.returncode != 0:
-        raise CompileError(f"{' '.join(self.cc)} failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
-      with open(out, "rb") as f: return f.read()
+      unit = ["\n".join(srcs[i] for i in g) for g in groups]
+      procs = [self._start(tmp, f"unit{j}", src) for j, src in enumerate(unit)]
+      for j, (g, proc) in enumerate(zip(groups, procs)):
+        try:
+          lib = self._finish(proc, tmp, f"unit{j}", unit[j])
+          for i in g: out[i] = lib
+        except CompileError:
+          for i, res in zip(g, super().compile_batch([srcs[i] for i in g])): out[i] = res
+    return out
+
+_DEFINES = re.compile(r"^(?:static [^(\n]*)?void (\w+)\(", re.M)  # the functions a kernel's C source defines
+
+def batch_groups(srcs: list[str], n: int) -> list[list[int]]:
+  """The indices of srcs in n groups (more where names clash) of about equal source size, no two sources of a group
+  defining a function of the same name."""
+  sizes, names, members = [0] * n, [set[str]() for _ in range(n)], [list[int]() for _ in range(n)]
+  for i in sorted(range(len(srcs)), key=lambda i: -len(srcs[i])):
+    defs = set(_DEFINES.findall(srcs[i]))
+    if not (fits := [g for g in range(len(members)) if not names[g] & defs]):
+      sizes, names, members, fits = sizes + [0], names + [set()], members + [[]], [len(members)]
+    g = min(fits, key=sizes.__getitem__)
+    sizes[g], names[g], members[g] = sizes[g] + len(srcs[i]), names[g] | defs, members[g] + [i]
+  return [m for m in members if m]
 
 try: from _ctypes import dlclose as _dlclose  # POSIX
 except ImportError: _dlclose = None  # type: ignore[assignment]
@@ -94,24 +143,32 @@ def check_elf(lib: bytes) -> None:
   shentsize, shnum = struct.unpack_from("<HH" if lib[5] == 1 else ">HH", lib, 0x3A)
   if shoff + shentsize * shnum > len(lib): raise OSError(f"truncated shared library ({len(lib)} bytes)")
 
-class CPUProgram:
-  """A compiled kernel: the shared library is written to a temp file, loaded, and the file removed; it is unloaded
-  (dlclose) when the program is garbage collected, so a bounded program cache keeps the process's mappings bounded."""
-  def __init__(self, name: str, lib: bytes):
-    self.name = name
+class SharedLibrary:
+  """A shared library loaded from its bytes: written to a temp file, loaded, and the file removed; unloaded (dlclose)
+  when garbage collected, so a bounded program cache keeps the process's mappings bounded."""
+  def __init__(self, lib: bytes):
     check_elf(lib)
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
       f.write(lib)
       path = f.name
-    try: self.lib = ctypes.CDLL(path)
+    try: self.dll = ctypes.CDLL(path)
     finally: os.unlink(path)
-    self.fxn = self.lib[name]
+  def __del__(self) -> None:
+    dll = self.__dict__.pop("dll", None)
+    if dll is not None and _dlclose is not None: _dlclose(dll._handle)
+
+# the libraries loaded now, by the sha256 of their bytes: the kernels compiled in one batch share their library
+_loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDictionary()
+
+class CPUProgram:
+  """A compiled kernel: a function of a loaded library (which it keeps loaded)."""
+  def __init__(self, name: str, lib: bytes):
+    self.name, key = name, hashlib.sha256(lib).hexdigest()
+    if (shared := _loaded.get(key)) is None: shared = _loaded[key] = SharedLibrary(lib)
+    self.lib = shared
+    self.fxn = shared.dll[name]
     self.fxn.restype = None
     self.nargs = (-1, -1)  # the argument counts fxn.argtypes was set for
-  def __del__(self) -> None:
-    self.__dict__.pop("fxn", None)
-    lib = self.__dict__.pop("lib", None)
-    if lib is not None and _dlclose is not None: _dlclose(lib._handle)
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
     if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
@@ -127,13 +184,27 @@ class CPUProgram:
 class CPUDevice(Compiled):
   def __init__(self, device: str):
     cc = find_c_compiler()
-    is_clang = "clang" in subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.lower()
+    is_clang = "clang" in compiler_version(tuple(cc)).lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
     # OpenMP's idle threads sleep instead of spinning between kernels (read once, when the first kernel loads the
     # OpenMP runtime): on a shared machine spinning workers take the cores from everyone else
     if threads > 1: os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
+    # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
+    others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
                              threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=256,
-                             vector_widths=(2, 4, 8, 16))
-    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(cc, openmp, simd_width()), CPUProgram)
+                             vector_widths=(2, 4, 8, 16), compilers=(cc[0], *others))
+    default = ClangCompiler(cc, openmp, simd_width())
+    def other(name: str) -> ClangCompiler:
+      """The other compiler, or the default where it doesn't work (which then builds the kernels that chose it)."""
+      try:
+        comp = ClangCompiler([name], omp := openmp_works([name]), simd_width())
+        if not omp: comp.compile("void probe(void) {}\n")  # the OpenMP probe didn't show that it compiles at all
+        return comp
+      except (CompileError, OSError) as e:
+        dprint(1, f"CPU: {name} doesn't work ({str(e).splitlines()[0]}); {cc[0]} compiles the kernels that chose it")
+        return default
+    super().__init__(device, CPUAllocator(), renderer, default, CPUProgram,
+                     tuple(functools.partial(other, c) for c in others))

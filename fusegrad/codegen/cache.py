@@ -1,0 +1,58 @@
+"""The disk cache of codegen: a kernel AST, the renderer and the optimization settings -> its ProgramSpec.
+
+A kernel generated before (in this process or an earlier one) skips all of codegen: its source and launch sizes come
+from this cache, and the source's binary from the compile cache. The key holds the AST (every node's op, dtype, arg
+and sources), the renderer's fields, the flags (NOOPT, BEAM, every other but DEBUG), and a hash of the codegen,
+renderer and IR code itself, so editing any pass invalidates every entry. Entries are JSON (nothing is
+unpickled), checksummed by the cache like every other; a cached spec has no `uops` (only the PYTHON device, which has
+no compile cache and so no spec cache, runs those).
+"""
+from __future__ import annotations
+import functools, hashlib, json, pathlib
+from fusegrad.dtype import dtypes, DType
+from fusegrad.helpers import ContextVar, diskcache_get, diskcache_put
+from fusegrad.renderer import Renderer
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.codegen import ProgramSpec
+from fusegrad.codegen.kernel import Opt, OptOps
+
+@functools.cache
+def code_version() -> str:
+  """A hash of the code that turns an AST into source (codegen, renderers, the IR and dtypes)."""
+  root = pathlib.Path(__file__).resolve().parent.parent
+  files = sorted([*root.glob("codegen/*.py"), *root.glob("renderer/*.py"), *root.glob("uop/*.py"), root / "dtype.py"])
+  return hashlib.sha256(b"".join(f.name.encode() + b"\0" + f.read_bytes() for f in files)).hexdigest()
+
+def spec_key(ast: UOp, ren: Renderer) -> str:
+  """The cache key of a kernel's codegen: every node of the AST in order, the renderer and the settings."""
+  index: dict[UOp, int] = {}
+  # every flag but DEBUG: NOOPT and BEAM choose the opts, and a flag a pass may read later is covered too
+  flags = " ".join(f"{k}={v.value!r}" for k, v in sorted(ContextVar._cache.items()) if k != "DEBUG")
+  lines = [code_version(), repr(ren), flags]
+  for u in ast.toposort():
+    index[u] = len(index)
+    lines.append(f"{u.op.name} {u.dtype!r} {u.arg!r} {[index[s] for s in u.src]}")
+  return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+_DTYPES: dict[str, DType] = {dt.name: dt for dt in vars(dtypes).values() if isinstance(dt, DType)}
+
+def spec_to_bytes(p: ProgramSpec) -> bytes:
+  return json.dumps({"name": p.name, "src": p.src, "global_size": p.global_size, "local_size": p.local_size,
+                     "vars": [[v.dtype.name, *v.arg] for v in p.vars], "flops": p.flops,
+                     "opts": [[o.op.name, o.axis, o.arg] for o in p.applied_opts]}).encode()
+
+def spec_from_bytes(data: bytes, device: str) -> ProgramSpec | None:
+  """The ProgramSpec stored in data, or None for anything malformed."""
+  try:
+    d = json.loads(data)
+    variables = [UOp(Ops.DEFINE_VAR, _DTYPES[dt], (), (str(name), int(lo), int(hi)))
+                 for dt, name, lo, hi in d["vars"]]
+    return ProgramSpec(str(d["name"]), str(d["src"]), device, [], tuple(int(x) for x in d["global_size"]),
+                       None if d["local_size"] is None else tuple(int(x) for x in d["local_size"]), variables,
+                       [Opt(OptOps[op], int(axis), int(arg)) for op, axis, arg in d["opts"]], int(d["flops"]))
+  except (ValueError, KeyError, TypeError, AttributeError): return None
+
+def cached_spec(key: str, device: str) -> ProgramSpec | None:
+  return None if (data := diskcache_get("codegen", key)) is None else spec_from_bytes(data, device)
+
+def cache_spec(key: str, p: ProgramSpec) -> None: diskcache_put("codegen", key, spec_to_bytes(p))

@@ -1,0 +1,108 @@
+"""BEAM search: find a kernel's optimizations by compiling and timing candidates (BEAM=n keeps the n fastest).
+
+In: a Kernel with no opts applied. Out: the Kernel with the best opts found applied. The actions are the heuristic's
+(codegen/heuristic.py): UPCAST, UNROLL, LANES (vector widths), THREAD, LOCAL, GROUP and COMPILER. Each round's
+candidates are compiled together (one batch) and timed on the device; a candidate that fails to compile or to run,
+or runs far longer than the best so far, is dropped. Results are cached on disk per (renderer, beam width, kernel AST),
+so a kernel is searched once per machine.
+"""
+from __future__ import annotations
+import hashlib, json, math
+from typing import TYPE_CHECKING
+from fusegrad.dtype import DType
+from fusegrad.device import Buffer, Device, CompileError
+from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG
+from fusegrad.uop.ops import Ops, pretty_print
+from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
+if TYPE_CHECKING: from fusegrad.engine.realize import CompiledRunner
+
+AMOUNTS = (0, 2, 3, 4, 8, 16)  # 0: the whole axis
+SLOW = 20  # a candidate whose first run takes SLOW times the best time so far isn't run again
+
+def candidate_opts(k: Kernel) -> list[Opt]:
+  """Every single action that could be tried next on k."""
+  out, red = len(k.output_axes()), len(k.reduce_axes())
+  return [Opt(op, axis, amt) for op in OptOps if op is not OptOps.COMPILER
+          for axis in range(red if op in (OptOps.UNROLL, OptOps.GROUP, OptOps.LANES) else out) for amt in AMOUNTS] + \
+         [Opt(OptOps.COMPILER, 0, i) for i in range(1, len(k.ren.compilers))]
+
+def _buffers_for(k: Kernel) -> list[Buffer]:
+  """Scratch buffers big enough for every access of the kernel (sized from the largest index it can compute)."""
+  sizes: dict[int, tuple[int, DType]] = {}
+  for u in k.ast.toposort():
+    if u.op in (Ops.LOAD, Ops.STORE):
+      g = u.src[0]
+      sizes[g.arg] = (max(sizes.get(g.arg, (0, None))[0], int(u.src[1].vmax) + 1),
+                      g.dtype.base)  # type: ignore[attr-defined]
+  return [Buffer(k.ren.device, max(n, 1), dt).allocate() for _, (n, dt) in sorted(sizes.items())]
+
+def compile_candidates(kernels: list[Kernel]) -> list[CompiledRunner | None]:
+  """A loaded CompiledRunner for each kernel, or None where lowering or compiling failed; compiled in one batch per
+  compiler."""
+  from fusegrad.codegen import program_for
+  from fusegrad.engine.realize import CompiledRunner
+  runners: list[CompiledRunner | None] = []
+  for k in kernels:
+    try: runners.append(CompiledRunner(program_for(k)))
+    except (KernelOptError, RuntimeError, ValueError) as e:
+      dprint(5, f"beam: candidate failed: {e}")
+      runners.append(None)
+  for index in {r.p.compiler for r in runners if r is not None}:
+    todo = [r for r in runners if r is not None and r.p.compiler == index]
+    for r, lib in zip(todo, Device[todo[0].p.device].compiler_for(index).compile_cached_batch([r.p.src for r in todo])):
+      try: r.load(lib)
+      except (CompileError, OSError, RuntimeError) as e: dprint(5, f"beam: candidate failed: {e}")
+  return [r if r is not None and r.prg is not None else None for r in runners]
+
+def time_kernel(runner: CompiledRunner | None, bufs: list[Buffer], repeats: int = 3, limit: float = math.inf) -> float:
+  """The fastest of a few runs of a compiled kernel, in seconds (inf if it failed, or if its first run took over
+  limit)."""
+  if runner is None: return math.inf
+  try:
+    vals = {v: v.arg[1] for v in runner.p.vars}
+    first = runner(bufs, vals, wait=True) or math.inf
+    if first > limit: return math.inf
+    return min([first] + [runner(bufs, vals, wait=True) or math.inf for _ in range(repeats - 1)])
+  except (RuntimeError, OSError) as e:
+    dprint(5, f"beam: candidate failed: {e}")
+    return math.inf
+
+def _cached_opts(key: str) -> list[Opt] | None:
+  """The opts BEAM found for this key before (stored as JSON), or None."""
+  if (data := diskcache_get("beam_search", key)) is None: return None
+  try: return [Opt(OptOps[op], int(axis), int(amt)) for op, axis, amt in json.loads(data)]
+  except (ValueError, KeyError, TypeError): return None
+
+def _time_all(kernels: list[Kernel], bufs: list[Buffer], best: float) -> list[float]:
+  return [time_kernel(r, bufs, limit=best * SLOW) for r in compile_candidates(kernels)]
+
+def beam_search(k: Kernel, width: int) -> Kernel:
+  """Grow the opts list one action at a time, keeping the `width` fastest kernels, until nothing gets faster."""
+  key = hashlib.sha256(f"{k.ren!r}|{width}|{pretty_print(k.ast, max_nodes=10**9)}".encode()).hexdigest()
+  if (cached := _cached_opts(key)) is not None:
+    try:
+      ret = k.copy()
+      for o in cached: ret.apply_opt(o)
+      return ret
+    except KernelOptError: pass  # an entry that doesn't fit this kernel: search again
+  bufs = _buffers_for(k)
+  beam: list[tuple[Kernel, float]] = [(k, _time_all([k], bufs, math.inf)[0])]
+  seen: set[tuple[Opt, ...]] = {()}
+  while True:
+    candidates: list[Kernel] = []
+    for kern, _ in beam:
+      for opt in candidate_opts(kern):
+        new = kern.copy()
+        try: new.apply_opt(opt)
+        except KernelOptError: continue
+        if (ident := tuple(new.applied_opts)) in seen: continue
+        seen.add(ident)
+        candidates.append(new)
+    timed = list(zip(candidates, _time_all(candidates, bufs, beam[0][1])))
+    best_now = sorted(beam + timed, key=lambda x: x[1])[:width]
+    if best_now[0][1] >= beam[0][1]: break  # no faster kernel this round
+    beam = best_now
+    if DEBUG >= 2: dprint(2, f"beam: {beam[0][1] * 1e6:9.2f} us {beam[0][0].applied_opts}")
+  best = beam[0][0]
+  diskcache_put("beam_search", key, json.dumps([[o.op.name, o.axis, o.arg] for o in best.applied_opts]).encode())
+  return best

@@ -1,0 +1,149 @@
+"""Compiling the kernels of a schedule together (Compiler.compile_batch): one translation unit per core on the CPU, each
+kernel cached by itself, errors naming their kernel."""
+import hashlib
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, Context
+from fusegrad.device import CompileError
+from fusegrad.helpers import cache_reset, diskcache_get, to_function_name
+from fusegrad.engine.realize import CompiledRunner, compile_runners, lower_schedule
+
+needs_cpu = pytest.mark.skipif(not Device.get_available("CPU")[0], reason="needs the CPU backend (a C compiler)")
+
+@pytest.fixture
+def fresh_cache(tmp_path):
+  """A new, empty disk cache for the test."""
+  cache_reset()
+  with Context(CACHEDB=str(tmp_path / "cache.db"), DISABLE_COMPILER_CACHE=0): yield tmp_path
+  cache_reset()
+
+def kernel_src(name: str, body: str) -> str:
+  return f"void {name}(float* restrict data0) {{\n  {body}\n}}\n"
+
+def run_kernel(name: str, lib: bytes) -> float:
+  buf = Device["CPU"].allocator.alloc(4)
+  Device["CPU"].runtime(name, lib)(buf)
+  out = memoryview(bytearray(4))
+  Device["CPU"].allocator.copyout(out, buf)
+  return float(np.frombuffer(out, np.float32)[0])
+
+@needs_cpu
+class TestBatch:
+  def test_batch_then_each_alone_from_the_cache(self, fresh_cache, monkeypatch):
+    compiler = Device["CPU"].compiler
+    srcs = [kernel_src(f"k{i}", f"data0[0] = {i}.5f;") for i in range(5)]
+    libs = compiler.compile_cached_batch(srcs)
+    assert all(isinstance(lib, bytes) for lib in libs)
+    assert [run_kernel(f"k{i}", lib) for i, lib in enumerate(libs)] == [i + 0.5 for i in range(5)]  # type: ignore
+    def no_compile(*args): raise AssertionError("compiled again")
+    monkeypatch.setattr(type(compiler), "compile", no_compile)
+    monkeypatch.setattr(type(compiler), "compile_batch", no_compile)
+    for i, src in enumerate(srcs): assert run_kernel(f"k{i}", compiler.compile_cached(src)) == i + 0.5
+
+  def test_same_function_names_go_to_different_units(self, fresh_cache):
+    srcs = [kernel_src("same", f"data0[0] = {i}.0f;") for i in range(4)]
+    libs = Device["CPU"].compiler.compile_batch(srcs)
+    assert [run_kernel("same", lib) for lib in libs] == [0.0, 1.0, 2.0, 3.0]  # type: ignore[arg-type]
+
+  def test_a_bad_kernel_fails_alone(self, fresh_cache):
+    srcs = [kernel_src("good0", "data0[0] = 1.0f;"), kernel_src("bad", "data0[0] = undefined_name;"),
+            kernel_src("good1", "data0[0] = 2.0f;")]
+    libs = Device["CPU"].compiler.compile_cached_batch(srcs)
+    assert isinstance(libs[1], CompileError) and "undefined_name" in str(libs[1])
+    assert run_kernel("good0", libs[0]) == 1.0 and run_kernel("good1", libs[2]) == 2.0  # type: ignore[arg-type]
+    assert diskcache_get(Device["CPU"].compiler.cachekey, hashlib.sha256(srcs[1].encode()).hexdigest()) is None
+
+  def test_compile_error_names_the_kernel(self, fresh_cache):
+    si = Tensor.ones(4, device="CPU").add(1).contiguous().schedule()[-1]
+    p = lower_schedule([si])[0].runner.p  # type: ignore[attr-defined]
+    broken = CompiledRunner(type(p)(p.name, p.src.replace("{", "{ syntax error here;", 1), p.device, p.uops))
+    with pytest.raises(CompileError, match=f"kernel {to_function_name(p.name)}:"): compile_runners([broken])
+
+  def test_schedule_compiles_in_one_batch(self, fresh_cache, monkeypatch):
+    compiler, batches = Device["CPU"].compiler, []
+    batch = type(compiler).compile_batch
+    def counting(self, srcs):
+      batches.append(len(srcs))
+      return batch(self, srcs)
+    monkeypatch.setattr(type(compiler), "compile_batch", counting)
+    x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
+    outs = [(x + 1).contiguous(), (x * 3).contiguous(), x.sum(), (x - 2).max()]
+    Tensor.realize(*outs)
+    assert batches == [4]
+    np.testing.assert_equal([o.numpy() for o in outs], [np.arange(8) + 1, np.arange(8) * 3, 28, 5])
+
+@needs_cpu
+class TestCodegenCache:
+  def run(self, monkeypatch, **ctx) -> tuple[int, np.ndarray]:
+    """(get_program calls, result) of one kernel, with nothing loaded in the process."""
+    from fusegrad.engine import realize
+    calls, get_program = [0], realize.get_program
+    def counting(*args, **kwargs):
+      calls[0] += 1
+      return get_program(*args, **kwargs)
+    monkeypatch.setattr(realize, "programs", type(realize.programs)())
+    monkeypatch.setattr(realize, "get_program", counting)
+    with Context(**ctx):
+      x = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8), device="CPU")
+      out = ((x * 2).sum(axis=1) + 1).numpy()
+    monkeypatch.undo()
+    return calls[0], out
+
+  def test_second_process_skips_codegen(self, fresh_cache, monkeypatch):
+    expected = (np.arange(64, dtype=np.float32).reshape(8, 8) * 2).sum(axis=1) + 1
+    n, out = self.run(monkeypatch, NOOPT=0)
+    assert n >= 1
+    np.testing.assert_equal(out, expected)
+    n, out = self.run(monkeypatch, NOOPT=0)
+    assert n == 0
+    np.testing.assert_equal(out, expected)
+    n, out = self.run(monkeypatch, NOOPT=1)  # other settings: another entry
+    assert n >= 1
+    np.testing.assert_equal(out, expected)
+
+  def test_damaged_entry_is_generated_again(self, fresh_cache, monkeypatch):
+    import sqlite3
+    n, _ = self.run(monkeypatch)
+    with sqlite3.connect(fresh_cache / "cache.db") as conn:  # valid checksums over JSON that isn't a ProgramSpec
+      from fusegrad.helpers import _digest
+      for key, in conn.execute("SELECT key FROM fusegrad_cache WHERE tbl='codegen'").fetchall():
+        conn.execute("UPDATE fusegrad_cache SET val=?, sha256=? WHERE tbl='codegen' AND key=?",
+                     (b'{"name": 1}', _digest("codegen", key, b'{"name": 1}'), key))
+    m, out = self.run(monkeypatch)
+    assert m == n
+    np.testing.assert_equal(out, (np.arange(64, dtype=np.float32).reshape(8, 8) * 2).sum(axis=1) + 1)
+
+@needs_cpu
+def test_openmp_probe_is_cached(fresh_cache, monkeypatch):
+  from fusegrad.runtime import ops_cpu
+  cc = ops_cpu.find_c_compiler()
+  first = ops_cpu.openmp_works(cc)
+  def no_probe(cc): raise AssertionError("probed again")
+  monkeypatch.setattr(ops_cpu, "_probe_openmp", no_probe)
+  assert ops_cpu.openmp_works(cc) == first
+
+@needs_cpu
+def test_damaged_batch_library_is_a_miss(fresh_cache):
+  import sqlite3
+  compiler = Device["CPU"].compiler
+  srcs = [kernel_src(f"k{i}", f"data0[0] = {i}.25f;") for i in range(3)]
+  compiler.compile_cached_batch(srcs)
+  with sqlite3.connect(fresh_cache / "cache.db") as conn:
+    n = conn.execute("UPDATE fusegrad_cache SET val=substr(val, 1, 100) WHERE key LIKE 'lib:%'").rowcount
+  assert n >= 1
+  assert [run_kernel(f"k{i}", compiler.compile_cached(src)) for i, src in enumerate(srcs)] == [0.25, 1.25, 2.25]
+
+@needs_cpu
+def test_broken_other_compiler_falls_back(monkeypatch):
+  from fusegrad.runtime import ops_cpu
+  dev = ops_cpu.CPUDevice("CPU")
+  if len(dev.renderer.compilers) < 2: pytest.skip("one C compiler installed: no other to choose")
+  other = dev.renderer.compilers[1]
+  compile_source = ops_cpu.ClangCompiler.compile
+  def broken(self, src):
+    if self.cc == [other]: raise CompileError(f"{other} is broken")
+    return compile_source(self, src)
+  monkeypatch.setattr(ops_cpu.ClangCompiler, "compile", broken)
+  monkeypatch.setattr(ops_cpu, "openmp_works", lambda cc: cc != [other])
+  assert dev.compiler_for(1) is dev.compiler
+  assert run_kernel("fallback", dev.compiler_for(1).compile(kernel_src("fallback", "data0[0] = 4.0f;"))) == 4.0

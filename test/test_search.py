@@ -1,0 +1,106 @@
+"""BEAM search (codegen/search.py): results equal NOOPT's up to float reassociation, the actions are the heuristic's,
+candidates are timed on the device, the winner is cached on disk, and failing or slow candidates are dropped.
+Small shapes and BEAM=2 keep it quick."""
+import math
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, Context
+from fusegrad.device import CompileError
+from fusegrad.helpers import cache_reset
+from fusegrad.codegen import Kernel, OptOps, search
+from fusegrad.codegen.heuristic import hand_coded_optimizations, pick_compiler
+from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
+from fusegrad.codegen.fold import fold_reduces
+from fusegrad.engine import realize
+
+KERNELS = {  # name: (input shapes, the computation)
+  "matmul": ([(8, 16), (16, 12)], lambda a, b: a @ b),
+  "conv": ([(1, 2, 6, 6), (4, 2, 3, 3)], lambda x, w: x.conv2d(w)),
+  "sum_rows": ([(8, 32)], lambda a: a.sum(1)),
+  "elementwise": ([(4, 24), (4, 24)], lambda a, b: (a * 2 + b).relu()),
+}
+
+# PoCL compiles each candidate for about a second: there only the small kernels are searched
+SEARCHED = list(KERNELS) if Device.DEFAULT in ("CPU", "PYTHON") else ["sum_rows", "elementwise"]
+
+def make(name: str) -> Tensor:
+  """The kernel's computation on fixed random inputs, as a new lazy graph each call."""
+  shapes, fn = KERNELS[name]
+  rng = np.random.default_rng(0)
+  return fn(*[Tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes])
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+  """An empty disk cache and no program loaded in the process; counts the candidates BEAM times."""
+  cache_reset()
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  timed = [0]
+  time_kernel = search.time_kernel
+  def counting(*args, **kwargs):
+    timed[0] += 1
+    return time_kernel(*args, **kwargs)
+  monkeypatch.setattr(search, "time_kernel", counting)
+  with Context(CACHEDB=str(tmp_path / "cache.db"), DISABLE_COMPILER_CACHE=0): yield timed
+  cache_reset()
+
+def kernel(t: Tensor) -> Kernel:
+  ast = t.schedule()[-1].ast
+  return Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), Device[Device.DEFAULT].renderer)
+
+@pytest.mark.parametrize("name", SEARCHED)
+def test_beam_matches_noopt_and_is_cached(name, fresh, monkeypatch):
+  with Context(NOOPT=1): want = make(name).numpy()
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # loaded programs don't depend on BEAM: drop them
+  with Context(BEAM=2, NOOPT=0): got = make(name).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  if Device.DEFAULT == "PYTHON": return  # no compile cache: nothing is stored
+  assert fresh[0] > 0  # it searched: candidates timed on the device
+  searched = fresh[0]
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # as a new process would
+  with Context(BEAM=2, NOOPT=0): again = make(name).numpy()
+  np.testing.assert_equal(again, got)
+  assert fresh[0] == searched  # the winner came from the disk cache
+
+def test_search_result_cached_by_itself(fresh):
+  """The beam cache alone (no codegen cache in between): the second search times nothing and picks the same opts."""
+  k = kernel(make(SEARCHED[0]))
+  first = search.beam_search(k.copy(), 2)
+  n = fresh[0]
+  assert n > 0
+  second = search.beam_search(k.copy(), 2)
+  assert fresh[0] == n and second.applied_opts == first.applied_opts
+
+def test_heuristic_actions_are_candidates():
+  """Every opt the heuristic applies (vector widths, upcasts, unrolls, threads, the compiler) is one BEAM tries."""
+  for name in KERNELS:
+    k = kernel(make(name))
+    for opt in hand_coded_optimizations(k) + pick_compiler(k):
+      assert opt in search.candidate_opts(k), f"{name}: {opt}"
+      k.apply_opt(opt)
+  ops = {o.op for o in search.candidate_opts(kernel(make("sum_rows")))}
+  assert {OptOps.UPCAST, OptOps.UNROLL, OptOps.LANES} <= ops
+  ren = Device[Device.DEFAULT].renderer
+  if ren.threads: assert OptOps.THREAD in ops
+  if len(ren.compilers) > 1: assert OptOps.COMPILER in ops
+
+@pytest.mark.skipif(Device.DEFAULT != "CPU", reason="breaks the CPU compiler on purpose")
+def test_failing_candidates_are_dropped(fresh, monkeypatch):
+  """Candidates that don't compile (here every vectorized one) or that run too long are skipped, not fatal."""
+  compiler = type(Device["CPU"].compiler)
+  batch = compiler.compile_batch
+  def failing(self, srcs):
+    libs = batch(self, [s for s in srcs if "float4" not in s])
+    return [CompileError("no vectors today") if "float4" in s else libs.pop(0) for s in srcs]
+  monkeypatch.setattr(compiler, "compile_batch", failing)
+  with Context(NOOPT=1): want = make("matmul").numpy()
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  k = search.beam_search(kernel(make("matmul")), 2)
+  assert fresh[0] > 0
+  p = search.compile_candidates([k])[0]
+  assert p is not None and "float4" not in p.p.src
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  with Context(BEAM=2, NOOPT=0): np.testing.assert_allclose(make("matmul").numpy(), want, rtol=1e-5, atol=1e-5)
+  bufs = search._buffers_for(k)
+  assert search.time_kernel(p, bufs, limit=0.0) == math.inf  # slower than the limit: dropped after one run
+  assert search.time_kernel(p, bufs) < math.inf
+  assert search.time_kernel(None, bufs) == math.inf  # didn't compile
