@@ -1,6 +1,6 @@
-"""exp2 and max on vectors (renderer/cstyle.py: vector_exp2, the bitwise-select MAX): exact to a couple of ulp against
-NumPy in float64 over the whole float range and its special values, at every vector width; on other devices the same
-tests check their exp2 and max."""
+"""exp2, log2 and max on vectors (renderer/cstyle.py: vector_exp2, vector_log2, the bitwise-select MAX): within a
+couple of ulp of NumPy in float64 over the whole float range and its special values, at every vector width; on other
+devices the same tests check their exp2, log2 and max."""
 import numpy as np
 import pytest
 from fusegrad import Tensor
@@ -39,6 +39,22 @@ def test_exp2_elementwise():
   np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])  # overflow is inf, never a large finite
   np.testing.assert_array_equal(got[want == 0], 0)  # below the smallest denormal: 0
 
+LOG2_SPECIALS = [0.0, -0.0, 1e-45, 3e-45, 1e-40, 1.1754942e-38, 1.1754944e-38, 3.4028235e38, 1.0, 2.0, 0.5, 1.0000001,
+                 0.99999994, 1.4142135, 1.4142137, 0.70710677, np.inf, -np.inf, np.nan, -1.0, -1e-45]
+
+def test_log2_elementwise():
+  rng = np.random.default_rng(3)
+  parts = [np.exp2(rng.uniform(-149, 128, 1 << 15)), rng.uniform(0.5, 2, 1 << 13), rng.uniform(0.99, 1.01, 1 << 13),
+           rng.uniform(0, 1.2e-38, 1 << 12), np.array(LOG2_SPECIALS * 4)]
+  x = np.concatenate(parts).astype(np.float32)
+  x = x[:len(x) // 64 * 64]
+  got = Tensor(x).log2().numpy()
+  with np.errstate(divide="ignore", invalid="ignore"): want = np.log2(x.astype(np.float64)).astype(np.float32)
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+  ok = ~np.isnan(want)
+  assert ulps(got[ok], want[ok]).max() <= MAX_ULP
+  np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])  # log2(0) = -inf, log2(inf) = inf
+
 @pytest.mark.parametrize("width", [16, 8, 4, 2])
 def test_exp2_in_vector_reduce(width):
   """exp2 inside a reduce whose lanes are a vector (row max of exp2: exact, as exp2 is monotonic)."""
@@ -73,6 +89,9 @@ def test_c_source_is_vector_code():
   assert "m_ = (acc0 > val0)" in srcs[0] and "float16 acc0" in srcs[0]  # the row max: a vector accumulator
   assert "fg_exp2_float16(" in srcs[1] and "__builtin_exp2f" not in srcs[1]  # the sum of exp: 16 lanes at once
   assert "__builtin_exp2f" not in srcs[2] and "fg_exp2_float" in srcs[2]
+  with Context(NOOPT=0, BEAM=0):
+    si = create_schedule([Tensor.empty(256, 256, device="CPU").log2().uop]).items[-1]
+    assert "fg_log2_float16(" in get_program(si.ast, ren).src  # log2 is a math function: 16 floats per iteration
 
 _SCRIPT = """
 import numpy as np
@@ -82,6 +101,9 @@ from test.unit.test_vector_math import _inputs, _exact_exp2, ulps
 x = _inputs()
 got, want = Tensor(x).exp2().numpy(), _exact_exp2(x)
 assert (np.isnan(got) == np.isnan(want)).all()
+pos = np.abs(x[np.isfinite(x)]) + 1e-30
+lg = Tensor(pos).log2().numpy()
+assert ulps(lg, np.log2(pos.astype(np.float64)).astype(np.float32)).max() <= 2
 y = x.reshape(-1, 64)
 assert (np.isnan(Tensor(y).max(1).numpy()) == np.isnan(y).any(1)).all()
 print(ulps(got[~np.isnan(want)], want[~np.isnan(want)]).max())
@@ -90,7 +112,7 @@ print(ulps(got[~np.isnan(want)], want[~np.isnan(want)]).max())
 @pytest.mark.skipif(not device_is("CPU"), reason="compiles C")
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
 def test_c_vector_math_with_each_compiler(cc):
-  """The vector exp2 and max compile and are exact with gcc and clang alike (CC may pick either)."""
+  """The vector exp2, log2 and max compile and are exact with gcc and clang alike (CC may pick either)."""
   import os, shutil, subprocess, sys
   if shutil.which(cc) is None: pytest.skip(f"{cc} is not installed")
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
