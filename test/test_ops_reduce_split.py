@@ -116,3 +116,22 @@ def test_split_backward():
   want = np.full_like(x, 2.0)
   want.flat[x.argmax()] += 1
   np.testing.assert_allclose(t.grad.numpy(), want)
+
+@pytest.mark.usefixtures("small_split")
+def test_split_in_assign_and_jit():
+  from fusegrad import TinyJit
+  x = _rand((30, 101))
+  w = Tensor(np.ones((4,), np.float32)).realize()
+  w.assign(w - Tensor(x).sum() * Tensor([1.0, 2.0, 3.0, 4.0])).realize()  # an update that reads a split reduce
+  np.testing.assert_allclose(w.numpy(), 1 - x.astype(np.float64).sum() * np.arange(1, 5), rtol=1e-4)
+  step = TinyJit(lambda t: (t.max() - t.min()).realize())
+  for i in range(3):
+    y = _rand((30, 101), seed=i)
+    assert step(Tensor(y)).item() == y.max() - y.min()
+
+def test_split_size_one_axes():
+  from fusegrad.uop.ops import UOp
+  x = Tensor(_rand((1, 8, 8, 8, 8, 8)))  # no axis of 16: the first of 2 or more is split
+  r = UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (Ops.ADD, tuple(range(6))))  # a size-1 axis named among the reduced
+  got = Tensor(r).numpy()
+  np.testing.assert_allclose(got, x.numpy().astype(np.float64).sum(keepdims=True), rtol=1e-4, atol=1e-3)

@@ -133,7 +133,7 @@ def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, 
 
 def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
   """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. The
-  outermost reduced axis of 16 or more (else the outermost) is split into chunks: (chunks, length) by a reshape, which
+  outermost reduced axis of 16 or more (else of 2 or more) is split into chunks: (chunks, length) by a reshape, which
   keeps index math linear. The second step also reduces what whole chunks leave over (when no chunk count near the
   target divides the axis, or to keep a contiguous chunk a multiple of 16 long, for vector lanes)."""
   op, axes = r.arg
@@ -141,7 +141,7 @@ def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
   n_red = prod(x.shape[i] for i in axes)
   n_out = x.size // n_red
   if n_red < SPLIT_MIN or n_out >= SPLIT_OUTPUTS or _reads_no_memory(r): return None
-  a = next((i for i in axes if x.shape[i] >= 16), axes[0])
+  a = next((i for i in axes if x.shape[i] >= 16), next(i for i in axes if x.shape[i] >= 2))
   size, inner = x.shape[a], n_red // x.shape[a]
   most = max(min(SPLIT_PARTIALS // n_out, size, n_red // SPLIT_CHUNK), 2)
   chunks = next((c for c in range(most, most // 2, -1) if size % c == 0), most)
