@@ -120,3 +120,17 @@ def test_c_vector_math_with_each_compiler(cc):
   proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, cwd=root)
   assert proc.returncode == 0, proc.stderr
   assert int(proc.stdout.split()[-1]) <= 2
+
+def test_column_reduce():
+  """Sums and maxes down the columns (a strided reduce axis): vectors of 16 columns on the C renderer, the same values
+  everywhere."""
+  x = np.random.default_rng(4).standard_normal((300, 256)).astype(np.float32)
+  x[7, 3], x[100, 200] = np.nan, np.inf
+  np.testing.assert_allclose(Tensor(x).sum(0).numpy(), x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
+  np.testing.assert_array_equal(Tensor(x).max(0).numpy(), x.max(0))
+  y = x[:, :100]  # 100 columns: no vector of 16 divides them
+  np.testing.assert_allclose(Tensor(y).sum(0).numpy(), y.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
+  ren = ClangRenderer(device="CPU", simd_width=64, upcast_max=128, vector_widths=(2, 4, 8, 16))
+  with Context(NOOPT=0, BEAM=0):
+    src = get_program(create_schedule([Tensor.empty(300, 256, device="CPU").sum(0).uop]).items[-1].ast, ren).src
+  assert "float16 acc0" in src and "float16 acc3" in src  # 4 vector accumulators of 16 columns
