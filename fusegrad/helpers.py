@@ -126,7 +126,8 @@ FASHION_MNIST_DIR = ContextVar("FASHION_MNIST_DIR", "", "a local folder holding 
 CHECK_INDEX = ContextVar("CHECK_INDEX", 1, "0: out-of-range tensor indices read 0 instead of raising IndexError")
 SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 512, "schedules kept for reuse by graphs of the same structure (0: none)")
 PROGRAM_CACHE = ContextVar("PROGRAM_CACHE", 256, "compiled kernels kept loaded per process (least recently used go)")
-SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "split very large reductions into two kernels")
+SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elements into < 64 outputs runs as two "
+                            "kernels (partial results of chunks, then their combination) so threads share it; 0: one")
 CAPTURE_PROCESS_REPLAY = ContextVar("CAPTURE_PROCESS_REPLAY", 0, "unused; kept for tinygrad-compatible scripts")
 
 # *** printing ***

@@ -20,7 +20,8 @@ from fusegrad.uop.symbolic import simplify, split_terms
 from fusegrad.codegen.kernel import range_kind, range_size
 from fusegrad.codegen.expand import tree_reduce
 
-VECTOR_OPS = {Ops.ADD, Ops.MUL, Ops.MULACC}  # ops computed lane-wise on vectors; others go lane by lane
+# ops computed on whole vectors (a renderer that holds vectors writes each of them for vectors); others go lane by lane
+VECTOR_OPS = {Ops.ADD, Ops.MUL, Ops.MULACC, Ops.MAX, Ops.RECIPROCAL, Ops.EXP2, Ops.LOG2, Ops.SQRT}
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 
 def _stride(idx: UOp, r: UOp) -> int | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
-from fusegrad.helpers import SCHEDULE_CACHE
+from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state, realize
@@ -83,7 +83,8 @@ def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
       num.values.append(_arg_key(n.arg))
       entries.append((n.op, n.dtype, "parameter", tuple(map(pos.__getitem__, n.src))))
     else: entries.append((n.op, n.dtype, _arg(n), tuple(map(pos.__getitem__, n.src))))
-  return (tuple(entries), tuple(pos[o] for o in g.outs), tuple(num.parts)), num
+  # the settings the scheduler reads are part of the key
+  return (tuple(entries), tuple(pos[o] for o in g.outs), tuple(num.parts), SPLIT_REDUCEOP.value), num
 
 # *** templates ***
 

@@ -16,7 +16,7 @@ import sys, weakref
 from dataclasses import dataclass, field
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer
-from fusegrad.helpers import dprint
+from fusegrad.helpers import dprint, prod, SPLIT_REDUCEOP
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state
@@ -39,13 +39,14 @@ def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].si
 
 # *** deciding which nodes become buffers ***
 
-def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp]) -> dict[UOp, None]:
-  """The nodes that get their own buffer, in dependency order."""
+def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
+                  parts: frozenset[UOp] = frozenset()) -> dict[UOp, None]:
+  """The nodes that get their own buffer (the partial results of split reduces among them), in dependency order."""
   def _is_leaf(n: UOp) -> bool: return n.op is Ops.BUFFER or n in becomes
   consumers: dict[UOp, list[UOp]] = {n: [] for n in nodes}
   for n in nodes:
     for s in dict.fromkeys(n.src): consumers.setdefault(s, []).append(n)
-  want: set[UOp] = set()
+  want: set[UOp] = set(parts)
   for o in outs:
     if not _is_leaf(b := view_base(o)) and not _no_buffer_needed(b): want.add(b)
   for n in nodes:
@@ -106,6 +107,53 @@ def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]
         seen.add(u)
         stack.append(u)
   return len(roots) == 1
+
+# *** splitting big reduces ***
+
+SPLIT_MIN, SPLIT_OUTPUTS, SPLIT_PARTIALS, SPLIT_CHUNK = 1 << 15, 64, 256, 1024
+
+def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, UOp], frozenset[UOp]]:
+  """With SPLIT_REDUCEOP (the default), a reduce over at least SPLIT_MIN elements into fewer than SPLIT_OUTPUTS
+  outputs (a sum of everything, a long dot product) runs as two reduces: the first writes partial results, one per
+  contiguous chunk of at least SPLIT_CHUNK reduced elements (about SPLIT_PARTIALS in all: an output axis that codegen
+  shares among threads), the second combines them. Otherwise one kernel would do the whole reduce in one loop on one
+  thread. Returns the new node of each node of the graph that changes, and the partial results (each gets a buffer)."""
+  new: dict[UOp, UOp] = {}
+  parts: set[UOp] = set()
+  if not SPLIT_REDUCEOP: return new, frozenset(parts)
+  for n in nodes:
+    if n in becomes: continue  # computed before
+    src = tuple(new.get(s, s) for s in n.src)
+    m = n if src == n.src else n.replace(src=src)
+    if m.op is Ops.REDUCE_AXIS and (split := _split_reduce(m)) is not None:
+      m = split[0]
+      parts.add(split[1])
+    if m is not n: new[n] = m
+  return new, frozenset(parts)
+
+def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
+  """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. The
+  outermost reduced axis of 16 or more (else of 2 or more) is split into chunks: (chunks, length) by a reshape, which
+  keeps index math linear. The second step also reduces what whole chunks leave over (when no chunk count near the
+  target divides the axis, or to keep a contiguous chunk a multiple of 16 long, for vector lanes)."""
+  op, axes = r.arg
+  x = r.src[0]
+  n_red = prod(x.shape[i] for i in axes)
+  n_out = x.size // n_red
+  if n_red < SPLIT_MIN or n_out >= SPLIT_OUTPUTS or _reads_no_memory(r): return None
+  a = next((i for i in axes if x.shape[i] >= 16), next(i for i in axes if x.shape[i] >= 2))
+  size, inner = x.shape[a], n_red // x.shape[a]
+  most = max(min(SPLIT_PARTIALS // n_out, size, n_red // SPLIT_CHUNK), 2)
+  chunks = next((c for c in range(most, most // 2, -1) if size % c == 0), most)
+  length = size // chunks if inner > 1 or size // chunks < 16 else size // chunks // 16 * 16
+  main = x.shrink(tuple((0, chunks * length) if i == a else (0, s) for i, s in enumerate(x.shape)))
+  main = main.reshape(x.shape[:a] + (chunks, length) + x.shape[a + 1:])
+  part = main.r(op, tuple(i + (i >= a) for i in axes))
+  ret = part.r(op, (a,)).reshape(r.shape)
+  if chunks * length < size:
+    ret = ret.alu(op, x.shrink(tuple((chunks * length, s) if i == a else (0, s) for i, s in enumerate(x.shape)))
+                  .r(op, axes))
+  return ret, part
 
 def is_identity_view(n: UOp) -> bool:
   """True when n (a view of a BUFFER) reads the whole buffer in order, so it can be used without a copy."""
@@ -306,7 +354,12 @@ def create_schedule(outs: list[UOp]) -> Schedule:
 def schedule_graph(g: Graph) -> Schedule:
   """create_schedule, for the graph collect() walked."""
   outs, nodes, becomes, leaves = g.outs, g.nodes, dict(g.becomes), g.leaves
-  to_realize = find_realizes(outs, nodes, becomes)
+  new, parts = split_reduces(nodes, becomes)
+  if new:  # the graph with big reduces split: scheduled instead, and each changed node answered for by its new one
+    outs = [new.get(o, o) for o in outs]
+    sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
+    nodes = [n for n in sink.toposort(gate=lambda n: not (n.op is Ops.BUFFER or n in becomes)) if n is not sink]
+  to_realize = find_realizes(outs, nodes, becomes, parts)
   steps: list[_Step] = []
   newer: dict[Buffer, UOp] = {}  # the versions this schedule writes, the newest of each buffer
   def get_storage(n: UOp) -> UOp | None: return state.lookup_raw(n) if n in leaves else becomes.get(n)
@@ -326,10 +379,15 @@ def schedule_graph(g: Graph) -> Schedule:
       elif n.size: steps.append(_kernel_step(n, KernelBuilder(becomes, g.holes), buf))
       becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
   realized = {n: becomes[n] for n in to_realize}
+  for old, n in new.items():
+    if old.op not in GroupOp.Movement and (view := resolve_view(n, realized)) is not n: realized[old] = view
   ordered = _order(steps, set(to_realize), realized)
   dprint(3, f"scheduled {len(steps)} kernels/copies for {len(outs)} outputs ({len(nodes)} graph nodes)")
   writes = [(st.overwrites, i) for i, st in enumerate(ordered) if st.overwrites is not None
             and st.overwrites not in realized]
+  if new:  # the nodes the split made are not the caller's: only the graph's own are answered for
+    orig = set(g.nodes)
+    realized = {n: v for n, v in realized.items() if n in orig}
   return Schedule([st.item for st in ordered], realized, [(weakref.ref(v), i) for v, i in writes],
                   [state.version_id(v) for v, _ in writes], g.reads_input())
 

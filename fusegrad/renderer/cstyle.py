@@ -196,6 +196,62 @@ class CStyleLanguage(Renderer):
       else: raise NotImplementedError(f"{type(self).__name__} can't render {u.op}")
     return self.render_kernel(self.render_kernel_name(name, uops), params, body, self.render_prelude(uops) + helpers)
 
+# 2**f for f in [-0.5, 0.5]: its Taylor series to degree 7 (coefficients ln(2)**k / k!, rounded to float), within
+# 0.2 ulp of float; with the rounding of Horner's steps the result is within 2 ulp of exp2f
+EXP2_COEFFS = ("1.5252733646775596e-05f", "0.0001540352968731895f", "0.0013333557872101665f", "0.009618128649890423f",
+               "0.05550410971045494f", "0.24022650718688965f", "0.6931471824645996f", "1.0f")
+
+def vector_exp2(t: str) -> str:
+  """A C function computing exp2 on a vector of floats (type t) with vector instructions only (libm's exp2f is a call
+  per element): x = n + f with n an integer (rounded by adding and subtracting 1.5 * 2**23) and |f| <= 0.5, 2**f by a
+  polynomial, times 2**n built from its bits in two halves (so that results down to the smallest denormal and up to
+  the largest float round once). x is clamped to [-150, 128] first (0 and inf outside), NaN stays NaN."""
+  poly = EXP2_COEFFS[0]
+  for c in EXP2_COEFFS[1:]: poly = f"({poly}*f + {c})"
+  return "\n".join([
+    f"static inline {t} fg_exp2_{t}({t} x) {{",
+    "  typedef __typeof__(x < x) I;  /* the int vector of the same shape */",
+    f"  const {t} zero = ({t}){{0}};",
+    "  I lo = x < -150.0f, hi = x > 128.0f;",
+    f"  x = ({t})(((I)x & ~(lo | hi)) | ((I)(zero - 150.0f) & lo) | ((I)(zero + 128.0f) & hi));",
+    f"  {t} r = (x + 12582912.0f) - 12582912.0f;",
+    f"  {t} f = x - r;",
+    f"  {t} p = {poly};",
+    f"  I n = __builtin_convertvector(({t})((I)r & (r == r)), I);  /* nan: 0 (p is nan) */",
+    "  I n1 = n >> 1, n2 = n - n1;",
+    f"  return p * ({t})((n1 + 127) << 23) * ({t})((n2 + 127) << 23);",
+    "}"])
+
+# log2(m) = 2*atanh(s)/ln(2) with s = (m-1)/(m+1): its series to s**11 (coefficients 2/ln(2)/(2k+1)), in double
+LOG2_COEFFS = ("0.2623081892525388", "0.3205988979753252", "0.4121985831111324", "0.5770780163555853",
+               "0.9617966939259756", "2.8853900817779268")
+
+def vector_log2(t: str) -> str:
+  """A C function computing log2 on a vector of floats (type t) with vector instructions only: x = m * 2**e with m in
+  [sqrt(1/2), sqrt(2)) from its bits (denormals scaled by 2**23 first), log2(m) by a series in s = (m-1)/(m+1)
+  (|s| < 0.172) computed in double, so the result rounds once to float; plus e. 0 gives -inf, inf gives inf, negatives
+  and NaN give NaN."""
+  poly = LOG2_COEFFS[0]
+  for c in LOG2_COEFFS[1:]: poly = f"({poly}*s2 + {c})"
+  return "\n".join([
+    f"static inline {t} fg_log2_{t}({t} x) {{",
+    "  typedef __typeof__(x < x) I;  /* the int vector of the same shape */",
+    f"  typedef double D __attribute__((vector_size(2 * sizeof({t}))));",
+    f"  const {t} zero = ({t}){{0}};",
+    "  I sub = x < 1.17549435e-38f;  /* denormal (or not positive): scaled up by 2**23 */",
+    "  I bits = ((I)(x * 8388608.0f) & sub) | ((I)x & ~sub);",
+    "  I e = ((bits >> 23) & 255) - 127 - (sub & 23);",
+    f"  {t} m = ({t})((bits & 8388607) | 1065353216);  /* in [1, 2) */",
+    "  I big = m > 1.41421356f;",
+    f"  m = ({t})(((I)(m * 0.5f) & big) | ((I)m & ~big));",
+    "  D u = __builtin_convertvector(m, D) - 1.0, s = u / (u + 2.0), s2 = s * s;",
+    f"  {t} r = __builtin_convertvector(__builtin_convertvector(e - big, D) + s * {poly}, {t});",
+    "  I zero_in = x == 0.0f, inf_in = x == __builtin_inff(), nan_out = (x < 0.0f) | (x != x);",
+    f"  r = ({t})(((I)r & ~(zero_in | inf_in | nan_out)) | ((I)(zero - __builtin_inff()) & zero_in)"
+    " | ((I)(zero + __builtin_inff()) & inf_in));",
+    f"  return ({t})(((I)r & ~nan_out) | ((I)(zero + __builtin_nanf(\"\")) & nan_out));",
+    "}"])
+
 @dataclass(frozen=True)
 class ClangRenderer(CStyleLanguage):
   """C for the CPU backend, compiled by clang or gcc (half is __fp16 with clang, _Float16 with gcc)."""
@@ -212,11 +268,30 @@ class ClangRenderer(CStyleLanguage):
     if dt.count == 1: return super().render_const(val, dt)
     return f"(({self.render_dtype(dt)}){{{', '.join([super().render_const(val, dt.scalar())] * dt.count)}}})"
   def render_prelude(self, uops: list[UOp]) -> list[str]:
-    """The GNU vector types the kernel uses (gcc and clang), and an unaligned variant for loads and stores."""
+    """The GNU vector types the kernel uses (gcc and clang), an unaligned variant for loads and stores, and the vector
+    exp2 and log2 functions it calls."""
     vecs = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
+    fns = sorted({(u.op is Ops.LOG2, u.dtype) for u in uops
+                  if u.op in (Ops.EXP2, Ops.LOG2) and u.dtype.count > 1 and u.dtype.scalar() == dtypes.float32})
     return [f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)}{sfx} "
             f"__attribute__((vector_size({dt.itemsize}){align}));"
-            for dt in vecs for sfx, align in (("", ""), ("_u", f", aligned({dt.scalar().itemsize})"))]
+            for dt in vecs for sfx, align in (("", ""), ("_u", f", aligned({dt.scalar().itemsize})"))] + \
+      [(vector_log2 if log else vector_exp2)(self.render_dtype(dt)) for log, dt in fns]
+  def render_alu(self, u: UOp, src: list[str]) -> str:
+    """Vectors: MAX as a bitwise select (C has no ?: on vectors), float exp2 and log2 as vector_exp2 and vector_log2,
+    other math lane by lane."""
+    dt = u.dtype
+    if dt.count == 1 or u.op not in (Ops.MAX, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC):
+      return super().render_alu(u, src)
+    if u.op is Ops.MAX:  # (a > b or a is nan) ? a : b in each lane; a cast between vector types keeps the bits
+      a, b = src
+      return (f"({{__typeof__({a} > {b}) m_ = ({a} > {b}) | ({a} != {a}); "
+              f"({self.render_dtype(dt)})((m_ & (__typeof__(m_)){a}) | (~m_ & (__typeof__(m_)){b}));}})")
+    if u.op in (Ops.EXP2, Ops.LOG2) and dt.scalar() == dtypes.float32:
+      return f"fg_{'exp2' if u.op is Ops.EXP2 else 'log2'}_{self.render_dtype(dt)}({src[0]})"
+    fn = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}[u.op]
+    lanes = ", ".join(self.render_math(fn, f"{src[0]}[{i}]", dt.scalar()) for i in range(dt.count))
+    return f"(({self.render_dtype(dt)}){{{lanes}}})"
   def render_load(self, u: UOp, buf: str, idx: str) -> str:
     if u.dtype.count == 1: return super().render_load(u, buf, idx)
     return f"*((const {self.render_dtype(u.dtype)}_u*)({buf}+{idx}))"
