@@ -311,9 +311,14 @@ class ClangRenderer(CStyleLanguage):
   def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
                          inner: list[str]) -> tuple[list[str], list[str]]:
     """An OpenMP loop calling the body in a function of its own: there the pointers stay `restrict` and the compiler
-    vectorizes as it would without threads."""
+    vectorizes as it would without threads. The counter arrives as `{counter}_` and is taken modulo the loop's size
+    (unsigned), which changes nothing but tells the compiler its range: with -fwrapv and an index of unknown range the
+    index math stays 32-bit, each load sign-extends its own index and the registers spill (conv2's weight gradient in
+    the MNIST step: 116 ms instead of 75)."""
     args, counter = ", ".join(p.split()[-1] for p in params), var.split()[-1]
-    body_fn = ([f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const {var}'])}) {{"]
+    ctype = var[:-len(counter)].strip()
+    body_fn = ([f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const {var}_'])}) {{",
+                f"  const {var} = ({ctype})((unsigned {ctype}){counter}_ % (unsigned {ctype})({size}));"]
                + inner + ["}"])
     loop = [f"  #pragma omp parallel for num_threads({self.threads})",
             f"  for ({var} = 0; {counter} < {size}; {counter}++) {name}_body({args}, {counter});"]

@@ -161,9 +161,19 @@ class SharedLibrary:
       path = f.name
     try: self.dll = ctypes.CDLL(path)
     finally: os.unlink(path)
+    _pin_openmp()
   def __del__(self) -> None:
     dll = self.__dict__.pop("dll", None)
     if dll is not None and _dlclose is not None: _dlclose(dll._handle)
+
+# OpenMP runtimes a kernel library brought in stay loaded: unloading one with the last library that used it, while its
+# sleeping worker threads still exist, crashes the process (gcc's libgomp beside clang's libomp)
+_openmp_runtimes: dict[str, ctypes.CDLL] = {}
+def _pin_openmp() -> None:
+  for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
+    if name in _openmp_runtimes or not hasattr(os, "RTLD_NOLOAD"): continue
+    try: _openmp_runtimes[name] = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # only if already loaded
+    except OSError: pass
 
 # the libraries loaded now, by the sha256 of their bytes: the kernels compiled in one batch share their library
 _loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDictionary()
