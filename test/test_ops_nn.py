@@ -38,6 +38,22 @@ def test_conv2d(bs, cin, cout, hw, k, kw):
 def test_conv2d_no_bias():
   helper_test_op([(2, 3, 5, 6), (4, 3, 3, 3)], lambda x, w: F.conv2d(x, w), lambda x, w: x.conv2d(w), atol=1e-5)
 
+def test_conv2d_uint8_input_weight_grad():
+  """Raw uint8 pixels into a float conv (MNIST's first layer): values and the weight's gradient as torch's on the
+  pixels cast to float (the gradient goes through the conv's own rule, the pixels cast once)."""
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, (16, 1, 12, 12)).astype(np.uint8)
+  w, g = rng.standard_normal((8, 1, 5, 5)).astype(np.float32), rng.standard_normal((16, 8, 8, 8)).astype(np.float32)
+  tw = torch.tensor(w, requires_grad=True)
+  F.conv2d(torch.tensor(x).float(), tw).backward(torch.tensor(g))
+  fw = Tensor(w, requires_grad=True)
+  out = Tensor(x).conv2d(fw)
+  assert out.dtype == dtypes.float32
+  out.backward(Tensor(g))
+  want = F.conv2d(torch.tensor(x).float(), torch.tensor(w)).numpy()
+  np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-3)
+  np.testing.assert_allclose(fw.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-2)
+
 def test_conv2d_asymmetric_padding():
   # flat (left, right, top, bottom), as torch.nn.functional.pad
   pad = (2, 0, 1, 3)

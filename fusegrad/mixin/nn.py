@@ -142,6 +142,9 @@ class NNMixin:
       if any(s != 1 for s in s_): raise ValueError("conv2d: padding='same' needs stride 1")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for d, k in zip(d_, k_)]
     pads = _resolve_pads(padding, n, "conv2d")
+    # integer input, float weights (raw pixels): cast first, as the product would, so the gradient rule below applies
+    if dtype is None and dtypes.is_float(weight.dtype) and not dtypes.is_float(self.dtype):
+      self = self.cast(weight.dtype)
     x = _pad_last(self, pads)._pool(k_, s_, d_)  # (bs, cin, *o, *k)
     o_, rcout = x.shape[2:2 + n], cout // groups
     # (bs, groups, rcout, *o, cin_g, *k) * (1, groups, rcout, *1, cin_g, *k), summed over cin_g and the kernel
