@@ -71,6 +71,8 @@ def _arg_key(arg: Any) -> Any:
 def _uninterned(ref: weakref.KeyedRef) -> None:
   if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
 
+_BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
   __slots__ = ("op", "dtype", "src", "arg", "_cache", "__weakref__")
@@ -139,6 +141,7 @@ class UOp:
     """A constant of this node's dtype (and, for tensor-graph nodes, its shape and device)."""
     return UOp.const(self.dtype, val, self.shape or None, self.device)
   def alu(self, op: Ops, *src: UOp) -> UOp:
+    if self.dtype == dtypes.bool and op in _BOOL_ARITH: op = _BOOL_ARITH[op]  # bool + is or, bool * is and (torch)
     out_dtype = dtypes.bool if op in GroupOp.Comparison else (src[-1].dtype if op is Ops.WHERE else self.dtype)
     return UOp(op, out_dtype, (self,) + src)
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
