@@ -233,6 +233,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
+    if self.uop.op not in state.VIEW_OPS and not state.is_realized(self.uop): self.realize()  # comes out in order
     chain, base = state.view_chain(self.uop)
     if base.op is Ops.BUFFER and base.arg.size == self.numel() and all(c.op is Ops.RESHAPE for c in chain):
       return base.arg  # already in order

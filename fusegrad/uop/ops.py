@@ -72,6 +72,7 @@ def _uninterned(ref: weakref.KeyedRef) -> None:
   if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
 
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+_shaped_consts: dict[tuple, UOp] = {}  # (dtype, value key, shape, device) -> the broadcast constant (UOp.const)
 
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
@@ -134,9 +135,14 @@ class UOp:
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
     """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
-    src = () if device is None else (UOp(Ops.DEVICE, arg=device),)
-    ret = UOp(Ops.CONST, dtype, src, dtypes.as_const(val, dtype))
-    return ret if shape is None else ret.reshape((1,) * len(shape)).expand(shape)
+    val = dtypes.as_const(val, dtype)
+    if shape is not None and (ret := _shaped_consts.get(key := (dtype, _arg_key(val), tuple(shape), device))):
+      return ret  # the 4 nodes of a tensor constant (Tensor + 1 makes one), kept for the next use
+    ret = UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), val)
+    if shape is None: return ret
+    if len(_shaped_consts) >= 256: _shaped_consts.clear()
+    ret = _shaped_consts[key] = ret.reshape((1,) * len(shape)).expand(shape)
+    return ret
   def const_like(self, val: Any) -> UOp:
     """A constant of this node's dtype (and, for tensor-graph nodes, its shape and device)."""
     return UOp.const(self.dtype, val, self.shape or None, self.device)
