@@ -63,9 +63,11 @@ class AxisType(Enum):
   THREAD = auto()   # a CPU thread index
   def __repr__(self) -> str: return f"AxisType.{self.name}"
 
+_pack_d = struct.Struct("<d").pack
+
 def _arg_key(arg: Any) -> Any:
   # floats are keyed by their bits so that 0.0 and -0.0 (and each nan) stay distinct constants
-  if type(arg) is float: return ("f", struct.pack("<d", arg))
+  if type(arg) is float: return ("f", _pack_d(arg))
   return arg
 
 def _uninterned(ref: weakref.KeyedRef) -> None:
@@ -85,7 +87,7 @@ class UOp:
   _cache: dict[str, Any]  # derived facts (shape, device, bounds ...), computed once per node
 
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-    key = (op, dtype, src, _arg_key(arg))
+    key = (op, dtype, src, ("f", _pack_d(arg)) if type(arg) is float else arg)  # _arg_key, inlined (hot)
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
