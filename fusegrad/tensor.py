@@ -234,9 +234,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
-    if self.uop.op not in state.VIEW_OPS and not state.is_realized(self.uop): self.realize()  # comes out in order
-    chain, base = state.view_chain(self.uop)
-    if base.op is Ops.BUFFER and base.arg.size == self.numel() and all(c.op is Ops.RESHAPE for c in chain):
+    if (u := self.uop).op not in state.VIEW_OPS and not state.is_realized(u): u = self.realize().uop  # in order
+    chain, base = state.view_chain(u)
+    if base.op is Ops.BUFFER and base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain):
       return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
@@ -720,9 +720,10 @@ def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
   of the buffer written: it follows later writes into it."""
   lazy = t.uop
   if state.view_base(lazy).op is Ops.ASSIGN:
-    t.uop = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
-  else: t.uop = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
-  if t.uop is lazy: return True
+    new = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
+  else: new = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
+  if new is lazy: return True
+  t.uop = new
   _remember_lazy_def(t, lazy)
   return state.claim_storage(t, lazy)
 
