@@ -234,8 +234,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
-    if (u := self.uop).op not in state.VIEW_OPS and not state.is_realized(u): u = self.realize().uop  # in order
-    chain, base = state.view_chain(u)
+    chain, base = state.view_chain(u := self.uop)
     if base.op is Ops.BUFFER and base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain):
       return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
