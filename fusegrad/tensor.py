@@ -16,6 +16,7 @@ from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
+from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
 from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError
 from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
@@ -211,18 +212,18 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
-    from fusegrad.engine.realize import pending_index_checks, verify_index_checks, capturing_checks
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
     if todo:
-      checks = pending_index_checks([t.uop for t in todo])  # out-of-range index flags, computed in the same schedule
+      # out-of-range index flags, computed in the same schedule
+      checks = engine_realize.pending_index_checks([t.uop for t in todo])
       flat = [c for cs in checks.values() for c in cs]
       flags = [Tensor(c.flag) for c in flat]
       copies += _realize(todo + flags)
-      if flags and capturing_checks:  # TinyJit replays read these flags' buffers again
+      if flags and engine_realize.capturing_checks:  # TinyJit replays read these flags' buffers again
         bases = [state.view_base(f.uop) for f in flags]
-        capturing_checks[-1] += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
-      if flags: verify_index_checks(checks, [f.item() for f in flags])
+        engine_realize.capturing_checks[-1] += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
+      if flags: engine_realize.verify_index_checks(checks, [f.item() for f in flags])
     if copies:  # tensors that computed the same value as another live tensor get their own copy of it
       for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
       Tensor.realize_all(copies)
@@ -233,8 +234,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
-    chain, base = state.view_chain(self.uop)
-    if base.op is Ops.BUFFER and base.arg.size == self.numel() and all(c.op is Ops.RESHAPE for c in chain):
+    chain, base = state.view_chain(u := self.uop)
+    if base.op is Ops.BUFFER and base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain):
       return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
@@ -263,9 +264,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
-    if self.dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
-    if 0 in self.shape: return np.zeros(self.shape, dtype=to_numpy(self.dtype))
-    ret = np.empty(self.shape, dtype=to_numpy(self.dtype))
+    dtype, shape = self.uop.dtype, self._uop.shape
+    if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
+    if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
+    ret = np.empty(shape, dtype=to_numpy(dtype))
     self._buffer().copyout(ret.data)  # straight into the array: one copy
     return ret
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
@@ -717,9 +719,10 @@ def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
   of the buffer written: it follows later writes into it."""
   lazy = t.uop
   if state.view_base(lazy).op is Ops.ASSIGN:
-    t.uop = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
-  else: t.uop = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
-  if t.uop is lazy: return True
+    new = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
+  else: new = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
+  if new is lazy: return True
+  t.uop = new
   _remember_lazy_def(t, lazy)
   return state.claim_storage(t, lazy)
 
@@ -731,17 +734,16 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
 
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
-  from fusegrad.engine.schedule import copy_item
-  from fusegrad.engine.cache import cached_schedule
-  from fusegrad.engine.realize import lower_schedule, lower_schedule_item, run_exec_items
-  sched = cached_schedule([t.uop for t in todo])
-  items = lower_schedule(sched.items)  # compile first: an error leaves every tensor as it was
+  sched = engine_cache.cached_schedule([t.uop for t in todo])
+  items = engine_realize.lower_schedule(sched.items)  # compile first: an error leaves every tensor as it was
   state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]
   overwritten = sched.overwritten
   del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
-  items = state.snapshot_before(overwritten, items, lambda dest, src: lower_schedule_item(copy_item(dest, src)))
-  try: run_exec_items(items)
+  def copy_aside(dest: Buffer, src: Buffer) -> Any:
+    return engine_realize.lower_schedule_item(engine_schedule.copy_item(dest, src))
+  items = state.snapshot_before(overwritten, items, copy_aside)
+  try: engine_realize.run_exec_items(items)
   except Exception:
     state.forget({ei.bufs[0] for ei in items})
     raise

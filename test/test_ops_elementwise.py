@@ -808,3 +808,23 @@ def test_acosh_grad_below_one():  # torch: 1/sqrt(x^2 - 1), finite and positive 
 @pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16])
 def test_sigmoid_extremes_no_nan(dtype):
   _grad_at(Tensor.sigmoid, torch.sigmoid, [-300.0, 300.0, -1e4, 1e4, -math.inf, math.inf, 0.0], dtype)
+
+def test_bool_arithmetic():
+  """bool + bool is logical or and bool * bool logical and (the result stays bool), also when fused into a cast or a
+  constant; bool - bool raises, as in torch."""
+  x, t = pair([True, False, True, False], dtypes.bool)
+  y, u = pair([True, True, False, False], dtypes.bool)
+  cases = [("(x+x)*3", lambda a, b: (a + a) * 3), ("(x+y)*3", lambda a, b: (a + b) * 3),
+           ("(x*y)*3", lambda a, b: (a * b) * 3), ("x+y", lambda a, b: a + b), ("x*y", lambda a, b: a * b),
+           ("(x+y+x)*2.5", lambda a, b: (a + b + a) * 2.5), ("x+True", lambda a, b: (a + True) + b),
+           ("(x*True)*2", lambda a, b: (a * True + b) * 2), ("x+1", lambda a, b: a + b + 1),
+           ("(x+y).int()+(x*y).int()", lambda a, b: (a + b).int() + (a * b).int()),
+           ("((x+y)*x).float().mean()", lambda a, b: ((a + b) * a).float().mean())]
+  check_all([Result(name, fn(x, y), fn(t, u), int64_is_default=True) for name, fn in cases] +
+            [Result("(x+y).sum()", (x + y).sum(), (t + u).sum())])  # a bool sum is int64 in both
+  # a constant folded bool sum: True + True is True
+  check(Tensor(True) + Tensor(True), torch.tensor(True) + torch.tensor(True))
+  check((Tensor.full((3,), True) + True) * 3, (torch.full((3,), True) + True) * 3, int64_is_default=True)
+  for bad in (lambda a, b: a - b, lambda a, b: a - True, lambda a, b: True - a):
+    with pytest.raises(Exception): bad(t, u)
+    with pytest.raises(TypeError, match="bool"): bad(x, y)

@@ -98,6 +98,7 @@ class Template:
   overwritten: list[tuple[VersionRef, int]]
   made: list[tuple[str, int, Any]]  # the buffers the schedule makes: device, size, dtype
   new: list[tuple[int, Any]]  # the versions it writes: buffer ref, dtype
+  reads_input: tuple[bool, ...] = ()  # Graph.reads_input by node position (the key fixes it)
   filled: OrderedDict[tuple, list[UOp]] = field(default_factory=OrderedDict)  # kernels with constants, by values
 
 def _fill_one(ast: UOp, num: _Numbering) -> UOp:
@@ -154,7 +155,8 @@ def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
     else: raise _Uncacheable
   items = [(si.ast, tuple(buf(b) for b in si.bufs), dict(si.var_vals)) for si in sched.items]
   overwritten = [(version(vid, None), i) for vid, (_, i) in zip(sched.overwritten_ids, sched.overwritten)]
-  return Template(items, becomes, overwritten, made_parts, new_parts)
+  reads = g.reads_input()
+  return Template(items, becomes, overwritten, made_parts, new_parts, tuple(reads[n] for n in g.nodes))
 
 def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
   """The schedule t stands for, for graph g (whose key is t's): the key's buffers, new ones for those it makes."""
@@ -175,7 +177,7 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
                                                                                                    t.items)]
   versions = [(version(r), i) for r, i in t.overwritten]
   return Schedule(items, becomes, [(weakref.ref(v), i) for v, i in versions],
-                  [state.version_id(v) for v, _ in versions], g.reads_input())
+                  [state.version_id(v) for v, _ in versions], dict(zip(g.nodes, t.reads_input)))
 
 # *** the cache ***
 

@@ -173,15 +173,19 @@ class ExecItem:
   runner: Runner
   bufs: list[Buffer]
   var_vals: dict[UOp, int] = field(default_factory=dict)
+  # bytes the buffers hold, counted at the first run (TinyJit swaps in buffers of the same sizes)
+  mem: int = field(default=-1, repr=False)
   def run(self, var_vals: dict[UOp, int] | None = None, wait: bool = False, jit: bool = False) -> float | None:
     for b in self.bufs:
       if b._buf is None: b.allocate()
     vv = self.var_vals if not var_vals else {**self.var_vals, **var_vals}
     debug = DEBUG.value >= 2
-    et = self.runner(self.bufs, vv, wait=wait or debug)
-    GlobalCounters.global_ops += self.runner.flops
-    GlobalCounters.global_mem += sum(b.size * b.dtype.itemsize for b in self.bufs)
-    if isinstance(self.runner, CompiledRunner): GlobalCounters.kernel_count += 1
+    runner = self.runner
+    et = runner(self.bufs, vv, wait=wait or debug)
+    if self.mem < 0: self.mem = sum(b.size * b.dtype.itemsize for b in self.bufs)
+    GlobalCounters.global_ops += runner.flops
+    GlobalCounters.global_mem += self.mem
+    if isinstance(runner, CompiledRunner): GlobalCounters.kernel_count += 1
     if et is not None: GlobalCounters.time_sum_s += et
     if debug: self._print(et, jit)
     return et

@@ -335,17 +335,29 @@ class Graph:
 
 def collect(outs: list[UOp]) -> Graph:
   """The nodes under outs, not looking below a BUFFER or a node whose value is stored already (state.lookup)."""
-  sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
   becomes: dict[UOp, UOp] = {}
   leaves: set[UOp] = set()  # nodes computed before (or old versions): becomes holds where their values are now
-  def is_leaf(n: UOp) -> bool:
-    if n in becomes: return True
+  def below(n: UOp) -> tuple[UOp, ...]:
     if (view := state.lookup(n)) is not None:
       becomes[n] = state.resolve(view)
       leaves.add(n)
-    return n.op is Ops.BUFFER or n in becomes
-  nodes = [n for n in sink.toposort(gate=lambda n: not is_leaf(n)) if n is not sink]
-  return Graph(list(outs), nodes, becomes, leaves)
+      return ()
+    return () if n.op is Ops.BUFFER else n.src
+  # the toposort of SINK(outs) without the SINK, inlined: this walk runs at every realize
+  visited: dict[UOp, None] = {}
+  for out in outs:
+    if out in visited: continue
+    stack = [(out, iter(below(out)))]
+    while stack:
+      node, srcs = stack[-1]
+      for s in srcs:
+        if s not in visited:
+          stack.append((s, iter(below(s))))
+          break
+      else:
+        stack.pop()
+        visited[node] = None
+  return Graph(list(outs), list(visited), becomes, leaves)
 
 def create_schedule(outs: list[UOp]) -> Schedule:
   """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""

@@ -94,7 +94,21 @@ class Realized:
   view: UOp
   epoch: int  # which schedule stored it (see capture)
 
-memo: weakref.WeakKeyDictionary[UOp, Realized] = weakref.WeakKeyDictionary()
+class _Memo:
+  """node -> Realized, weakly: the entry is kept in the node's own _cache, so it lives exactly as long as the node and
+  a lookup (one per node of every graph realized) is a plain dict get; a weak set of the nodes with one, for forget."""
+  def __init__(self) -> None: self.nodes: weakref.WeakSet[UOp] = weakref.WeakSet()
+  def get(self, n: UOp) -> Realized | None: return n._cache.get("realized")
+  def __setitem__(self, n: UOp, entry: Realized) -> None:
+    n._cache["realized"] = entry
+    self.nodes.add(n)
+  def pop(self, n: UOp, default: Any = None) -> Any:
+    self.nodes.discard(n)
+    return n._cache.pop("realized", default)
+  def items(self) -> list[tuple[UOp, Realized]]:
+    return [(n, n._cache["realized"]) for n in list(self.nodes) if "realized" in n._cache]
+
+memo = _Memo()
 _epoch = 0
 _capture_since: list[int] = []
 

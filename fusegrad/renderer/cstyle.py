@@ -77,6 +77,7 @@ class CStyleLanguage(Renderer):
       return _signed_idiv(a, b) if op is Ops.IDIV else _signed_mod(a, b)
     infix = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
              Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+    if dt == dtypes.bool and op in (Ops.ADD, Ops.MUL): op = Ops.OR if op is Ops.ADD else Ops.AND  # not 1+1 == 2
     if op in infix: return f"({a}{infix[op]}{b})"
     raise NotImplementedError(f"{type(self).__name__} can't render {op}")
 

@@ -27,7 +27,8 @@ class CPUAllocator(Allocator):
     addr = ctypes.addressof(raw)
     return CPUBuffer(raw, addr + (-addr % 64), nbytes)
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
-    if src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
+    if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
+    elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)

@@ -63,13 +63,18 @@ class AxisType(Enum):
   THREAD = auto()   # a CPU thread index
   def __repr__(self) -> str: return f"AxisType.{self.name}"
 
+_pack_d = struct.Struct("<d").pack
+
 def _arg_key(arg: Any) -> Any:
   # floats are keyed by their bits so that 0.0 and -0.0 (and each nan) stay distinct constants
-  if type(arg) is float: return ("f", struct.pack("<d", arg))
+  if type(arg) is float: return ("f", _pack_d(arg))
   return arg
 
 def _uninterned(ref: weakref.KeyedRef) -> None:
   if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
+
+_BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+_shaped_consts: dict[tuple, UOp] = {}  # (dtype, value key, shape, device) -> the broadcast constant (UOp.const)
 
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
@@ -82,7 +87,7 @@ class UOp:
   _cache: dict[str, Any]  # derived facts (shape, device, bounds ...), computed once per node
 
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-    key = (op, dtype, src, _arg_key(arg))
+    key = (op, dtype, src, ("f", _pack_d(arg)) if type(arg) is float else arg)  # _arg_key, inlined (hot)
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
@@ -132,13 +137,19 @@ class UOp:
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
     """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
-    src = () if device is None else (UOp(Ops.DEVICE, arg=device),)
-    ret = UOp(Ops.CONST, dtype, src, dtypes.as_const(val, dtype))
-    return ret if shape is None else ret.reshape((1,) * len(shape)).expand(shape)
+    val = dtypes.as_const(val, dtype)
+    if shape is not None and (ret := _shaped_consts.get(key := (dtype, _arg_key(val), tuple(shape), device))):
+      return ret  # the 4 nodes of a tensor constant (Tensor + 1 makes one), kept for the next use
+    ret = UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), val)
+    if shape is None: return ret
+    if len(_shaped_consts) >= 256: _shaped_consts.clear()
+    ret = _shaped_consts[key] = ret.reshape((1,) * len(shape)).expand(shape)
+    return ret
   def const_like(self, val: Any) -> UOp:
     """A constant of this node's dtype (and, for tensor-graph nodes, its shape and device)."""
     return UOp.const(self.dtype, val, self.shape or None, self.device)
   def alu(self, op: Ops, *src: UOp) -> UOp:
+    if self.dtype == dtypes.bool and op in _BOOL_ARITH: op = _BOOL_ARITH[op]  # bool + is or, bool * is and (torch)
     out_dtype = dtypes.bool if op in GroupOp.Comparison else (src[-1].dtype if op is Ops.WHERE else self.dtype)
     return UOp(op, out_dtype, (self,) + src)
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))

@@ -13,6 +13,7 @@ from fusegrad.codegen.lower import merge_axes
 from fusegrad.codegen.kernel import range_size
 from fusegrad.codegen.heuristic import hand_coded_optimizations
 from fusegrad.renderer.cstyle import ClangRenderer
+from fusegrad.uop.ops import UOp
 from fusegrad.engine.realize import CompiledRunner, ExecItem, run_schedule
 from fusegrad.engine.schedule import ScheduleItem
 from fusegrad.uop.ops import Ops, AxisType
@@ -289,3 +290,13 @@ def test_packed_matmul_gradients(m):
   np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
   np.testing.assert_allclose(tw.grad.numpy(), x.T @ g, atol=1e-3, rtol=1e-4)
   np.testing.assert_allclose(tx.grad.numpy(), g @ w.T, atol=1e-3, rtol=1e-4)
+
+def test_render_bool_add_mul_as_or_and():
+  """A bool ADD/MUL built directly (not through UOp.alu, which makes them OR/AND) still renders as | and &:
+  in C, true+true is the int 2, which a cast to int would keep."""
+  a, b = UOp(Ops.DEFINE_VAR, dtypes.bool, arg=("a", 0, 1)), UOp(Ops.DEFINE_VAR, dtypes.bool, arg=("b", 0, 1))
+  r = ClangRenderer()
+  assert r.render_alu(UOp(Ops.ADD, dtypes.bool, (a, b)), ["a", "b"]) == "(a|b)"
+  assert r.render_alu(UOp(Ops.MUL, dtypes.bool, (a, b)), ["a", "b"]) == "(a&b)"
+  assert r.render_alu(UOp(Ops.ADD, dtypes.int, (a, b)), ["a", "b"]) == "(a+b)"
+  assert (a + b).op is Ops.OR and (a * b).op is Ops.AND and (a * b).dtype == dtypes.bool

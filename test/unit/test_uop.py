@@ -107,3 +107,15 @@ class TestLazyShapes:
     with pytest.raises(ValueError, match="expand"): x.expand((4, 3))
     with pytest.raises(ValueError, match="pad"): x.pad(((-1, 0), (0, 0)))
     with pytest.raises(ValueError, match="shrink"): x.shrink(((0, 3), (0, 3)))
+
+def test_shaped_constants_are_reused_and_keep_their_values():
+  """UOp.const with a shape keeps the broadcast node for reuse: equal constants give one node; -0.0, another dtype,
+  shape or device give their own (the value a constant holds is its dtype's)."""
+  a = UOp.const(dtypes.float32, 1, (3, 2), "CPU")
+  assert a is UOp.const(dtypes.float32, 1.0, (3, 2), "CPU") and a.shape == (3, 2) and a.base.arg == 1.0
+  z, nz = UOp.const(dtypes.float32, 0.0, (3,), "CPU"), UOp.const(dtypes.float32, -0.0, (3,), "CPU")
+  assert z is not nz and math.copysign(1, nz.base.arg) == -1 and math.copysign(1, z.base.arg) == 1
+  assert UOp.const(dtypes.int32, 2.7, (3,), "CPU").base.arg == 2 and UOp.const(dtypes.bool, 2, (3,), "CPU").base.arg is True
+  others = [UOp.const(dtypes.int32, 1, (3, 2), "CPU"), UOp.const(dtypes.float32, 1, (2, 3), "CPU"),
+            UOp.const(dtypes.float32, 1, (3, 2), "PYTHON"), UOp.const(dtypes.float32, 1)]
+  assert all(o is not a for o in others) and others[2].device == "PYTHON" and others[3].shape == ()
