@@ -197,3 +197,11 @@ def test_training_loop_same_with_and_without_the_cache():
   (la, pa), (lb, pb) = train(512), train(0)
   assert la == lb
   for a, b in zip(pa, pb): np.testing.assert_array_equal(a, b)
+
+def test_filled_constant_that_removes_a_load():
+  # the kernel is built with 2.0 as a placeholder, so it loads both a and b; filling in 2.0 folds the where and drops
+  # a's load: the kernel's buffers must be renumbered with it (b was read through a's slot)
+  a, b = Tensor([1.0, 2.0, 3.0]).realize(), Tensor([4.0, 5.0, 6.0]).realize()
+  for c in [2.0, 3.0, 2.0]:
+    out = (Tensor.full((3,), c) == 0).where(a, b * c)
+    np.testing.assert_equal(out.numpy(), np.array([4.0, 5.0, 6.0], np.float32) * c)

@@ -99,20 +99,32 @@ class Template:
   made: list[tuple[str, int, Any]]  # the buffers the schedule makes: device, size, dtype
   new: list[tuple[int, Any]]  # the versions it writes: buffer ref, dtype
   reads_input: tuple[bool, ...] = ()  # Graph.reads_input by node position (the key fixes it)
-  filled: OrderedDict[tuple, list[UOp]] = field(default_factory=OrderedDict)  # kernels with constants, by values
+  filled: OrderedDict[tuple, list[tuple[UOp, tuple[int, ...] | None]]] = field(default_factory=OrderedDict)  # by values
 
-def _fill_one(ast: UOp, num: _Numbering) -> UOp:
-  """A kernel made with placeholders, with the constants in it, simplified as the scheduler would have."""
-  return new if (new := ast.substitute(num.fill)) is ast else simplify(new)
+def _fill_one(ast: UOp, num: _Numbering) -> tuple[UOp, tuple[int, ...] | None]:
+  """A kernel made with placeholders, with the constants in it, simplified as the scheduler would have; and if that
+  removed every load of a buffer (a where its value decides), the positions of the buffers it still uses (renumbered,
+  as the scheduler drops unused buffers)."""
+  if (new := ast.substitute(num.fill)) is ast: return ast, None
+  new = simplify(new)
+  before = {u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}
+  used = sorted({u.arg for u in new.toposort() if u.op is Ops.DEFINE_GLOBAL})
+  if len(used) == len(before): return new, None
+  return new.substitute({before[old]: before[old].replace(arg=i) for i, old in enumerate(used)}), tuple(used)
+
+def _pick(bufs: tuple, kept: tuple[int, ...] | None) -> tuple:
+  return bufs if kept is None else tuple(bufs[i] for i in kept)
 
 def fill(sched: Schedule, num: _Numbering) -> Schedule:
   """sched (made with the float constants as placeholders) with the constants' values in its kernels."""
-  if num.fill: sched.items = [ScheduleItem(_fill_one(si.ast, num), si.bufs, si.var_vals) for si in sched.items]
+  if num.fill:
+    sched.items = [ScheduleItem(ast, _pick(si.bufs, kept), si.var_vals)
+                   for si in sched.items for ast, kept in [_fill_one(si.ast, num)]]
   return sched
 
-def _filled(t: Template, num: _Numbering) -> list[UOp]:
+def _filled(t: Template, num: _Numbering) -> list[tuple[UOp, tuple[int, ...] | None]]:
   """t's kernels with num's constants in them (the last few sets of values are kept)."""
-  if not num.fill: return [ast for ast, _, _ in t.items]
+  if not num.fill: return [(ast, None) for ast, _, _ in t.items]
   if (asts := t.filled.get(values := tuple(num.values))) is None:
     asts = t.filled[values] = [_fill_one(ast, num) for ast, _, _ in t.items]
     if len(t.filled) > 4: t.filled.popitem(last=False)
@@ -173,8 +185,8 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
     for op, dtype, arg in reversed(r[0]): u = UOp(op, dtype, (u,), arg)
     return u
   becomes = {(g.nodes[k[1]] if k[0] == "node" else version(k)): view(v) for k, v in t.becomes}
-  items = [ScheduleItem(ast, tuple(buf(b) for b in refs), dict(vv)) for ast, (_, refs, vv) in zip(_filled(t, num),
-                                                                                                   t.items)]
+  items = [ScheduleItem(ast, tuple(buf(b) for b in _pick(refs, kept)), dict(vv))
+           for (ast, kept), (_, refs, vv) in zip(_filled(t, num), t.items)]
   versions = [(version(r), i) for r, i in t.overwritten]
   return Schedule(items, becomes, [(weakref.ref(v), i) for v, i in versions],
                   [state.version_id(v) for v, _ in versions], dict(zip(g.nodes, t.reads_input)))

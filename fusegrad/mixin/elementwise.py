@@ -537,7 +537,7 @@ def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = No
     db = (et == 0).where(0.0, gt * et * bt.pow(et - 1 if scalar is None else scalar - 1))
     de = ((bt == 0) & (et >= 0)).where(0.0, gt * Tensor(n) * bt.log())
     return db.uop, de.uop
-  return Tensor(with_rule(ret.uop, (b.uop, e.uop), rule))
+  return b._new(with_rule(ret.uop, (b.uop, e.uop), rule), e)  # requires grad as b ** e does
 
 def _pow_float(b: Tensor, e: Tensor) -> Tensor:
   """b ** e for float tensors of one shape and dtype, with IEEE pow's special cases.
