@@ -37,7 +37,7 @@ class TestBatch:
     assert [run_kernel(f"k{i}", lib) for i, lib in enumerate(libs)] == [i + 0.5 for i in range(5)]  # type: ignore
     def no_compile(*args): raise AssertionError("compiled again")
     monkeypatch.setattr(type(compiler), "compile", no_compile)
-    monkeypatch.setattr(type(compiler), "compile_batch", no_compile)
+    monkeypatch.setattr(type(compiler), "start_batch", no_compile)
     for i, src in enumerate(srcs): assert run_kernel(f"k{i}", compiler.compile_cached(src)) == i + 0.5
 
   def test_same_function_names_go_to_different_units(self, fresh_cache):
@@ -61,11 +61,11 @@ class TestBatch:
 
   def test_schedule_compiles_in_one_batch(self, fresh_cache, monkeypatch):
     compiler, batches = Device["CPU"].compiler, []
-    batch = type(compiler).compile_batch
-    def counting(self, srcs):
+    start = type(compiler).start_batch
+    def counting(self, srcs, units=0):
       batches.append(len(srcs))
-      return batch(self, srcs)
-    monkeypatch.setattr(type(compiler), "compile_batch", counting)
+      return start(self, srcs, units)
+    monkeypatch.setattr(type(compiler), "start_batch", counting)
     x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
     outs = [(x + 1).contiguous(), (x * 3).contiguous(), x.sum(), (x - 2).max()]
     Tensor.realize(*outs)
