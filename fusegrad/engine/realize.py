@@ -230,7 +230,7 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
 # bytes of new kernel source that start compiling (in one background process) while codegen goes on with the rest
-COMPILE_CHUNK = 1 << 17
+COMPILE_CHUNK = 1 << 18
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once
