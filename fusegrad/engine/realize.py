@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, to_function_name, dprint
-from fusegrad.helpers import PROGRAM_CACHE
+from fusegrad.helpers import PROGRAM_CACHE, getenv
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
 from fusegrad.codegen.cache import spec_key, cached_spec, cache_spec
@@ -229,8 +229,9 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   runner, params = get_runner(si.bufs[0].device, si.ast, len(si.bufs))
   return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
-# bytes of new kernel source that start compiling (in one background process) while codegen goes on with the rest
-COMPILE_CHUNK = 1 << 18
+# bytes of new kernel source that start compiling (in one background process) while codegen goes on with the rest;
+# 0: compile once codegen is done. Each batch is a compiler start-up more, and the overlap only pays with a core idle
+COMPILE_CHUNK = getenv("COMPILE_CHUNK", 1 << 18)
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once
@@ -242,7 +243,7 @@ def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   try:
     for si in schedule:
       items.append(ei := lower_schedule_item(si))
-      if (key := _add(todo, ei.runner, seen)) is not None and sum(map(len, todo[key])) >= COMPILE_CHUNK:
+      if (key := _add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])):
         started += _start(key, todo.pop(key), 1)
   except BaseException:
     with contextlib.suppress(Exception): _load(started)  # reap the compiler processes, keep the first error
