@@ -167,6 +167,10 @@ class Compiler:
       try: out.append(self.compile(src))
       except CompileError as e: out.append(e)
     return out
+  def start_batch(self, srcs: list[str], units: int = 0) -> Callable[[], list[bytes | CompileError]]:
+    """compile_batch started: calling the result waits for it. A backend whose compiler runs in other processes
+    returns while they run (in `units` of them: 0 is its default), so codegen can go on meanwhile."""
+    return functools.partial(self.compile_batch, srcs)
   def _get(self, key: str) -> bytes | None:
     assert self.cachekey is not None
     if (val := diskcache_get(self.cachekey, key)) is None or not val.startswith(b"ref:"): return val
@@ -174,21 +178,27 @@ class Compiler:
     return lib if lib is not None and hashlib.sha256(lib).hexdigest().encode() == val[4:] else None
   def compile_cached_batch(self, srcs: list[str]) -> list[bytes | CompileError]:
     """compile_batch of the sources the disk cache doesn't hold; every binary is cached per source."""
-    if self.cachekey is None: return self.compile_batch(srcs)
+    return self.start_cached_batch(srcs)()
+  def start_cached_batch(self, srcs: list[str], units: int = 0) -> Callable[[], list[bytes | CompileError]]:
+    """compile_cached_batch started (see start_batch): the cache is read now, the new binaries stored when waited."""
+    if self.cachekey is None: return self.start_batch(srcs, units)
     keys = [hashlib.sha256(src.encode()).hexdigest() for src in srcs]
     found: dict[str, bytes | CompileError] = {k: lib for k in dict.fromkeys(keys) if (lib := self._get(k)) is not None}
     missing = {k: src for k, src in zip(keys, srcs) if k not in found}
-    libs = self.compile_batch(list(missing.values()))
-    shared: dict[int, str] = {}  # id of a binary several kernels share -> its sha256, once stored
-    for key, lib in zip(missing, libs):
-      if isinstance(lib, bytes) and sum(x is lib for x in libs) > 1:
-        if id(lib) not in shared:
-          shared[id(lib)] = hashlib.sha256(lib).hexdigest()
-          diskcache_put(self.cachekey, f"lib:{shared[id(lib)]}", lib)
-        diskcache_put(self.cachekey, key, f"ref:{shared[id(lib)]}".encode())
-      elif isinstance(lib, bytes): diskcache_put(self.cachekey, key, lib)
-      found[key] = lib
-    return [found[k] for k in keys]
+    wait = self.start_batch(list(missing.values()), units) if missing else list
+    def finish() -> list[bytes | CompileError]:
+      libs, shared = wait(), dict[int, str]()  # shared: id of a binary several kernels share -> its sha256, once stored
+      assert self.cachekey is not None
+      for key, lib in zip(missing, libs):
+        if isinstance(lib, bytes) and sum(x is lib for x in libs) > 1:
+          if id(lib) not in shared:
+            shared[id(lib)] = hashlib.sha256(lib).hexdigest()
+            diskcache_put(self.cachekey, f"lib:{shared[id(lib)]}", lib)
+          diskcache_put(self.cachekey, key, f"ref:{shared[id(lib)]}".encode())
+        elif isinstance(lib, bytes): diskcache_put(self.cachekey, key, lib)
+        found[key] = lib
+      return [found[k] for k in keys]
+    return finish
   def compile_cached(self, src: str, fresh: bool = False) -> bytes:
     """compile(src), from the disk cache when there (fresh=True: compile again and replace the cached entry)."""
     key = hashlib.sha256(src.encode()).hexdigest()

@@ -37,7 +37,7 @@ class TestBatch:
     assert [run_kernel(f"k{i}", lib) for i, lib in enumerate(libs)] == [i + 0.5 for i in range(5)]  # type: ignore
     def no_compile(*args): raise AssertionError("compiled again")
     monkeypatch.setattr(type(compiler), "compile", no_compile)
-    monkeypatch.setattr(type(compiler), "compile_batch", no_compile)
+    monkeypatch.setattr(type(compiler), "start_batch", no_compile)
     for i, src in enumerate(srcs): assert run_kernel(f"k{i}", compiler.compile_cached(src)) == i + 0.5
 
   def test_same_function_names_go_to_different_units(self, fresh_cache):
@@ -61,16 +61,62 @@ class TestBatch:
 
   def test_schedule_compiles_in_one_batch(self, fresh_cache, monkeypatch):
     compiler, batches = Device["CPU"].compiler, []
-    batch = type(compiler).compile_batch
-    def counting(self, srcs):
+    start = type(compiler).start_batch
+    def counting(self, srcs, units=0):
       batches.append(len(srcs))
-      return batch(self, srcs)
-    monkeypatch.setattr(type(compiler), "compile_batch", counting)
+      return start(self, srcs, units)
+    monkeypatch.setattr(type(compiler), "start_batch", counting)
     x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
     outs = [(x + 1).contiguous(), (x * 3).contiguous(), x.sum(), (x - 2).max()]
     Tensor.realize(*outs)
     assert batches == [4]
     np.testing.assert_equal([o.numpy() for o in outs], [np.arange(8) + 1, np.arange(8) * 3, 28, 5])
+
+  def test_compiling_starts_while_codegen_goes_on(self, fresh_cache, monkeypatch):
+    """With COMPILE_CHUNK bytes of new source waiting, a batch starts (one process) before the next kernel's codegen;
+    what is left at the end is one batch over the cores. Every kernel gets its own library's function."""
+    from fusegrad.engine import realize
+    compiler, events = Device["CPU"].compiler, []
+    start, get_runner = type(compiler).start_batch, realize.get_runner
+    def counting(self, srcs, units=0):
+      events.append(("compile", len(srcs), units))
+      return start(self, srcs, units)
+    def codegen(*args):
+      events.append(("codegen",))
+      return get_runner(*args)
+    monkeypatch.setattr(type(compiler), "start_batch", counting)
+    monkeypatch.setattr(realize, "get_runner", codegen)
+    monkeypatch.setattr(realize, "COMPILE_CHUNK", 1)
+    monkeypatch.setattr(realize, "programs", type(realize.programs)())  # nothing compiled yet in this process
+    x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
+    outs = [(x + 5).contiguous(), (x * 7).contiguous(), x.maximum(3).contiguous()]
+    items = lower_schedule(Tensor.schedule(*outs))
+    assert events == [("codegen",), ("compile", 1, 1)] * len(items)
+    realize.run_exec_items(items)
+    want = [np.arange(8) + 5, np.arange(8) * 7, np.maximum(np.arange(8), 3)]
+    np.testing.assert_equal([o.numpy() for o in outs], want)
+
+  def test_codegen_error_waits_for_the_compiler(self, fresh_cache, monkeypatch):
+    """An error in codegen after a batch started: the error comes out, the compiler processes are waited for."""
+    from fusegrad.engine import realize
+    compiler, waited = Device["CPU"].compiler, []
+    start, get_runner = type(compiler).start_batch, realize.get_runner
+    def tracking(self, srcs, units=0):
+      wait = start(self, srcs, units)
+      return lambda: waited.append(len(srcs)) or wait()
+    calls: list[int] = []
+    def failing(*args):
+      calls.append(1)
+      if len(calls) > 1: raise ValueError("codegen broke")
+      return get_runner(*args)
+    monkeypatch.setattr(type(compiler), "start_batch", tracking)
+    monkeypatch.setattr(realize, "get_runner", failing)
+    monkeypatch.setattr(realize, "COMPILE_CHUNK", 1)
+    monkeypatch.setattr(realize, "programs", type(realize.programs)())  # nothing compiled yet in this process
+    x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
+    with pytest.raises(ValueError, match="codegen broke"):
+      lower_schedule(Tensor.schedule((x + 11).contiguous(), (x * 13).contiguous()))
+    assert waited == [1]
 
 @needs_cpu
 class TestCodegenCache:

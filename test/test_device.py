@@ -94,14 +94,14 @@ CACHE_SCRIPT = """
 import numpy as np
 import fusegrad.runtime.ops_cpu as ops_cpu
 calls = set()  # the kernel sources compiled, alone or in a batch
-compile_source, compile_batch = ops_cpu.ClangCompiler.compile, ops_cpu.ClangCompiler.compile_batch
+compile_source, start_batch = ops_cpu.ClangCompiler.compile, ops_cpu.ClangCompiler.start_batch
 def counting_compile(self, src):
   calls.add(src)
   return compile_source(self, src)
-def counting_batch(self, srcs):
+def counting_batch(self, srcs, units=0):
   calls.update(srcs)
-  return compile_batch(self, srcs)
-ops_cpu.ClangCompiler.compile, ops_cpu.ClangCompiler.compile_batch = counting_compile, counting_batch
+  return start_batch(self, srcs, units)
+ops_cpu.ClangCompiler.compile, ops_cpu.ClangCompiler.start_batch = counting_compile, counting_batch
 from fusegrad import Tensor
 x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
 out = ((x * 2 + 1).sum(axis=1) + x.max()).numpy()

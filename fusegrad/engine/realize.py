@@ -6,14 +6,14 @@ Kernels that differ only in value constants share one program once a constant ch
 DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captures ExecItems while they run.
 """
 from __future__ import annotations
-import math, struct, weakref
+import contextlib, math, struct, weakref
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 from dataclasses import dataclass, field
 from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, to_function_name, dprint
-from fusegrad.helpers import PROGRAM_CACHE
+from fusegrad.helpers import PROGRAM_CACHE, getenv
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
 from fusegrad.codegen.cache import spec_key, cached_spec, cache_spec
@@ -52,16 +52,42 @@ class CompiledRunner(Runner):
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals,
                     wait=wait)
 
+Todo = dict[tuple[str, int], dict[str, list[CompiledRunner]]]  # (device, compiler) -> source -> its runners
+
+def _add(todo: Todo, r: Runner, seen: dict[str, list[CompiledRunner]]) -> tuple[str, int] | None:
+  """Put r in todo if it is a kernel not compiled yet (with the runners of its source if that is on its way: seen)."""
+  if not isinstance(r, CompiledRunner) or r.prg is not None: return None
+  if (rs := seen.get(r.p.src)) is not None:
+    if r not in rs: rs.append(r)
+    return None
+  seen[r.p.src] = todo.setdefault(key := (r.p.device, r.p.compiler), {}).setdefault(r.p.src, [])
+  seen[r.p.src].append(r)
+  return key
+
+Started = list[tuple[list[list[CompiledRunner]], Callable[[], list[bytes | CompileError]]]]
+
+def _start(key: tuple[str, int], by_src: dict[str, list[CompiledRunner]], units: int = 0) -> Started:
+  return [(list(by_src.values()), Device[key[0]].compiler_for(key[1]).start_cached_batch(list(by_src), units))]
+
+def _load(started: Started) -> None:
+  """Wait for the batches started and load their kernels. CompileError (naming the kernel) for the first that failed;
+  every batch is waited for even then."""
+  error: BaseException | None = None
+  for runners, wait in started:
+    try:
+      for rs, lib in zip(runners, wait()):
+        for r in rs:
+          if error is None: r.load(lib)
+    except BaseException as e: error = error or e
+  if error is not None: raise error
+
 def compile_runners(runners: list[Runner]) -> None:
   """Compile the kernels not compiled yet together: one batch per device (see Compiler.compile_batch). CompileError
   (naming the kernel) for the first that fails."""
-  todo: dict[tuple[str, int], dict[str, list[CompiledRunner]]] = {}  # (device, compiler) -> source -> runners
-  for r in runners:
-    if isinstance(r, CompiledRunner) and r.prg is None:
-      todo.setdefault((r.p.device, r.p.compiler), {}).setdefault(r.p.src, []).append(r)
-  for (device, compiler), by_src in todo.items():
-    for rs, lib in zip(by_src.values(), Device[device].compiler_for(compiler).compile_cached_batch(list(by_src))):
-      for r in rs: r.load(lib)
+  todo: Todo = {}
+  seen: dict[str, list[CompiledRunner]] = {}
+  for r in runners: _add(todo, r, seen)
+  _load([x for key, by_src in todo.items() for x in _start(key, by_src)])
 
 class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
@@ -207,10 +233,26 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   runner, params = get_runner(si.bufs[0].device, si.ast, len(si.bufs))
   return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
+# bytes of new kernel source that start compiling (in one background process) while codegen goes on with the rest;
+# 0: compile once codegen is done. Each batch is a compiler start-up more, and the overlap only pays with a core idle
+COMPILE_CHUNK = getenv("COMPILE_CHUNK", 1 << 18)
+
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
-  """Each item's ExecItem, every kernel compiled (the ones missing from the cache together, in one batch)."""
-  items = [lower_schedule_item(si) for si in schedule]
-  compile_runners([ei.runner for ei in items])
+  """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once
+  COMPILE_CHUNK bytes of source wait (the compiler runs while codegen goes on), the rest split over the cores."""
+  items: list[ExecItem] = []
+  todo: Todo = {}
+  seen: dict[str, list[CompiledRunner]] = {}
+  started: Started = []
+  try:
+    for si in schedule:
+      items.append(ei := lower_schedule_item(si))
+      if (key := _add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])):
+        started += _start(key, todo.pop(key), 1)
+  except BaseException:
+    with contextlib.suppress(Exception): _load(started)  # reap the compiler processes, keep the first error
+    raise
+  _load(started + [x for key, by_src in todo.items() for x in _start(key, by_src)])
   return items
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:

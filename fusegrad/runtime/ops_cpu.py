@@ -1,7 +1,7 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
 import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
-from typing import Any
+from typing import Any, Callable
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
 from fusegrad.helpers import CC, CPU_THREADS, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer.cstyle import ClangRenderer
@@ -84,8 +84,9 @@ class ClangCompiler(Compiler):
   """C -> shared library. The cache key holds the compiler, its flags and the CPU (flags use -march=native)."""
   def __init__(self, cc: list[str], openmp: bool, simd: int = 16):
     self.cc = cc
-    self.args = ["-shared", "-O2", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno", "-fno-strict-aliasing",
-                 "-x", "c"]
+    # -w: no warnings to print (the generated code has many harmless ones); -pipe: no temporary files between stages
+    self.args = ["-shared", "-O2", "-w", "-pipe", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno",
+                 "-fno-strict-aliasing", "-x", "c"]
     # the kernels' vector types are as wide as the SIMD registers: keep them whole (clang splits 64-byte vectors into
     # two 32-byte halves by default on some AVX-512 CPUs)
     if simd >= 64: self.args.insert(0, "-mprefer-vector-width=512")
@@ -110,22 +111,35 @@ class ClangCompiler(Compiler):
     with open(f"{path}.so", "rb") as f: return f.read()
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp: return self._finish(self._start(tmp, "kernel", src), tmp, "kernel", src)
-  def compile_batch(self, srcs: list[str]) -> list[bytes | CompileError]:
-    """Several kernels at once: one translation unit (one compiler process, one library) per group, a group per core,
-    all running in parallel. A group that fails compiles its kernels one by one, so each error names its kernel."""
-    if len(srcs) <= 1: return super().compile_batch(srcs)
-    groups = batch_groups(srcs, min(len(srcs), os.cpu_count() or 1))
-    out: list[bytes | CompileError] = [b""] * len(srcs)
-    with tempfile.TemporaryDirectory() as tmp:
+  def compile_batch(self, srcs: list[str]) -> list[bytes | CompileError]: return self.start_batch(srcs)()
+  def start_batch(self, srcs: list[str], units: int = 0) -> Callable[[], list[bytes | CompileError]]:
+    """Several kernels at once: one translation unit (one compiler process, one library) per group, `units` groups (0:
+    one per core), all running in parallel while the caller goes on. A group that fails compiles its kernels one by
+    one, so each error names its kernel."""
+    groups = batch_groups(srcs, min(len(srcs), units or os.cpu_count() or 1)) if srcs else []
+    tmp = tempfile.mkdtemp()
+    try:
       unit = ["\n".join(srcs[i] for i in g) for g in groups]
       procs = [self._start(tmp, f"unit{j}", src) for j, src in enumerate(unit)]
-      for j, (g, proc) in enumerate(zip(groups, procs)):
-        try:
-          lib = self._finish(proc, tmp, f"unit{j}", unit[j])
-          for i in g: out[i] = lib
-        except CompileError:
-          for i, res in zip(g, super().compile_batch([srcs[i] for i in g])): out[i] = res
-    return out
+    except BaseException:
+      shutil.rmtree(tmp, ignore_errors=True)
+      raise
+    def finish() -> list[bytes | CompileError]:
+      out: list[bytes | CompileError] = [b""] * len(srcs)
+      try:
+        for j, (g, proc) in enumerate(zip(groups, procs)):
+          try:
+            lib = self._finish(proc, tmp, f"unit{j}", unit[j])
+            for i in g: out[i] = lib
+          except CompileError as e:
+            if len(g) == 1: out[g[0]] = e
+            else:
+              for i, res in zip(g, super(ClangCompiler, self).compile_batch([srcs[i] for i in g])): out[i] = res
+      finally:
+        for proc in procs: proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+      return out
+    return finish
 
 _DEFINES = re.compile(r"^(?:static [^(\n]*)?void (\w+)\(", re.M)  # the functions a kernel's C source defines
 
