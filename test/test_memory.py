@@ -91,3 +91,18 @@ def test_soak_jit_training_steps():
   assert end[1] <= start[1] and end[2] <= start[2]
   assert end[0] - start[0] < 20  # MB: flat, not growing with the number of steps
   assert np.isfinite(loss.item())
+
+def test_freed_big_buffers_are_reused_with_right_values():
+  # a freed big CPU buffer is handed out again for the same size: results written into it must be the new ones
+  from fusegrad import Device
+  if Device.DEFAULT != "CPU": pytest.skip("the CPU allocator's pool")
+  alloc = Device["CPU"].allocator
+  n = (1 << 20) // 4 + 16
+  a = Tensor(np.arange(n, dtype=np.float32)).realize()
+  addr = a._buffer()._buf.addr
+  del a
+  gc.collect()
+  b = (Tensor.ones(n) * 3).contiguous().realize()
+  assert b._buffer()._buf.addr == addr  # the same memory again
+  np.testing.assert_equal(b.numpy(), np.full(n, 3, np.float32))
+  assert alloc.pooled <= alloc.POOL_BYTES

@@ -20,12 +20,26 @@ def _big_mapping(nbytes: int) -> mmap.mmap:
   return m
 
 class CPUAllocator(Allocator):
+  """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
+  of GiBs). Freed big buffers are kept, up to POOL_BYTES, and handed out again for the same size (their contents are
+  whatever they held: like torch.empty), so a TinyJit replay that writes a fresh 64 MB output reuses pages mapped
+  already instead of faulting in new ones. Small buffers come zeroed."""
+  POOL_BYTES = 1 << 30
+  def __init__(self) -> None:
+    self.pool: dict[int, list[CPUBuffer]] = {}
+    self.pooled = 0
   def alloc(self, nbytes: int) -> CPUBuffer:
-    # big buffers are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset of GiBs)
+    if (free := self.pool.get(nbytes)):
+      self.pooled -= nbytes
+      return free.pop()
     raw = (ctypes.c_uint8 * (nbytes + 64)).from_buffer(_big_mapping(nbytes + 64)) if nbytes >= 2 ** 20 else \
       (ctypes.c_uint8 * (nbytes + 64))()
     addr = ctypes.addressof(raw)
     return CPUBuffer(raw, addr + (-addr % 64), nbytes)
+  def free(self, handle: CPUBuffer, nbytes: int) -> None:
+    if nbytes < 2 ** 20 or self.pooled + nbytes > self.POOL_BYTES: return
+    self.pool.setdefault(nbytes, []).append(handle)
+    self.pooled += nbytes
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
     if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
     elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
