@@ -216,7 +216,7 @@ class ExecItem:
     if debug: self._print(et, jit)
     return et
   def _print(self, et: float | None, jit: bool) -> None:
-    mem = sum(b.nbytes for b in self.bufs)
+    mem = self.mem  # counted by run()
     ptm = time_to_str(et) if et is not None else "      ?"
     flops_s = f"{self.runner.flops / et * 1e-9:9.2f} GFLOPS" if et else ""
     gbs = f"{mem / et * 1e-9:7.2f} GB/s" if et else ""

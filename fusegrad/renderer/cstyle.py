@@ -202,13 +202,18 @@ class CStyleLanguage(Renderer):
 EXP2_COEFFS = ("1.5252733646775596e-05f", "0.0001540352968731895f", "0.0013333557872101665f", "0.009618128649890423f",
                "0.05550410971045494f", "0.24022650718688965f", "0.6931471824645996f", "1.0f")
 
+def _horner(coeffs: tuple[str, ...], var: str) -> str:
+  """The C expression of a polynomial in var, highest coefficient first, in Horner form."""
+  poly = coeffs[0]
+  for c in coeffs[1:]: poly = f"({poly}*{var} + {c})"
+  return poly
+
 def vector_exp2(t: str) -> str:
   """A C function computing exp2 on a vector of floats (type t) with vector instructions only (libm's exp2f is a call
   per element): x = n + f with n an integer (rounded by adding and subtracting 1.5 * 2**23) and |f| <= 0.5, 2**f by a
   polynomial, times 2**n built from its bits in two halves (so that results down to the smallest denormal and up to
   the largest float round once). x is clamped to [-150, 128] first (0 and inf outside), NaN stays NaN."""
-  poly = EXP2_COEFFS[0]
-  for c in EXP2_COEFFS[1:]: poly = f"({poly}*f + {c})"
+  poly = _horner(EXP2_COEFFS, "f")
   return "\n".join([
     f"static inline {t} fg_exp2_{t}({t} x) {{",
     "  typedef __typeof__(x < x) I;  /* the int vector of the same shape */",
@@ -232,8 +237,7 @@ def vector_log2(t: str) -> str:
   [sqrt(1/2), sqrt(2)) from its bits (denormals scaled by 2**23 first), log2(m) by a series in s = (m-1)/(m+1)
   (|s| < 0.172) computed in double, so the result rounds once to float; plus e. 0 gives -inf, inf gives inf, negatives
   and NaN give NaN."""
-  poly = LOG2_COEFFS[0]
-  for c in LOG2_COEFFS[1:]: poly = f"({poly}*s2 + {c})"
+  poly = _horner(LOG2_COEFFS, "s2")
   return "\n".join([
     f"static inline {t} fg_log2_{t}({t} x) {{",
     "  typedef __typeof__(x < x) I;  /* the int vector of the same shape */",
