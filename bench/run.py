@@ -5,10 +5,14 @@
   python bench/run.py --only matmul,softmax --json out.json
 
 Setup: `pip install -e .[testing]`, plus `pip install --no-deps tinygrad==0.14.0` for its column (absent: skipped with
-a note). Every implementation runs in this one process, alternating call by call (one call of each per round, the
-median of the rounds is reported), each through its JIT after warm-up (fusegrad's and tinygrad's TinyJit; PyTorch
-and NumPy eagerly). Thread pools wait passively (OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4, set before
-any of them loads) so one library's spinning workers don't steal the cores from the next one. The "first step" row
+a note). Every implementation runs in this one process, each through its JIT after warm-up (fusegrad's and
+tinygrad's TinyJit; PyTorch and NumPy eagerly). They take turns, round after round: in its turn an implementation
+makes calls back to back for at least 20 ms (one call where a call takes longer; the count is fixed at warm-up), and
+the median over the rounds of its time per call is reported. Every thread pool spins about 1 ms after its last
+parallel region, then sleeps (OMP_WAIT_POLICY=PASSIVE with GOMP_SPINCOUNT=100000 for PyTorch's OpenMP, KMP_BLOCKTIME=1
+for fusegrad's, OPENBLAS_THREAD_TIMEOUT=20 for NumPy's OpenBLAS: set before any of them loads, about 1 ms each, where
+their defaults spin up to 200 ms), and the turns are 20 ms apart, so no library's spinning workers take the cores
+from the next one's turn. The "first step" row
 runs each framework in a fresh subprocess with an empty compile cache (cold), then in another with the cache
 the first filled (warm). tinygrad's MNIST rows run with --full only
 (its cold compile of the training step takes minutes on 2 cores).
@@ -19,8 +23,11 @@ the ratio fusegrad / best other (time: below 1 is faster; rates: above 1 is fast
 from __future__ import annotations
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 from typing import Any, Callable
+# every thread pool spins about 1 ms after its last parallel region, then sleeps (the defaults spin up to 200 ms):
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP (PyTorch's and fusegrad's kernels): idle threads sleep
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # OpenBLAS (NumPy): idle threads spin 2**4 cycles, not 2**28
+os.environ.setdefault("GOMP_SPINCOUNT", "100000")  # after spinning this much in gcc's OpenMP (PyTorch's): about 1 ms
+os.environ.setdefault("KMP_BLOCKTIME", "1")  # or this many ms in clang's OpenMP (fusegrad's CPU_SPIN default)
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")  # OpenBLAS (NumPy): 2**20 cycles, about 1 ms, not 2**28
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np
 
@@ -202,16 +209,26 @@ def _torch_mnist(X: np.ndarray, Y: np.ndarray, bs: int) -> Runner:
   return step
 
 # *** measuring ***
+ROUND_S = 0.02  # each implementation's turn in a round lasts at least this long (calls back to back, as in a loop)
+COOLDOWN_S = 0.02  # the pause between turns: longer than any thread pool spins (about 1 ms), so none takes the cores
+                   # from the next implementation's turn
+
 def measure(runners: dict[str, Runner], rounds: int, warmup: int = 3) -> dict[str, float]:
-  """Median seconds per call of each runner, calls alternating between implementations round by round."""
-  for run in runners.values():
+  """Median seconds per call of each runner. Implementations alternate round by round; in its turn each runs a number
+  of calls back to back (fixed at warm-up: enough to last ROUND_S) and the turn's time per call counts."""
+  reps = {}
+  for name, run in runners.items():
     for _ in range(warmup): run()
+    st = time.perf_counter()
+    run()
+    reps[name] = max(1, min(200, int(ROUND_S / max(time.perf_counter() - st, 1e-6))))
   times: dict[str, list[float]] = {k: [] for k in runners}
   for _ in range(rounds):
     for name, run in runners.items():
+      time.sleep(COOLDOWN_S)
       st = time.perf_counter()
-      run()
-      times[name].append(time.perf_counter() - st)
+      for _ in range(reps[name]): run()
+      times[name].append((time.perf_counter() - st) / reps[name])
   return {k: statistics.median(v) for k, v in times.items()}
 
 def first_step(impl: str, bs: int) -> tuple[float, float] | None:

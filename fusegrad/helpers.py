@@ -117,6 +117,7 @@ DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "", "default float dtype (HALF, BFLO
 TRAINING = ContextVar("TRAINING", 0, "1: layers such as dropout and batchnorm behave as in training")
 CC = ContextVar("CC", "", "C compiler for the CPU backend (default: clang if present, else gcc)")
 CPU_THREADS = ContextVar("CPU_THREADS", 0, "threads per CPU kernel (0: one per core)")
+CPU_SPIN = ContextVar("CPU_SPIN", 1, "ms a CPU kernel's idle OpenMP workers (clang's runtime) spin before they sleep")
 DISABLE_COMPILER_CACHE = ContextVar("DISABLE_COMPILER_CACHE", 0, "1: never read or write the on-disk kernel cache")
 CACHEDB = ContextVar("CACHEDB", "", "path of the SQLite cache file (default: <user cache dir>/fusegrad/cache.db)")
 CACHE_SIZE_MB = ContextVar("CACHE_SIZE_MB", 1024, "bound on the kernel cache file; least recently used entries go")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
 from typing import Any, Callable
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
-from fusegrad.helpers import CC, CPU_THREADS, diskcache_get, diskcache_put, dprint
+from fusegrad.helpers import CC, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer.cstyle import ClangRenderer
 
 class CPUBuffer:
@@ -197,6 +197,16 @@ class SharedLibrary:
 
 # OpenMP runtimes a kernel library brought in stay loaded: unloading one with the last library that used it, while its
 # sleeping worker threads still exist, crashes the process (gcc's libgomp beside clang's libomp)
+def _wait_policy() -> None:
+  """How OpenMP's idle workers wait between kernels (read once, when the first kernel loads the runtime). They sleep
+  (OMP_WAIT_POLICY=PASSIVE: on a shared machine spinning workers take the cores from everyone else), but clang's
+  runtime (libomp, most kernels) first spins CPU_SPIN ms (KMP_BLOCKTIME): waking a sleeping worker costs 20-100 us in
+  this VM, once per kernel, so back-to-back kernels (a TinyJit replay, a matmul's panel copy then its product) keep
+  it awake. gcc's runtime (libgomp) spins without yielding and stalls a kernel for a time slice when the cores are
+  busy, so it only sleeps. An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is kept."""
+  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+  if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
+
 _openmp_runtimes: dict[str, ctypes.CDLL] = {}
 def _pin_openmp() -> None:
   for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
@@ -234,9 +244,7 @@ class CPUDevice(Compiled):
     is_clang = "clang" in compiler_version(tuple(cc)).lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
-    # OpenMP's idle threads sleep instead of spinning between kernels (read once, when the first kernel loads the
-    # OpenMP runtime): on a shared machine spinning workers take the cores from everyone else
-    if threads > 1: os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if threads > 1: _wait_policy()
     # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
     # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
