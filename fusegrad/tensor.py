@@ -6,12 +6,12 @@ attention ...) in mixin/nn.py; this file holds creation, random numbers, data ac
 autograd.
 """
 from __future__ import annotations
-import builtins, math, struct, weakref
+import builtins, math, pathlib, struct, weakref
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
-from fusegrad.helpers import prod, argfix, all_int, TRAINING
+from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING
 from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
@@ -73,6 +73,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     dtype = to_dtype(dtype) if dtype is not None else None
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
     if isinstance(data, range): data = list(data)
+    if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file: its bytes, as uint8
     if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
@@ -370,6 +371,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self
 
   # *** creation ***
+  @staticmethod
+  def from_url(url: str, gunzip: builtins.bool = False, **kwargs: Any) -> Tensor:
+    """The bytes at url (downloaded once into the cache, see `fetch`) as a uint8 tensor."""
+    return Tensor(fetch(url, gunzip=gunzip), **kwargs)
   @staticmethod
   def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Uninitialized memory of the given shape."""

@@ -57,3 +57,16 @@ def test_fetch_errors_and_local_paths(server, tmp_path):
   local = tmp_path / "here.bin"
   local.write_bytes(b"x")
   assert fetch(str(local)) == local
+
+def test_tensor_from_url_and_path(server, tmp_path):
+  """Tensor.from_url: the downloaded bytes as uint8 (gunzipped on request); Tensor(pathlib.Path): a file's bytes."""
+  import numpy as np
+  from fusegrad import Tensor, dtypes
+  t = Tensor.from_url(f"{server}/data.bin")
+  assert t.dtype == dtypes.uint8 and t.shape == (len(PAYLOAD),)
+  np.testing.assert_array_equal(t.numpy(), np.frombuffer(PAYLOAD, np.uint8))
+  assert bytes(Tensor.from_url(f"{server}/data.gz", gunzip=True).numpy()) == PAYLOAD
+  (tmp_path / "f.bin").write_bytes(b"\x01\x02\xff")
+  assert Tensor(tmp_path / "f.bin").tolist() == [1, 2, 255]
+  assert Tensor(tmp_path / "f.bin", dtype=dtypes.float32).tolist() == [1.0, 2.0, 255.0]
+  with pytest.raises(FileNotFoundError): Tensor(tmp_path / "missing.bin")
