@@ -235,6 +235,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
     chain, base = state.view_chain(u := self.uop)
+    if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
+      chain, base = state.view_chain(u := self.realize().uop)
     if base.op is Ops.BUFFER and base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain):
       return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
