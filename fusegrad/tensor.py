@@ -23,6 +23,8 @@ from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shap
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
 
+_MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
+
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
 def _shape_of(data: Any) -> tuple[int, ...]:
@@ -107,7 +109,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @property
   def uop(self) -> UOp:
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
-    if (new := state.current(self._uop)) is not self._uop: self.uop = new
+    if (u := self._uop).op not in _MAY_FOLLOW: return u  # (what state.current gives such a node, quickly)
+    if (new := state.current(u)) is not u: self.uop = new
     return self._uop
   @uop.setter
   def uop(self, new: UOp) -> None:
@@ -142,7 +145,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
     different devices are an error here, where the
     graph is built (a constant is on every device)."""
-    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN:
+    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN and len({s.device for s in uop.src}) > 1:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
         names = ", ".join(sorted(devices))

@@ -69,11 +69,15 @@ def _is_parameter(c: UOp) -> bool:
   expressions: those stay in the key)."""
   return dtypes.is_float(c.dtype) and c.dtype.count == 1 and math.isfinite(c.arg) and c.arg not in (0.0, 1.0, -1.0)
 
+_OWN_ARG = (Ops.CONST, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.COPY)  # ops whose arg _arg keys in its own way
+
 def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
-  num, pos, entries = _Numbering(), dict[UOp, int](), list[tuple]()
+  num, pos, entries, leaves = _Numbering(), dict[UOp, int](), list[tuple](), g.leaves
   for i, n in enumerate(g.nodes):
     pos[n] = i
-    if n in g.leaves:
+    if (op := n.op) not in _OWN_ARG and op is not Ops.BUFFER and type(n.arg) is not float and n not in leaves:
+      entries.append((op, n.dtype, n.arg, tuple([pos[s] for s in n.src])))  # the common node, quickly (as below)
+    elif n in leaves:
       raw = state.lookup_raw(n)  # an assign into a computed assign writes where it wrote (state.storage)
       entries.append(("leaf", num.view(g.becomes[n]), None if raw is None else num.view(raw)))
     elif n.op is Ops.BUFFER: entries.append(("buffer", num.version(n)))
@@ -153,7 +157,7 @@ def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
     if (j := new.get(vid)) is not None: return ("new", j)
     if (i := key_ids.get(vid)) is not None: return ("key", i)
     if vid[1] is None and vid[0] not in num.bufs: return ("made", buf(vid[0]), dtype or vid[0].dtype)
-    if vid[0] in num.bufs and vid[1] == state._newest.get(vid[0]): return ("newest", num.bufs[vid[0]])
+    if vid[0] in num.bufs and vid[1] == state.newest_write(vid[0]): return ("newest", num.bufs[vid[0]])
     raise _Uncacheable
   def view(u: UOp) -> ViewRef:
     chain, base = state.view_chain(u)
