@@ -83,8 +83,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
-    elif type(data) is list and data and all(type(x) is float for x in data):  # a list of floats, quickly (as below)
-      uop = _make_buffer(_pack(data, dt := dtype or dtypes.default_float), (len(data),), dt, device)
+    elif type(data) is list and data and all(type(x) is float or type(x) is int for x in data):  # flat, as below
+      uop = _make_buffer(_pack(data, dt := dtype or dtypes.from_py(data)), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
       if any(isinstance(x, Tensor) for x in flat):
