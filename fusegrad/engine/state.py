@@ -196,8 +196,8 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
 
 # *** storage ownership ***
 
-# buffer -> the tensor whose storage it is (the first one realized into it)
-_owner: weakref.WeakKeyDictionary[Buffer, weakref.ReferenceType] = weakref.WeakKeyDictionary()
+# the tensor whose storage a buffer is (the first one realized into it) is kept on the Buffer, as a weak reference
+# (attribute _owner, absent: none yet)
 
 def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
   """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""
@@ -216,10 +216,10 @@ def claim_storage(t: Any, lazy: UOp) -> bool:
   base = view_base(t.uop)
   if base.op is not Ops.BUFFER: return True
   buf = base.arg.base
-  ref = _owner.get(buf)
+  ref = getattr(buf, "_owner", None)
   owner = ref() if ref is not None else None
   owner_base = view_base(owner.uop) if owner is not None else None
   if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
-    _owner[buf] = weakref.ref(t)
+    buf._owner = weakref.ref(t)
     return True
   return buf in buffers_read(lazy, resolve_root=False)
