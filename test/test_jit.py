@@ -767,3 +767,16 @@ def test_same_input_tensor_replay_counts_kernels():
   GlobalCounters.reset()
   f(x)
   assert GlobalCounters.kernel_count == len(f.jit_cache) and GlobalCounters.global_mem > 0
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_same_input_tensor_written_by_the_function(lazy):
+  def step(t: Tensor) -> Tensor:
+    t.assign(t * 2)
+    if not lazy: t.realize()
+    return (t + 1).realize()
+  x, want = realized(rand_np(4, seed=6)), rand_np(4, seed=6)
+  f = TinyJit(step)
+  for i in range(5):
+    want = want * 2
+    np.testing.assert_allclose(f(x).numpy(), want + 1, rtol=1e-6, err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, err_msg=f"call {i + 1}")

@@ -46,7 +46,8 @@ def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
 
 def _split_args(args: tuple, kwargs: dict) -> tuple[list, list[UOp], list[tuple[str, Any]]]:
   """One walk over a call's arguments (keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree): the
-  Tensors (as _call_inputs), the bound Variables (as _binds_in) and (where, value) of the others (as _static_args)."""
+  Tensors (as _call_inputs), the bound Variables (as _binds_in) and (where, value) of every other argument: a replay
+  can't change those."""
   from fusegrad.tensor import Tensor
   tensors: list = []
   binds: list[UOp] = []
@@ -192,6 +193,7 @@ class TinyJit(Generic[ReturnType]):
     inputs, binds, static = _split_args(args, kwargs)
     Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
     bufs = _input_buffers(inputs, args, kwargs)
+    nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
     variables = tuple(b.src[0] for b in binds)
     if self.cnt == 0:
@@ -213,16 +215,19 @@ class TinyJit(Generic[ReturnType]):
         raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
                        "the captured value (pass it as a Tensor or a bound Variable, or reset())")
       ret = self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
-    self._remember_call(args, kwargs, bufs)
+    self._remember_call(args, kwargs, bufs, nodes)
     return ret
 
-  def _remember_call(self, args: tuple, kwargs: dict, bufs: list[Buffer]) -> None:
+  def _remember_call(self, args: tuple, kwargs: dict, bufs: list[Buffer], nodes: list[UOp]) -> None:
     """Keep what the fast check of the next call needs (_same_as_last): for a call whose arguments are all tensors or
-    bound variables, each tensor's node (weakly: holding it would keep a buffer's old version alive) or variable."""
+    bound variables, each tensor's node (weakly: holding it would keep a buffer's old version alive) or variable.
+    Nothing is kept when an input's node changed during the call (the checks were of the old one) or when an input is
+    copied at each call."""
     from fusegrad.tensor import Tensor
     self._last = None
     if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
-    if any(id(b.base) in self.written for b in bufs): return  # copied at each call (results fed back): none kept
+    if any(u is not n for u, n in zip([a.uop for a in args if isinstance(a, Tensor)], nodes)): return
+    if any(id(b.base) in self.written for b in bufs): return  # results fed back in (h = step(h))
     self._last = (tuple(weakref.ref(a.uop) if isinstance(a, Tensor) else a.src[0] for a in args), bufs)
 
   def _same_as_last(self, args: tuple) -> dict[UOp, int] | None:
@@ -389,14 +394,6 @@ class _Plan:
   flops: int
   mem: int
   kernels: int
-
-def _static_args(x: Any, name: str) -> list[tuple[str, Any]]:
-  """(where, value) for every argument that is not a Tensor or a bound Variable: a replay can't change those."""
-  from fusegrad.tensor import Tensor
-  if isinstance(x, Tensor) or (isinstance(x, UOp) and x.op is Ops.BIND): return []
-  if isinstance(x, (list, tuple)): return [a for i, v in enumerate(x) for a in _static_args(v, f"{name}[{i}]")]
-  if isinstance(x, dict): return [a for k, v in x.items() for a in _static_args(v, f"{name}[{k!r}]")]
-  return [(name, x)]
 
 def _same(a: Any, b: Any) -> bool:
   """a and b are the same value (of the same type: 1 and 1.0 build different graphs); objects compare by identity
