@@ -725,6 +725,8 @@ def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
   in state.memo); False when t needs a copy of its own (see state.claim_storage). A tensor holding an assign is a view
   of the buffer written: it follows later writes into it."""
   lazy = t.uop
+  if lazy.op not in _MAY_FOLLOW and (state.memo.get(lazy) if becomes is None else becomes.get(lazy)) is None:
+    return True  # not computed (what state.resolve says, quickly)
   if state.view_base(lazy).op is Ops.ASSIGN:
     new = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
   else: new = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
