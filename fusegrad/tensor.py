@@ -583,6 +583,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
                    op: str = "op") -> tuple[Tensor, Tensor]:
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
+    if (type(y) is float and dtypes.is_float(x.dtype)) or (type(y) is int and x.dtype != dtypes.bool):
+      y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device))  # a Python number: x's dtype, shape and device
+      return (y, x) if reverse else (x, y)
     if _is_numpy(y) or type(y).__module__ == "numpy":  # numpy scalars act as Python numbers, arrays as tensors
       y = y.item() if getattr(y, "ndim", 0) == 0 else Tensor(y, device=x.device)
     if not isinstance(y, Tensor):
