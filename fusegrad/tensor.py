@@ -23,6 +23,8 @@ from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shap
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
 
+_MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
+
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
 def _shape_of(data: Any) -> tuple[int, ...]:
@@ -82,6 +84,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
+    elif type(data) is list and data and all(type(x) is float or type(x) is int for x in data):  # flat, as below
+      uop = _make_buffer(_pack(data, dt := dtype or dtypes.from_py(data)), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
       if any(isinstance(x, Tensor) for x in flat):
@@ -108,7 +112,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @property
   def uop(self) -> UOp:
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
-    if (new := state.current(self._uop)) is not self._uop: self.uop = new
+    if (u := self._uop).op not in _MAY_FOLLOW: return u  # (what state.current gives such a node, quickly)
+    if (new := state.current(u)) is not u: self.uop = new
     return self._uop
   @uop.setter
   def uop(self, new: UOp) -> None:
@@ -143,7 +148,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
     different devices are an error here, where the
     graph is built (a constant is on every device)."""
-    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN:
+    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN and len({s.device for s in uop.src}) > 1:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
         names = ", ".join(sorted(devices))
@@ -236,6 +241,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
     chain, base = state.view_chain(u := self.uop)
+    if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
+      chain, base = state.view_chain(u := self.realize().uop)
     if base.op is Ops.BUFFER and base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain):
       return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
@@ -581,6 +588,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
                    op: str = "op") -> tuple[Tensor, Tensor]:
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
+    if (type(y) is float and dtypes.is_float(x.dtype)) or (type(y) is int and x.dtype != dtypes.bool):
+      y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device))  # a Python number: x's dtype, shape and device
+      return (y, x) if reverse else (x, y)
     if _is_numpy(y) or type(y).__module__ == "numpy":  # numpy scalars act as Python numbers, arrays as tensors
       y = y.item() if getattr(y, "ndim", 0) == 0 else Tensor(y, device=x.device)
     if not isinstance(y, Tensor):
@@ -723,6 +733,8 @@ def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
   in state.memo); False when t needs a copy of its own (see state.claim_storage). A tensor holding an assign is a view
   of the buffer written: it follows later writes into it."""
   lazy = t.uop
+  if lazy.op not in _MAY_FOLLOW and (state.memo.get(lazy) if becomes is None else becomes.get(lazy)) is None:
+    return True  # not computed (what state.resolve says, quickly)
   if state.view_base(lazy).op is Ops.ASSIGN:
     new = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
   else: new = state.resolve(lazy, state.lookup if becomes is None else becomes.get)

@@ -712,3 +712,71 @@ def test_function_checks_indices():  # each call's results carry the trace's ind
   np.testing.assert_equal(f(Tensor([1, -1]).realize()).numpy(), [2, 6])
   with pytest.raises(IndexError, match="getitem: index -7"): f(Tensor([-7, 0]).realize()).numpy()
   np.testing.assert_equal(f(Tensor([5, 0]).realize()).numpy(), [6, 1])
+
+# *** calls with the very tensors of the last call (TinyJit checks them faster) still see every change ***
+
+def test_same_input_tensor_follows_writes_into_it():
+  x = realized(rand_np(6, seed=0))
+  view = x[2:5]
+  f = TinyJit(lambda t: (t * 3).realize())
+  want = rand_np(6, seed=0)
+  outs = []
+  for i in range(6):
+    if i % 3 == 1:
+      x.assign(x + 1).realize()  # the tensor itself written
+      want = want + 1
+    elif i % 3 == 2:
+      view.assign(view * 2).realize()  # its buffer written through another view
+      want[2:5] *= 2
+    outs.append((f(x), want * 3))
+  for k, (out, ref) in enumerate(outs):  # earlier results keep their values
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, err_msg=f"call {k + 1}")
+
+def test_same_input_tensor_with_pending_write():
+  x = realized(rand_np(4, seed=1))
+  f = TinyJit(lambda t: (t + 1).realize())
+  for _ in range(3): f(x)
+  x.assign(x * 10)  # lazy: the call computes it first
+  np.testing.assert_allclose(f(x).numpy(), rand_np(4, seed=1) * 10 + 1, rtol=1e-6)
+  np.testing.assert_allclose(x.numpy(), rand_np(4, seed=1) * 10, rtol=1e-6)
+
+def test_same_input_tensors_then_changed_inputs():
+  a, b = realized(rand_np(2, 3, seed=2)), realized(rand_np(2, 3, seed=3))
+  f = TinyJit(lambda x, y: (x * y).realize())
+  for _ in range(4): np.testing.assert_allclose(f(a, b).numpy(), a.numpy() * b.numpy(), rtol=1e-6)
+  np.testing.assert_allclose(f(b, a).numpy(), a.numpy() * b.numpy(), rtol=1e-6)  # swapped: each buffer goes in again
+  with pytest.raises(JitError, match="view"): f(a.flip(1), b)  # a view of the same buffer
+  with pytest.raises(JitError, match="shape"): f(a.reshape(3, 2), b)
+  np.testing.assert_allclose(f(a, b).numpy(), a.numpy() * b.numpy(), rtol=1e-6)
+
+def test_same_input_tensor_with_changing_variable():
+  i = Variable("i", 1, 10)
+  x = realized(rand_np(4, seed=4))
+  f = TinyJit(lambda t, k: (t * k).realize())
+  for k in range(1, 7): np.testing.assert_allclose(f(x, i.bind(k)).numpy(), x.numpy() * k, rtol=1e-6)
+  with pytest.raises(JitError, match="variables"): f(x, Variable("j", 1, 10).bind(2))
+  with pytest.raises(JitError, match="variables"): f(x, 2)
+  g = TinyJit(lambda t, s: (t * s).realize())
+  for _ in range(3): g(x, 2.0)
+  with pytest.raises(JitError, match="non-Tensor"): g(x, 3.0)
+
+def test_same_input_tensor_replay_counts_kernels():
+  x = realized(rand_np(8, seed=5))
+  f = TinyJit(lambda t: ((t + 1).contiguous() * 2).realize())
+  for _ in range(3): f(x)
+  GlobalCounters.reset()
+  f(x)
+  assert GlobalCounters.kernel_count == len(f.jit_cache) and GlobalCounters.global_mem > 0
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_same_input_tensor_written_by_the_function(lazy):
+  def step(t: Tensor) -> Tensor:
+    t.assign(t * 2)
+    if not lazy: t.realize()
+    return (t + 1).realize()
+  x, want = realized(rand_np(4, seed=6)), rand_np(4, seed=6)
+  f = TinyJit(step)
+  for i in range(5):
+    want = want * 2
+    np.testing.assert_allclose(f(x).numpy(), want + 1, rtol=1e-6, err_msg=f"call {i + 1}")
+    np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, err_msg=f"call {i + 1}")

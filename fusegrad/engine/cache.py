@@ -69,11 +69,15 @@ def _is_parameter(c: UOp) -> bool:
   expressions: those stay in the key)."""
   return dtypes.is_float(c.dtype) and c.dtype.count == 1 and math.isfinite(c.arg) and c.arg not in (0.0, 1.0, -1.0)
 
+_OWN_ARG = (Ops.CONST, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.COPY)  # ops whose arg _arg keys in its own way
+
 def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
-  num, pos, entries = _Numbering(), dict[UOp, int](), list[tuple]()
+  num, pos, entries, leaves = _Numbering(), dict[UOp, int](), list[tuple](), g.leaves
   for i, n in enumerate(g.nodes):
     pos[n] = i
-    if n in g.leaves:
+    if (op := n.op) not in _OWN_ARG and op is not Ops.BUFFER and type(n.arg) is not float and n not in leaves:
+      entries.append((op, n.dtype, n.arg, tuple([pos[s] for s in n.src])))  # the common node, quickly (as below)
+    elif n in leaves:
       raw = state.lookup_raw(n)  # an assign into a computed assign writes where it wrote (state.storage)
       entries.append(("leaf", num.view(g.becomes[n]), None if raw is None else num.view(raw)))
     elif n.op is Ops.BUFFER: entries.append(("buffer", num.version(n)))
@@ -153,7 +157,7 @@ def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
     if (j := new.get(vid)) is not None: return ("new", j)
     if (i := key_ids.get(vid)) is not None: return ("key", i)
     if vid[1] is None and vid[0] not in num.bufs: return ("made", buf(vid[0]), dtype or vid[0].dtype)
-    if vid[0] in num.bufs and vid[1] == state._newest.get(vid[0]): return ("newest", num.bufs[vid[0]])
+    if vid[0] in num.bufs and vid[1] == state.newest_write(vid[0]): return ("newest", num.bufs[vid[0]])
     raise _Uncacheable
   def view(u: UOp) -> ViewRef:
     chain, base = state.view_chain(u)
@@ -170,26 +174,31 @@ def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
   reads = g.reads_input()
   return Template(items, becomes, overwritten, made_parts, new_parts, tuple(reads[n] for n in g.nodes))
 
+def _version(r: VersionRef, bufs: list[Buffer], key_versions: list[UOp], new: list[UOp]) -> UOp:
+  if r[0] == "key": return key_versions[r[1]]
+  if r[0] == "new": return new[r[1]]
+  if r[0] == "made": return UOp(Ops.BUFFER, r[2], (), bufs[r[1]])
+  return state.buffer_node(bufs[r[1]])
+
 def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
   """The schedule t stands for, for graph g (whose key is t's): the key's buffers, new ones for those it makes."""
-  bufs, made = list(num.bufs), [Buffer(d, s, dt) for d, s, dt in t.made]
-  def buf(r: int) -> Buffer: return bufs[r] if r >= 0 else made[-1 - r]
-  key_versions, new = list(num.versions), [state.version_node(buf(b), dt) for b, dt in t.new]
-  def version(r: VersionRef) -> UOp:
-    if r[0] == "key": return key_versions[r[1]]
-    if r[0] == "new": return new[r[1]]
-    if r[0] == "made": return UOp(Ops.BUFFER, r[2], (), buf(r[1]))
-    return state.buffer_node(bufs[r[1]])
-  def view(r: ViewRef) -> UOp:
-    u = version(r[1])
-    for op, dtype, arg in reversed(r[0]): u = UOp(op, dtype, (u,), arg)
-    return u
-  becomes = {(g.nodes[k[1]] if k[0] == "node" else version(k)): view(v) for k, v in t.becomes}
-  items = [ScheduleItem(ast, tuple(buf(b) for b in _pick(refs, kept)), dict(vv))
+  # one list for every buffer ref: the key's from the front (ref >= 0), the made ones from the back (ref -1 - j)
+  bufs = [*num.bufs, *reversed([Buffer(d, s, dt) for d, s, dt in t.made])]
+  key_versions = list(num.versions)
+  new = [state.version_node(bufs[b], dt) for b, dt in t.new]
+  becomes: dict[UOp, UOp] = {}
+  reads: dict[UOp, bool] = {}  # Graph.reads_input of the nodes computed (state.remember walks the others itself)
+  for k, (chain, vref) in t.becomes:
+    if k[0] == "node": reads[node := g.nodes[k[1]]] = t.reads_input[k[1]]
+    else: node = _version(k, bufs, key_versions, new)
+    u = _version(vref, bufs, key_versions, new)
+    for op, dtype, arg in reversed(chain): u = UOp(op, dtype, (u,), arg)
+    becomes[node] = u
+  items = [ScheduleItem(ast, tuple([bufs[b] for b in _pick(refs, kept)]), dict(vv) if vv else {})
            for (ast, kept), (_, refs, vv) in zip(_filled(t, num), t.items)]
-  versions = [(version(r), i) for r, i in t.overwritten]
+  versions = [(_version(r, bufs, key_versions, new), i) for r, i in t.overwritten]
   return Schedule(items, becomes, [(weakref.ref(v), i) for v, i in versions],
-                  [state.version_id(v) for v, _ in versions], dict(zip(g.nodes, t.reads_input)))
+                  [state.version_id(v) for v, _ in versions], reads)
 
 # *** the cache ***
 

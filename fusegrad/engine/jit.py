@@ -10,10 +10,10 @@ building a model's forward graph again costs one substitution.
 from __future__ import annotations
 import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Container, Generic, TypeVar
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
-from fusegrad.helpers import JIT, CHECK_INDEX, dprint, colored
+from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, IndexCheck, capturing, capturing_checks
 from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
@@ -44,6 +44,32 @@ def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
   """The tensors of a call, named; keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree."""
   return _named_tensors(list(args), "args") + _named_tensors({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
 
+def _split_args(args: tuple, kwargs: dict) -> tuple[list, list[UOp], list[tuple[str, Any]]]:
+  """One walk over a call's arguments (keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree): the
+  Tensors (as _call_inputs), the bound Variables (as _binds_in) and (where, value) of every other argument: a replay
+  can't change those."""
+  from fusegrad.tensor import Tensor
+  tensors: list = []
+  binds: list[UOp] = []
+  static: list[tuple[str, Any]] = []
+  def walk(x: Any, where: tuple) -> None:
+    if isinstance(x, Tensor): tensors.append(x)
+    elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
+    elif isinstance(x, (list, tuple)):
+      for i, v in enumerate(x): walk(v, (where, i, False))
+    elif isinstance(x, dict):
+      for k, v in x.items(): walk(v, (where, k, True))
+    else: static.append((_spell(where), x))
+  for i, a in enumerate(args): walk(a, ("args", i, False))
+  for k in sorted(kwargs): walk(kwargs[k], ("kwargs", k, True))
+  return tensors, binds, static
+
+def _spell(where: Any) -> str:
+  """A path of _split_args as text: `args[0]`, `kwargs['b'][1]`."""
+  if isinstance(where, str): return where
+  parent, key, is_dict = where
+  return f"{_spell(parent)}[{key!r}]" if is_dict else f"{_spell(parent)}[{key}]"
+
 def _binds_in(x: Any) -> list[UOp]:
   """Every bound Variable (`Variable("i", 1, 10).bind(3)`) in x, also inside lists, tuples and dicts (in order)."""
   if isinstance(x, UOp) and x.op is Ops.BIND: return [x]
@@ -69,6 +95,15 @@ def _input_buffer(t: Any, what: str) -> Buffer:
   if base.op is not Ops.BUFFER:
     raise JitError(f"TinyJit: {what} (shape {t.shape}) is not realized; call .realize() on inputs before passing them")
   return base.arg
+
+def _input_buffers(inputs: list, args: tuple, kwargs: dict) -> list[Buffer]:
+  """The buffer of each input (realized); JitError naming the first that has none."""
+  bufs = []
+  for i, t in enumerate(inputs):
+    base = state.view_base(t.uop)
+    if base.op is not Ops.BUFFER: _input_buffer(t, f"input {i} ({_call_inputs(args, kwargs)[i][0]})")  # raises
+    bufs.append(base.arg)
+  return bufs
 
 @dataclass(frozen=True)
 class _Signature:
@@ -116,6 +151,8 @@ class TinyJit(Generic[ReturnType]):
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
     self.out_slots: dict[int, list[tuple[int, int]]] = {}  # result position -> where its buffer is in jit_cache
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
+    self._last: tuple[tuple, list[Buffer]] | None = None  # the last call's inputs and their buffers (_remember_call)
+    self._plan_cache: _Plan | None = None
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   @property
@@ -127,6 +164,7 @@ class TinyJit(Generic[ReturnType]):
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.index_flags = 0, [], [], [], []
     self.from_inputs, self.written, self.static, self.out_slots = {}, set(), [], {}
+    self._last, self._plan_cache = None, None
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -149,32 +187,64 @@ class TinyJit(Generic[ReturnType]):
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     from fusegrad.tensor import Tensor
     if not JIT: return self.fxn(*args, **kwargs)
-    named = _call_inputs(args, kwargs)
-    names, inputs = [n for n, _ in named], [t for _, t in named]
+    if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
+      # the very inputs of the last call: nothing to check again
+      return self._replay([a for a in args if type(a) is Tensor], self._last[1], var_vals)
+    inputs, binds, static = _split_args(args, kwargs)
     Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
-    static = _static_args(list(args), "args") + _static_args({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
-    bufs = [_input_buffer(t, f"input {i} ({n})") for i, (n, t) in enumerate(named)]
+    bufs = _input_buffers(inputs, args, kwargs)
+    nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
-    binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
     variables = tuple(b.src[0] for b in binds)
     if self.cnt == 0:
       ret = self._finish(self.fxn(*args, **kwargs))
       self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
       return ret
     if sig != self.sig:
+      names = [n for n, _ in _call_inputs(args, kwargs)]
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
     if variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
-      _check_distinct(bufs, names)
+      _check_distinct(bufs, [n for n, _ in _call_inputs(args, kwargs)])
       ret = self._capture(args, kwargs, inputs, bufs)
       self.static = static
-      return ret
-    if (change := _static_change(self.static, static)) is not None:
-      raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with the "
-                     "captured value (pass it as a Tensor or a bound Variable, or reset())")
-    return self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
+    else:
+      if (change := _static_change(self.static, static)) is not None:
+        raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
+                       "the captured value (pass it as a Tensor or a bound Variable, or reset())")
+      ret = self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
+    self._remember_call(args, kwargs, bufs, nodes)
+    return ret
+
+  def _remember_call(self, args: tuple, kwargs: dict, bufs: list[Buffer], nodes: list[UOp]) -> None:
+    """Keep what the fast check of the next call needs (_same_as_last): for a call whose arguments are all tensors or
+    bound variables, each tensor's node (weakly: holding it would keep a buffer's old version alive) or variable.
+    Nothing is kept when an input's node changed during the call (the checks were of the old one) or when an input is
+    copied at each call."""
+    from fusegrad.tensor import Tensor
+    self._last = None
+    if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
+    if any(u is not n for u, n in zip([a.uop for a in args if isinstance(a, Tensor)], nodes)): return
+    if any(id(b.base) in self.written for b in bufs): return  # results fed back in (h = step(h))
+    self._last = (tuple(weakref.ref(a.uop) if isinstance(a, Tensor) else a.src[0] for a in args), bufs)
+
+  def _same_as_last(self, args: tuple) -> dict[UOp, int] | None:
+    """The values of the bound variables among args if args are the last call's tensors, still at the same nodes (so
+    the same buffers, views, shapes and dtypes, all checked then), and bound variables of the same variables; else
+    None. Lazy tensors, containers, keywords and other arguments take the full path."""
+    from fusegrad.tensor import Tensor
+    assert self._last is not None
+    last = self._last[0]
+    if len(args) != len(last): return None
+    var_vals: dict[UOp, int] = {}
+    for a, was in zip(args, last):
+      if type(a) is Tensor:
+        if type(was) is UOp or a.uop is not was(): return None
+      elif type(a) is UOp and a.op is Ops.BIND and a.src[0] is was: var_vals[was] = a.src[1].arg
+      else: return None
+    return var_vals
 
   def _finish(self, ret: Any) -> Any:
     from fusegrad.tensor import Tensor
@@ -238,28 +308,60 @@ class TinyJit(Generic[ReturnType]):
     dprint(1, colored(f"JIT pruned {keep.count(False)} of {len(keep)} kernels (their results can't change)", "magenta"))
     self.jit_cache = [ei for ei, k in zip(self.jit_cache, keep) if k]
 
+  def _plan(self) -> _Plan:
+    """What a replay does, worked out once per capture: where each input's buffer goes, the results' new buffers, and
+    the kernels as plain calls (the others, and every item under DEBUG>=2, run through ExecItem.run)."""
+    if self._plan_cache is not None and self._plan_cache.items is self.jit_cache: return self._plan_cache
+    cache = self.jit_cache
+    swaps = [(cache[i].bufs, j, k) for i, j, k in self.input_slots]
+    outs = [(cache[slots[0][0]].bufs[slots[0][1]], [cache[k].bufs for k, _ in slots], [j for _, j in slots])
+            for slots in self.out_slots.values()]
+    calls: list[Any] = []
+    for ei in cache:
+      r = ei.runner
+      if isinstance(r, CompiledRunner) and not r.p.vars and r.prg is not None:
+        calls.append((r.prg, ei.bufs, r.p.global_size, r.p.local_size))
+      else: calls.append(ei)
+    direct = [ei for ei, c in zip(cache, calls) if type(c) is tuple]  # the others count themselves in run()
+    plan = _Plan(cache, swaps, outs, calls, sum(ei.runner.flops for ei in direct), sum(ei.mem for ei in direct),
+                 len(direct))
+    self._plan_cache = plan
+    return plan
+
   def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
     from fusegrad.tensor import Tensor
-    bases = [state.view_base(t.uop) for t in inputs]
-    for k, b in enumerate(bufs):
-      if id(b.base) in self.written:  # a result of this JIT fed back in (h = step(h)): the replay would overwrite it
-        bufs[k] = Buffer(b.device, b.size, b.dtype).copyin(memoryview(b.as_bytes()))  # while reading it, so copy it
-        bases[k] = UOp(Ops.BUFFER, b.dtype, (), bufs[k])
-    for i, j, k in self.input_slots: self.jit_cache[i].bufs[j] = bufs[k]
+    plan = self._plan()
+    bases: list[UOp] | None = None  # the inputs' base nodes, when a result is a view of an input
+    if self.written and any(id(b.base) in self.written for b in bufs):
+      bufs, bases = list(bufs), [state.view_base(t.uop) for t in inputs]
+      for k, b in enumerate(bufs):
+        if id(b.base) in self.written:  # a result of this JIT fed back in (h = step(h)): the replay would overwrite
+          bufs[k] = Buffer(b.device, b.size, b.dtype).copyin(memoryview(b.as_bytes()))  # it while reading it: copy
+          bases[k] = UOp(Ops.BUFFER, b.dtype, (), bufs[k])
+    for lst, j, k in plan.swaps:
+      lst[j] = b = bufs[k]
+      if b._buf is None: b.allocate()
     for rng, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
       rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
     Tensor._rng_counter += self.rng_step
-    for slots in self.out_slots.values():  # new buffers for the results
-      k, j = slots[0]
-      old = self.jit_cache[k].bufs[j]
-      new = Buffer(old.device, old.size, old.dtype)
-      for k, j in slots: self.jit_cache[k].bufs[j] = new
-    for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
+    for old, lists, js in plan.outs:  # new buffers for the results
+      new = Buffer(old.device, old.size, old.dtype).allocate()
+      for lst, j in zip(lists, js): lst[j] = new
+    if DEBUG.value >= 2:
+      for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
+    else:
+      for c in plan.calls:
+        if type(c) is tuple: c[0](*[b._buf for b in c[1]], global_size=c[2], local_size=c[3])
+        else: c.run(var_vals, jit=True)
+      GlobalCounters.global_ops += plan.flops
+      GlobalCounters.global_mem += plan.mem
+      GlobalCounters.kernel_count += plan.kernels
     self.cnt += 1
-    if CHECK_INDEX: read_flags(self.index_flags)  # IndexError if this call's indices are out of range
-    return self._results(bases, fresh=set(self.out_slots))
+    if self.index_flags and CHECK_INDEX: read_flags(self.index_flags)  # IndexError if an index is out of range
+    if bases is None and self.from_inputs: bases = [state.view_base(t.uop) for t in inputs]
+    return self._results(bases or [], fresh=self.out_slots)
 
-  def _results(self, bases: list[UOp], fresh: set[int]) -> Any:
+  def _results(self, bases: list[UOp], fresh: Container[int]) -> Any:
     """This call's results, as tensors that later calls leave alone: those that are (views of) inputs rebuilt on this
     call's inputs (given by their bases); those in fresh on the buffers this call wrote them into (see out_slots); the
     others (written into a buffer that existed before, such as a parameter) copied out, one copy each. A constant is
@@ -267,28 +369,31 @@ class TinyJit(Generic[ReturnType]):
     from fusegrad.tensor import Tensor
     outs = []
     for i, t in enumerate(self.ret_tensors):
-      chain, base = state.view_chain(t.uop)
+      chain, base = state.view_chain(u := t.uop)
       if i in self.from_inputs:
         k, old_base = self.from_inputs[i]
-        t = Tensor(t.uop.substitute({old_base: bases[k]}))
+        t = Tensor._wrap(u.substitute({old_base: bases[k]}))
       elif i in fresh:
         k, j = self.out_slots[i][0]
-        t = Tensor(state.rebuild(UOp(Ops.BUFFER, base.dtype, (), self.jit_cache[k].bufs[j]), chain))
+        t = Tensor._wrap(state.rebuild(UOp(Ops.BUFFER, base.dtype, (), self.jit_cache[k].bufs[j]), chain))
       elif base.op is Ops.BUFFER:
         buf = base.arg
         copy = Buffer(buf.device, buf.size, buf.dtype)
         ExecItem(CopyRunner(buf.device, buf.device, buf.nbytes), [copy, buf]).run()
-        t = Tensor(state.rebuild(UOp(Ops.BUFFER, buf.dtype, (), copy), chain))
+        t = Tensor._wrap(state.rebuild(UOp(Ops.BUFFER, buf.dtype, (), copy), chain))
       outs.append(t)
-    return _rebuild(self.ret_structure, iter(outs))
+    return outs[0] if self.ret_structure is Tensor else _rebuild(self.ret_structure, iter(outs))
 
-def _static_args(x: Any, name: str) -> list[tuple[str, Any]]:
-  """(where, value) for every argument that is not a Tensor or a bound Variable: a replay can't change those."""
-  from fusegrad.tensor import Tensor
-  if isinstance(x, Tensor) or (isinstance(x, UOp) and x.op is Ops.BIND): return []
-  if isinstance(x, (list, tuple)): return [a for i, v in enumerate(x) for a in _static_args(v, f"{name}[{i}]")]
-  if isinstance(x, dict): return [a for k, v in x.items() for a in _static_args(v, f"{name}[{k!r}]")]
-  return [(name, x)]
+@dataclass
+class _Plan:
+  """A replay, worked out once (TinyJit._plan)."""
+  items: list[ExecItem]  # the jit_cache it was made for
+  swaps: list[tuple[list[Buffer], int, int]]  # (an item's buffer list, position, input index)
+  outs: list[tuple[Buffer, list[list[Buffer]], list[int]]]  # per fresh result: its buffer, where it goes
+  calls: list[Any]  # per item: (program, buffers, global size, local size), or the ExecItem to run
+  flops: int
+  mem: int
+  kernels: int
 
 def _same(a: Any, b: Any) -> bool:
   """a and b are the same value (of the same type: 1 and 1.0 build different graphs); objects compare by identity

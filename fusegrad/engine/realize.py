@@ -261,7 +261,8 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None =
 
 def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Run compiled items in order; TinyJit, if capturing, records them."""
-  compile_runners([ei.runner for ei in items])
+  if any(isinstance(r := ei.runner, CompiledRunner) and r.prg is None for ei in items):
+    compile_runners([ei.runner for ei in items])
   for ei in items:
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)

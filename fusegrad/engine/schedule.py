@@ -338,6 +338,7 @@ def collect(outs: list[UOp]) -> Graph:
   becomes: dict[UOp, UOp] = {}
   leaves: set[UOp] = set()  # nodes computed before (or old versions): becomes holds where their values are now
   def below(n: UOp) -> tuple[UOp, ...]:
+    if n.op is not Ops.BUFFER and "realized" not in n._cache: return n.src  # (state.lookup's answer: None, quickly)
     if (view := state.lookup(n)) is not None:
       becomes[n] = state.resolve(view)
       leaves.add(n)

@@ -21,6 +21,7 @@ def _resolve_axis(axis: int, ndim: int, name: str = "axis") -> int:
 
 def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
   """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
+  if len(shapes) == 2 and shapes[0] == shapes[1]: return tuple(shapes[0])  # (the common case, quickly)
   n = max(len(s) for s in shapes)
   padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
   ret = []
