@@ -210,5 +210,6 @@ symbolic = PatternMatcher([
 ])
 
 def simplify(u: UOp) -> UOp:
-  """u with the symbolic rules applied to a fixed point."""
-  return graph_rewrite(u, symbolic)
+  """u with the symbolic rules applied to a fixed point. The rules read nothing but the nodes, so each node keeps its
+  simplified form: passes that simplify again after changing part of a kernel only walk the new nodes."""
+  return graph_rewrite(u, symbolic, memo="simplified")
