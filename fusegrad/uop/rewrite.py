@@ -112,10 +112,9 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
     elif stage == 1:  # rebuild with rewritten sources, then try the rules
       src = tuple(done[s] for s in node.src)
       rebuilt = node if src == node.src else node.replace(src=src)
-      if rebuilt is not node and (rebuilt in done or (memo is not None and memo in rebuilt._cache)):
-        if rebuilt not in done:
-          known = rebuilt._cache[memo]
-          done[rebuilt] = rebuilt if known is True else known
+      if rebuilt is not node and rebuilt not in done and memo is not None and (known := rebuilt._cache.get(memo)):
+        done[rebuilt] = rebuilt if known is True else known
+      if rebuilt is not node and rebuilt in done:
         finish(node, done[rebuilt])
         continue
       steps += 1
