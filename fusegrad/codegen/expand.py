@@ -17,6 +17,23 @@ def _combos(ranges: list[UOp]) -> list[dict[UOp, UOp]]:
   values = itertools.product(*(range(range_size(r)) for r in ranges))
   return [{r: UOp.const(r.dtype, v) for r, v in zip(ranges, combo)} for combo in values]
 
+def copies(root: UOp, ranges: list[UOp]) -> list[UOp]:
+  """root.substitute(c) for each combination c of the ranges' values (in _combos' order), walking the graph once:
+  only the nodes that depend on a range are rebuilt per copy."""
+  combos = _combos(ranges)
+  if not ranges: return [root] * len(combos)
+  keys, moving = set(ranges), set(ranges)
+  nodes = root.toposort(gate=lambda n: n not in keys)
+  for n in nodes:
+    if any(s in moving for s in n.src): moving.add(n)
+  rebuild = [n for n in nodes if n in moving and n not in keys]
+  out = []
+  for c in combos:
+    memo: dict[UOp, UOp] = dict(c)
+    for n in rebuild: memo[n] = n.replace(src=tuple(memo.get(s, s) for s in n.src))
+    out.append(memo.get(root, root))
+  return out
+
 def tree_reduce(op: Ops, vals: list[UOp]) -> UOp:
   """vals combined pairwise: ((a+b)+(c+d)), which is shorter to wait for than (((a+b)+c)+d)."""
   while len(vals) > 1:
@@ -32,9 +49,9 @@ def _expand_reduce(red: UOp, value: UOp, ranges: tuple[UOp, ...]) -> UOp:
   unrolled = [r for r in ranges if range_kind(r) is AxisType.UNROLL]
   kept = tuple(r for r in ranges if range_kind(r) not in (AxisType.LANES, AxisType.UNROLL))
   def accumulator(v: UOp) -> UOp:
-    copies = [v.substitute(c) for c in _combos(unrolled)]
-    return tree_reduce(red.arg, copies) if not kept else UOp(Ops.REDUCE, red.dtype, tuple(copies) + kept, red.arg)
-  return tree_reduce(red.arg, [accumulator(value.substitute(c)) for c in _combos(lanes)])
+    vs = copies(v, unrolled)
+    return tree_reduce(red.arg, vs) if not kept else UOp(Ops.REDUCE, red.dtype, tuple(vs) + kept, red.arg)
+  return tree_reduce(red.arg, [accumulator(v) for v in copies(value, lanes)])
 
 def expand_unrolled(sink: UOp) -> UOp:
   """The AST with no UPCAST, UNROLL or LANES ranges left."""
@@ -48,7 +65,7 @@ def expand_unrolled(sink: UOp) -> UOp:
       for store in src:
         upcast = sorted((r for r in store.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST),
                         key=lambda r: r.arg[0])
-        stores.extend(store.substitute(c) for c in _combos(upcast))
+        stores.extend(copies(store, upcast))
       memo[node] = node.replace(src=tuple(stores))
     else: memo[node] = node if src == node.src else node.replace(src=src)
   return simplify(memo[sink])

@@ -47,6 +47,8 @@ class _Vectorizer:
     """u as a vector of n lanes, or u itself where it does not depend on r (a scalar, the same in every lane)."""
     if (ret := self.memo.get(u)) is not None: return ret
     if self.r not in u.toposort(): ret = u
+    elif u.dtype == dtypes.bool and (m := self.mask(u)) is not None: ret = m
+    elif u.op is Ops.WHERE and u.dtype == dtypes.float32 and (w := self.where(u)) is not None: ret = w
     elif u.dtype not in VECTOR_DTYPES: ret = self.by_lane(u)
     elif u.op is Ops.LOAD and _stride(u.src[1], self.r) == 1 and not any(self.r in g.toposort() for g in u.src[2:]):
       base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
@@ -59,6 +61,25 @@ class _Vectorizer:
     else: ret = self.by_lane(u)
     self.memo[u] = ret
     return ret
+
+  def mask(self, u: UOp) -> UOp | None:
+    """Bool u (depending on r) as a mask vector computed as one, or None: a comparison of float32 vectors, or AND, OR
+    or != of masks and bool constants (a relu's gradient, `x <= 0`, is `(x < 0) | ((x != 0) != True)`)."""
+    if u.op in (Ops.CMPLT, Ops.CMPNE) and u.src[0].dtype == dtypes.float32:
+      vs = [self.vec(s) for s in u.src]
+      return UOp(u.op, dtypes.bool.vec(self.n), tuple(self.full(v) for v in vs)) if self.any_real(vs) else None
+    if u.op not in (Ops.AND, Ops.OR, Ops.CMPNE) or u.src[0].dtype != dtypes.bool: return None
+    ms: list[UOp | None] = [UOp(Ops.CONST, dtypes.bool.vec(self.n), (), s.arg) if s.op is Ops.CONST
+                            else self.vec(s) if self.r in s.toposort() else None for s in u.src]
+    if any(m is None or m.op is Ops.VECTORIZE for m in ms): return None  # a bool copied lane by lane is no mask
+    return UOp(u.op, dtypes.bool.vec(self.n), tuple(m for m in ms if m is not None))
+  def where(self, u: UOp) -> UOp | None:
+    """A float32 WHERE whose condition is a mask (or doesn't depend on r) as one vector select, or None."""
+    cond = self.vec(u.src[0])
+    if cond.dtype.count != 1 and cond.op is Ops.VECTORIZE: return None
+    vs = [self.vec(s) for s in u.src[1:]]
+    if not self.any_real([cond, *vs]): return None
+    return UOp(Ops.WHERE, u.dtype.vec(self.n), (cond, *(self.full(v) for v in vs)))
 
   def any_real(self, vs: list[UOp]) -> bool:
     """True if some value is a vector computed as one (not lanes gathered one by one, nor a broadcast): only then is
@@ -174,8 +195,8 @@ def _devec(u: UOp, memo: dict[UOp, list[UOp]]) -> UOp:
   return ret
 
 def renderer_holds(ren: Renderer, dt: DType) -> bool:
-  """True when the renderer can write vectors of dt's length and scalar type."""
-  return dt.count in ren.vector_widths and dt.scalar() in VECTOR_DTYPES
+  """True when the renderer can write vectors of dt's length and scalar type (bool vectors: masks of float32 lanes)."""
+  return dt.count in ren.vector_widths and (dt.scalar() in VECTOR_DTYPES or dt.scalar() == dtypes.bool)
 
 def devectorize(sink: UOp, ren: Renderer) -> UOp:
   """The AST with every vector split into scalars, unless the renderer holds all of the kernel's vector types."""

@@ -268,24 +268,34 @@ class ClangRenderer(CStyleLanguage):
             dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
             dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.float16: self.half_type,
             dtypes.float32: "float", dtypes.float64: "double"}[known_dtype(dt.scalar())]
+    if dt.count > 1 and dt.scalar() == dtypes.bool: return f"fg_mask{dt.count}"
     return name if dt.count == 1 else f"{name}{dt.count}"  # vectors: typedefs in render_prelude
   def render_const(self, val: object, dt: DType) -> str:
     if dt.count == 1: return super().render_const(val, dt)
+    if dt.scalar() == dtypes.bool:  # a mask: all ones for true
+      return f"(({self.render_dtype(dt)}){{{', '.join(['-1' if val else '0'] * dt.count)}}})"
     return f"(({self.render_dtype(dt)}){{{', '.join([super().render_const(val, dt.scalar())] * dt.count)}}})"
   def render_prelude(self, uops: list[UOp]) -> list[str]:
     """The GNU vector types the kernel uses (gcc and clang), an unaligned variant for loads and stores, and the vector
-    exp2 and log2 functions it calls."""
+    exp2 and log2 functions it calls. A bool vector is a mask: what comparing float vectors gives, an int of all ones
+    (true) or zeros per lane."""
     vecs = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
+    masks = [dt for dt in vecs if dt.scalar() == dtypes.bool]
     fns = sorted({(u.op is Ops.LOG2, u.dtype) for u in uops
                   if u.op in (Ops.EXP2, Ops.LOG2) and u.dtype.count > 1 and u.dtype.scalar() == dtypes.float32})
     return [f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)}{sfx} "
             f"__attribute__((vector_size({dt.itemsize}){align}));"
-            for dt in vecs for sfx, align in (("", ""), ("_u", f", aligned({dt.scalar().itemsize})"))] + \
+            for dt in vecs if dt not in masks
+            for sfx, align in (("", ""), ("_u", f", aligned({dt.scalar().itemsize})"))] + \
+      [f"typedef int {self.render_dtype(dt)} __attribute__((vector_size({4 * dt.count})));" for dt in masks] + \
       [(vector_log2 if log else vector_exp2)(self.render_dtype(dt)) for log, dt in fns]
   def render_alu(self, u: UOp, src: list[str]) -> str:
     """Vectors: MAX as a bitwise select (C has no ?: on vectors), float exp2 and log2 as vector_exp2 and vector_log2,
     other math lane by lane."""
     dt = u.dtype
+    if u.op is Ops.WHERE and u.src[0].dtype.count > 1:  # a mask's lanes pick the bits of one value or the other
+      m, a, b = src
+      return f"({self.render_dtype(dt)})(({m} & (fg_mask{dt.count}){a}) | (~{m} & (fg_mask{dt.count}){b}))"
     if dt.count == 1 or u.op not in (Ops.MAX, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC):
       return super().render_alu(u, src)
     if u.op is Ops.MAX:  # (a > b or a is nan) ? a : b in each lane; a cast between vector types keeps the bits

@@ -88,30 +88,44 @@ class PatternMatcher:
         if ret is not None and ret is not u: return ret
     return None
 
-def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000) -> UOp:
-  """Rewrite bottom-up to a fixed point: sources first, then the node, until no rule matches anywhere."""
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000,
+                  memo: str | None = None) -> UOp:
+  """Rewrite bottom-up to a fixed point: sources first, then the node, until no rule matches anywhere.
+  memo: a key under which each node keeps its result (in its _cache) across calls, for a table whose rules depend on
+  nothing but the node (no ctx): a later call stops its walk at any node rewritten before. A node that is its own
+  result keeps True (a reference to itself would be a cycle)."""
   done: dict[UOp, UOp] = {}
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
   steps = 0
+  def finish(node: UOp, result: UOp) -> None:
+    done[node] = result
+    if memo is not None: node._cache[memo] = True if result is node else result
   while stack:
     node, stage, new = stack.pop()
     if node in done: continue
     if stage == 0:  # visit the sources first
+      if memo is not None and (known := node._cache.get(memo)) is not None:
+        done[node] = node if known is True else known
+        continue
       stack.append((node, 1, None))
       stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
     elif stage == 1:  # rebuild with rewritten sources, then try the rules
       src = tuple(done[s] for s in node.src)
       rebuilt = node if src == node.src else node.replace(src=src)
+      if rebuilt is not node and rebuilt not in done and memo is not None and (known := rebuilt._cache.get(memo)):
+        done[rebuilt] = rebuilt if known is True else known
       if rebuilt is not node and rebuilt in done:
-        done[node] = done[rebuilt]
+        finish(node, done[rebuilt])
         continue
       steps += 1
       if steps > max_steps: raise RuntimeError("graph_rewrite did not reach a fixed point (a rule cycle?)")
       replacement = pm.rewrite(rebuilt, ctx)
-      if replacement is None: done[node] = done[rebuilt] = rebuilt
+      if replacement is None:
+        finish(rebuilt, rebuilt)
+        finish(node, rebuilt)
       else:  # the replacement may hold new nodes: rewrite it fully, then map node to the result
         stack.append((node, 2, replacement))
         stack.append((replacement, 0, None))
     else:
-      done[node] = done[unwrap(new)]
+      finish(node, done[unwrap(new)])
   return done[root]

@@ -67,6 +67,10 @@ def fold_add(x: UOp) -> UOp | None:
   """An integer sum with like terms or several constants, flattened and combined: (a+2)+(a*3) -> a*4+2.
   Index sums are always rebuilt in one canonical order (so equal indices are one node); other integer sums with
   nothing to combine keep their shape, so chains of partial sums stay shared (Threefry would grow quadratically)."""
+  a, b = x.src
+  if x.dtype == dtypes.index and b.op is Ops.CONST and a.op is not Ops.CONST and not (a.op is Ops.ADD and
+                                                                                     a.src[1].op is Ops.CONST):
+    return None  # a+c with a canonical and constant-free (sources are rewritten first) -> canonical already
   terms, const = split_terms(x)
   combined = combine_terms(terms)
   if (x.dtype != dtypes.index and len(combined) == len(terms) and _const_leaves(x) <= 1
@@ -210,5 +214,6 @@ symbolic = PatternMatcher([
 ])
 
 def simplify(u: UOp) -> UOp:
-  """u with the symbolic rules applied to a fixed point."""
-  return graph_rewrite(u, symbolic)
+  """u with the symbolic rules applied to a fixed point. The rules read nothing but the nodes, so each node keeps its
+  simplified form: passes that simplify again after changing part of a kernel only walk the new nodes."""
+  return graph_rewrite(u, symbolic, memo="simplified")

@@ -131,6 +131,33 @@ class TestOpts:
     if opts[0].arg in renderer().vector_widths:
       assert any(u.op is Ops.LOAD and u.dtype.count == opts[0].arg for u in p.uops)
 
+  @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 16)],
+                                    [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 0, 2)]], ids=str)
+  def test_vector_masks(self, opts):
+    # a relu's gradient, x <= 0 as (x < 0) | ((x != 0) != True), and a NaN test: with vectors along the contiguous
+    # axis the conditions are masks (bool vectors) and the WHERE a select; results as numpy's, NaN and -0.0 included
+    x = RNG.standard_normal((4, 32)).astype(np.float32)
+    x[0, :5], x[1, 3], x[2, 7] = 0.0, -0.0, np.nan
+    g = RNG.standard_normal((4, 32)).astype(np.float32)
+    X, G = Tensor(x), Tensor(g)
+    si = kernel_of(((X < 0) | (X == 0)).where(0.0, G) + (X != X).where(1.0, X * 2))
+    got, p = run_with(si, opts)
+    want = np.where(x <= 0, 0.0, g) + np.where(np.isnan(x), 1.0, x * 2)
+    np.testing.assert_allclose(got.reshape(4, 32), want, rtol=1e-6)
+    if opts and opts[0].arg in renderer().vector_widths:
+      assert any(u.op is Ops.WHERE and u.src[0].dtype == dtypes.bool.vec(opts[0].arg) for u in p.uops)
+
+  def test_vector_masks_in_a_lanes_reduce(self):
+    # batch norm's backward sums a relu's gradient along a contiguous axis: LANES vectors, the mask inside the loop
+    x = RNG.standard_normal((4, 64)).astype(np.float32)
+    x[:, :9] = 0.0
+    g = RNG.standard_normal((4, 64)).astype(np.float32)
+    si = kernel_of(((Tensor(x) < 0) | (Tensor(x) == 0)).where(0.0, Tensor(g)).sum(1))
+    got, p = run_with(si, [Opt(OptOps.LANES, 0, 16)])
+    np.testing.assert_allclose(got, np.where(x <= 0, 0.0, g).sum(1), rtol=1e-5, atol=1e-6)
+    if 16 in renderer().vector_widths:
+      assert not any(u.op is Ops.LOAD and u.dtype.count == 1 and u.src[0].arg == 1 for u in p.uops)  # x: vectors
+
   def test_swap_puts_the_column_loop_outside(self):
     si = kernel_of(Tensor(A) @ Tensor(B))
     k = Kernel(merge_axes(fold_reduces(si.ast)), renderer())
