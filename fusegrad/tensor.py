@@ -746,7 +746,18 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
 
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
-  sched = engine_cache.cached_schedule([t.uop for t in todo])
+  sched = engine_cache.plan_schedule([t.uop for t in todo])
+  if type(sched) is tuple:  # the quick path (engine/cache.py): kernels that write nothing older, no Schedule
+    becomes, reads, kernels = sched
+    items = engine_realize.lower_kernels(kernels)  # compile first: an error leaves every tensor as it was
+    state.remember(becomes, reads)
+    copies = [t for t in todo if not _resolve(t, becomes)]
+    try: engine_realize.run_exec_items(items)
+    except Exception:
+      state.forget({ei.bufs[0] for ei in items})
+      raise
+    return copies
+  assert isinstance(sched, engine_schedule.Schedule)
   items = engine_realize.lower_schedule(sched.items)  # compile first: an error leaves every tensor as it was
   state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]
