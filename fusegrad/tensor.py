@@ -44,11 +44,13 @@ def _flatten_list(data: Any) -> list:
   return [y for x in data for y in _flatten_list(x)]
 
 _SCALARS = (int, float, bool)
+_NUMBERS = {int, float}
 
-def _pack(values: list, dtype: DType) -> bytes:
-  """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.)."""
-  if dtype.fmt in ("f", "d") and all(type(v) is float or type(v) is int for v in values):  # as a cast: struct rounds
-    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *[float(v) for v in values])
+def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
+  """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.). numbers: values are
+  known to be Python ints and floats only."""
+  if dtype.fmt in ("f", "d") and (numbers or all(type(v) is float or type(v) is int for v in values)):
+    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)  # as a cast: struct rounds (ints as float() does)
     except OverflowError: pass  # beyond float32's range: inf, below
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
@@ -83,8 +85,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
-    elif type(data) is list and data and all(type(x) is float or type(x) is int for x in data):  # flat, as below
-      uop = _make_buffer(_pack(data, dt := dtype or dtypes.from_py(data)), (len(data),), dt, device)
+    elif type(data) is list and data and (kinds := set(map(type, data))) <= _NUMBERS:  # flat, as below, quickly
+      if dtype is None:  # (a float among Python numbers in int64's range: the default float, as dtypes.from_py says)
+        ok = float in kinds and -2 ** 63 <= min(data) and max(data) < 2 ** 63
+        dt = dtypes.default_float if ok else dtypes.from_py(data)
+      else: dt = dtype
+      uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
       if any(isinstance(x, Tensor) for x in flat):
@@ -751,7 +757,14 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
     becomes, reads, kernels = sched
     items = engine_realize.lower_kernels(kernels)  # compile first: an error leaves every tensor as it was
     state.remember(becomes, reads)
-    copies = [t for t in todo if not _resolve(t, becomes)]
+    copies = []
+    for t in todo:
+      if (view := becomes.get(lazy := t._uop)) is not None and \
+         getattr(buf := state.view_base(view).arg, "_owner", None) is None:
+        t.uop = view  # a buffer the plan made: no other tensor's (what _resolve does, quickly)
+        _remember_lazy_def(t, lazy)
+        buf._owner = weakref.ref(t)
+      elif not _resolve(t, becomes): copies.append(t)
     try: engine_realize.run_exec_items(items)
     except Exception:
       state.forget({ei.bufs[0] for ei in items})

@@ -237,56 +237,47 @@ QUICK_NODES = 64  # larger graphs go the general way (their walk would cost more
 _IMPURE = {Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.SINK}
 _QUICK_OPS = GroupOp.Elementwise | GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.DETACH}
 
-def _below(n: UOp) -> tuple[UOp, ...]: return () if n.op is Ops.BUFFER or n._cache.get("pure") else n.src
-
-def _quick_walk(outs: list[UOp]) -> list[UOp] | None:
-  """outs' nodes, sources first, not below a buffer or a pure node; None when the graph isn't one for the quick path
-  (a stored value, an older version of a buffer, a write, a variable, a copy, or too many nodes)."""
-  visited: dict[UOp, None] = {}
-  for out in outs:
-    if out in visited: continue
-    stack = [(out, iter(_below(out)))]
-    while stack:
-      node, srcs = stack[-1]
-      for s in srcs:
-        if s not in visited:
-          stack.append((s, iter(_below(s))))
-          break
-      else:
-        stack.pop()
-        if "realized" in (c := node._cache): return None
-        if node.op is Ops.BUFFER:
-          if (node.src[0].arg if node.src else None) != getattr(node.arg, "_newest_write", None): return None
-        elif "pure" not in c or not c["pure"]:
-          if not (pure := node.op not in _IMPURE and all(s._cache.get("pure") for s in node.src)) and \
-             node.op not in _QUICK_OPS: return None
-          c["pure"] = pure
-        visited[node] = None
-        if len(visited) > QUICK_NODES: return None
-  return list(visited)
-
 def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
-  """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path, else None."""
-  if (walked := _quick_walk(outs)) is None: return None
+  """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path; None when the graph
+  isn't one (a stored value, an older version of a buffer, a write, a variable, a copy, or too many nodes). One walk
+  from the outputs, sources first, not below a buffer or a pure node; a pure node's entry is itself, made where a
+  node that isn't pure uses it."""
   pos: dict[UOp, int] = {}
   entries: list[Any] = []
   bufs: dict[Buffer, int] = {}
   parts: list[tuple] = []
-  for n in walked:
-    if n._cache.get("pure"): continue  # its entry is itself, made where it is used
-    if n.op is Ops.BUFFER:
-      if (b := bufs.get(n.arg)) is None:
-        b = bufs[n.arg] = len(bufs)
-        parts.append((n.arg.device, n.arg.size, n.arg.dtype))
-      pos[n] = len(entries)
-      entries.append((b, n.dtype))
-      continue
-    for s in n.src:
-      if s not in pos:
-        pos[s] = len(entries)
-        entries.append(s)
-    pos[n] = len(entries)
-    entries.append((n.op, n.dtype, _arg_key(n.arg), tuple([pos[s] for s in n.src])))
+  visited: set[UOp] = set()
+  for out in outs:
+    if out in visited: continue
+    stack = [(out, iter(() if out.op is Ops.BUFFER or out._cache.get("pure") else out.src))]
+    while stack:
+      node, srcs = stack[-1]
+      for s in srcs:
+        if s not in visited:
+          stack.append((s, iter(() if s.op is Ops.BUFFER or s._cache.get("pure") else s.src)))
+          break
+      else:
+        stack.pop()
+        visited.add(node)
+        if "realized" in (c := node._cache) or len(visited) > QUICK_NODES: return None
+        if node.op is Ops.BUFFER:
+          if (node.src[0].arg if node.src else None) != getattr(buf := node.arg, "_newest_write", None): return None
+          if (b := bufs.get(buf)) is None:
+            b = bufs[buf] = len(bufs)
+            parts.append((buf.device, buf.size, buf.dtype))
+          pos[node] = len(entries)
+          entries.append((b, node.dtype))
+          continue
+        if c.get("pure"): continue
+        if not (pure := node.op not in _IMPURE and all(s._cache.get("pure") for s in node.src)):
+          if node.op not in _QUICK_OPS: return None
+          for s in node.src:
+            if s not in pos:  # a pure source
+              pos[s] = len(entries)
+              entries.append(s)
+          pos[node] = len(entries)
+          entries.append((node.op, node.dtype, _arg_key(node.arg), tuple([pos[s] for s in node.src])))
+        c["pure"] = pure
   for o in outs:
     if o not in pos:
       pos[o] = len(entries)
