@@ -56,6 +56,17 @@ def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
 
+class _WeakList:
+  """Objects held weakly, in the order added: a list of weak references without callbacks (cheaper to add to and to
+  let go of than a WeakSet, for every tensor made), the dead ones dropped as the list grows."""
+  def __init__(self) -> None: self.refs, self.limit = list[weakref.ReferenceType](), 1024
+  def add(self, x: Any) -> None:
+    self.refs.append(weakref.ref(x))
+    if len(self.refs) > self.limit:
+      self.refs = [r for r in self.refs if r() is not None]
+      self.limit = max(1024, 2 * len(self.refs))
+  def __iter__(self) -> Iterator[Any]: return (x for r in list(self.refs) if (x := r()) is not None)
+
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
@@ -66,7 +77,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those that are in the graph
   # and have requires_grad None too)
   _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
-  _float_tensors: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
+  _float_tensors: ClassVar[_WeakList] = _WeakList()
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
