@@ -245,3 +245,18 @@ def test_quick_path_float_constants():
   for c in (0.5, 1.5, 0.5, 1.5, 2.5):
     np.testing.assert_equal((x * c).numpy(), rnd(3) * np.float32(c))
   assert quick_of(lambda: np.testing.assert_equal((x * 1.5).numpy(), rnd(3) * np.float32(1.5))) == 1
+
+def test_quick_path_lets_go_of_the_graph():
+  # nothing the quick path makes may keep the realized graph alive (a reference cycle would, until the collector ran):
+  # what still refers to a version of a buffer decides whether a write copies it aside first
+  import gc, weakref
+  a = Tensor(rnd(4)).realize()
+  gc.disable()
+  try:
+    for i in range(3):
+      t = a * 3 + 2
+      node = weakref.ref(t.uop)
+      CacheStats.reset()
+      np.testing.assert_allclose(t.numpy(), rnd(4) * 3 + 2, rtol=1e-6)
+      assert node() is None and CacheStats.quick == (i > 0)
+  finally: gc.enable()

@@ -237,47 +237,47 @@ QUICK_NODES = 64  # larger graphs go the general way (their walk would cost more
 _IMPURE = {Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.SINK}
 _QUICK_OPS = GroupOp.Elementwise | GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.DETACH}
 
+class _NotQuick(Exception): pass
+
+def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: dict[Buffer, int], parts: list) -> None:
+  """quick_key's walk: n's entry after its sources' (a plain function: a closure calling itself would be a reference
+  cycle, keeping the graph's nodes and buffers alive until the garbage collector runs)."""
+  if "realized" in (c := n._cache) or depth > QUICK_NODES: raise _NotQuick
+  if n.op is Ops.BUFFER:
+    if (n.src[0].arg if n.src else None) != getattr(buf := n.arg, "_newest_write", None): raise _NotQuick
+    if (b := bufs.get(buf)) is None:
+      b = bufs[buf] = len(bufs)
+      parts.append((buf.device, buf.size, buf.dtype))
+    pos[n] = len(entries)
+    entries.append((b, n.dtype))
+    return
+  for s in n.src:
+    if s not in pos and not s._cache.get("pure"): _visit(s, depth + 1, pos, entries, bufs, parts)
+  if n.op not in _IMPURE and all([s._cache.get("pure") for s in n.src]):
+    c["pure"] = True
+    return
+  if n.op not in _QUICK_OPS: raise _NotQuick
+  c["pure"] = False
+  for s in n.src:
+    if s not in pos:  # a pure source
+      pos[s] = len(entries)
+      entries.append(s)
+  pos[n] = len(entries)
+  entries.append((n.op, n.dtype, _arg_key(n.arg), tuple([pos[s] for s in n.src])))
+
 def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
   """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path; None when the graph
-  isn't one (a stored value, an older version of a buffer, a write, a variable, a copy, or too many nodes). One walk
-  from the outputs, sources first, not below a buffer or a pure node; a pure node's entry is itself, made where a
-  node that isn't pure uses it."""
+  isn't one (a stored value, an older version of a buffer, a write, a variable, a copy, or a node deeper than
+  QUICK_NODES). One walk from the outputs, sources first, not below a buffer or a node known to be pure; a pure node's
+  entry is itself, made where a node that isn't pure uses it."""
   pos: dict[UOp, int] = {}
   entries: list[Any] = []
   bufs: dict[Buffer, int] = {}
   parts: list[tuple] = []
-  visited: set[UOp] = set()
-  for out in outs:
-    if out in visited: continue
-    stack = [(out, iter(() if out.op is Ops.BUFFER or out._cache.get("pure") else out.src))]
-    while stack:
-      node, srcs = stack[-1]
-      for s in srcs:
-        if s not in visited:
-          stack.append((s, iter(() if s.op is Ops.BUFFER or s._cache.get("pure") else s.src)))
-          break
-      else:
-        stack.pop()
-        visited.add(node)
-        if "realized" in (c := node._cache) or len(visited) > QUICK_NODES: return None
-        if node.op is Ops.BUFFER:
-          if (node.src[0].arg if node.src else None) != getattr(buf := node.arg, "_newest_write", None): return None
-          if (b := bufs.get(buf)) is None:
-            b = bufs[buf] = len(bufs)
-            parts.append((buf.device, buf.size, buf.dtype))
-          pos[node] = len(entries)
-          entries.append((b, node.dtype))
-          continue
-        if c.get("pure"): continue
-        if not (pure := node.op not in _IMPURE and all(s._cache.get("pure") for s in node.src)):
-          if node.op not in _QUICK_OPS: return None
-          for s in node.src:
-            if s not in pos:  # a pure source
-              pos[s] = len(entries)
-              entries.append(s)
-          pos[node] = len(entries)
-          entries.append((node.op, node.dtype, _arg_key(node.arg), tuple([pos[s] for s in node.src])))
-        c["pure"] = pure
+  try:
+    for o in outs:
+      if o not in pos and not o._cache.get("pure"): _visit(o, 0, pos, entries, bufs, parts)
+  except _NotQuick: return None
   for o in outs:
     if o not in pos:
       pos[o] = len(entries)
