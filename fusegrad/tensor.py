@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
-from fusegrad.helpers import prod, argfix, all_int, TRAINING
+from fusegrad.helpers import prod, argfix, all_int, TRAINING, WeakList
 from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
@@ -56,17 +56,6 @@ def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
 
-class _WeakList:
-  """Objects held weakly, in the order added: a list of weak references without callbacks (cheaper to add to and to
-  let go of than a WeakSet, for every tensor made), the dead ones dropped as the list grows."""
-  def __init__(self) -> None: self.refs, self.limit = list[weakref.ReferenceType](), 1024
-  def add(self, x: Any) -> None:
-    self.refs.append(weakref.ref(x))
-    if len(self.refs) > self.limit:
-      self.refs = [r for r in self.refs if r() is not None]
-      self.limit = max(1024, 2 * len(self.refs))
-  def __iter__(self) -> Iterator[Any]: return (x for r in list(self.refs) if (x := r()) is not None)
-
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
@@ -77,13 +66,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those that are in the graph
   # and have requires_grad None too)
   _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
-  _float_tensors: ClassVar[_WeakList] = _WeakList()
+  _float_tensors: ClassVar[WeakList] = WeakList()
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                requires_grad: bool | None = None):
     self.grad: Tensor | None = None
-    self._old_uops: weakref.WeakSet | None = None
+    self._old_uops: WeakList | None = None
     self._requires_grad: bool | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
@@ -135,7 +124,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def uop(self, new: UOp) -> None:
     if new is self._uop: return
     if self._requires_grad is not False:  # remember old nodes: graphs built before a realize still refer to them
-      if self._old_uops is None: self._old_uops = weakref.WeakSet()
+      if self._old_uops is None: self._old_uops = WeakList(8)
       self._old_uops.add(self._uop)
     self._uop = new
   lazydata = uop  # tinygrad's older name

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
+from fusegrad.helpers import WeakList
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 
 VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
@@ -97,17 +98,16 @@ class Realized:
 
 class _Memo:
   """node -> Realized, weakly: the entry is kept in the node's own _cache, so it lives exactly as long as the node and
-  a lookup (one per node of every graph realized) is a plain dict get; a weak set of the nodes with one, for forget."""
-  def __init__(self) -> None: self.nodes: weakref.WeakSet[UOp] = weakref.WeakSet()
+  a lookup (one per node of every graph realized) is a plain dict get; a weak list of the nodes given one, for
+  forget."""
+  def __init__(self) -> None: self.nodes = WeakList()
   def get(self, n: UOp) -> Realized | None: return n._cache.get("realized")
   def __setitem__(self, n: UOp, entry: Realized) -> None:
+    if "realized" not in n._cache: self.nodes.add(n)
     n._cache["realized"] = entry
-    self.nodes.add(n)
-  def pop(self, n: UOp, default: Any = None) -> Any:
-    self.nodes.discard(n)
-    return n._cache.pop("realized", default)
+  def pop(self, n: UOp, default: Any = None) -> Any: return n._cache.pop("realized", default)
   def items(self) -> list[tuple[UOp, Realized]]:
-    return [(n, n._cache["realized"]) for n in list(self.nodes) if "realized" in n._cache]
+    return [(n, n._cache["realized"]) for n in dict.fromkeys(self.nodes) if "realized" in n._cache]
 
 memo = _Memo()
 _epoch = 0
