@@ -163,6 +163,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
   @staticmethod
+  def _wrap_const(uop: UOp) -> Tensor:
+    """Tensor._wrap of a broadcast constant: never given a gradient (backward skips constants), so not a float tensor
+    backward looks at."""
+    ret = object.__new__(Tensor)
+    ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
+    return ret
+  @staticmethod
   def _wrap(uop: UOp) -> Tensor:
     """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes)."""
     ret = object.__new__(Tensor)
@@ -277,7 +284,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
-    dtype, shape = self.uop.dtype, self._uop.shape
+    dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
     if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
     if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
     ret = np.empty(shape, dtype=to_numpy(dtype))
@@ -590,7 +597,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
     if (type(y) is float and dtypes.is_float(x.dtype)) or (type(y) is int and x.dtype != dtypes.bool):
-      y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device))  # a Python number: x's dtype, shape and device
+      y = Tensor._wrap_const(UOp.const(x.dtype, y, x.shape, x.device))  # a Python number: x's dtype, shape, device
       return (y, x) if reverse else (x, y)
     if _is_numpy(y) or type(y).__module__ == "numpy":  # numpy scalars act as Python numbers, arrays as tensors
       y = y.item() if getattr(y, "ndim", 0) == 0 else Tensor(y, device=x.device)
@@ -603,7 +610,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
-        y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device))  # broadcast already (the graph _broadcast_to makes)
+        y = Tensor._wrap_const(UOp.const(dt, y, x.shape, x.device))  # broadcast already (as _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
       raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
     if match_dtype and x.dtype != y.dtype:

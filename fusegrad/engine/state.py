@@ -14,8 +14,7 @@ alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the ru
 from __future__ import annotations
 import itertools, weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import WeakList
@@ -90,9 +89,9 @@ def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
 
 # *** computed values ***
 
-@dataclass(frozen=True)
-class Realized:
-  """Where a node's value lives: a view of a BUFFER (for an assign, the view written)."""
+class Realized(NamedTuple):
+  """Where a node's value lives: a view of a BUFFER (for an assign, the view written). (A named tuple: one is made
+  per value computed, and a frozen dataclass is several times slower to make.)"""
   view: UOp
   epoch: int  # which schedule stored it (see capture)
 
