@@ -25,6 +25,15 @@ from fusegrad.mixin.linalg import LinalgMixin
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
+_np: Any = None
+def _numpy() -> Any:
+  """The numpy module, imported at the first use (fusegrad doesn't need it otherwise)."""
+  global _np
+  if _np is None:
+    import numpy
+    _np = numpy
+  return _np
+
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
 def _shape_of(data: Any) -> tuple[int, ...]:
@@ -159,7 +168,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         names = ", ".join(sorted(devices))
         raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor._wrap(uop)
-    flags = [self._requires_grad, *(o._requires_grad for o in others)]  # True if any is, False if all are, else None
+    flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
   @staticmethod
@@ -283,7 +292,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return ret
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
-    import numpy as np
+    np = _numpy()
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
     if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
     if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
@@ -588,7 +597,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   # *** the primitives, with broadcasting and dtype promotion ***
   def _apply(self, op: Ops, *others: Tensor) -> Tensor:
-    return self._new(self.uop.alu(op, *(o.uop for o in others)), *others)
+    return self._new(self.uop.alu(op, *[o.uop for o in others]), *others)
   def _const(self, val: Any, dtype: DType | None = None) -> Tensor:
     """A constant broadcast to this tensor's shape, on its device."""
     return Tensor(UOp.const(dtype or self.dtype, val, self.shape, self.device))
