@@ -25,15 +25,6 @@ from fusegrad.mixin.linalg import LinalgMixin
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
-_np: Any = None
-def _numpy() -> Any:
-  """The numpy module, imported at the first use (fusegrad doesn't need it otherwise)."""
-  global _np
-  if _np is None:
-    import numpy
-    _np = numpy
-  return _np
-
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
 def _shape_of(data: Any) -> tuple[int, ...]:
@@ -172,18 +163,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
   @staticmethod
-  def _wrap_const(uop: UOp) -> Tensor:
-    """Tensor._wrap of a broadcast constant: never given a gradient (backward skips constants), so not a float tensor
-    backward looks at."""
+  def _wrap(uop: UOp, const: bool = False) -> Tensor:
+    """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes). const: a
+    broadcast constant, which backward never gives a gradient, so it isn't registered for backward."""
     ret = object.__new__(Tensor)
     ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
-    return ret
-  @staticmethod
-  def _wrap(uop: UOp) -> Tensor:
-    """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes)."""
-    ret = object.__new__(Tensor)
-    ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
-    if dtypes.is_float(uop.dtype): Tensor._float_tensors.add(ret)
+    if not const and dtypes.is_float(uop.dtype): Tensor._float_tensors.add(ret)
     return ret
 
   # *** properties ***
@@ -292,7 +277,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return ret
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
-    np = _numpy()
+    import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
     if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
     if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
@@ -606,7 +591,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
     if (type(y) is float and dtypes.is_float(x.dtype)) or (type(y) is int and x.dtype != dtypes.bool):
-      y = Tensor._wrap_const(UOp.const(x.dtype, y, x.shape, x.device))  # a Python number: x's dtype, shape, device
+      y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device), True)  # a Python number: x's dtype, shape, device
       return (y, x) if reverse else (x, y)
     if _is_numpy(y) or type(y).__module__ == "numpy":  # numpy scalars act as Python numbers, arrays as tensors
       y = y.item() if getattr(y, "ndim", 0) == 0 else Tensor(y, device=x.device)
@@ -619,7 +604,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
-        y = Tensor._wrap_const(UOp.const(dt, y, x.shape, x.device))  # broadcast already (as _broadcast_to makes)
+        y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device), True)  # broadcast already (as _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
       raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
     if match_dtype and x.dtype != y.dtype:
