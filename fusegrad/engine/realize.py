@@ -275,7 +275,7 @@ def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None
   for ei in items:
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)
-  if items: dprint(3, f"ran {len(items)} schedule items")
+  if items and DEBUG.value >= 3: dprint(3, f"ran {len(items)} schedule items")  # (no f-string made otherwise)
 
 # *** index checks: an indexing op adds a flag (a tiny reduce over its indices); realizing its result reads the flag ***
 
