@@ -260,3 +260,19 @@ def test_quick_path_lets_go_of_the_graph():
       np.testing.assert_allclose(t.numpy(), rnd(4) * 3 + 2, rtol=1e-6)
       assert node() is None and CacheStats.quick == (i > 0)
   finally: gc.enable()
+
+def test_quick_walk_stops_early():
+  # a write on top (an optimizer step) or a big graph ends the quick key's walk where it is met: the general path's
+  # graphs pay little for the quick path's attempt
+  from fusegrad.engine.cache import quick_key, QUICK_NODES
+  x = Tensor(rnd(8)).realize()
+  y = x
+  for i in range(3): y = y * x + i
+  w = x.assign(y)
+  computed = [n for n in w.uop.src[1].toposort() if n.op.name in ("ADD", "MUL")]  # (the constants are shared nodes)
+  assert quick_key([w.uop]) is None and computed and all("pure" not in n._cache for n in computed)
+  z = Tensor(rnd(8, seed=5)).realize()
+  deep = z
+  for i in range(QUICK_NODES + 5): deep = deep + z
+  assert quick_key([deep.uop]) is None
+  np.testing.assert_allclose(deep.numpy(), rnd(8, seed=5) * (QUICK_NODES + 6), rtol=1e-5)

@@ -233,16 +233,18 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
 # there. The other nodes are keyed as in graph_key, every buffer being at its newest version. The plan is read off the
 # schedule the general path made for the first graph of a key.
 
-QUICK_NODES = 64  # larger graphs go the general way (their walk would cost more than it saves)
+QUICK_NODES = 64  # graphs deeper or with more nodes (not counting pure ones) go the general way
 _IMPURE = {Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.SINK}
 _QUICK_OPS = GroupOp.Elementwise | GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.DETACH}
+_NEVER_QUICK = _IMPURE - {Ops.BUFFER}
 
 class _NotQuick(Exception): pass
 
 def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: dict[Buffer, int], parts: list) -> None:
   """quick_key's walk: n's entry after its sources' (a plain function: a closure calling itself would be a reference
   cycle, keeping the graph's nodes and buffers alive until the garbage collector runs)."""
-  if "realized" in (c := n._cache) or depth > QUICK_NODES: raise _NotQuick
+  if "realized" in (c := n._cache) or depth > QUICK_NODES or len(entries) > QUICK_NODES: raise _NotQuick
+  if n.op in _NEVER_QUICK: raise _NotQuick  # before walking below it: a big graph with a write on top stops here
   if n.op is Ops.BUFFER:
     if (n.src[0].arg if n.src else None) != getattr(buf := n.arg, "_newest_write", None): raise _NotQuick
     if (b := bufs.get(buf)) is None:
@@ -267,9 +269,9 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
 
 def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
   """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path; None when the graph
-  isn't one (a stored value, an older version of a buffer, a write, a variable, a copy, or a node deeper than
-  QUICK_NODES). One walk from the outputs, sources first, not below a buffer or a node known to be pure; a pure node's
-  entry is itself, made where a node that isn't pure uses it."""
+  isn't one (a stored value, an older version of a buffer, a write, a variable, a copy, or more than QUICK_NODES
+  nodes or levels, pure ones not counted). One walk from the outputs, sources first, not below a buffer or a node
+  known to be pure; a pure node's entry is itself, made where a node that isn't pure uses it."""
   pos: dict[UOp, int] = {}
   entries: list[Any] = []
   bufs: dict[Buffer, int] = {}
