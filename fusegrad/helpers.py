@@ -5,7 +5,7 @@ default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
 import contextlib, functools, gzip, hashlib, itertools, os, pathlib, sqlite3, sys, tempfile, time, urllib.request
-import warnings
+import warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -152,6 +152,19 @@ def dprint(level: int, *args: Any, **kwargs: Any) -> None:
 def time_to_str(t: float, w: int = 8) -> str:
   return next((f"{t * d:{w - 2}.2f}{pr}" for d, pr in [(1, "s "), (1e3, "ms")] if t > 10 / d),
               f"{t * 1e6:{w - 3}.2f}us")
+
+class WeakList:
+  """Objects held weakly, in the order added: a list of weak references without callbacks (cheaper to add to and to
+  let go of than a WeakSet, for objects made all the time), the dead ones dropped as the list grows past limit."""
+  def __init__(self, limit: int = 1024) -> None:
+    self.refs: list[weakref.ReferenceType] = []
+    self.least = self.limit = limit
+  def add(self, x: Any) -> None:
+    self.refs.append(weakref.ref(x))
+    if len(self.refs) > self.limit:
+      self.refs = [r for r in self.refs if r() is not None]
+      self.limit = max(self.least, 2 * len(self.refs))
+  def __iter__(self) -> Iterator[Any]: return (x for r in list(self.refs) if (x := r()) is not None)
 
 class GlobalCounters:
   """Totals since the last reset(): kernels run, FLOPs, bytes moved, kernel time, device memory in use."""

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
-from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING
+from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
 from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
@@ -44,11 +44,13 @@ def _flatten_list(data: Any) -> list:
   return [y for x in data for y in _flatten_list(x)]
 
 _SCALARS = (int, float, bool)
+_NUMBERS = {int, float}
 
-def _pack(values: list, dtype: DType) -> bytes:
-  """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.)."""
-  if dtype.fmt in ("f", "d") and all(type(v) is float or type(v) is int for v in values):  # as a cast: struct rounds
-    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *[float(v) for v in values])
+def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
+  """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.). numbers: values are
+  known to be Python ints and floats only."""
+  if dtype.fmt in ("f", "d") and (numbers or all(type(v) is float or type(v) is int for v in values)):
+    try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)  # as a cast: struct rounds (ints as float() does)
     except OverflowError: pass  # beyond float32's range: inf, below
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
@@ -64,13 +66,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those that are in the graph
   # and have requires_grad None too)
   _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
-  _float_tensors: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
+  _float_tensors: ClassVar[WeakList] = WeakList()
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                requires_grad: bool | None = None):
     self.grad: Tensor | None = None
-    self._old_uops: weakref.WeakSet | None = None
+    self._old_uops: WeakList | None = None
     self._requires_grad: bool | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
@@ -84,8 +86,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
-    elif type(data) is list and data and all(type(x) is float or type(x) is int for x in data):  # flat, as below
-      uop = _make_buffer(_pack(data, dt := dtype or dtypes.from_py(data)), (len(data),), dt, device)
+    elif type(data) is list and data and (kinds := set(map(type, data))) <= _NUMBERS:  # flat, as below, quickly
+      if dtype is None:  # (a float among Python numbers in int64's range: the default float, as dtypes.from_py says)
+        ok = float in kinds and -2 ** 63 <= min(data) and max(data) < 2 ** 63
+        dt = dtypes.default_float if ok else dtypes.from_py(data)
+      else: dt = dtype
+      uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
       if any(isinstance(x, Tensor) for x in flat):
@@ -119,7 +125,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def uop(self, new: UOp) -> None:
     if new is self._uop: return
     if self._requires_grad is not False:  # remember old nodes: graphs built before a realize still refer to them
-      if self._old_uops is None: self._old_uops = weakref.WeakSet()
+      if self._old_uops is None: self._old_uops = WeakList(8)
       self._old_uops.add(self._uop)
     self._uop = new
   lazydata = uop  # tinygrad's older name
@@ -154,15 +160,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         names = ", ".join(sorted(devices))
         raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor._wrap(uop)
-    flags = [self._requires_grad, *(o._requires_grad for o in others)]  # True if any is, False if all are, else None
+    flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
   @staticmethod
-  def _wrap(uop: UOp) -> Tensor:
-    """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes)."""
+  def _wrap(uop: UOp, const: bool = False) -> Tensor:
+    """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes). const: a
+    broadcast constant, which backward never gives a gradient, so it isn't registered for backward."""
     ret = object.__new__(Tensor)
     ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
-    if dtypes.is_float(uop.dtype): Tensor._float_tensors.add(ret)
+    if not const and dtypes.is_float(uop.dtype): Tensor._float_tensors.add(ret)
     return ret
 
   # *** properties ***
@@ -272,7 +279,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
-    dtype, shape = self.uop.dtype, self._uop.shape
+    dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
     if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
     if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
     ret = np.empty(shape, dtype=to_numpy(dtype))
@@ -580,7 +587,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   # *** the primitives, with broadcasting and dtype promotion ***
   def _apply(self, op: Ops, *others: Tensor) -> Tensor:
-    return self._new(self.uop.alu(op, *(o.uop for o in others)), *others)
+    return self._new(self.uop.alu(op, *[o.uop for o in others]), *others)
   def _const(self, val: Any, dtype: DType | None = None) -> Tensor:
     """A constant broadcast to this tensor's shape, on its device."""
     return Tensor(UOp.const(dtype or self.dtype, val, self.shape, self.device))
@@ -589,7 +596,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """(self, y) as two tensors of one shape (and one dtype, by PyTorch's promotion), swapped if reverse."""
     x: Tensor = self
     if (type(y) is float and dtypes.is_float(x.dtype)) or (type(y) is int and x.dtype != dtypes.bool):
-      y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device))  # a Python number: x's dtype, shape and device
+      y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device), True)  # a Python number: x's dtype, shape, device
       return (y, x) if reverse else (x, y)
     if _is_numpy(y) or type(y).__module__ == "numpy":  # numpy scalars act as Python numbers, arrays as tensors
       y = y.item() if getattr(y, "ndim", 0) == 0 else Tensor(y, device=x.device)
@@ -602,7 +609,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
-        y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device))  # broadcast already (the graph _broadcast_to makes)
+        y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device), True)  # broadcast already (as _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
       raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
     if match_dtype and x.dtype != y.dtype:
@@ -751,7 +758,25 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
 
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
-  sched = engine_cache.cached_schedule([t.uop for t in todo])
+  sched = engine_cache.plan_schedule([t.uop for t in todo])
+  if type(sched) is tuple:  # the quick path (engine/cache.py): kernels that write nothing older, no Schedule
+    becomes, reads, kernels = sched
+    items = engine_realize.lower_kernels(kernels)  # compile first: an error leaves every tensor as it was
+    state.remember(becomes, reads)
+    copies = []
+    for t in todo:
+      if (view := becomes.get(lazy := t._uop)) is not None and \
+         getattr(buf := state.view_base(view).arg, "_owner", None) is None:
+        t.uop = view  # a buffer the plan made: no other tensor's (what _resolve does, quickly)
+        _remember_lazy_def(t, lazy)
+        buf._owner = weakref.ref(t)
+      elif not _resolve(t, becomes): copies.append(t)
+    try: engine_realize.run_exec_items(items)
+    except Exception:
+      state.forget({ei.bufs[0] for ei in items})
+      raise
+    return copies
+  assert isinstance(sched, engine_schedule.Schedule)
   items = engine_realize.lower_schedule(sched.items)  # compile first: an error leaves every tensor as it was
   state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not _resolve(t, sched.becomes)]

@@ -2,7 +2,7 @@
 mapping one to one, same values and writes). `checked_cache()` turns it on; conftest does for SCHEDULE_CACHE_CHECK=1."""
 from contextlib import contextmanager
 from fusegrad.engine import cache, state
-from fusegrad.engine.schedule import Schedule, schedule_graph
+from fusegrad.engine.schedule import Schedule, ScheduleItem, collect, schedule_graph
 
 class _Match:
   """A one-to-one map between the buffers (and versions) of two schedules, built as they are compared."""
@@ -44,14 +44,27 @@ def compare(hit: Schedule, fresh: Schedule) -> None:
     if wa is not None: m.same(wa, wb, "version")
   for (ra, _), (rb, _) in zip(hit.overwritten, fresh.overwritten): assert (ra() is None) == (rb() is None)
 
+def fresh_schedule(outs) -> Schedule:
+  """outs scheduled from scratch, as the cache would on a miss."""
+  g = collect(outs)
+  _, num = cache.graph_key(g)
+  g.holes = num.holes
+  return cache.fill(schedule_graph(g), num)
+
 @contextmanager
 def checked_cache():
-  orig = cache.instantiate
+  orig, orig_quick = cache.instantiate, cache.quick_schedule
   def checked(t, g, num):
     ret = orig(t, g, num)
     g.holes = num.holes
     compare(ret, cache.fill(schedule_graph(g), num))
     return ret
-  cache.instantiate = checked
+  def checked_quick(p, outs, nodes, bufs):
+    ret = becomes, reads, kernels = orig_quick(p, outs, nodes, bufs)
+    items = [ScheduleItem(ast, tuple(b)) for ast, b in kernels]
+    compare(Schedule(items, becomes, [], [], reads), fresh := fresh_schedule(outs))
+    assert all(reads[n] == fresh.reads_input[n] for n in becomes), "reads_input differs"
+    return ret
+  cache.instantiate, cache.quick_schedule = checked, checked_quick
   try: yield
-  finally: cache.instantiate = orig
+  finally: cache.instantiate, cache.quick_schedule = orig, orig_quick

@@ -205,3 +205,74 @@ def test_filled_constant_that_removes_a_load():
   for c in [2.0, 3.0, 2.0]:
     out = (Tensor.full((3,), c) == 0).where(a, b * c)
     np.testing.assert_equal(out.numpy(), np.array([4.0, 5.0, 6.0], np.float32) * c)
+
+def quick_of(f) -> int:
+  CacheStats.reset()
+  f()
+  return CacheStats.quick
+
+def test_round_trip_takes_the_quick_path():
+  (Tensor([1., 2, 3, 4]) + 1).numpy()
+  def again():
+    for i in range(3): np.testing.assert_equal((Tensor([1., 2, 3, float(i)]) + 1).numpy(), [2, 3, 4, i + 1])
+  assert quick_of(again) == 3
+
+def test_quick_path_aliasing_and_outputs():
+  a, b = Tensor(rnd(4, seed=1)).realize(), Tensor(rnd(4, seed=2)).realize()
+  for _ in range(3):
+    np.testing.assert_allclose((a * b + 2).numpy(), rnd(4, seed=1) * rnd(4, seed=2) + 2)
+    np.testing.assert_allclose((a * a + 2).numpy(), rnd(4, seed=1) ** 2 + 2)  # one buffer read twice: another key
+    x, y = a + b, (a * 3).sum()
+    Tensor.realize(x, y, x.reshape(2, 2))  # several outputs, one of them a view of another
+    np.testing.assert_allclose(x.numpy(), rnd(4, seed=1) + rnd(4, seed=2))
+    np.testing.assert_allclose(y.numpy(), (rnd(4, seed=1) * 3).sum(), rtol=1e-6)
+  assert quick_of(lambda: (a * b + 2).numpy()) == 1
+
+def test_quick_path_after_writes():
+  # a lazy value built before an assign reads the old version: not the quick path, and the old values
+  p = Tensor(rnd(5)).realize()
+  for i in range(3): (p * 2 + 1).numpy()
+  old = p * 2 + 1
+  p.assign(p + 1).realize()
+  assert quick_of(lambda: np.testing.assert_allclose(old.numpy(), rnd(5) * 2 + 1)) == 0
+  np.testing.assert_allclose((p * 2 + 1).numpy(), (rnd(5) + 1) * 2 + 1)  # the newest version: quick again
+  assert quick_of(lambda: np.testing.assert_allclose((p * 2 + 1).numpy(), (rnd(5) + 1) * 2 + 1)) == 1
+  q = (p * 2 + 1).realize()  # a stored value in the graph: the general path
+  assert quick_of(lambda: np.testing.assert_allclose((q - 1).numpy(), (rnd(5) + 1) * 2)) == 0
+
+def test_quick_path_float_constants():
+  x = Tensor(rnd(3)).realize()
+  for c in (0.5, 1.5, 0.5, 1.5, 2.5):
+    np.testing.assert_equal((x * c).numpy(), rnd(3) * np.float32(c))
+  assert quick_of(lambda: np.testing.assert_equal((x * 1.5).numpy(), rnd(3) * np.float32(1.5))) == 1
+
+def test_quick_path_lets_go_of_the_graph():
+  # nothing the quick path makes may keep the realized graph alive (a reference cycle would, until the collector ran):
+  # what still refers to a version of a buffer decides whether a write copies it aside first
+  import gc, weakref
+  a = Tensor(rnd(4)).realize()
+  gc.disable()
+  try:
+    for i in range(3):
+      t = a * 3 + 2
+      node = weakref.ref(t.uop)
+      CacheStats.reset()
+      np.testing.assert_allclose(t.numpy(), rnd(4) * 3 + 2, rtol=1e-6)
+      assert node() is None and CacheStats.quick == (i > 0)
+  finally: gc.enable()
+
+def test_quick_walk_stops_early():
+  # a write on top (an optimizer step) or a big graph ends the quick key's walk where it is met: the general path's
+  # graphs pay little for the quick path's attempt
+  from fusegrad.engine.cache import quick_key, QUICK_NODES
+  x = Tensor(rnd(8)).realize()
+  y = x
+  for i in range(3): y = y * x + i
+  w = x.assign(y)
+  computed = [n for n in w.uop.src[1].toposort() if n.op.name in ("ADD", "MUL")]  # (the constants are shared nodes)
+  assert quick_key([w.uop]) is None and computed and all("pure" not in n._cache for n in computed)
+  z = Tensor(rnd(8, seed=5)).realize()
+  deep = z
+  for i in range(QUICK_NODES + 5): deep = deep + z
+  assert quick_key([deep.uop]) is None
+  np.testing.assert_allclose(deep.numpy(), rnd(8, seed=5) * (QUICK_NODES + 6), rtol=1e-5)

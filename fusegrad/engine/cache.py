@@ -22,16 +22,17 @@ from typing import Any
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP
-from fusegrad.uop.ops import UOp, Ops, _arg_key
+from fusegrad.uop.ops import UOp, Ops, GroupOp, _arg_key
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state, realize
 from fusegrad.engine.schedule import Graph, Schedule, ScheduleItem, collect, schedule_graph
 
 class CacheStats:
-  """Counts since the last reset(): schedules reused (hits), made and kept (misses), made and not cacheable."""
-  hits = misses = uncacheable = 0
+  """Counts since the last reset(): schedules reused (hits; quick: those by the quick path), made and kept (misses),
+  made and not cacheable."""
+  hits = quick = misses = uncacheable = 0
   @staticmethod
-  def reset() -> None: CacheStats.hits = CacheStats.misses = CacheStats.uncacheable = 0
+  def reset() -> None: CacheStats.hits = CacheStats.quick = CacheStats.misses = CacheStats.uncacheable = 0
 
 class _Uncacheable(Exception): pass
 
@@ -225,3 +226,129 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
   CacheStats.misses += 1
   while len(templates) > max(SCHEDULE_CACHE.value, 0): templates.popitem(last=False)
   return fill(sched, num)
+
+# *** the quick path: a small graph with nothing stored and no writes, from its key straight to its kernels ***
+# A node with no buffer, variable or write under it is "pure": equal pure graphs are one node (hash-consing), and none
+# is ever stored (state.remember keeps values that read an input), so the key names it by itself and the walk stops
+# there. The other nodes are keyed as in graph_key, every buffer being at its newest version. The plan is read off the
+# schedule the general path made for the first graph of a key.
+
+QUICK_NODES = 64  # graphs deeper or with more nodes (not counting pure ones) go the general way
+_IMPURE = {Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.SINK}
+_QUICK_OPS = GroupOp.Elementwise | GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.DETACH}
+_NEVER_QUICK = _IMPURE - {Ops.BUFFER}
+
+class _NotQuick(Exception): pass
+
+def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: dict[Buffer, int], parts: list) -> None:
+  """quick_key's walk: n's entry after its sources' (a plain function: a closure calling itself would be a reference
+  cycle, keeping the graph's nodes and buffers alive until the garbage collector runs)."""
+  if "realized" in (c := n._cache) or depth > QUICK_NODES or len(entries) > QUICK_NODES: raise _NotQuick
+  if n.op in _NEVER_QUICK: raise _NotQuick  # before walking below it: a big graph with a write on top stops here
+  if n.op is Ops.BUFFER:
+    if (n.src[0].arg if n.src else None) != getattr(buf := n.arg, "_newest_write", None): raise _NotQuick
+    if (b := bufs.get(buf)) is None:
+      b = bufs[buf] = len(bufs)
+      parts.append((buf.device, buf.size, buf.dtype))
+    pos[n] = len(entries)
+    entries.append((b, n.dtype))
+    return
+  for s in n.src:
+    if s not in pos and not s._cache.get("pure"): _visit(s, depth + 1, pos, entries, bufs, parts)
+  if n.op not in _IMPURE and all([s._cache.get("pure") for s in n.src]):
+    c["pure"] = True
+    return
+  if n.op not in _QUICK_OPS: raise _NotQuick
+  c["pure"] = False
+  for s in n.src:
+    if s not in pos:  # a pure source
+      pos[s] = len(entries)
+      entries.append(s)
+  pos[n] = len(entries)
+  entries.append((n.op, n.dtype, _arg_key(n.arg), tuple([pos[s] for s in n.src])))
+
+def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
+  """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path; None when the graph
+  isn't one (a stored value, an older version of a buffer, a write, a variable, a copy, or more than QUICK_NODES
+  nodes or levels, pure ones not counted). One walk from the outputs, sources first, not below a buffer or a node
+  known to be pure; a pure node's entry is itself, made where a node that isn't pure uses it."""
+  pos: dict[UOp, int] = {}
+  entries: list[Any] = []
+  bufs: dict[Buffer, int] = {}
+  parts: list[tuple] = []
+  try:
+    for o in outs:
+      if o not in pos and not o._cache.get("pure"): _visit(o, 0, pos, entries, bufs, parts)
+  except _NotQuick: return None
+  for o in outs:
+    if o not in pos:
+      pos[o] = len(entries)
+      entries.append(o)
+  return (tuple(entries), tuple([pos[o] for o in outs]), tuple(parts), SPLIT_REDUCEOP.value), list(pos), list(bufs)
+
+@dataclass
+class QuickPlan:
+  kernels: list[tuple[UOp, tuple[int, ...]]]  # each kernel's AST (constants filled in) and buffer refs (as Template)
+  made: list[tuple[str, int, Any]]  # the buffers the schedule makes, last first
+  becomes: list[tuple[int, tuple, int, Any]]  # (node position, its views, its buffer's ref, the BUFFER node's dtype)
+  reads: list[bool]  # Graph.reads_input of each node in becomes
+
+def _quick_plan(sched: Schedule, nodes: list[UOp], key_bufs: list[Buffer]) -> QuickPlan | None:
+  """sched (made for the graph of nodes) as a plan, or None when it writes or copies or names other buffers."""
+  if sched.overwritten: return None
+  keyed = {b: i for i, b in enumerate(key_bufs)}
+  made: dict[Buffer, int] = {}
+  def ref(b: Buffer) -> int:
+    if (i := keyed.get(b)) is not None: return i
+    if (j := made.get(b)) is None:
+      if b.is_allocated() or b._base is not None: raise _Uncacheable
+      j = made[b] = len(made)
+    return -1 - j
+  pos = {n: i for i, n in enumerate(nodes)}
+  try:
+    kernels = [(si.ast, tuple(ref(b) for b in si.bufs)) for si in sched.items]
+    becomes = []
+    for n, v in sched.becomes.items():
+      chain, base = state.view_chain(v)
+      if n not in pos or base.op is not Ops.BUFFER or base.src or base.arg in keyed: return None
+      becomes.append((pos[n], tuple((c.op, c.dtype, c.arg) for c in chain), ref(base.arg), base.dtype))
+  except _Uncacheable: return None
+  if any(si.ast.op is not Ops.SINK or si.var_vals for si in sched.items): return None
+  if any(n not in sched.reads_input for n in sched.becomes): return None
+  return QuickPlan(kernels, [(b.device, b.size, b.dtype) for b in reversed(made)], becomes,
+                   [sched.reads_input[n] for n in sched.becomes])
+
+Kernels = list[tuple[UOp, list[Buffer]]]
+
+def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: list[Buffer]) -> \
+    tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]:
+  """What plan p computes for the graph of nodes: (what each node becomes, Graph.reads_input of those, the kernels
+  with their buffers)."""
+  bufs = [*key_bufs, *[Buffer(d, s, dt) for d, s, dt in p.made]]
+  becomes: dict[UOp, UOp] = {}
+  reads: dict[UOp, bool] = {}
+  for (i, chain, r, dtype), read in zip(p.becomes, p.reads):
+    u = UOp(Ops.BUFFER, dtype, (), bufs[r])
+    for op, dt, arg in reversed(chain): u = UOp(op, dt, (u,), arg)
+    becomes[n := nodes[i]] = u
+    reads[n] = read
+  return becomes, reads, [(ast, [bufs[r] for r in refs]) for ast, refs in p.kernels]
+
+quick: OrderedDict[tuple, QuickPlan | None] = OrderedDict()  # None: that key's graphs go the general way
+
+def plan_schedule(outs: list[UOp]) -> Schedule | tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]:
+  """The quick path's result for outs (see quick_schedule) when their graph has a plan, else cached_schedule(outs)
+  (and a plan made from it for the next graph of the same key, where one can be)."""
+  if not SCHEDULE_CACHE.value or state.capturing() or realize.capturing or (k := quick_key(outs)) is None:
+    return cached_schedule(outs)
+  key, nodes, bufs = k
+  if key in quick:
+    if (p := quick[key]) is None: return cached_schedule(outs)
+    quick.move_to_end(key)
+    CacheStats.hits += 1
+    CacheStats.quick += 1
+    return quick_schedule(p, outs, nodes, bufs)
+  sched = cached_schedule(outs)
+  quick[key] = _quick_plan(sched, nodes, bufs)
+  while len(quick) > max(SCHEDULE_CACHE.value, 0): quick.popitem(last=False)
+  return sched

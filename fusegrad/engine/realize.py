@@ -233,6 +233,15 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   runner, params = get_runner(si.bufs[0].device, si.ast, len(si.bufs))
   return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
+def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
+  """The ExecItems of kernels (AST, buffers) whose programs are compiled (or cached); see lower_schedule."""
+  items = []
+  for ast, bufs in kernels:
+    runner, params = get_runner(bufs[0].device, ast, len(bufs))
+    items.append(ExecItem(runner, bufs + params if params else bufs))
+  if any(ei.runner.prg is None for ei in items): compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
+  return items
+
 # bytes of new kernel source that start compiling (in one background process) while codegen goes on with the rest;
 # 0: compile once codegen is done. Each batch is a compiler start-up more, and the overlap only pays with a core idle
 COMPILE_CHUNK = getenv("COMPILE_CHUNK", 1 << 18)
@@ -266,7 +275,7 @@ def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None
   for ei in items:
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)
-  if items: dprint(3, f"ran {len(items)} schedule items")
+  if items and DEBUG.value >= 3: dprint(3, f"ran {len(items)} schedule items")  # (no f-string made otherwise)
 
 # *** index checks: an indexing op adds a flag (a tiny reduce over its indices); realizing its result reads the flag ***
 

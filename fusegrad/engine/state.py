@@ -14,10 +14,10 @@ alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the ru
 from __future__ import annotations
 import itertools, weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
+from fusegrad.helpers import WeakList
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 
 VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
@@ -89,25 +89,24 @@ def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
 
 # *** computed values ***
 
-@dataclass(frozen=True)
-class Realized:
-  """Where a node's value lives: a view of a BUFFER (for an assign, the view written)."""
+class Realized(NamedTuple):
+  """Where a node's value lives: a view of a BUFFER (for an assign, the view written). (A named tuple: one is made
+  per value computed, and a frozen dataclass is several times slower to make.)"""
   view: UOp
   epoch: int  # which schedule stored it (see capture)
 
 class _Memo:
   """node -> Realized, weakly: the entry is kept in the node's own _cache, so it lives exactly as long as the node and
-  a lookup (one per node of every graph realized) is a plain dict get; a weak set of the nodes with one, for forget."""
-  def __init__(self) -> None: self.nodes: weakref.WeakSet[UOp] = weakref.WeakSet()
+  a lookup (one per node of every graph realized) is a plain dict get; a weak list of the nodes given one, for
+  forget."""
+  def __init__(self) -> None: self.nodes = WeakList()
   def get(self, n: UOp) -> Realized | None: return n._cache.get("realized")
   def __setitem__(self, n: UOp, entry: Realized) -> None:
+    if "realized" not in n._cache: self.nodes.add(n)
     n._cache["realized"] = entry
-    self.nodes.add(n)
-  def pop(self, n: UOp, default: Any = None) -> Any:
-    self.nodes.discard(n)
-    return n._cache.pop("realized", default)
+  def pop(self, n: UOp, default: Any = None) -> Any: return n._cache.pop("realized", default)
   def items(self) -> list[tuple[UOp, Realized]]:
-    return [(n, n._cache["realized"]) for n in list(self.nodes) if "realized" in n._cache]
+    return [(n, n._cache["realized"]) for n in dict.fromkeys(self.nodes) if "realized" in n._cache]
 
 memo = _Memo()
 _epoch = 0
