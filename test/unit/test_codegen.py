@@ -303,6 +303,18 @@ def test_packed_matmul_values(shape):
   xt = np.ascontiguousarray(x.swapaxes(-1, -2))  # a transposed left operand is copied to rows first
   np.testing.assert_allclose((Tensor(xt).transpose(-1, -2) @ Tensor(w)).numpy(), x @ w, atol=1e-3, rtol=1e-4)
 
+def test_small_kernels_keep_only_vector_opts():
+  """Under SMALL_WORK iterations a kernel gets no register tile, unrolling or transpose tile (they only cost codegen
+  and compile time there); the vector opts stay (a row sum's lanes). Bigger ones get them."""
+  def opts_of(t: Tensor) -> list[Opt]:
+    return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
+  assert opts_of(Tensor.empty(8, 12) @ Tensor.empty(12, 16)) == []
+  assert opts_of(Tensor.empty(16, 64).T.contiguous()) == [Opt(OptOps.UPCAST, 1, 4)]  # the elementwise vector only
+  assert [o.op for o in opts_of(Tensor.empty(16, 64).sum(1))] == [OptOps.LANES]
+  big = [o.op for o in opts_of(Tensor.empty(64, 32) @ Tensor.empty(32, 64))]
+  assert OptOps.UPCAST in big and OptOps.UNROLL in big
+  assert 16 in [o.arg for o in opts_of(Tensor.empty(256, 256).T.contiguous()) if o.op is OptOps.UPCAST]  # the tile
+
 def test_small_or_narrow_matmuls_stay_one_kernel():
   for sa, sb in [((128, 256), (256, 256)), ((256, 256), (256, 24)), ((256, 32), (32, 256))]:
     assert len((Tensor.ones(*sa) @ Tensor.ones(*sb)).schedule()) == 1
