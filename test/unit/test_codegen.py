@@ -147,6 +147,16 @@ class TestOpts:
     if opts and opts[0].arg in renderer().vector_widths:
       assert any(u.op is Ops.WHERE and u.src[0].dtype == dtypes.bool.vec(opts[0].arg) for u in p.uops)
 
+  def test_vector_select_on_a_scalar_condition(self):
+    # a condition that doesn't move along the vector: one C ?: choosing between two whole vectors
+    x, g = RNG.standard_normal((4, 32)).astype(np.float32), RNG.standard_normal((4, 32)).astype(np.float32)
+    c = np.array([[1.0], [-1.0], [0.0], [2.0]], dtype=np.float32)
+    si = kernel_of((Tensor(c) > 0).where(Tensor(g), Tensor(x) * 3))
+    got, p = run_with(si, [Opt(OptOps.UPCAST, 1, 16)])
+    np.testing.assert_allclose(got.reshape(4, 32), np.where(c > 0, g, x * 3), rtol=1e-6)
+    if 16 in renderer().vector_widths:
+      assert any(u.op is Ops.WHERE and u.dtype.count == 16 and u.src[0].dtype == dtypes.bool for u in p.uops)
+
   def test_vector_masks_in_a_lanes_reduce(self):
     # batch norm's backward sums a relu's gradient along a contiguous axis: LANES vectors, the mask inside the loop
     x = RNG.standard_normal((4, 64)).astype(np.float32)
