@@ -40,6 +40,16 @@ class TestBatch:
     monkeypatch.setattr(type(compiler), "start_batch", no_compile)
     for i, src in enumerate(srcs): assert run_kernel(f"k{i}", compiler.compile_cached(src)) == i + 0.5
 
+  def test_kernels_sharing_a_vector_helper_make_one_unit(self):
+    """Kernels that call the same vector exp2 helper (softmax's) can share a translation unit: it is defined once."""
+    from fusegrad.codegen import get_program
+    ren = Device["CPU"].renderer
+    if 16 not in ren.vector_widths: pytest.skip("no vectors of 16 floats")
+    outs = [Tensor.empty(64, 64).exp().contiguous(), Tensor.empty(32, 64).exp().contiguous()]
+    srcs = [get_program(t.schedule()[-1].ast, ren).src for t in outs]
+    assert all("fg_exp2_float16(" in s for s in srcs) and len({s.split("void ")[-1].split("(")[0] for s in srcs}) == 2
+    assert isinstance(Device["CPU"].compiler.compile("\n".join(srcs)), bytes)
+
   def test_same_function_names_go_to_different_units(self, fresh_cache):
     srcs = [kernel_src("same", f"data0[0] = {i}.0f;") for i in range(4)]
     libs = Device["CPU"].compiler.compile_batch(srcs)
