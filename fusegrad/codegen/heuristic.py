@@ -9,6 +9,11 @@ from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
 
+# A kernel of fewer iterations (all its loops) on a device without workgroups runs in microseconds whatever its opts:
+# it keeps only those that make vectors (the lanes of a reduce, the elementwise vectors), not the tiles and unrolling
+# that copy its code (MNIST's step: 55 such kernels, 29% of its C, each copy costing codegen and compile time)
+SMALL_WORK = 1 << 16
+
 def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   try: k.apply_opt(opt)
   except KernelOptError: return False
@@ -211,9 +216,11 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   vector for math functions), tiles and loop order of copies, workgroups, threads."""
   opts: list[Opt]
   k, opts = kernel.copy(), []
-  for step in (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _column_reduce,
-               _unroll, _elementwise_vector_math, _elementwise_upcast, _transpose_tile, _copy_order, _workgroups,
-               _threads):
+  steps = (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _column_reduce,
+           _unroll, _elementwise_vector_math, _elementwise_upcast, _transpose_tile, _copy_order, _workgroups, _threads)
+  if not k.ren.has_local and prod(range_size(r) for r in k.ranges()) < SMALL_WORK:
+    steps = (_lanes, _elementwise_vector_math, _elementwise_upcast)  # see SMALL_WORK
+  for step in steps:
     if step is not None: step(k, opts)
   return opts
 

@@ -105,14 +105,11 @@ def simplify_gated_loads(ast: UOp) -> UOp:
 
 def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   """Output loops -> SPECIAL launch indices (the last, fastest-moving axis is gidx0), if the device launches a grid;
-  else they stay loops. Too many output axes are merged into the first ones."""
+  else they stay loops (GLOBAL ranges render as loops: renaming them LOOP would rebuild, and simplify again, every
+  node of the kernel). Too many output axes are merged into the first ones."""
+  if ren.global_max is None: return ast
   ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
   glbl = [r for r in ranges if range_kind(r) is AxisType.GLOBAL]
-  if ren.global_max is None:
-    for r in glbl:
-      loop = r.replace(arg=(r.arg[0], AxisType.LOOP))
-      ast = replace_range(ast, r, loop, (loop,))
-    return ast
   def too_big(rs: list[UOp]) -> bool:
     return any(range_size(r) > m for r, m in zip(reversed(rs), ren.global_max))  # type: ignore[arg-type]
   # too many axes, or an axis over its dimension's limit (CUDA's y and z stop at 65535): merge the two outermost

@@ -242,8 +242,9 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
   if any(ei.runner.prg is None for ei in items): compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
   return items
 
-# bytes of new kernel source that start compiling (in one background process) while codegen goes on with the rest;
-# 0: compile once codegen is done. Each batch is a compiler start-up more, and the overlap only pays with a core idle
+# bytes of new kernel source that start compiling (in background processes, split over the cores like the last batch:
+# one big unit would still be compiling when codegen ends) while codegen goes on with the rest; 0: compile once
+# codegen is done. Each batch is a compiler start-up more, and the overlap only pays with a core idle
 COMPILE_CHUNK = getenv("COMPILE_CHUNK", 1 << 18)
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
@@ -257,7 +258,7 @@ def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
     for si in schedule:
       items.append(ei := lower_schedule_item(si))
       if (key := _add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])):
-        started += _start(key, todo.pop(key), 1)
+        started += _start(key, todo.pop(key))
   except BaseException:
     with contextlib.suppress(Exception): _load(started)  # reap the compiler processes, keep the first error
     raise

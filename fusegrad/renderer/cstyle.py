@@ -208,6 +208,10 @@ def _horner(coeffs: tuple[str, ...], var: str) -> str:
   for c in coeffs[1:]: poly = f"({poly}*{var} + {c})"
   return poly
 
+def _once(guard: str, code: str) -> str:
+  """code defined once in a translation unit that joins several kernels using it (Compiler.start_batch)."""
+  return f"#ifndef {guard}\n#define {guard}\n{code}\n#endif"
+
 def vector_exp2(t: str) -> str:
   """A C function computing exp2 on a vector of floats (type t) with vector instructions only (libm's exp2f is a call
   per element): x = n + f with n an integer (rounded by adding and subtracting 1.5 * 2**23) and |f| <= 0.5, 2**f by a
@@ -288,7 +292,8 @@ class ClangRenderer(CStyleLanguage):
             for dt in vecs if dt not in masks
             for sfx, align in (("", ""), ("_u", f", aligned({dt.scalar().itemsize})"))] + \
       [f"typedef int {self.render_dtype(dt)} __attribute__((vector_size({4 * dt.count})));" for dt in masks] + \
-      [(vector_log2 if log else vector_exp2)(self.render_dtype(dt)) for log, dt in fns]
+      [_once(f"FG_{'LOG2' if log else 'EXP2'}_{self.render_dtype(dt)}", (vector_log2 if log else vector_exp2)(
+        self.render_dtype(dt))) for log, dt in fns]
   def render_alu(self, u: UOp, src: list[str]) -> str:
     """Vectors: MAX as a bitwise select (C has no ?: on vectors), float exp2 and log2 as vector_exp2 and vector_log2,
     other math lane by lane."""

@@ -147,6 +147,16 @@ class TestOpts:
     if opts and opts[0].arg in renderer().vector_widths:
       assert any(u.op is Ops.WHERE and u.src[0].dtype == dtypes.bool.vec(opts[0].arg) for u in p.uops)
 
+  def test_vector_select_on_a_scalar_condition(self):
+    # a condition that doesn't move along the vector: one C ?: choosing between two whole vectors
+    x, g = RNG.standard_normal((4, 32)).astype(np.float32), RNG.standard_normal((4, 32)).astype(np.float32)
+    c = np.array([[1.0], [-1.0], [0.0], [2.0]], dtype=np.float32)
+    si = kernel_of((Tensor(c) > 0).where(Tensor(g), Tensor(x) * 3))
+    got, p = run_with(si, [Opt(OptOps.UPCAST, 1, 16)])
+    np.testing.assert_allclose(got.reshape(4, 32), np.where(c > 0, g, x * 3), rtol=1e-6)
+    if 16 in renderer().vector_widths:
+      assert any(u.op is Ops.WHERE and u.dtype.count == 16 and u.src[0].dtype == dtypes.bool for u in p.uops)
+
   def test_vector_masks_in_a_lanes_reduce(self):
     # batch norm's backward sums a relu's gradient along a contiguous axis: LANES vectors, the mask inside the loop
     x = RNG.standard_normal((4, 64)).astype(np.float32)
@@ -302,6 +312,18 @@ def test_packed_matmul_values(shape):
   np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
   xt = np.ascontiguousarray(x.swapaxes(-1, -2))  # a transposed left operand is copied to rows first
   np.testing.assert_allclose((Tensor(xt).transpose(-1, -2) @ Tensor(w)).numpy(), x @ w, atol=1e-3, rtol=1e-4)
+
+def test_small_kernels_keep_only_vector_opts():
+  """Under SMALL_WORK iterations a kernel gets no register tile, unrolling or transpose tile (they only cost codegen
+  and compile time there); the vector opts stay (a row sum's lanes). Bigger ones get them."""
+  def opts_of(t: Tensor) -> list[Opt]:
+    return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
+  assert opts_of(Tensor.empty(8, 12) @ Tensor.empty(12, 16)) == []
+  assert opts_of(Tensor.empty(16, 64).T.contiguous()) == [Opt(OptOps.UPCAST, 1, 4)]  # the elementwise vector only
+  assert [o.op for o in opts_of(Tensor.empty(16, 64).sum(1))] == [OptOps.LANES]
+  big = [o.op for o in opts_of(Tensor.empty(64, 32) @ Tensor.empty(32, 64))]
+  assert OptOps.UPCAST in big and OptOps.UNROLL in big
+  assert 16 in [o.arg for o in opts_of(Tensor.empty(256, 256).T.contiguous()) if o.op is OptOps.UPCAST]  # the tile
 
 def test_small_or_narrow_matmuls_stay_one_kernel():
   for sa, sb in [((128, 256), (256, 256)), ((256, 256), (256, 24)), ((256, 32), (32, 256))]:
