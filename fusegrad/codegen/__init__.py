@@ -16,6 +16,7 @@ Order matters: opts (2) address the merged axes (1); unrolling (3) must see the 
 launch indices (4); lowering (5) runs on final values so that every bfloat16 op is caught.
 """
 from __future__ import annotations
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable
 from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint, to_function_name
@@ -46,6 +47,9 @@ class ProgramSpec:
   vars: list[UOp] = field(default_factory=list)
   applied_opts: list[Opt] = field(default_factory=list)
   flops: int = 0  # estimated arithmetic ops per launch, for DEBUG=2 and GlobalCounters
+  function: str = ""  # the kernel's function in src ("": the name made an identifier)
+  @property
+  def function_name(self) -> str: return self.function or to_function_name(self.name)
   @property
   def compiler(self) -> int:
     """Which of the device's compilers builds the source (OptOps.COMPILER; 0: the default)."""
@@ -90,17 +94,23 @@ def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> Progr
   dprint(3, f"{k.name}: opts {k.applied_opts}")
   return program_for(k)
 
+_UNNAMED = "fg_kernel_name_"  # rendered in place of the function's name, then replaced
+
 def program_for(k: Kernel) -> ProgramSpec:
   """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes."""
   uops = lower_kernel(k)
   if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
-  src = k.ren.render(to_function_name(k.name), uops)
+  # the function is named after the loop sizes and a hash of its source: kernels with the same loop sizes differ in
+  # name, so any of them can share a translation unit when compiled together (Compiler.start_batch)
+  src = k.ren.render(_UNNAMED, uops)
+  function = f"{to_function_name(k.name)}_{hashlib.sha256(src.encode()).hexdigest()[:8]}"
+  src = src.replace(_UNNAMED, function)
   if DEBUG >= 4: dprint(4, src)
   specials = {u.arg[0]: u.arg[1] for u in uops if u.op is Ops.SPECIAL}
   gsz = tuple(specials.get(f"gidx{i}", 1) for i in range(3))
   lsz = tuple(specials.get(f"lidx{i}", 1) for i in range(3)) if k.ren.has_local else None
   return ProgramSpec(k.name, src, k.ren.device, uops, gsz, lsz, [u for u in uops if u.op is Ops.DEFINE_VAR],
-                     list(k.applied_opts), estimate_flops(uops))
+                     list(k.applied_opts), estimate_flops(uops), function)
 
 def estimate_flops(uops: list[UOp]) -> int:
   """Arithmetic ops on values (not on addresses) times the iterations of their loops and launch grid (a fused

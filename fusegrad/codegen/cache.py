@@ -39,7 +39,7 @@ _DTYPES: dict[str, DType] = {dt.name: dt for dt in vars(dtypes).values() if isin
 def spec_to_bytes(p: ProgramSpec) -> bytes:
   return json.dumps({"name": p.name, "src": p.src, "global_size": p.global_size, "local_size": p.local_size,
                      "vars": [[v.dtype.name, *v.arg] for v in p.vars], "flops": p.flops,
-                     "opts": [[o.op.name, o.axis, o.arg] for o in p.applied_opts]}).encode()
+                     "opts": [[o.op.name, o.axis, o.arg] for o in p.applied_opts], "function": p.function}).encode()
 
 def spec_from_bytes(data: bytes, device: str) -> ProgramSpec | None:
   """The ProgramSpec stored in data, or None for anything malformed."""
@@ -49,7 +49,8 @@ def spec_from_bytes(data: bytes, device: str) -> ProgramSpec | None:
                  for dt, name, lo, hi in d["vars"]]
     return ProgramSpec(str(d["name"]), str(d["src"]), device, [], tuple(int(x) for x in d["global_size"]),
                        None if d["local_size"] is None else tuple(int(x) for x in d["local_size"]), variables,
-                       [Opt(OptOps[op], int(axis), int(arg)) for op, axis, arg in d["opts"]], int(d["flops"]))
+                       [Opt(OptOps[op], int(axis), int(arg)) for op, axis, arg in d["opts"]], int(d["flops"]),
+                       str(d.get("function", "")))
   except (ValueError, KeyError, TypeError, AttributeError): return None
 
 def cached_spec(key: str, device: str) -> ProgramSpec | None:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from dataclasses import dataclass, field
 from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.dtype import dtypes, float_to_bf16_bits
-from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, to_function_name, dprint
+from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, dprint
 from fusegrad.helpers import PROGRAM_CACHE, getenv
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.codegen import ProgramSpec, get_program
@@ -35,7 +35,7 @@ class CompiledRunner(Runner):
     self.prg: Any = None  # the device's program, once loaded
   def load(self, lib: bytes | CompileError | None = None) -> None:
     """Load the kernel from lib (compiled with others), or compile it (from the disk cache when there)."""
-    compiler, name = Device[self.p.device].compiler_for(self.p.compiler), to_function_name(self.p.name)
+    compiler, name = Device[self.p.device].compiler_for(self.p.compiler), self.p.function_name
     if isinstance(lib, CompileError): raise CompileError(f"kernel {name}: {lib}") from lib
     if lib is None:
       try: lib = compiler.compile_cached(self.p.src)
