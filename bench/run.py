@@ -28,6 +28,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP (PyTorch's and fus
 os.environ.setdefault("GOMP_SPINCOUNT", "100000")  # after spinning this much in gcc's OpenMP (PyTorch's): about 1 ms
 os.environ.setdefault("KMP_BLOCKTIME", "1")  # or this many ms in clang's OpenMP (fusegrad's CPU_SPIN default)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")  # OpenBLAS (NumPy): 2**20 cycles, about 1 ms, not 2**28
+# fusegrad and tinygrad on the CPU unless DEV says otherwise (tinygrad's default is the first device that works, CL
+# where PoCL is installed, and it then writes DEV=CL into the environment, which the first-step subprocesses inherit)
+os.environ.setdefault("DEV", "CPU")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np
 
@@ -238,7 +241,7 @@ def first_step(impl: str, bs: int) -> tuple[float, float] | None:
   with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, CACHEDB=os.path.join(tmp, "cache.db"), XDG_CACHE_HOME=tmp)
     code = (f"import sys, time; sys.argv = ['run.py']; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
-            f"import run; r = run.mnist_step({impl!r}, {bs}); st = time.perf_counter(); r(); "
+            f"import run; run.SLOW_TINYGRAD = True; r = run.mnist_step({impl!r}, {bs}); st = time.perf_counter(); r(); "
             "print(time.perf_counter() - st)")
     out = []
     for _ in range(2):
