@@ -11,8 +11,9 @@ makes calls back to back for at least 20 ms (one call where a call takes longer;
 the median over the rounds of its time per call is reported. Every thread pool spins about 1 ms after its last
 parallel region, then sleeps (OMP_WAIT_POLICY=PASSIVE with GOMP_SPINCOUNT=100000 for PyTorch's OpenMP, KMP_BLOCKTIME=1
 for fusegrad's, OPENBLAS_THREAD_TIMEOUT=20 for NumPy's OpenBLAS: set before any of them loads, about 1 ms each, where
-their defaults spin up to 200 ms), and the turns are 20 ms apart, so no library's spinning workers take the cores
-from the next one's turn. The "first step" row
+their defaults spin up to 200 ms), and the turns are 3 ms apart (a busy wait: in this VM a core that sleeps runs
+the next few milliseconds of work at about half speed), so no library's spinning workers take the cores from the
+next one's turn. The "first step" row
 runs each framework in a fresh subprocess with an empty compile cache (cold), then in another with the cache
 the first filled (warm). tinygrad's MNIST rows run with --full only
 (its cold compile of the training step takes minutes on 2 cores).
@@ -213,8 +214,13 @@ def _torch_mnist(X: np.ndarray, Y: np.ndarray, bs: int) -> Runner:
 
 # *** measuring ***
 ROUND_S = 0.02  # each implementation's turn in a round lasts at least this long (calls back to back, as in a loop)
-COOLDOWN_S = 0.02  # the pause between turns: longer than any thread pool spins (about 1 ms), so none takes the cores
-                   # from the next implementation's turn
+COOLDOWN_S = 0.003  # the pause between turns: longer than any thread pool spins (about 1 ms), so none takes the cores
+                    # from the next implementation's turn. It busy-waits: in this VM a core that sleeps 20 ms then
+                    # runs the next few ms of work at about half speed (a 512 matmul: 2.0 ms instead of 0.9)
+
+def _pause(seconds: float) -> None:
+  end = time.perf_counter() + seconds
+  while time.perf_counter() < end: pass
 
 def measure(runners: dict[str, Runner], rounds: int, warmup: int = 3) -> dict[str, float]:
   """Median seconds per call of each runner. Implementations alternate round by round; in its turn each runs a number
@@ -228,7 +234,7 @@ def measure(runners: dict[str, Runner], rounds: int, warmup: int = 3) -> dict[st
   times: dict[str, list[float]] = {k: [] for k in runners}
   for _ in range(rounds):
     for name, run in runners.items():
-      time.sleep(COOLDOWN_S)
+      _pause(COOLDOWN_S)
       st = time.perf_counter()
       for _ in range(reps[name]): run()
       times[name].append((time.perf_counter() - st) / reps[name])

@@ -21,6 +21,7 @@ print(Device['CPU'].renderer.threads, 'num_threads(' in src, os.environ.get('OMP
 @pytest.mark.parametrize("threads, spin, want", [("1", "", "0 False None None"), ("2", "", "2 True PASSIVE 1"),
                                                  ("2", "0", "2 True PASSIVE None"), ("2", "3", "2 True PASSIVE 3")])
 def test_cpu_threads(threads, spin, want):
+  if threads != "1" and os.environ.get("NOOPT", "0") not in ("", "0"): pytest.skip("NOOPT=1 splits no kernel across threads")
   from fusegrad.runtime.ops_cpu import openmp_works, find_c_compiler
   if threads != "1" and not openmp_works(find_c_compiler()): pytest.skip("the C compiler has no OpenMP")
   env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "KMP_BLOCKTIME", "CPU_SPIN")}
