@@ -28,6 +28,15 @@ def run_kernel(name: str, lib: bytes) -> float:
   return float(np.frombuffer(out, np.float32)[0])
 
 @needs_cpu
+def _chunked(monkeypatch, start_batch, get_runner):
+  """Every kernel's source starts a compile batch of its own (COMPILE_CHUNK 1), with nothing compiled yet in this
+  process; start_batch and get_runner wrap the real ones to watch them."""
+  from fusegrad.engine import realize
+  monkeypatch.setattr(type(Device["CPU"].compiler), "start_batch", start_batch)
+  monkeypatch.setattr(realize, "get_runner", get_runner)
+  monkeypatch.setattr(realize, "COMPILE_CHUNK", 1)
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+
 class TestBatch:
   def test_batch_then_each_alone_from_the_cache(self, fresh_cache, monkeypatch):
     compiler = Device["CPU"].compiler
@@ -94,10 +103,7 @@ class TestBatch:
     def codegen(*args):
       events.append(("codegen",))
       return get_runner(*args)
-    monkeypatch.setattr(type(compiler), "start_batch", counting)
-    monkeypatch.setattr(realize, "get_runner", codegen)
-    monkeypatch.setattr(realize, "COMPILE_CHUNK", 1)
-    monkeypatch.setattr(realize, "programs", type(realize.programs)())  # nothing compiled yet in this process
+    _chunked(monkeypatch, counting, codegen)
     x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
     outs = [(x + 5).contiguous(), (x * 7).contiguous(), x.maximum(3).contiguous()]
     items = lower_schedule(Tensor.schedule(*outs))
@@ -119,10 +125,7 @@ class TestBatch:
       calls.append(1)
       if len(calls) > 1: raise ValueError("codegen broke")
       return get_runner(*args)
-    monkeypatch.setattr(type(compiler), "start_batch", tracking)
-    monkeypatch.setattr(realize, "get_runner", failing)
-    monkeypatch.setattr(realize, "COMPILE_CHUNK", 1)
-    monkeypatch.setattr(realize, "programs", type(realize.programs)())  # nothing compiled yet in this process
+    _chunked(monkeypatch, tracking, failing)
     x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
     with pytest.raises(ValueError, match="codegen broke"):
       lower_schedule(Tensor.schedule((x + 11).contiguous(), (x * 13).contiguous()))
