@@ -135,17 +135,26 @@ def _filled(t: Template, num: _Numbering) -> list[tuple[UOp, tuple[int, ...] | N
     if len(t.filled) > 4: t.filled.popitem(last=False)
   return asts
 
+class _Refs:
+  """A recorded schedule's buffers as references: i >= 0 the key's i-th buffer, -1 - j the j-th buffer the schedule
+  makes (made again at each use: one not yet allocated and not a view); anything else raises _Uncacheable."""
+  def __init__(self, keyed: dict[Buffer, int]):
+    self.keyed, self.made = keyed, dict[Buffer, int]()
+  def __call__(self, b: Buffer) -> int:
+    if (i := self.keyed.get(b)) is not None: return i
+    if (j := self.made.get(b)) is None:
+      if b.is_allocated() or b._base is not None: raise _Uncacheable
+      j = self.made[b] = len(self.made)
+    return -1 - j
+  def parts(self) -> list[tuple[str, int, Any]]: return [(b.device, b.size, b.dtype) for b in self.made]
+
+def _buffers(keyed: list[Buffer], made: list[tuple[str, int, Any]]) -> list[Buffer]:
+  """One list for every buffer ref (_Refs): the key's from the front, new ones for the made from the back."""
+  return [*keyed, *reversed([Buffer(d, s, dt) for d, s, dt in made])]
+
 def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
   """sched as a template; raises _Uncacheable if it names a buffer or version that isn't the key's or its own."""
-  made: dict[Buffer, int] = {}
-  made_parts: list[tuple[str, int, Any]] = []
-  def buf(b: Buffer) -> int:
-    if (i := num.bufs.get(b)) is not None: return i
-    if (j := made.get(b)) is None:
-      if b.is_allocated() or b._base is not None: raise _Uncacheable
-      j = made[b] = len(made)
-      made_parts.append((b.device, b.size, b.dtype))
-    return -1 - j
+  buf = _Refs(num.bufs)
   new = {state.version_id(state.view_base(v)): k for k, (n, v) in enumerate(
     (n, v) for n, v in sched.becomes.items() if n.op is Ops.ASSIGN)}
   new_parts: list[tuple[int, Any]] = [(0, None)] * len(new)
@@ -173,7 +182,7 @@ def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
   items = [(si.ast, tuple(buf(b) for b in si.bufs), dict(si.var_vals)) for si in sched.items]
   overwritten = [(version(vid, None), i) for vid, (_, i) in zip(sched.overwritten_ids, sched.overwritten)]
   reads = g.reads_input()
-  return Template(items, becomes, overwritten, made_parts, new_parts, tuple(reads[n] for n in g.nodes))
+  return Template(items, becomes, overwritten, buf.parts(), new_parts, tuple(reads[n] for n in g.nodes))
 
 def _version(r: VersionRef, bufs: list[Buffer], key_versions: list[UOp], new: list[UOp]) -> UOp:
   if r[0] == "key": return key_versions[r[1]]
@@ -183,8 +192,7 @@ def _version(r: VersionRef, bufs: list[Buffer], key_versions: list[UOp], new: li
 
 def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
   """The schedule t stands for, for graph g (whose key is t's): the key's buffers, new ones for those it makes."""
-  # one list for every buffer ref: the key's from the front (ref >= 0), the made ones from the back (ref -1 - j)
-  bufs = [*num.bufs, *reversed([Buffer(d, s, dt) for d, s, dt in t.made])]
+  bufs = _buffers(list(num.bufs), t.made)
   key_versions = list(num.versions)
   new = [state.version_node(bufs[b], dt) for b, dt in t.new]
   becomes: dict[UOp, UOp] = {}
@@ -289,33 +297,26 @@ def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
 @dataclass
 class QuickPlan:
   kernels: list[tuple[UOp, tuple[int, ...]]]  # each kernel's AST (constants filled in) and buffer refs (as Template)
-  made: list[tuple[str, int, Any]]  # the buffers the schedule makes, last first
+  made: list[tuple[str, int, Any]]  # the buffers the schedule makes (as Template)
   becomes: list[tuple[int, tuple, int, Any]]  # (node position, its views, its buffer's ref, the BUFFER node's dtype)
   reads: list[bool]  # Graph.reads_input of each node in becomes
 
 def _quick_plan(sched: Schedule, nodes: list[UOp], key_bufs: list[Buffer]) -> QuickPlan | None:
   """sched (made for the graph of nodes) as a plan, or None when it writes or copies or names other buffers."""
   if sched.overwritten: return None
-  keyed = {b: i for i, b in enumerate(key_bufs)}
-  made: dict[Buffer, int] = {}
-  def ref(b: Buffer) -> int:
-    if (i := keyed.get(b)) is not None: return i
-    if (j := made.get(b)) is None:
-      if b.is_allocated() or b._base is not None: raise _Uncacheable
-      j = made[b] = len(made)
-    return -1 - j
+  ref = _Refs({b: i for i, b in enumerate(key_bufs)})
   pos = {n: i for i, n in enumerate(nodes)}
   try:
     kernels = [(si.ast, tuple(ref(b) for b in si.bufs)) for si in sched.items]
     becomes = []
     for n, v in sched.becomes.items():
       chain, base = state.view_chain(v)
-      if n not in pos or base.op is not Ops.BUFFER or base.src or base.arg in keyed: return None
+      if n not in pos or base.op is not Ops.BUFFER or base.src or base.arg in ref.keyed: return None
       becomes.append((pos[n], tuple((c.op, c.dtype, c.arg) for c in chain), ref(base.arg), base.dtype))
   except _Uncacheable: return None
   if any(si.ast.op is not Ops.SINK or si.var_vals for si in sched.items): return None
   if any(n not in sched.reads_input for n in sched.becomes): return None
-  return QuickPlan(kernels, [(b.device, b.size, b.dtype) for b in reversed(made)], becomes,
+  return QuickPlan(kernels, ref.parts(), becomes,
                    [sched.reads_input[n] for n in sched.becomes])
 
 Kernels = list[tuple[UOp, list[Buffer]]]
@@ -323,8 +324,9 @@ Kernels = list[tuple[UOp, list[Buffer]]]
 def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: list[Buffer]) -> \
     tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]:
   """What plan p computes for the graph of nodes: (what each node becomes, Graph.reads_input of those, the kernels
-  with their buffers)."""
-  bufs = [*key_bufs, *[Buffer(d, s, dt) for d, s, dt in p.made]]
+  with their buffers). outs, the graph's outputs, is for SCHEDULE_CACHE_CHECK (test/schedule_check.py schedules them
+  afresh to compare)."""
+  bufs = _buffers(key_bufs, p.made)
   becomes: dict[UOp, UOp] = {}
   reads: dict[UOp, bool] = {}
   for (i, chain, r, dtype), read in zip(p.becomes, p.reads):
