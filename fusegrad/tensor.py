@@ -86,11 +86,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
-    elif type(data) is list and data and (kinds := set(map(type, data))) <= _NUMBERS:  # flat, as below, quickly
-      if dtype is None:  # (a float among Python numbers in int64's range: the default float, as dtypes.from_py says)
-        ok = float in kinds and -2 ** 63 <= min(data) and max(data) < 2 ** 63
-        dt = dtypes.default_float if ok else dtypes.from_py(data)
-      else: dt = dtype
+    elif type(data) is list and data and set(map(type, data)) <= _NUMBERS:  # flat, as below, quickly
+      dt = dtype or dtypes.from_py(data)
       uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
