@@ -270,9 +270,8 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None =
   run_exec_items(lower_schedule(schedule), var_vals)
 
 def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None) -> None:
-  """Run compiled items in order; TinyJit, if capturing, records them."""
-  if any(isinstance(r := ei.runner, CompiledRunner) and r.prg is None for ei in items):
-    compile_runners([ei.runner for ei in items])
+  """Run items in order (compiled by lower_schedule or lower_kernels: a kernel that isn't compiles itself on its
+  first call); TinyJit, if capturing, records them."""
   for ei in items:
     if capturing: capturing[-1].append(ei)
     ei.run(var_vals)
