@@ -129,7 +129,8 @@ SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 512, "schedules kept for reuse by 
 PROGRAM_CACHE = ContextVar("PROGRAM_CACHE", 256, "compiled kernels kept loaded per process (least recently used go)")
 SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elements into < 64 outputs runs as two "
                             "kernels (partial results of chunks, then their combination) so threads share it; 0: one")
-CAPTURE_PROCESS_REPLAY = ContextVar("CAPTURE_PROCESS_REPLAY", 0, "unused; kept for tinygrad-compatible scripts")
+PROCESS_REPLAY = ContextVar("PROCESS_REPLAY", "", "a file: every kernel rendered appends its identity and source "
+                            "(test/process_replay.py compares two runs)")
 
 # *** printing ***
 

@@ -16,10 +16,10 @@ Order matters: opts (2) address the merged axes (1); unrolling (3) must see the 
 launch indices (4); lowering (5) runs on final values so that every bfloat16 op is caught.
 """
 from __future__ import annotations
-import hashlib
+import hashlib, json, os
 from dataclasses import dataclass, field
 from typing import Callable
-from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint, to_function_name
+from fusegrad.helpers import DEBUG, NOOPT, BEAM, PROCESS_REPLAY, prod, dprint, to_function_name
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
@@ -92,7 +92,26 @@ def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> Progr
   if DEBUG >= 5: dprint(5, pretty_print(ast))
   k = optimize(Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren), opts)
   dprint(3, f"{k.name}: opts {k.applied_opts}")
-  return program_for(k)
+  p = program_for(k)
+  if PROCESS_REPLAY: record_replay(ast, ren, opts, p)
+  return p
+
+def ast_key(ast: UOp) -> str:
+  """Every node of a kernel AST in order (op, dtype, arg, sources by number): equal for equal kernels in any process."""
+  index: dict[UOp, int] = {}
+  lines = []
+  for u in ast.toposort():
+    index[u] = len(index)
+    lines.append(f"{u.op.name} {u.dtype!r} {u.arg!r} {[index[s] for s in u.src]}")
+  return "\n".join(lines)
+
+def record_replay(ast: UOp, ren: Renderer, opts: list[Opt] | None, p: ProgramSpec) -> None:
+  """PROCESS_REPLAY=path: append one JSON line {id, name, src} for this kernel, at render time (no cache hides it). The
+  id is the kernel's identity: the device, the AST and the opts asked for, which a refactor of codegen leaves alone."""
+  ident = hashlib.sha256(f"{ren.device}|{type(ren).__name__}|{opts!r}|{ast_key(ast)}".encode()).hexdigest()[:16]
+  fd = os.open(PROCESS_REPLAY.value, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+  try: os.write(fd, (json.dumps({"id": ident, "name": p.name, "src": p.src}) + "\n").encode())  # one write: atomic
+  finally: os.close(fd)
 
 _UNNAMED = "fg_kernel_name_"  # rendered in place of the function's name, then replaced
 
