@@ -277,17 +277,10 @@ class UOp:
   def val(self) -> int:
     """The bound value of a BIND (a Variable with a value)."""
     return self.unbind()[1]
-  def sym_infer(self, var_vals: dict[UOp, int]) -> Any:
-    """Evaluate an integer expression with the variables' values."""
-    from fusegrad.uop.symbolic import simplify
-    ret = simplify(self.substitute({k: UOp.const(k.dtype, v) for k, v in var_vals.items()}))
-    if ret.op is not Ops.CONST: raise ValueError(f"can't evaluate {ret.render()}: unbound variables")
-    return ret.arg
 
   # *** printing ***
   def render(self) -> str:
     """A short infix rendering of an index/ALU expression, e.g. '((r0*4)+r1)'."""
-    from fusegrad.renderer import render_expr
     return render_expr(self)
   def __repr__(self) -> str: return pretty_print(self)
 
@@ -386,6 +379,23 @@ def _clip(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
   return lo, hi
 
 # *** printing ***
+
+_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
+          Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+
+def render_expr(u: UOp) -> str:
+  """A compact infix string of an integer/bool expression, for debugging and tests: '((r0*4)+r1)'."""
+  if u.op is Ops.CONST: return str(u.arg)
+  if u.op is Ops.RANGE: return f"r{u.arg[0]}"
+  if u.op is Ops.SPECIAL: return u.arg[0]
+  if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op is Ops.BIND: return render_expr(u.src[0])
+  if u.op in _INFIX: return f"({render_expr(u.src[0])}{_INFIX[u.op]}{render_expr(u.src[1])})"
+  if u.op is Ops.WHERE: return f"({render_expr(u.src[0])}?{render_expr(u.src[1])}:{render_expr(u.src[2])})"
+  if u.op is Ops.MAX: return f"max({render_expr(u.src[0])},{render_expr(u.src[1])})"
+  if u.op is Ops.CAST: return f"{u.dtype.name}({render_expr(u.src[0])})"
+  if u.op is Ops.LOAD: return f"data{u.src[0].arg}[{render_expr(u.src[1])}]"
+  return f"{u.op.name}({','.join(render_expr(s) for s in u.src)})"
 
 def pretty_print(root: UOp, max_nodes: int = 400) -> str:
   """One line per node, sources referenced by number: readable for graphs of any depth."""
