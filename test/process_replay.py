@@ -5,6 +5,7 @@ whose source differs, with a diff.
 
   python test/process_replay.py                    # all workloads, main against the working tree
   python test/process_replay.py --ref HEAD~1 -w ops,mnist
+  python test/process_replay.py --ref HEAD~3 --tree HEAD   # two commits (each recorded in a temporary worktree)
 
 Recording is the PROCESS_REPLAY=path flag: codegen's get_program appends one JSON line {id, name, src} per kernel it
 renders. The id is the kernel's identity (device, kernel AST, opts asked for), so the same kernel has the same id in
@@ -101,6 +102,8 @@ def record_ref(repo: pathlib.Path, ref: str, workloads: list[str], cache: pathli
 def main() -> int:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--ref", default="main", help="the git ref to compare the working tree against")
+  p.add_argument("--tree", default="", help="a git ref to record instead of the working tree (the tree can change "
+                 "while it runs)")
   p.add_argument("-w", "--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {','.join(WORKLOADS)}")
   p.add_argument("--max-diffs", type=int, default=20, help="kernels to print a diff for")
   args = p.parse_args()
@@ -111,9 +114,11 @@ def main() -> int:
   cache.mkdir(parents=True, exist_ok=True)
   differ = 0
   ref_paths = record_ref(repo, args.ref, workloads, cache)
+  tree_paths = record_ref(repo, args.tree, workloads, cache) if args.tree else None
   with tempfile.TemporaryDirectory() as tmp:
-    for w, ref_path in zip(workloads, ref_paths):
-      record(repo, w, tree_path := pathlib.Path(tmp) / f"{w}.jsonl")
+    for i, (w, ref_path) in enumerate(zip(workloads, ref_paths)):
+      if tree_paths is None: record(repo, w, tree_path := pathlib.Path(tmp) / f"{w}.jsonl")
+      else: tree_path = tree_paths[i]
       differ += compare(w, load(ref_path), load(tree_path), args.max_diffs)
   print("process replay: no kernel changed" if differ == 0 else f"process replay: {differ} kernels differ")
   return 1 if differ else 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib, json, os
 from dataclasses import dataclass, field
 from typing import Callable
-from fusegrad.helpers import DEBUG, NOOPT, BEAM, PROCESS_REPLAY, prod, dprint, to_function_name
+from fusegrad.helpers import DEBUG, NOOPT, PROCESS_REPLAY, prod, dprint, to_function_name
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
@@ -77,13 +77,8 @@ def lower_kernel(k: Kernel) -> list[UOp]:
   return linearize(ast)
 
 def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
-  """Step 2: apply the given opts, or search (BEAM=n), or the heuristic."""
-  if opts is None:
-    if NOOPT: opts = []
-    elif BEAM >= 1:
-      from fusegrad.codegen.search import beam_search
-      return beam_search(k, BEAM.value)
-    else: opts = hand_coded_optimizations(k) + pick_compiler(k)
+  """Step 2: apply the given opts (BEAM's, from engine/search.py), or none (NOOPT=1), or the heuristic's."""
+  if opts is None: opts = [] if NOOPT else hand_coded_optimizations(k) + pick_compiler(k)
   for o in opts: k.apply_opt(o)
   return k
 

@@ -1,6 +1,6 @@
 """The default choice of optimizations for a kernel, from its shape and the renderer's capabilities.
 
-In: a Kernel. Out: a list of Opts (the kernel is not changed). BEAM search (codegen/search.py) replaces this by
+In: a Kernel. Out: a list of Opts (the kernel is not changed). BEAM search (engine/search.py) replaces this by
 timing candidates; both produce the same kind of list.
 """
 from __future__ import annotations

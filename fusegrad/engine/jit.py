@@ -15,7 +15,8 @@ from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, IndexCheck, capturing, capturing_checks
+from fusegrad.engine.runner import CompiledRunner, CopyRunner
+from fusegrad.engine.realize import ExecItem, IndexCheck, capturing, capturing_checks
 from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
 from fusegrad.engine import state
 

@@ -11,7 +11,7 @@ from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.spec import check_stage, SpecError
 from fusegrad.codegen.vectorize import broadcast
-from fusegrad.codegen.search import candidate_opts
+from fusegrad.engine.search import candidate_opts
 from fusegrad.renderer.cstyle import ClangRenderer
 from fusegrad.uop.ops import UOp, Ops
 from test.unit.test_codegen import kernel_of, run_with
