@@ -17,11 +17,12 @@ from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
 from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
-from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError
+from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, _resolve_axis, broadcast_shape
 from fusegrad.mixin.nn import NNMixin
-from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
+from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
+from fusegrad.mixin.indexing import getitem
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
@@ -239,8 +240,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       Tensor.realize_all(copies)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run, without running them."""
-    from fusegrad.engine.schedule import create_schedule
-    return create_schedule([t.uop for t in (self, *lst)]).items
+    return engine_schedule.create_schedule([t.uop for t in (self, *lst)]).items
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
@@ -626,11 +626,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
     """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors."""
-    from fusegrad.mixin.indexing import getitem
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
-    from fusegrad.mixin.indexing import getitem
     self.realize()
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
