@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib, json, os
 from dataclasses import dataclass, field
 from typing import Callable
-from fusegrad.helpers import DEBUG, NOOPT, PROCESS_REPLAY, prod, dprint, to_function_name
+from fusegrad.helpers import DEBUG, NOOPT, SPEC, PROCESS_REPLAY, prod, dprint, to_function_name
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
@@ -32,6 +32,7 @@ from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, sim
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.vectorize import vectorize_upcasts, devectorize
+from fusegrad.codegen.spec import check_stage
 
 __all__ = ["ProgramSpec", "get_program", "Kernel", "Opt", "OptOps", "KernelOptError", "lower_kernel"]
 
@@ -58,7 +59,7 @@ class ProgramSpec:
 # Steps 3-6 as a table of passes over one IR (a kernel AST), each taking the AST and the renderer. Order: vectors are
 # made before expansion copies what is left (copies of a vector stay vectors); launch dims need the final ranges;
 # threefry and bfloat16 are lowered on final values; devectorize sees every vector op; the cleanup types indices last.
-# codegen/spec.py states what each stage's output may hold (checked in test/unit/test_codegen_spec.py).
+# codegen/spec.py states what each stage's output may hold (checked after each pass when SPEC=1).
 LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
   ("vectorize", lambda ast, ren: vectorize_upcasts(ast)),
   ("expand", lambda ast, ren: expand_unrolled(ast)),
@@ -72,8 +73,11 @@ LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
 
 def lower_kernel(k: Kernel) -> list[UOp]:
   """Steps 3-6: an optimized Kernel -> the flat program."""
-  ast = k.ast
-  for _, lowering_pass in LOWERING: ast = lowering_pass(ast, k.ren)
+  ast, done = k.ast, []
+  for name, lowering_pass in LOWERING:
+    ast = lowering_pass(ast, k.ren)
+    done.append(name)
+    if SPEC: check_stage(done, ast, k.ren)
   return linearize(ast)
 
 def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
