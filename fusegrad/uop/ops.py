@@ -31,7 +31,7 @@ class Ops(Enum):
   CAST = auto(); BITCAST = auto()  # noqa: E702
   # kernel level: the scheduler's ASTs and codegen's flat programs
   DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_ACC = auto(); RANGE = auto(); SPECIAL = auto()  # noqa: E702
-  LOAD = auto(); STORE = auto(); REDUCE = auto(); ENDRANGE = auto(); IF = auto(); ENDIF = auto()  # noqa: E702
+  LOAD = auto(); STORE = auto(); REDUCE = auto(); ENDRANGE = auto()  # noqa: E702
   BARRIER = auto(); VECTORIZE = auto(); GEP = auto(); NOOP = auto()  # noqa: E702
   def __repr__(self) -> str: return f"Ops.{self.name}"
   __hash__ = object.__hash__  # members are singletons: identity is equality (and hashing is on every node built)
@@ -47,8 +47,10 @@ class GroupOp:
   Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
   Comparison = {Ops.CMPLT, Ops.CMPNE}
   Associative = {Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX}
-  # ops whose result is 0 when all inputs are 0: a zero-padded input stays zero-padded through them
-  UnsafePad = {Ops.RECIPROCAL, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.THREEFRY}
+  # math functions: costly per element, so the heuristic gives them whole SIMD registers (codegen/heuristic.py)
+  Math = {Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN, Ops.RECIPROCAL}
+  # ops a vector renderer computes on whole vectors (codegen/vectorize.py): SIN has no vector form, it goes lane by lane
+  Vector = {Ops.ADD, Ops.MUL, Ops.MULACC, Ops.MAX} | (Math - {Ops.SIN})
 
 class AxisType(Enum):
   """What a kernel RANGE becomes in the generated code."""
@@ -286,7 +288,7 @@ class UOp:
 
 _SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
 _KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE,
-               Ops.REDUCE, Ops.ENDRANGE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
+               Ops.REDUCE, Ops.ENDRANGE, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
 
 # names codegen gives its own values (loop counters, launch indices, buffers, temporaries): a Variable can't take them
 _GENERATED_NAME = re.compile(r"(ridx|gidx|lidx|data|val|alu|acc|cast|var|temp|smem)[0-9]+")
