@@ -374,7 +374,8 @@ def test_assign_to_an_input():
   def f(acc, x):
     acc.assign(acc + x)
     return acc * 1
-  plain_acc, traced_acc, tf = Tensor.zeros(3).contiguous().realize(), Tensor.zeros(3).contiguous().realize(), function(f)
+  plain_acc, traced_acc = Tensor.zeros(3).contiguous().realize(), Tensor.zeros(3).contiguous().realize()
+  tf = function(f)
   for i in range(3):
     x = Tensor(rand_np(3, seed=i))
     np.testing.assert_allclose(tf(traced_acc, x).numpy(), f(plain_acc, x).numpy(), rtol=1e-6)

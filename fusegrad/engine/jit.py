@@ -530,7 +530,8 @@ class function:
                        "tolist...); a traced function may only build the graph")
     held = {state.view_base(h) for h in holders}
     _rng_hooks.append(lambda state, counter: draws.append((state.uop, state.device, counter - start)))
-    _assign_hooks.append(lambda t: assigned.setdefault(id(t), (t, t.uop)))
+    def note_assign(t: Tensor) -> None: assigned.setdefault(id(t), (t, t.uop))
+    _assign_hooks.append(note_assign)
     _realize_hooks.append(refuse_inputs)
     try:
       stand = iter(stand_ins)
@@ -576,6 +577,7 @@ def _side_effects(trace: _Trace, inputs: list, sub: dict[UOp, UOp], traced: bool
     if isinstance(w.target, int) and state.view_base(t.uop).op not in (Ops.BUFFER, Ops.ASSIGN):
       raise JitError(f"function: the traced call assigns to its input {w.target} (shape {t.shape}), which is not in a "
                      "buffer now; realize it first")
+    assert w.before is not None and w.after is not None  # (only a gradient comes or goes)
     if not traced: sub[w.before] = t.uop
     ret.append((t, w.after, False))
   for w in trace.grads:
