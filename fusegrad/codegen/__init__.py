@@ -2,6 +2,7 @@
 
 The pipeline, in order:
   0. fold_reduces         sums that pick one element or count a range lose their loop       codegen/fold.py
+     simplify_gated_loads a gated load's index simplified given its gate                   codegen/lower.py
   1. merge_axes           loops that can merge without division (fewer, longer loops)      codegen/lower.py
   2. optimize             a list of Opts from the heuristic or BEAM, applied to the Kernel  codegen/kernel.py
   3. vectorize_upcasts    UPCAST/LANES ranges contiguous in memory become vector values      codegen/vectorize.py

@@ -6,8 +6,8 @@ turn `((r0*12 + r1*4 + r2) // 4) % 3` into `r1` when the bounds of r0, r1, r2 al
 """
 from __future__ import annotations
 import math
-from fusegrad.dtype import dtypes
 from typing import Any
+from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.uop.alu import exec_alu
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
@@ -210,8 +210,6 @@ symbolic = PatternMatcher([
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="u"), cast_const),  # cast(const) -> const
   # cast to own dtype -> x
   (UPat(Ops.CAST, name="u", src=(UPat.var("x"),)), lambda u, x: x if x.dtype == u.dtype else None),
-  # float identities that are exact
-  (UPat.var("x", dtypes.floats) * 1, lambda x: x),  # x*1.0 -> x
 ])
 
 def simplify(u: UOp) -> UOp:
