@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
 from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
-from fusegrad.device import Device, Buffer
+from fusegrad.device import Device, Buffer, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
@@ -222,6 +222,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
+    with RUN_LOCK: Tensor._realize_all(tensors)
+  @staticmethod
+  def _realize_all(tensors: Sequence[Tensor]) -> None:
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
     if todo:
@@ -258,7 +261,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
       return self.cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
-    mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
+    with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
   def tolist(self) -> Any:
     """The values as (nested) Python lists; a 0-d tensor gives a scalar."""

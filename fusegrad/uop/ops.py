@@ -91,7 +91,10 @@ class UOp:
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
-    UOp._interned[key] = weakref.KeyedRef(ret, _uninterned, key)
+    new = weakref.KeyedRef(ret, _uninterned, key)
+    if (ref := UOp._interned.setdefault(key, new)) is not new:  # another thread made it meanwhile: one node stays
+      if (other := ref()) is not None: return other
+      UOp._interned[key] = new
     return ret
   def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kwargs: Any) -> UOp:
