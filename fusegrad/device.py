@@ -5,7 +5,7 @@ A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
   a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
 """
 from __future__ import annotations
-import functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings
+import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings
 from typing import Any, Callable
 from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
@@ -106,6 +106,10 @@ if hasattr(os, "register_at_fork"):  # os.fork() waits for a realize in another 
 
 # *** buffers ***
 
+class OutOfMemoryError(MemoryError, RuntimeError):
+  """A device couldn't allocate a buffer (a RuntimeError, as torch's, and a MemoryError, as Python's): the message
+  names the device, the bytes and the elements; realize adds the tensors' shapes. Nothing is left half done."""
+
 class Buffer:
   """size elements of dtype on a device. Memory is allocated on first use; a Buffer with a base is a view into it."""
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
@@ -129,7 +133,11 @@ class Buffer:
       self._base.allocate()
       self._buf = allocator.offset(self._base._buf, self.offset, self.nbytes)
     else:
-      self._buf = allocator.alloc(max(self.nbytes, 1))
+      try: self._buf = allocator.alloc(max(self.nbytes, 1))
+      except (MemoryError, OSError) as e:
+        if isinstance(e, OSError) and e.errno != errno.ENOMEM: raise
+        raise OutOfMemoryError(f"{self.device}: out of memory: tried to allocate {self.nbytes} bytes "
+                               f"({self.nbytes / 2**30:.2f} GiB) for {self.size} elements of {self.dtype} ({e})") from e
       GlobalCounters.mem_used += self.nbytes
     return self
   def __del__(self) -> None:

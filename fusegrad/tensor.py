@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits
 from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
-from fusegrad.device import Device, Buffer, RUN_LOCK
+from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
@@ -222,7 +222,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
-    with RUN_LOCK: Tensor._realize_all(tensors)
+    with RUN_LOCK:
+      try: Tensor._realize_all(tensors)
+      except OutOfMemoryError as e:
+        shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
+        raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
   @staticmethod
   def _realize_all(tensors: Sequence[Tensor]) -> None:
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
