@@ -10,7 +10,7 @@ import builtins, math, pathlib, struct, weakref
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
-from fusegrad.dtype import float_to_bf16_bits
+from fusegrad.dtype import float_to_bf16_bits, checked_ints
 from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
@@ -52,9 +52,15 @@ def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   if dtype.fmt in ("f", "d") and (numbers or all(type(v) is float or type(v) is int for v in values)):
     try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)  # as a cast: struct rounds (ints as float() does)
     except OverflowError: pass  # beyond float32's range: inf, below
+  if dtypes.is_int(dtype): checked_ints(values, dtype)  # no silent wrap-around at creation (DESIGN.md, invariant 12)
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
+
+def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None) -> UOp:
+  """A tensor's constant made from a Python value (that an integer dtype can hold: checked_ints)."""
+  if dtypes.is_int(dtype): checked_ints([value], dtype)
+  return UOp.const(dtype, value, shape, device)
 
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
@@ -81,7 +87,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
-    elif isinstance(data, (bool, int, float)): uop = UOp.const(dtype or dtypes.from_py(data), data, (), device)
+    elif isinstance(data, (bool, int, float)): uop = _scalar(data, dtype or dtypes.from_py(data), (), device)
     elif isinstance(data, (bytes, bytearray, memoryview)):
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
@@ -407,7 +413,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     shape = _shape_arg((shape,))
-    return Tensor(UOp.const(dt, fill_value, shape, Device.canonicalize(device)), **kwargs)
+    return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
   def zeros(*shape: Any, **kwargs: Any) -> Tensor:
     """Zeros of the given shape (float32 unless dtype says otherwise): `Tensor.zeros(2, 3)`."""
