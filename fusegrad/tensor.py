@@ -10,9 +10,9 @@ import builtins, math, pathlib, struct, weakref
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
-from fusegrad.dtype import float_to_bf16_bits
+from fusegrad.dtype import float_to_bf16_bits, checked_ints
 from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
-from fusegrad.device import Device, Buffer
+from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
@@ -53,9 +53,15 @@ def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   if dtype.fmt in ("f", "d") and (numbers or all(type(v) is float or type(v) is int for v in values)):
     try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)  # as a cast: struct rounds (ints as float() does)
     except OverflowError: pass  # beyond float32's range: inf, below
+  if dtypes.is_int(dtype): checked_ints(values, dtype)  # no silent wrap-around at creation (DESIGN.md, invariant 12)
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
+
+def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None) -> UOp:
+  """A tensor's constant made from a Python value (that an integer dtype can hold: checked_ints)."""
+  if dtypes.is_int(dtype): checked_ints([value], dtype)
+  return UOp.const(dtype, value, shape, device)
 
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
@@ -82,7 +88,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
-    elif isinstance(data, (bool, int, float)): uop = UOp.const(dtype or dtypes.from_py(data), data, (), device)
+    elif isinstance(data, (bool, int, float)): uop = _scalar(data, dtype or dtypes.from_py(data), (), device)
     elif isinstance(data, (bytes, bytearray, memoryview)):
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
@@ -223,6 +229,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
+    with RUN_LOCK:
+      try: Tensor._realize_all(tensors)
+      except OutOfMemoryError as e:
+        shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
+        raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
+  @staticmethod
+  def _realize_all(tensors: Sequence[Tensor]) -> None:
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
     for hook in _realize_hooks: hook([t.uop for t in todo])
@@ -259,7 +272,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
       return self.cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
-    mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
+    with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
   def tolist(self) -> Any:
     """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
@@ -402,7 +415,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     shape = _shape_arg((shape,))
-    return Tensor(UOp.const(dt, fill_value, shape, Device.canonicalize(device)), **kwargs)
+    return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
   def zeros(*shape: Any, **kwargs: Any) -> Tensor:
     """Zeros of the given shape (float32 unless dtype says otherwise): `Tensor.zeros(2, 3)`."""
