@@ -56,7 +56,8 @@ def _convert(key: str, val: Any, default: Any) -> Any:
   if isinstance(default, bool):
     return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
   kind = type(default)
-  if isinstance(val, kind) and not (kind is int and isinstance(val, bool)): return val
+  if isinstance(val, bool) and kind in (int, float): return kind(val)  # Context(TRAINING=True) is TRAINING=1
+  if isinstance(val, kind): return val
   what = {int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
   if isinstance(val, str) or (kind is float and isinstance(val, int)):
     try: return kind(val.strip() if isinstance(val, str) else val)
@@ -69,15 +70,19 @@ def getenv(key: str, default: Any = 0) -> Any:
   return default if val is None else _convert(key, val, default)
 
 class ContextVar:
-  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0."""
+  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0.
+  A module above helpers that owns the flag's meaning may set `parse` (value -> value, ValueError on garbage), as
+  dtype.py does for DEFAULT_FLOAT so that it also takes a DType; it then re-checks the value read at import."""
   _cache: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any, doc: str = ""):
     if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
     self.key, self.default, self.doc = key, default, doc
+    self.parse: Callable[[Any], Any] | None = None
     self.value = self.check(getenv(key, default))
     ContextVar._cache[key] = self
   def check(self, val: Any) -> Any:
     """val converted to this flag's type; ValueError naming the flag and what it accepts otherwise."""
+    if self.parse is not None: return self.parse(val)
     val = _convert(self.key, val, self.default)
     if isinstance(val, (int, float)) and not isinstance(val, bool) and val < 0:
       raise ValueError(f"{self.key}={val} is invalid: {self.key} takes a value >= 0 ({self.doc})")

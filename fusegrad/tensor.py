@@ -17,7 +17,8 @@ from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
 from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
-from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, _resolve_axis, broadcast_shape
+from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, UnsupportedError, \
+  _resolve_axis, broadcast_shape
 from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
@@ -35,7 +36,7 @@ def _shape_of(data: Any) -> tuple[int, ...]:
   if len(data) == 0: return (0,)
   if all(type(x) in _SCALARS for x in data): return (len(data),)  # a flat list of Python numbers
   inner = [_shape_of(x) for x in data]
-  if any(s != inner[0] for s in inner): raise ValueError(f"Tensor: ragged nested list, sub-shapes {sorted(set(inner))}")
+  if any(s != inner[0] for s in inner): raise ShapeError(f"Tensor: ragged nested list, sub-shapes {sorted(set(inner))}")
   return (len(data),) + inner[0]
 
 def _flatten_list(data: Any) -> list:
@@ -162,7 +163,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
         names = ", ".join(sorted(devices))
-        raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
+        raise ArgumentError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor._wrap(uop)
     flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
@@ -204,7 +205,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self.numel() * self.element_size()
   def size(self, dim: int | None = None) -> int | tuple[int, ...]:
     """The shape, or the size of axis dim: `x.size(-1)`."""
-    return self.shape if dim is None else self.shape[_resolve_axis(dim, self.ndim, "dim")]
+    return self.shape if dim is None else self.shape[_resolve_axis(dim, self.ndim, "size")]
   def is_floating_point(self) -> bool:
     """True for float dtypes."""
     return dtypes.is_float(self.dtype)
@@ -215,7 +216,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     grad = " requires_grad" if self.requires_grad else ""
     return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r}{grad}>"
   def __bool__(self) -> bool:
-    if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
+    if self.numel() != 1:
+      raise RuntimeError(f"bool: the truth value of a tensor with {self.numel()} elements is ambiguous")
     return bool(self.item())
   def __iter__(self) -> Iterator[Tensor]:
     if not self.shape: raise TypeError("iteration over a 0-d tensor")
@@ -284,7 +286,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return vals[0] if not self.shape and isinstance(vals, list) else vals
   def item(self) -> Any:
     """The value of a one-element tensor as a Python scalar."""
-    if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has {self.numel()}")
+    if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, this one has {self.numel()}")
     ret = self.reshape(()).tolist()
     return ret
   def numpy(self) -> Any:
@@ -334,7 +336,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     dtype = to_dtype(dtype)
     if dtype.itemsize != self.dtype.itemsize:
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
-        raise ValueError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
+        raise ShapeError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
       # the bytes reread as another dtype: a view of the realized buffer (element-wise kernels can't change sizes)
       new_shape = (*self.shape[:-1], self.shape[-1] * self.dtype.itemsize // dtype.itemsize)
       view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
@@ -375,11 +377,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.device != self.device:
-      raise ValueError(f"assign: value is on device {x.device}, target on device {self.device}")
+      raise ShapeError(f"assign: value is on device {x.device}, target on device {self.device}")
     if x.shape != self.shape:
       try: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
       except ValueError:
-        raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
+        raise ShapeError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
     for hook in _assign_hooks: hook(self)
@@ -392,7 +394,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
-    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} != {self.shape}")
+    if x.shape != self.shape: raise ShapeError(f"replace: shape {x.shape} != {self.shape}")
     self.uop = x.uop
     return self
 
@@ -404,7 +406,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Uninitialized memory of the given shape."""
-    shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
+    shape, dt = _shape_arg(shape, "empty"), to_dtype(dtype or dtypes.default_float)
     buf = Buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
   @staticmethod
@@ -412,18 +414,18 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
            **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
     if isinstance(fill_value, Tensor):
-      return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
+      return fill_value.reshape((1,) * len(_shape_arg((shape,), "full"))).expand(_shape_arg((shape,), "full"))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    shape = _shape_arg((shape,))
+    shape = _shape_arg((shape,), "full")
     return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
   def zeros(*shape: Any, **kwargs: Any) -> Tensor:
     """Zeros of the given shape (float32 unless dtype says otherwise): `Tensor.zeros(2, 3)`."""
-    return Tensor.full(_shape_arg(shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
+    return Tensor.full(_shape_arg(shape, "zeros"), 0.0, **{"dtype": dtypes.default_float, **kwargs})
   @staticmethod
   def ones(*shape: Any, **kwargs: Any) -> Tensor:
     """Ones of the given shape (float32 unless dtype says otherwise): `Tensor.ones(2, 3)`."""
-    return Tensor.full(_shape_arg(shape), 1.0, **{"dtype": dtypes.default_float, **kwargs})
+    return Tensor.full(_shape_arg(shape, "ones"), 1.0, **{"dtype": dtypes.default_float, **kwargs})
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
     """fill_value in this tensor's shape, dtype and device (dtype= and device= override)."""
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
@@ -446,7 +448,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """start, start+step, ... up to (not including) stop: `Tensor.arange(5)` is [0, 1, 2, 3, 4]. Ints are int32, or
     int64 when a value passes int32's range (torch's int64 where tinygrad's int32 can't hold it)."""
     if stop is None: start, stop = 0, start
-    if step == 0: raise ValueError("arange: step must not be zero")
+    if step == 0: raise ArgumentError("arange: step must not be 0")
+    if not all(math.isfinite(x) for x in (start, stop, step)):
+      raise ArgumentError(f"arange: unsupported range {start} -> {stop} (step {step})")
     any_float = any(isinstance(x, float) for x in (start, stop, step))
     n = max(math.ceil((stop - start) / step), 0)
     default = dtypes.default_float if any_float else dtypes.from_py([start, start + (n - 1) * step] if n else 0)
@@ -463,6 +467,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """steps evenly spaced values from start to stop inclusive: `Tensor.linspace(0, 1, 3)` is [0.0, 0.5, 1.0]."""
     if not isinstance(steps, int) or steps < 0: raise ArgumentError(f"linspace: steps must be an int >= 0, got {steps}")
     dt = to_dtype(dtype if dtype is not None else dtypes.default_float)
+    if dt == dtypes.bool: raise UnsupportedError("linspace: a bool dtype has no evenly spaced values")
     if steps == 1: return Tensor([start], dtype=dt, device=device, requires_grad=requires_grad)
     ret = Tensor.arange(steps, device=device) * ((stop - start) / (steps - 1)) + start
     return ret.cast(dt).requires_grad_(requires_grad)
@@ -471,7 +476,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
           requires_grad: builtins.bool | None = None) -> Tensor:
     """The identity matrix (n x m): ones on the diagonal."""
     m = n if m is None else m
-    if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}x{m}")
+    if n < 0 or m < 0: raise ArgumentError(f"eye: negative size {n}x{m}")
     dt, k = to_dtype(dtype if dtype is not None else dtypes.default_float), min(n, m)
     if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, requires_grad=requires_grad)
     # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
@@ -503,7 +508,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None,
            requires_grad: builtins.bool | None = None) -> Tensor:
     """Uniform random numbers in [0, 1)."""
-    shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
+    shape, dt = _shape_arg(shape, "rand"), to_dtype(dtype or dtypes.default_float)
     if not dtypes.is_float(dt): raise TypeError(f"rand: dtype must be a float, got {dt}")
     n = prod(shape)
     if n == 0: return Tensor.empty(shape, dtype=dt, device=device, requires_grad=requires_grad)
@@ -519,7 +524,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def randn(*shape: Any, dtype: DType | str | None = None, requires_grad: builtins.bool | None = None,
             **kwargs: Any) -> Tensor:
     """Standard normal random numbers (Box-Muller)."""
-    shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
+    shape, dt = _shape_arg(shape, "randn"), to_dtype(dtype or dtypes.default_float)
     src = Tensor.rand((2, *shape), dtype=dtypes.float32, **kwargs)
     ret = (1 - src[0]).log().mul(-2).sqrt().mul((src[1] * (2 * math.pi)).cos())
     return ret.cast(dt).requires_grad_(requires_grad)
@@ -530,7 +535,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def randint(*shape: Any, low: builtins.int = 0, high: builtins.int = 10, dtype: DType | str = dtypes.int32,
               **kwargs: Any) -> Tensor:
     """Random integers in [low, high)."""
-    if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
+    if high <= low: raise ArgumentError(f"randint: high ({high}) must be > low ({low})")
     dt = to_dtype(dtype)
     unit = Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
     return (unit * (high - low)).floor().cast(dt) + low
@@ -538,7 +543,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def randperm(n: builtins.int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
     """A random permutation of 0..n-1 from the seeded generator (the argsort of random words: n * n compares).
     `Tensor.randperm(4).tolist()` is e.g. [2, 0, 3, 1]."""
-    if n < 0: raise ValueError(f"randperm: n must be >= 0, got {n}")
+    if n < 0: raise ArgumentError(f"randperm: n must be >= 0, got {n}")
     if set(kwargs) - {"requires_grad"}: raise TypeError(f"randperm: unexpected arguments {sorted(kwargs)}")
     if n == 0: return Tensor.empty(0, dtype=dtype, device=device)
     keys = Tensor._random_bits(n, device)
@@ -547,11 +552,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """num_samples category indices (int32) drawn per row of weights (1-D or 2-D, non-negative, need not sum to 1),
     as torch.multinomial: with replacement by inverse CDF, without by an exponential race (the k smallest E_i / w_i).
     `Tensor([0.0, 1.0]).multinomial().tolist()` is [1]."""
-    if self.ndim not in (1, 2): raise ValueError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
+    if self.ndim not in (1, 2): raise ShapeError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
     n = self.shape[-1]
-    if num_samples < 1: raise ValueError(f"multinomial: num_samples must be >= 1, got {num_samples}")
+    if num_samples < 1: raise ArgumentError(f"multinomial: num_samples must be >= 1, got {num_samples}")
     if not replacement and num_samples > n:
-      raise ValueError(f"multinomial: can't draw {num_samples} samples from {n} categories without replacement")
+      raise ShapeError(f"multinomial: can't draw {num_samples} samples from {n} categories without replacement")
     w = self.detach().reshape(-1, n).cast(least_upper_dtype(self.dtype, dtypes.float32))
     rows = w.shape[0]
     if replacement:
@@ -576,24 +581,24 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
     """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
-    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape)) ** -0.5)
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape, "scaled_uniform")) ** -0.5)
   @staticmethod
   def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
     """Xavier/Glorot uniform init, as torch.nn.init.xavier_uniform_: bound sqrt(6 / (fan_in + fan_out))."""
-    shape = _shape_arg(shape)
+    shape = _shape_arg(shape, "glorot_uniform")
     fan_in, fan_out = prod(shape[1:]), shape[0] * prod(shape[2:])
     bound = (6 / (fan_in + fan_out)) ** 0.5
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_uniform(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
     """He-uniform init, as torch.nn.init.kaiming_uniform_ (fan_in, leaky relu slope a)."""
-    shape = _shape_arg(shape)
+    shape = _shape_arg(shape, "kaiming_uniform")
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_normal(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
     """He-normal init, as torch.nn.init.kaiming_normal_ (fan_in, leaky relu slope a)."""
-    shape = _shape_arg(shape)
+    shape = _shape_arg(shape, "kaiming_normal")
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
 
@@ -623,7 +628,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
         y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device), True)  # broadcast already (as _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
-      raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
+      raise ArgumentError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
     if match_dtype and x.dtype != y.dtype:
       dt = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(dt), y.cast(dt)
@@ -673,7 +678,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape:
-      raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
+      raise ShapeError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
     root = _with_lazy_defs(self.uop)
     target_uops = {t: _node_in(t, root) for t in targets}
     grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
@@ -810,9 +815,9 @@ _rng_hooks: list[Callable[[Tensor, int], None]] = []
 _assign_hooks: list[Callable[[Tensor], None]] = []
 _realize_hooks: list[Callable[[list[UOp]], None]] = []
 
-def _shape_arg(shape: tuple) -> tuple[int, ...]:
+def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
   s = argfix(*shape) if shape else ()
-  if not all_int(s) or any(x < 0 for x in s): raise ValueError(f"bad shape {s}: sizes must be non-negative ints")
+  if not all_int(s) or any(x < 0 for x in s): raise ShapeError(f"{op}: bad shape {s}: sizes must be non-negative ints")
   return tuple(s)
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 LOG2_E, LN_2 = 1 / math.log(2), math.log(2)
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
-class DTypeError(TypeError, RuntimeError):
-  """An op got a dtype it can't work on (a float to a bitwise op, bools to sub). A TypeError, and a RuntimeError
-  too, which is what torch raises for the same mistakes, so code written against either catches it."""
+class DTypeError(TypeError, NotImplementedError):
+  """An op got a dtype it can't work on (a float to a bitwise op, bools to sub). A TypeError, and the
+  NotImplementedError (a RuntimeError) torch raises for the same mistakes, so code written against either catches it."""
 
 class ArgumentError(ValueError, RuntimeError):
   """An op got an argument it can't work on (an unknown rounding mode, an int to a negative power); a ValueError,
@@ -33,10 +33,18 @@ class ShapeError(ValueError, RuntimeError):
   """Shapes that don't fit together (matmul, broadcasting, reshape, cat): a ValueError, and the RuntimeError torch
   raises for the same inputs."""
 
-def _resolve_axis(axis: int, ndim: int, name: str = "axis") -> int:
-  """axis as an index in [0, ndim) (negative counts from the end); raises IndexError naming it when out of range."""
+class UnsupportedError(ArgumentError, NotImplementedError):
+  """An unknown mode (pad, interpolate) or a dtype an op has no meaning for: torch's NotImplementedError."""
+
+class EmptyReduceError(IndexError, ShapeError):
+  """max/min/argmax over a zero-size axis, which has no identity: torch's IndexError when the axis is named, its
+  RuntimeError when the whole tensor is reduced."""
+
+def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
+  """axis as an index in [0, ndim) (negative counts from the end); raises IndexError naming the op and the axis when
+  it is out of range, as torch."""
   if not -max(ndim, 1) <= axis < max(ndim, 1):
-    raise IndexError(f"{name} {axis} is out of range for a tensor with {ndim} dims")
+    raise IndexError(f"{op}: {name} {axis} is out of range for a tensor with {ndim} dims")
   return axis % max(ndim, 1)
 
 def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
@@ -201,6 +209,7 @@ class ElementwiseMixin:
     return xt._new(c.uop.alu(Ops.WHERE, xt.uop, yt.uop), xt, yt)
   def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     """value where mask is true, else self (keeps self's dtype): `x.masked_fill(x < 0, 0)`."""
+    broadcast_shape(self.shape, mask.shape, op="masked_fill")
     return mask.where(value, self).cast(self.dtype)
   def clip(self: Tensor, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
     """Limit values to [min_, max_] (either may be None; torch's min=/max= keywords work too); nan stays nan and the
