@@ -4,10 +4,17 @@ Basic indexing is a chain of views (shrink, flip, reshape). Advanced indexing co
 sums the matches: codegen folds that sum back into one load per element at the indexed address, with a bounds check,
 so an out-of-range index reads 0 instead of outside the buffer; check_indices makes it an IndexError when the result
 is realized.
+
+A bound Variable (`Variable("i", 0, N - BS).bind(k)`) or an expression of one indexes like an int, and a slice between
+two such expressions whose length is a constant (`X[i:i+BS]`) like a slice: both become a gather at the variable's
+position, so the kernels take the value as a parameter and serve every value (under TinyJit too). The variable's range
+must lie inside the axis: then no index needs a check when it runs.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from fusegrad.dtype import dtypes
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.symbolic import simplify
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -47,7 +54,7 @@ def _check_index(t: Tensor, i: Any) -> Any:
     if i.dtype == dtypes.bool:
       raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
     if not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
-  elif isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice))):
+  elif isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice, UOp))):
     raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
   return i
 
@@ -76,6 +83,9 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
       if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {size}")
       x = x.shrink(tuple((i % size, i % size + 1) if a == axis else None for a in range(x.ndim)))
       squeeze.append(axis)
+    elif isinstance(i, UOp) or (isinstance(i, slice) and _is_symbolic(i)):
+      x = _advanced(x, [(axis, _symbolic_index(x, axis, i))], check=False)
+      if isinstance(i, UOp): continue  # the axis is gone
     elif isinstance(i, slice): x = _slice(x, axis, i)
     else: tensor_idx.append((axis, i))
     axis += 1
@@ -99,6 +109,29 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
   return _stride(x, axis, abs(step))
 
+def _is_symbolic(i: slice) -> bool: return isinstance(i.start, UOp) or isinstance(i.stop, UOp)
+
+def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
+  """The positions a Variable index (0-d) or a slice between Variable expressions (1-d) picks on axis of x, as an int32
+  tensor; its range must lie inside the axis."""
+  from fusegrad.tensor import Tensor
+  size = x.shape[axis]
+  if isinstance(i, UOp):
+    if i.vmin < 0 or i.vmax >= size:
+      raise IndexError(f"index {i.render()} in [{i.vmin}, {i.vmax}] is out of bounds for dimension {axis} with size "
+                       f"{size}")
+    return Tensor(i.cast(dtypes.int32), device=x.device)
+  start, stop = 0 if i.start is None else i.start, size if i.stop is None else i.stop
+  step = 1 if i.step is None else i.step
+  n = simplify(UOp.const(dtypes.index, 0) + stop - start)
+  if n.op is not Ops.CONST or not isinstance(step, int) or step < 1:
+    raise IndexError(f"a slice with Variables needs a constant length and a positive int step, got {i}")
+  lo, hi = (start.vmin, start.vmax) if isinstance(start, UOp) else (start, start)
+  if lo < 0 or hi + n.arg > size:
+    raise IndexError(f"slice {i} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
+  first = start if isinstance(start, UOp) else UOp.const(dtypes.index, start)
+  return Tensor.arange(0, n.arg, step, device=x.device) + Tensor(first.cast(dtypes.int32), device=x.device)
+
 SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % SPLIT): two short aranges to compare
 
 def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[Tensor, list[tuple[int, Tensor]]]:
@@ -120,8 +153,9 @@ def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[T
     return _split_long_axes(x, shifted + [(a, hi), (a + 1, lo)] + later)
   return x, tensor_idx
 
-def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
-  """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
+def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = True) -> Tensor:
+  """x indexed by integer tensors on some axes (torch's rules for where the new axes go). check: add the bounds checks
+  (see check_indices)."""
   from fusegrad.tensor import Tensor, broadcast_shape
   checked = [(idx, x.shape[a]) for a, idx in tensor_idx]
   x, tensor_idx = _split_long_axes(x, tensor_idx)
@@ -155,5 +189,5 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
-  for idx, n in checked: out = check_indices(out, idx, n, "getitem")
+  for idx, n in checked if check else []: out = check_indices(out, idx, n, "getitem")
   return out
