@@ -111,8 +111,15 @@ class Buffer:
       self._buf = allocator.alloc(max(self.nbytes, 1))
       GlobalCounters.mem_used += self.nbytes
     return self
+  def use_pointer(self, ptr: int) -> Buffer:
+    """Use the memory at address ptr (nbytes on this device, owned by the caller, who keeps it alive) instead of
+    allocating: nothing is copied and nothing is freed."""
+    if self._buf is not None or self._base is not None: raise RuntimeError("use_pointer: the buffer has memory already")
+    self._buf, self._external = Device[self.device].allocator.from_pointer(ptr, self.nbytes), True
+    return self
   def __del__(self) -> None:
     if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None: return
+    if getattr(self, "_external", False): return  # the caller's memory (use_pointer)
     try:
       GlobalCounters.mem_used -= self.nbytes
       Device[self.device].allocator.free(self._buf, max(self.nbytes, 1))
@@ -150,6 +157,9 @@ class Allocator:
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
   def offset(self, handle: Any, offset: int, nbytes: int) -> Any:
     raise NotImplementedError(f"{type(self).__name__} has no buffer views")
+  def from_pointer(self, ptr: int, nbytes: int) -> Any:
+    """A handle for nbytes of memory someone else owns, at address ptr (Tensor.from_blob)."""
+    raise NotImplementedError(f"{type(self).__name__} can't use memory at a raw address")
 
 class Compiler:
   """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache.

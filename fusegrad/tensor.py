@@ -146,6 +146,20 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """Set requires_grad and return self: `w = Tensor.rand(3).requires_grad_()`."""
     self.requires_grad = requires_grad
     return self
+  @property
+  def is_param(self) -> bool:
+    """tinygrad's name for "an optimizer updates this": True unless requires_grad is False. A tensor that is not a
+    parameter (running statistics, a KV cache) is a buffer: optimizers realize it but never update it, and it gets no
+    gradient (tinygrad still gives it one)."""
+    return self._requires_grad is not False
+  @is_param.setter
+  def is_param(self, val: bool) -> None:
+    if not val: self.requires_grad = False
+    elif self._requires_grad is False: self.requires_grad = None
+  def is_param_(self, is_param: bool = True) -> Tensor:
+    """Set is_param and return self: `self.running_mean = Tensor.zeros(4).is_param_(False)`."""
+    self.is_param = is_param
+    return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
@@ -241,6 +255,18 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """The kernels realize() would run, without running them."""
     from fusegrad.engine.schedule import create_schedule
     return create_schedule([t.uop for t in (self, *lst)]).items
+
+  def linear_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, builtins.int]]:
+    """What realizing this tensor (and lst) runs, and the values of the Variables its kernels read, by name:
+    `items, var_vals = x[v.bind(2):v.bind(2) + 3].linear_with_vars()` gives var_vals {"i": 2}. (tinygrad returns its
+    LINEAR UOp first, fusegrad the schedule's items.)"""
+    items = self.schedule(*lst)
+    var_vals: dict[str, builtins.int] = {}
+    for si in items:
+      for v, val in si.var_vals.items():
+        if var_vals.setdefault(v.expr(), val) != val:
+          raise RuntimeError(f"linear_with_vars: {v.expr()} is bound to {var_vals[v.expr()]} and to {val}")
+    return items, var_vals
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
@@ -464,9 +490,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
     return x.requires_grad_(requires_grad)
   @staticmethod
-  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], dtype: DType, device: str = "CPU") -> Tensor:
-    """Not supported: fusegrad owns its memory."""
-    raise NotImplementedError("from_blob is not supported")
+  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], **kwargs: Any) -> Tensor:
+    """A tensor on the memory at address ptr, without copying or owning it (the caller keeps it alive as long as the
+    tensor lives); dtype= and device= (CPU or PYTHON) as for Tensor.empty: `Tensor.from_blob(arr.ctypes.data, (2, 3))`.
+    Writes to the tensor (assign, an optimizer step) write into that memory."""
+    ret = Tensor.empty(*shape, **kwargs)
+    state.view_base(ret.uop).arg.use_pointer(ptr)
+    return ret
 
   # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
   @staticmethod
