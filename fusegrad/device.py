@@ -53,6 +53,13 @@ class _Device:
       self[device]
       return None
     except Exception as e: return e  # a backend that fails to initialise is skipped, with the reason
+  def get_available_devices(self) -> list[str]:
+    """The backends that open on this machine: ['CL', 'CPU', 'PYTHON'] ..."""
+    return [name for name in sorted(self._names) if self._try_open(name) is None]
+  @property
+  def default(self) -> Compiled:
+    """The default device's backend: Device[Device.DEFAULT]."""
+    return self[self.DEFAULT]
   def get_available(self, device: str) -> tuple[bool, str]:
     """(works, why not) for a device name, without raising."""
     e = self._try_open(device)

@@ -197,6 +197,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """The device the data lives on ("CPU", "PYTHON" ...)."""
     return self._uop.device or Device.DEFAULT
   @property
+  def max_shape(self) -> tuple[int, ...]:
+    """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""
+    return self.shape
+  def max_numel(self) -> int: return self.numel()
+  @property
   def ndim(self) -> int:
     """The number of axes."""
     return len(self.shape)
@@ -256,6 +261,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     from fusegrad.engine.schedule import create_schedule
     return create_schedule([t.uop for t in (self, *lst)]).items
 
+  def schedule_linear(self, *lst: Tensor) -> list:
+    """The schedule's items (see linear_with_vars), for graphs without Variables."""
+    items, var_vals = self.linear_with_vars(*lst)
+    if var_vals: raise RuntimeError(f"schedule_linear: the graph reads Variables ({', '.join(var_vals)}); use "
+                                    "linear_with_vars")
+    return items
   def linear_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, builtins.int]]:
     """What realizing this tensor (and lst) runs, and the values of the Variables its kernels read, by name:
     `items, var_vals = x[v.bind(2):v.bind(2) + 3].linear_with_vars()` gives var_vals {"i": 2}. (tinygrad returns its
@@ -418,6 +429,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
     buf = Buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
+  @staticmethod
+  def const(value: Any, dtype: DType | str | None = None) -> Tensor:
+    """A 0-d constant: `Tensor.const(2.5)` (dtype from the Python value unless given)."""
+    return Tensor.full((), value, dtype=dtype)
   @staticmethod
   def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
            **kwargs: Any) -> Tensor:
