@@ -243,6 +243,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
+    for hook in _realize_hooks: hook([t.uop for t in todo])
     if todo:
       # out-of-range index flags, computed in the same schedule
       checks = engine_realize.pending_index_checks([t.uop for t in todo])
@@ -405,6 +406,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
+    for hook in _assign_hooks: hook(self)
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
     if state.view_base(self.uop).op not in (Ops.BUFFER, Ops.ASSIGN) or self.uop is x.uop:
@@ -837,6 +839,10 @@ def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
 # called with (state tensor, counter value) for every random draw: TinyJit records the draws it captures
 _rng_hooks: list[Callable[[Tensor, int], None]] = []
+# called with the target of every assign, before it changes, and with the nodes of every realize before it runs: a
+# traced `function` records the writes it must repeat on each call, and refuses to realize its stand-in inputs
+_assign_hooks: list[Callable[[Tensor], None]] = []
+_realize_hooks: list[Callable[[list[UOp]], None]] = []
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
   s = argfix(*shape) if shape else ()
