@@ -376,3 +376,29 @@ def test_variable_index_out_of_range_refused():
   with pytest.raises(IndexError, match="outside"): X[:, Variable("j", 0, 3).bind(0):Variable("j", 0, 3).bind(0) + 2]
   i = Variable("k", 0, 1).bind(0)
   with pytest.raises(IndexError, match="constant length"): X[i:2 * i + 1]
+
+def test_assign_through_variable_shrink(count_compiles):
+  """A KV cache written at a Variable position (`cache.shrink((None, (p, p + 2), None)).assign(x)`), under TinyJit and
+  lazily: the writes land in the cache's buffer, one compiled kernel set for every position."""
+  from fusegrad import Variable, TinyJit
+  cache, ref = Tensor.zeros(2, 6, 3).contiguous().realize(), np.zeros((2, 6, 3), np.float32)
+  p = Variable("p", 0, 4)
+  @TinyJit
+  def step(x, pos):
+    cache.shrink((None, (pos, pos + 2), None)).assign(x).realize()
+    return cache.sum(1).realize()
+  rng = np.random.default_rng(0)
+  for k in [0, 3, 1, 4, 2]:
+    x = rng.random((2, 2, 3), dtype=np.float32)
+    out = step(Tensor(x), p.bind(k))
+    ref[:, k:k + 2] = x
+    np.testing.assert_allclose(cache.numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), ref.sum(1), rtol=1e-5)
+    if k == 0: first = len(count_compiles)
+  assert len(count_compiles) == first  # the later positions compiled nothing
+  q = Variable("q", 0, 3).bind(1)
+  window = cache.shrink(((0, 1), (q, q + 3), None))
+  window.assign(Tensor.ones(1, 3, 3))
+  ref[0:1, 1:4] = 1
+  np.testing.assert_allclose(window.numpy(), ref[0:1, 1:4])
+  np.testing.assert_allclose(cache.numpy(), ref)

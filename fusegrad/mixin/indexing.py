@@ -11,7 +11,8 @@ position, so the kernels take the value as a parameter and serve every value (un
 must lie inside the axis: then no index needs a check when it runs.
 """
 from __future__ import annotations
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, Sequence
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.uop.symbolic import simplify
@@ -109,6 +110,39 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
   return _stride(x, axis, abs(step))
 
+# windows at a Variable position cut by shrink: the window's node -> (the node it was cut from, the ranges), so that
+# assign() writes through the window into that tensor's buffer, as it does through a plain shrink (a view)
+windows: weakref.WeakKeyDictionary[UOp, tuple[UOp, tuple]] = weakref.WeakKeyDictionary()
+
+def symbolic_shrink(x: Tensor, arg: Sequence[tuple[Any, Any] | None]) -> Tensor:
+  """x.shrink(arg) where a start or end is a Variable expression: a gather, remembered in windows."""
+  ret = x[tuple(slice(None) if a is None else slice(*a) for a in arg)]
+  windows[ret.uop] = (x.uop, tuple((0, n) if a is None else tuple(a) for a, n in zip(arg, x.shape)))
+  return ret
+
+def assign_window(target: Tensor, value: Tensor) -> bool:
+  """Write value through target, a window of symbolic_shrink, into the buffer it was cut from (False: target is no
+  such window). Every element of the buffer is written: value's inside the window, its own value elsewhere."""
+  from fusegrad.engine import state
+  from fusegrad.tensor import Tensor
+  if (w := windows.get(target.uop)) is None or state.view_base(w[0]).op not in (Ops.BUFFER, Ops.ASSIGN): return False
+  source, ranges = Tensor(w[0]), w[1]
+  inside: Tensor | None = None
+  for axis, (begin, end) in enumerate(ranges):
+    size = source.shape[axis]
+    if not isinstance(begin, UOp) and (begin, end) == (0, size): continue
+    rel = Tensor.arange(size, device=source.device) - _symbolic_index(source, axis, slice(begin, begin + 1))[0]
+    ok = (rel >= 0) & (rel < target.shape[axis])
+    value = _advanced(value, [(axis, ok.where(rel, 0))], check=False)  # value[position - begin] along this axis
+    ok = ok.reshape(*[size if a == axis else 1 for a in range(source.ndim)])
+    inside = ok if inside is None else inside & ok
+  source.assign(value if inside is None else inside.where(value, source))
+  target.uop = symbolic_shrink(source, ranges).uop  # the window now reads the written buffer
+  return True
+
+def _show(i: slice) -> str: return ":".join("" if x is None else x.render() if isinstance(x, UOp) else str(x)
+                                           for x in (i.start, i.stop, i.step))
+
 def _is_symbolic(i: slice) -> bool: return isinstance(i.start, UOp) or isinstance(i.stop, UOp)
 
 def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
@@ -125,10 +159,10 @@ def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
   step = 1 if i.step is None else i.step
   n = simplify(UOp.const(dtypes.index, 0) + stop - start)
   if n.op is not Ops.CONST or not isinstance(step, int) or step < 1:
-    raise IndexError(f"a slice with Variables needs a constant length and a positive int step, got {i}")
+    raise IndexError(f"a slice with Variables needs a constant length and a positive int step, got {_show(i)}")
   lo, hi = (start.vmin, start.vmax) if isinstance(start, UOp) else (start, start)
   if lo < 0 or hi + n.arg > size:
-    raise IndexError(f"slice {i} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
+    raise IndexError(f"slice {_show(i)} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
   first = start if isinstance(start, UOp) else UOp.const(dtypes.index, start)
   return Tensor.arange(0, n.arg, step, device=x.device) + Tensor(first.cast(dtypes.int32), device=x.device)
 
