@@ -23,7 +23,7 @@ from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
-from fusegrad.mixin.indexing import getitem
+from fusegrad.mixin.indexing import getitem, assign_window
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
@@ -154,6 +154,20 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """Set requires_grad and return self: `w = Tensor.rand(3).requires_grad_()`."""
     self.requires_grad = requires_grad
     return self
+  @property
+  def is_param(self) -> bool:
+    """tinygrad's name for "an optimizer updates this": True unless requires_grad is False. A tensor that is not a
+    parameter (running statistics, a KV cache) is a buffer: optimizers realize it but never update it, and it gets no
+    gradient (tinygrad still gives it one)."""
+    return self._requires_grad is not False
+  @is_param.setter
+  def is_param(self, val: bool) -> None:
+    if not val: self.requires_grad = False
+    elif self._requires_grad is False: self.requires_grad = None
+  def is_param_(self, is_param: bool = True) -> Tensor:
+    """Set is_param and return self: `self.running_mean = Tensor.zeros(4).is_param_(False)`."""
+    self.is_param = is_param
+    return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
@@ -190,6 +204,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def device(self) -> str:
     """The device the data lives on ("CPU", "PYTHON" ...)."""
     return self._uop.device or Device.DEFAULT
+  @property
+  def max_shape(self) -> tuple[int, ...]:
+    """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""
+    return self.shape
+  def max_numel(self) -> int: return self.numel()
   @property
   def ndim(self) -> int:
     """The number of axes."""
@@ -257,6 +276,24 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run, without running them."""
     return engine_schedule.create_schedule([t.uop for t in (self, *lst)]).items
+
+  def schedule_linear(self, *lst: Tensor) -> list:
+    """The schedule's items (see linear_with_vars), for graphs without Variables."""
+    items, var_vals = self.linear_with_vars(*lst)
+    if var_vals: raise RuntimeError(f"schedule_linear: the graph reads Variables ({', '.join(var_vals)}); use "
+                                    "linear_with_vars")
+    return items
+  def linear_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, builtins.int]]:
+    """What realizing this tensor (and lst) runs, and the values of the Variables its kernels read, by name:
+    `items, var_vals = x[v.bind(2):v.bind(2) + 3].linear_with_vars()` gives var_vals {"i": 2}. (tinygrad returns its
+    LINEAR UOp first, fusegrad the schedule's items.)"""
+    items = self.schedule(*lst)
+    var_vals: dict[str, builtins.int] = {}
+    for si in items:
+      for v, val in si.var_vals.items():
+        if var_vals.setdefault(v.expr(), val) != val:
+          raise RuntimeError(f"linear_with_vars: {v.expr()} is bound to {var_vals[v.expr()]} and to {val}")
+    return items, var_vals
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
@@ -385,6 +422,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
     for hook in _assign_hooks: hook(self)
+    if assign_window(self, x): return self  # a window at a Variable position: written through into its buffer
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
     if state.view_base(self.uop).op not in (Ops.BUFFER, Ops.ASSIGN) or self.uop is x.uop:
@@ -409,6 +447,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     shape, dt = _shape_arg(shape, "empty"), to_dtype(dtype or dtypes.default_float)
     buf = Buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
+  @staticmethod
+  def const(value: Any, dtype: DType | str | None = None) -> Tensor:
+    """A 0-d constant: `Tensor.const(2.5)` (dtype from the Python value unless given)."""
+    return Tensor.full((), value, dtype=dtype)
   @staticmethod
   def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
            **kwargs: Any) -> Tensor:
@@ -484,9 +526,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
     return x.requires_grad_(requires_grad)
   @staticmethod
-  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], dtype: DType, device: str = "CPU") -> Tensor:
-    """Not supported: fusegrad owns its memory."""
-    raise NotImplementedError("from_blob is not supported")
+  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], **kwargs: Any) -> Tensor:
+    """A tensor on the memory at address ptr, without copying or owning it (the caller keeps it alive as long as the
+    tensor lives); dtype= and device= (CPU or PYTHON) as for Tensor.empty: `Tensor.from_blob(arr.ctypes.data, (2, 3))`.
+    Writes to the tensor (assign, an optimizer step) write into that memory."""
+    ret = Tensor.empty(*shape, **kwargs)
+    state.view_base(ret.uop).arg.use_pointer(ptr)
+    return ret
 
   # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
   @staticmethod
