@@ -141,7 +141,8 @@ VIZ_OUT = ContextVar("VIZ_OUT", "", "VIZ writes its trace to this file at exit i
 # what VIZ records for the viewer: one dict of plain data per event, in order, kept only while VIZ is set
 viz_events: list[dict[str, Any]] = []
 
-def _show_viz() -> None: importlib.import_module("fusegrad.viz").show_at_exit(viz_events)
+def _show_viz() -> None:
+  if viz_events: importlib.import_module("fusegrad.viz").show_at_exit(viz_events)  # (none: they were taken)
 
 def viz_record(kind: str, **data: Any) -> None:
   """Keep an event for the viewer when VIZ is set; the first one arranges for fusegrad.viz to show them at exit."""

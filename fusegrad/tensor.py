@@ -128,7 +128,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   lazydata = uop  # tinygrad's older name
 
   @property
-  def requires_grad(self) -> bool | None: return self._requires_grad
+  def requires_grad(self) -> bool | None:
+    """Whether backward() computes a gradient for this tensor (None: only if something it is used with needs one)."""
+    return self._requires_grad
   @requires_grad.setter
   def requires_grad(self, val: bool | None) -> None:
     self._requires_grad = val
