@@ -219,7 +219,11 @@ class ElementwiseMixin:
     x = self._float()
     return x._wide().mul(LOG2_E)._apply(Ops.EXP2).cast(x.dtype)
   def exp2(self: Tensor) -> Tensor:
-    """2 ** x."""
+    """2 ** x, elementwise.
+
+    >>> Tensor([0.0, 1.0, 3.0]).exp2().tolist()
+    [1.0, 2.0, 8.0]
+    """
     return self._float()._apply(Ops.EXP2)
   def expm1(self: Tensor) -> Tensor:
     """exp(x) - 1."""
@@ -330,7 +334,11 @@ class ElementwiseMixin:
     """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""
     return self < x
   def gt(self: Tensor, x: Any) -> Tensor:
-    """self > x."""
+    """self > x, elementwise (a bool tensor).
+
+    >>> Tensor([1, 2, 3]).gt(2).tolist()
+    [False, False, True]
+    """
     return self > x
   def le(self: Tensor, x: Any) -> Tensor:
     """self <= x."""
@@ -403,7 +411,11 @@ class ElementwiseMixin:
 
   # *** activations ***
   def relu(self: Tensor) -> Tensor:
-    """max(x, 0), with gradient 0 at 0 (nan passes through)."""
+    """max(x, 0), with gradient 0 at 0 (nan passes through).
+
+    >>> Tensor([-1.0, 0.0, 2.0]).relu().tolist()
+    [0.0, 0.0, 2.0]
+    """
     return (self <= 0).where(0, self)
   def relu6(self: Tensor) -> Tensor:
     """min(max(x, 0), 6) (gradient 0 at both bounds, as torch)."""
