@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: lint (ruff), type check (mypy) and the docs build first, then every test on the CPU backend, then the
-# backend-independent op tests on the PYTHON interpreter (the reference) and on OpenCL (PoCL) when an OpenCL device
-# works here.
+# The whole test suite: lint (ruff), type check (mypy) and the docs build first, then every test on the CPU backend,
+# then the backend-independent op tests on the PYTHON interpreter (the reference) and on OpenCL (PoCL) when an OpenCL
+# device works here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
