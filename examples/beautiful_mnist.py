@@ -4,7 +4,7 @@ Settings (environment variables): BS batch size (512), STEPS training steps (70)
 SGD=1 or MUON=1 to replace Adam, FASHION=1 for Fashion-MNIST, TARGET_EVAL_ACC_PCT to fail (exit 1) below that accuracy.
 """
 import sys
-from fusegrad import Tensor, TinyJit, nn, GlobalCounters
+from fusegrad import Tensor, TinyJit, nn, GlobalCounters, Context, function
 from fusegrad.helpers import getenv, colored, trange
 from fusegrad.nn.datasets import mnist
 
@@ -15,6 +15,7 @@ class Model:
                    nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu,
                    nn.BatchNorm(64), Tensor.max_pool2d,
                    lambda x: x.flatten(1), nn.Linear(576, 10)]
+  @function  # traced once; each call reuses the graph (and repeats the batch norms' running-statistics updates)
   def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
 
 def make_optimizer(params: list[Tensor]) -> nn.optim.Optimizer:
@@ -32,22 +33,21 @@ def main() -> float:
   batch_size = getenv("BS", 512)
 
   @TinyJit
+  @Context(TRAINING=1)
   def train_step() -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      idx = Tensor.randint(batch_size, high=X_train.shape[0])
-      loss = model(X_train[idx]).sparse_categorical_crossentropy(Y_train[idx]).backward()
-      opt.step()
-      return loss
+    opt.zero_grad()
+    samples = Tensor.randint(batch_size, high=X_train.shape[0])
+    loss = model(X_train[samples]).sparse_categorical_crossentropy(Y_train[samples]).backward()
+    return loss.realize(*opt.schedule_step())  # the loss and the optimizer's step in one schedule
 
   @TinyJit
-  def test_accuracy() -> Tensor: return (model(X_test).argmax(axis=1) == Y_test).mean() * 100
+  def get_test_acc() -> Tensor: return (model(X_test).argmax(axis=1) == Y_test).mean() * 100
 
   acc, steps = float("nan"), getenv("STEPS", 70)
   for i in (bar := trange(steps)):
     GlobalCounters.reset()  # so DEBUG=2 totals are per step
     loss = train_step()
-    if i % 10 == 9 or i == steps - 1: acc = test_accuracy().item()
+    if i % 10 == 9 or i == steps - 1: acc = get_test_acc().item()
     bar.set_description(f"loss {loss.item():6.3f}  test accuracy {acc:5.2f}%")
   return acc
 
