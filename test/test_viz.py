@@ -1,5 +1,5 @@
 """The VIZ recording (engine and codegen events), the trace file, the page, and the server (its port, its errors)."""
-import atexit, json, socket, subprocess, sys, urllib.request
+import atexit, json, os, socket, subprocess, sys, urllib.request
 import pytest
 from fusegrad import Tensor, Context
 from fusegrad import helpers, viz
@@ -70,5 +70,19 @@ def test_serves_the_page(tmp_path):
     assert line.startswith("VIZ: 0 realizes, 0 kernels at http://127.0.0.1:")
     url = line.split(" at ")[1].split()[0]
     assert "fusegrad VIZ" in urllib.request.urlopen(url, timeout=10).read().decode()
+  finally: proc.terminate()
+  proc.wait(timeout=10)
+
+def test_viz_script_serves_at_exit(tmp_path):
+  """VIZ=1 python script.py: the script's output, then the viewer's URL; the page holds the script's kernels."""
+  script = "from fusegrad import Tensor\nprint((Tensor([1.0, 2.0]) * 3).tolist(), flush=True)\n"
+  env = {**os.environ, "VIZ": "1", "VIZ_PORT": "0", "DISABLE_COMPILER_CACHE": "1"}
+  proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+  try:
+    assert proc.stdout.readline() == "[3.0, 6.0]\n"  # type: ignore[union-attr]
+    line = proc.stdout.readline()  # type: ignore[union-attr]
+    assert line.startswith("VIZ: 1 realizes, 1 kernels at http://127.0.0.1:"), line
+    page = urllib.request.urlopen(line.split(" at ")[1].split()[0], timeout=10).read().decode()
+    assert '"format": "fusegrad-viz"' in page and "E_2" in page
   finally: proc.terminate()
   proc.wait(timeout=10)
