@@ -233,7 +233,11 @@ class ElementwiseMixin:
     """1 / sqrt(self)."""
     return self.sqrt().reciprocal()
   def exp(self: Tensor) -> Tensor:
-    """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error)."""
+    """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error).
+
+    >>> [round(v, 4) for v in Tensor([0.0, 1.0, -1.0]).exp().tolist()]
+    [1.0, 2.7183, 0.3679]
+    """
     x = self._float()
     return x._wide().mul(LOG2_E)._apply(Ops.EXP2).cast(x.dtype)
   def exp2(self: Tensor) -> Tensor:
@@ -247,7 +251,11 @@ class ElementwiseMixin:
     """exp(x) - 1."""
     return self.exp() - 1
   def log(self: Tensor) -> Tensor:
-    """Natural logarithm (-inf at 0, nan below)."""
+    """Natural logarithm (-inf at 0, nan below).
+
+    >>> [round(v, 4) for v in Tensor([1.0, 2.718281828, 0.5]).log().tolist()]
+    [0.0, 1.0, -0.6931]
+    """
     return self._float()._apply(Ops.LOG2).mul(LN_2)
   def log2(self: Tensor) -> Tensor:
     """Base-2 logarithm."""

@@ -267,7 +267,11 @@ class MovementMixin:
     dims = {_resolve_axis(d, self.ndim) for d in make_tuple(dim, 1)} if self.ndim else set()
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
   def unsqueeze(self: Tensor, dim: int) -> Tensor:
-    """Insert a size-1 axis at dim (negative counts from the end)."""
+    """Insert a size-1 axis at dim (negative counts from the end).
+
+    >>> Tensor([1, 2]).unsqueeze(0).shape, Tensor([1, 2]).unsqueeze(-1).shape
+    ((1, 2), (2, 1))
+    """
     d = _resolve_axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:

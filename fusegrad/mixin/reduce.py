@@ -141,7 +141,11 @@ class ReduceMixin:
     """True where every element along the axes is non-zero."""
     return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    """Index of the (first) largest value; over the flattened tensor if axis is None."""
+    """Index of the (first) largest value; over the flattened tensor if axis is None.
+
+    >>> Tensor([[1, 9, 3], [7, 2, 7]]).argmax(axis=1).tolist()
+    [1, 0]
+    """
     if axis is None:
       ret = self.flatten().argmax(0)
       return ret.reshape((1,) * self.ndim) if keepdim else ret
