@@ -4,8 +4,8 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import cProfile, contextlib, functools, gzip, hashlib, itertools, os, pathlib, pstats, re, sqlite3, sys
-import tempfile, time, urllib.request, warnings, weakref
+import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, os, pathlib, pstats, re
+import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -164,6 +164,25 @@ SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elemen
                             "kernels (partial results of chunks, then their combination) so threads share it; 0: one")
 PROCESS_REPLAY = ContextVar("PROCESS_REPLAY", "", "a file: every kernel rendered appends its identity and source "
                             "(test/process_replay.py compares two runs)")
+COMPILE_CHUNK = ContextVar("COMPILE_CHUNK", 1 << 18, "bytes of new kernel source that start compiling in the "
+                           "background while codegen goes on with the rest (0: compile once codegen is done)")
+VIZ = ContextVar("VIZ", 0, "1: record each realize's kernels, codegen passes and timings; at exit, serve them to a "
+                 "browser (fusegrad/viz)")
+VIZ_PORT = ContextVar("VIZ_PORT", 8000, "the port VIZ serves on, on 127.0.0.1 (the next free one when it is taken)")
+VIZ_OUT = ContextVar("VIZ_OUT", "", "VIZ writes its trace to this file at exit instead of serving it (.json: for "
+                     "`python -m fusegrad.viz FILE`; .html: a page to share)")
+
+# what VIZ records for the viewer: one dict of plain data per event, in order, kept only while VIZ is set
+viz_events: list[dict[str, Any]] = []
+
+def _show_viz() -> None:
+  if viz_events: importlib.import_module("fusegrad.viz").show_at_exit(viz_events)  # (none: they were taken)
+
+def viz_record(kind: str, **data: Any) -> None:
+  """Keep an event for the viewer when VIZ is set; the first one arranges for fusegrad.viz to show them at exit."""
+  if not VIZ: return
+  if not viz_events: atexit.register(_show_viz)
+  viz_events.append({"kind": kind, **data})
 
 # *** printing ***
 

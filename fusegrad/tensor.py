@@ -136,7 +136,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   lazydata = uop  # tinygrad's older name
 
   @property
-  def requires_grad(self) -> bool | None: return self._requires_grad
+  def requires_grad(self) -> bool | None:
+    """Whether backward() computes a gradient for this tensor (None: only if something it is used with needs one)."""
+    return self._requires_grad
   @requires_grad.setter
   def requires_grad(self, val: bool | None) -> None:
     self._requires_grad = val
@@ -314,7 +316,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
   def tolist(self) -> Any:
-    """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
+    """The values as (nested) Python lists; a 0-d tensor gives a scalar.
+
+    >>> Tensor([[1, 2], [3, 4]]).tolist()
+    [[1, 2], [3, 4]]
+    >>> Tensor(2.5).tolist()
+    2.5
+    """
     if 0 in self.shape: return _nested([], self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
     if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
@@ -691,7 +699,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
-    """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors."""
+    """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors.
+
+    >>> Tensor.arange(6).reshape(2, 3)[1, ::2].tolist()
+    [3, 5]
+    >>> Tensor.arange(6).reshape(2, 3)[Tensor([1, 0])].tolist()
+    [[3, 4, 5], [0, 1, 2]]
+    """
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
