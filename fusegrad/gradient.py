@@ -85,7 +85,7 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   Ops.COPY: lambda g, n: (g.copy_to_device(n.src[0].device),),  # type: ignore[arg-type]
   Ops.ASSIGN: lambda g, n: (None, g),
 }
-_LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
+_LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND, Ops.MULTI}
 
 # composites (ops built from primitives, like pow) whose derivative their primitives' rules get wrong at special values:
 # result node -> (its inputs, rule(grad of the result, result, *inputs) -> one gradient per input). The rule is used
