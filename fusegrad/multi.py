@@ -136,6 +136,10 @@ def _lower_node(n: UOp, srcs: list[UOp]) -> UOp:
     return multi(tuple(n.replace(src=tuple(a[i] for a in aligned)) for i in range(len(devices))), axis)
   raise NotImplementedError(f"{n.op.name.lower()} on tensors spread over several devices")
 
+def parts_like(g: UOp, m: UOp) -> tuple[UOp, ...]:
+  """g (the gradient of the MULTI m, a logical node) as one part per device, split like m: its sources' gradients."""
+  return _align(lower(g), m.arg, len(m.src))
+
 def lower(root: UOp) -> UOp:
   """The logical node root (on a tuple of devices) as a MULTI of one node per device."""
   done: dict[UOp, UOp] = {}

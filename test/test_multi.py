@@ -87,12 +87,31 @@ class TestSharded:
     check(lambda a, b: (a - b).square().mean() + a.sigmoid().binary_crossentropy(b.sigmoid()), rand(4, 2),
           rand(4, 2, seed=1), devices=devices, axes=(0, 0))
 
+  def test_random_and_indexing(self, devices):
+    Tensor.manual_seed(5)
+    want = [Tensor.rand(4, 3).numpy(), Tensor.randint(6, high=9).numpy()]
+    Tensor.manual_seed(5)
+    got = [Tensor.rand(4, 3, device=devices), Tensor.randint(6, high=9, device=devices)]
+    assert all(g.device == devices for g in got)
+    for g, w in zip(got, want): np.testing.assert_equal(g.numpy(), w)
+    x, idx = rand(10, 2), np.array([1, 3, 5, 9])
+    np.testing.assert_equal(Tensor(x).to(devices)[Tensor(idx).shard(devices, 0)].numpy(), x[idx])
+
   def test_errors(self, devices):
     with pytest.raises(IndexError): Tensor.ones(4, 2).shard(devices, 2)
     with pytest.raises(RuntimeError, match=r"\(3, 2\).*2 devices"): Tensor.ones(3, 2).shard(devices, 0)
     with pytest.raises(ValueError, match="different devices"):
       Tensor.ones(4).shard(devices, 0) + Tensor.ones(4).shard((devices[0], devices[0][:-1] + "3"), 0)
     with pytest.raises(ValueError, match="different devices"): Tensor.ones(4).shard(devices, 0) + Tensor.ones(4)
+
+def test_three_devices_and_gradient_through_shard():
+  devices, x = ("PYTHON:1", "PYTHON:2", "PYTHON:3"), rand(6, 4)
+  t = Tensor(x, requires_grad=True)
+  out = (t.shard(devices, 0).square()).sum(0)  # a ring of three
+  np.testing.assert_allclose(out.numpy(), np.square(x).sum(0), rtol=1e-5)
+  out.sum().backward()
+  assert t.grad is not None and t.grad.device == t.device
+  np.testing.assert_allclose(t.grad.numpy(), 2 * x, rtol=1e-5)
 
 def _train(devices, steps: int) -> tuple:
   """A few SGD steps of linear -> batchnorm -> cross entropy, the batch split on axis 0 when devices are given."""

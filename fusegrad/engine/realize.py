@@ -92,7 +92,7 @@ def compile_runners(runners: list[Runner]) -> None:
 class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
   def __init__(self, device: str, src_device: str, nbytes: int):
-    super().__init__(colored(f"copy {nbytes:8d}, {device[:7]:>7s} <- {src_device[:7]:7s}", "yellow"), device)
+    super().__init__(colored(f"copy {nbytes:8d}, {device[:9]:>9s} <- {src_device[:9]:9s}", "yellow"), device)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     import time
     dest, src = bufs
@@ -159,9 +159,10 @@ def _program(ast: UOp, device: str) -> ProgramSpec:
   """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 generates the kernel
   again, to print what codegen does)."""
   dev = Device[device]
-  if dev.compiler.cachekey is None: return get_program(ast, dev.renderer)
-  if (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is not None and DEBUG < 3: return p
-  cache_spec(key, p := get_program(ast, dev.renderer))
+  if dev.compiler.cachekey is None: p = get_program(ast, dev.renderer)
+  elif (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is None or DEBUG >= 3:
+    cache_spec(key, p := get_program(ast, dev.renderer))
+  p.device = device  # the renderer names the backend ("CPU"); the kernel runs on this device of it ("CPU:1")
   return p
 
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
@@ -221,7 +222,7 @@ class ExecItem:
     flops_s = f"{self.runner.flops / et * 1e-9:9.2f} GFLOPS" if et else ""
     gbs = f"{mem / et * 1e-9:7.2f} GB/s" if et else ""
     name = self.runner.name + " " * max(38 - ansilen(self.runner.name), 0)
-    tag = colored(f"*** {self.runner.device[:7]:7s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
+    tag = colored(f"*** {self.runner.device[:9]:9s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
     print(f"{tag} {name} "
           f"arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB "
           f"tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
