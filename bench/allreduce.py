@@ -3,7 +3,7 @@
 Run under MPI: `mpirun --allow-run-as-root --oversubscribe -n 2 python bench/allreduce.py`. For sizes from 1 KB to
 64 MB (MAX_MB) prints, on rank 0, the best of REPEATS times of each and the bus bandwidth (2(n-1)/n * bytes / time).
 Also, with SHARD_DEVICES=n (no MPI needed: `python bench/allreduce.py`), the same sizes all-reduced across n CPU
-devices of one process (a sum over the sharded axis, the ring of copies in fusegrad/multi.py).
+devices of one process (a sum over the sharded axis, the ring of copies in fusegrad/engine/multi.py).
 """
 import os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))

@@ -7,7 +7,7 @@ on each); DIST=1 under MPI splits it over the ranks, averaging gradients (only r
   DIST=1 mpirun -n 2 python examples/beautiful_mnist.py      (as root: mpirun --allow-run-as-root ...)
 """
 import sys
-from fusegrad import Tensor, TinyJit, nn, GlobalCounters, Device, distributed as dist
+from fusegrad import Tensor, TinyJit, nn, GlobalCounters, Context, function, Device, distributed as dist
 from fusegrad.helpers import getenv, colored, trange
 from fusegrad.nn.datasets import mnist
 
@@ -18,6 +18,7 @@ class Model:
                    nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu,
                    nn.BatchNorm(64), Tensor.max_pool2d,
                    lambda x: x.flatten(1), nn.Linear(576, 10)]
+  @function  # traced once; each call reuses the graph (and repeats the batch norms' running-statistics updates)
   def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
 
 def make_optimizer(params: list[Tensor]) -> nn.optim.Optimizer:
@@ -32,52 +33,59 @@ def main() -> float:
   X_train, Y_train, X_test, Y_test = mnist(fashion=bool(getenv("FASHION", 0)))
   model = Model()
   params, batch_size = nn.state.get_parameters(model), getenv("BS", 512)
-  devices = tuple(f"{Device.DEFAULT}:{i}" for i in range(getenv("SHARD", 0)))
-  if devices:  # the model replicated on every device, the test set split across them
-    for t in nn.state.get_state_dict(model).values(): t.to_(devices).realize()
-    X_test.shard_(devices, axis=0)
+  forward = model
+  if devices := tuple(f"{Device.DEFAULT}:{i}" for i in range(getenv("SHARD", 0))):
+    for t in nn.state.get_state_dict(model).values(): t.to_(devices).realize()  # the model replicated on each device
+    X_test.shard_(devices, axis=0)  # the test set split across them
     Y_test.shard_(devices, axis=0)
+    forward = lambda x: x.sequential(model.layers)  # noqa: E731 (`function` traces tensors on one device only)
   rank, ranks = 0, 1
   if getenv("DIST", 0):
     dist.init()
     rank, ranks = dist.rank(), dist.world_size()
-    dist.broadcast_parameters(params)
+    dist.broadcast_parameters(params)  # every rank starts from rank 0's weights
   opt = make_optimizer(params)
-  trained = [p for p in params if p.requires_grad]  # (not BatchNorm's running statistics)
-  part = slice(rank * batch_size // ranks, (rank + 1) * batch_size // ranks)  # this rank's slice of the global batch
+  trained = [p for p in params if p.requires_grad]  # (not the batch norms' running statistics)
+
+  def loss_of_batch() -> Tensor:
+    samples = Tensor.randint(batch_size, high=X_train.shape[0])
+    samples = samples[rank * batch_size // ranks:(rank + 1) * batch_size // ranks]  # this rank's part of the batch
+    x, y = X_train[samples], Y_train[samples]
+    if devices: x, y = x.shard(devices, axis=0), y.shard(devices, axis=0)
+    return forward(x).sparse_categorical_crossentropy(y).backward()
 
   @TinyJit
-  def grad_step() -> list[Tensor]:
-    with Tensor.train():
-      opt.zero_grad()
-      idx = Tensor.randint(batch_size, high=X_train.shape[0])[part]  # the same global batch on every rank
-      x, y = X_train[idx], Y_train[idx]
-      if devices: x, y = x.shard(devices, axis=0), y.shard(devices, axis=0)
-      loss = model(x).sparse_categorical_crossentropy(y).backward()
-      return [loss.realize(), *[p.grad.realize() for p in trained if p.grad is not None]]
+  @Context(TRAINING=1)
+  def train_step() -> Tensor:
+    opt.zero_grad()
+    return loss_of_batch().realize(*opt.schedule_step())  # the loss and the optimizer's step in one schedule
+
+  @TinyJit
+  @Context(TRAINING=1)
+  def grad_step() -> list[Tensor]:  # DIST: the gradients, averaged across ranks before apply_step
+    opt.zero_grad()
+    return [loss_of_batch().realize(), *[p.grad.realize() for p in trained if p.grad is not None]]
 
   @TinyJit
   def apply_step(*grads: Tensor) -> None:
     for p, g in zip(trained, grads): p.grad = g
     opt.step()
 
-  def train_step() -> Tensor:
+  def dist_train_step() -> Tensor:
     loss, *grads = grad_step()
-    if ranks > 1:
-      for p, g in zip(trained, grads): p.grad = g
-      dist.average_gradients(trained)
-      grads = [p.grad for p in trained]
-    apply_step(*grads)
+    for p, g in zip(trained, grads): p.grad = g
+    dist.average_gradients(trained)
+    apply_step(*[p.grad for p in trained])
     return loss
 
   @TinyJit
-  def test_accuracy() -> Tensor: return (model(X_test).argmax(axis=1) == Y_test).mean() * 100
+  def get_test_acc() -> Tensor: return (model(X_test).argmax(axis=1) == Y_test).mean() * 100
 
   acc, steps = float("nan"), getenv("STEPS", 70)
   for i in (bar := trange(steps, disable=rank != 0)):
     GlobalCounters.reset()  # so DEBUG=2 totals are per step
-    loss = train_step()
-    if i % 10 == 9 or i == steps - 1: acc = test_accuracy().item()
+    loss = dist_train_step() if ranks > 1 else train_step()
+    if i % 10 == 9 or i == steps - 1: acc = get_test_acc().item()
     bar.set_description(f"loss {loss.item():6.3f}  test accuracy {acc:5.2f}%")
   return acc
 

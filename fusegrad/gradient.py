@@ -9,7 +9,7 @@ import math, weakref
 from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, inverse_permutation
-from fusegrad import multi
+from fusegrad.engine import multi
 
 def _max_grad(g: UOp, n: UOp) -> tuple[UOp, UOp]:
   """d max(x, y): all of it to the larger input, half to each on a tie, all to both where one is nan (as torch)."""

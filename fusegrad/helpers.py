@@ -4,7 +4,7 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import contextlib, functools, gzip, hashlib, itertools, os, pathlib, sqlite3, sys, tempfile, time, urllib.request
+import contextlib, functools, gzip, hashlib, itertools, os, pathlib, re, sqlite3, sys, tempfile, time, urllib.request
 import warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -111,6 +111,7 @@ DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: s
 DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")
 BEAM = ContextVar("BEAM", 0, "beam width for the kernel optimization search; 0 uses the heuristic")
 NOOPT = ContextVar("NOOPT", 0, "1: apply no kernel optimizations at all")
+SPEC = ContextVar("SPEC", 0, "1: check the kernel IR against codegen/spec.py after every lowering pass")
 JIT = ContextVar("JIT", 1, "0: TinyJit runs the function every time instead of replaying kernels")
 DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "", "default float dtype (HALF, BFLOAT16, FLOAT64 ...), read at import into"
                            " dtypes.default_float (which code may set too); empty: float32")
@@ -129,7 +130,8 @@ SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 512, "schedules kept for reuse by 
 PROGRAM_CACHE = ContextVar("PROGRAM_CACHE", 256, "compiled kernels kept loaded per process (least recently used go)")
 SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elements into < 64 outputs runs as two "
                             "kernels (partial results of chunks, then their combination) so threads share it; 0: one")
-CAPTURE_PROCESS_REPLAY = ContextVar("CAPTURE_PROCESS_REPLAY", 0, "unused; kept for tinygrad-compatible scripts")
+PROCESS_REPLAY = ContextVar("PROCESS_REPLAY", "", "a file: every kernel rendered appends its identity and source "
+                            "(test/process_replay.py compares two runs)")
 
 # *** printing ***
 
@@ -140,7 +142,6 @@ def colored(st: str, color: str | None, background: bool = False) -> str:
   return f"\u001b[{10 * background + 60 * (color.upper() == color) + 30 + colors.index(color.lower())}m{st}\u001b[0m"
 
 def ansistrip(s: str) -> str:
-  import re
   return re.sub(r"\x1b\[(K|.*?m)", "", s)
 
 def ansilen(s: str) -> int: return len(ansistrip(s))

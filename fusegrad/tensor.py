@@ -16,13 +16,14 @@ from fusegrad.device import Device, Buffer
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
-from fusegrad import multi
+from fusegrad.engine import multi
 from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
-from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError
+from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, _resolve_axis, broadcast_shape
 from fusegrad.mixin.nn import NNMixin
-from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
+from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
+from fusegrad.mixin.indexing import getitem
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
@@ -231,6 +232,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       tensors = [t for t in tensors if not any(t is m for m in spread)]
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
+    for hook in _realize_hooks: hook([t.uop for t in todo])
     if todo:
       # out-of-range index flags, computed in the same schedule
       checks = engine_realize.pending_index_checks([t.uop for t in todo])
@@ -246,8 +248,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       Tensor.realize_all(copies)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run, without running them."""
-    from fusegrad.engine.schedule import create_schedule
-    return create_schedule([t.uop for t in (self, *lst)]).items
+    return engine_schedule.create_schedule([t.uop for t in (self, *lst)]).items
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
@@ -390,6 +391,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
+    for hook in _assign_hooks: hook(self)
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
     if not _writable(self.uop) or self.uop is x.uop:
@@ -650,11 +652,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
     """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors."""
-    from fusegrad.mixin.indexing import getitem
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
-    from fusegrad.mixin.indexing import getitem
     self.realize()
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
@@ -837,6 +837,10 @@ def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
 # called with (state tensor, counter value) for every random draw: TinyJit records the draws it captures
 _rng_hooks: list[Callable[[Tensor, int], None]] = []
+# called with the target of every assign, before it changes, and with the nodes of every realize before it runs: a
+# traced `function` records the writes it must repeat on each call, and refuses to realize its stand-in inputs
+_assign_hooks: list[Callable[[Tensor], None]] = []
+_realize_hooks: list[Callable[[list[UOp]], None]] = []
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
   s = argfix(*shape) if shape else ()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: lint (ruff) and type check (mypy) first, then every test on the CPU backend, then the
-# backend-independent op tests on the PYTHON interpreter (the reference) and on OpenCL (PoCL) when an OpenCL device
-# works here.
+# backend-independent op tests on the PYTHON interpreter (the reference; SPEC=1 checks the kernel IR after every
+# lowering pass there) and on OpenCL (PoCL) when an OpenCL device works here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
@@ -10,7 +10,7 @@ OPS="test/test_ops.py test/test_ops_elementwise.py test/test_ops_movement.py tes
 python -m ruff check fusegrad examples bench
 python -m mypy fusegrad
 python -m pytest -n 2 -q test
-DEV=PYTHON python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
+DEV=PYTHON SPEC=1 python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
 if python -c "from fusegrad import Device; Device['CL']" 2>/dev/null; then
   DEV=CL python -m pytest -n 2 -q $OPS test/test_cl.py
 else

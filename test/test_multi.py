@@ -1,5 +1,5 @@
-"""Tensors spread over several devices (fusegrad/multi.py): every result, forward and backward, equals the one-device
-result, on CPU devices and on PYTHON devices."""
+"""Tensors spread over several devices (fusegrad/engine/multi.py): every result, forward and backward, equals the
+one-device result, on CPU devices and on PYTHON devices."""
 import numpy as np
 import pytest
 from fusegrad import Tensor, Device, TinyJit, Context, nn

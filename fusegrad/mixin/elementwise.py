@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype
 from fusegrad.uop.ops import Ops, UOp
+from fusegrad.gradient import with_rule
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -29,6 +30,24 @@ class ArgumentError(ValueError, RuntimeError):
 class ShapeError(ValueError, RuntimeError):
   """Shapes that don't fit together (matmul, broadcasting, reshape, cat): a ValueError, and the RuntimeError torch
   raises for the same inputs."""
+
+def _resolve_axis(axis: int, ndim: int, name: str = "axis") -> int:
+  """axis as an index in [0, ndim) (negative counts from the end); raises IndexError naming it when out of range."""
+  if not -max(ndim, 1) <= axis < max(ndim, 1):
+    raise IndexError(f"{name} {axis} is out of range for a tensor with {ndim} dims")
+  return axis % max(ndim, 1)
+
+def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
+  """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
+  if len(shapes) == 2 and shapes[0] == shapes[1]: return tuple(shapes[0])  # (the common case, quickly)
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  ret = []
+  for sizes in zip(*padded):
+    non1 = {s for s in sizes if s != 1}
+    if len(non1) > 1: raise ShapeError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
+    ret.append(non1.pop() if non1 else 1)
+  return tuple(ret)
 
 class ElementwiseMixin:
   __slots__ = ()
@@ -156,13 +175,12 @@ class ElementwiseMixin:
     return a._inverse().maximum(b._inverse())._inverse()
   def where(self: Tensor, x: Any, y: Any) -> Tensor:
     """x where self is true, else y, broadcasting all three: `(a > 0).where(a, 0)`."""
-    from fusegrad.tensor import Tensor, broadcast_shape
     cond = self.cast(dtypes.bool)
-    if isinstance(x, Tensor): xt, yt = x._broadcasted(y, op="where")
-    elif isinstance(y, Tensor): yt, xt = y._broadcasted(x, op="where")
+    if isinstance(x, type(self)): xt, yt = x._broadcasted(y, op="where")
+    elif isinstance(y, type(self)): yt, xt = y._broadcasted(x, op="where")
     else:
       dt = least_upper_dtype(dtypes.from_py(x), dtypes.from_py(y))
-      xt, yt = Tensor(x, dtype=dt, device=self.device), Tensor(y, dtype=dt, device=self.device)
+      xt, yt = type(self)(x, dtype=dt, device=self.device), type(self)(y, dtype=dt, device=self.device)
     shape = broadcast_shape(cond.shape, xt.shape, yt.shape, op="where")
     c, xt, yt = cond._broadcast_to(shape), xt._broadcast_to(shape), yt._broadcast_to(shape)
     return xt._new(c.uop.alu(Ops.WHERE, xt.uop, yt.uop), xt, yt)
@@ -530,12 +548,10 @@ def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = No
   d/db = e * b ** (e - 1), 0 where e is 0; d/de = b ** e * ln b, 0 where b is 0 and e >= 0. A Python number
   exponent (scalar) takes b ** (scalar - 1) by the number's own path (sqrt, rsqrt, products), as torch."""
   if not dtypes.is_float(ret.dtype) or ret.uop is b.uop: return ret  # b ** 1 is b: its own derivative is right
-  from fusegrad.tensor import Tensor
-  from fusegrad.gradient import with_rule
   def rule(g: UOp, n: UOp, bu: UOp, eu: UOp) -> tuple[UOp, UOp]:
-    bt, et, gt = Tensor(bu), Tensor(eu), Tensor(g)
+    bt, et, gt = type(b)(bu), type(b)(eu), type(b)(g)
     db = (et == 0).where(0.0, gt * et * bt.pow(et - 1 if scalar is None else scalar - 1))
-    de = ((bt == 0) & (et >= 0)).where(0.0, gt * Tensor(n) * bt.log())
+    de = ((bt == 0) & (et >= 0)).where(0.0, gt * type(b)(n) * bt.log())
     return db.uop, de.uop
   return b._new(with_rule(ret.uop, (b.uop, e.uop), rule), e)  # requires grad as b ** e does
 

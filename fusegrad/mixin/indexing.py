@@ -8,6 +8,9 @@ is realized.
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from fusegrad.dtype import dtypes
+from fusegrad.helpers import CHECK_INDEX
+from fusegrad.engine.realize import add_index_check, IndexCheck
+from fusegrad.mixin.elementwise import broadcast_shape
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -17,8 +20,6 @@ def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: boo
   """result, with a check that every idx is in [-size, size) ([0, size) if not negative; ignore is skipped): realizing
   anything computed from result also computes the largest bad index and raises error (IndexError) if there is one.
   CHECK_INDEX=0 turns it off (bad indices read 0)."""
-  from fusegrad.engine.realize import add_index_check, IndexCheck
-  from fusegrad.helpers import CHECK_INDEX
   if not CHECK_INDEX or idx.numel() == 0: return result
   i = idx.detach().cast(dtypes.int64)
   bad = (i < (-size if negative else 0)) | (i >= size)
@@ -38,11 +39,10 @@ def _stride(x: Tensor, axis: int, step: int) -> Tensor:
 
 def _check_index(t: Tensor, i: Any) -> Any:
   """One index, checked: lists and numpy arrays become Tensors on t's device, numpy integers become ints."""
-  from fusegrad.tensor import Tensor
   is_numpy = type(i).__module__ == "numpy" and hasattr(i, "shape")
   if is_numpy and i.shape == () and i.dtype.kind in "iu": i = int(i)
-  elif isinstance(i, (list, tuple)) or is_numpy: i = Tensor(i, device=t.device)
-  if isinstance(i, Tensor):
+  elif isinstance(i, (list, tuple)) or is_numpy: i = type(t)(i, device=t.device)
+  if isinstance(i, type(t)):
     if i.device != t.device: i = i.to(t.device)  # as torch, an index may come from another device
     if i.dtype == dtypes.bool:
       raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
@@ -104,7 +104,6 @@ SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % 
 def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[Tensor, list[tuple[int, Tensor]]]:
   """Axes of 2**31 elements or more, indexed by tensors, reshaped into (blocks, SPLIT) and indexed by two tensors, so
   the index compares stay short (the address block*SPLIT + offset is computed in 64 bits by codegen)."""
-  from fusegrad.dtype import dtypes
   for k, (a, idx) in enumerate(tensor_idx):
     n = x.shape[a]
     if n < 2 ** 31: continue
@@ -122,7 +121,6 @@ def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[T
 
 def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
-  from fusegrad.tensor import Tensor, broadcast_shape
   checked = [(idx, x.shape[a]) for a, idx in tensor_idx]
   x, tensor_idx = _split_long_axes(x, tensor_idx)
   axes = [a for a, _ in tensor_idx]
@@ -136,7 +134,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
     if idx.dtype == dtypes.uint64: idx = idx.cast(dtypes.int64)  # room for negatives
     elif idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)
     idx = (idx < 0).where(idx + n, idx)
-    hit = idx.reshape(*bshape, *[1] * len(axes)) == Tensor.arange(n, device=x.device, dtype=idx.dtype).reshape(
+    hit = idx.reshape(*bshape, *[1] * len(axes)) == type(x).arange(n, device=x.device, dtype=idx.dtype).reshape(
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
     mask = hit if mask is None else mask & hit
   assert mask is not None
@@ -152,7 +150,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   order = list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr))
   xp = xp.permute(order + list(range(nr + nb, xp.ndim)))
   mask = mask.reshape(*[1] * before, *bshape, *[1] * (nr - before), *mask.shape[nb:])
-  picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
+  picked = mask.where(xp, type(x)(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
   for idx, n in checked: out = check_indices(out, idx, n, "getitem")

@@ -8,28 +8,10 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 from fusegrad.dtype import dtypes, least_upper_dtype
 from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
 from fusegrad.uop.ops import UOp
-from fusegrad.mixin.elementwise import ArgumentError, ShapeError
+from fusegrad.mixin.elementwise import ArgumentError, ShapeError, _resolve_axis
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
-
-def _resolve_axis(axis: int, ndim: int, name: str = "axis") -> int:
-  """axis as an index in [0, ndim) (negative counts from the end); raises IndexError naming it when out of range."""
-  if not -max(ndim, 1) <= axis < max(ndim, 1):
-    raise IndexError(f"{name} {axis} is out of range for a tensor with {ndim} dims")
-  return axis % max(ndim, 1)
-
-def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
-  """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
-  if len(shapes) == 2 and shapes[0] == shapes[1]: return tuple(shapes[0])  # (the common case, quickly)
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-  ret = []
-  for sizes in zip(*padded):
-    non1 = {s for s in sizes if s != 1}
-    if len(non1) > 1: raise ShapeError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
-    ret.append(non1.pop() if non1 else 1)
-  return tuple(ret)
 
 # *** rearrange formulas (einops notation) ***
 
@@ -188,8 +170,7 @@ class MovementMixin:
     if all(b == 0 and a == 0 for b, a in grow): return x
     padded = x._new(x.uop.pad(grow))
     if value == 0: return padded
-    from fusegrad.tensor import Tensor
-    inside = Tensor(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
+    inside = type(self)(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
     return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
   def _target_shape(self: Tensor, shape: Any, args: tuple, op: str) -> list[tuple[int, int]]:
     """(current, wanted) size per axis for pad_to/shrink_to; None in shape keeps an axis."""

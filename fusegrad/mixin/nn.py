@@ -10,8 +10,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from fusegrad.dtype import DType, dtypes
-from fusegrad.helpers import prod, flatten, make_tuple, argfix
-from fusegrad.mixin.elementwise import ArgumentError
+from fusegrad.helpers import prod, flatten, make_tuple, argfix, TRAINING
+from fusegrad.gradient import with_rule, with_materialized_grad
+from fusegrad.mixin.elementwise import ArgumentError, _resolve_axis, broadcast_shape
+from fusegrad.mixin.convgrad import ConvArgs, conv_rule
+from fusegrad.mixin.indexing import check_indices
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
@@ -107,7 +110,6 @@ class NNMixin:
     argument names).
 
     `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
-    from fusegrad.tensor import _resolve_axis
     d = _resolve_axis(dim, self.ndim, "dim") if self.ndim else 0
     x = self.reshape(1) if self.ndim == 0 else self
     if size > x.shape[d]: raise ValueError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
@@ -158,10 +160,8 @@ class NNMixin:
     ret = xw.sum(tuple(range(-1 - n, 0)), dtype=dtype or (None if dtypes.is_float(xw.dtype) else xw.dtype))
     ret = ret.reshape(bs, cout, *o_)
     if dtypes.is_float(ret.dtype) and self.dtype == weight.dtype == ret.dtype:  # gradients as convolutions
-      from fusegrad.tensor import Tensor
-      from fusegrad.gradient import with_rule
-      from fusegrad.mixin.convgrad import ConvArgs, conv_rule
-      ret = Tensor(with_rule(ret.uop, (self.uop, weight.uop), conv_rule(ConvArgs(groups, s_, d_, pads))))
+      rule = conv_rule(ConvArgs(groups, s_, d_, pads), type(self))
+      ret = type(self)(with_rule(ret.uop, (self.uop, weight.uop), rule))
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
@@ -237,20 +237,17 @@ class NNMixin:
     axes = tuple(range(-len(k_), 0))
     ret = windows.max(axes)
     if dtypes.is_float(ret.dtype):  # the gradient into a buffer: a norm's backward before the pool reads it many times
-      from fusegrad.tensor import Tensor
-      from fusegrad.gradient import with_materialized_grad
-      ret = Tensor(with_materialized_grad(ret.uop, (self.uop,)))
+      ret = type(self)(with_materialized_grad(ret.uop, (self.uop,)))
     if not return_indices: return ret
     # the flat input-plane index of every window element, and the first one that holds the max
-    from fusegrad.tensor import Tensor
     plane = self.shape[-len(k_):]
-    pos = Tensor.arange(prod(plane), device=self.device, dtype=dtypes.int32).reshape(plane)
+    pos = type(self).arange(prod(plane), device=self.device, dtype=dtypes.int32).reshape(plane)
     pos = _pad_last(pos, all_pads, -1)._pool(k_, s_, d_).flatten(-len(k_))
     hit = windows.flatten(-len(k_)) == ret.unsqueeze(-1)
     kn = pos.shape[-1]
-    countdown = Tensor.arange(kn, 0, -1, device=self.device, dtype=dtypes.int32)
+    countdown = type(self).arange(kn, 0, -1, device=self.device, dtype=dtypes.int32)
     first = kn - (hit * countdown).max(-1, keepdim=True)
-    idx = (first == Tensor.arange(kn, device=self.device, dtype=dtypes.int32)).where(pos, 0).sum(-1)
+    idx = (first == type(self).arange(kn, device=self.device, dtype=dtypes.int32)).where(pos, 0).sum(-1)
     return ret, idx.cast(dtypes.int64).detach()
 
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: Ints = (2, 2), stride: Ints | None = None,
@@ -258,7 +255,6 @@ class NNMixin:
     """The partial inverse of max_pool2d (torch.nn.functional.max_unpool2d): every value goes to the flat plane
     position its index names, zeros elsewhere. The plane is (i-1)*stride - 2*padding + dilation*(k-1) + 1 per axis,
     or the last axes of output_size."""
-    from fusegrad.tensor import Tensor
     k_ = make_tuple(kernel_size, 2)
     n = len(k_)
     s_ = k_ if stride is None else _tuple(stride, n, "stride", "max_unpool2d")
@@ -271,7 +267,7 @@ class NNMixin:
                   for i, s, (pb, pa), d, k in zip(self.shape[-n:], s_, pads, d_, k_))
     else: out = tuple(output_size)[-n:]
     # each output cell: the values whose index names it (overlapping windows can name a cell twice, with equal values)
-    hit = indices.flatten(-n).unsqueeze(-1) == Tensor.arange(prod(out), device=self.device, dtype=indices.dtype)
+    hit = indices.flatten(-n).unsqueeze(-1) == type(self).arange(prod(out), device=self.device, dtype=indices.dtype)
     total = hit.where(self.flatten(-n).unsqueeze(-1), 0).sum(-2, dtype=self.dtype)
     count = hit.sum(-2, dtype=dtypes.int32).maximum(1).cast(self.dtype)
     return (total / count).reshape(*self.shape[:-n], *out)
@@ -280,7 +276,6 @@ class NNMixin:
                  padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Mean over windows of the last len(kernel_size) axes, as torch.nn.functional.avg_pool{1,2,3}d: with
     count_include_pad the padding counts in the divisor (but not the extra cells ceil_mode adds)."""
-    from fusegrad.tensor import Tensor
     k_, s_, d_, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
     n = len(k_)
     all_pads = [(pb, pa + e) for (pb, pa), e in zip(pads, extra)]
@@ -292,9 +287,9 @@ class NNMixin:
     per_axis = [[sum(lo <= o * s + q * d < hi for q in range(k)) for o in range(out)]
                 for out, (lo, hi), k, s, d in zip(total.shape[-n:], spans, k_, s_, d_)]
     if all(len(set(c)) == 1 for c in per_axis): return total / prod(c[0] for c in per_axis)
-    count = Tensor.ones((), dtype=x.dtype, device=self.device)
+    count = type(self).ones((), dtype=x.dtype, device=self.device)
     for j, c in enumerate(per_axis):
-      count = count * Tensor(c, dtype=x.dtype, device=self.device).reshape(-1, *[1] * (n - 1 - j))
+      count = count * type(self)(c, dtype=x.dtype, device=self.device).reshape(-1, *[1] * (n - 1 - j))
     return total / count
 
   def max_pool1d(self: Tensor, kernel_size: int = 2, stride: Any = None, dilation: int = 1, padding: Any = 0,
@@ -311,7 +306,6 @@ class NNMixin:
                 axis: int | tuple[int, ...] = 1) -> Tensor:
     """(x - mean) * invstd * weight + bias, the statistics laid along axis (the channels): inference-time batch norm
     (torch.nn.functional.batch_norm with invstd = 1 / sqrt(var + eps)). weight and bias may be None."""
-    from fusegrad.tensor import _resolve_axis
     axes = tuple(_resolve_axis(a, self.ndim) for a in argfix(axis))
     shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
     def along(t: Tensor, name: str) -> Tensor:
@@ -331,7 +325,6 @@ class NNMixin:
     """x / max(norm_p(x over dim), eps), as torch.nn.functional.normalize (p may be inf, -inf or 0 too).
 
     `Tensor([[3.0, 4.0]]).normalize().tolist()` is [[0.6, 0.8]]."""
-    from fusegrad.tensor import _resolve_axis
     dims = tuple(_resolve_axis(d, self.ndim, "dim") for d in argfix(dim))
     x = self if dtypes.is_float(self.dtype) else self.float()
     a = x.abs()
@@ -348,11 +341,10 @@ class NNMixin:
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """In training (Tensor.training or TRAINING=1) zero each element with probability p and scale the rest by
     1/(1-p); otherwise the input unchanged."""
-    from fusegrad.tensor import Tensor, _is_training
     if not 0 <= p <= 1: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
-    if not _is_training() or p == 0: return self
+    if not (type(self).training or TRAINING) or p == 0: return self
     if p == 1: return self * 0
-    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    keep = type(self).rand(*self.shape, device=self.device) >= p
     return keep.where(self * (1 / (1 - p)), 0).cast(self.dtype)
 
   # *** one-hot, gather, scatter ***
@@ -360,7 +352,6 @@ class NNMixin:
     """Integer class ids -> a trailing axis of num_classes with 1 at the id (-1: max id + 1, which reads the data).
 
     `Tensor([0, 2]).one_hot(3).tolist()` is [[1, 0, 0], [0, 0, 1]]."""
-    from fusegrad.tensor import Tensor
     if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
       raise ArgumentError(f"one_hot: num_classes must be -1 or an int >= 0, got {num_classes!r}")
@@ -371,31 +362,28 @@ class NNMixin:
       num_classes = hi + 1
     if num_classes == 0 and self.numel():  # an empty result would compute nothing, so no flag either
       raise ClassIdError(f"one_hot: num_classes is 0, so none of the {self.numel()} class ids is in range")
-    hot = self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=self.dtype)
+    hot = self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device, dtype=self.dtype)
     hot = hot.cast(dtypes.default_int)
     if read: return hot
-    from fusegrad.mixin.indexing import check_indices  # as torch, ids outside [0, num_classes) raise (at realize)
+    # as torch, ids outside [0, num_classes) raise (at realize)
     return check_indices(hot, self, num_classes, "one_hot", negative=False, what="class id", error=ClassIdError)
 
   def _index_mask(self: Tensor, index: Tensor, dim: int, op: str) -> Tensor:
     """index (integers, as many dims as self) compared with an arange of self's size along dim: (*index.shape, n)."""
-    from fusegrad.tensor import Tensor
-    if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+    if not isinstance(index, type(self)) or not dtypes.is_int(index.dtype):
       raise TypeError(f"{op}: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     if index.ndim != self.ndim:
       raise ValueError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
     if any(si > sx for a, (si, sx) in enumerate(zip(index.shape, self.shape)) if a != dim):
       raise ValueError(f"{op}: index {index.shape} is larger than input {self.shape} outside dim {dim}")
-    from fusegrad.mixin.indexing import check_indices
     n = self.shape[dim]
-    return check_indices(index.unsqueeze(-1) == Tensor.arange(n, device=self.device, dtype=index.dtype), index, n, op,
-                         negative=False)
+    positions = type(self).arange(n, device=self.device, dtype=index.dtype)
+    return check_indices(index.unsqueeze(-1) == positions, index, n, op, negative=False)
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = x[index[i][j]][j] for dim 0 (torch.gather): index has as many dims as x, sizes at most x's.
 
     `Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()` is [[1, 1], [4, 3]]."""
-    from fusegrad.tensor import _resolve_axis
     d = _resolve_axis(dim, self.ndim, "dim")
     mask = self._index_mask(index, d, "gather")
     # x cut to index's shape off dim, dim moved to a new last axis: (*index.shape with 1 at dim, n)
@@ -410,8 +398,7 @@ class NNMixin:
 
   def _scatter_src(self: Tensor, index: Tensor, src: Any, op: str) -> Tensor:
     """src as a tensor of index's shape in self's dtype (a scalar broadcasts)."""
-    from fusegrad.tensor import Tensor
-    if not isinstance(src, Tensor): return Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    if not isinstance(src, type(self)): return type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if src.ndim != index.ndim or any(si > ss for si, ss in zip(index.shape, src.shape)):
       raise ValueError(f"{op}: src {src.shape} must have index's dims and be at least index's size {index.shape}")
     return src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
@@ -419,7 +406,6 @@ class NNMixin:
   def scatter(self: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
     """A copy of x with x[index[i][j]][j] = src[i][j] for dim 0 (torch.Tensor.scatter); src may be a scalar. With
     reduce='add' or 'multiply' the values combine with x instead; with repeated indices and no reduce, the last wins."""
-    from fusegrad.tensor import Tensor, _resolve_axis
     d = _resolve_axis(dim, self.ndim, "dim")
     mask, src_t = self._index_mask(index, d, "scatter"), self._scatter_src(index, src, "scatter")
     src_b = src_t.unsqueeze(-1)  # (*index.shape, 1) against mask (*index.shape, n)
@@ -429,7 +415,7 @@ class NNMixin:
     if reduce is not None: raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
     # the last position along dim that writes each cell (0: none), then the value written there
     m = index.shape[d]
-    order = Tensor.arange(1, m + 1, device=self.device, dtype=dtypes.int32).reshape(m, *[1] * (index.ndim - d))
+    order = type(self).arange(1, m + 1, device=self.device, dtype=dtypes.int32).reshape(m, *[1] * (index.ndim - d))
     last = mask.where(order, 0).max(d, keepdim=True)
     picked = (mask & (order == last)).where(src_b, 0)
     value = picked.any(d, keepdim=True) if self.dtype == dtypes.bool else picked.sum(d, keepdim=True, dtype=self.dtype)
@@ -439,7 +425,6 @@ class NNMixin:
                      include_self: bool = True) -> Tensor:
     """Combine src into x at index along dim (torch.Tensor.scatter_reduce) with reduce 'sum', 'prod', 'mean', 'amax'
     or 'amin'; include_self=False leaves x's own value out wherever something is written."""
-    from fusegrad.tensor import _resolve_axis
     d = _resolve_axis(dim, self.ndim, "dim")
     identities = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}
     if reduce not in identities:
@@ -466,20 +451,18 @@ class NNMixin:
   def _select_slots(self: Tensor, mask: Tensor, size: int | None, op: str) -> Tensor:
     """(size, n) bool: slot j picks the j-th true element of mask (flattened, n elements). Without size, the number
     of true elements is read back (a sync, as in torch). Compares every slot with every element: for modest sizes."""
-    from fusegrad.tensor import Tensor
     m = mask.flatten() if mask.ndim else mask.reshape(1)
     if m.dtype != dtypes.bool: raise TypeError(f"{op}: the mask must be bool, got {m.dtype}")
     if size is None: size = int(m.sum().item())
     if not isinstance(size, int) or size < 0: raise ValueError(f"{op}: size must be an int >= 0, got {size!r}")
     rank = m.cumsum() - 1  # among the true elements, the position of each
-    slots = Tensor.arange(size, dtype=rank.dtype, device=self.device).reshape(size, 1)
+    slots = type(self).arange(size, dtype=rank.dtype, device=self.device).reshape(size, 1)
     return (rank.reshape(1, -1) == slots) & m.reshape(1, -1)
   def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
     """The elements where mask (broadcast to self's shape) is true, in order, as a 1-D tensor (torch.masked_select).
     With size, the result has exactly size elements (truncated, or padded with fill_value) and nothing is read back.
 
     `Tensor([1, 2, 3, 4]).masked_select(Tensor([True, False, True, False])).tolist()` is [1, 3]."""
-    from fusegrad.tensor import broadcast_shape
     shape = broadcast_shape(self.shape, mask.shape, op="masked_select")
     x, m = self._broadcast_to(shape), mask._broadcast_to(shape)
     pick = x._select_slots(m, size, "masked_select")
@@ -490,15 +473,14 @@ class NNMixin:
     (torch.nonzero). With size, exactly size rows (truncated, or padded with fill_value) and nothing is read back.
 
     `Tensor([[0, 1], [2, 0]]).nonzero().tolist()` is [[0, 1], [1, 0]]."""
-    from fusegrad.tensor import Tensor
     pick = self._select_slots(self != 0, size, "nonzero")
-    flat = pick.where(Tensor.arange(max(self.numel(), 1), device=self.device).reshape(1, -1), 0).sum(1)
+    flat = pick.where(type(self).arange(max(self.numel(), 1), device=self.device).reshape(1, -1), 0).sum(1)
     coords: list[Tensor] = []
     stride = 1
     for n in reversed(self.shape):
       coords.insert(0, (flat // stride) % n)
       stride *= n
-    rows = Tensor.stack(*coords, dim=1) if coords else flat.reshape(-1, 1)[:, :0]
+    rows = type(self).stack(*coords, dim=1) if coords else flat.reshape(-1, 1)[:, :0]
     return pick.any(1).reshape(-1, 1).where(rows, fill_value).cast(dtypes.int32)
 
   # *** losses ***
@@ -506,7 +488,6 @@ class NNMixin:
                      op: str) -> tuple[Tensor, Tensor, Tensor]:
     """For integer targets Y (self's shape without the class axis): the one-hot mask along axis, the class weights
     laid along axis, and each target's weight (0 where Y == ignore_index)."""
-    from fusegrad.tensor import Tensor
     n_cls = self.shape[axis]
     if not dtypes.is_int(Y.dtype): raise TypeError(f"{op}: class-index targets must be integers, got {Y.dtype}")
     if Y.shape != self.shape[:axis] + self.shape[axis + 1:]:
@@ -514,11 +495,10 @@ class NNMixin:
     if weight is not None and weight.shape != (n_cls,):
       raise ValueError(f"{op}: weight {weight.shape} should be ({n_cls},)")
     along = (n_cls,) + (1,) * (self.ndim - axis - 1)
-    hot = Y.unsqueeze(axis) == Tensor.arange(n_cls, device=self.device, dtype=Y.dtype).reshape(along)
-    w = (weight if weight is not None else Tensor.ones(n_cls, device=self.device)).cast(self.dtype).reshape(along)
+    hot = Y.unsqueeze(axis) == type(self).arange(n_cls, device=self.device, dtype=Y.dtype).reshape(along)
+    w = (weight if weight is not None else type(self).ones(n_cls, device=self.device)).cast(self.dtype).reshape(along)
     w_y = hot.where(w, 0).sum(axis)
     if ignore_index is not None: w_y = (Y != ignore_index).where(w_y, 0)
-    from fusegrad.mixin.indexing import check_indices
     return hot, w, check_indices(w_y, Y, n_cls, op, negative=False, ignore=ignore_index, what="target")
 
   def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
@@ -582,7 +562,6 @@ class NNMixin:
     torch.nn.functional.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added;
     is_causal keeps the lower triangle; a row with nothing kept gives 0. Dropout (of the weights) applies in training
     only, as Tensor.dropout."""
-    from fusegrad.tensor import Tensor
     if min(self.ndim, key.ndim, value.ndim) < 2 or key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
       raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
                        "don't fit")
@@ -594,7 +573,7 @@ class NNMixin:
     qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
     if is_causal:
       if attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
-      attn_mask = Tensor.ones(*qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
+      attn_mask = type(self).ones(*qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     # softmax, except that a row masked out entirely gets weights 0 (not nan), as torch
@@ -612,7 +591,6 @@ class NNMixin:
     applies to every axis after the first two.
 
     `Tensor([[[1.0, 3.0]]]).interpolate((4,)).tolist()` is [[[1.0, 1.5, 2.5, 3.0]]]."""
-    from fusegrad.tensor import Tensor
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
     if mode not in ("linear", "nearest", "nearest-exact"):
       raise ValueError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or 'nearest-exact', "
@@ -622,7 +600,7 @@ class NNMixin:
     x = self if dtypes.is_float(self.dtype) or mode != "linear" else self.cast(dtypes.default_float)
     for axis, o, scale in zip(range(self.ndim - len(sizes), self.ndim), sizes, scales):
       i = x.shape[axis]
-      dst = Tensor.arange(o, device=self.device, dtype=dtypes.float32)
+      dst = type(self).arange(o, device=self.device, dtype=dtypes.float32)
       along = [o if a == axis else 1 for a in range(x.ndim)]
       out_shape = tuple(o if a == axis else s for a, s in enumerate(x.shape))
       def at(idx: Tensor) -> Tensor: return x.gather(axis, idx.reshape(along).expand(out_shape))
@@ -638,13 +616,12 @@ class NNMixin:
     return x
 
   # *** einsum ***
-  @staticmethod
-  def einsum(formula: str, *operands: Any, dtype: DType | None = None) -> Tensor:
+  @classmethod
+  def einsum(cls: type[Tensor], formula: str, *operands: Any, dtype: DType | None = None) -> Tensor:
     """Sum of products over the letters of formula (torch.einsum): 'ij,jk->ik' is a matmul, 'ii->i' a diagonal,
     'bij,bjk' (implicit output: the letters seen once, sorted) a batched matmul; '...' stands for broadcast axes."""
-    from fusegrad.tensor import Tensor
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
-    ops: list[Tensor] = [t if isinstance(t, Tensor) else Tensor(t) for t in operands]
+    ops: list[Tensor] = [t if isinstance(t, cls) else cls(t) for t in operands]
     lhs, arrow, rhs = formula.replace(" ", "").partition("->")
     terms = lhs.split(",")
     if len(terms) != len(ops): raise ValueError(f"einsum: {formula!r} has {len(terms)} operands, got {len(ops)}")
@@ -682,7 +659,6 @@ class NNMixin:
   def _rank(self: Tensor, descending: bool) -> Tensor:
     """For x (..., n): each element's position in the sorted order (stable: ties keep their order; nan sorts as the
     largest value, as in torch), by counting the elements that go before it."""
-    from fusegrad.tensor import Tensor
     n = self.shape[-1]
     a, b = self.unsqueeze(-1), self.unsqueeze(-2)  # a: the element i, b: every other element j
     if descending: before = b > a
@@ -692,24 +668,24 @@ class NNMixin:
       before = (before | (b_nan & a_nan.logical_not())) if descending else (before | (a_nan & b_nan.logical_not()))
       same = (a == b) | (a_nan & b_nan)
     else: same = a == b
-    pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+    pos = type(self).arange(n, device=self.device, dtype=dtypes.int32)
     earlier = pos.reshape(1, n) < pos.reshape(n, 1)  # j < i
     return (before | (same & earlier)).sum(-1, dtype=dtypes.int32)
 
   def _sorted_top(self: Tensor, k: int, dim: int, descending: bool, op: str) -> tuple[Tensor, Tensor]:
     """The first k elements along dim in sorted order, and their indices."""
-    from fusegrad.tensor import Tensor, _resolve_axis
-    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
     d = _resolve_axis(dim, self.ndim, "dim")
     x = self.transpose(d, -1)
     n = x.shape[-1]
     if not 0 <= k <= n: raise ValueError(f"{op}: k={k} is out of range for dim {d} of size {n} (shape {self.shape})")
     rank = x._rank(descending)
     # out[r] = the element whose rank is r: a one-hot sum over the elements
-    slot = rank.unsqueeze(-2) == Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)  # (..., k, n)
+    slots = type(self).arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)
+    slot = rank.unsqueeze(-2) == slots  # (..., k, n)
     if x.dtype == dtypes.bool: values = slot.where(x.unsqueeze(-2), False).any(-1)
     else: values = slot.where(x.unsqueeze(-2), 0).sum(-1, dtype=x.dtype)
-    idx = slot.where(Tensor.arange(n, device=self.device, dtype=dtypes.int32), 0).sum(-1, dtype=dtypes.int32)
+    idx = slot.where(type(self).arange(n, device=self.device, dtype=dtypes.int32), 0).sum(-1, dtype=dtypes.int32)
     return values.transpose(d, -1), idx.transpose(d, -1)
 
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from fusegrad.helpers import make_tuple, ceildiv
 from fusegrad.uop.ops import Ops
-from fusegrad.mixin.movement import _resolve_axis, broadcast_shape
-from fusegrad.mixin.elementwise import ShapeError
+from fusegrad.mixin.elementwise import ShapeError, _resolve_axis, broadcast_shape
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -131,7 +130,6 @@ class ReduceMixin:
     return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) largest value; over the flattened tensor if axis is None."""
-    from fusegrad.tensor import Tensor
     if axis is None:
       ret = self.flatten().argmax(0)
       return ret.reshape((1,) * self.ndim) if keepdim else ret
@@ -143,7 +141,7 @@ class ReduceMixin:
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
     idx_dt = dtypes.int32 if n < 2 ** 31 else dtypes.int64  # int32 as tinygrad, int64 where int32 can't hold n
-    countdown = Tensor.arange(n, 0, -1, dtype=idx_dt, device=self.device)
+    countdown = type(self).arange(n, 0, -1, dtype=idx_dt, device=self.device)
     countdown = countdown.reshape(n, *[1] * (self.ndim - axis - 1))
     return (n - is_max.where(countdown, 0).max(axis, keepdim)).cast(idx_dt)
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
@@ -201,9 +199,8 @@ class ReduceMixin:
     return out.reshape(*lead, m * block).shrink(tuple((0, s) for s in lead) + ((0, n),))
   def _cum_triangle(self: Tensor, op: str) -> Tensor:
     """The running op along a short last axis: output j reduces x[k] for k <= j (a lower-triangular mask)."""
-    from fusegrad.tensor import Tensor
     n = self.shape[-1]
-    pos = Tensor.arange(n, device=self.device)
+    pos = type(self).arange(n, device=self.device)
     keep = pos.reshape(n, 1) >= pos.reshape(1, n)
     x = keep.where(self.unsqueeze(-2), _cum_identity(op, self.dtype))
     return x._cum_reduce(op, self.dtype)
@@ -240,15 +237,15 @@ class ReduceMixin:
     `Tensor([3, 1, 2, 1]).cummin()` is ([3, 1, 1, 1], [0, 1, 1, 3])."""
     return self._cum_extreme(axis, largest=False)
   def _cum_extreme(self: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
-    from fusegrad.tensor import Tensor
     axis = _resolve_axis(axis, self.ndim)
-    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
     x = self.cast(dtypes.uint8) if self.dtype == dtypes.bool else self
     values = x._cumulative(axis, "max") if largest else x._inverse()._cumulative(axis, "max")._inverse()
     # the running extreme changes (or ties) exactly where x equals it: the index is the last such position so far
     hit = values.detach() == x.detach()
     if dtypes.is_float(x.dtype): hit = hit | x.detach().isnan()
-    pos = Tensor.arange(x.shape[axis], dtype=dtypes.int32, device=self.device).reshape(-1, *[1] * (x.ndim - axis - 1))
+    pos = type(self).arange(x.shape[axis], dtype=dtypes.int32, device=self.device)
+    pos = pos.reshape(-1, *[1] * (x.ndim - axis - 1))
     indices = hit.where(pos, 0)._cumulative(axis, "max")
     return values.cast(self.dtype), indices
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
@@ -267,10 +264,9 @@ class ReduceMixin:
     """Zero above the diagonal (of the last two axes)."""
     return self._triangle(diagonal, upper=False)
   def _triangle(self: Tensor, diagonal: int, upper: bool) -> Tensor:
-    from fusegrad.tensor import Tensor
     r, c = self.shape[-2:]
-    row = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal
-    col = Tensor.arange(c, device=self.device).unsqueeze(0)
+    row = type(self).arange(r, device=self.device).unsqueeze(1) + diagonal
+    col = type(self).arange(c, device=self.device).unsqueeze(0)
     keep = row <= col if upper else row >= col
     return keep.where(self, self.zeros_like())  # keeps the dtype (a bool mask stays bool)
 
