@@ -32,4 +32,12 @@ t = dist.all_reduce(Tensor([float(rank + 1), 1.0]).realize(), "sum")
 assert t.tolist() == [world * (world + 1) / 2, world], t.tolist()
 b = dist.broadcast(Tensor([rank * 10 + 7]).realize(), root=world - 1)
 assert b.tolist() == [(world - 1) * 10 + 7]
+try:
+  dist.all_reduce(Tensor.ones(rank + 1).contiguous().realize())
+  raise AssertionError("all_reduce of differently shaped tensors didn't raise")
+except ValueError as e: assert "ranks pass different tensors" in str(e), e
+try:
+  dist.all_reduce(Tensor.ones(2) + 1)
+  raise AssertionError("all_reduce of a lazy tensor didn't raise")
+except ValueError as e: assert "must be realized" in str(e), e
 print(f"rank {rank}: ok")

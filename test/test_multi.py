@@ -104,6 +104,10 @@ class TestSharded:
       Tensor.ones(4).shard(devices, 0) + Tensor.ones(4).shard((devices[0], devices[0][:-1] + "3"), 0)
     with pytest.raises(ValueError, match="different devices"): Tensor.ones(4).shard(devices, 0) + Tensor.ones(4)
 
+@pytest.mark.skipif(not (cpu_works() and Device.get_available("CL")[0]), reason="needs the CPU and an OpenCL device")
+def test_cpu_and_cl_together():
+  check(lambda a, w: (a @ w).relu().sum(0), rand(4, 3), rand(3, 2, seed=1), devices=("CPU:1", "CL"), axes=(0, None))
+
 def test_three_devices_and_gradient_through_shard():
   devices, x = ("PYTHON:1", "PYTHON:2", "PYTHON:3"), rand(6, 4)
   t = Tensor(x, requires_grad=True)
