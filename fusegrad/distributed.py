@@ -17,7 +17,7 @@ that raises aborts the whole job (MPI_Abort), and a collective that waits longer
 raises in the ranks still waiting: a failure is an error everywhere, never a silent hang.
 """
 from __future__ import annotations
-import sys, time
+import sys, time, zlib
 from typing import Any
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import to_numpy
@@ -61,12 +61,13 @@ def world_size() -> int:
 
 def _wait(request: Any, what: str) -> None:
   """Wait for a non-blocking collective, raising after TIMEOUT seconds (another rank failed or went missing)."""
-  deadline = time.monotonic() + TIMEOUT
+  deadline, polls = time.monotonic() + TIMEOUT, 0
   while not request.Test():
     if time.monotonic() > deadline:
       raise RuntimeError(f"fusegrad.distributed: {what} on rank {rank()}: the other ranks didn't answer in "
                          f"{TIMEOUT:.0f}s (a rank failed or stopped)")
-    time.sleep(0.0005)
+    polls += 1
+    if polls > 1000: time.sleep(0.0001)  # a quick answer is polled for; a slow one lets the others run
 
 def _host_copy(t: Tensor, what: str) -> Any:
   """The realized values of t as a numpy array (a copy of its buffer's bytes); ValueError for a lazy tensor."""
@@ -74,29 +75,40 @@ def _host_copy(t: Tensor, what: str) -> Any:
     raise ValueError(f"{what}: the tensor (shape {t.shape}) must be realized on one device: call .realize() first")
   return t.numpy()
 
+def _from_host(arr: Any, like: Tensor) -> Tensor:
+  """arr's bytes copied into a new buffer shaped like the tensor like (one copy, no kernel)."""
+  ret = Tensor.empty(like.shape, dtype=like.dtype, device=like.device)
+  if like.numel(): ret._buffer().copyin(memoryview(arr).cast("B"))
+  return ret
+
 def _check_same(t: Tensor, what: str) -> None:
-  """ValueError unless every rank passes a tensor of the same shape and dtype."""
+  """ValueError unless every rank passes a tensor of the same shape and dtype: one small Allreduce of a signature (its
+  minimum and maximum over the ranks differ when a rank's does)."""
+  import numpy as np
   mine = (tuple(t.shape), t.dtype.name)
-  everyone = _world().allgather(mine)  # a small tuple of ints and a name, not the tensor
-  if any(x != mine for x in everyone):
+  sig = np.array([len(t.shape), prod(t.shape), zlib.crc32(repr(mine).encode())], np.int64)
+  both = np.concatenate([sig, -sig])
+  _wait(_world().Iallreduce(_MPI.IN_PLACE, both, op=_MPI.MIN), what)
+  if (both[:3] != -both[3:]).any():
+    everyone = _world().allgather(mine)  # to name each rank's tensor: a small tuple of ints and a name
     raise ValueError(f"{what}: ranks pass different tensors: " + ", ".join(f"rank {i}: {s} {d}"
                                                                            for i, (s, d) in enumerate(everyone)))
 
 def all_reduce(t: Tensor, op: str = "sum") -> Tensor:
-  """t's values combined across ranks ("sum" or "mean"), written into t (which is returned)."""
+  """t's values combined across ranks ("sum" or "mean"): t (returned) now holds them, in a buffer of its own."""
   if op not in ("sum", "mean"): raise ValueError(f"all_reduce: op must be 'sum' or 'mean', not {op!r}")
   _check_same(t, "all_reduce")
   arr = _host_copy(t, "all_reduce")
   _wait(_world().Iallreduce(_MPI.IN_PLACE, arr, op=_MPI.SUM), "all_reduce")
-  if op == "mean": arr = arr / world_size()
-  return t.assign(Tensor(arr.astype(to_numpy(t.dtype), copy=False), device=t.device)).realize()
+  if op == "mean": arr = (arr / world_size()).astype(to_numpy(t.dtype), copy=False)
+  return t.replace(_from_host(arr, t))
 
 def broadcast(t: Tensor, root: int = 0) -> Tensor:
-  """Root's values of t on every rank, written into t (which is returned)."""
+  """Root's values of t on every rank: t (returned) now holds them, in a buffer of its own."""
   _check_same(t, "broadcast")
   arr = _host_copy(t, "broadcast")
   _wait(_world().Ibcast(arr, root=root), "broadcast")
-  return t.assign(Tensor(arr, device=t.device)).realize()
+  return t.replace(_from_host(arr, t))
 
 def broadcast_parameters(params: list[Tensor], root: int = 0) -> None:
   """Every rank starts from root's parameters."""
@@ -123,8 +135,9 @@ def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) ->
     arr /= world_size()
     at = 0
     for p in bucket:
+      assert p.grad is not None
       n = prod(p.shape)
-      p.grad = Tensor(arr[at:at + n].reshape(p.shape), device=p.device).cast(p.dtype).realize()
+      p.grad = _from_host(arr[at:at + n].astype(to_numpy(p.grad.dtype), copy=False), p.grad)
       at += n
 
 class DataParallel:
