@@ -31,9 +31,10 @@ class _Device:
     import fusegrad.runtime
     return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
   def canonicalize(self, device: str | None) -> str:
-    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT. ValueError for anything not NAME or
-    NAME:index of a known backend (index: decimal digits)."""
+    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT, a tuple name by name. ValueError for
+    anything not NAME or NAME:index of a known backend (index: decimal digits)."""
     if device is None: return self.DEFAULT
+    if isinstance(device, tuple): return tuple(self.canonicalize(d) for d in device)  # type: ignore[return-value]
     if isinstance(device, str) and (known := self._canonical.get(device)) is not None: return known
     if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):
       raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
