@@ -44,7 +44,8 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
   itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   for amt in sorted(k.ren.vector_widths, reverse=True):
-    if amt * itemsize <= k.ren.simd_width and range_size(r) % amt == 0 and _try(k, Opt(OptOps.LANES, last, amt), opts):
+    if amt <= k.ren.machine.vector(itemsize) and range_size(r) % amt == 0 \
+       and _try(k, Opt(OptOps.LANES, last, amt), opts):
       return
 
 def _loads_contiguous(k: Kernel, r: UOp) -> bool:
@@ -55,41 +56,63 @@ def _loads_contiguous(k: Kernel, r: UOp) -> bool:
   moving = [ld for ld in k.loads() if k.stride(ld, r) != 0 and any(rr in ld.toposort() for rr in inner)]
   return bool(moving) and all(k.stride(ld, r) == 1 and not any(r in g.toposort() for g in ld.src[2:]) for ld in moving)
 
+def _tile_registers(k: Kernel, loads: list[UOp], vector: int | None, lanes: int) -> int:
+  """Registers a register tile holds through one reduce step: its accumulators (a vector of `lanes` each, or scalars)
+  and the operands loaded for them. An operand takes one register per tile element it varies along (one per vector
+  along the vector axis `vector`, a range id); the smallest one's stay loaded while the others stream through one."""
+  ups = k.ranges_of(AxisType.UPCAST)
+  vec = next((u for u in ups if u.arg[0] == vector), None)
+  def regs(ld: UOp) -> int:
+    n = prod(range_size(u) for u in ups if k.stride(ld, u) != 0)
+    return n // range_size(vec) if vec is not None and k.stride(ld, vec) == 1 else n
+  footprints = sorted(regs(ld) for ld in loads)
+  return k.upcast_size() // lanes + (footprints[0] + (len(footprints) > 1) if footprints else 0)
+
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
-  registers. The axis the output is contiguous in gets a SIMD register's worth (it becomes a vector, see
-  codegen/vectorize.py); more axes multiply the tile up to 16 vectors of accumulators (enough independent
-  multiply-adds to hide their latency, few loads per multiply-add) within upcast_max elements."""
+  registers. One axis gets a SIMD register's worth (it becomes a vector, see codegen/vectorize.py): preferably one
+  every load of the reduce is contiguous in, ungated (a vector of loads), else the one the output is contiguous in.
+  More axes multiply the tile while it fits the machine's vector registers with the loads of one reduce step
+  (_tile_registers: 16 vector accumulators with 32 registers, AVX-512; 8 with 16, AVX2), within upcast_max."""
   store = k.stores()[0]
   itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
-  vec = max(k.ren.simd_width // itemsize, 4)
+  vec, registers = max(k.ren.machine.vector(itemsize), 4), k.ren.machine.vector_registers
   done: set[int] = set()
   lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
   reused = _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()  # a matmul's bias: not in it
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
-  def candidates() -> list[tuple[int, UOp, int, bool, bool]]:
-    """(axis, range, loads it broadcasts, output contiguous in it, can be a vector) for each output axis worth
-    tiling. A vector needs the output or every load that moves along the axis to be contiguous in it."""
+  vector_id: int | None = None
+  def candidates() -> list[tuple[int, UOp, int, bool, bool, bool]]:
+    """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads) for each
+    output axis worth tiling. A vector needs the output or every load that moves along the axis to be contiguous."""
     out = []
     for i, r in _out_axes(k):
       if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
-      contiguous = k.stride(store, r) == 1
+      contiguous, loads = k.stride(store, r) == 1, _loads_contiguous(k, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
-      vector = contiguous or (long_reduce and _loads_contiguous(k, r))
-      if broadcast: out.append((i, r, broadcast, contiguous, vector))
+      vector = contiguous or (long_reduce and loads)
+      if broadcast: out.append((i, r, broadcast, contiguous, vector, loads))
     return out
-  while (cands := candidates()) and k.upcast_size() // lanes < 16:
+  def fits(i: int, amt: int) -> bool:
+    trial = k.copy()
+    try: trial.apply_opt(Opt(OptOps.UPCAST, i, amt))
+    except KernelOptError: return False
+    return _tile_registers(trial, reused, vector_id if vector_id is not None else trial._next_id - 1,
+                           lanes if vector_id is not None or lanes > 1 else amt) <= registers
+  while cands := candidates():
     best = None
-    for i, r, broadcast, contiguous, vector in cands:
-      # the longest vector first; then the tile is shared among the axes left (8 for the last one)
-      amounts = (vec, vec // 2, 4) if vector and not done else (4, 2) if len(cands) > 1 else (8, 4, 2)
-      room = min(k.ren.upcast_max // k.upcast_size(), 16 * lanes // k.upcast_size())
-      amt = next((a for a in amounts if range_size(r) % a == 0 and a <= room), None)
-      key = (amt if vector and not done else 0, broadcast, contiguous)
-      if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0], vector)
+    for i, r, broadcast, contiguous, vector, loads in cands:
+      # the vector first (a vector of loads before one of stores, then the longest); then the axes left share the
+      # registers (up to 8 for the last one)
+      first = vector and not done
+      amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else (8, 4, 2)
+      amt = next((a for a in amounts if range_size(r) % a == 0 and fits(i, a)), None)
+      key = (first and loads, amt if first else 0, broadcast, contiguous)
+      if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0], first)
     if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
-    if not done and best[4] and lanes == 1: lanes = best[2]
+    if best[4] and lanes == 1:
+      lanes, vector_id = best[2], max(u.arg[0] for u in k.ranges_of(AxisType.UPCAST))
     done.add(best[3])
 
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
@@ -105,8 +128,12 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   store = k.stores()[0]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
   if not vec: return
+  vector_id = next(u.arg[0] for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1)
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
-    if k.stride(store, r) == vec and k.upcast_size() // vec <= 8: _try(k, Opt(OptOps.UPCAST, i, 2), opts)
+    if k.stride(store, r) == vec and range_size(r) % 2 == 0:
+      trial = k.copy().apply_opt(Opt(OptOps.UPCAST, i, 2))
+      if _tile_registers(trial, _reduce_loads(k), vector_id, vec) <= k.ren.machine.vector_registers:
+        _try(k, Opt(OptOps.UPCAST, i, 2), opts)
   def reread(outer: UOp, inner: UOp) -> int:
     """Elements read again for each iteration of outer: all that the loads outer doesn't move read along inner."""
     return range_size(outer) * sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0)
@@ -123,7 +150,7 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
   strided scalar load per element (x.sum(0) of 4096 x 4096 was 45x slower than x.sum(1))."""
   if not k.ren.vector_widths or not _red_axes(k) or k.upcast_size() > 1: return
   store, red = k.stores()[0], _red_axes(k)[-1][1]
-  vec = k.ren.simd_width // store.src[2].dtype.itemsize
+  vec = k.ren.machine.vector_bytes // store.src[2].dtype.itemsize
   if any(len(ld.src) > 2 or k.stride(ld, red) in (0, 1) for ld in k.loads() if k.stride(ld, red) != 0): return
   for i, r in reversed(_out_axes(k)):
     if k.stride(store, r) != 1: continue
@@ -188,7 +215,7 @@ def _elementwise_vector_math(k: Kernel, opts: list[Opt]) -> None:
   (softmax's last kernel: 2.2x faster with 16 floats than with 4 on AVX-512)."""
   if k.reduce_op or not k.ren.vector_widths or not any(u.op in VECTOR_MATH for u in k.ast.toposort()): return
   store = k.stores()[0]
-  amt = k.ren.simd_width // store.src[2].dtype.itemsize
+  amt = k.ren.machine.vector_bytes // store.src[2].dtype.itemsize
   for i, r in reversed(_out_axes(k)):
     if k.stride(store, r) == 1:
       if amt in k.ren.vector_widths and range_size(r) % amt == 0 and range_size(r) >= 4 * amt:
