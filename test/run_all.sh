@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: lint (ruff) and type check (mypy) first, then every test on the CPU backend, then the
+# The whole test suite: lint (ruff) and type check (mypy) first, then every test on the CPU backend (and its op tests
+# again for AVX2 on an AVX-512 host), then the
 # backend-independent op tests on the PYTHON interpreter (the reference) and on OpenCL (PoCL) when an OpenCL device
 # works here.
 set -euo pipefail
@@ -10,6 +11,10 @@ OPS="test/test_ops.py test/test_ops_elementwise.py test/test_ops_movement.py tes
 python -m ruff check fusegrad examples bench
 python -m mypy fusegrad
 python -m pytest -n 2 -q test
+# on an AVX-512 host, the CPU op tests again with AVX2 code (CPU_ISA): tiles sized for 16 registers instead of 32
+if python -c "import sys; from fusegrad.runtime.ops_cpu import host_isas; sys.exit('avx512' not in host_isas())"; then
+  CPU_ISA=avx2 python -m pytest -n 2 -q test/test_ops.py test/test_ops_nn.py test/test_compile.py test/test_cpu_isa.py
+fi
 DEV=PYTHON python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
 if python -c "from fusegrad import Device; Device['CL']" 2>/dev/null; then
   DEV=CL python -m pytest -n 2 -q $OPS test/test_cl.py

@@ -8,6 +8,7 @@ from fusegrad.helpers import prod
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
+from fusegrad.codegen.vectorize import vector_range
 
 # A kernel of fewer iterations (all its loops) on a device without workgroups runs in microseconds whatever its opts:
 # it keeps only those that make vectors (the lanes of a reduce, the elementwise vectors), not the tiles and unrolling
@@ -56,32 +57,36 @@ def _loads_contiguous(k: Kernel, r: UOp) -> bool:
   moving = [ld for ld in k.loads() if k.stride(ld, r) != 0 and any(rr in ld.toposort() for rr in inner)]
   return bool(moving) and all(k.stride(ld, r) == 1 and not any(r in g.toposort() for g in ld.src[2:]) for ld in moving)
 
-def _tile_registers(k: Kernel, loads: list[UOp], vector: int | None, lanes: int) -> int:
-  """Registers a register tile holds through one reduce step: its accumulators (a vector of `lanes` each, or scalars)
-  and the operands loaded for them. An operand takes one register per tile element it varies along (one per vector
-  along the vector axis `vector`, a range id); the smallest one's stay loaded while the others stream through one."""
-  ups = k.ranges_of(AxisType.UPCAST)
-  vec = next((u for u in ups if u.arg[0] == vector), None)
+def tile_registers(k: Kernel, loads: list[UOp]) -> int:
+  """Registers a register tile holds through one (unrolled) reduce step: its accumulators (vectors along the range
+  codegen/vectorize.py makes a vector, or scalars) and the operands `loads` loaded for them. An operand takes one
+  register per tile element and unrolled step it varies along (one per vector along the vector range); the smallest
+  one's stay loaded while the others stream through one (and one more holds a product where the ISA has no FMA)."""
+  vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
+  lanes = range_size(vec) if vec is not None else 1
   def regs(ld: UOp) -> int:
-    n = prod(range_size(u) for u in ups if k.stride(ld, u) != 0)
-    return n // range_size(vec) if vec is not None and k.stride(ld, vec) == 1 else n
+    n = prod(range_size(u) for u in k.ranges_of(AxisType.UPCAST, AxisType.LANES, AxisType.UNROLL)
+             if k.stride(ld, u) != 0)
+    return n // lanes if vec is not None and k.stride(ld, vec) == 1 else n
   footprints = sorted(regs(ld) for ld in loads)
-  return k.upcast_size() // lanes + (footprints[0] + (len(footprints) > 1) if footprints else 0)
+  operands = footprints[0] + (len(footprints) > 1) + (k.ren.machine.fma_units == 0) if footprints else 0
+  return k.upcast_size() // lanes + operands
 
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
   registers. One axis gets a SIMD register's worth (it becomes a vector, see codegen/vectorize.py): preferably one
   every load of the reduce is contiguous in, ungated (a vector of loads), else the one the output is contiguous in.
   More axes multiply the tile while it fits the machine's vector registers with the loads of one reduce step
-  (_tile_registers: 16 vector accumulators with 32 registers, AVX-512; 8 with 16, AVX2), within upcast_max."""
+  (tile_registers: 16 vector accumulators with 32 registers, AVX-512; 8 with 16, AVX2), within upcast_max."""
   store = k.stores()[0]
   itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
-  vec, registers = max(k.ren.machine.vector(itemsize), 4), k.ren.machine.vector_registers
+  vec = max(k.ren.machine.vector(itemsize), 4)
   done: set[int] = set()
   lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
-  reused = _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()  # a matmul's bias: not in it
+  def operands(k: Kernel) -> list[UOp]:  # a matmul's bias is not in the tile
+    return _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()
+  reused = operands(k)
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
-  vector_id: int | None = None
   def candidates() -> list[tuple[int, UOp, int, bool, bool, bool]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads) for each
     output axis worth tiling. A vector needs the output or every load that moves along the axis to be contiguous."""
@@ -95,11 +100,9 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       if broadcast: out.append((i, r, broadcast, contiguous, vector, loads))
     return out
   def fits(i: int, amt: int) -> bool:
-    trial = k.copy()
-    try: trial.apply_opt(Opt(OptOps.UPCAST, i, amt))
+    try: trial = k.copy().apply_opt(Opt(OptOps.UPCAST, i, amt))
     except KernelOptError: return False
-    return _tile_registers(trial, reused, vector_id if vector_id is not None else trial._next_id - 1,
-                           lanes if vector_id is not None or lanes > 1 else amt) <= registers
+    return tile_registers(trial, operands(trial)) <= k.ren.machine.vector_registers
   while cands := candidates():
     best = None
     for i, r, broadcast, contiguous, vector, loads in cands:
@@ -109,10 +112,8 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else (8, 4, 2)
       amt = next((a for a in amounts if range_size(r) % a == 0 and fits(i, a)), None)
       key = (first and loads, amt if first else 0, broadcast, contiguous)
-      if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0], first)
+      if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
     if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
-    if best[4] and lanes == 1:
-      lanes, vector_id = best[2], max(u.arg[0] for u in k.ranges_of(AxisType.UPCAST))
     done.add(best[3])
 
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
@@ -128,11 +129,10 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   store = k.stores()[0]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
   if not vec: return
-  vector_id = next(u.arg[0] for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1)
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
     if k.stride(store, r) == vec and range_size(r) % 2 == 0:
-      trial = k.copy().apply_opt(Opt(OptOps.UPCAST, i, 2))
-      if _tile_registers(trial, _reduce_loads(k), vector_id, vec) <= k.ren.machine.vector_registers:
+      wider = k.copy().apply_opt(Opt(OptOps.UPCAST, i, 2))
+      if tile_registers(wider, _reduce_loads(wider)) <= k.ren.machine.vector_registers:
         _try(k, Opt(OptOps.UPCAST, i, 2), opts)
   def reread(outer: UOp, inner: UOp) -> int:
     """Elements read again for each iteration of outer: all that the loads outer doesn't move read along inner."""
@@ -161,11 +161,16 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
     return
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
-  """Unroll the innermost reduce loop a little (small ones entirely)."""
+  """Unroll the innermost reduce loop a little (small ones entirely), as far as the register tile's operands for the
+  unrolled steps still fit the vector registers (tile_registers)."""
   if not _red_axes(k): return
   last, r = _red_axes(k)[-1]
   size = range_size(r)
   for amt in ((size,) if size <= 8 else ()) + (4, 2):
+    try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
+    except KernelOptError: continue
+    if k.upcast_size() > 1 and tile_registers(unrolled, _reduce_loads(unrolled)) > k.ren.machine.vector_registers:
+      continue
     if _try(k, Opt(OptOps.UNROLL, last, amt), opts): return
 
 def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:

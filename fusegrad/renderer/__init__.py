@@ -11,7 +11,7 @@ class MachineModel:
   isa: str = ""                    # the instruction set kernels are compiled for (CPU: sse4, avx2, avx512)
   vector_bytes: int = 16           # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512)
   vector_registers: int = 16       # SIMD registers one thread can name (16 SSE and AVX2, 32 AVX-512)
-  fma_units: int = 2               # vector multiply-adds started per cycle
+  fma_units: int = 2               # vector multiply-adds started per cycle (0: no FMA, a multiply then an add)
   fma_latency: int = 4             # cycles before a multiply-add's result can feed the next one
   l1d: int = 32 * 1024             # bytes of L1 data cache per core
   l2: int = 1024 * 1024            # bytes of L2 cache per core
@@ -24,7 +24,7 @@ class MachineModel:
   @property
   def accumulators(self) -> int:
     """Independent multiply-adds in flight that keep every FMA unit busy (latency x units)."""
-    return self.fma_units * self.fma_latency
+    return max(self.fma_units, 1) * self.fma_latency
 
 @dataclass(frozen=True)
 class Renderer:
