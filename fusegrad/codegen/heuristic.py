@@ -118,14 +118,15 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
 
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed) whose operands
-  hold 1 MB or more, on a device without workgroups (loops, not a launch grid): up to 16 vector accumulators (the
-  vector axis upcast by 2 again), then the tiled output loop whose iterations re-read less memory goes outside the
-  other. With rows outside columns, each row tile streams all of b; with column tiles outside, a column panel of b
-  stays in cache while the row tiles stream a, whose tile is narrower: a 1024 matmul goes from 45 to 130-150 GFLOPS
-  on one core (with b packed in panels, Tensor.dot)."""
+  hold half the L2 cache or more, on a device without workgroups (loops, not a launch grid): the vector axis upcast by
+  2 again where the registers allow (AVX-512: 16 vector accumulators), then the tiled output loop whose iterations
+  re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
+  tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower: a 1024
+  matmul goes from 45 to 130-150 GFLOPS on one core (with b packed in panels, Tensor.dot)."""
   if k.ren.has_local or len(_red_axes(k)) != 1 or len(_reduce_loads(k)) != 2 or k.ranges_of(AxisType.LANES): return
-  if sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k)) < 1 << 18:
-    return  # operands that fit in the cache together: the order of the loops hardly matters
+  itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
+  elements = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k))
+  if elements * itemsize < k.ren.machine.l2 // 2: return  # operands that fit in the cache together: any loop order
   store = k.stores()[0]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
   if not vec: return
@@ -185,28 +186,30 @@ def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
 
 def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
   """A copy reading along another axis than it writes (a transpose, a.T made rows for a matmul): the read axis upcast
-  by 16 and the written one to 16, so each cache line read or written is used whole while it is in cache (a 1024
-  transpose: 1.3 -> 15 GB/s)."""
+  by a cache line's elements (16 floats) and the written one to as many, so each cache line read or written is used
+  whole while it is in cache (a 1024 transpose: 1.3 -> 15 GB/s)."""
   st, step = k.stores()[0], k.upcast_size()  # step: the written axis's upcast (_elementwise_upcast)
   if k.reduce_op or k.ren.has_local or len(k.stores()) != 1 or st.src[2].op is not Ops.LOAD: return  # a copy
+  line = k.ren.machine.cache_line // st.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   for i, r in _out_axes(k):
-    if k.stride(st, r) != 0 and any(k.stride(ld, r) == 1 for ld in k.loads()) and range_size(r) % 16 == 0:
-      if _try(k, Opt(OptOps.UPCAST, i, 16), opts):
+    if k.stride(st, r) != 0 and any(k.stride(ld, r) == 1 for ld in k.loads()) and range_size(r) % line == 0:
+      if _try(k, Opt(OptOps.UPCAST, i, line), opts):
         written = next((j for j, w in _out_axes(k) if k.stride(st, w) == step), None)
-        if written is not None and step < 16: _try(k, Opt(OptOps.UPCAST, written, 16 // step), opts)
+        if written is not None and step < line: _try(k, Opt(OptOps.UPCAST, written, line // step), opts)
       return
 
 def _copy_order(k: Kernel, opts: list[Opt]) -> None:
-  """A copy of rows of 64 bytes or more into another layout (a matmul's column panels, Tensor.dot; a permute that
-  keeps the last axis): the two loops around the row copy ordered so the reads move least between iterations (the
-  reads then stream through memory; each write is whole cache lines anyway), when the loop that goes inside is short
-  (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A 1024x1024 panel
-  copy: 14 -> 24 GB/s; a 768x50272 one stays as it is (7.4 GB/s; 4.0 swapped)."""
+  """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, Tensor.dot; a
+  permute that keeps the last axis): the two loops around the row copy ordered so the reads move least between
+  iterations (the reads then stream through memory; each write is whole cache lines anyway), when the loop that goes
+  inside is short (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A
+  1024x1024 panel copy: 14 -> 24 GB/s; a 768x50272 one stays as it is (7.4 GB/s; 4.0 swapped)."""
   if k.reduce_op or k.ren.has_local or not k.loads() or len(_out_axes(k)) < 3: return
   st, step = k.stores()[0], k.upcast_size()
   (i, a0), (_, a1), (_, row) = _out_axes(k)[-3:]
   itemsize = st.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
-  if any(k.stride(x, row) != step for x in [st, *k.loads()]) or range_size(row) * step * itemsize < 64: return
+  if any(k.stride(x, row) != step for x in [st, *k.loads()]): return
+  if range_size(row) * step * itemsize < k.ren.machine.cache_line: return
   strides = [(k.stride(ld, a0), k.stride(ld, a1)) for ld in k.loads()]  # a cat (padded last panel): several loads
   known = [(s0, s1) for s0, s1 in strides if s0 is not None and s1 is not None and 0 <= s0 <= s1]
   if range_size(a0) <= 256 and len(known) == len(strides) and sum(s0 for s0, _ in known) < sum(s1 for _, s1 in known):
