@@ -64,8 +64,8 @@ def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
   IntegerDivisionByZeroError now; a tensor divisor adds a flag (b == 0 anywhere) that realizing anything computed from
   result reads, raising then (the index checks' mechanism: engine/realize.py). CHECK_INDEX=0 turns the flag off."""
   if (base := b.uop.base).op is Ops.CONST:
-    if base.arg == 0: raise IntegerDivisionByZeroError(f"{op}: integer division by zero")
-    return result
+    if base.arg == 0 and result.numel(): raise IntegerDivisionByZeroError(f"{op}: integer division by zero")
+    return result  # (no element: nothing is divided, as torch)
   if CHECK_INDEX and b.numel():
     flag = b.detach().eq(0).where(0, dtypes.min(dtypes.int64)).cast(dtypes.int64).max()
     add_index_check(result.uop, IndexCheck(flag.uop, op, 0, error=IntegerDivisionByZeroError,
