@@ -216,9 +216,11 @@ class IndexCheck:
   size: int
   what: str = "index"
   error: type[Exception] = IndexError
+  message: str | None = None  # the error's message, instead of "<op>: index <bad> is out of bounds ..."
 
   def raise_if_set(self, bad: int) -> None:
-    if bad != -2 ** 63: raise self.error(f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
+    if bad == -2 ** 63: return
+    raise self.error(self.message or f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
 
 index_checks: weakref.WeakKeyDictionary[UOp, list[IndexCheck]] = weakref.WeakKeyDictionary()
 capturing_checks: list[list[tuple[Buffer, IndexCheck]]] = []  # TinyJit, if capturing, records the flags' buffers

@@ -58,7 +58,7 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
   consuming = [i for i in idx_list if i is not None and i is not Ellipsis]
   ellipses = [k for k, i in enumerate(idx_list) if i is Ellipsis]  # by identity: == on a Tensor is elementwise
   if len(ellipses) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
-  if len(consuming) > t.ndim: raise IndexError(f"too many indices for tensor of dimension {t.ndim}")
+  if len(consuming) > t.ndim: raise IndexError(f"index: too many indices for tensor of shape {t.shape}")
   if ellipses:
     e = ellipses[0]
     idx_list = idx_list[:e] + [slice(None)] * (t.ndim - len(consuming)) + idx_list[e + 1:]
