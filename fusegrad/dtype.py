@@ -143,6 +143,9 @@ dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
 dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.ints = dtypes.uints + dtypes.sints
+# (unsigned, signed) of each size, as tinygrad names them
+dtypes.int8s, dtypes.int16s = (dtypes.uint8, dtypes.int8), (dtypes.uint16, dtypes.int16)  # type: ignore[attr-defined]
+dtypes.int32s, dtypes.int64s = (dtypes.uint32, dtypes.int32), (dtypes.uint64, dtypes.int64)  # type: ignore[attr-defined]
 dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
 # the same sets for membership tests by hash (codegen asks these about every constant it makes)
 _FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)

@@ -4,8 +4,8 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import atexit, contextlib, functools, gzip, hashlib, importlib, itertools, os, pathlib, re, sqlite3, sys, tempfile, time
-import urllib.request, warnings, weakref
+import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, os, pathlib, pstats, re
+import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -24,6 +24,33 @@ def flatten(lists: Iterable[Iterable[T]]) -> list[T]: return [x for xs in lists 
 def ceildiv(num: int, amt: int) -> int: return -(-num // amt)
 def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
 def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x.__getitem__)
+def round_down(num: int, amt: int) -> int: return num // amt * amt
+def next_power2(x: int) -> int: return 1 if x <= 1 else 1 << (x - 1).bit_length()
+def cdiv(a: int, b: int) -> int:
+  """Integer division rounding toward zero (C's a / b): cdiv(-7, 2) is -3."""
+  return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b != 0 else 0
+def cmod(a: int, b: int) -> int: return a - cdiv(a, b) * b  # C's a % b: the sign of a
+def fully_flatten(x: Any) -> list:
+  """Nested lists and tuples (and numpy arrays) as one flat list: fully_flatten([[1, [2]], 3]) is [1, 2, 3]."""
+  if hasattr(x, "shape") and hasattr(x, "flatten"): return list(x.flatten())
+  return [y for e in x for y in fully_flatten(e)] if isinstance(x, (list, tuple)) else [x]
+def get_single_element(x: Sequence[T]) -> T:
+  if len(x) != 1: raise ValueError(f"expected a single element, got {len(x)} in {x!r}"[:200])
+  return x[0]
+def merge_dicts(ds: Iterable[dict]) -> dict:
+  """The union of the dicts; a key with two different values is a RuntimeError."""
+  ret: dict = {}
+  for d in ds:
+    for k, v in d.items():
+      if ret.setdefault(k, v) != v: raise RuntimeError(f"merge_dicts: key {k!r} has the values {ret[k]!r} and {v!r}")
+  return ret
+def get_child(obj: Any, key: str) -> Any:
+  """The object at a dotted path of attributes, dict keys and list indices: get_child(model, "layers.0.weight")."""
+  for k in key.split("."): obj = obj[int(k)] if k.isnumeric() else obj[k] if isinstance(obj, dict) else getattr(obj, k)
+  return obj
+def pluralize(st: str, cnt: int) -> str:
+  """pluralize("kernel", 2) is '2 kernels'."""
+  return f"{cnt} {st}s" if cnt != 1 else f"1 {st}"
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
   yes: list[T] = []
   no: list[T] = []
@@ -213,6 +240,22 @@ class Timing(contextlib.ContextDecorator):
   def __exit__(self, *exc: Any) -> None:
     self.et = time.perf_counter_ns() - self.st
     if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
+
+class Profiling(contextlib.ContextDecorator):
+  """`with Profiling():` runs the block under cProfile and prints the top frac of functions by sort (and writes the
+  stats to fn if given); ts scales the times printed (ms / ts)."""
+  def __init__(self, enabled: bool = True, sort: str = "cumtime", frac: float = 0.2, fn: str | None = None,
+               ts: float = 1):
+    self.enabled, self.sort, self.frac, self.fn, self.ts = enabled, sort, frac, fn, ts
+    self.profile = cProfile.Profile()
+  def __enter__(self) -> Profiling:
+    if self.enabled: self.profile.enable()
+    return self
+  def __exit__(self, *exc: Any) -> None:
+    if not self.enabled: return
+    self.profile.disable()
+    if self.fn: self.profile.dump_stats(self.fn)
+    pstats.Stats(self.profile).strip_dirs().sort_stats(self.sort).print_stats(self.frac)
 
 # *** on-disk cache: one SQLite file of checked bytes, safe with several processes, bounded, never unpickled ***
 

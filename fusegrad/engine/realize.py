@@ -77,9 +77,10 @@ def _program(ast: UOp, device: str) -> ProgramSpec:
   """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 and VIZ generate the
   kernel again, to show what codegen does)."""
   dev = Device[device]
-  if dev.compiler.cachekey is None: return _codegen(ast, dev.renderer)
-  if (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is not None and DEBUG < 3 and not VIZ: return p
-  cache_spec(key, p := _codegen(ast, dev.renderer))
+  if dev.compiler.cachekey is None: p = _codegen(ast, dev.renderer)
+  elif (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is None or DEBUG >= 3 or VIZ:
+    cache_spec(key, p := _codegen(ast, dev.renderer))
+  p.device = device  # the renderer names the backend ("CPU"); the kernel runs on this device of it ("CPU:1")
   return p
 
 def _codegen(ast: UOp, ren: Renderer) -> ProgramSpec:
@@ -143,7 +144,7 @@ class ExecItem:
     flops_s = f"{self.runner.flops / et * 1e-9:9.2f} GFLOPS" if et else ""
     gbs = f"{mem / et * 1e-9:7.2f} GB/s" if et else ""
     name = self.runner.name + " " * max(38 - ansilen(self.runner.name), 0)
-    tag = colored(f"*** {self.runner.device[:7]:7s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
+    tag = colored(f"*** {self.runner.device[:9]:9s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
     print(f"{tag} {name} "
           f"arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB "
           f"tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "

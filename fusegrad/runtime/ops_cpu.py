@@ -55,6 +55,7 @@ class CPUAllocator(Allocator):
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
   def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer:
     return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
+  def from_pointer(self, ptr: int, nbytes: int) -> CPUBuffer: return CPUBuffer(None, ptr, nbytes)
   def as_memoryview(self, handle: CPUBuffer) -> memoryview:
     """The buffer's memory itself (no copy)."""
     return memoryview((ctypes.c_uint8 * handle.nbytes).from_address(handle.addr)).cast("B")

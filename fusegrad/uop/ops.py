@@ -16,6 +16,7 @@ class Ops(Enum):
   # the lazy graph's leaves and buffer ops
   SINK = auto(); DEVICE = auto(); BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()  # noqa: E702
   COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto(); DETACH = auto()  # noqa: E702
+  MULTI = auto()  # a tensor on several devices (engine/multi.py): src one node per device, arg the split axis
   # movement: zero-copy views, never kernels
   RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
   # reduce over axes of a tensor (arg: (ALU op, axes))
@@ -343,6 +344,8 @@ def _infer_shape(u: UOp) -> tuple[int, ...]:
     *rest, last = u.src[0].shape
     return (*rest, last * u.src[0].dtype.itemsize // u.dtype.itemsize)
   if u.op is Ops.SINK: return ()
+  if u.op is Ops.MULTI and u.arg is not None:
+    return tuple(s * len(u.src) if i == u.arg else s for i, s in enumerate(u.src[0].shape))
   if u.src: return u.src[0].shape
   raise RuntimeError(f"{u.op} has no shape")
 
@@ -352,6 +355,7 @@ def _infer_device(u: UOp) -> str | None:
   if u.op is Ops.DEVICE: return u.arg
   if u.op is Ops.COPY: return u.arg[0]
   if u.op is Ops.BUFFER: return u.arg.device
+  if u.op is Ops.MULTI: return tuple(s.device for s in u.src)  # type: ignore[return-value]
   if u.op in _KERNEL_OPS: return None
   return next((d for s in u.src if (d := s.device) is not None), None)
 
