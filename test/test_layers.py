@@ -28,7 +28,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 UPWARD = {("fusegrad.engine.jit", "fusegrad.tensor"), ("fusegrad.engine.jit", "fusegrad.gradient")}
 # modules a function may import: optional dependencies (pyproject.toml's extras) and numpy, which fusegrad needs only
 # when asked for arrays (importing it costs more than the rest of fusegrad)
-OPTIONAL = {"numpy", "onnx"}
+OPTIONAL = {"numpy", "onnx", "mpi4py"}
 
 def module_name(path: pathlib.Path) -> str:
   parts = path.relative_to(ROOT.parent).with_suffix("").parts
