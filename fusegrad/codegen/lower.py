@@ -209,8 +209,6 @@ def _float_to_bf16_bits(f: UOp) -> UOp:
   rounded = (b + 0x7FFF + (b.alu(Ops.SHR, b.const_like(16)) & 1)).alu(Ops.SHR, b.const_like(16))
   return f.ne(f).where(UOp.const(dtypes.uint32, 0x7FC0), rounded).cast(dtypes.uint16)
 
-def _as_float(dt: DType) -> DType: return dtypes.float32 if dt == dtypes.bfloat16 else dt
-
 def _bf16_buffer(u: UOp) -> UOp | None:
   if u.dtype.base != dtypes.bfloat16: return None  # type: ignore[attr-defined]
   return u.replace(dtype=dtypes.uint16.ptr(u.dtype.local))  # type: ignore[attr-defined]
