@@ -888,10 +888,10 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
     copies = []
     for t in todo:
       if (view := becomes.get(lazy := t._uop)) is not None and \
-         getattr(buf := state.view_base(view).arg, "_owner", None) is None:
+         (buf := state.view_base(view).arg).owner is None:
         t.uop = view  # a buffer the plan made: no other tensor's (what _resolve does, quickly)
         _remember_lazy_def(t, lazy)
-        buf._owner = weakref.ref(t)
+        state.own(buf, t)
       elif not _resolve(t, becomes): copies.append(t)
     try: engine_realize.run_exec_items(items)
     except Exception:
