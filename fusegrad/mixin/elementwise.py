@@ -31,9 +31,8 @@ class ShapeError(ValueError, RuntimeError):
   raises for the same inputs."""
 
 def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
-  """result of an integer division or remainder by b, checked as torch does: a zero constant divisor raises
-  IntegerDivisionByZeroError now; a tensor divisor adds a flag (b == 0 anywhere) that realizing anything computed from
-  result reads, raising then (the index checks' mechanism: engine/realize.py). CHECK_INDEX=0 turns the flag off."""
+  """result of an integer division by b, checked as torch does: a zero constant raises now; a tensor b adds a flag
+  (b == 0 anywhere) read when anything computed from result is realized (the index checks' mechanism, CHECK_INDEX)."""
   from fusegrad.engine.realize import add_index_check, IndexCheck
   from fusegrad.helpers import CHECK_INDEX
   if (base := b.uop.base).op is Ops.CONST:
