@@ -31,9 +31,10 @@ class _Device:
     import fusegrad.runtime
     return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
   def canonicalize(self, device: str | None) -> str:
-    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT. ValueError for anything not NAME or
-    NAME:index of a known backend (index: decimal digits)."""
+    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT, a tuple name by name. ValueError for
+    anything not NAME or NAME:index of a known backend (index: decimal digits)."""
     if device is None: return self.DEFAULT
+    if isinstance(device, tuple): return tuple(self.canonicalize(d) for d in device)  # type: ignore[return-value]
     if isinstance(device, str) and (known := self._canonical.get(device)) is not None: return known
     if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):
       raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
@@ -63,6 +64,13 @@ class _Device:
       self[device]
       return None
     except Exception as e: return e  # a backend that fails to initialise is skipped, with the reason
+  def get_available_devices(self) -> list[str]:
+    """The backends that open on this machine: ['CL', 'CPU', 'PYTHON'] ..."""
+    return [name for name in sorted(self._names) if self._try_open(name) is None]
+  @property
+  def default(self) -> Compiled:
+    """The default device's backend: Device[Device.DEFAULT]."""
+    return self[self.DEFAULT]
   def get_available(self, device: str) -> tuple[bool, str]:
     """(works, why not) for a device name, without raising."""
     e = self._try_open(device)
@@ -137,8 +145,15 @@ class Buffer:
                                f"({self.nbytes / 2**30:.2f} GiB) for {self.size} elements of {self.dtype} ({e})") from e
       GlobalCounters.mem_used += self.nbytes
     return self
+  def use_pointer(self, ptr: int) -> Buffer:
+    """Use the memory at address ptr (nbytes on this device, owned by the caller, who keeps it alive) instead of
+    allocating: nothing is copied and nothing is freed."""
+    if self._buf is not None or self._base is not None: raise RuntimeError("use_pointer: the buffer has memory already")
+    self._buf, self._external = Device[self.device].allocator.from_pointer(ptr, self.nbytes), True
+    return self
   def __del__(self) -> None:
     if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None: return
+    if getattr(self, "_external", False): return  # the caller's memory (use_pointer)
     try:
       GlobalCounters.mem_used -= self.nbytes
       Device[self.device].allocator.free(self._buf, max(self.nbytes, 1))
@@ -178,6 +193,9 @@ class Allocator:
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
   def offset(self, handle: Any, offset: int, nbytes: int) -> Any:
     raise NotImplementedError(f"{type(self).__name__} has no buffer views")
+  def from_pointer(self, ptr: int, nbytes: int) -> Any:
+    """A handle for nbytes of memory someone else owns, at address ptr (Tensor.from_blob)."""
+    raise NotImplementedError(f"{type(self).__name__} can't use memory at a raw address")
 
 class Compiler:
   """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache.

@@ -4,8 +4,8 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import contextlib, functools, gzip, hashlib, itertools, os, pathlib, sqlite3, sys, tempfile, time, urllib.request
-import warnings, weakref
+import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, os, pathlib, pstats, re
+import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -24,6 +24,33 @@ def flatten(lists: Iterable[Iterable[T]]) -> list[T]: return [x for xs in lists 
 def ceildiv(num: int, amt: int) -> int: return -(-num // amt)
 def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
 def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x.__getitem__)
+def round_down(num: int, amt: int) -> int: return num // amt * amt
+def next_power2(x: int) -> int: return 1 if x <= 1 else 1 << (x - 1).bit_length()
+def cdiv(a: int, b: int) -> int:
+  """Integer division rounding toward zero (C's a / b): cdiv(-7, 2) is -3."""
+  return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b != 0 else 0
+def cmod(a: int, b: int) -> int: return a - cdiv(a, b) * b  # C's a % b: the sign of a
+def fully_flatten(x: Any) -> list:
+  """Nested lists and tuples (and numpy arrays) as one flat list: fully_flatten([[1, [2]], 3]) is [1, 2, 3]."""
+  if hasattr(x, "shape") and hasattr(x, "flatten"): return list(x.flatten())
+  return [y for e in x for y in fully_flatten(e)] if isinstance(x, (list, tuple)) else [x]
+def get_single_element(x: Sequence[T]) -> T:
+  if len(x) != 1: raise ValueError(f"expected a single element, got {len(x)} in {x!r}"[:200])
+  return x[0]
+def merge_dicts(ds: Iterable[dict]) -> dict:
+  """The union of the dicts; a key with two different values is a RuntimeError."""
+  ret: dict = {}
+  for d in ds:
+    for k, v in d.items():
+      if ret.setdefault(k, v) != v: raise RuntimeError(f"merge_dicts: key {k!r} has the values {ret[k]!r} and {v!r}")
+  return ret
+def get_child(obj: Any, key: str) -> Any:
+  """The object at a dotted path of attributes, dict keys and list indices: get_child(model, "layers.0.weight")."""
+  for k in key.split("."): obj = obj[int(k)] if k.isnumeric() else obj[k] if isinstance(obj, dict) else getattr(obj, k)
+  return obj
+def pluralize(st: str, cnt: int) -> str:
+  """pluralize("kernel", 2) is '2 kernels'."""
+  return f"{cnt} {st}s" if cnt != 1 else f"1 {st}"
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
   yes: list[T] = []
   no: list[T] = []
@@ -56,7 +83,8 @@ def _convert(key: str, val: Any, default: Any) -> Any:
   if isinstance(default, bool):
     return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
   kind = type(default)
-  if isinstance(val, kind) and not (kind is int and isinstance(val, bool)): return val
+  if isinstance(val, bool) and kind in (int, float): return kind(val)  # Context(TRAINING=True) is TRAINING=1
+  if isinstance(val, kind): return val
   what = {int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
   if isinstance(val, str) or (kind is float and isinstance(val, int)):
     try: return kind(val.strip() if isinstance(val, str) else val)
@@ -69,15 +97,19 @@ def getenv(key: str, default: Any = 0) -> Any:
   return default if val is None else _convert(key, val, default)
 
 class ContextVar:
-  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0."""
+  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0.
+  A module above helpers that owns the flag's meaning may set `parse` (value -> value, ValueError on garbage), as
+  dtype.py does for DEFAULT_FLOAT so that it also takes a DType; it then re-checks the value read at import."""
   _cache: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any, doc: str = ""):
     if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
     self.key, self.default, self.doc = key, default, doc
+    self.parse: Callable[[Any], Any] | None = None
     self.value = self.check(getenv(key, default))
     ContextVar._cache[key] = self
   def check(self, val: Any) -> Any:
     """val converted to this flag's type; ValueError naming the flag and what it accepts otherwise."""
+    if self.parse is not None: return self.parse(val)
     val = _convert(self.key, val, self.default)
     if isinstance(val, (int, float)) and not isinstance(val, bool) and val < 0:
       raise ValueError(f"{self.key}={val} is invalid: {self.key} takes a value >= 0 ({self.doc})")
@@ -111,11 +143,14 @@ DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: s
 DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")
 BEAM = ContextVar("BEAM", 0, "beam width for the kernel optimization search; 0 uses the heuristic")
 NOOPT = ContextVar("NOOPT", 0, "1: apply no kernel optimizations at all")
+SPEC = ContextVar("SPEC", 0, "1: check the kernel IR against codegen/spec.py after every lowering pass")
 JIT = ContextVar("JIT", 1, "0: TinyJit runs the function every time instead of replaying kernels")
 DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "", "default float dtype (HALF, BFLOAT16, FLOAT64 ...), read at import into"
                            " dtypes.default_float (which code may set too); empty: float32")
 TRAINING = ContextVar("TRAINING", 0, "1: layers such as dropout and batchnorm behave as in training")
 CC = ContextVar("CC", "", "C compiler for the CPU backend (default: clang if present, else gcc)")
+CPU_ISA = ContextVar("CPU_ISA", "", "instruction set of CPU kernels: sse4, avx2 or avx512 (default: the host's best); "
+                     "read when the CPU device opens")
 CPU_THREADS = ContextVar("CPU_THREADS", 0, "threads per CPU kernel (0: one per core)")
 CPU_SPIN = ContextVar("CPU_SPIN", 1, "ms a CPU kernel's idle OpenMP workers (clang's runtime) spin before they sleep")
 DISABLE_COMPILER_CACHE = ContextVar("DISABLE_COMPILER_CACHE", 0, "1: never read or write the on-disk kernel cache")
@@ -129,7 +164,27 @@ SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 512, "schedules kept for reuse by 
 PROGRAM_CACHE = ContextVar("PROGRAM_CACHE", 256, "compiled kernels kept loaded per process (least recently used go)")
 SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elements into < 64 outputs runs as two "
                             "kernels (partial results of chunks, then their combination) so threads share it; 0: one")
-CAPTURE_PROCESS_REPLAY = ContextVar("CAPTURE_PROCESS_REPLAY", 0, "unused; kept for tinygrad-compatible scripts")
+PROCESS_REPLAY = ContextVar("PROCESS_REPLAY", "", "a file: every kernel rendered appends its identity and source "
+                            "(test/process_replay.py compares two runs)")
+COMPILE_CHUNK = ContextVar("COMPILE_CHUNK", 1 << 18, "bytes of new kernel source that start compiling in the "
+                           "background while codegen goes on with the rest (0: compile once codegen is done)")
+VIZ = ContextVar("VIZ", 0, "1: record each realize's kernels, codegen passes and timings; at exit, serve them to a "
+                 "browser (fusegrad/viz)")
+VIZ_PORT = ContextVar("VIZ_PORT", 8000, "the port VIZ serves on, on 127.0.0.1 (the next free one when it is taken)")
+VIZ_OUT = ContextVar("VIZ_OUT", "", "VIZ writes its trace to this file at exit instead of serving it (.json: for "
+                     "`python -m fusegrad.viz FILE`; .html: a page to share)")
+
+# what VIZ records for the viewer: one dict of plain data per event, in order, kept only while VIZ is set
+viz_events: list[dict[str, Any]] = []
+
+def _show_viz() -> None:
+  if viz_events: importlib.import_module("fusegrad.viz").show_at_exit(viz_events)  # (none: they were taken)
+
+def viz_record(kind: str, **data: Any) -> None:
+  """Keep an event for the viewer when VIZ is set; the first one arranges for fusegrad.viz to show them at exit."""
+  if not VIZ: return
+  if not viz_events: atexit.register(_show_viz)
+  viz_events.append({"kind": kind, **data})
 
 # *** printing ***
 
@@ -140,7 +195,6 @@ def colored(st: str, color: str | None, background: bool = False) -> str:
   return f"\u001b[{10 * background + 60 * (color.upper() == color) + 30 + colors.index(color.lower())}m{st}\u001b[0m"
 
 def ansistrip(s: str) -> str:
-  import re
   return re.sub(r"\x1b\[(K|.*?m)", "", s)
 
 def ansilen(s: str) -> int: return len(ansistrip(s))
@@ -188,6 +242,22 @@ class Timing(contextlib.ContextDecorator):
   def __exit__(self, *exc: Any) -> None:
     self.et = time.perf_counter_ns() - self.st
     if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
+
+class Profiling(contextlib.ContextDecorator):
+  """`with Profiling():` runs the block under cProfile and prints the top frac of functions by sort (and writes the
+  stats to fn if given); ts scales the times printed (ms / ts)."""
+  def __init__(self, enabled: bool = True, sort: str = "cumtime", frac: float = 0.2, fn: str | None = None,
+               ts: float = 1):
+    self.enabled, self.sort, self.frac, self.fn, self.ts = enabled, sort, frac, fn, ts
+    self.profile = cProfile.Profile()
+  def __enter__(self) -> Profiling:
+    if self.enabled: self.profile.enable()
+    return self
+  def __exit__(self, *exc: Any) -> None:
+    if not self.enabled: return
+    self.profile.disable()
+    if self.fn: self.profile.dump_stats(self.fn)
+    pstats.Stats(self.profile).strip_dirs().sort_stats(self.sort).print_stats(self.frac)
 
 # *** on-disk cache: one SQLite file of checked bytes, safe with several processes, bounded, never unpickled ***
 

@@ -1,8 +1,8 @@
 """The device registry, the on-disk compile cache, flags (Context, getenv), GlobalCounters and the progress bar."""
-import os, pathlib, sqlite3, subprocess, sys
+import os, pathlib, re, sqlite3, subprocess, sys
 import numpy as np
 import pytest
-from fusegrad import Tensor, Device, Context, GlobalCounters, getenv
+from fusegrad import Tensor, Device, Context, GlobalCounters, getenv, dtypes
 from fusegrad.device import Compiled
 from fusegrad.helpers import DEBUG, BEAM, DEV, tqdm, trange
 
@@ -311,6 +311,24 @@ class TestBadSettings:
     with pytest.raises(ValueError, match="BEAM=-1 is invalid"): Context(BEAM=-1)
     with pytest.raises(ValueError, match="DEV=3 is invalid: DEV takes a string"): Context(DEV=3)
     with Context(DEBUG="2"): assert DEBUG.value == 2  # a string from a config file is fine when it is a number
+
+  def test_context_takes_bools_and_dtypes(self):  # what tinygrad's own tests pass
+    from fusegrad.helpers import TRAINING
+    with Context(TRAINING=True): assert TRAINING.value == 1 and type(TRAINING.value) is int
+    with Context(TRAINING=False): assert TRAINING.value == 0 and not TRAINING
+    with Context(DEFAULT_FLOAT=dtypes.half):
+      assert dtypes.default_float == dtypes.half and Tensor.ones(2).dtype == Tensor([1.5]).dtype == dtypes.half
+    with Context(DEFAULT_FLOAT="float64"): assert Tensor([1.5]).dtype == dtypes.float64
+    assert dtypes.default_float == dtypes.float32 and Tensor([1.5]).dtype == dtypes.float32
+
+  @pytest.mark.parametrize("flags, message", [({"TRAINING": "yes"}, "TRAINING='yes' is invalid: TRAINING takes an integer"),
+                                              ({"TRAINING": 0.5}, "TRAINING=0.5 is invalid: TRAINING takes an integer"),
+                                              ({"DEV": True}, "DEV=True is invalid: DEV takes a string"),
+                                              ({"DEFAULT_FLOAT": dtypes.int32}, "DEFAULT_FLOAT=dtypes.int is invalid"),
+                                              ({"DEFAULT_FLOAT": 3}, "DEFAULT_FLOAT=3 is invalid: DEFAULT_FLOAT takes a float"),
+                                              ({"DEFAULT_FLOAT": "floot"}, "DEFAULT_FLOAT='floot' is invalid")])
+  def test_context_refuses_garbage(self, flags, message):
+    with pytest.raises(ValueError, match=re.escape(message)): Context(**flags)
 
   def test_getenv_names_the_variable(self, monkeypatch):
     monkeypatch.setenv("FG_TEST_VALUE", "lots")

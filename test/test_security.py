@@ -41,7 +41,7 @@ def test_variable_names_never_reach_the_source(ren):
 def test_clashing_name_gives_the_right_result():
   # a variable named like a loop counter used to be the loop counter in C: its value was ignored
   if Device.DEFAULT == "PYTHON": pytest.skip("needs a compiled backend")
-  from fusegrad.engine.realize import CompiledRunner
+  from fusegrad.engine.runner import CompiledRunner
   ast = _kernel_with_variable("ridx0")
   p = get_program(ast, Device[Device.DEFAULT].renderer)
   out = np.zeros(8, np.int32)
@@ -153,7 +153,7 @@ def test_cache_is_bounded_least_recently_used_first(tmp_path):
 
 def test_beam_cache_entry_is_json_and_checked(tmp_path):
   from fusegrad.helpers import Context, cache_reset, diskcache_put
-  from fusegrad.codegen import search
+  from fusegrad.engine import search
   cache_reset()
   try:
     with Context(CACHEDB=str(tmp_path / "c.db"), DISABLE_COMPILER_CACHE=0):

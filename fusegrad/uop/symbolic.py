@@ -6,6 +6,7 @@ turn `((r0*12 + r1*4 + r2) // 4) % 3` into `r1` when the bounds of r0, r1, r2 al
 """
 from __future__ import annotations
 import math
+from typing import Any
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, GroupOp, derived
 from fusegrad.uop.alu import exec_alu
@@ -209,11 +210,15 @@ symbolic = PatternMatcher([
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="u"), cast_const),  # cast(const) -> const
   # cast to own dtype -> x
   (UPat(Ops.CAST, name="u", src=(UPat.var("x"),)), lambda u, x: x if x.dtype == u.dtype else None),
-  # float identities that are exact
-  (UPat.var("x", dtypes.floats) * 1, lambda x: x),  # x*1.0 -> x
 ])
 
 def simplify(u: UOp) -> UOp:
   """u with the symbolic rules applied to a fixed point. The rules read nothing but the nodes, so each node keeps its
   simplified form: passes that simplify again after changing part of a kernel only walk the new nodes."""
   return graph_rewrite(u, symbolic, memo="simplified")
+
+def sym_infer(expr: UOp, var_vals: dict[UOp, int]) -> Any:
+  """Evaluate an integer expression with the variables' values."""
+  ret = simplify(expr.substitute({k: UOp.const(k.dtype, v) for k, v in var_vals.items()}))
+  if ret.op is not Ops.CONST: raise ValueError(f"can't evaluate {ret.render()}: unbound variables")
+  return ret.arg
