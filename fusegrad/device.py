@@ -101,22 +101,19 @@ class _Device:
   def set_default(self, device: str) -> None:
     """Make device the default from now on (as DEV=device would)."""
     DEV.value = self.canonicalize(device)
-  def _after_fork_in_child(self) -> None:
-    self._lost_in_fork |= {name for name, dev in self._opened.items() if not dev.fork_safe}
-    self._opened = {name: dev for name, dev in self._opened.items() if dev.fork_safe}
 Device = _Device()
 
 def _after_fork_in_child() -> None:
   RUN_LOCK.release()
-  Device._after_fork_in_child()
+  Device._lost_in_fork |= {name for name, dev in Device._opened.items() if not dev.fork_safe}
+  Device._opened = {name: dev for name, dev in Device._opened.items() if dev.fork_safe}
 if hasattr(os, "register_at_fork"):  # os.fork() waits for a realize in another thread: the child's lock is free
   os.register_at_fork(before=RUN_LOCK.acquire, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
 
 # *** buffers ***
 
 class OutOfMemoryError(MemoryError, RuntimeError):
-  """A device couldn't allocate a buffer (a RuntimeError, as torch's, and a MemoryError, as Python's): the message
-  names the device, the bytes and the elements; realize adds the tensors' shapes. Nothing is left half done."""
+  """A buffer that can't be allocated (torch's RuntimeError, Python's MemoryError): names device, bytes, dtype."""
 
 class Buffer:
   """size elements of dtype on a device. Memory is allocated on first use; a Buffer with a base is a view into it."""

@@ -181,8 +181,7 @@ def _py_rank(dt: DType) -> int:
   return 0 if dt == dtypes.bool else 1 if dt == dtypes.default_int else 2 if dt == dtypes.int64 else 3
 
 class ConversionOverflowError(OverflowError, RuntimeError):
-  """A Python value that an integer dtype can't hold, met when a tensor is made from it: an OverflowError (NumPy's
-  error) and a RuntimeError (torch's), with torch's message."""
+  """A Python value an integer dtype can't hold, at creation: NumPy's OverflowError, torch's RuntimeError."""
 
 class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
   """An integer // or % by zero: a ZeroDivisionError (Python's) and a RuntimeError (torch's)."""

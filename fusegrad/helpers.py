@@ -293,10 +293,8 @@ def _damage(path: pathlib.Path) -> str | None:
   """Why the SQLite file at path is damaged, from its header alone (cheap), or None: shorter than the pages its header
   counts (valid when bytes 92-96 match the change counter at 24-28)."""
   with open(path, "rb") as f: head = f.read(100)
-  page_size = int.from_bytes(head[16:18], "big")
-  pages, valid = int.from_bytes(head[28:32], "big"), head[92:96] == head[24:28]
-  size = path.stat().st_size
-  if valid and pages and size < pages * (65536 if page_size == 1 else page_size):
+  page_size, pages, size = int.from_bytes(head[16:18], "big"), int.from_bytes(head[28:32], "big"), path.stat().st_size
+  if head[92:96] == head[24:28] and size < pages * (65536 if page_size == 1 else page_size):
     return f"{size} bytes, its header counts {pages} pages of {page_size}"
   return None
 

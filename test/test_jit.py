@@ -783,6 +783,28 @@ def test_same_input_tensor_written_by_the_function(lazy):
     np.testing.assert_allclose(f(x).numpy(), want + 1, rtol=1e-6, err_msg=f"call {i + 1}")
     np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, err_msg=f"call {i + 1}")
 
+def test_graph_built_after_replay_reads_new_weights():
+  """A replay writes parameters in place: a computation on them built after it sees the new values, not a value
+  computed from the old ones before (model(x) after each training step)."""
+  from fusegrad import nn
+  from fusegrad.nn.optim import SGD
+  Tensor.manual_seed(0)
+  model = nn.Linear(3, 2)
+  opt = SGD([model.weight, model.bias], lr=0.1)
+  x = Tensor([[1.0, 2.0, 3.0]]).realize()
+  @TinyJit
+  def step() -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).square().sum()
+      loss.backward()
+      opt.step()
+    return loss.realize()
+  for _ in range(5):
+    step()
+    w, b = model.weight.numpy(), model.bias.numpy()
+    np.testing.assert_allclose(model(x).numpy(), x.numpy() @ w.T + b, rtol=1e-5, atol=1e-6)
+
 def test_writes_to_outside_state_read_only_through_results():
   """A step that assigns to state from outside and returns values computed from it, the state itself never read
   between calls: the capture must not compute the previous call's writes again (a replay would then start from the

@@ -110,3 +110,57 @@ def test_fork_refuses_devices_that_dont_survive_it():
             "  os._exit(0 if Tensor([2.0]).item() == 2.0 else 3)\nprint(os.waitpid(pid, 0)[1] >> 8)\n")
   r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=_env())
   assert r.returncode == 0 and r.stdout.split()[-1] == "7", r.stdout + r.stderr[-2000:]
+
+# *** soak ***
+
+def _rss() -> int: return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _open_files() -> int: return len(os.listdir("/proc/self/fd"))
+
+def _train(steps: int, infer_in_thread: bool) -> tuple:
+  """A tiny linear model trained with a TinyJit SGD step; inference on the same weights, every step (single thread)
+  or in a loop in a second thread. Returns the final weights, the last loss, the set of inference outputs (as bytes),
+  and how much RSS and the open files grew from step 1000 to the end."""
+  from fusegrad import TinyJit, nn
+  from fusegrad.nn.optim import SGD
+  Tensor.manual_seed(0)
+  model = nn.Linear(8, 4)
+  opt = SGD([model.weight, model.bias], lr=0.01)
+  rng = np.random.default_rng(0)
+  X, Y = Tensor(rng.standard_normal((32, 8)).astype(np.float32)), Tensor(rng.standard_normal((32, 4)).astype(np.float32))
+  Xi = Tensor(rng.standard_normal((2, 8)).astype(np.float32)).realize()
+  @TinyJit
+  def step() -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = ((model(X) - Y) ** 2).mean()
+      loss.backward()
+      opt.step()
+    return loss.realize()
+  outs: set[bytes] = {model(Xi).numpy().tobytes()}  # before the first step
+  stop = threading.Event()
+  def infer() -> None:
+    while not stop.is_set(): outs.add(model(Xi).numpy().tobytes())  # read-only: no grad, no assign
+  thread = threading.Thread(target=infer)
+  if infer_in_thread: thread.start()
+  try:
+    for i in range(steps):
+      loss = step()
+      if not infer_in_thread: outs.add(model(Xi).numpy().tobytes())
+      if i == 1000: rss, files = _rss(), _open_files()
+  finally:
+    stop.set()
+    if infer_in_thread: thread.join(timeout=60)
+  assert not thread.is_alive(), "the inference thread hung"
+  return (model.weight.numpy(), model.bias.numpy(), loss.item(), outs, _rss() - rss, _open_files() - files)
+
+def test_soak_jit_training_beside_inference():
+  """10,000 TinyJit training steps while another thread runs inference on the same weights: the same weights and loss
+  as a single-threaded run, every inference output one that some step's weights give, RSS and open files flat."""
+  w1, b1, loss1, outs1, _, _ = _train(10_000, infer_in_thread=False)
+  w2, b2, loss2, outs2, rss_growth, files_growth = _train(10_000, infer_in_thread=True)
+  np.testing.assert_array_equal(w1, w2)
+  np.testing.assert_array_equal(b1, b2)
+  assert loss1 == loss2
+  assert len(outs2) > 10 and outs2 <= outs1, f"{len(outs2 - outs1)} of {len(outs2)} outputs match no step's weights"
+  assert rss_growth < 16 * 2**20, f"RSS grew {rss_growth / 2**20:.1f} MB"
+  assert files_growth <= 0, f"{files_growth} more open files"

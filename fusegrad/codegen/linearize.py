@@ -59,8 +59,7 @@ class _Linearizer:
     return u
 
   def emit(self, u: UOp) -> UOp:
-    """Emit u (and what it needs) at the current position, once: sources first, left to right (iterative, so a chain
-    of 100,000 ops is fine)."""
+    """Emit u (and what it needs) at the current position, once: sources first, left to right (iteratively)."""
     stack = [u]
     while stack:
       n = stack[-1]

@@ -375,6 +375,7 @@ class TinyJit(Generic[ReturnType]):
       GlobalCounters.global_mem += plan.mem
       GlobalCounters.kernel_count += plan.kernels
     self.cnt += 1
+    state.rewritten([ei.bufs[0] for ei in self.jit_cache])  # graphs built after this read the new contents
     if self.index_flags and CHECK_INDEX: read_flags(self.index_flags)  # IndexError if an index is out of range
     if bases is None and self.from_inputs: bases = [state.view_base(t.uop) for t in inputs]
     return self._results(bases or [], fresh=self.out_slots)

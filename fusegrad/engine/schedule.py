@@ -37,7 +37,6 @@ def resolve_view(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
   return state.resolve(n, becomes.get)
 
 def _same(x: UOp) -> UOp: return x
-
 def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].size
 
 # *** deciding which nodes become buffers ***
@@ -251,9 +250,8 @@ class KernelBuilder:
     return ret
 
   def lower(self, n: UOp, idxs: tuple[UOp, ...], gate: UOp | None) -> UOp:
-    """The value of node n at indices idxs, loading anything that has a buffer. Iterative (a chain of 100,000 lazy ops
-    is fine): each (node, idxs, gate) is planned once, in the order a recursive walk would (range numbers follow it),
-    and built when the values it needs are."""
+    """The value of node n at indices idxs, loading anything that has a buffer. Iterative: each (node, idxs, gate) is
+    planned once, in a recursive walk's order (range numbers follow it), and built once the values it needs are."""
     plans: dict[tuple, tuple[list[tuple], Callable[..., UOp]]] = {}
     stack = [(n, idxs, gate)]
     while stack:

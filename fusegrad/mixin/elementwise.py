@@ -60,9 +60,8 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
   return tuple(ret)
 
 def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
-  """result of an integer division or remainder by b, checked as torch does: a zero constant divisor raises
-  IntegerDivisionByZeroError now; a tensor divisor adds a flag (b == 0 anywhere) that realizing anything computed from
-  result reads, raising then (the index checks' mechanism: engine/realize.py). CHECK_INDEX=0 turns the flag off."""
+  """result of an integer division by b, checked as torch does: a zero constant raises now; a tensor b adds a flag
+  (b == 0 anywhere) read when anything computed from result is realized (the index checks' mechanism, CHECK_INDEX)."""
   if (base := b.uop.base).op is Ops.CONST:
     if base.arg == 0 and result.numel(): raise IntegerDivisionByZeroError(f"{op}: integer division by zero")
     return result  # (no element: nothing is divided, as torch)

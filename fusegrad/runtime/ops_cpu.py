@@ -273,10 +273,8 @@ def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
 
 _libomp: ctypes.CDLL | None = None
 def _one_openmp_runtime() -> None:
-  """Load clang's OpenMP runtime (libomp) for the whole process, before any kernel: gcc's kernels then call its GOMP_*
-  entry points too, and there is one pool of worker threads, not two. libomp also survives os.fork() (it starts a new
-  pool in the child); gcc's libgomp doesn't: a forked child's first parallel loop waits forever for the parent's
-  workers. Without libomp installed, gcc's kernels use libgomp and a forked child refuses to run them (CPUProgram)."""
+  """Load clang's OpenMP runtime (libomp) for the process before any kernel: gcc's kernels call its GOMP_* entry points
+  too (one pool of workers), and a forked child runs them (libgomp hangs there). docs/developer/threads.md"""
   global _libomp
   if _libomp is None and (path := _find_libomp()) is not None:
     try: _libomp = _openmp_runtimes["libomp"] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)

@@ -289,9 +289,8 @@ class UOp:
   def __repr__(self) -> str: return pretty_print(self)
 
 def derived(u: UOp, key: str, fn: Callable[[UOp], Any]) -> Any:
-  """fn(u), computed once and kept in u._cache[key]. fn may ask the same of u's sources: when they don't have it yet,
-  it is computed for them first, sources before users, so that a graph 100,000 nodes deep needs no deep recursion (a
-  source fn fails on is left to fail, or not be needed, in fn(u) itself)."""
+  """fn(u), computed once and kept in u._cache[key]. fn may ask the same of u's sources: those without it get it first,
+  sources before users, so a deep graph needs no deep recursion (where fn fails, fn(u) fails or doesn't need it)."""
   if (ret := u._cache.get(key, _MISSING)) is not _MISSING: return ret
   if any(key not in s._cache for s in u.src):
     for n in u.toposort(gate=lambda n: key not in n._cache)[:-1]:
