@@ -404,6 +404,7 @@ class NNMixin:
     if not isinstance(src, type(self)): return type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if src.ndim != index.ndim or any(si > ss for si, ss in zip(index.shape, src.shape)):
       raise ShapeError(f"{op}: src {src.shape} must have index's dims and be at least index's size {index.shape}")
+    if src.dtype != self.dtype: raise DTypeError(f"{op}: src is {src.dtype}, self {self.dtype} (they must match)")
     return src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
@@ -492,7 +493,9 @@ class NNMixin:
     """For integer targets Y (self's shape without the class axis): the one-hot mask along axis, the class weights
     laid along axis, and each target's weight (0 where Y == ignore_index)."""
     n_cls = self.shape[axis]
-    if not dtypes.is_int(Y.dtype): raise TypeError(f"{op}: class-index targets must be integers, got {Y.dtype}")
+    if not dtypes.is_int(Y.dtype):
+      raise DTypeError(f"{op}: class-index targets must be integers, got {Y.dtype} (shape {Y.shape}; probabilities "
+                       f"need the input's shape {self.shape})")
     if Y.shape != self.shape[:axis] + self.shape[axis + 1:]:
       raise ShapeError(f"{op}: targets {Y.shape} don't fit input {self.shape} (classes on axis {axis})")
     if weight is not None and weight.shape != (n_cls,):
