@@ -143,6 +143,9 @@ dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
 dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.ints = dtypes.uints + dtypes.sints
+# (unsigned, signed) of each size, as tinygrad names them
+dtypes.int8s, dtypes.int16s = (dtypes.uint8, dtypes.int8), (dtypes.uint16, dtypes.int16)  # type: ignore[attr-defined]
+dtypes.int32s, dtypes.int64s = (dtypes.uint32, dtypes.int32), (dtypes.uint64, dtypes.int64)  # type: ignore[attr-defined]
 dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
 # the same sets for membership tests by hash (codegen asks these about every constant it makes)
 _FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)
@@ -179,6 +182,23 @@ def to_dtype(x: DType | str) -> DType:
 
 def _py_rank(dt: DType) -> int:
   return 0 if dt == dtypes.bool else 1 if dt == dtypes.default_int else 2 if dt == dtypes.int64 else 3
+
+class ConversionOverflowError(OverflowError, RuntimeError):
+  """A Python value that an integer dtype can't hold, met when a tensor is made from it: an OverflowError (NumPy's
+  error) and a RuntimeError (torch's), with torch's message."""
+
+class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
+  """An integer // or % by zero: a ZeroDivisionError (Python's) and a RuntimeError (torch's)."""
+
+def checked_ints(values: list, dtype: DType) -> None:
+  """ConversionOverflowError unless every Python value converts to the integer dtype as torch's creation allows: an int
+  or float in its range (a float is truncated after: 255.5 doesn't fit uint8, -0.5 fits int8 only); bools fit."""
+  lo, hi = dtypes.min(dtype), dtypes.max(dtype)
+  if all(type(v) is int for v in values) and (not values or (lo <= min(values) and max(values) <= hi)): return
+  for v in values:
+    if isinstance(v, (float, int)) and not isinstance(v, bool) and not lo <= v <= hi:
+      name = f"{'u' * dtypes.is_unsigned(dtype)}int{8 * dtype.itemsize}"
+      raise ConversionOverflowError(f"value {v!r} cannot be converted to type {name} without overflow")
 
 def wrap_int(x: int, dtype: DType) -> int:
   """x reduced to the range of the integer dtype, as C's two's complement wraparound does."""

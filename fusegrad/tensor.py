@@ -10,12 +10,13 @@ import builtins, math, pathlib, struct, weakref
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
-from fusegrad.dtype import float_to_bf16_bits
+from fusegrad.dtype import float_to_bf16_bits, checked_ints
 from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
-from fusegrad.device import Device, Buffer
+from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
+from fusegrad.engine import multi
 from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
 from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, UnsupportedError, \
   _resolve_axis, broadcast_shape
@@ -23,7 +24,7 @@ from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
-from fusegrad.mixin.indexing import getitem
+from fusegrad.mixin.indexing import getitem, assign_window
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
@@ -54,9 +55,15 @@ def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   if dtype.fmt in ("f", "d") and (numbers or all(type(v) is float or type(v) is int for v in values)):
     try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)  # as a cast: struct rounds (ints as float() does)
     except OverflowError: pass  # beyond float32's range: inf, below
+  if dtypes.is_int(dtype): checked_ints(values, dtype)  # no silent wrap-around at creation (DESIGN.md, invariant 12)
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
+
+def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None) -> UOp:
+  """A tensor's constant made from a Python value (that an integer dtype can hold: checked_ints)."""
+  if dtypes.is_int(dtype): checked_ints([value], dtype)
+  return UOp.const(dtype, value, shape, device)
 
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
@@ -83,7 +90,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
-    elif isinstance(data, (bool, int, float)): uop = UOp.const(dtype or dtypes.from_py(data), data, (), device)
+    elif isinstance(data, (bool, int, float)): uop = _scalar(data, dtype or dtypes.from_py(data), (), device)
     elif isinstance(data, (bytes, bytearray, memoryview)):
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
@@ -117,6 +124,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @property
   def uop(self) -> UOp:
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
+    if (u := self._uop).op is Ops.MULTI and any(state.current(s) is not s for s in u.src):
+      self.uop = multi.multi(tuple(state.current(s) for s in u.src), u.arg)
     if (u := self._uop).op not in _MAY_FOLLOW: return u  # (what state.current gives such a node, quickly)
     if (new := state.current(u)) is not u: self.uop = new
     return self._uop
@@ -130,7 +139,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   lazydata = uop  # tinygrad's older name
 
   @property
-  def requires_grad(self) -> bool | None: return self._requires_grad
+  def requires_grad(self) -> bool | None:
+    """Whether backward() computes a gradient for this tensor (None: only if something it is used with needs one)."""
+    return self._requires_grad
   @requires_grad.setter
   def requires_grad(self, val: bool | None) -> None:
     self._requires_grad = val
@@ -141,22 +152,37 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def _own_node(self) -> None:
     """Give a lazy value its own node. Nodes are hash-consed, so Tensor.zeros(3) made twice is one node, and gradients
     for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this node unique."""
-    if state.is_realized(self.uop) and state.view_base(self.uop).op is not Ops.CONST: return
-    if self.numel() == 0: return
-    self._uop = Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop.assign(self.uop)
+    if isinstance(self.device, tuple):  # each device's part gets its own node
+      m = multi.lower(self.uop)
+      self._uop = multi.multi(tuple(_own(s) for s in m.src), m.arg)
+    else: self._uop = _own(self.uop)
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
     """Set requires_grad and return self: `w = Tensor.rand(3).requires_grad_()`."""
     self.requires_grad = requires_grad
+    return self
+  @property
+  def is_param(self) -> bool:
+    """tinygrad's name for "an optimizer updates this": True unless requires_grad is False. A tensor that is not a
+    parameter (running statistics, a KV cache) is a buffer: optimizers realize it but never update it, and it gets no
+    gradient (tinygrad still gives it one)."""
+    return self._requires_grad is not False
+  @is_param.setter
+  def is_param(self, val: bool) -> None:
+    if not val: self.requires_grad = False
+    elif self._requires_grad is False: self.requires_grad = None
+  def is_param_(self, is_param: bool = True) -> Tensor:
+    """Set is_param and return self: `self.running_mean = Tensor.zeros(4).is_param_(False)`."""
+    self.is_param = is_param
     return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
     different devices are an error here, where the
     graph is built (a constant is on every device)."""
-    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN and len({s.device for s in uop.src}) > 1:
+    if len(uop.src) > 1 and uop.op not in (Ops.ASSIGN, Ops.MULTI) and len({s.device for s in uop.src}) > 1:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
-        names = ", ".join(sorted(devices))
+        names = ", ".join(sorted(map(str, devices)))
         raise ArgumentError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor._wrap(uop)
     flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
@@ -182,8 +208,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self._uop.dtype
   @property
   def device(self) -> str:
-    """The device the data lives on ("CPU", "PYTHON" ...)."""
+    """The device the data lives on ("CPU", "PYTHON" ...; a tuple of them for a tensor spread over several)."""
     return self._uop.device or Device.DEFAULT
+  @property
+  def max_shape(self) -> tuple[int, ...]:
+    """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""
+    return self.shape
+  def max_numel(self) -> int:
+    """The most elements this tensor can have: its numel() (fusegrad has no symbolic shapes)."""
+    return self.numel()
   @property
   def ndim(self) -> int:
     """The number of axes."""
@@ -225,6 +258,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
+    with RUN_LOCK:
+      try: Tensor._realize_all(tensors)
+      except OutOfMemoryError as e:
+        shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
+        raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
+  @staticmethod
+  def _realize_all(tensors: Sequence[Tensor]) -> None:
+    if spread := [t for t in tensors if t._uop.op is Ops.MULTI or isinstance(t._uop.device, tuple)]:
+      _realize_multi(spread)
+      tensors = [t for t in tensors if not any(t is m for m in spread)]
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
     for hook in _realize_hooks: hook([t.uop for t in todo])
@@ -245,8 +288,27 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """The kernels realize() would run, without running them."""
     return engine_schedule.create_schedule([t.uop for t in (self, *lst)]).items
 
+  def schedule_linear(self, *lst: Tensor) -> list:
+    """The schedule's items (see linear_with_vars), for graphs without Variables."""
+    items, var_vals = self.linear_with_vars(*lst)
+    if var_vals: raise RuntimeError(f"schedule_linear: the graph reads Variables ({', '.join(var_vals)}); use "
+                                    "linear_with_vars")
+    return items
+  def linear_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, builtins.int]]:
+    """What realizing this tensor (and lst) runs, and the values of the Variables its kernels read, by name:
+    `items, var_vals = x[v.bind(2):v.bind(2) + 3].linear_with_vars()` gives var_vals {"i": 2}. (tinygrad returns its
+    LINEAR UOp first, fusegrad the schedule's items.)"""
+    items = self.schedule(*lst)
+    var_vals: dict[str, builtins.int] = {}
+    for si in items:
+      for v, val in si.var_vals.items():
+        if var_vals.setdefault(v.expr(), val) != val:
+          raise RuntimeError(f"linear_with_vars: {v.expr()} is bound to {var_vals[v.expr()]} and to {val}")
+    return items, var_vals
+
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
+    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gathered on the first device
     chain, base = state.view_chain(u := self.uop)
     if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
       chain, base = state.view_chain(u := self.realize().uop)
@@ -261,10 +323,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
       return self.cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
-    mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
+    with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
   def tolist(self) -> Any:
-    """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
+    """The values as (nested) Python lists; a 0-d tensor gives a scalar.
+
+    >>> Tensor([[1, 2], [3, 4]]).tolist()
+    [[1, 2], [3, 4]]
+    >>> Tensor(2.5).tolist()
+    2.5
+    """
     if 0 in self.shape: return _nested([], self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
     if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
@@ -289,16 +357,30 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     ret = self.numpy()
     return ret if dtype is None else ret.astype(dtype)
 
-  def to(self, device: str | None) -> Tensor:
-    """This tensor on another device (a copy, lazily)."""
-    device = Device.canonicalize(device)
+  def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+    """This tensor on another device (a copy, lazily); a tuple of devices: a copy on each (see shard). A tensor spread
+    over devices moved to one is gathered there."""
+    device = Device.canonicalize(device)  # type: ignore[arg-type]
     if device == self.device: return self
+    if isinstance(device, tuple): return self.shard(device)
+    if isinstance(self.device, tuple): return self._new(multi.gather(multi.lower(self.uop), device))
     ret = self._new(self.uop.copy_to_device(device))
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
-  def to_(self, device: str | None) -> Tensor:
+  def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
     """Move this tensor to another device in place."""
     self.uop = self.to(device).uop
+    return self
+  def shard(self, devices: tuple[str, ...] | list[str], axis: builtins.int | None = None) -> Tensor:
+    """This tensor spread over devices: split along axis in equal parts (part i on devices[i]), or with axis None a
+    copy on each. `Tensor.arange(4).shard(("CPU:0", "CPU:1"), axis=0).device` is ('CPU', 'CPU:1') ("CPU:0" is "CPU")."""
+    devices = Device.canonicalize(tuple(devices))  # type: ignore[arg-type]
+    if axis is not None: axis = _resolve_axis(axis, self.ndim, "shard")
+    src = self.to(self.device[0]) if isinstance(self.device, tuple) else self
+    return self._new(multi.shard(src.uop, devices, axis))  # type: ignore[arg-type]
+  def shard_(self, devices: tuple[str, ...] | list[str], axis: builtins.int | None = None) -> Tensor:
+    """shard in place: this tensor now lives on devices."""
+    self.uop = self.shard(devices, axis).uop
     return self
   def contiguous(self) -> Tensor:
     """The values laid out in order in their own buffer (free when they already are)."""
@@ -372,12 +454,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
     for hook in _assign_hooks: hook(self)
+    if assign_window(self, x): return self  # a window at a Variable position: written through into its buffer
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
-    if state.view_base(self.uop).op not in (Ops.BUFFER, Ops.ASSIGN) or self.uop is x.uop:
+    if not _writable(self.uop) or self.uop is x.uop:
       self.uop = x.uop
       return self
-    self.uop = self.uop.assign(x.uop)
+    # spread over devices: one write per device now, each followed like a one-device write (see uop)
+    self.uop = multi.lower(self.uop.assign(x.uop)) if isinstance(self.device, tuple) else self.uop.assign(x.uop)
     return self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
@@ -394,8 +478,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Uninitialized memory of the given shape."""
     shape, dt = _shape_arg(shape, "empty"), to_dtype(dtype or dtypes.default_float)
-    buf = Buffer(Device.canonicalize(device), prod(shape), dt)
-    return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
+    if isinstance(device := Device.canonicalize(device), tuple):
+      return Tensor(multi.multi(tuple(Tensor.empty(shape, device=d, dtype=dt).uop for d in device), None), **kwargs)
+    return Tensor(UOp(Ops.BUFFER, dt, (), Buffer(device, prod(shape), dt)).reshape(shape), **kwargs)
+  @staticmethod
+  def const(value: Any, dtype: DType | str | None = None) -> Tensor:
+    """A 0-d constant: `Tensor.const(2.5)` (dtype from the Python value unless given)."""
+    return Tensor.full((), value, dtype=dtype)
   @staticmethod
   def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
            **kwargs: Any) -> Tensor:
@@ -404,7 +493,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       return fill_value.reshape((1,) * len(_shape_arg((shape,), "full"))).expand(_shape_arg((shape,), "full"))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     shape = _shape_arg((shape,), "full")
-    return Tensor(UOp.const(dt, fill_value, shape, Device.canonicalize(device)), **kwargs)
+    return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
   def zeros(*shape: Any, **kwargs: Any) -> Tensor:
     """Zeros of the given shape (float32 unless dtype says otherwise): `Tensor.zeros(2, 3)`."""
@@ -471,9 +560,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
     return x.requires_grad_(requires_grad)
   @staticmethod
-  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], dtype: DType, device: str = "CPU") -> Tensor:
-    """Not supported: fusegrad owns its memory."""
-    raise NotImplementedError("from_blob is not supported")
+  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], **kwargs: Any) -> Tensor:
+    """A tensor on the memory at address ptr, without copying or owning it (the caller keeps it alive as long as the
+    tensor lives); dtype= and device= (CPU or PYTHON) as for Tensor.empty: `Tensor.from_blob(arr.ctypes.data, (2, 3))`.
+    Writes to the tensor (assign, an optimizer step) write into that memory."""
+    ret = Tensor.empty(*shape, **kwargs)
+    state.view_base(ret.uop).arg.use_pointer(ptr)
+    return ret
 
   # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
   @staticmethod
@@ -632,7 +725,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
-    """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors."""
+    """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors.
+
+    >>> Tensor.arange(6).reshape(2, 3)[1, ::2].tolist()
+    [3, 5]
+    >>> Tensor.arange(6).reshape(2, 3)[Tensor([1, 0])].tolist()
+    [[3, 4, 5], [0, 1, 2]]
+    """
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
@@ -758,6 +857,27 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
      and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
     _lazy_defs[t.uop] = lazy
 
+def _own(u: UOp) -> UOp:
+  """u, or a write of its value into a fresh buffer when u is a lazy value or a constant (see Tensor._own_node)."""
+  if (state.is_realized(u) and state.view_base(u).op is not Ops.CONST) or u.size == 0: return u
+  return Tensor.empty(u.shape, dtype=u.dtype, device=u.device).uop.assign(u)
+
+def _writable(u: UOp) -> bool:
+  """True when u is a view of a buffer (or of a write into one), or a MULTI of such views: assign writes into it."""
+  base = state.view_base(u)
+  return all(_writable(s) for s in base.src) if base.op is Ops.MULTI else base.op in (Ops.BUFFER, Ops.ASSIGN)
+
+def _realize_multi(tensors: list[Tensor]) -> None:
+  """Realize tensors spread over devices: each one's per-device graphs (multi.lower) are realized together, and the
+  tensor becomes the MULTI of their buffers."""
+  lowered = {t: multi.lower(t.uop) for t in tensors}
+  parts = {t: [Tensor._wrap(s) for s in m.src] for t, m in lowered.items()}
+  Tensor.realize_all([p for ps in parts.values() for p in ps])
+  for t, m in lowered.items():
+    lazy = t.uop
+    t.uop = multi.multi(tuple(p.uop for p in parts[t]), m.arg)
+    _remember_lazy_def(t, lazy)
+
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
   sched = engine_cache.plan_schedule([t.uop for t in todo])
@@ -808,7 +928,9 @@ def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
   return tuple(s)
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
-  buf = Buffer(Device.canonicalize(device), prod(shape), dtype)
+  if isinstance(device := Device.canonicalize(device), tuple):
+    return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
+  buf = Buffer(device, prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
   return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
 

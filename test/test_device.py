@@ -380,3 +380,31 @@ class TestCompilerChoice:
                           text=True, timeout=120, cwd=ROOT)
     assert proc.stdout.split() == ["PYTHON", "[2.0]"], proc.stderr
     assert "no C compiler installed" in proc.stderr and "PYTHON interpreter" in proc.stderr
+
+class TestOutOfMemory:
+  def check(self, e: BaseException, nbytes: int, device: str, shape: tuple) -> None:
+    assert isinstance(e, MemoryError) and isinstance(e, RuntimeError)  # both, as Python's and torch's
+    assert f"{nbytes} bytes" in str(e) and device in str(e) and f"shape {shape}" in str(e), str(e)
+
+  def test_allocator_failure(self, monkeypatch):
+    """Any backend: an allocator that can't allocate gives an error naming bytes, device and shape; later work goes on."""
+    allocator = Device[Device.DEFAULT].allocator
+    real_alloc = allocator.alloc
+    def alloc(nbytes: int):
+      if nbytes >= 10**6: raise MemoryError()
+      return real_alloc(nbytes)
+    monkeypatch.setattr(allocator, "alloc", alloc)
+    with pytest.raises(MemoryError) as e: (Tensor.ones(1000, 1000) + 1).realize()
+    self.check(e.value, 4_000_000, Device.DEFAULT, (1000, 1000))
+    monkeypatch.undo()
+    np.testing.assert_equal((Tensor([1.0, 2.0]) * 2).numpy(), [2.0, 4.0])
+
+  @needs_cpu
+  @pytest.mark.skipif(pathlib.Path("/proc/sys/vm/overcommit_memory").exists() and
+                      pathlib.Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1",
+                      reason="the OS promises any amount of memory (overcommit_memory=1): 1 TiB would be touched")
+  def test_one_tib_on_cpu(self):
+    """The issue's example: 2**38 float32 zeros (1 TiB) can't be mapped; later ops still work."""
+    with pytest.raises(MemoryError) as e: Tensor.zeros(2**38, device="CPU").contiguous().realize()
+    self.check(e.value, 2**40, "CPU", (2**38,))
+    assert Tensor([1, 2], device="CPU").sum().item() == 3

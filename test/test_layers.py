@@ -28,7 +28,8 @@ UPWARD = {("fusegrad.engine.jit", "fusegrad.tensor"), ("fusegrad.engine.jit", "f
 # modules a function may import: optional dependencies (pyproject.toml's extras) and numpy, which fusegrad needs only
 # when asked for arrays (importing it costs more than the rest of fusegrad)
 OPTIONAL = {"numpy", "onnx", "torch", "safetensors", "gguf", "transformers", "tokenizers", "tiktoken", "sentencepiece", "PIL",
-            "tqdm", "cuda", "pyopencl", "ml_dtypes", "numpy_helper", "huggingface_hub", "zstandard", "lzma", "ctypes"}
+            "tqdm", "cuda", "pyopencl", "ml_dtypes", "numpy_helper", "huggingface_hub", "zstandard", "lzma", "ctypes",
+            "mpi4py"}
 
 def module_name(path: pathlib.Path) -> str:
   parts = path.relative_to(ROOT.parent).with_suffix("").parts

@@ -80,7 +80,7 @@ def compile_runners(runners: list[Runner]) -> None:
 class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
   def __init__(self, device: str, src_device: str, nbytes: int):
-    super().__init__(colored(f"copy {nbytes:8d}, {device[:7]:>7s} <- {src_device[:7]:7s}", "yellow"), device)
+    super().__init__(colored(f"copy {nbytes:8d}, {device[:9]:>9s} <- {src_device[:9]:9s}", "yellow"), device)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     dest, src = bufs
     st = time.perf_counter()

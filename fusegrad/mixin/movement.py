@@ -9,6 +9,7 @@ from fusegrad.dtype import dtypes, least_upper_dtype
 from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
 from fusegrad.uop.ops import UOp
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError, _resolve_axis
+from fusegrad.mixin.indexing import symbolic_shrink
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -117,7 +118,11 @@ def _rearrange_plan(formula: str, shape: tuple[int, ...], sizes: dict[str, int])
 class MovementMixin:
   __slots__ = ()
   def reshape(self: Tensor, shape: Any, *args: Any) -> Tensor:
-    """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`."""
+    """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`.
+
+    >>> Tensor.arange(6).reshape(2, -1).tolist()
+    [[0, 1, 2], [3, 4, 5]]
+    """
     new = list(argfix(shape, *args))
     if new.count(-1) > 1: raise ShapeError(f"reshape: only one size may be -1, got {tuple(new)} for {self.shape}")
     new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
@@ -134,7 +139,11 @@ class MovementMixin:
     """The same as reshape: `x.view(2, -1)`."""
     return self.reshape(*shape)
   def permute(self: Tensor, order: Any, *args: Any) -> Tensor:
-    """Reorder the axes: `x.permute(1, 0)` transposes a matrix."""
+    """Reorder the axes: `x.permute(1, 0)` transposes a matrix.
+
+    >>> Tensor.arange(6).reshape(1, 2, 3).permute(2, 0, 1).shape
+    (3, 1, 2)
+    """
     order = argfix(order, *args)
     if len(order) != self.ndim: raise ShapeError(f"permute: {order} has {len(order)} dims, the tensor {self.shape}")
     order = tuple(_distinct_axes(order, self.ndim, "permute"))
@@ -142,7 +151,11 @@ class MovementMixin:
       raise ShapeError(f"permute: {order} is not a permutation of {self.ndim} axes")
     return self._new(self.uop.permute(order))
   def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
-    """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size."""
+    """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size.
+
+    >>> Tensor([[1], [2]]).expand(2, 3).tolist()
+    [[1, 1, 1], [2, 2, 2]]
+    """
     new = argfix(shape, *args)
     if len(new) < self.ndim or any(s < -1 for s in new): raise ShapeError(f"expand: can't expand {self.shape} to {new}")
     padded = (1,) * (len(new) - self.ndim) + self.shape
@@ -154,8 +167,11 @@ class MovementMixin:
     """Expand to other's shape."""
     return self.expand(other.shape)
   def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
-    """Keep [start, end) on each axis (None keeps the whole axis)."""
+    """Keep [start, end) on each axis (None keeps the whole axis). start and end may be bound Variables (expressions of
+    them) with a constant end - start: `x.shrink(((i, i + 4), None))` (a gather, see mixin/indexing.py)."""
     if len(arg) != self.ndim: raise ShapeError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
+    if any(isinstance(b, UOp) for a in arg if a is not None for b in a):
+      return symbolic_shrink(self, arg)
     full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
     if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)):
       raise ShapeError(f"shrink: bad range {full} for {self.shape}")
@@ -270,11 +286,19 @@ class MovementMixin:
     dims = {_resolve_axis(d, self.ndim, "squeeze") for d in make_tuple(dim, 1)}  # a 0-d tensor takes dim 0 or -1
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
   def unsqueeze(self: Tensor, dim: int) -> Tensor:
-    """Insert a size-1 axis at dim (negative counts from the end)."""
+    """Insert a size-1 axis at dim (negative counts from the end).
+
+    >>> Tensor([1, 2]).unsqueeze(0).shape, Tensor([1, 2]).unsqueeze(-1).shape
+    ((1, 2), (2, 1))
+    """
     d = _resolve_axis(dim, self.ndim + 1, "unsqueeze")
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along an existing axis: Tensor.cat(a, b, dim=1), a.cat(b, dim=1) or Tensor.cat([a, b], dim=1)."""
+    """Join tensors along an existing axis: Tensor.cat(a, b, dim=1), a.cat(b, dim=1) or Tensor.cat([a, b], dim=1).
+
+    >>> Tensor.cat(Tensor([[1, 2]]), Tensor([[3, 4]]), dim=1).tolist()
+    [[1, 2, 3, 4]]
+    """
     tensors = [*self, *args] if isinstance(self, (list, tuple)) else [self, *args]
     if not tensors: raise ArgumentError("cat: needs at least one tensor")
     self = tensors[0]
@@ -294,7 +318,11 @@ class MovementMixin:
     assert out is not None
     return out
   def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b])."""
+    """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b]).
+
+    >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist()
+    [[1, 3], [2, 4]]
+    """
     if isinstance(self, (list, tuple)):
       if len(args) == 1 and isinstance(args[0], int): args, dim = (), args[0]  # torch's Tensor.stack([a, b], 1)
       if not self and not args: raise ArgumentError("stack: needs at least one tensor")

@@ -385,7 +385,8 @@ class NNMixin:
     return check_indices(index.unsqueeze(-1) == positions, index, n, op, negative=False)
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-    """out[i][j] = x[index[i][j]][j] for dim 0 (torch.gather): index has as many dims as x, sizes at most x's.
+    """Values picked along dim by index (torch.gather): `out[i][j] = x[index[i][j]][j]` for dim 0; index has as many
+    dims as x, sizes at most x's.
 
     `Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()` is [[1, 1], [4, 3]]."""
     d = _resolve_axis(dim, self.ndim, "gather")
@@ -409,7 +410,7 @@ class NNMixin:
     return src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
-    """A copy of x with x[index[i][j]][j] = src[i][j] for dim 0 (torch.Tensor.scatter); src may be a scalar. With
+    """A copy of x with `x[index[i][j]][j] = src[i][j]` for dim 0 (torch.Tensor.scatter); src may be a scalar. With
     reduce='add' or 'multiply' the values combine with x instead; with repeated indices and no reduce, the last wins."""
     d = _resolve_axis(dim, self.ndim, "scatter")
     mask, src_t = self._index_mask(index, d, "scatter"), self._scatter_src(index, src, "scatter")
