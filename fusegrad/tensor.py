@@ -22,6 +22,7 @@ from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
+from fusegrad.mixin import indexing
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
@@ -406,8 +407,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
-    from fusegrad.mixin.indexing import assign_window
-    if assign_window(self, x): return self  # a window at a Variable position: written through into its buffer
+    if indexing.windows and indexing.assign_window(self, x): return self  # a window at a Variable: written through
     for hook in _assign_hooks: hook(self)
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind

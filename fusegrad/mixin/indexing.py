@@ -131,7 +131,7 @@ def assign_window(target: Tensor, value: Tensor) -> bool:
   for axis, (begin, end) in enumerate(ranges):
     size = source.shape[axis]
     if not isinstance(begin, UOp) and (begin, end) == (0, size): continue
-    rel = Tensor.arange(size, device=source.device) - _symbolic_index(source, axis, slice(begin, begin + 1))[0]
+    rel = Tensor.arange(size, device=source.device) - _position(begin, source.device)  # position in the window
     ok = (rel >= 0) & (rel < target.shape[axis])
     value = _advanced(value, [(axis, ok.where(rel, 0))], check=False)  # value[position - begin] along this axis
     ok = ok.reshape(*[size if a == axis else 1 for a in range(source.ndim)])
@@ -140,8 +140,15 @@ def assign_window(target: Tensor, value: Tensor) -> bool:
   target.uop = symbolic_shrink(source, ranges).uop  # the window now reads the written buffer
   return True
 
-def _show(i: slice) -> str: return ":".join("" if x is None else x.render() if isinstance(x, UOp) else str(x)
-                                           for x in (i.start, i.stop, i.step))
+def _position(i: UOp | int, device: str) -> Tensor | int:
+  """An int, or a Variable expression as a 0-d int32 tensor."""
+  from fusegrad.tensor import Tensor
+  return Tensor(i.cast(dtypes.int32), device=device) if isinstance(i, UOp) else i
+
+def _show(i: slice) -> str:
+  """A slice as it is written: 'i:(i+4):'."""
+  def part(x: Any) -> str: return "" if x is None else x.render() if isinstance(x, UOp) else str(x)
+  return f"{part(i.start)}:{part(i.stop)}:{part(i.step)}"
 
 def _is_symbolic(i: slice) -> bool: return isinstance(i.start, UOp) or isinstance(i.stop, UOp)
 
@@ -154,7 +161,7 @@ def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
     if i.vmin < 0 or i.vmax >= size:
       raise IndexError(f"index {i.render()} in [{i.vmin}, {i.vmax}] is out of bounds for dimension {axis} with size "
                        f"{size}")
-    return Tensor(i.cast(dtypes.int32), device=x.device)
+    return Tensor(i.cast(dtypes.int32), device=x.device)  # 0-d: the axis goes, as with an int
   start, stop = 0 if i.start is None else i.start, size if i.stop is None else i.stop
   step = 1 if i.step is None else i.step
   n = simplify(UOp.const(dtypes.index, 0) + stop - start)
@@ -163,8 +170,7 @@ def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
   lo, hi = (start.vmin, start.vmax) if isinstance(start, UOp) else (start, start)
   if lo < 0 or hi + n.arg > size:
     raise IndexError(f"slice {_show(i)} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
-  first = start if isinstance(start, UOp) else UOp.const(dtypes.index, start)
-  return Tensor.arange(0, n.arg, step, device=x.device) + Tensor(first.cast(dtypes.int32), device=x.device)
+  return Tensor.arange(0, n.arg, step, device=x.device) + _position(start, x.device)
 
 SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % SPLIT): two short aranges to compare
 

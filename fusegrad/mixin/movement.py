@@ -9,6 +9,7 @@ from fusegrad.dtype import dtypes, least_upper_dtype
 from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
 from fusegrad.uop.ops import UOp
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError
+from fusegrad.mixin.indexing import symbolic_shrink
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -165,7 +166,6 @@ class MovementMixin:
     them) with a constant end - start: `x.shrink(((i, i + 4), None))` (a gather, see mixin/indexing.py)."""
     if len(arg) != self.ndim: raise ValueError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
     if any(isinstance(b, UOp) for a in arg if a is not None for b in a):
-      from fusegrad.mixin.indexing import symbolic_shrink  # (indexing builds on movement)
       return symbolic_shrink(self, arg)
     full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
     if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)):
