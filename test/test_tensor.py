@@ -3,6 +3,7 @@ laziness, and errors for bad input."""
 import pytest, torch
 import numpy as np
 from fusegrad import Tensor, dtypes, Device, GlobalCounters
+from fusegrad.engine.runner import CopyRunner
 from test.helpers import helper_test_op
 
 OTHER = "PYTHON" if Device.DEFAULT != "PYTHON" else "CPU"
@@ -262,7 +263,7 @@ def count_copies(monkeypatch) -> list:
   import fusegrad.engine.realize as realize
   copies, run = [], realize.run_exec_items
   def counting(items, var_vals=None):
-    copies.extend(ei for ei in items if isinstance(ei.runner, realize.CopyRunner))
+    copies.extend(ei for ei in items if isinstance(ei.runner, CopyRunner))
     return run(items, var_vals)
   monkeypatch.setattr(realize, "run_exec_items", counting)
   return copies

@@ -11,14 +11,16 @@ from __future__ import annotations
 import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Generic, TypeVar
-from fusegrad.device import Buffer
+from fusegrad.device import Buffer, RUN_LOCK
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, IndexCheck, capturing, capturing_checks
+from fusegrad.engine.runner import CompiledRunner, CopyRunner
+from fusegrad.engine.realize import ExecItem, IndexCheck, capturing, capturing_checks
 from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
 from fusegrad.engine import state
 from fusegrad.gradient import substitute_keeping_rules
+from fusegrad.engine import multi
 
 ReturnType = TypeVar("ReturnType")
 
@@ -32,6 +34,17 @@ def _tensors_in(x: Any) -> list:
   if isinstance(x, (list, tuple)): return [t for v in x for t in _tensors_in(v)]
   if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
   return []
+
+def _parts(tensors: list) -> list:
+  """tensors with each one spread over devices (realized: a MULTI of buffers) replaced by its part on each device: the
+  capture and the replays handle those buffers one by one."""
+  return [p for t in tensors for p in ([type(t)._wrap(s) for s in t.uop.src] if t.uop.op is Ops.MULTI else [t])]
+
+@dataclass(frozen=True)
+class _Spread:
+  """In a result's structure: a tensor spread over devices, rebuilt from its parts (n of them, split on axis)."""
+  axis: int | None
+  n: int
 
 def _named_tensors(x: Any, name: str) -> list[tuple[str, Any]]:
   """(where, tensor) for every Tensor in x, in the order _tensors_in gives: `args[0]`, `kwargs['b'][1]`..."""
@@ -186,6 +199,8 @@ class TinyJit(Generic[ReturnType]):
     return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
+  def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
     from fusegrad.tensor import Tensor
     if not JIT: return self.fxn(*args, **kwargs)
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
@@ -193,6 +208,7 @@ class TinyJit(Generic[ReturnType]):
       return self._replay([a for a in args if type(a) is Tensor], self._last[1], var_vals)
     inputs, binds, static = _split_args(args, kwargs)
     Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
+    inputs = _parts(inputs)
     bufs = _input_buffers(inputs, args, kwargs)
     nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
@@ -227,6 +243,7 @@ class TinyJit(Generic[ReturnType]):
     from fusegrad.tensor import Tensor
     self._last = None
     if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
+    if any(isinstance(a, Tensor) and a.uop.op is Ops.MULTI for a in args): return  # its parts are the inputs
     if any(u is not n for u, n in zip([a.uop for a in args if isinstance(a, Tensor)], nodes)): return
     if any(id(b.base) in self.written for b in bufs): return  # results fed back in (h = step(h))
     self._last = (tuple(weakref.ref(a.uop) if isinstance(a, Tensor) else a.src[0] for a in args), bufs)
@@ -276,7 +293,7 @@ class TinyJit(Generic[ReturnType]):
     self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
     self.rng_step = Tensor._rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
-    self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _tensors_in(ret)
+    self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _parts(_tensors_in(ret))
     base_of = {id(b): (k, state.view_base(t.uop)) for k, (t, b) in enumerate(zip(inputs, bufs))}
     self.from_inputs = {i: base_of[id(base.arg)] for i, t in enumerate(self.ret_tensors)
                         if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
@@ -473,6 +490,8 @@ class function:
     return functools.partial(self.__call__, obj)  # as a method: bind the instance (part of the signature)
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
+  def _call(self, *args: Any, **kwargs: Any) -> Any:
     from fusegrad.tensor import Tensor, _is_training
     inputs = [t for _, t in _call_inputs(args, kwargs)]
     binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
@@ -629,7 +648,7 @@ def _swap(x: Any, stand_ins: Any) -> Any:
 def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
   from fusegrad.tensor import Tensor
-  if isinstance(x, Tensor): return Tensor
+  if isinstance(x, Tensor): return _Spread(x.uop.arg, len(x.uop.src)) if x.uop.op is Ops.MULTI else Tensor
   if isinstance(x, (list, tuple)): return _remake(x, [_structure(v) for v in x])
   if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
   return x
@@ -637,6 +656,8 @@ def _structure(x: Any) -> Any:
 def _rebuild(structure: Any, tensors: Any) -> Any:
   from fusegrad.tensor import Tensor
   if structure is Tensor: return next(tensors)
+  if isinstance(structure, _Spread):
+    return Tensor._wrap(multi.multi(tuple(next(tensors).uop for _ in range(structure.n)), structure.axis))
   if isinstance(structure, (list, tuple)): return _remake(structure, [_rebuild(v, tensors) for v in structure])
   if isinstance(structure, dict): return {k: _rebuild(v, tensors) for k, v in structure.items()}
   return structure

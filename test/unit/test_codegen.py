@@ -14,7 +14,8 @@ from fusegrad.codegen.kernel import range_size
 from fusegrad.codegen.heuristic import hand_coded_optimizations
 from fusegrad.renderer.cstyle import ClangRenderer
 from fusegrad.uop.ops import UOp
-from fusegrad.engine.realize import CompiledRunner, ExecItem, run_schedule
+from fusegrad.engine.runner import CompiledRunner
+from fusegrad.engine.realize import ExecItem, run_schedule
 from fusegrad.engine.schedule import ScheduleItem
 from fusegrad.uop.ops import Ops, AxisType
 
