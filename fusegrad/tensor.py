@@ -314,6 +314,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     copy on each. `Tensor.arange(4).shard(("CPU:0", "CPU:1"), axis=0).device` is ('CPU:0', 'CPU:1')."""
     devices = Device.canonicalize(tuple(devices))  # type: ignore[arg-type]
     if axis is not None: axis = _resolve_axis(axis, self.ndim, "shard")
+    if self.device == devices: return self._new(multi.reshard(self.uop, axis))  # replicated -> split: no copies
     src = self.to(self.device[0]) if isinstance(self.device, tuple) else self
     return self._new(multi.shard(src.uop, devices, axis))  # type: ignore[arg-type]
   def shard_(self, devices: tuple[str, ...] | list[str], axis: builtins.int | None = None) -> Tensor:

@@ -31,10 +31,13 @@ def _part(shape: tuple[int, ...], axis: int, i: int, n: int) -> tuple[tuple[int,
   k = shape[axis] // n
   return tuple((i * k, (i + 1) * k) if a == axis else (0, s) for a, s in enumerate(shape))
 
+def _check_splits(shape: tuple[int, ...], axis: int | None, n: int) -> None:
+  if axis is not None and shape[axis] % n:
+    raise RuntimeError(f"shard: axis {axis} of shape {shape} doesn't split evenly across {n} devices")
+
 def shard(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
   """u (a node on one device) split on axis across devices, or copied to each of them for axis None."""
-  if axis is not None and u.shape[axis] % len(devices):
-    raise RuntimeError(f"shard: axis {axis} of shape {u.shape} doesn't split evenly across {len(devices)} devices")
+  _check_splits(u.shape, axis, len(devices))
   parts = [u if axis is None else u.shrink(_part(u.shape, axis, i, len(devices))) for i in range(len(devices))]
   return multi(tuple(p if p.device == d else p.copy_to_device(d) for p, d in zip(parts, devices)), axis)
 
@@ -135,6 +138,12 @@ def _lower_node(n: UOp, srcs: list[UOp]) -> UOp:
     aligned = [_align(s, axis, len(devices)) for s in srcs]
     return multi(tuple(n.replace(src=tuple(a[i] for a in aligned)) for i in range(len(devices))), axis)
   raise NotImplementedError(f"{n.op.name.lower()} on tensors spread over several devices")
+
+def reshard(u: UOp, axis: int | None) -> UOp:
+  """The logical node u (on a tuple of devices) split on axis instead (a replicated u is cut, nothing moves)."""
+  m = lower(u)
+  _check_splits(m.shape, axis, len(m.src))
+  return multi(_align(m, axis, len(m.src)), axis)
 
 def parts_like(g: UOp, m: UOp) -> tuple[UOp, ...]:
   """g (the gradient of the MULTI m, a logical node) as one part per device, split like m: its sources' gradients."""
