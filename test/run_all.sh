@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: lint (ruff) and type check (mypy) first, then every test on the CPU backend, then the
-# backend-independent op tests on the PYTHON interpreter (the reference; SPEC=1 checks the kernel IR after every
-# lowering pass there) and on OpenCL (PoCL) when an OpenCL device works here.
+# The whole test suite: lint (ruff), type check (mypy) and the docs build first, then every test on the CPU backend,
+# then the backend-independent op tests on the PYTHON interpreter (the reference; SPEC=1 checks the kernel IR after
+# every lowering pass there) and on OpenCL (PoCL) when an OpenCL device works here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
@@ -9,6 +9,8 @@ OPS="test/test_ops.py test/test_ops_elementwise.py test/test_ops_movement.py tes
      test/test_indexing.py test/test_creation.py test/test_tensor.py test/test_dtype.py test/test_schedule.py"
 python -m ruff check fusegrad examples bench
 python -m mypy fusegrad
+# the documentation site: its examples run, its links resolve (strict); test/test_browser.py then opens it in chromium
+python -m mkdocs build --strict -q
 python -m pytest -n 2 -q test
 DEV=PYTHON SPEC=1 python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
 if python -c "from fusegrad import Device; Device['CL']" 2>/dev/null; then

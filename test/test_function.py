@@ -205,7 +205,7 @@ def test_training_with_weights_updated_in_place(make_opt, lazy):
       x, y = Tensor(rand_np(4, 5, seed=i)), Tensor(np.arange(4, dtype=np.int32) % 3)
       opt.zero_grad()
       loss = f(x).sparse_categorical_crossentropy(y).backward()
-      opt.step()
+      with Tensor.train(): opt.step()
       losses[use_function] += [loss.numpy(), f(x0).numpy()]
     if use_function:  # batch 2 and batch 4: one trace each; lazy weights rebound by the optimizer retrace batch 2 once
       assert len(f.traces) == 2 and len(runs) == (3 if lazy else 2)

@@ -462,6 +462,7 @@ def batches(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def run_training(make_opt, use_jit: bool, steps: int = 6) -> tuple[list[float], list[np.ndarray], object]:
   ps = make_mlp(0)
   opt = make_opt(ps)
+  @Context(TRAINING=1)  # optimizers step in training mode only (tinygrad's decorator order: TinyJit outside)
   def step(x: Tensor, y: Tensor) -> Tensor:
     opt.zero_grad()
     loss = mlp_loss(ps, x, y).backward()
@@ -487,6 +488,7 @@ def test_learning_rate_change_takes_effect_in_replays():
   w = Tensor(np.ones(3, np.float32), requires_grad=True)
   opt = SGD([w], lr=0.0)
   @TinyJit
+  @Context(TRAINING=1)
   def step() -> Tensor:
     opt.zero_grad()
     loss = w.sum().backward()

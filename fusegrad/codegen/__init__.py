@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib, json, os
 from dataclasses import dataclass, field
 from typing import Callable
-from fusegrad.helpers import DEBUG, NOOPT, SPEC, PROCESS_REPLAY, prod, dprint, to_function_name
+from fusegrad.helpers import DEBUG, NOOPT, SPEC, PROCESS_REPLAY, VIZ, prod, dprint, to_function_name, viz_record
+from fusegrad.dtype import dtypes
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
@@ -72,13 +73,20 @@ LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
   ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered))),
 )
 
-def lower_kernel(k: Kernel) -> list[UOp]:
+# Steps 0-1, in order: folding first, so that merged axes never hide a reduce it could remove
+PREPARE: tuple[tuple[str, Callable[[UOp], UOp]], ...] = (
+  ("fold_reduces", fold_reduces), ("gated_loads", simplify_gated_loads), ("merge_axes", merge_axes))
+
+Trace = list[tuple[str, UOp]]  # each pass's output, in order, when VIZ records them
+
+def lower_kernel(k: Kernel, trace: Trace | None = None) -> list[UOp]:
   """Steps 3-6: an optimized Kernel -> the flat program."""
   ast, done = k.ast, []
   for name, lowering_pass in LOWERING:
     ast = lowering_pass(ast, k.ren)
     done.append(name)
     if SPEC: check_stage(done, ast, k.ren)
+    if trace is not None: trace.append((name, ast))
   return linearize(ast)
 
 def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
@@ -90,9 +98,15 @@ def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
 def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   """A kernel AST -> a ProgramSpec (rendered source and launch sizes) for the renderer's device."""
   if DEBUG >= 5: dprint(5, pretty_print(ast))
-  k = optimize(Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren), opts)
+  trace: Trace | None = [("kernel AST", ast)] if VIZ else None
+  prepared = ast
+  for name, prepare in PREPARE:
+    prepared = prepare(prepared)
+    if trace is not None: trace.append((name, prepared))
+  k = optimize(Kernel(prepared, ren), opts)
   dprint(3, f"{k.name}: opts {k.applied_opts}")
-  p = program_for(k)
+  if trace is not None: trace.append(("optimize", k.ast))
+  p = program_for(k, trace)
   if PROCESS_REPLAY: record_replay(ast, ren, opts, p)
   return p
 
@@ -115,9 +129,10 @@ def record_replay(ast: UOp, ren: Renderer, opts: list[Opt] | None, p: ProgramSpe
 
 _UNNAMED = "fg_kernel_name_"  # rendered in place of the function's name, then replaced
 
-def program_for(k: Kernel) -> ProgramSpec:
-  """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes."""
-  uops = lower_kernel(k)
+def program_for(k: Kernel, trace: Trace | None = None) -> ProgramSpec:
+  """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes (and recorded for
+  VIZ with each pass's output when trace holds those of steps 0-2)."""
+  uops = lower_kernel(k, trace)
   if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
   # the function is named after the loop sizes and a hash of its source: kernels with the same loop sizes differ in
   # name, so any of them can share a translation unit when compiled together (Compiler.start_batch)
@@ -125,6 +140,12 @@ def program_for(k: Kernel) -> ProgramSpec:
   function = f"{to_function_name(k.name)}_{hashlib.sha256(src.encode()).hexdigest()[:8]}"
   src = src.replace(_UNNAMED, function)
   if DEBUG >= 4: dprint(4, src)
+  if trace is not None:
+    viz_record("kernel", name=k.name, function=function, device=k.ren.device, opts=[str(o) for o in k.applied_opts],
+               ops=sorted({u.op.name for u in trace[0][1].toposort()
+                           if u.op in (*GroupOp.ALU, Ops.REDUCE) and u.dtype != dtypes.index}),  # not index math
+               passes=[(n, pretty_print(u)) for n, u in trace + [("linearize", UOp(Ops.SINK, src=tuple(uops)))]],
+               src=src)
   specials = {u.arg[0]: u.arg[1] for u in uops if u.op is Ops.SPECIAL}
   gsz = tuple(specials.get(f"gidx{i}", 1) for i in range(3))
   lsz = tuple(specials.get(f"lidx{i}", 1) for i in range(3)) if k.ren.has_local else None

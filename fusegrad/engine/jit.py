@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Generic, TypeVar
-from fusegrad.device import Buffer
+from fusegrad.device import Buffer, RUN_LOCK
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
@@ -199,6 +199,8 @@ class TinyJit(Generic[ReturnType]):
     return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
+  def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
     from fusegrad.tensor import Tensor
     if not JIT: return self.fxn(*args, **kwargs)
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
@@ -488,6 +490,8 @@ class function:
     return functools.partial(self.__call__, obj)  # as a method: bind the instance (part of the signature)
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
+  def _call(self, *args: Any, **kwargs: Any) -> Any:
     from fusegrad.tensor import Tensor, _is_training
     inputs = [t for _, t in _call_inputs(args, kwargs)]
     binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})

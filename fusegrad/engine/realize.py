@@ -9,10 +9,11 @@ from __future__ import annotations
 import contextlib, math, struct, weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 from fusegrad.device import Buffer, Device
 from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, dprint
-from fusegrad.helpers import PROGRAM_CACHE, BEAM, NOOPT, getenv
+from fusegrad.helpers import PROGRAM_CACHE, BEAM, NOOPT, COMPILE_CHUNK, VIZ, viz_record, ansistrip
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.renderer import Renderer
 from fusegrad.codegen import ProgramSpec, get_program
@@ -73,11 +74,11 @@ def _param_buffer(device: str, c: UOp) -> Buffer:
   return Buffer(device, 1, c.dtype).copyin(raw)
 
 def _program(ast: UOp, device: str) -> ProgramSpec:
-  """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 generates the kernel
-  again, to print what codegen does)."""
+  """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 and VIZ generate the
+  kernel again, to show what codegen does)."""
   dev = Device[device]
   if dev.compiler.cachekey is None: p = _codegen(ast, dev.renderer)
-  elif (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is None or DEBUG >= 3:
+  elif (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is None or DEBUG >= 3 or VIZ:
     cache_spec(key, p := _codegen(ast, dev.renderer))
   p.device = device  # the renderer names the backend ("CPU"); the kernel runs on this device of it ("CPU:1")
   return p
@@ -164,10 +165,9 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
   if any(ei.runner.prg is None for ei in items): compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
   return items
 
-# bytes of new kernel source that start compiling (in background processes, split over the cores like the last batch:
-# one big unit would still be compiling when codegen ends) while codegen goes on with the rest; 0: compile once
-# codegen is done. Each batch is a compiler start-up more, and the overlap only pays with a core idle
-COMPILE_CHUNK = getenv("COMPILE_CHUNK", 1 << 18)
+# COMPILE_CHUNK: new kernel source starts compiling (in background processes, split over the cores like the last batch:
+# one big unit would still be compiling when codegen ends) while codegen goes on with the rest. Each batch is a
+# compiler start-up more, and the overlap only pays with a core idle
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once
@@ -194,10 +194,18 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None =
 def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Run items in order (compiled by lower_schedule or lower_kernels: a kernel that isn't compiles itself on its
   first call); TinyJit, if capturing, records them."""
+  times = []
   for ei in items:
     if capturing: capturing[-1].append(ei)
-    ei.run(var_vals)
+    times.append(ei.run(var_vals, wait=bool(VIZ)))
+  if VIZ: viz_record("realize", items=[_viz_item(ei, et) for ei, et in zip(items, times)])
   if items and DEBUG.value >= 3: dprint(3, f"ran {len(items)} schedule items")  # (no f-string made otherwise)
+
+def _viz_item(ei: ExecItem, et: float | None) -> dict[str, Any]:
+  """What the viewer shows of one item run: its kernel (by function name, for codegen's record of it) and timing."""
+  function = ei.runner.p.function_name if isinstance(ei.runner, CompiledRunner) else ""
+  return {"name": ansistrip(ei.runner.name), "function": function, "device": ei.runner.device, "time": et,
+          "flops": ei.runner.flops, "mem": ei.mem}
 
 # *** index checks: an indexing op adds a flag (a tiny reduce over its indices); realizing its result reads the flag ***
 
@@ -209,9 +217,11 @@ class IndexCheck:
   size: int
   what: str = "index"
   error: type[Exception] = IndexError
+  message: str | None = None  # the error's message, instead of "<op>: index <bad> is out of bounds ..."
 
   def raise_if_set(self, bad: int) -> None:
-    if bad != -2 ** 63: raise self.error(f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
+    if bad == -2 ** 63: return
+    raise self.error(self.message or f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
 
 index_checks: weakref.WeakKeyDictionary[UOp, list[IndexCheck]] = weakref.WeakKeyDictionary()
 capturing_checks: list[list[tuple[Buffer, IndexCheck]]] = []  # TinyJit, if capturing, records the flags' buffers

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, flatten, make_tuple, argfix, TRAINING
 from fusegrad.gradient import with_rule, with_materialized_grad
-from fusegrad.mixin.elementwise import ArgumentError, _resolve_axis, broadcast_shape
+from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError, DTypeError, _resolve_axis, \
+  broadcast_shape
 from fusegrad.mixin.convgrad import ConvArgs, conv_rule
 from fusegrad.mixin.indexing import check_indices
 
@@ -25,7 +26,7 @@ def _tuple(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...
   """x as one int per spatial axis; raises naming op when it is the wrong length."""
   ret = make_tuple(x, n)
   if len(ret) != n or not all(isinstance(v, int) for v in ret):
-    raise ValueError(f"{op}: {what} {x!r} must be an int or {n} ints (one per spatial axis)")
+    raise ArgumentError(f"{op}: {what} {x!r} must be an int or {n} ints (one per spatial axis)")
   return ret
 
 def _resolve_pads(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
@@ -38,7 +39,7 @@ def _resolve_pads(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
     return [(p[0], p[1]) for p in pads]
   if len(pads) == 2 * n and all(isinstance(p, int) for p in pads):
     return [(pads[2 * i], pads[2 * i + 1]) for i in range(n)][::-1]
-  raise ValueError(f"{op}: padding {padding!r} must be an int, {n} ints, {n} pairs or {2 * n} ints")
+  raise ArgumentError(f"{op}: padding {padding!r} must be an int, {n} ints, {n} pairs or {2 * n} ints")
 
 def _pad_last(x: Tensor, pads: Sequence[tuple[int, int]], value: float = 0.0) -> Tensor:
   """x padded (or cut, for negative amounts) on its last len(pads) axes."""
@@ -49,7 +50,7 @@ def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
   if reduction == "none": return x
   if reduction == "sum": return x.sum()
   if reduction == "mean": return x.mean()
-  raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
+  raise ArgumentError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
 
 class ClassIdError(IndexError, ArgumentError):
   """one_hot: a class id outside [0, num_classes); an IndexError as other out-of-range indices, and the ValueError
@@ -71,18 +72,18 @@ class NNMixin:
   __slots__ = ()
 
   # *** sliding windows ***
-  def _pool(self: Tensor, k_: tuple[int, ...], stride: Ints = 1, dilation: Ints = 1) -> Tensor:
+  def _pool(self: Tensor, k_: tuple[int, ...], stride: Ints = 1, dilation: Ints = 1, op: str = "pool") -> Tensor:
     """The windows of the last len(k_) axes as trailing axes: (..., i1, i2) -> (..., o1, o2, k1, k2), where
     out[..., a, b, p, q] = x[..., a*s1 + p*d1, b*s2 + q*d2]. Only views: no data moves."""
     n = len(k_)
-    if self.ndim < n: raise ValueError(f"pool: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
-    s_, d_ = _tuple(stride, n, "stride", "pool"), _tuple(dilation, n, "dilation", "pool")
+    if self.ndim < n: raise ShapeError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
+    s_, d_ = _tuple(stride, n, "stride", op), _tuple(dilation, n, "dilation", op)
     if any(v <= 0 for v in k_ + s_ + d_):
-      raise ValueError(f"pool: kernel {k_}, stride {s_}, dilation {d_} must be positive")
+      raise ArgumentError(f"{op}: kernel {k_}, stride {s_}, dilation {d_} must be positive")
     pre, i_ = self.shape[:-n], self.shape[-n:]
     o_ = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_))
     if any(o <= 0 for o in o_):
-      raise ValueError(f"pool: kernel {k_} with dilation {d_} is larger than the input {i_} (shape {self.shape})")
+      raise ShapeError(f"{op}: kernel {k_} with dilation {d_} is larger than the input {i_} (shape {self.shape})")
     keep_pre = tuple(None for _ in pre)
     if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
       # windows don't overlap: make each axis o*s long, split it into (o, s) and keep the first k of every step
@@ -110,14 +111,14 @@ class NNMixin:
     argument names).
 
     `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
-    d = _resolve_axis(dim, self.ndim, "dim") if self.ndim else 0
+    d = _resolve_axis(dim, self.ndim, "unfold") if self.ndim else 0
     x = self.reshape(1) if self.ndim == 0 else self
-    if size > x.shape[d]: raise ValueError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
+    if size > x.shape[d]: raise ShapeError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
     if size < 0 or step <= 0: raise ArgumentError(f"unfold: size must be >= 0 and step > 0, got {size} and {step}")
     xt = x.transpose(d, -1)
     if size == 0:  # n // step + 1 empty windows (torch)
       windows = xt[..., :0].unsqueeze(-2).expand(*xt.shape[:-1], xt.shape[-1] // step + 1, 0)
-    else: windows = xt._pool((size,), step)  # (..., o, size), dim d at the end before pooling
+    else: windows = xt._pool((size,), step, op="unfold")  # (..., o, size), dim d at the end before pooling
     return windows.transpose(d, -2) if d != x.ndim - 1 else windows
 
   # *** convolution ***
@@ -134,20 +135,20 @@ class NNMixin:
     bs, cin = self.shape[:2] if self.ndim >= 2 else (0, 0)
     cout, cin_g, k_ = weight.shape[0], weight.shape[1] if weight.ndim > 1 else 0, weight.shape[2:]
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != cin_g * groups or cout % groups:
-      raise ValueError(f"conv2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want "
+      raise ShapeError(f"conv2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want "
                        "input (batch, cin, *spatial), weight (cout, cin // groups, *kernel), cout divisible by groups")
     if bias is not None and bias.shape != (cout,):
-      raise ValueError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
+      raise ShapeError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
     s_, d_ = _tuple(stride, n, "stride", "conv2d"), _tuple(dilation, n, "dilation", "conv2d")
     if padding == "valid": padding = 0
     elif padding == "same":
-      if any(s != 1 for s in s_): raise ValueError("conv2d: padding='same' needs stride 1")
+      if any(s != 1 for s in s_): raise ArgumentError("conv2d: padding='same' needs stride 1")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for d, k in zip(d_, k_)]
     pads = _resolve_pads(padding, n, "conv2d")
     # integer input, float weights (raw pixels): cast first, as the product would, so the gradient rule below applies
     if dtype is None and dtypes.is_float(weight.dtype) and not dtypes.is_float(self.dtype):
       self = self.cast(weight.dtype)
-    x = _pad_last(self, pads)._pool(k_, s_, d_)  # (bs, cin, *o, *k)
+    x = _pad_last(self, pads)._pool(k_, s_, d_, "conv2d")  # (bs, cin, *o, *k)
     o_, rcout = x.shape[2:2 + n], cout // groups
     # (bs, groups, rcout, *o, cin_g, *k) * (1, groups, rcout, *1, cin_g, *k), summed over cin_g and the kernel
     x = x.reshape(bs, groups, cin_g, 1, *o_, *k_).expand(bs, groups, cin_g, rcout, *o_, *k_)
@@ -175,13 +176,13 @@ class NNMixin:
               .squeeze(0))
     cin = self.shape[1] if self.ndim >= 2 else 0
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != weight.shape[0] or cin % groups:
-      raise ValueError(f"conv_transpose2d: input {self.shape}, weight {weight.shape} (groups={groups}) don't match: "
+      raise ShapeError(f"conv_transpose2d: input {self.shape}, weight {weight.shape} (groups={groups}) don't match: "
                        "want input (batch, cin, *spatial), weight (cin, cout // groups, *kernel), cin % groups == 0")
     k_, rcout = weight.shape[2:], weight.shape[1]
     s_, d_ = _tuple(stride, n, "stride", "conv_transpose2d"), _tuple(dilation, n, "dilation", "conv_transpose2d")
     op_ = _tuple(output_padding, n, "output_padding", "conv_transpose2d")
     if any(o >= s and o >= d for o, s, d in zip(op_, s_, d_)):
-      raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than stride {s_} or dilation {d_}")
+      raise ArgumentError(f"conv_transpose2d: output_padding {op_} must be smaller than stride {s_} or dilation {d_}")
     pads = _resolve_pads(padding, n, "conv_transpose2d")
     # (cin, rcout, *k) -> (groups, cin_g, rcout, *k) -> (groups * rcout, cin_g, *k), kernel flipped
     w = weight.reshape(groups, cin // groups, rcout, *k_).transpose(1, 2).reshape(groups * rcout, cin // groups, *k_)
@@ -210,14 +211,16 @@ class NNMixin:
     s_ = k_ if stride is None or stride == () or stride == [] else _tuple(stride, n, "stride", op)
     d_ = _tuple(dilation, n, "dilation", op)
     pads = _resolve_pads(padding, n, op)
-    if self.ndim < n: raise ValueError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
+    if any(v <= 0 for v in k_ + s_ + d_):
+      raise ArgumentError(f"{op}: kernel {k_}, stride {s_}, dilation {d_} must be positive")
+    if self.ndim < n: raise ShapeError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
     if any(max(p) * 2 > d * (k - 1) + 1 for p, k, d in zip(pads, k_, d_)):
-      raise ValueError(f"{op}: padding {padding!r} must be at most half the (dilated) kernel {k_}")
+      raise ArgumentError(f"{op}: padding {padding!r} must be at most half the (dilated) kernel {k_}")
     extra = []
     for i, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads):
       span = i + pb + pa - d * (k - 1) - 1
       if span < 0:
-        raise ValueError(f"{op}: kernel {k_} with dilation {d_} is larger than the padded input {self.shape}")
+        raise ShapeError(f"{op}: kernel {k_} with dilation {d_} is larger than the padded input {self.shape}")
       o = (-(-span // s) if ceil_mode else span // s) + 1
       if ceil_mode and (o - 1) * s >= i + pb: o -= 1  # torch: the last window must start inside the input or left pad
       extra.append((o - 1) * s + d * (k - 1) + 1 - (i + pb + pa))  # > 0 only in ceil mode
@@ -260,7 +263,7 @@ class NNMixin:
     s_ = k_ if stride is None else _tuple(stride, n, "stride", "max_unpool2d")
     d_, pads = _tuple(dilation, n, "dilation", "max_unpool2d"), _resolve_pads(padding, n, "max_unpool2d")
     if indices.shape != self.shape or not dtypes.is_int(indices.dtype) or self.ndim < n:
-      raise ValueError(f"max_unpool2d: indices {indices.shape} {indices.dtype} must be integers shaped like the input "
+      raise ShapeError(f"max_unpool2d: indices {indices.shape} {indices.dtype} must be integers shaped like the input "
                        f"{self.shape}")
     if output_size is None:
       out = tuple((i - 1) * s - pb - pa + d * (k - 1) + 1
@@ -306,11 +309,11 @@ class NNMixin:
                 axis: int | tuple[int, ...] = 1) -> Tensor:
     """(x - mean) * invstd * weight + bias, the statistics laid along axis (the channels): inference-time batch norm
     (torch.nn.functional.batch_norm with invstd = 1 / sqrt(var + eps)). weight and bias may be None."""
-    axes = tuple(_resolve_axis(a, self.ndim) for a in argfix(axis))
+    axes = tuple(_resolve_axis(a, self.ndim, "batchnorm") for a in argfix(axis))
     shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
     def along(t: Tensor, name: str) -> Tensor:
       if t.numel() != prod(shape) and t.numel() != 1:
-        raise ValueError(f"batchnorm: {name} of shape {t.shape} doesn't fit axis {axis} of input {self.shape}")
+        raise ShapeError(f"batchnorm: {name} of shape {t.shape} doesn't fit axis {axis} of input {self.shape}")
       return t.reshape(shape) if t.numel() == prod(shape) else t.reshape(())
     x = (self - along(mean, "mean")) * along(invstd, "invstd")
     if weight is not None: x = x * along(weight, "weight")
@@ -325,7 +328,7 @@ class NNMixin:
     """x / max(norm_p(x over dim), eps), as torch.nn.functional.normalize (p may be inf, -inf or 0 too).
 
     `Tensor([[3.0, 4.0]]).normalize().tolist()` is [[0.6, 0.8]]."""
-    dims = tuple(_resolve_axis(d, self.ndim, "dim") for d in argfix(dim))
+    dims = tuple(_resolve_axis(d, self.ndim, "normalize") for d in argfix(dim))
     x = self if dtypes.is_float(self.dtype) else self.float()
     a = x.abs()
     if p == math.inf: norm = a.max(dims, keepdim=True)
@@ -341,7 +344,7 @@ class NNMixin:
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """In training (Tensor.training or TRAINING=1) zero each element with probability p and scale the rest by
     1/(1-p); otherwise the input unchanged."""
-    if not 0 <= p <= 1: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not 0 <= p <= 1: raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
     if not (type(self).training or TRAINING) or p == 0: return self
     if p == 1: return self * 0
     keep = type(self).rand(*self.shape, device=self.device) >= p
@@ -352,7 +355,7 @@ class NNMixin:
     """Integer class ids -> a trailing axis of num_classes with 1 at the id (-1: max id + 1, which reads the data).
 
     `Tensor([0, 2]).one_hot(3).tolist()` is [[1, 0, 0], [0, 0, 1]]."""
-    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
+    if not dtypes.is_int(self.dtype): raise DTypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
       raise ArgumentError(f"one_hot: num_classes must be -1 or an int >= 0, got {num_classes!r}")
     if read := num_classes == -1:  # the shape needs the largest id: this reads the data
@@ -371,20 +374,21 @@ class NNMixin:
   def _index_mask(self: Tensor, index: Tensor, dim: int, op: str) -> Tensor:
     """index (integers, as many dims as self) compared with an arange of self's size along dim: (*index.shape, n)."""
     if not isinstance(index, type(self)) or not dtypes.is_int(index.dtype):
-      raise TypeError(f"{op}: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+      raise DTypeError(f"{op}: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     if index.ndim != self.ndim:
-      raise ValueError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
+      raise ShapeError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
     if any(si > sx for a, (si, sx) in enumerate(zip(index.shape, self.shape)) if a != dim):
-      raise ValueError(f"{op}: index {index.shape} is larger than input {self.shape} outside dim {dim}")
+      raise ShapeError(f"{op}: index {index.shape} is larger than input {self.shape} outside dim {dim}")
     n = self.shape[dim]
     positions = type(self).arange(n, device=self.device, dtype=index.dtype)
     return check_indices(index.unsqueeze(-1) == positions, index, n, op, negative=False)
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-    """out[i][j] = x[index[i][j]][j] for dim 0 (torch.gather): index has as many dims as x, sizes at most x's.
+    """Values picked along dim by index (torch.gather): `out[i][j] = x[index[i][j]][j]` for dim 0; index has as many
+    dims as x, sizes at most x's.
 
     `Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()` is [[1, 1], [4, 3]]."""
-    d = _resolve_axis(dim, self.ndim, "dim")
+    d = _resolve_axis(dim, self.ndim, "gather")
     mask = self._index_mask(index, d, "gather")
     # x cut to index's shape off dim, dim moved to a new last axis: (*index.shape with 1 at dim, n)
     x = self.shrink(tuple(None if a == d else (0, s) for a, s in enumerate(index.shape))).unsqueeze(-1).transpose(d, -1)
@@ -400,19 +404,19 @@ class NNMixin:
     """src as a tensor of index's shape in self's dtype (a scalar broadcasts)."""
     if not isinstance(src, type(self)): return type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if src.ndim != index.ndim or any(si > ss for si, ss in zip(index.shape, src.shape)):
-      raise ValueError(f"{op}: src {src.shape} must have index's dims and be at least index's size {index.shape}")
+      raise ShapeError(f"{op}: src {src.shape} must have index's dims and be at least index's size {index.shape}")
     return src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
-    """A copy of x with x[index[i][j]][j] = src[i][j] for dim 0 (torch.Tensor.scatter); src may be a scalar. With
+    """A copy of x with `x[index[i][j]][j] = src[i][j]` for dim 0 (torch.Tensor.scatter); src may be a scalar. With
     reduce='add' or 'multiply' the values combine with x instead; with repeated indices and no reduce, the last wins."""
-    d = _resolve_axis(dim, self.ndim, "dim")
+    d = _resolve_axis(dim, self.ndim, "scatter")
     mask, src_t = self._index_mask(index, d, "scatter"), self._scatter_src(index, src, "scatter")
     src_b = src_t.unsqueeze(-1)  # (*index.shape, 1) against mask (*index.shape, n)
     if reduce == "add": return self + self._scatter_back(mask.where(src_b, 0).sum(d, True, dtype=self.dtype), d, 0)
     if reduce == "multiply":
       return self * self._scatter_back(mask.where(src_b, 1).prod(d, True, dtype=self.dtype), d, 1)
-    if reduce is not None: raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if reduce is not None: raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
     # the last position along dim that writes each cell (0: none), then the value written there
     m = index.shape[d]
     order = type(self).arange(1, m + 1, device=self.device, dtype=dtypes.int32).reshape(m, *[1] * (index.ndim - d))
@@ -425,10 +429,10 @@ class NNMixin:
                      include_self: bool = True) -> Tensor:
     """Combine src into x at index along dim (torch.Tensor.scatter_reduce) with reduce 'sum', 'prod', 'mean', 'amax'
     or 'amin'; include_self=False leaves x's own value out wherever something is written."""
-    d = _resolve_axis(dim, self.ndim, "dim")
+    d = _resolve_axis(dim, self.ndim, "scatter_reduce")
     identities = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}
     if reduce not in identities:
-      raise ValueError(f"scatter_reduce: reduce must be one of {list(identities)}, not {reduce!r}")
+      raise ArgumentError(f"scatter_reduce: reduce must be one of {list(identities)}, not {reduce!r}")
     mask, src_t = self._index_mask(index, d, "scatter_reduce"), self._scatter_src(index, src, "scatter_reduce")
     values = mask.where(src_t.unsqueeze(-1), identities[reduce])  # (*index.shape, n): src at the cells it goes to
     hits = mask.sum(d, keepdim=True, dtype=dtypes.int32)
@@ -454,7 +458,7 @@ class NNMixin:
     m = mask.flatten() if mask.ndim else mask.reshape(1)
     if m.dtype != dtypes.bool: raise TypeError(f"{op}: the mask must be bool, got {m.dtype}")
     if size is None: size = int(m.sum().item())
-    if not isinstance(size, int) or size < 0: raise ValueError(f"{op}: size must be an int >= 0, got {size!r}")
+    if not isinstance(size, int) or size < 0: raise ArgumentError(f"{op}: size must be an int >= 0, got {size!r}")
     rank = m.cumsum() - 1  # among the true elements, the position of each
     slots = type(self).arange(size, dtype=rank.dtype, device=self.device).reshape(size, 1)
     return (rank.reshape(1, -1) == slots) & m.reshape(1, -1)
@@ -491,9 +495,9 @@ class NNMixin:
     n_cls = self.shape[axis]
     if not dtypes.is_int(Y.dtype): raise TypeError(f"{op}: class-index targets must be integers, got {Y.dtype}")
     if Y.shape != self.shape[:axis] + self.shape[axis + 1:]:
-      raise ValueError(f"{op}: targets {Y.shape} don't fit input {self.shape} (classes on axis {axis})")
+      raise ShapeError(f"{op}: targets {Y.shape} don't fit input {self.shape} (classes on axis {axis})")
     if weight is not None and weight.shape != (n_cls,):
-      raise ValueError(f"{op}: weight {weight.shape} should be ({n_cls},)")
+      raise ShapeError(f"{op}: weight {weight.shape} should be ({n_cls},)")
     along = (n_cls,) + (1,) * (self.ndim - axis - 1)
     hot = Y.unsqueeze(axis) == type(self).arange(n_cls, device=self.device, dtype=Y.dtype).reshape(along)
     w = (weight if weight is not None else type(self).ones(n_cls, device=self.device)).cast(self.dtype).reshape(along)
@@ -517,7 +521,7 @@ class NNMixin:
 
     `Tensor([[0.0, 0.0]]).cross_entropy(Tensor([1])).item()` is log(2)."""
     if not 0.0 <= label_smoothing <= 1.0:
-      raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+      raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     axis = 1 if self.ndim > 1 else 0
     logp, n_cls = self.log_softmax(axis), self.shape[axis]
     if Y.shape == self.shape and not dtypes.is_int(Y.dtype):  # class probabilities
@@ -537,12 +541,13 @@ class NNMixin:
     count neither in the loss nor in the mean."""
     x = self.reshape(-1, self.shape[-1]) if self.ndim != 2 else self
     if Y.shape != self.shape[:-1]:
-      raise ValueError(f"sparse_categorical_crossentropy: labels {Y.shape} don't fit logits {self.shape}")
+      raise ShapeError(f"sparse_categorical_crossentropy: labels {Y.shape} don't fit logits {self.shape}")
     loss = x.cross_entropy(Y.reshape(-1), reduction, label_smoothing, None, ignore_index)
     return loss.reshape(Y.shape) if reduction == "none" else loss
 
   def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
     """-(y log x + (1 - y) log(1 - x)) for probabilities x, the logs clamped at -100 as in torch."""
+    if Y.shape != self.shape: raise ShapeError(f"binary_crossentropy: target {Y.shape} and input {self.shape} differ")
     loss = -(Y * self.log().clip(-100) + (1 - Y) * (1 - self).log().clip(-100))
     return _reduction(loss, reduction, "binary_crossentropy")
 
@@ -563,16 +568,17 @@ class NNMixin:
     is_causal keeps the lower triangle; a row with nothing kept gives 0. Dropout (of the weights) applies in training
     only, as Tensor.dropout."""
     if min(self.ndim, key.ndim, value.ndim) < 2 or key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
-      raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
+      raise ShapeError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
                        "don't fit")
     if enable_gqa and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
-      if self.shape[-3] % key.shape[-3]: raise ValueError(f"scaled_dot_product_attention: {self.shape[-3]} query heads "
+      if self.shape[-3] % key.shape[-3]: raise ShapeError(f"scaled_dot_product_attention: {self.shape[-3]} query heads "
                                                           f"are not a multiple of {key.shape[-3]} key heads")
       key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
       value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
     qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
     if is_causal:
-      if attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+      if attn_mask is not None:
+        raise ArgumentError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
       attn_mask = type(self).ones(*qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
@@ -593,9 +599,10 @@ class NNMixin:
     `Tensor([[[1.0, 3.0]]]).interpolate((4,)).tolist()` is [[[1.0, 1.5, 2.5, 3.0]]]."""
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
     if mode not in ("linear", "nearest", "nearest-exact"):
-      raise ValueError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or 'nearest-exact', "
-                       f"not {mode!r}")
-    if align_corners and mode != "linear": raise ValueError("interpolate: align_corners only goes with mode 'linear'")
+      raise UnsupportedError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or "
+                             f"'nearest-exact', not {mode!r}")
+    if align_corners and mode != "linear":
+      raise ArgumentError("interpolate: align_corners only goes with mode 'linear'")
     sizes, scales = _resize_plan(self.shape, size, scale_factor)
     x = self if dtypes.is_float(self.dtype) or mode != "linear" else self.cast(dtypes.default_float)
     for axis, o, scale in zip(range(self.ndim - len(sizes), self.ndim), sizes, scales):
@@ -624,7 +631,7 @@ class NNMixin:
     ops: list[Tensor] = [t if isinstance(t, cls) else cls(t) for t in operands]
     lhs, arrow, rhs = formula.replace(" ", "").partition("->")
     terms = lhs.split(",")
-    if len(terms) != len(ops): raise ValueError(f"einsum: {formula!r} has {len(terms)} operands, got {len(ops)}")
+    if len(terms) != len(ops): raise ArgumentError(f"einsum: {formula!r} has {len(terms)} operands, got {len(ops)}")
     n_ell = max([t.ndim - len(term) + 3 for term, t in zip(terms, ops) if "..." in term], default=0)
     ell = [chr(0x100 + i) for i in range(n_ell)]  # placeholder letters for the broadcast axes
     letters = [_einsum_term(term, t, ell, formula) for term, t in zip(terms, ops)]
@@ -633,13 +640,13 @@ class NNMixin:
       seen = [c for term in letters for c in term if c not in ell]
       out = ell + sorted(c for c in set(seen) if seen.count(c) == 1)
     if len(set(out)) != len(out) or any(not any(c in term for term in letters) for c in out):
-      raise ValueError(f"einsum: output of {formula!r} repeats a letter or has one no operand has")
+      raise ArgumentError(f"einsum: output of {formula!r} repeats a letter or has one no operand has")
     sizes: dict[str, int] = {}
     for i, t in enumerate(ops):
       ops[i], letters[i] = _einsum_diagonals(t, letters[i], formula)
       for c, s in zip(letters[i], ops[i].shape):
         if sizes.get(c, 1) != 1 and s != 1 and sizes[c] != s:
-          raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {sizes[c]} and {s} "
+          raise ShapeError(f"einsum: letter {c!r} of {formula!r} has sizes {sizes[c]} and {s} "
                            f"(shapes {[t.shape for t in operands]})")
         sizes[c] = max(sizes.get(c, 1), s)
     order = out + sorted(set(sizes) - set(out))
@@ -675,10 +682,10 @@ class NNMixin:
   def _sorted_top(self: Tensor, k: int, dim: int, descending: bool, op: str) -> tuple[Tensor, Tensor]:
     """The first k elements along dim in sorted order, and their indices."""
     if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
-    d = _resolve_axis(dim, self.ndim, "dim")
+    d = _resolve_axis(dim, self.ndim, op)
     x = self.transpose(d, -1)
     n = x.shape[-1]
-    if not 0 <= k <= n: raise ValueError(f"{op}: k={k} is out of range for dim {d} of size {n} (shape {self.shape})")
+    if not 0 <= k <= n: raise ShapeError(f"{op}: k={k} is out of range for dim {d} of size {n} (shape {self.shape})")
     rank = x._rank(descending)
     # out[r] = the element whose rank is r: a one-hot sum over the elements
     slots = type(self).arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)
@@ -693,7 +700,7 @@ class NNMixin:
     It compares every pair along dim: for modest sizes.
 
     `Tensor([3, 1, 2]).sort()[0].tolist()` is [1, 2, 3]."""
-    n = self.shape[dim] if self.ndim else 1
+    n = self.shape[_resolve_axis(dim, self.ndim, "sort")] if self.ndim else 1
     return self._sorted_top(n, dim, descending, "sort")
 
   def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
@@ -713,32 +720,32 @@ def _resize_plan(shape: tuple[int, ...], size: Ints | None, scale_factor: float 
   """interpolate's output size per resized axis and the input step per output step (in/out, or 1/scale_factor as
   torch uses when a scale factor is given)."""
   if (size is None) == (scale_factor is None):
-    raise ValueError("interpolate: give exactly one of size and scale_factor")
+    raise ShapeError("interpolate: give exactly one of size and scale_factor")
   n_spatial = max(len(shape) - 2, 1)
   if size is not None:
     sizes = (size,) * n_spatial if isinstance(size, int) else tuple(size)
     if not 0 < len(sizes) <= len(shape) or any(not isinstance(o, int) or o <= 0 for o in sizes):
-      raise ValueError(f"interpolate: size {size} must be positive ints for at most {len(shape)} axes of {shape}")
+      raise ShapeError(f"interpolate: size {size} must be positive ints for at most {len(shape)} axes of {shape}")
     return sizes, tuple(i / o for i, o in zip(shape[len(shape) - len(sizes):], sizes))
   factors = (scale_factor,) * n_spatial if isinstance(scale_factor, (int, float)) else tuple(scale_factor or ())
   if not 0 < len(factors) <= len(shape) or any(f <= 0 for f in factors):
-    raise ValueError(f"interpolate: scale_factor {scale_factor} must be positive, for at most {len(shape)} axes")
+    raise ShapeError(f"interpolate: scale_factor {scale_factor} must be positive, for at most {len(shape)} axes")
   sizes = tuple(math.floor(i * f) for i, f in zip(shape[len(shape) - len(factors):], factors))
   if any(o <= 0 for o in sizes):
-    raise ValueError(f"interpolate: scale_factor {scale_factor} leaves no output of {shape}")
+    raise ShapeError(f"interpolate: scale_factor {scale_factor} leaves no output of {shape}")
   return sizes, tuple(1 / f for f in factors)
 
 def _einsum_term(term: str, t: Tensor | None, ell: list[str], formula: str) -> str:
   """The letters of one einsum term with '...' spelled out as placeholder letters (right-aligned for an operand)."""
   if term.count("...") > 1 or "." in term.replace("...", ""):
-    raise ValueError(f"einsum: bad term {term!r} in {formula!r}")
+    raise ArgumentError(f"einsum: bad term {term!r} in {formula!r}")
   plain = term.replace("...", "")
   if any(not c.isalpha() for c in plain):
-    raise ValueError(f"einsum: subscripts must be letters, got {term!r} in {formula!r}")
+    raise ArgumentError(f"einsum: subscripts must be letters, got {term!r} in {formula!r}")
   if t is None: return term.replace("...", "".join(ell))
   n_here = t.ndim - len(plain)
   if ("..." in term and n_here < 0) or ("..." not in term and n_here != 0):
-    raise ValueError(f"einsum: term {term!r} of {formula!r} doesn't fit an operand of shape {t.shape}")
+    raise ShapeError(f"einsum: term {term!r} of {formula!r} doesn't fit an operand of shape {t.shape}")
   return term.replace("...", "".join(ell[len(ell) - n_here:])) if "..." in term else term
 
 def _einsum_diagonals(t: Tensor, term: str, formula: str) -> tuple[Tensor, str]:
@@ -747,7 +754,7 @@ def _einsum_diagonals(t: Tensor, term: str, formula: str) -> tuple[Tensor, str]:
     c = next(c for c in term if term.count(c) > 1)
     p, q = term.index(c), term.index(c, term.index(c) + 1)
     n = t.shape[p]
-    if t.shape[q] != n: raise ValueError(f"einsum: repeated letter {c!r} of {formula!r} has sizes {n} and {t.shape[q]}")
+    if t.shape[q] != n: raise ShapeError(f"einsum: repeated letter {c!r} of {formula!r} has sizes {n} and {t.shape[q]}")
     rest = [i for i in range(t.ndim) if i not in (p, q)]
     t = t.permute(*rest, p, q).reshape(*[t.shape[i] for i in rest], n * n)
     t = t.pad(((0, 0),) * len(rest) + ((0, n),)).reshape(*[t.shape[i] for i in range(len(rest))], n, n + 1)

@@ -94,7 +94,10 @@ class UOp:
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
-    UOp._interned[key] = weakref.KeyedRef(ret, _uninterned, key)
+    new = weakref.KeyedRef(ret, _uninterned, key)
+    if (ref := UOp._interned.setdefault(key, new)) is not new:  # another thread made it meanwhile: one node stays
+      if (other := ref()) is not None: return other
+      UOp._interned[key] = new
     return ret
   def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kwargs: Any) -> UOp:
@@ -122,21 +125,21 @@ class UOp:
   # *** shapes of lazy-graph nodes ***
   @property
   def shape(self) -> tuple[int, ...]:
-    if "shape" not in self._cache: self._cache["shape"] = _infer_shape(self)
-    return self._cache["shape"]
+    return derived(self, "shape", _infer_shape)
   @property
   def size(self) -> int: return prod(self.shape)
   @property
   def base(self) -> UOp:
     """The node below any chain of movement ops."""
-    return self.src[0].base if self.op in GroupOp.Movement else self
+    ret = self
+    while ret.op in GroupOp.Movement: ret = ret.src[0]
+    return ret
 
   # *** constructors used by Tensor, autograd and the passes ***
   @property
   def device(self) -> str | None:
     """The device a tensor-graph node lives on (None for kernel-level nodes and bare constants)."""
-    if "device" not in self._cache: self._cache["device"] = _infer_device(self)
-    return self._cache["device"]
+    return derived(self, "device", _infer_device)
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
     """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
@@ -254,8 +257,7 @@ class UOp:
   def vmax(self) -> Any: return self._min_max[1]
   @property
   def _min_max(self) -> tuple[Any, Any]:
-    if "mm" not in self._cache: self._cache["mm"] = _min_max(self)
-    return self._cache["mm"]
+    return derived(self, "mm", _min_max)
   def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
     """This graph with the keys of mapping replaced by their values (no simplification)."""
     if not mapping: return self
@@ -286,6 +288,26 @@ class UOp:
     """A short infix rendering of an index/ALU expression, e.g. '((r0*4)+r1)'."""
     return render_expr(self)
   def __repr__(self) -> str: return pretty_print(self)
+
+def derived(u: UOp, key: str, fn: Callable[[UOp], Any]) -> Any:
+  """fn(u), computed once and kept in u._cache[key]. fn may ask the same of u's sources: when they don't have it yet,
+  it is computed for them first, sources before users, so that a graph 100,000 nodes deep needs no deep recursion (a
+  source fn fails on is left to fail, or not be needed, in fn(u) itself)."""
+  if (ret := u._cache.get(key, _MISSING)) is not _MISSING: return ret
+  if any(key not in s._cache for s in u.src):
+    for n in u.toposort(gate=lambda n: key not in n._cache)[:-1]:
+      if key not in n._cache:
+        try: n._cache[key] = fn(n)
+        except Exception: pass
+  ret = u._cache[key] = fn(u)
+  return ret
+_MISSING = object()
+
+def bottom_up(root: UOp, fn: Callable[[UOp], Any], where: Callable[[UOp], bool]) -> None:
+  """fn(n) for each node n below root with where(n), reached through such nodes, sources first: a memoized recursive
+  pass called on root afterwards finds their results and recurses one level, however deep the graph is."""
+  for n in root.toposort(gate=lambda n: n is root or where(n))[:-1]:
+    if where(n): fn(n)
 
 _SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
 _KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE,

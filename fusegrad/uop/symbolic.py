@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 from fusegrad.dtype import dtypes
-from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.ops import UOp, Ops, GroupOp, derived
 from fusegrad.uop.alu import exec_alu
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 
@@ -17,10 +17,10 @@ Term = tuple[UOp, int]
 
 def order_key(u: UOp) -> tuple:
   """A deterministic sort key for a node, so that sums are built in one canonical order."""
-  if "key" not in u._cache:
-    arg = u.arg if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_GLOBAL) else None
-    u._cache["key"] = (u.op.value, repr(arg), tuple(order_key(s) for s in u.src))
-  return u._cache["key"]
+  return derived(u, "key", _order_key)
+def _order_key(u: UOp) -> tuple:
+  arg = u.arg if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_GLOBAL) else None
+  return (u.op.value, repr(arg), tuple(order_key(s) for s in u.src))
 
 # *** sums as (term, coefficient) lists ***
 
