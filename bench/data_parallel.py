@@ -43,6 +43,7 @@ def main() -> None:
     return [loss.realize(), *[p.grad.realize() for p in trained if p.grad is not None]]
 
   @TinyJit
+  @Context(TRAINING=1)
   def apply_step(*grads: Tensor) -> None:
     for p, g in zip(trained, grads): p.grad = g
     opt.step()

@@ -145,10 +145,11 @@ def test_optimizer_keeps_split_parameters_split(make_opt):
     w = Tensor(w0, requires_grad=True)
     if devs: w.shard_(devs, 0).realize()
     opt = make_opt([w])
-    for _ in range(2):
-      opt.zero_grad()
-      ((Tensor(x).to(devs) if devs else Tensor(x)) @ w).square().sum().backward()
-      opt.step()
+    with Tensor.train():
+      for _ in range(2):
+        opt.zero_grad()
+        ((Tensor(x).to(devs) if devs else Tensor(x)) @ w).square().sum().backward()
+        opt.step()
     results.append(w.numpy())
   assert w.uop.arg == 0 and [s.shape for s in w.uop.src] == [(2, 3), (2, 3)]  # model parallel: still split
   np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=1e-5)
