@@ -97,6 +97,16 @@ class TestSharded:
     x, idx = rand(10, 2), np.array([1, 3, 5, 9])
     np.testing.assert_equal(Tensor(x).to(devices)[Tensor(idx).shard(devices, 0)].numpy(), x[idx])
 
+  def test_gradient_through_gather(self, devices):
+    x, w0 = rand(4, 3), rand(3, 2, seed=1)
+    w = Tensor(w0, requires_grad=True)
+    w.to_(devices).realize()
+    loss = (Tensor(x).shard(devices, 0) @ w).to("PYTHON").square().sum()  # gathered on one device, then the loss
+    loss.backward()
+    assert w.grad is not None and w.grad.device == devices
+    np.testing.assert_allclose(loss.item(), np.square(x @ w0).sum(), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), 2 * x.T @ (x @ w0), rtol=1e-5, atol=1e-5)
+
   def test_errors(self, devices):
     with pytest.raises(IndexError): Tensor.ones(4, 2).shard(devices, 2)
     with pytest.raises(RuntimeError, match=r"\(3, 2\).*2 devices"): Tensor.ones(3, 2).shard(devices, 0)
