@@ -149,6 +149,8 @@ DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "", "default float dtype (HALF, BFLO
                            " dtypes.default_float (which code may set too); empty: float32")
 TRAINING = ContextVar("TRAINING", 0, "1: layers such as dropout and batchnorm behave as in training")
 CC = ContextVar("CC", "", "C compiler for the CPU backend (default: clang if present, else gcc)")
+CPU_ISA = ContextVar("CPU_ISA", "", "instruction set of CPU kernels: sse4, avx2 or avx512 (default: the host's best); "
+                     "read when the CPU device opens")
 CPU_THREADS = ContextVar("CPU_THREADS", 0, "threads per CPU kernel (0: one per core)")
 CPU_SPIN = ContextVar("CPU_SPIN", 1, "ms a CPU kernel's idle OpenMP workers (clang's runtime) spin before they sleep")
 DISABLE_COMPILER_CACHE = ContextVar("DISABLE_COMPILER_CACHE", 0, "1: never read or write the on-disk kernel cache")

@@ -214,7 +214,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def max_shape(self) -> tuple[int, ...]:
     """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""
     return self.shape
-  def max_numel(self) -> int: return self.numel()
+  def max_numel(self) -> int:
+    """The most elements this tensor can have: its numel() (fusegrad has no symbolic shapes)."""
+    return self.numel()
   @property
   def ndim(self) -> int:
     """The number of axes."""
@@ -371,7 +373,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self
   def shard(self, devices: tuple[str, ...] | list[str], axis: builtins.int | None = None) -> Tensor:
     """This tensor spread over devices: split along axis in equal parts (part i on devices[i]), or with axis None a
-    copy on each. `Tensor.arange(4).shard(("CPU:1", "CPU:2"), axis=0).device` is ('CPU:1', 'CPU:2')."""
+    copy on each. `Tensor.arange(4).shard(("CPU:0", "CPU:1"), axis=0).device` is ('CPU', 'CPU:1') ("CPU:0" is "CPU")."""
     devices = Device.canonicalize(tuple(devices))  # type: ignore[arg-type]
     if axis is not None: axis = _resolve_axis(axis, self.ndim, "shard")
     if self.device == devices: return self._new(multi.reshard(self.uop, axis))  # replicated -> split: no copies

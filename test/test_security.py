@@ -153,7 +153,7 @@ def test_cache_is_bounded_least_recently_used_first(tmp_path):
 
 def test_beam_cache_entry_is_json_and_checked(tmp_path):
   from fusegrad.helpers import Context, cache_reset, diskcache_put
-  from fusegrad.codegen import search
+  from fusegrad.engine import search
   cache_reset()
   try:
     with Context(CACHEDB=str(tmp_path / "c.db"), DISABLE_COMPILER_CACHE=0):

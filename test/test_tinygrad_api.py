@@ -39,7 +39,8 @@ EXCLUDED: dict[str, str] = {
   **{f"nn.state.{n}": "tinygrad's file system on a device (fs_load/fs_store): no counterpart" for n in
      ("fs_load", "fs_store", "accept_filename")},
   **{f"helpers.{n}": _FLAG for n in (
-    "ALL2ALL", "ALLOW_DEVICE_USAGE", "ALLOW_TF32", "ALLREDUCE_CAST", "CACHELEVEL", "CAPTURING", "CCACHE", "CHECK_OOB",
+    "ALL2ALL", "ALLOW_DEVICE_USAGE", "ALLOW_TF32", "ALLREDUCE_CAST", "CACHELEVEL", "CAPTURE_PROCESS_REPLAY", "CAPTURING",
+    "CCACHE", "CHECK_OOB",
     "DEBUG_RANGEIFY", "DEFAULT_INT", "DISABLE_FAST_IDIV", "DISALLOW_BROADCAST", "EMULATED_DTYPES", "FLOAT16",
     "FUSE_OPTIM", "IGNORE_BEAM_CACHE", "IMAGE", "JIT_BATCH_SIZE", "LRU", "MAX_BUFFER_SIZE", "MAX_KERNEL_BUFFERS",
     "NOLOCALS", "NO_COLOR", "NO_MEMORY_PLANNER", "NULL_ALLOW_COPYOUT", "NUM_CPU_THREADS", "OPENPILOT_HACKS", "PARALLEL",

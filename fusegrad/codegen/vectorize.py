@@ -118,7 +118,7 @@ def loads_contiguous(value: UOp, r: UOp) -> bool:
   return bool(moving) and all(_stride(u.src[1], r) == 1 and not any(r in g.toposort() for g in u.src[2:])
                               for u in moving)
 
-def _vector_range(st: UOp) -> UOp | None:
+def vector_range(st: UOp) -> UOp | None:
   """The UPCAST range (of 2, 4, 8 or 16) a STORE's value becomes a vector along: one its address has stride 1 in, or
   one its loads are all contiguous in (a convolution's output channels with channel-last weights; the store then
   writes lane by lane). The longest such range, a contiguous store first among equals."""
@@ -159,7 +159,7 @@ def vectorize_upcasts(sink: UOp) -> UOp:
   sink = vectorize_lanes(sink)
   stores: list[UOp] = []
   for st in sink.src:
-    r = _vector_range(st) if st.op is Ops.STORE else None
+    r = vector_range(st) if st.op is Ops.STORE else None
     stores.extend([st] if r is None else _Vectorizer(r).store(st))
   return sink.replace(src=tuple(stores))
 

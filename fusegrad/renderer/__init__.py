@@ -5,6 +5,28 @@ from dataclasses import dataclass
 from fusegrad.uop.ops import UOp
 
 @dataclass(frozen=True)
+class MachineModel:
+  """The hardware facts tile shapes derive from (codegen/heuristic.py): the device fills them in from what it can read
+  (the CPU: /proc/cpuinfo and /sys/devices/system/cpu; CL and CUDA: their device queries), else these defaults."""
+  isa: str = ""                    # the instruction set kernels are compiled for (CPU: sse4, avx2, avx512)
+  vector_bytes: int = 16           # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512)
+  vector_registers: int = 16       # SIMD registers one thread can name (16 SSE and AVX2, 32 AVX-512)
+  fma_units: int = 2               # vector multiply-adds started per cycle (0: no FMA, a multiply then an add)
+  fma_latency: int = 4             # cycles before a multiply-add's result can feed the next one
+  l1d: int = 32 * 1024             # bytes of L1 data cache per core
+  l2: int = 1024 * 1024            # bytes of L2 cache per core
+  cache_line: int = 64             # bytes
+  warp_size: int = 1               # threads that run in lockstep (CUDA: 32; CPU: 1)
+  local_memory: int = 0            # bytes of workgroup-shared memory (0: none)
+  def vector(self, itemsize: int) -> int:
+    """Elements of itemsize bytes in one SIMD register."""
+    return max(self.vector_bytes // itemsize, 1)
+  @property
+  def accumulators(self) -> int:
+    """Independent multiply-adds in flight that keep every FMA unit busy (latency x units)."""
+    return max(self.fma_units, 1) * self.fma_latency
+
+@dataclass(frozen=True)
 class Renderer:
   """The capabilities codegen reads, and render(), which turns a flat program into source."""
   device: str = ""
@@ -18,7 +40,7 @@ class Renderer:
   max_buffers: int = 64            # buffers one kernel may take
   threads: int = 0                 # CPU threads that split the outermost loop (0: none)
   vector_widths: tuple[int, ...] = ()  # lengths of float vectors the renderer can write (others are split up)
-  simd_width: int = 16             # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512): sizes upcasts
+  machine: MachineModel = MachineModel()  # registers, vector width and caches: what tiles are sized by
   supports_float16: bool = True
   supports_bfloat16: bool = False
   supports_float64: bool = True

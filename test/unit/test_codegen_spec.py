@@ -12,7 +12,9 @@ from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.spec import check_stage, SpecError
 from fusegrad.codegen.vectorize import broadcast
 from fusegrad.engine.search import candidate_opts
+from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer
+AVX512 = MachineModel(isa="avx512", vector_bytes=64, vector_registers=32)
 from fusegrad.uop.ops import UOp, Ops
 from test.unit.test_codegen import kernel_of, run_with
 
@@ -50,7 +52,7 @@ def upto(stage: str) -> list[str]:
   names = [name for name, _ in LOWERING]
   return names[:names.index(stage) + 1]
 
-RENDERERS = {"C": ClangRenderer(vector_widths=(2, 4, 8, 16), simd_width=64, upcast_max=128),
+RENDERERS = {"C": ClangRenderer(vector_widths=(2, 4, 8, 16), machine=AVX512, upcast_max=128),
              "scalar C": ClangRenderer(), "PYTHON": lambda: Device["PYTHON"].renderer}
 
 @pytest.mark.parametrize("ren_name", RENDERERS)
