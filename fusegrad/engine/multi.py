@@ -24,7 +24,8 @@ _gathers: weakref.WeakSet[UOp] = weakref.WeakSet()
 def gather_node(u: UOp, device: str) -> UOp:
   """The logical node u (on a tuple of devices) copied to one device, as a node autograd can go through (its gradient
   is copied back to u's devices); `lower` turns it into `gather`."""
-  _gathers.add(ret := u.copy_to_device(device))
+  ret = u.copy_to_device(device)
+  _gathers.add(ret)
   return ret
 
 def needs_lowering(u: UOp) -> bool:
