@@ -6,7 +6,8 @@ import pytest
 from fusegrad import Tensor, Device, Context
 from fusegrad.device import CompileError
 from fusegrad.helpers import cache_reset, diskcache_get, to_function_name
-from fusegrad.engine.realize import CompiledRunner, compile_runners, lower_schedule
+from fusegrad.engine.runner import CompiledRunner, compile_runners
+from fusegrad.engine.realize import lower_schedule
 
 needs_cpu = pytest.mark.skipif(not Device.get_available("CPU")[0], reason="needs the CPU backend (a C compiler)")
 

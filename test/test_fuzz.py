@@ -18,7 +18,7 @@ from fusegrad.codegen import get_program, Kernel, KernelOptError
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.engine import realize
-from fusegrad.codegen.search import candidate_opts
+from fusegrad.engine.search import candidate_opts
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 # FUZZ_ASSIGN=0 leaves assign steps out

@@ -1,12 +1,12 @@
 """The default choice of optimizations for a kernel, from its shape and the renderer's capabilities.
 
-In: a Kernel. Out: a list of Opts (the kernel is not changed). BEAM search (codegen/search.py) replaces this by
+In: a Kernel. Out: a list of Opts (the kernel is not changed). BEAM search (engine/search.py) replaces this by
 timing candidates; both produce the same kind of list.
 """
 from __future__ import annotations
 from fusegrad.helpers import prod
 from fusegrad.dtype import dtypes
-from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
 from fusegrad.codegen.vectorize import vector_range
 
@@ -215,13 +215,11 @@ def _copy_order(k: Kernel, opts: list[Opt]) -> None:
   if range_size(a0) <= 256 and len(known) == len(strides) and sum(s0 for s0, _ in known) < sum(s1 for _, s1 in known):
     _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
 
-VECTOR_MATH = (Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN, Ops.RECIPROCAL)
-
 def _elementwise_vector_math(k: Kernel, opts: list[Opt]) -> None:
   """An elementwise kernel that computes math functions per element (softmax's exp) on a device with vectors: a whole
   SIMD register of elements per iteration of the contiguous axis, as the functions cost more than the memory traffic
   (softmax's last kernel: 2.2x faster with 16 floats than with 4 on AVX-512)."""
-  if k.reduce_op or not k.ren.vector_widths or not any(u.op in VECTOR_MATH for u in k.ast.toposort()): return
+  if k.reduce_op or not k.ren.vector_widths or not any(u.op in GroupOp.Math for u in k.ast.toposort()): return
   store = k.stores()[0]
   amt = k.ren.machine.vector_bytes // store.src[2].dtype.itemsize
   for i, r in reversed(_out_axes(k)):

@@ -127,7 +127,9 @@ def lookup(n: UOp, raw: bool = False) -> UOp | None:
   of a buffer (unless raw), its copy, or if nothing referred to it when it was overwritten, the newest version (it was
   made again since, and names the buffer)."""
   if (entry := memo.get(n)) is not None:
-    if not (_capture_since and n.op is not Ops.BUFFER and entry.epoch < _capture_since[-1]): return entry.view
+    # a capture computes values again (to record their kernels), but never a write done before it: that is history
+    if not (_capture_since and n.op not in (Ops.BUFFER, Ops.ASSIGN) and entry.epoch < _capture_since[-1]):
+      return entry.view
   elif n.op is Ops.BUFFER and not raw and (cur := current(n)) is not n: return cur
   return None
 

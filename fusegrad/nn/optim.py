@@ -7,16 +7,17 @@ same buffers, so a new learning rate written with `opt.lr.assign(...).realize()`
 
 ```python
 opt = Adam(get_parameters(model), lr=1e-3)
-opt.zero_grad()
-loss = model(x).sparse_categorical_crossentropy(y)
-loss.backward()
-opt.step()
+with Tensor.train():  # optimizers step in training mode only (as tinygrad)
+  opt.zero_grad()
+  loss = model(x).sparse_categorical_crossentropy(y)
+  loss.backward()
+  opt.step()
 ```
 """
 from __future__ import annotations
 import math
 from typing import Iterable
-from fusegrad.tensor import Tensor
+from fusegrad.tensor import Tensor, _is_training
 from fusegrad.mixin.linalg import MUON_COEFFICIENTS
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import Ops
@@ -47,8 +48,9 @@ def _give_own_buffers(params: list[Tensor]) -> None:
 class Optimizer:
   """The base of every optimizer: holds the parameters and the learning rate, zeroes gradients, schedules steps.
 
-  A parameter whose requires_grad is None is switched to True. Parameters with requires_grad=False are kept as
-  `buffers`: they are never updated, but a step realizes them too (so lazily updated running statistics get computed).
+  A parameter whose requires_grad is None is switched to True. Parameters with requires_grad=False (is_param False)
+  are kept as `buffers`: they are never updated, but a step realizes them too (so lazily updated running statistics
+  get computed).
   A parameter whose .grad is None at a step is left unchanged, as in PyTorch.
   """
   def __init__(self, params: Iterable[Tensor], lr: float):
@@ -94,7 +96,11 @@ class Optimizer:
 
   def schedule_step(self) -> list[Tensor]:
     """Build the update lazily and return the tensors to realize for it: the state, the parameters and the buffers.
-    `Tensor.realize(loss, *opt.schedule_step())` computes the loss and the step in one schedule."""
+    `Tensor.realize(loss, *opt.schedule_step())` computes the loss and the step in one schedule. As in tinygrad, only in
+    training mode (`with Tensor.train():`, `Context(TRAINING=1)`)."""
+    if not _is_training():
+      raise RuntimeError(f"{type(self).__name__}: a step outside training mode; step inside `with Tensor.train():` or "
+                         "`with Context(TRAINING=1):`")
     todo = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
     if todo: self._begin_step()
     for i, p in todo:

@@ -2,7 +2,7 @@
 codegen reads these capabilities and never the device's name."""
 from __future__ import annotations
 from dataclasses import dataclass
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.ops import UOp
 
 @dataclass(frozen=True)
 class MachineModel:
@@ -48,20 +48,3 @@ class Renderer:
   compilers: tuple[str, ...] = ()  # the device's compilers, default first; OptOps.COMPILER picks another for a kernel
   def render(self, name: str, uops: list[UOp]) -> str:
     raise NotImplementedError(f"{type(self).__name__} renders nothing")
-
-_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
-          Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
-
-def render_expr(u: UOp) -> str:
-  """A compact infix string of an integer/bool expression, for debugging and tests: '((r0*4)+r1)'."""
-  if u.op is Ops.CONST: return str(u.arg)
-  if u.op is Ops.RANGE: return f"r{u.arg[0]}"
-  if u.op is Ops.SPECIAL: return u.arg[0]
-  if u.op is Ops.DEFINE_VAR: return u.arg[0]
-  if u.op is Ops.BIND: return render_expr(u.src[0])
-  if u.op in _INFIX: return f"({render_expr(u.src[0])}{_INFIX[u.op]}{render_expr(u.src[1])})"
-  if u.op is Ops.WHERE: return f"({render_expr(u.src[0])}?{render_expr(u.src[1])}:{render_expr(u.src[2])})"
-  if u.op is Ops.MAX: return f"max({render_expr(u.src[0])},{render_expr(u.src[1])})"
-  if u.op is Ops.CAST: return f"{u.dtype.name}({render_expr(u.src[0])})"
-  if u.op is Ops.LOAD: return f"data{u.src[0].arg}[{render_expr(u.src[1])}]"
-  return f"{u.op.name}({','.join(render_expr(s) for s in u.src)})"

@@ -1,7 +1,8 @@
 """C-style renderers: one base for C (the CPU backend), OpenCL C and CUDA C.
 
 In:  a flat program (codegen.linearize). Out: the source of one kernel function.
-Each op has one entry in code_for_op; a device's dialect overrides types, prefixes, launch indices and barriers.
+render_alu writes each ALU op (one case each); a device's dialect overrides types, prefixes, launch indices
+and barriers.
 """
 from __future__ import annotations
 import math, struct

@@ -183,6 +183,7 @@ class CLProgram:
     if getattr(self, "prg", None): self.dev.cl.clReleaseProgram(self.prg)
 
 class CLDevice(Compiled):
+  fork_safe = False
   def __init__(self, device: str):
     self.cl, devices, num = libcl(), list_devices(), int(device.partition(":")[2] or 0)
     if not devices: raise RuntimeError("no OpenCL device found (install a driver, e.g. pocl-opencl-icd)")

@@ -1,6 +1,7 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
+import ctypes, ctypes.util, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile
+import time, weakref
 from typing import Any, Callable
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
 from fusegrad.helpers import CC, CPU_ISA, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
@@ -55,6 +56,7 @@ class CPUAllocator(Allocator):
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
   def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer:
     return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
+  def from_pointer(self, ptr: int, nbytes: int) -> CPUBuffer: return CPUBuffer(None, ptr, nbytes)
   def as_memoryview(self, handle: CPUBuffer) -> memoryview:
     """The buffer's memory itself (no copy)."""
     return memoryview((ctypes.c_uint8 * handle.nbytes).from_address(handle.addr)).cast("B")
@@ -242,6 +244,7 @@ class SharedLibrary:
       path = f.name
     try: self.dll = ctypes.CDLL(path)
     finally: os.unlink(path)
+    self.uses_libgomp = _libomp is None and b"GOMP_parallel" in lib  # gcc's OpenMP calls, bound to libgomp
     _pin_openmp()
   def __del__(self) -> None:
     dll = self.__dict__.pop("dll", None)
@@ -266,6 +269,25 @@ def _pin_openmp() -> None:
     try: _openmp_runtimes[name] = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # only if already loaded
     except OSError: pass
 
+def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
+
+_libomp: ctypes.CDLL | None = None
+def _one_openmp_runtime() -> None:
+  """Load clang's OpenMP runtime (libomp) for the whole process, before any kernel: gcc's kernels then call its GOMP_*
+  entry points too, and there is one pool of worker threads, not two. libomp also survives os.fork() (it starts a new
+  pool in the child); gcc's libgomp doesn't: a forked child's first parallel loop waits forever for the parent's
+  workers. Without libomp installed, gcc's kernels use libgomp and a forked child refuses to run them (CPUProgram)."""
+  global _libomp
+  if _libomp is None and (path := _find_libomp()) is not None:
+    try: _libomp = _openmp_runtimes["libomp"] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError: pass
+
+_forked_after_libgomp = False  # set in a child forked after libgomp's workers started
+def _after_fork_in_child() -> None:
+  global _forked_after_libgomp
+  _forked_after_libgomp = _forked_after_libgomp or any(lib.uses_libgomp for lib in _loaded.values())
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
+
 # the libraries loaded now, by the sha256 of their bytes: the kernels compiled in one batch share their library
 _loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDictionary()
 
@@ -280,6 +302,10 @@ class CPUProgram:
     self.nargs = (-1, -1)  # the argument counts fxn.argtypes was set for
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
+    if _forked_after_libgomp and self.lib.uses_libgomp:
+      raise RuntimeError(f"CPU kernel {self.name}: this process was forked after gcc's OpenMP runtime (libgomp) ran "
+                         "kernels, and libgomp can't run threads in a forked child (it would hang): install clang's "
+                         "libomp (fusegrad then uses it for gcc's kernels too), or start workers with 'spawn'")
     if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
@@ -296,7 +322,9 @@ class CPUDevice(Compiled):
     is_clang = "clang" in compiler_version(tuple(cc)).lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
-    if threads > 1: _wait_policy()
+    if threads > 1:
+      _wait_policy()
+      _one_openmp_runtime()
     # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
     # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]

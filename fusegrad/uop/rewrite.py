@@ -1,8 +1,9 @@
 """The rewrite engine: patterns (UPat), rule tables (PatternMatcher) and one fixed-point rewriter (graph_rewrite).
 
 A rule is `(pattern, fn)`: when the pattern matches a node, fn is called with the named parts as keyword arguments
-(and `ctx=` if it takes one) and returns the replacement, or None for "no match". Every compiler pass that
-simplifies, lowers or expands is a table of such rules, one line each.
+(and `ctx=` if it takes one) and returns the replacement, or None for "no match". The passes that are local rewrites
+are tables of such rules, one line each (uop/symbolic.py, codegen/lower.py); the passes that need a whole kernel at
+once (vectorize, expand, launch dims, linearize) walk it themselves (codegen/__init__.py lists every pass).
 """
 from __future__ import annotations
 import inspect

