@@ -13,7 +13,8 @@ from fusegrad.codegen import get_program
 from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer, OpenCLRenderer, CUDARenderer
 
-RENDERERS = {"C": ClangRenderer(), "C vectors": ClangRenderer(vector_widths=(4, 8), machine=MachineModel(vector_bytes=32)),
+RENDERERS = {"C": ClangRenderer(),
+             "C vectors": ClangRenderer(vector_widths=(4, 8), machine=MachineModel(vector_bytes=32)),
              "OpenCL": OpenCLRenderer(), "CUDA": CUDARenderer()}
 # (renderer, op) pairs a renderer can't write, and why (none today: THREEFRY reaches no renderer here, codegen/lower.py
 # decomposes it into integer ops for every renderer without native_threefry)
