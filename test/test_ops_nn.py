@@ -671,3 +671,12 @@ def test_one_hot_stays_lazy():
 @pytest.mark.parametrize("shape,dim,size,step", [((5,), 0, 0, 1), ((5, 2), 0, 0, 2), ((3, 4), 1, 0, 3), ((4,), 0, 4, 1)])
 def test_unfold_size_zero(shape, dim, size, step):
   helper_test_op([shape], lambda x: x.unfold(dim, size, step))
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_interpolate_uint8_keeps_dtype(mode):
+  # torch's uint8 bilinear kernel rounds in fixed point: the values agree within 1, the dtype exactly
+  x = np.random.default_rng(0).integers(0, 256, (1, 2, 9, 7)).astype(np.uint8)
+  ref = F.interpolate(torch.tensor(x), (4, 5), mode=mode).numpy()
+  out = Tensor(x).interpolate((4, 5), "linear" if mode == "bilinear" else mode).numpy()
+  assert out.dtype == ref.dtype == np.uint8
+  np.testing.assert_allclose(out.astype(np.int32), ref.astype(np.int32), atol=1 if mode == "bilinear" else 0)

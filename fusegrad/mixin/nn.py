@@ -598,7 +598,7 @@ class NNMixin:
                   scale_factor: float | tuple[float, ...] | None = None) -> Tensor:
     """Resize the last len(size) axes, as torch.nn.functional.interpolate on (batch, channels, *spatial) inputs:
     mode 'linear' (also 'bilinear', 'trilinear'), 'nearest' or 'nearest-exact'. An int size or a scale_factor
-    applies to every axis after the first two.
+    applies to every axis after the first two. An integer tensor gives one of its dtype (linear: rounded).
 
     `Tensor([[[1.0, 3.0]]]).interpolate((4,)).tolist()` is [[[1.0, 1.5, 2.5, 3.0]]]."""
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
@@ -624,7 +624,9 @@ class NNMixin:
       else:
         src = dst * scale if mode == "nearest" else (dst + 0.5) * scale
         x = at(src.floor().cast(dtypes.int32).minimum(i - 1))
-    return x
+    if x.dtype == self.dtype: return x
+    # an integer input stays integer, as torch's: rounded to nearest, clipped to the dtype's range
+    return x.round().clip(dtypes.min(self.dtype), dtypes.max(self.dtype)).cast(self.dtype)
 
   # *** einsum ***
   @classmethod
