@@ -1,9 +1,9 @@
 """Tensor: the user API. Every method builds lazy graph from the primitives; nothing runs until realize().
 
 The elementwise math (exp, relu, comparisons ...) lives in mixin/elementwise.py, movement ops in mixin/movement.py,
-reductions and matmul in mixin/reduce.py, indexing in mixin/indexing.py, the network ops (conv2d, pooling, losses,
-attention ...) in mixin/nn.py; this file holds creation, random numbers, data access, broadcasting, assign and
-autograd.
+reductions and matmul in mixin/reduce.py, indexing in mixin/indexing.py, the network ops in mixin/conv.py (convolution,
+pooling), gather.py, loss.py, sort.py and nn.py (normalization, attention, einsum); this file holds creation, random
+numbers, data access, broadcasting, assign and autograd.
 """
 from __future__ import annotations
 import builtins, math, pathlib, struct, weakref
@@ -21,6 +21,10 @@ from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, 
 from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, UnsupportedError, \
   _resolve_axis, broadcast_shape
 from fusegrad.mixin.nn import NNMixin
+from fusegrad.mixin.conv import ConvMixin
+from fusegrad.mixin.gather import GatherMixin
+from fusegrad.mixin.loss import LossMixin
+from fusegrad.mixin.sort import SortMixin
 from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
@@ -65,7 +69,8 @@ def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None
   if dtypes.is_int(dtype): checked_ints([value], dtype)
   return UOp.const(dtype, value, shape, device)
 
-class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
+class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, GatherMixin, LossMixin, SortMixin,
+             LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
   training: ClassVar[bool] = False
