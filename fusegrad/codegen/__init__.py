@@ -20,7 +20,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Callable
 from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint, to_function_name
-from fusegrad.renderer import Renderer
+from fusegrad.renderer import Renderer, UnsupportedDTypeError
+from fusegrad.dtype import PtrDType
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
 from fusegrad.uop.symbolic import simplify
@@ -96,9 +97,20 @@ def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> Progr
 
 _UNNAMED = "fg_kernel_name_"  # rendered in place of the function's name, then replaced
 
+def check_capabilities(name: str, uops: list[UOp], ren: Renderer) -> None:
+  """A clear error for a kernel the device can't run: more buffers than it binds, or (UnsupportedDTypeError) a value
+  or buffer of a dtype it can't hold, naming the dtype and the device."""
+  if ren.max_buffers is not None and (n := sum(u.op is Ops.DEFINE_GLOBAL for u in uops)) > ren.max_buffers:
+    raise NotImplementedError(f"kernel {name} takes {n} buffers; device {ren.device} binds at most {ren.max_buffers}")
+  for u in uops:
+    dt = (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar()
+    if not ren.supports_dtype(dt):
+      raise UnsupportedDTypeError(f"dtype {dt.name} is not supported on device {ren.device} (in a {u.op.name})")
+
 def program_for(k: Kernel) -> ProgramSpec:
   """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes."""
   uops = lower_kernel(k)
+  check_capabilities(k.name, uops, k.ren)
   if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
   # the function is named after the loop sizes and a hash of its source: kernels with the same loop sizes differ in
   # name, so any of them can share a translation unit when compiled together (Compiler.start_batch)

@@ -2,7 +2,11 @@
 codegen reads these capabilities and never the device's name."""
 from __future__ import annotations
 from dataclasses import dataclass
+from fusegrad.dtype import DType
 from fusegrad.uop.ops import UOp, Ops
+
+class UnsupportedDTypeError(NotImplementedError):
+  """A kernel uses a dtype its device can't compute in or store (float64 on WEBGPU); the message names both."""
 
 @dataclass(frozen=True)
 class Renderer:
@@ -15,7 +19,7 @@ class Renderer:
   max_workgroup: int = 0           # max threads in a workgroup
   shared_max: int = 0              # bytes of shared memory per workgroup
   upcast_max: int = 16             # largest number of unrolled elements per thread
-  max_buffers: int = 64            # buffers one kernel may take
+  max_buffers: int | None = None   # buffers one kernel may bind (None: any number)
   threads: int = 0                 # CPU threads that split the outermost loop (0: none)
   vector_widths: tuple[int, ...] = ()  # lengths of float vectors the renderer can write (others are split up)
   simd_width: int = 16             # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512): sizes upcasts
@@ -24,6 +28,9 @@ class Renderer:
   supports_float64: bool = True
   native_threefry: bool = False    # False: THREEFRY is expanded into integer ALU ops
   compilers: tuple[str, ...] = ()  # the device's compilers, default first; OptOps.COMPILER picks another for a kernel
+  def supports_dtype(self, dt: DType) -> bool:
+    """Whether kernels may hold values or buffers of dt (a scalar dtype); codegen refuses the others."""
+    return True
   def render(self, name: str, uops: list[UOp]) -> str:
     raise NotImplementedError(f"{type(self).__name__} renders nothing")
 
