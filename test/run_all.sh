@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite: lint (ruff) and type check (mypy) first, then every test on the CPU backend, then the
-# backend-independent op tests on the PYTHON interpreter (the reference) and on OpenCL (PoCL) when an OpenCL device
-# works here.
+# backend-independent op tests on the PYTHON interpreter (the reference), on OpenCL (PoCL) when an OpenCL device
+# works here, and on WEBGPU (wgpu on Mesa's lavapipe) when a WebGPU adapter does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
 OPS="test/test_ops.py test/test_ops_elementwise.py test/test_ops_movement.py test/test_ops_reduce.py test/test_ops_nn.py
      test/test_indexing.py test/test_creation.py test/test_tensor.py test/test_dtype.py test/test_schedule.py"
+WEBGPU_OPS="test/test_ops.py test/test_ops_elementwise.py test/test_ops_movement.py test/test_ops_reduce.py
+            test/test_ops_nn.py test/test_nn.py test/test_optim.py test/test_jit.py"
 python -m ruff check fusegrad examples bench
 python -m mypy fusegrad
 python -m pytest -n 2 -q test
@@ -15,4 +17,10 @@ if python -c "from fusegrad import Device; Device['CL']" 2>/dev/null; then
   DEV=CL python -m pytest -n 2 -q $OPS test/test_cl.py
 else
   echo "no OpenCL device here: skipping the DEV=CL run"
+fi
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+if python -c "from fusegrad import Device; Device['WEBGPU']" 2>/dev/null; then
+  DEV=WEBGPU python -m pytest -n 2 -q $WEBGPU_OPS
+else
+  echo "no WebGPU adapter here: skipping the DEV=WEBGPU run"
 fi

@@ -68,7 +68,7 @@ LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
   ("threefry", lambda ast, ren: ast if ren.native_threefry else decompose_threefry(ast)),
   ("bfloat16", lambda ast, ren: ast if ren.supports_bfloat16 else emulate_bfloat16(ast)),
   ("devectorize", devectorize),
-  ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered))),
+  ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered), ren.index64_ranges)),
 )
 
 def lower_kernel(k: Kernel) -> list[UOp]:

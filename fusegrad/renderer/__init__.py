@@ -27,6 +27,7 @@ class Renderer:
   supports_bfloat16: bool = False
   supports_float64: bool = True
   native_threefry: bool = False    # False: THREEFRY is expanded into integer ALU ops
+  index64_ranges: bool = True      # loop counters may be int64 (False: int32, widened where index math is int64)
   compilers: tuple[str, ...] = ()  # the device's compilers, default first; OptOps.COMPILER picks another for a kernel
   def supports_dtype(self, dt: DType) -> bool:
     """Whether kernels may hold values or buffers of dt (a scalar dtype); codegen refuses the others."""

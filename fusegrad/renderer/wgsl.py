@@ -80,6 +80,7 @@ class WGSLRenderer(CStyleLanguage):
   max_buffers: int = 8             # WebGPU's default limit; the device passes its own
   supports_float16: bool = False
   supports_float64: bool = False
+  index64_ranges: bool = False
   buffer_suffix: str = ""
   barrier: str = "workgroupBarrier();"
   decl: str = "let {name}: {type} = {val};"
@@ -156,7 +157,8 @@ class WGSLRenderer(CStyleLanguage):
     if op in (Ops.IDIV, Ops.MOD):  # x/0 and x%0 are 0, as in the other backends
       zero = self.render_const(0, dt)
       return _narrow(f"select(({src[0]}{'/' if op is Ops.IDIV else '%'}{src[1]}), {zero}, ({src[1]})=={zero})", dt)
-    if op is Ops.XOR and dt == dtypes.bool: return f"({src[0]}!={src[1]})"
+    if u.src[0].dtype == dtypes.bool and op in (Ops.XOR, Ops.CMPLT, Ops.MAX):  # WGSL orders no bools
+      return {Ops.XOR: "({0}!={1})", Ops.CMPLT: "((!{0})&{1})", Ops.MAX: "({0}|{1})"}[op].format(*src)
     if op in (Ops.MAX, Ops.CMPNE) and dtypes.is_float(u.src[0].dtype):  # NaN by its bits: compilers may assume no NaN
       a, b = src
       if op is Ops.MAX: return f"select({b}, {a}, ({a}>{b}) || fg_isnan(f32({a})))"
@@ -177,9 +179,11 @@ class WGSLRenderer(CStyleLanguage):
     return _narrow(f"{self.render_dtype(dt)}({x})", dt)
 
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
-    if dt.itemsize != 4 or from_dt.itemsize != 4:
-      raise NotImplementedError(f"bitcast {from_dt.name} -> {dt.name} is not supported on device {self.device}")
-    return f"bitcast<{self.render_dtype(dt)}>({x})"
+    if dt.itemsize != from_dt.itemsize or dt.itemsize not in (1, 2, 4):
+      raise UnsupportedDTypeError(f"bitcast {from_dt.name} -> {dt.name} is not supported on device {self.device}")
+    if from_dt == dtypes.float16: x = f"pack2x16float(vec2<f32>(f32({x}), 0.0f))"  # its bits, in a u32
+    if dt == dtypes.float16: return f"f16(unpack2x16float(u32({x}) & 0xffffu).x)"
+    return _narrow(f"bitcast<{self.render_dtype(dt)}>({x})", dt)  # narrow ints: the low bits, wrapped to dt
 
   def render_special(self, name: str) -> str:
     return f"i32({'gindex' if name.startswith('gidx') else 'lindex'}.{'xyz'[int(name[4:])]})"
@@ -187,6 +191,7 @@ class WGSLRenderer(CStyleLanguage):
   # *** memory: packed lanes for bool and narrow integers ***
   def render_load(self, u: UOp, buf: str, idx: str) -> str:
     dt = u.dtype
+    if u.src[1].dtype in WIDE: idx = f"bitcast<i32>({idx}.x)"  # int64 index math: an index fits in its low word
     if dt not in PACKED or u.src[0].op is not Ops.DEFINE_GLOBAL: return f"{buf}[{idx}]"
     word = f"atomicLoad(&{buf}[({idx}) / {4 // dt.itemsize}])"
     bits = 8 * dt.itemsize
@@ -196,6 +201,7 @@ class WGSLRenderer(CStyleLanguage):
 
   def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str:
     dt = u.src[2].dtype
+    if u.src[1].dtype in WIDE: idx = f"bitcast<i32>({idx}.x)"
     if dt not in PACKED or u.src[0].op is not Ops.DEFINE_GLOBAL: return f"{buf}[{idx}] = {val};"
     per, bits = 4 // dt.itemsize, 8 * dt.itemsize
     word, shift = f"&{buf}[({idx}) / {per}]", f"(u32(({idx}) % {per}) * {bits}u)"
