@@ -14,8 +14,8 @@ from fusegrad.codegen import Kernel, Opt, OptOps, get_program
 from fusegrad.codegen.heuristic import hand_coded_optimizations, pick_compiler
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.codegen.fold import fold_reduces
-from fusegrad.codegen.search import _buffers_for
-from fusegrad.engine.realize import CompiledRunner
+from fusegrad.engine.search import _buffers_for
+from fusegrad.engine.runner import CompiledRunner
 from fusegrad.helpers import getenv
 
 REPEATS = getenv("REPEATS", 7)

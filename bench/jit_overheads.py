@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np
 from fusegrad import Tensor, TinyJit, nn
 from fusegrad.helpers import getenv
-from fusegrad.engine.realize import CopyRunner, ExecItem
+from fusegrad.engine.runner import CopyRunner
+from fusegrad.engine.realize import ExecItem
 
 def per_call(f, reps: int) -> float:
   f()

@@ -18,6 +18,10 @@ runs each framework in a fresh subprocess with an empty compile cache (cold), th
 the first filled (warm). tinygrad's MNIST rows run with --full only
 (its cold compile of the training step takes minutes on 2 cores).
 
+`--isa avx2` (or sse4, avx512) runs every implementation at that instruction set: fusegrad's CPU_ISA, PyTorch's
+ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA and MKL_ENABLE_INSTRUCTIONS (its matmul), OpenBLAS's OPENBLAS_CORETYPE, set
+before any of them loads. The first lines name the CPU, the ISA each library runs at, the compiler and the versions.
+
 Prints one line per row: the median time (or GFLOPS / GB/s where that is the table's unit) of each implementation and
 the ratio fusegrad / best other (time: below 1 is faster; rates: above 1 is faster). Writes all medians to JSON.
 """
@@ -32,6 +36,15 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")  # OpenBLAS (NumPy): 2**2
 # fusegrad and tinygrad on the CPU unless DEV says otherwise (tinygrad's default is the first device that works, CL
 # where PoCL is installed, and it then writes DEV=CL into the environment, which the first-step subprocesses inherit)
 os.environ.setdefault("DEV", "CPU")
+# --isa: each library's own setting for its instruction set, before any of them loads (read once, at load)
+ISA_ENV = {"avx512": {"CPU_ISA": "avx512"},
+           "avx2": {"CPU_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                    "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+           "sse4": {"CPU_ISA": "sse4", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                    "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OPENBLAS_CORETYPE": "Nehalem"}}
+_ISA = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])
+             if a.startswith("--isa") and ("=" in a or i + 2 < len(sys.argv))), "")
+os.environ.update(ISA_ENV.get(_ISA, {}))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np
 
@@ -282,6 +295,7 @@ def main() -> None:
   p.add_argument("--only", default="", help="comma-separated name prefixes of the rows to run")
   p.add_argument("--impls", default=",".join(IMPLS), help="implementations to run")
   p.add_argument("--rounds", type=int, default=0, help="timed rounds per row (default 5, 11 with --full)")
+  p.add_argument("--isa", choices=list(ISA_ENV), help="every implementation at this instruction set (see above)")
   p.add_argument("--json", default="bench_results.json", help="where to write the results")
   args = p.parse_args()
   global SLOW_TINYGRAD
@@ -291,6 +305,7 @@ def main() -> None:
     print("note: tinygrad is not installed (pip install --no-deps tinygrad==0.14.0): its column is skipped")
     impls.remove("tinygrad")
   rounds = args.rounds or (11 if args.full else 5)
+  machine()
   only = [s for s in args.only.split(",") if s]
   results: dict[str, Any] = {"cpu_count": os.cpu_count(), "full": args.full, "rows": {}}
   print(f"{'workload':24s}" + "".join(f"{i:>14s}" for i in impls) + f"{'fusegrad/best':>15s}")
@@ -306,6 +321,30 @@ def main() -> None:
     show(f"first_step_warm_bs{bs}", "s", 1, {i: t[1] for i, t in both.items()}, impls, results)
   with open(args.json, "w") as f: json.dump(results, f, indent=1)
   print(f"wrote {args.json}")
+
+def machine() -> None:
+  """The first lines: the CPU, and the instruction set, compiler and version of each implementation."""
+  from fusegrad import Device
+  from fusegrad.runtime.ops_cpu import compiler_version
+  model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
+    if os.path.exists("/proc/cpuinfo") else "?"
+  print(f"CPU: {model}, {os.cpu_count()} cores")
+  dev = Device["CPU"]
+  cc = dev.compiler.cc  # type: ignore[attr-defined]
+  print(f"fusegrad: ISA {dev.renderer.machine.isa} ({dev.renderer.machine}), compiler {' '.join(cc)}: "
+        f"{compiler_version(tuple(cc)).splitlines()[0]}")
+  torch = _torch()
+  limits = [f"{k}={os.environ[k]}" for k in ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS") if k in os.environ]
+  print(f"torch {torch.__version__}: ISA {torch.backends.cpu.get_cpu_capability()} {' '.join(limits)}")
+  try:
+    import threadpoolctl
+    blas = [f"{i['internal_api']} {i['version']} {i.get('architecture', '')}" for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas"]
+  except ImportError: blas = ["(threadpoolctl not installed: pip install threadpoolctl)"]
+  print(f"numpy {np.__version__}: {', '.join(blas)}")
+  if _tinygrad() is not None:
+    from importlib.metadata import version
+    print(f"tinygrad {version('tinygrad')}")
 
 def show(name: str, unit: str, work: float, secs: dict[str, float], impls: list[str], results: dict[str, Any]) -> None:
   vals = {i: (s if unit == "s" else work / s / (1e9)) for i, s in secs.items()}

@@ -28,7 +28,7 @@ def thread_times() -> dict[str, tuple[int, int]]:
 
 def measure(bs: int, n: int) -> list[dict]:
   import run
-  from fusegrad.engine.realize import CompiledRunner
+  from fusegrad.engine.runner import CompiledRunner
   step = run.mnist_step("fusegrad", bs)
   assert step is not None
   for _ in range(3): step()

@@ -2,9 +2,12 @@
 
 Settings (environment variables): BS batch size (512), STEPS training steps (70), LR learning rate (Adam: 0.002),
 SGD=1 or MUON=1 to replace Adam, FASHION=1 for Fashion-MNIST, TARGET_EVAL_ACC_PCT to fail (exit 1) below that accuracy.
+Data parallel: SHARD=n splits each batch over n devices of this machine (f"{Device.DEFAULT}:{i}", the model replicated
+on each); DIST=1 under MPI splits it over the ranks, averaging gradients (only rank 0 prints):
+  DIST=1 mpirun -n 2 python examples/beautiful_mnist.py      (as root: mpirun --allow-run-as-root ...)
 """
 import sys
-from fusegrad import Tensor, TinyJit, nn, GlobalCounters
+from fusegrad import Tensor, TinyJit, nn, GlobalCounters, Context, function, Device, distributed as dist
 from fusegrad.helpers import getenv, colored, trange
 from fusegrad.nn.datasets import mnist
 
@@ -15,6 +18,7 @@ class Model:
                    nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu,
                    nn.BatchNorm(64), Tensor.max_pool2d,
                    lambda x: x.flatten(1), nn.Linear(576, 10)]
+  @function  # traced once; each call reuses the graph (and repeats the batch norms' running-statistics updates)
   def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
 
 def make_optimizer(params: list[Tensor]) -> nn.optim.Optimizer:
@@ -28,31 +32,67 @@ def make_optimizer(params: list[Tensor]) -> nn.optim.Optimizer:
 def main() -> float:
   X_train, Y_train, X_test, Y_test = mnist(fashion=bool(getenv("FASHION", 0)))
   model = Model()
-  opt = make_optimizer(nn.state.get_parameters(model))
-  batch_size = getenv("BS", 512)
+  params, batch_size = nn.state.get_parameters(model), getenv("BS", 512)
+  forward = model
+  if devices := tuple(f"{Device.DEFAULT}:{i}" for i in range(getenv("SHARD", 0))):
+    for t in nn.state.get_state_dict(model).values(): t.to_(devices).realize()  # the model replicated on each device
+    X_test.shard_(devices, axis=0)  # the test set split across them
+    Y_test.shard_(devices, axis=0)
+    forward = lambda x: x.sequential(model.layers)  # noqa: E731 (`function` traces tensors on one device only)
+  rank, ranks = 0, 1
+  if getenv("DIST", 0):
+    dist.init()
+    rank, ranks = dist.rank(), dist.world_size()
+    dist.broadcast_parameters(params)  # every rank starts from rank 0's weights
+  opt = make_optimizer(params)
+  trained = [p for p in params if p.requires_grad]  # (not the batch norms' running statistics)
+
+  def loss_of_batch() -> Tensor:
+    samples = Tensor.randint(batch_size, high=X_train.shape[0])
+    samples = samples[rank * batch_size // ranks:(rank + 1) * batch_size // ranks]  # this rank's part of the batch
+    x, y = X_train[samples], Y_train[samples]
+    if devices: x, y = x.shard(devices, axis=0), y.shard(devices, axis=0)
+    return forward(x).sparse_categorical_crossentropy(y).backward()
 
   @TinyJit
+  @Context(TRAINING=1)
   def train_step() -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      idx = Tensor.randint(batch_size, high=X_train.shape[0])
-      loss = model(X_train[idx]).sparse_categorical_crossentropy(Y_train[idx]).backward()
-      opt.step()
-      return loss
+    opt.zero_grad()
+    return loss_of_batch().realize(*opt.schedule_step())  # the loss and the optimizer's step in one schedule
 
   @TinyJit
-  def test_accuracy() -> Tensor: return (model(X_test).argmax(axis=1) == Y_test).mean() * 100
+  @Context(TRAINING=1)
+  def grad_step() -> list[Tensor]:  # DIST: the gradients, averaged across ranks before apply_step
+    opt.zero_grad()
+    return [loss_of_batch().realize(), *[p.grad.realize() for p in trained if p.grad is not None]]
+
+  @TinyJit
+  @Context(TRAINING=1)
+  def apply_step(*grads: Tensor) -> None:
+    for p, g in zip(trained, grads): p.grad = g
+    opt.step()
+
+  def dist_train_step() -> Tensor:
+    loss, *grads = grad_step()
+    for p, g in zip(trained, grads): p.grad = g
+    dist.average_gradients(trained)
+    apply_step(*[p.grad for p in trained])
+    return loss
+
+  @TinyJit
+  def get_test_acc() -> Tensor: return (model(X_test).argmax(axis=1) == Y_test).mean() * 100
 
   acc, steps = float("nan"), getenv("STEPS", 70)
-  for i in (bar := trange(steps)):
+  for i in (bar := trange(steps, disable=rank != 0)):
     GlobalCounters.reset()  # so DEBUG=2 totals are per step
-    loss = train_step()
-    if i % 10 == 9 or i == steps - 1: acc = test_accuracy().item()
+    loss = dist_train_step() if ranks > 1 else train_step()
+    if i % 10 == 9 or i == steps - 1: acc = get_test_acc().item()
     bar.set_description(f"loss {loss.item():6.3f}  test accuracy {acc:5.2f}%")
   return acc
 
 if __name__ == "__main__":
   accuracy = main()
+  if getenv("DIST", 0) and dist.rank() != 0: sys.exit(0)
   if (target := getenv("TARGET_EVAL_ACC_PCT", 0.0)) and not accuracy >= target:
     print(colored(f"test accuracy {accuracy:.2f}% is below the target {target}%", "red"))
     sys.exit(1)

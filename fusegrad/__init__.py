@@ -1,11 +1,11 @@
 """fusegrad: a small deep-learning framework with a lazy Tensor, autograd and a fusing compiler."""
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
-from fusegrad.device import Device
+from fusegrad.device import Device, OutOfMemoryError
 from fusegrad.helpers import Context, GlobalCounters, getenv, fetch, DEBUG
 from fusegrad.uop.ops import Variable, UOp
 from fusegrad.engine.jit import TinyJit, function
 from fusegrad import nn
 
 __all__ = ["Tensor", "dtypes", "Device", "Context", "GlobalCounters", "getenv", "fetch", "DEBUG", "Variable", "UOp",
-           "TinyJit", "function", "nn"]
+           "TinyJit", "function", "nn", "OutOfMemoryError"]

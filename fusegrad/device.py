@@ -5,13 +5,18 @@ A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
   a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
 """
 from __future__ import annotations
-import functools, hashlib, importlib, inspect, pkgutil, re, warnings
+import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings
 from typing import Any, Callable
 from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer import Renderer
 
 # *** the device registry ***
+
+# One thread at a time opens a backend, realizes (schedules, compiles, runs kernels) or copies data in or out: PoCL
+# crashes when two threads open it at once, and the engine's state (engine/state.py) is one per process. Reentrant:
+# a realize opens devices. See docs/developer/threads.md.
+RUN_LOCK = threading.RLock()
 
 class _Device:
   """Device["CPU"] opens (once) and returns a backend; Device.DEFAULT names the one new tensors use (DEV, or the best
@@ -20,14 +25,16 @@ class _Device:
     self._opened: dict[str, Compiled] = {}
     self._canonical: dict[str, str] = {}  # names canonicalize() accepted before
     self._defaults: dict[str, str] = {}  # DEV's value -> the device it selects
+    self._lost_in_fork: set[str] = set()  # devices opened before os.fork() whose driver doesn't survive it
   @functools.cached_property
   def _names(self) -> list[str]:
     import fusegrad.runtime
     return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
   def canonicalize(self, device: str | None) -> str:
-    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT. ValueError for anything not NAME or
-    NAME:index of a known backend (index: decimal digits)."""
+    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT, a tuple name by name. ValueError for
+    anything not NAME or NAME:index of a known backend (index: decimal digits)."""
     if device is None: return self.DEFAULT
+    if isinstance(device, tuple): return tuple(self.canonicalize(d) for d in device)  # type: ignore[return-value]
     if isinstance(device, str) and (known := self._canonical.get(device)) is not None: return known
     if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):
       raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
@@ -37,9 +44,13 @@ class _Device:
     return ret
   def __getitem__(self, device: str) -> Compiled:
     if (ret := self._opened.get(device)) is not None: return ret  # canonical names only are keys
-    device = self.canonicalize(device)
-    if device not in self._opened: self._opened[device] = self._open(device)
-    return self._opened[device]
+    with RUN_LOCK:  # opened once, by one thread
+      device = self.canonicalize(device)
+      if device in self._lost_in_fork:
+        raise RuntimeError(f"{device} was opened before os.fork(), and its driver doesn't work in a forked child: "
+                           f"use {device} in the child only, or start the child with 'spawn'")
+      if device not in self._opened: self._opened[device] = self._open(device)
+      return self._opened[device]
   def _open(self, device: str) -> Compiled:
     base = device.split(":")[0]
     module = importlib.import_module(f"fusegrad.runtime.ops_{base.lower()}")
@@ -53,14 +64,23 @@ class _Device:
       self[device]
       return None
     except Exception as e: return e  # a backend that fails to initialise is skipped, with the reason
+  def get_available_devices(self) -> list[str]:
+    """The backends that open on this machine: ['CL', 'CPU', 'PYTHON'] ..."""
+    return [name for name in sorted(self._names) if self._try_open(name) is None]
+  @property
+  def default(self) -> Compiled:
+    """The default device's backend: Device[Device.DEFAULT]."""
+    return self[self.DEFAULT]
   def get_available(self, device: str) -> tuple[bool, str]:
     """(works, why not) for a device name, without raising."""
     e = self._try_open(device)
     return e is None, "" if e is None else f"{type(e).__name__}: {e}"
   @property
   def DEFAULT(self) -> str:
-    if DEV.value not in self._defaults: self._defaults[DEV.value] = self._pick_default()
-    return self._defaults[DEV.value]
+    if (ret := self._defaults.get(DEV.value)) is not None: return ret
+    with RUN_LOCK:  # picked once, by one thread (picking opens backends)
+      if DEV.value not in self._defaults: self._defaults[DEV.value] = self._pick_default()
+      return self._defaults[DEV.value]
   def _pick_default(self) -> str:
     if DEV.value:
       try: dev = self.canonicalize(DEV.value)
@@ -83,7 +103,17 @@ class _Device:
     DEV.value = self.canonicalize(device)
 Device = _Device()
 
+def _after_fork_in_child() -> None:
+  RUN_LOCK.release()
+  Device._lost_in_fork |= {name for name, dev in Device._opened.items() if not dev.fork_safe}
+  Device._opened = {name: dev for name, dev in Device._opened.items() if dev.fork_safe}
+if hasattr(os, "register_at_fork"):  # os.fork() waits for a realize in another thread: the child's lock is free
+  os.register_at_fork(before=RUN_LOCK.acquire, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
+
 # *** buffers ***
+
+class OutOfMemoryError(MemoryError, RuntimeError):
+  """A buffer that can't be allocated (torch's RuntimeError, Python's MemoryError): names device, bytes, dtype."""
 
 class Buffer:
   """size elements of dtype on a device. Memory is allocated on first use; a Buffer with a base is a view into it."""
@@ -92,6 +122,10 @@ class Buffer:
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
     self._base = base
     self._buf: Any = None  # the allocator's handle, once allocated
+    # realization state, written by engine/state.py alone: the write id of the newest version of the contents (None:
+    # never written), and the tensor whose storage this is (a weak reference; None: none yet)
+    self.newest_write: int | None = None
+    self.owner: Callable[[], Any] | None = None
     if base is not None:
       if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
       if offset + self.nbytes > base.nbytes:
@@ -108,11 +142,22 @@ class Buffer:
       self._base.allocate()
       self._buf = allocator.offset(self._base._buf, self.offset, self.nbytes)
     else:
-      self._buf = allocator.alloc(max(self.nbytes, 1))
+      try: self._buf = allocator.alloc(max(self.nbytes, 1))
+      except (MemoryError, OSError) as e:
+        if isinstance(e, OSError) and e.errno != errno.ENOMEM: raise
+        raise OutOfMemoryError(f"{self.device}: out of memory: tried to allocate {self.nbytes} bytes "
+                               f"({self.nbytes / 2**30:.2f} GiB) for {self.size} elements of {self.dtype} ({e})") from e
       GlobalCounters.mem_used += self.nbytes
+    return self
+  def use_pointer(self, ptr: int) -> Buffer:
+    """Use the memory at address ptr (nbytes on this device, owned by the caller, who keeps it alive) instead of
+    allocating: nothing is copied and nothing is freed."""
+    if self._buf is not None or self._base is not None: raise RuntimeError("use_pointer: the buffer has memory already")
+    self._buf, self._external = Device[self.device].allocator.from_pointer(ptr, self.nbytes), True
     return self
   def __del__(self) -> None:
     if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None: return
+    if getattr(self, "_external", False): return  # the caller's memory (use_pointer)
     try:
       GlobalCounters.mem_used -= self.nbytes
       Device[self.device].allocator.free(self._buf, max(self.nbytes, 1))
@@ -120,14 +165,16 @@ class Buffer:
   def copyin(self, data: memoryview | bytes | bytearray) -> Buffer:
     mv = memoryview(data).cast("B")
     if mv.nbytes != self.nbytes: raise ValueError(f"copyin of {mv.nbytes} bytes into a {self.nbytes}-byte buffer")
-    self.allocate()
-    Device[self.device].allocator.copyin(self._buf, mv)
+    with RUN_LOCK:
+      self.allocate()
+      Device[self.device].allocator.copyin(self._buf, mv)
     return self
   def copyout(self, dest: memoryview) -> memoryview:
     dest = dest.cast("B")
     if dest.nbytes != self.nbytes: raise ValueError(f"copyout of a {self.nbytes}-byte buffer into {dest.nbytes} bytes")
-    self.allocate()
-    Device[self.device].allocator.copyout(dest, self._buf)
+    with RUN_LOCK:
+      self.allocate()
+      Device[self.device].allocator.copyout(dest, self._buf)
     return dest
   def as_bytes(self) -> bytes:
     out = bytearray(self.nbytes)
@@ -150,6 +197,9 @@ class Allocator:
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
   def offset(self, handle: Any, offset: int, nbytes: int) -> Any:
     raise NotImplementedError(f"{type(self).__name__} has no buffer views")
+  def from_pointer(self, ptr: int, nbytes: int) -> Any:
+    """A handle for nbytes of memory someone else owns, at address ptr (Tensor.from_blob)."""
+    raise NotImplementedError(f"{type(self).__name__} can't use memory at a raw address")
 
 class Compiler:
   """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache.
@@ -225,6 +275,7 @@ class Compiled:
       if not 0 < index <= len(self._others): raise ValueError(f"{self.device} has no compiler {index}")
       self._made[index] = self._others[index - 1]()
     return self._made[index]
+  fork_safe = True  # False: the driver doesn't work in a child forked after it opened (Device refuses it there)
   @property
   def is_accelerator(self) -> bool:
     """True for a real GPU (preferred as the default device); the CPU, the interpreter and PoCL are not."""

@@ -51,7 +51,15 @@ class PtrDType(DType):
   def _fields(self) -> tuple: return (*super()._fields(), self.base, self.local)
   def __repr__(self) -> str: return f"{self.base!r}.ptr({'local=True' if self.local else ''})"
 
-class dtypes:
+class _DTypesMeta(type):
+  """Gives `dtypes` its one computed name: default_float follows the DEFAULT_FLOAT flag, so that
+  `with Context(DEFAULT_FLOAT=dtypes.half):` changes it for the block, as in tinygrad."""
+  @property
+  def default_float(cls) -> DType: return DEFAULT_FLOAT.value
+  @default_float.setter
+  def default_float(cls, dt: DType | str) -> None: DEFAULT_FLOAT.value = DEFAULT_FLOAT.check(dt)
+
+class dtypes(metaclass=_DTypesMeta):
   """The dtype namespace: dtypes.float32, dtypes.is_float(dt), dtypes.from_py(3.0) ..."""
   void: Final[DType] = DType(-1, 0, "void", None)
   bool: Final[DType] = DType(0, 1, "bool", "?")
@@ -71,7 +79,6 @@ class dtypes:
   half, float, double = float16, float32, float64
   char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
   # defaults (tinygrad's: Tensor([1, 2]) is int32, Tensor([1.0]) is float32)
-  default_float: DType = float32
   default_int: DType = int32
   # index arithmetic inside kernels: never wraps as far as the simplifier is concerned; codegen renders it as int32,
   # or as int64 in kernels whose indices can pass 2**31 (see codegen/lower.py resolve_index_dtype)
@@ -136,6 +143,9 @@ dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
 dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.ints = dtypes.uints + dtypes.sints
+# (unsigned, signed) of each size, as tinygrad names them
+dtypes.int8s, dtypes.int16s = (dtypes.uint8, dtypes.int8), (dtypes.uint16, dtypes.int16)  # type: ignore[attr-defined]
+dtypes.int32s, dtypes.int64s = (dtypes.uint32, dtypes.int32), (dtypes.uint64, dtypes.int64)  # type: ignore[attr-defined]
 dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
 # the same sets for membership tests by hash (codegen asks these about every constant it makes)
 _FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)
@@ -148,24 +158,46 @@ NAMED_DTYPES: dict[str, DType] = {
   "float16": dtypes.float16, "bfloat16": dtypes.bfloat16, "float32": dtypes.float32, "float64": dtypes.float64,
   **DTYPES_DICT}
 
-def _default_float_from_setting() -> DType:
-  """The float dtype DEFAULT_FLOAT names (as tinygrad: DEFAULT_FLOAT=HALF), float32 when it is empty."""
-  name = str(DEFAULT_FLOAT.value).lower()
-  dt = NAMED_DTYPES.get(name, dtypes.float32) if name else dtypes.float32
-  if name and (name not in NAMED_DTYPES or not dtypes.is_float(dt)):
-    raise ValueError(f"DEFAULT_FLOAT={DEFAULT_FLOAT.value!r} is not a float dtype (HALF, BFLOAT16, FLOAT64 ...)")
+def _parse_default_float(val: Any) -> DType:
+  """The float dtype a DEFAULT_FLOAT value names: a float DType itself, or its name in any case (as tinygrad:
+  DEFAULT_FLOAT=HALF); float32 when it is empty. ValueError for anything else."""
+  if isinstance(val, str) and val == "": return dtypes.float32
+  dt = val if isinstance(val, DType) else NAMED_DTYPES.get(val.lower()) if isinstance(val, str) else None
+  if dt is None or not dtypes.is_float(dt) or isinstance(dt, PtrDType):
+    raise ValueError(f"DEFAULT_FLOAT={val!r} is invalid: DEFAULT_FLOAT takes a float dtype or its name (HALF, "
+                     "BFLOAT16, FLOAT64 ...)")
   return dt
-dtypes.default_float = _default_float_from_setting()
+DEFAULT_FLOAT.parse = _parse_default_float
+DEFAULT_FLOAT.value = DEFAULT_FLOAT.check(DEFAULT_FLOAT.value)
+
+class UnknownDTypeError(TypeError, AttributeError):
+  """A dtype name that names nothing: torch's TypeError, and the AttributeError of tinygrad's `dtypes.<name>` lookup."""
 
 def to_dtype(x: DType | str) -> DType:
   """A DType from a DType or its name ("float32", "half", "int"); raises on unknown names."""
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in NAMED_DTYPES: return NAMED_DTYPES[x]
   if type(x).__module__.split(".")[0] == "numpy" or isinstance(x, type): return from_numpy(x)  # np.dtype("int64") too
-  raise TypeError(f"unknown dtype {x!r}")
+  raise UnknownDTypeError(f"unknown dtype {x!r}")
 
 def _py_rank(dt: DType) -> int:
   return 0 if dt == dtypes.bool else 1 if dt == dtypes.default_int else 2 if dt == dtypes.int64 else 3
+
+class ConversionOverflowError(OverflowError, RuntimeError):
+  """A Python value an integer dtype can't hold, at creation: NumPy's OverflowError, torch's RuntimeError."""
+
+class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
+  """An integer // or % by zero: a ZeroDivisionError (Python's) and a RuntimeError (torch's)."""
+
+def checked_ints(values: list, dtype: DType) -> None:
+  """ConversionOverflowError unless every Python value converts to the integer dtype as torch's creation allows: an int
+  or float in its range (a float is truncated after: 255.5 doesn't fit uint8, -0.5 fits int8 only); bools fit."""
+  lo, hi = dtypes.min(dtype), dtypes.max(dtype)
+  if all(type(v) is int for v in values) and (not values or (lo <= min(values) and max(values) <= hi)): return
+  for v in values:
+    if isinstance(v, (float, int)) and not isinstance(v, bool) and not lo <= v <= hi:
+      name = f"{'u' * dtypes.is_unsigned(dtype)}int{8 * dtype.itemsize}"
+      raise ConversionOverflowError(f"value {v!r} cannot be converted to type {name} without overflow")
 
 def wrap_int(x: int, dtype: DType) -> int:
   """x reduced to the range of the integer dtype, as C's two's complement wraparound does."""

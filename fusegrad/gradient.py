@@ -9,6 +9,7 @@ import math, weakref
 from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, inverse_permutation
+from fusegrad.engine import multi
 
 def _max_grad(g: UOp, n: UOp) -> tuple[UOp, UOp]:
   """d max(x, y): all of it to the larger input, half to each on a tie, all to both where one is nan (as torch)."""
@@ -84,6 +85,7 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   Ops.DETACH: lambda g, n: (None,),
   Ops.COPY: lambda g, n: (g.copy_to_device(n.src[0].device),),  # type: ignore[arg-type]
   Ops.ASSIGN: lambda g, n: (None, g),
+  Ops.MULTI: lambda g, n: multi.parts_like(g, n),  # each device's part of the gradient
 }
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
 
@@ -132,7 +134,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], walk_into: UO
     if n in targets or any(s in on_path for s in n.src): on_path.add(n)
   grads: dict[UOp, UOp] = {root: root_grad}
   for n in reversed(topo):
-    if n not in grads or n.op in _LEAVES: continue
+    if n not in grads or n.op in _LEAVES or (n.op is Ops.MULTI and not any(s in on_path for s in n.src)): continue
     composite = _composite_rules.get(n) if n is not walk_into else None
     if composite is not None and _target_inside(n, composite[0], targets): composite = None
     if composite is not None: srcs, rule = composite

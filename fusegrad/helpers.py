@@ -4,8 +4,8 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import contextlib, functools, gzip, hashlib, itertools, os, pathlib, sqlite3, sys, tempfile, time, urllib.request
-import warnings, weakref
+import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, os, pathlib, pstats, re
+import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -24,6 +24,33 @@ def flatten(lists: Iterable[Iterable[T]]) -> list[T]: return [x for xs in lists 
 def ceildiv(num: int, amt: int) -> int: return -(-num // amt)
 def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
 def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x.__getitem__)
+def round_down(num: int, amt: int) -> int: return num // amt * amt
+def next_power2(x: int) -> int: return 1 if x <= 1 else 1 << (x - 1).bit_length()
+def cdiv(a: int, b: int) -> int:
+  """Integer division rounding toward zero (C's a / b): cdiv(-7, 2) is -3."""
+  return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b != 0 else 0
+def cmod(a: int, b: int) -> int: return a - cdiv(a, b) * b  # C's a % b: the sign of a
+def fully_flatten(x: Any) -> list:
+  """Nested lists and tuples (and numpy arrays) as one flat list: fully_flatten([[1, [2]], 3]) is [1, 2, 3]."""
+  if hasattr(x, "shape") and hasattr(x, "flatten"): return list(x.flatten())
+  return [y for e in x for y in fully_flatten(e)] if isinstance(x, (list, tuple)) else [x]
+def get_single_element(x: Sequence[T]) -> T:
+  if len(x) != 1: raise ValueError(f"expected a single element, got {len(x)} in {x!r}"[:200])
+  return x[0]
+def merge_dicts(ds: Iterable[dict]) -> dict:
+  """The union of the dicts; a key with two different values is a RuntimeError."""
+  ret: dict = {}
+  for d in ds:
+    for k, v in d.items():
+      if ret.setdefault(k, v) != v: raise RuntimeError(f"merge_dicts: key {k!r} has the values {ret[k]!r} and {v!r}")
+  return ret
+def get_child(obj: Any, key: str) -> Any:
+  """The object at a dotted path of attributes, dict keys and list indices: get_child(model, "layers.0.weight")."""
+  for k in key.split("."): obj = obj[int(k)] if k.isnumeric() else obj[k] if isinstance(obj, dict) else getattr(obj, k)
+  return obj
+def pluralize(st: str, cnt: int) -> str:
+  """pluralize("kernel", 2) is '2 kernels'."""
+  return f"{cnt} {st}s" if cnt != 1 else f"1 {st}"
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
   yes: list[T] = []
   no: list[T] = []
@@ -56,7 +83,8 @@ def _convert(key: str, val: Any, default: Any) -> Any:
   if isinstance(default, bool):
     return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
   kind = type(default)
-  if isinstance(val, kind) and not (kind is int and isinstance(val, bool)): return val
+  if isinstance(val, bool) and kind in (int, float): return kind(val)  # Context(TRAINING=True) is TRAINING=1
+  if isinstance(val, kind): return val
   what = {int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
   if isinstance(val, str) or (kind is float and isinstance(val, int)):
     try: return kind(val.strip() if isinstance(val, str) else val)
@@ -69,15 +97,19 @@ def getenv(key: str, default: Any = 0) -> Any:
   return default if val is None else _convert(key, val, default)
 
 class ContextVar:
-  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0."""
+  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0.
+  A module above helpers that owns the flag's meaning may set `parse` (value -> value, ValueError on garbage), as
+  dtype.py does for DEFAULT_FLOAT so that it also takes a DType; it then re-checks the value read at import."""
   _cache: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any, doc: str = ""):
     if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
     self.key, self.default, self.doc = key, default, doc
+    self.parse: Callable[[Any], Any] | None = None
     self.value = self.check(getenv(key, default))
     ContextVar._cache[key] = self
   def check(self, val: Any) -> Any:
     """val converted to this flag's type; ValueError naming the flag and what it accepts otherwise."""
+    if self.parse is not None: return self.parse(val)
     val = _convert(self.key, val, self.default)
     if isinstance(val, (int, float)) and not isinstance(val, bool) and val < 0:
       raise ValueError(f"{self.key}={val} is invalid: {self.key} takes a value >= 0 ({self.doc})")
@@ -111,11 +143,14 @@ DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: s
 DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")
 BEAM = ContextVar("BEAM", 0, "beam width for the kernel optimization search; 0 uses the heuristic")
 NOOPT = ContextVar("NOOPT", 0, "1: apply no kernel optimizations at all")
+SPEC = ContextVar("SPEC", 0, "1: check the kernel IR against codegen/spec.py after every lowering pass")
 JIT = ContextVar("JIT", 1, "0: TinyJit runs the function every time instead of replaying kernels")
 DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "", "default float dtype (HALF, BFLOAT16, FLOAT64 ...), read at import into"
                            " dtypes.default_float (which code may set too); empty: float32")
 TRAINING = ContextVar("TRAINING", 0, "1: layers such as dropout and batchnorm behave as in training")
 CC = ContextVar("CC", "", "C compiler for the CPU backend (default: clang if present, else gcc)")
+CPU_ISA = ContextVar("CPU_ISA", "", "instruction set of CPU kernels: sse4, avx2 or avx512 (default: the host's best); "
+                     "read when the CPU device opens")
 CPU_THREADS = ContextVar("CPU_THREADS", 0, "threads per CPU kernel (0: one per core)")
 CPU_SPIN = ContextVar("CPU_SPIN", 1, "ms a CPU kernel's idle OpenMP workers (clang's runtime) spin before they sleep")
 DISABLE_COMPILER_CACHE = ContextVar("DISABLE_COMPILER_CACHE", 0, "1: never read or write the on-disk kernel cache")
@@ -129,7 +164,27 @@ SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 512, "schedules kept for reuse by 
 PROGRAM_CACHE = ContextVar("PROGRAM_CACHE", 256, "compiled kernels kept loaded per process (least recently used go)")
 SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elements into < 64 outputs runs as two "
                             "kernels (partial results of chunks, then their combination) so threads share it; 0: one")
-CAPTURE_PROCESS_REPLAY = ContextVar("CAPTURE_PROCESS_REPLAY", 0, "unused; kept for tinygrad-compatible scripts")
+PROCESS_REPLAY = ContextVar("PROCESS_REPLAY", "", "a file: every kernel rendered appends its identity and source "
+                            "(test/process_replay.py compares two runs)")
+COMPILE_CHUNK = ContextVar("COMPILE_CHUNK", 1 << 18, "bytes of new kernel source that start compiling in the "
+                           "background while codegen goes on with the rest (0: compile once codegen is done)")
+VIZ = ContextVar("VIZ", 0, "1: record each realize's kernels, codegen passes and timings; at exit, serve them to a "
+                 "browser (fusegrad/viz)")
+VIZ_PORT = ContextVar("VIZ_PORT", 8000, "the port VIZ serves on, on 127.0.0.1 (the next free one when it is taken)")
+VIZ_OUT = ContextVar("VIZ_OUT", "", "VIZ writes its trace to this file at exit instead of serving it (.json: for "
+                     "`python -m fusegrad.viz FILE`; .html: a page to share)")
+
+# what VIZ records for the viewer: one dict of plain data per event, in order, kept only while VIZ is set
+viz_events: list[dict[str, Any]] = []
+
+def _show_viz() -> None:
+  if viz_events: importlib.import_module("fusegrad.viz").show_at_exit(viz_events)  # (none: they were taken)
+
+def viz_record(kind: str, **data: Any) -> None:
+  """Keep an event for the viewer when VIZ is set; the first one arranges for fusegrad.viz to show them at exit."""
+  if not VIZ: return
+  if not viz_events: atexit.register(_show_viz)
+  viz_events.append({"kind": kind, **data})
 
 # *** printing ***
 
@@ -140,7 +195,6 @@ def colored(st: str, color: str | None, background: bool = False) -> str:
   return f"\u001b[{10 * background + 60 * (color.upper() == color) + 30 + colors.index(color.lower())}m{st}\u001b[0m"
 
 def ansistrip(s: str) -> str:
-  import re
   return re.sub(r"\x1b\[(K|.*?m)", "", s)
 
 def ansilen(s: str) -> int: return len(ansistrip(s))
@@ -189,6 +243,22 @@ class Timing(contextlib.ContextDecorator):
     self.et = time.perf_counter_ns() - self.st
     if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
 
+class Profiling(contextlib.ContextDecorator):
+  """`with Profiling():` runs the block under cProfile and prints the top frac of functions by sort (and writes the
+  stats to fn if given); ts scales the times printed (ms / ts)."""
+  def __init__(self, enabled: bool = True, sort: str = "cumtime", frac: float = 0.2, fn: str | None = None,
+               ts: float = 1):
+    self.enabled, self.sort, self.frac, self.fn, self.ts = enabled, sort, frac, fn, ts
+    self.profile = cProfile.Profile()
+  def __enter__(self) -> Profiling:
+    if self.enabled: self.profile.enable()
+    return self
+  def __exit__(self, *exc: Any) -> None:
+    if not self.enabled: return
+    self.profile.disable()
+    if self.fn: self.profile.dump_stats(self.fn)
+    pstats.Stats(self.profile).strip_dirs().sort_stats(self.sort).print_stats(self.frac)
+
 # *** on-disk cache: one SQLite file of checked bytes, safe with several processes, bounded, never unpickled ***
 
 _CACHE_TABLE = "fusegrad_cache"
@@ -201,40 +271,67 @@ def cache_dir() -> pathlib.Path:
 
 def _cache_path() -> pathlib.Path: return pathlib.Path(CACHEDB.value) if CACHEDB.value else cache_dir() / "cache.db"
 
-def _is_cache_file(path: pathlib.Path) -> bool:
-  """True for a path fusegrad may use as its cache: nothing there, an empty file, or an SQLite file of fusegrad's."""
-  if not path.exists(): return True
-  if not path.is_file(): return False
-  if path.stat().st_size == 0: return True
-  with open(path, "rb") as f:
-    if f.read(16) != b"SQLite format 3\x00": return False
-  try:
+_APPLICATION_ID = 0x66677264  # "fgrd", in the header of every cache file (PRAGMA application_id, byte 68)
+
+def _cache_file_kind(path: pathlib.Path) -> str:
+  """'new' (nothing there, or an empty file), 'ours' (a fusegrad cache, maybe damaged: its header says so, or its first
+  page holds our table's schema) or 'foreign' (anything else: never used nor overwritten when CACHEDB names it)."""
+  if not path.exists() or (path.is_file() and path.stat().st_size == 0): return "new"
+  if not path.is_file(): return "foreign"
+  with open(path, "rb") as f: head = f.read(1 << 16)
+  if not head.startswith(b"SQLite format 3\x00") or len(head) < 100: return "foreign"
+  page_size = int.from_bytes(head[16:18], "big")
+  if int.from_bytes(head[68:72], "big") == _APPLICATION_ID or \
+     f"CREATE TABLE {_CACHE_TABLE} (".encode() in head[:65536 if page_size == 1 else page_size]: return "ours"
+  try:  # a new cache whose first pages are still in its write-ahead log (NAME-wal)
     with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-      return conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_CACHE_TABLE,)).fetchone() is not None
-  except sqlite3.Error: return False
+      found = conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_CACHE_TABLE,)).fetchone() is not None
+  except sqlite3.Error: found = False
+  return "ours" if found else "foreign"
+
+def _damage(path: pathlib.Path) -> str | None:
+  """Why the SQLite file at path is damaged, from its header alone (cheap), or None: shorter than the pages its header
+  counts (valid when bytes 92-96 match the change counter at 24-28)."""
+  with open(path, "rb") as f: head = f.read(100)
+  page_size, pages, size = int.from_bytes(head[16:18], "big"), int.from_bytes(head[28:32], "big"), path.stat().st_size
+  if head[92:96] == head[24:28] and size < pages * (65536 if page_size == 1 else page_size):
+    return f"{size} bytes, its header counts {pages} pages of {page_size}"
+  return None
+
+def _set_aside(path: pathlib.Path, why: str) -> None:
+  aside = path.with_name(path.name + ".damaged")
+  warnings.warn(f"fusegrad: the kernel cache {path} is damaged ({why}): moved it to {aside}, starting a new cache")
+  os.replace(path, aside)
+  for p in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")): p.unlink(missing_ok=True)
 
 def _connect(path: pathlib.Path | str) -> sqlite3.Connection:
   conn = sqlite3.connect(path, timeout=60, isolation_level=None)
   conn.execute("PRAGMA journal_mode=WAL")
   conn.execute("PRAGMA synchronous=NORMAL")  # WAL commits without an fsync each (a cache read updates its time of use)
   conn.execute(_CACHE_SCHEMA)
+  if conn.execute("PRAGMA application_id").fetchone()[0] != _APPLICATION_ID:
+    conn.execute(f"PRAGMA application_id={_APPLICATION_ID}")
   return conn
 
 def _db() -> sqlite3.Connection:
-  """The cache's connection. CACHEDB naming a file that isn't a fusegrad cache raises (the file is left alone); the
-  default file, if damaged, is rebuilt; a cache that can't be written falls back to memory with one warning."""
+  """The cache's connection. CACHEDB naming a file that isn't a fusegrad cache raises (the file is left alone); a
+  damaged fusegrad cache (or, at the default path, any file that isn't one) is set aside with a warning (as
+  NAME.damaged) and started again; a cache that can't be written falls back to memory with one warning."""
   global _db_connection
   if _db_connection is not None: return _db_connection
   path = _cache_path()
-  if CACHEDB.value and not _is_cache_file(path):
+  kind = _cache_file_kind(path)
+  if CACHEDB.value and kind == "foreign":
     raise RuntimeError(f"CACHEDB={CACHEDB.value} is an existing file that is not a fusegrad cache: refusing to use "
                        "or overwrite it; point CACHEDB at a new file (or unset it)")
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "foreign": _set_aside(path, "not an SQLite file of fusegrad's")
+    elif kind == "ours" and (why := _damage(path)) is not None: _set_aside(path, why)
     try: _db_connection = _connect(path)
     except sqlite3.OperationalError: raise
-    except sqlite3.DatabaseError:  # the file is damaged (CACHEDB was checked above): start again with an empty cache
-      for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")): p.unlink(missing_ok=True)
+    except sqlite3.DatabaseError as e:  # damaged past what the header shows
+      _set_aside(path, str(e))
       _db_connection = _connect(path)
   except (OSError, sqlite3.OperationalError) as e:
     warnings.warn(f"fusegrad: can't use the kernel cache {path} ({e}); caching in memory for this process")

@@ -10,18 +10,21 @@ import builtins, math, pathlib, struct, weakref
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
-from fusegrad.dtype import float_to_bf16_bits
+from fusegrad.dtype import float_to_bf16_bits, checked_ints
 from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
-from fusegrad.device import Device, Buffer
+from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
+from fusegrad.engine import multi
 from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
-from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError
+from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, UnsupportedError, \
+  _resolve_axis, broadcast_shape
 from fusegrad.mixin.nn import NNMixin
-from fusegrad.mixin.movement import MovementMixin, _resolve_axis, broadcast_shape
+from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
+from fusegrad.mixin.indexing import getitem, assign_window
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
@@ -34,7 +37,7 @@ def _shape_of(data: Any) -> tuple[int, ...]:
   if len(data) == 0: return (0,)
   if all(type(x) in _SCALARS for x in data): return (len(data),)  # a flat list of Python numbers
   inner = [_shape_of(x) for x in data]
-  if any(s != inner[0] for s in inner): raise ValueError(f"Tensor: ragged nested list, sub-shapes {sorted(set(inner))}")
+  if any(s != inner[0] for s in inner): raise ShapeError(f"Tensor: ragged nested list, sub-shapes {sorted(set(inner))}")
   return (len(data),) + inner[0]
 
 def _flatten_list(data: Any) -> list:
@@ -52,9 +55,15 @@ def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   if dtype.fmt in ("f", "d") and (numbers or all(type(v) is float or type(v) is int for v in values)):
     try: return struct.pack(f"<{len(values)}{dtype.fmt}", *values)  # as a cast: struct rounds (ints as float() does)
     except OverflowError: pass  # beyond float32's range: inf, below
+  if dtypes.is_int(dtype): checked_ints(values, dtype)  # no silent wrap-around at creation (DESIGN.md, invariant 12)
   vals = [dtypes.as_const(v, dtype) for v in values]
   if dtype == dtypes.bfloat16: return struct.pack(f"<{len(vals)}H", *(float_to_bf16_bits(v) for v in vals))
   return struct.pack(f"<{len(vals)}{dtype.fmt}", *vals)
+
+def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None) -> UOp:
+  """A tensor's constant made from a Python value (that an integer dtype can hold: checked_ints)."""
+  if dtypes.is_int(dtype): checked_ints([value], dtype)
+  return UOp.const(dtype, value, shape, device)
 
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
@@ -81,7 +90,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
-    elif isinstance(data, (bool, int, float)): uop = UOp.const(dtype or dtypes.from_py(data), data, (), device)
+    elif isinstance(data, (bool, int, float)): uop = _scalar(data, dtype or dtypes.from_py(data), (), device)
     elif isinstance(data, (bytes, bytearray, memoryview)):
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
@@ -115,6 +124,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @property
   def uop(self) -> UOp:
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
+    if (u := self._uop).op is Ops.MULTI and any(state.current(s) is not s for s in u.src):
+      self.uop = multi.multi(tuple(state.current(s) for s in u.src), u.arg)
     if (u := self._uop).op not in _MAY_FOLLOW: return u  # (what state.current gives such a node, quickly)
     if (new := state.current(u)) is not u: self.uop = new
     return self._uop
@@ -128,7 +139,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   lazydata = uop  # tinygrad's older name
 
   @property
-  def requires_grad(self) -> bool | None: return self._requires_grad
+  def requires_grad(self) -> bool | None:
+    """Whether backward() computes a gradient for this tensor (None: only if something it is used with needs one)."""
+    return self._requires_grad
   @requires_grad.setter
   def requires_grad(self, val: bool | None) -> None:
     self._requires_grad = val
@@ -139,23 +152,38 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def _own_node(self) -> None:
     """Give a lazy value its own node. Nodes are hash-consed, so Tensor.zeros(3) made twice is one node, and gradients
     for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this node unique."""
-    if state.is_realized(self.uop) and state.view_base(self.uop).op is not Ops.CONST: return
-    if self.numel() == 0: return
-    self._uop = Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop.assign(self.uop)
+    if isinstance(self.device, tuple):  # each device's part gets its own node
+      m = multi.lower(self.uop)
+      self._uop = multi.multi(tuple(_own(s) for s in m.src), m.arg)
+    else: self._uop = _own(self.uop)
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
     """Set requires_grad and return self: `w = Tensor.rand(3).requires_grad_()`."""
     self.requires_grad = requires_grad
+    return self
+  @property
+  def is_param(self) -> bool:
+    """tinygrad's name for "an optimizer updates this": True unless requires_grad is False. A tensor that is not a
+    parameter (running statistics, a KV cache) is a buffer: optimizers realize it but never update it, and it gets no
+    gradient (tinygrad still gives it one)."""
+    return self._requires_grad is not False
+  @is_param.setter
+  def is_param(self, val: bool) -> None:
+    if not val: self.requires_grad = False
+    elif self._requires_grad is False: self.requires_grad = None
+  def is_param_(self, is_param: bool = True) -> Tensor:
+    """Set is_param and return self: `self.running_mean = Tensor.zeros(4).is_param_(False)`."""
+    self.is_param = is_param
     return self
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
     different devices are an error here, where the
     graph is built (a constant is on every device)."""
-    if len(uop.src) > 1 and uop.op is not Ops.ASSIGN and len({s.device for s in uop.src}) > 1:
+    if len(uop.src) > 1 and uop.op not in (Ops.ASSIGN, Ops.MULTI) and len({s.device for s in uop.src}) > 1:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
-        names = ", ".join(sorted(devices))
-        raise ValueError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
+        names = ", ".join(sorted(map(str, devices)))
+        raise ArgumentError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor._wrap(uop)
     flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
@@ -180,8 +208,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self._uop.dtype
   @property
   def device(self) -> str:
-    """The device the data lives on ("CPU", "PYTHON" ...)."""
+    """The device the data lives on ("CPU", "PYTHON" ...; a tuple of them for a tensor spread over several)."""
     return self._uop.device or Device.DEFAULT
+  @property
+  def max_shape(self) -> tuple[int, ...]:
+    """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""
+    return self.shape
+  def max_numel(self) -> int:
+    """The most elements this tensor can have: its numel() (fusegrad has no symbolic shapes)."""
+    return self.numel()
   @property
   def ndim(self) -> int:
     """The number of axes."""
@@ -197,7 +232,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return self.numel() * self.element_size()
   def size(self, dim: int | None = None) -> int | tuple[int, ...]:
     """The shape, or the size of axis dim: `x.size(-1)`."""
-    return self.shape if dim is None else self.shape[_resolve_axis(dim, self.ndim, "dim")]
+    return self.shape if dim is None else self.shape[_resolve_axis(dim, self.ndim, "size")]
   def is_floating_point(self) -> bool:
     """True for float dtypes."""
     return dtypes.is_float(self.dtype)
@@ -208,7 +243,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     grad = " requires_grad" if self.requires_grad else ""
     return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r}{grad}>"
   def __bool__(self) -> bool:
-    if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
+    if self.numel() != 1:
+      raise RuntimeError(f"bool: the truth value of a tensor with {self.numel()} elements is ambiguous")
     return bool(self.item())
   def __iter__(self) -> Iterator[Tensor]:
     if not self.shape: raise TypeError("iteration over a 0-d tensor")
@@ -222,8 +258,19 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
+    with RUN_LOCK:
+      try: Tensor._realize_all(tensors)
+      except OutOfMemoryError as e:
+        shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
+        raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
+  @staticmethod
+  def _realize_all(tensors: Sequence[Tensor]) -> None:
+    if spread := [t for t in tensors if multi.needs_lowering(t._uop)]:
+      _realize_multi(spread)
+      tensors = [t for t in tensors if not any(t is m for m in spread)]
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
     todo = [t for t in tensors if not state.is_realized(t.uop)]
+    for hook in _realize_hooks: hook([t.uop for t in todo])
     if todo:
       # out-of-range index flags, computed in the same schedule
       checks = engine_realize.pending_index_checks([t.uop for t in todo])
@@ -239,11 +286,29 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
       Tensor.realize_all(copies)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run, without running them."""
-    from fusegrad.engine.schedule import create_schedule
-    return create_schedule([t.uop for t in (self, *lst)]).items
+    return engine_schedule.create_schedule([t.uop for t in (self, *lst)]).items
+
+  def schedule_linear(self, *lst: Tensor) -> list:
+    """The schedule's items (see linear_with_vars), for graphs without Variables."""
+    items, var_vals = self.linear_with_vars(*lst)
+    if var_vals: raise RuntimeError(f"schedule_linear: the graph reads Variables ({', '.join(var_vals)}); use "
+                                    "linear_with_vars")
+    return items
+  def linear_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, builtins.int]]:
+    """What realizing this tensor (and lst) runs, and the values of the Variables its kernels read, by name:
+    `items, var_vals = x[v.bind(2):v.bind(2) + 3].linear_with_vars()` gives var_vals {"i": 2}. (tinygrad returns its
+    LINEAR UOp first, fusegrad the schedule's items.)"""
+    items = self.schedule(*lst)
+    var_vals: dict[str, builtins.int] = {}
+    for si in items:
+      for v, val in si.var_vals.items():
+        if var_vals.setdefault(v.expr(), val) != val:
+          raise RuntimeError(f"linear_with_vars: {v.expr()} is bound to {var_vals[v.expr()]} and to {val}")
+    return items, var_vals
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
+    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gathered on the first device
     chain, base = state.view_chain(u := self.uop)
     if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
       chain, base = state.view_chain(u := self.realize().uop)
@@ -258,10 +323,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
       return self.cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
-    mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
+    with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
   def tolist(self) -> Any:
-    """The values as (nested) Python lists; a 0-d tensor gives a scalar."""
+    """The values as (nested) Python lists; a 0-d tensor gives a scalar.
+
+    >>> Tensor([[1, 2], [3, 4]]).tolist()
+    [[1, 2], [3, 4]]
+    >>> Tensor(2.5).tolist()
+    2.5
+    """
     if 0 in self.shape: return _nested([], self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
     if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
@@ -270,7 +341,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     return vals[0] if not self.shape and isinstance(vals, list) else vals
   def item(self) -> Any:
     """The value of a one-element tensor as a Python scalar."""
-    if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has {self.numel()}")
+    if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, this one has {self.numel()}")
     ret = self.reshape(()).tolist()
     return ret
   def numpy(self) -> Any:
@@ -286,16 +357,31 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     ret = self.numpy()
     return ret if dtype is None else ret.astype(dtype)
 
-  def to(self, device: str | None) -> Tensor:
-    """This tensor on another device (a copy, lazily)."""
-    device = Device.canonicalize(device)
+  def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+    """This tensor on another device (a copy, lazily); a tuple of devices: a copy on each (see shard). A tensor spread
+    over devices moved to one is gathered there."""
+    device = Device.canonicalize(device)  # type: ignore[arg-type]
     if device == self.device: return self
+    if isinstance(device, tuple): return self.shard(device)
+    if isinstance(self.device, tuple): return self._new(multi.gather_node(self.uop, device))
     ret = self._new(self.uop.copy_to_device(device))
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
-  def to_(self, device: str | None) -> Tensor:
+  def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
     """Move this tensor to another device in place."""
     self.uop = self.to(device).uop
+    return self
+  def shard(self, devices: tuple[str, ...] | list[str], axis: builtins.int | None = None) -> Tensor:
+    """This tensor spread over devices: split along axis in equal parts (part i on devices[i]), or with axis None a
+    copy on each. `Tensor.arange(4).shard(("CPU:0", "CPU:1"), axis=0).device` is ('CPU', 'CPU:1') ("CPU:0" is "CPU")."""
+    devices = Device.canonicalize(tuple(devices))  # type: ignore[arg-type]
+    if axis is not None: axis = _resolve_axis(axis, self.ndim, "shard")
+    if self.device == devices: return self._new(multi.reshard(self.uop, axis))  # replicated -> split: no copies
+    src = self.to(self.device[0]) if isinstance(self.device, tuple) else self
+    return self._new(multi.shard(src.uop, devices, axis))  # type: ignore[arg-type]
+  def shard_(self, devices: tuple[str, ...] | list[str], axis: builtins.int | None = None) -> Tensor:
+    """shard in place: this tensor now lives on devices."""
+    self.uop = self.shard(devices, axis).uop
     return self
   def contiguous(self) -> Tensor:
     """The values laid out in order in their own buffer (free when they already are)."""
@@ -320,7 +406,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     dtype = to_dtype(dtype)
     if dtype.itemsize != self.dtype.itemsize:
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
-        raise ValueError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
+        raise ShapeError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
       # the bytes reread as another dtype: a view of the realized buffer (element-wise kernels can't change sizes)
       new_shape = (*self.shape[:-1], self.shape[-1] * self.dtype.itemsize // dtype.itemsize)
       view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
@@ -361,23 +447,26 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.device != self.device:
-      raise ValueError(f"assign: value is on device {x.device}, target on device {self.device}")
+      raise ShapeError(f"assign: value is on device {x.device}, target on device {self.device}")
     if x.shape != self.shape:
       try: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
       except ValueError:
-        raise ValueError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
+        raise ShapeError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
+    for hook in _assign_hooks: hook(self)
+    if assign_window(self, x): return self  # a window at a Variable position: written through into its buffer
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
-    if state.view_base(self.uop).op not in (Ops.BUFFER, Ops.ASSIGN) or self.uop is x.uop:
+    if not _writable(self.uop) or self.uop is x.uop:
       self.uop = x.uop
       return self
-    self.uop = self.uop.assign(x.uop)
+    # spread over devices: one write per device now, each followed like a one-device write (see uop)
+    self.uop = multi.lower(self.uop.assign(x.uop)) if isinstance(self.device, tuple) else self.uop.assign(x.uop)
     return self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
-    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} != {self.shape}")
+    if x.shape != self.shape: raise ShapeError(f"replace: shape {x.shape} != {self.shape}")
     self.uop = x.uop
     return self
 
@@ -389,26 +478,31 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Uninitialized memory of the given shape."""
-    shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
-    buf = Buffer(Device.canonicalize(device), prod(shape), dt)
-    return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
+    shape, dt = _shape_arg(shape, "empty"), to_dtype(dtype or dtypes.default_float)
+    if isinstance(device := Device.canonicalize(device), tuple):
+      return Tensor(multi.multi(tuple(Tensor.empty(shape, device=d, dtype=dt).uop for d in device), None), **kwargs)
+    return Tensor(UOp(Ops.BUFFER, dt, (), Buffer(device, prod(shape), dt)).reshape(shape), **kwargs)
+  @staticmethod
+  def const(value: Any, dtype: DType | str | None = None) -> Tensor:
+    """A 0-d constant: `Tensor.const(2.5)` (dtype from the Python value unless given)."""
+    return Tensor.full((), value, dtype=dtype)
   @staticmethod
   def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
            **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
     if isinstance(fill_value, Tensor):
-      return fill_value.reshape((1,) * len(_shape_arg((shape,)))).expand(_shape_arg((shape,)))
+      return fill_value.reshape((1,) * len(_shape_arg((shape,), "full"))).expand(_shape_arg((shape,), "full"))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    shape = _shape_arg((shape,))
-    return Tensor(UOp.const(dt, fill_value, shape, Device.canonicalize(device)), **kwargs)
+    shape = _shape_arg((shape,), "full")
+    return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
   def zeros(*shape: Any, **kwargs: Any) -> Tensor:
     """Zeros of the given shape (float32 unless dtype says otherwise): `Tensor.zeros(2, 3)`."""
-    return Tensor.full(_shape_arg(shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
+    return Tensor.full(_shape_arg(shape, "zeros"), 0.0, **{"dtype": dtypes.default_float, **kwargs})
   @staticmethod
   def ones(*shape: Any, **kwargs: Any) -> Tensor:
     """Ones of the given shape (float32 unless dtype says otherwise): `Tensor.ones(2, 3)`."""
-    return Tensor.full(_shape_arg(shape), 1.0, **{"dtype": dtypes.default_float, **kwargs})
+    return Tensor.full(_shape_arg(shape, "ones"), 1.0, **{"dtype": dtypes.default_float, **kwargs})
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
     """fill_value in this tensor's shape, dtype and device (dtype= and device= override)."""
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
@@ -431,7 +525,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """start, start+step, ... up to (not including) stop: `Tensor.arange(5)` is [0, 1, 2, 3, 4]. Ints are int32, or
     int64 when a value passes int32's range (torch's int64 where tinygrad's int32 can't hold it)."""
     if stop is None: start, stop = 0, start
-    if step == 0: raise ValueError("arange: step must not be zero")
+    if step == 0: raise ArgumentError("arange: step must not be 0")
+    if not all(math.isfinite(x) for x in (start, stop, step)):
+      raise ArgumentError(f"arange: unsupported range {start} -> {stop} (step {step})")
     any_float = any(isinstance(x, float) for x in (start, stop, step))
     n = max(math.ceil((stop - start) / step), 0)
     default = dtypes.default_float if any_float else dtypes.from_py([start, start + (n - 1) * step] if n else 0)
@@ -448,6 +544,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """steps evenly spaced values from start to stop inclusive: `Tensor.linspace(0, 1, 3)` is [0.0, 0.5, 1.0]."""
     if not isinstance(steps, int) or steps < 0: raise ArgumentError(f"linspace: steps must be an int >= 0, got {steps}")
     dt = to_dtype(dtype if dtype is not None else dtypes.default_float)
+    if dt == dtypes.bool: raise UnsupportedError("linspace: a bool dtype has no evenly spaced values")
     if steps == 1: return Tensor([start], dtype=dt, device=device, requires_grad=requires_grad)
     ret = Tensor.arange(steps, device=device) * ((stop - start) / (steps - 1)) + start
     return ret.cast(dt).requires_grad_(requires_grad)
@@ -456,7 +553,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
           requires_grad: builtins.bool | None = None) -> Tensor:
     """The identity matrix (n x m): ones on the diagonal."""
     m = n if m is None else m
-    if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}x{m}")
+    if n < 0 or m < 0: raise ArgumentError(f"eye: negative size {n}x{m}")
     dt, k = to_dtype(dtype if dtype is not None else dtypes.default_float), min(n, m)
     if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, requires_grad=requires_grad)
     # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
@@ -464,9 +561,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
     return x.requires_grad_(requires_grad)
   @staticmethod
-  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], dtype: DType, device: str = "CPU") -> Tensor:
-    """Not supported: fusegrad owns its memory."""
-    raise NotImplementedError("from_blob is not supported")
+  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], **kwargs: Any) -> Tensor:
+    """A tensor on the memory at address ptr, without copying or owning it (the caller keeps it alive as long as the
+    tensor lives); dtype= and device= (CPU or PYTHON) as for Tensor.empty: `Tensor.from_blob(arr.ctypes.data, (2, 3))`.
+    Writes to the tensor (assign, an optimizer step) write into that memory."""
+    ret = Tensor.empty(*shape, **kwargs)
+    state.view_base(ret.uop).arg.use_pointer(ptr)
+    return ret
 
   # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
   @staticmethod
@@ -488,7 +589,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None,
            requires_grad: builtins.bool | None = None) -> Tensor:
     """Uniform random numbers in [0, 1)."""
-    shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
+    shape, dt = _shape_arg(shape, "rand"), to_dtype(dtype or dtypes.default_float)
     if not dtypes.is_float(dt): raise TypeError(f"rand: dtype must be a float, got {dt}")
     n = prod(shape)
     if n == 0: return Tensor.empty(shape, dtype=dt, device=device, requires_grad=requires_grad)
@@ -504,7 +605,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def randn(*shape: Any, dtype: DType | str | None = None, requires_grad: builtins.bool | None = None,
             **kwargs: Any) -> Tensor:
     """Standard normal random numbers (Box-Muller)."""
-    shape, dt = _shape_arg(shape), to_dtype(dtype or dtypes.default_float)
+    shape, dt = _shape_arg(shape, "randn"), to_dtype(dtype or dtypes.default_float)
     src = Tensor.rand((2, *shape), dtype=dtypes.float32, **kwargs)
     ret = (1 - src[0]).log().mul(-2).sqrt().mul((src[1] * (2 * math.pi)).cos())
     return ret.cast(dt).requires_grad_(requires_grad)
@@ -515,7 +616,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def randint(*shape: Any, low: builtins.int = 0, high: builtins.int = 10, dtype: DType | str = dtypes.int32,
               **kwargs: Any) -> Tensor:
     """Random integers in [low, high)."""
-    if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
+    if high <= low: raise ArgumentError(f"randint: high ({high}) must be > low ({low})")
     dt = to_dtype(dtype)
     unit = Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
     return (unit * (high - low)).floor().cast(dt) + low
@@ -523,7 +624,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   def randperm(n: builtins.int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
     """A random permutation of 0..n-1 from the seeded generator (the argsort of random words: n * n compares).
     `Tensor.randperm(4).tolist()` is e.g. [2, 0, 3, 1]."""
-    if n < 0: raise ValueError(f"randperm: n must be >= 0, got {n}")
+    if n < 0: raise ArgumentError(f"randperm: n must be >= 0, got {n}")
     if set(kwargs) - {"requires_grad"}: raise TypeError(f"randperm: unexpected arguments {sorted(kwargs)}")
     if n == 0: return Tensor.empty(0, dtype=dtype, device=device)
     keys = Tensor._random_bits(n, device)
@@ -532,11 +633,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     """num_samples category indices (int32) drawn per row of weights (1-D or 2-D, non-negative, need not sum to 1),
     as torch.multinomial: with replacement by inverse CDF, without by an exponential race (the k smallest E_i / w_i).
     `Tensor([0.0, 1.0]).multinomial().tolist()` is [1]."""
-    if self.ndim not in (1, 2): raise ValueError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
+    if self.ndim not in (1, 2): raise ShapeError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
     n = self.shape[-1]
-    if num_samples < 1: raise ValueError(f"multinomial: num_samples must be >= 1, got {num_samples}")
+    if num_samples < 1: raise ArgumentError(f"multinomial: num_samples must be >= 1, got {num_samples}")
     if not replacement and num_samples > n:
-      raise ValueError(f"multinomial: can't draw {num_samples} samples from {n} categories without replacement")
+      raise ShapeError(f"multinomial: can't draw {num_samples} samples from {n} categories without replacement")
     w = self.detach().reshape(-1, n).cast(least_upper_dtype(self.dtype, dtypes.float32))
     rows = w.shape[0]
     if replacement:
@@ -561,24 +662,24 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
   @staticmethod
   def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
     """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
-    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape)) ** -0.5)
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape, "scaled_uniform")) ** -0.5)
   @staticmethod
   def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
     """Xavier/Glorot uniform init, as torch.nn.init.xavier_uniform_: bound sqrt(6 / (fan_in + fan_out))."""
-    shape = _shape_arg(shape)
+    shape = _shape_arg(shape, "glorot_uniform")
     fan_in, fan_out = prod(shape[1:]), shape[0] * prod(shape[2:])
     bound = (6 / (fan_in + fan_out)) ** 0.5
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_uniform(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
     """He-uniform init, as torch.nn.init.kaiming_uniform_ (fan_in, leaky relu slope a)."""
-    shape = _shape_arg(shape)
+    shape = _shape_arg(shape, "kaiming_uniform")
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
   @staticmethod
   def kaiming_normal(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
     """He-normal init, as torch.nn.init.kaiming_normal_ (fan_in, leaky relu slope a)."""
-    shape = _shape_arg(shape)
+    shape = _shape_arg(shape, "kaiming_normal")
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
 
@@ -608,7 +709,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
         y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device), True)  # broadcast already (as _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
-      raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
+      raise ArgumentError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")
     if match_dtype and x.dtype != y.dtype:
       dt = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(dt), y.cast(dt)
@@ -625,12 +726,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
 
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
-    """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors."""
-    from fusegrad.mixin.indexing import getitem
+    """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors.
+
+    >>> Tensor.arange(6).reshape(2, 3)[1, ::2].tolist()
+    [3, 5]
+    >>> Tensor.arange(6).reshape(2, 3)[Tensor([1, 0])].tolist()
+    [[3, 4, 5], [0, 1, 2]]
+    """
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
-    from fusegrad.mixin.indexing import getitem
     self.realize()
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
@@ -660,7 +765,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape:
-      raise ValueError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
+      raise ShapeError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
     root = _with_lazy_defs(self.uop)
     target_uops = {t: _node_in(t, root) for t in targets}
     grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
@@ -753,6 +858,27 @@ def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
      and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
     _lazy_defs[t.uop] = lazy
 
+def _own(u: UOp) -> UOp:
+  """u, or a write of its value into a fresh buffer when u is a lazy value or a constant (see Tensor._own_node)."""
+  if (state.is_realized(u) and state.view_base(u).op is not Ops.CONST) or u.size == 0: return u
+  return Tensor.empty(u.shape, dtype=u.dtype, device=u.device).uop.assign(u)
+
+def _writable(u: UOp) -> bool:
+  """True when u is a view of a buffer (or of a write into one), or a MULTI of such views: assign writes into it."""
+  base = state.view_base(u)
+  return all(_writable(s) for s in base.src) if base.op is Ops.MULTI else base.op in (Ops.BUFFER, Ops.ASSIGN)
+
+def _realize_multi(tensors: list[Tensor]) -> None:
+  """Realize tensors spread over devices (or gathered from them): each one's per-device graphs (multi.lower) are
+  realized together, and the tensor becomes the MULTI of their buffers (or the one buffer gathered into)."""
+  lowered = {t: multi.lower(t.uop) for t in tensors}
+  parts = {t: [Tensor._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
+  Tensor.realize_all([p for ps in parts.values() for p in ps])
+  for t, m in lowered.items():
+    lazy = t.uop
+    t.uop = multi.multi(tuple(p.uop for p in parts[t]), m.arg) if m.op is Ops.MULTI else parts[t][0].uop
+    _remember_lazy_def(t, lazy)
+
 def _realize(todo: list[Tensor]) -> list[Tensor]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
   sched = engine_cache.plan_schedule([t.uop for t in todo])
@@ -763,10 +889,10 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
     copies = []
     for t in todo:
       if (view := becomes.get(lazy := t._uop)) is not None and \
-         getattr(buf := state.view_base(view).arg, "_owner", None) is None:
+         (buf := state.view_base(view).arg).owner is None:
         t.uop = view  # a buffer the plan made: no other tensor's (what _resolve does, quickly)
         _remember_lazy_def(t, lazy)
-        buf._owner = weakref.ref(t)
+        state.own(buf, t)
       elif not _resolve(t, becomes): copies.append(t)
     try: engine_realize.run_exec_items(items)
     except Exception:
@@ -792,14 +918,20 @@ def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
 # called with (state tensor, counter value) for every random draw: TinyJit records the draws it captures
 _rng_hooks: list[Callable[[Tensor, int], None]] = []
+# called with the target of every assign, before it changes, and with the nodes of every realize before it runs: a
+# traced `function` records the writes it must repeat on each call, and refuses to realize its stand-in inputs
+_assign_hooks: list[Callable[[Tensor], None]] = []
+_realize_hooks: list[Callable[[list[UOp]], None]] = []
 
-def _shape_arg(shape: tuple) -> tuple[int, ...]:
+def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
   s = argfix(*shape) if shape else ()
-  if not all_int(s) or any(x < 0 for x in s): raise ValueError(f"bad shape {s}: sizes must be non-negative ints")
+  if not all_int(s) or any(x < 0 for x in s): raise ShapeError(f"{op}: bad shape {s}: sizes must be non-negative ints")
   return tuple(s)
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
-  buf = Buffer(Device.canonicalize(device), prod(shape), dtype)
+  if isinstance(device := Device.canonicalize(device), tuple):
+    return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
+  buf = Buffer(device, prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
   return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
 

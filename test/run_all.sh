@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: lint (ruff) and type check (mypy) first, then every test on the CPU backend, then the
-# backend-independent op tests on the PYTHON interpreter (the reference), on OpenCL (PoCL) when an OpenCL device
-# works here, and on WEBGPU (wgpu on Mesa's lavapipe) when a WebGPU adapter does.
+# The whole test suite: lint (ruff), type check (mypy) and the docs build first, then every test on the CPU backend
+# (and its op tests again for AVX2 on an AVX-512 host), then the backend-independent op tests on the PYTHON
+# interpreter (the reference; SPEC=1 checks the kernel IR after every lowering pass there) and on OpenCL (PoCL) when
+# an OpenCL device works here, and on WEBGPU (wgpu on Mesa's lavapipe) when a WebGPU adapter does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
@@ -11,8 +12,14 @@ WEBGPU_OPS="test/test_ops.py test/test_ops_elementwise.py test/test_ops_movement
             test/test_ops_nn.py test/test_nn.py test/test_optim.py test/test_jit.py"
 python -m ruff check fusegrad examples bench
 python -m mypy fusegrad
+# the documentation site: its examples run, its links resolve (strict); test/test_browser.py then opens it in chromium
+python -m mkdocs build --strict -q
 python -m pytest -n 2 -q test
-DEV=PYTHON python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
+# on an AVX-512 host, the CPU op tests again with AVX2 code (CPU_ISA): tiles sized for 16 registers instead of 32
+if python -c "import sys; from fusegrad.runtime.ops_cpu import host_isas; sys.exit('avx512' not in host_isas())"; then
+  CPU_ISA=avx2 python -m pytest -n 2 -q test/test_ops.py test/test_ops_nn.py test/test_compile.py
+fi
+DEV=PYTHON SPEC=1 python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
 if python -c "from fusegrad import Device; Device['CL']" 2>/dev/null; then
   DEV=CL python -m pytest -n 2 -q $OPS test/test_cl.py
 else

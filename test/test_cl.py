@@ -8,7 +8,8 @@ from fusegrad import Tensor, Device, dtypes
 from fusegrad.device import Buffer, CompileError
 from fusegrad.helpers import DISABLE_COMPILER_CACHE, diskcache_get
 from fusegrad.codegen import get_program, Opt, OptOps
-from fusegrad.engine.realize import CompiledRunner, ExecItem
+from fusegrad.engine.runner import CompiledRunner
+from fusegrad.engine.realize import ExecItem
 from fusegrad.uop.ops import UOp, Ops
 
 CL_OK, CL_WHY = Device.get_available("CL")

@@ -1,8 +1,8 @@
 """The device registry, the on-disk compile cache, flags (Context, getenv), GlobalCounters and the progress bar."""
-import os, pathlib, sqlite3, subprocess, sys
+import os, pathlib, re, sqlite3, subprocess, sys
 import numpy as np
 import pytest
-from fusegrad import Tensor, Device, Context, GlobalCounters, getenv
+from fusegrad import Tensor, Device, Context, GlobalCounters, getenv, dtypes
 from fusegrad.device import Compiled
 from fusegrad.helpers import DEBUG, BEAM, DEV, tqdm, trange
 
@@ -312,6 +312,25 @@ class TestBadSettings:
     with pytest.raises(ValueError, match="DEV=3 is invalid: DEV takes a string"): Context(DEV=3)
     with Context(DEBUG="2"): assert DEBUG.value == 2  # a string from a config file is fine when it is a number
 
+  def test_context_takes_bools_and_dtypes(self):  # what tinygrad's own tests pass
+    from fusegrad.helpers import TRAINING
+    with Context(TRAINING=True): assert TRAINING.value == 1 and type(TRAINING.value) is int
+    with Context(TRAINING=False): assert TRAINING.value == 0 and not TRAINING
+    with Context(DEFAULT_FLOAT=dtypes.half):
+      assert dtypes.default_float == dtypes.half and Tensor.ones(2).dtype == Tensor([1.5]).dtype == dtypes.half
+    with Context(DEFAULT_FLOAT="float64"): assert Tensor([1.5]).dtype == dtypes.float64
+    assert dtypes.default_float == dtypes.float32 and Tensor([1.5]).dtype == dtypes.float32
+
+  GARBAGE_FLAGS = [({"TRAINING": "yes"}, "TRAINING='yes' is invalid: TRAINING takes an integer"),
+                   ({"TRAINING": 0.5}, "TRAINING=0.5 is invalid: TRAINING takes an integer"),
+                   ({"DEV": True}, "DEV=True is invalid: DEV takes a string"),
+                   ({"DEFAULT_FLOAT": dtypes.int32}, "DEFAULT_FLOAT=dtypes.int is invalid"),
+                   ({"DEFAULT_FLOAT": 3}, "DEFAULT_FLOAT=3 is invalid: DEFAULT_FLOAT takes a float"),
+                   ({"DEFAULT_FLOAT": "floot"}, "DEFAULT_FLOAT='floot' is invalid")]
+  @pytest.mark.parametrize("flags, message", GARBAGE_FLAGS)
+  def test_context_refuses_garbage(self, flags, message):
+    with pytest.raises(ValueError, match=re.escape(message)): Context(**flags)
+
   def test_getenv_names_the_variable(self, monkeypatch):
     monkeypatch.setenv("FG_TEST_VALUE", "lots")
     with pytest.raises(ValueError, match="FG_TEST_VALUE='lots' is invalid: FG_TEST_VALUE takes an integer"):
@@ -361,3 +380,31 @@ class TestCompilerChoice:
                           text=True, timeout=120, cwd=ROOT)
     assert proc.stdout.split() == ["PYTHON", "[2.0]"], proc.stderr
     assert "no C compiler installed" in proc.stderr and "PYTHON interpreter" in proc.stderr
+
+class TestOutOfMemory:
+  def check(self, e: BaseException, nbytes: int, device: str, shape: tuple) -> None:
+    assert isinstance(e, MemoryError) and isinstance(e, RuntimeError)  # both, as Python's and torch's
+    assert f"{nbytes} bytes" in str(e) and device in str(e) and f"shape {shape}" in str(e), str(e)
+
+  def test_allocator_failure(self, monkeypatch):
+    """Any backend: an allocator that can't allocate gives an error naming bytes, device and shape; later work goes on."""
+    allocator = Device[Device.DEFAULT].allocator
+    real_alloc = allocator.alloc
+    def alloc(nbytes: int):
+      if nbytes >= 10**6: raise MemoryError()
+      return real_alloc(nbytes)
+    monkeypatch.setattr(allocator, "alloc", alloc)
+    with pytest.raises(MemoryError) as e: (Tensor.ones(1000, 1000) + 1).realize()
+    self.check(e.value, 4_000_000, Device.DEFAULT, (1000, 1000))
+    monkeypatch.undo()
+    np.testing.assert_equal((Tensor([1.0, 2.0]) * 2).numpy(), [2.0, 4.0])
+
+  @needs_cpu
+  @pytest.mark.skipif(pathlib.Path("/proc/sys/vm/overcommit_memory").exists() and
+                      pathlib.Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1",
+                      reason="the OS promises any amount of memory (overcommit_memory=1): 1 TiB would be touched")
+  def test_one_tib_on_cpu(self):
+    """The issue's example: 2**38 float32 zeros (1 TiB) can't be mapped; later ops still work."""
+    with pytest.raises(MemoryError) as e: Tensor.zeros(2**38, device="CPU").contiguous().realize()
+    self.check(e.value, 2**40, "CPU", (2**38,))
+    assert Tensor([1, 2], device="CPU").sum().item() == 3

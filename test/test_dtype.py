@@ -317,3 +317,54 @@ def test_default_float_attribute():  # tinygrad code sets dtypes.default_float d
     dtypes.default_float = dtypes.float16
     assert Tensor([1.5]).dtype == Tensor.zeros(2).dtype == (Tensor([1]) / 2).dtype == dtypes.float16
   finally: dtypes.default_float = old
+
+class TestIntegerEdgesVsTorch:
+  """Integer // and % by zero, and values an integer dtype can't hold at creation: errors where torch raises them."""
+  OPS = {"floordiv": (lambda a, b: a // b, lambda a, b: a // b), "mod": (lambda a, b: a % b, lambda a, b: a % b),
+         "idiv": (lambda a, b: a.idiv(b), lambda a, b: torch.div(a, b, rounding_mode="trunc")),
+         "fmod": (lambda a, b: a.fmod(b), lambda a, b: torch.fmod(a, b))}
+
+  @pytest.mark.parametrize("op", OPS)
+  @pytest.mark.parametrize("divisor", [[3, 0, -2], 0])
+  def test_division_by_zero_raises(self, op, divisor):
+    ours, theirs = self.OPS[op]
+    a = [7, -7, 5]
+    with pytest.raises(RuntimeError): theirs(torch.tensor(a), torch.tensor(divisor) if isinstance(divisor, list) else 0)
+    with pytest.raises(ZeroDivisionError) as e:
+      ours(Tensor(a), Tensor(divisor) if isinstance(divisor, list) else 0).numpy()
+    assert isinstance(e.value, RuntimeError) and op in str(e.value)
+    good = [3, 1, -2]
+    np.testing.assert_equal(ours(Tensor(a), Tensor(good)).numpy(), theirs(torch.tensor(a), torch.tensor(good)).numpy())
+
+  @pytest.mark.parametrize("op", OPS)
+  def test_empty_divided_by_zero(self, op):
+    """No element: nothing is divided, so no error (torch: an empty result)."""
+    ours, theirs = self.OPS[op]
+    assert theirs(torch.zeros(0, dtype=torch.long), 0).shape == (0,)
+    assert ours(Tensor.zeros(0, dtype=dtypes.int64), 0).numpy().shape == (0,)
+
+  def test_division_check_follows_the_result(self):
+    """The flag is read by whatever is computed from the quotient, once; later work is unaffected."""
+    a, b = Tensor([4, 9], dtype=dtypes.int64), Tensor([0, 3], dtype=dtypes.int64)
+    with pytest.raises(ZeroDivisionError): ((a // b) * 2 + 1).sum().item()
+    assert (a // Tensor([2, 3], dtype=dtypes.int64)).tolist() == [2, 3]
+
+  @pytest.mark.parametrize("data,dtype", [([300, -1], "uint8"), ([2**31], "int32"), ([-2**31 - 1], "int32"),
+                                          ([128], "int8"), ([-1], "uint64"), ([1e10], "int32"),
+                                          ([float("nan")], "int32"), ([[1, 300]], "uint8"), (300, "uint8"),
+                                          ([255.5], "uint8"), ([-0.5], "uint8"), ([float("inf")], "int64")])
+  def test_creation_overflow(self, data, dtype):
+    with pytest.raises((RuntimeError, OverflowError)): torch.tensor(data, dtype=getattr(torch, dtype))
+    with pytest.raises(OverflowError) as e: Tensor(data, dtype=getattr(dtypes, dtype))
+    assert isinstance(e.value, RuntimeError) and "without overflow" in str(e.value)
+
+  def test_full_overflow(self):
+    with pytest.raises(RuntimeError): torch.full((2,), 300, dtype=torch.int8)
+    with pytest.raises(OverflowError): Tensor.full((2,), 300, dtype=dtypes.int8)
+
+  @pytest.mark.parametrize("data,dtype", [([255, 0], "uint8"), ([2**31 - 1, -2**31], "int32"),
+                                          ([255.0, 0.5], "uint8"), ([-0.9, 127.0], "int8"), ([True, 1], "uint8"), ([2**64 - 1], "uint64"),
+                                          ([-128, 127], "int8")])
+  def test_creation_in_range_matches_torch(self, data, dtype):
+    want = torch.tensor(data, dtype=getattr(torch, dtype)).tolist() if dtype != "uint64" else [2**64 - 1]
+    assert Tensor(data, dtype=getattr(dtypes, dtype)).tolist() == want

@@ -205,7 +205,7 @@ def test_training_with_weights_updated_in_place(make_opt, lazy):
       x, y = Tensor(rand_np(4, 5, seed=i)), Tensor(np.arange(4, dtype=np.int32) % 3)
       opt.zero_grad()
       loss = f(x).sparse_categorical_crossentropy(y).backward()
-      opt.step()
+      with Tensor.train(): opt.step()
       losses[use_function] += [loss.numpy(), f(x0).numpy()]
     if use_function:  # batch 2 and batch 4: one trace each; lazy weights rebound by the optimizer retrace batch 2 once
       assert len(f.traces) == 2 and len(runs) == (3 if lazy else 2)
@@ -272,3 +272,129 @@ def test_inside_tinyjit():
     x = rand_np(3, 4, seed=i)
     np.testing.assert_allclose(jit(Tensor(x).realize()).numpy(), np.maximum(x @ w.numpy(), 0) * 2, rtol=1e-5, atol=1e-6)
   assert len(layer.traces) == 1
+
+# *** side effects: the assigns and gradients of a traced call happen on every call, as without `function` ***
+
+def run_twin(make, call, steps=3, jit=False):
+  """make() -> (obj, step(obj, x) -> tensors to compare); runs it plain and with step under @function (and TinyJit),
+  returns both runs' per-step values and final state values."""
+  runs = []
+  for traced in (False, True):
+    Tensor.manual_seed(0)
+    obj = make()
+    step = function(call) if traced else call
+    if jit: step = TinyJit(step)
+    vals = []
+    for i in range(steps):
+      x = Tensor(rand_np(4, 3, 2, 2, seed=i) + i)
+      vals.append([t.numpy() for t in step(obj, x)])
+    runs.append(vals)
+  return runs
+
+def assert_same_runs(runs):
+  for step, (plain, traced) in enumerate(zip(*runs)):
+    for a, b in zip(plain, traced): np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6, err_msg=f"step {step}")
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("kwargs", [{}, {"momentum": None}, {"track_running_stats": False}, {"affine": False}])
+def test_batchnorm_running_stats(kwargs, jit):
+  from fusegrad import nn, Context
+  def call(bn, x):
+    with Context(TRAINING=1): y = bn(x)
+    stats = [bn.running_mean, bn.running_var, bn.num_batches_tracked] if bn.running_mean is not None else []
+    return [y, *[s.cast(dtypes.float32) for s in stats]]
+  runs = run_twin(lambda: nn.BatchNorm(3, **kwargs), call, steps=4, jit=jit)
+  assert_same_runs(runs)
+  if "track_running_stats" not in kwargs: assert np.abs(runs[1][-1][1]).max() > 0.5  # the running mean moved
+
+def test_batchnorm_through_a_traced_method():
+  """The issue's case: a BatchNorm called through a @function method, three times in training."""
+  from fusegrad import nn, Context
+  class M:
+    def __init__(self): self.bn = nn.BatchNorm(3)
+    @function
+    def __call__(self, x): return self.bn(x)
+  m, bn = M(), nn.BatchNorm(3)
+  for i in range(3):
+    x = Tensor(rand_np(4, 3, seed=i) + 1)
+    with Context(TRAINING=1): np.testing.assert_allclose(m(x).numpy(), bn(x).numpy(), rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(m.bn.running_mean.numpy(), bn.running_mean.numpy(), rtol=1e-6)
+  np.testing.assert_allclose(m.bn.running_var.numpy(), bn.running_var.numpy(), rtol=1e-6)
+  assert m.bn.num_batches_tracked.item() == 3 and len(M.__call__.traces) == 1
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_kv_cache(jit):
+  """A cache written at a bound position each call and read back up to it (GPT-2's KV cache pattern: the slot is a
+  mask of the position, the read a mask of the positions before it)."""
+  from fusegrad import Variable
+  def step(kv, x, pos):
+    slot = (Tensor.arange(6) == pos).reshape(6, 1)
+    kv.assign(slot.where(x.reshape(1, 3), kv))
+    return [((Tensor.arange(6) <= pos).reshape(6, 1).where(kv, 0) * 2).sum(0)]
+  for traced in (False, True):
+    kv = Tensor.zeros(6, 3).contiguous().realize()
+    f = function(step) if traced else step
+    if jit: f = TinyJit(f)
+    outs = [f(kv, Tensor(rand_np(3, seed=i)), Variable("pos", 0, 5).bind(i))[0].numpy() for i in range(5)]
+    if not traced: want, want_kv = outs, kv.numpy()
+  np.testing.assert_allclose(np.array(outs), np.array(want), rtol=1e-6)
+  np.testing.assert_allclose(kv.numpy(), want_kv, rtol=1e-6)
+  assert np.abs(want_kv[:5]).min() > 0 and not want_kv[5].any()
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("make_opt", [lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps, lr=0.01)])
+def test_optimizer_step_traced(make_opt, jit):
+  """Forward, backward and the optimizer's lazy step all inside the traced call: weights, optimizer state and grads
+  move on every call as they would without `function`."""
+  from fusegrad import Context
+  def run(traced):
+    w = Tensor(W.copy(), requires_grad=True)
+    opt = make_opt([w])
+    def step(x):
+      opt.zero_grad()
+      loss = (x @ w).square().mean().backward()
+      return loss, *opt.schedule_step()
+    f = function(step) if traced else step
+    if jit:
+      g = f
+      f = TinyJit(lambda x: [t.realize() for t in g(x)][0])
+    losses = []
+    with Context(TRAINING=1):
+      for i in range(4):
+        out = f(Tensor(rand_np(2, 5, seed=i)))
+        loss = out if jit else Tensor.realize(*out)
+        losses.append(loss.item())
+    return losses, w.numpy(), w.grad.numpy()
+  plain, traced = run(False), run(True)
+  np.testing.assert_allclose(traced[0], plain[0], rtol=1e-5)
+  np.testing.assert_allclose(traced[1], plain[1], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(traced[2], plain[2], rtol=1e-5, atol=1e-6)
+
+def test_assign_to_an_input():
+  def f(acc, x):
+    acc.assign(acc + x)
+    return acc * 1
+  plain_acc, traced_acc = Tensor.zeros(3).contiguous().realize(), Tensor.zeros(3).contiguous().realize()
+  tf = function(f)
+  for i in range(3):
+    x = Tensor(rand_np(3, seed=i))
+    np.testing.assert_allclose(tf(traced_acc, x).numpy(), f(plain_acc, x).numpy(), rtol=1e-6)
+  np.testing.assert_allclose(traced_acc.numpy(), plain_acc.numpy(), rtol=1e-6)
+
+def test_assign_to_a_lazy_value_is_refused():
+  state = Tensor.zeros(3)  # a constant, no buffer: the assign rebinds it, which a trace can't repeat
+  f = function(lambda x: state.assign(state + x) * 1)
+  with pytest.raises(JitError, match="not in a buffer"): f(Tensor(rand_np(3, seed=0)))
+
+def test_realize_inside_is_refused_before_anything_runs():
+  w = Tensor(W.copy(), requires_grad=True)
+  opt = SGD([w], lr=0.1)
+  def step(x):
+    opt.zero_grad()
+    (x @ w).sum().backward()
+    opt.step()  # realizes the new weights, computed from the (stand-in) input
+    return w * 1
+  from fusegrad import Context
+  with Context(TRAINING=1), pytest.raises(JitError, match="computes values from its inputs"):
+    function(step)(Tensor(rand_np(2, 5, seed=0)))
+  np.testing.assert_array_equal(w.numpy(), W)  # the weights weren't touched

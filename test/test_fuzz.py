@@ -2,8 +2,9 @@
 random shapes (sizes 0 and 1 included), run on CPU and PYTHON with the default heuristic and with random valid
 optimizations, compared with NumPy.
 
-A short run is part of the suite (FUZZ_EXAMPLES, default 25 programs per test); the long run is
-`FUZZ_EXAMPLES=10000 python -m pytest -q test/test_fuzz.py`. A failure prints the program as a list of steps and
+A short run is part of the suite (FUZZ_EXAMPLES, default 25 programs per test; 4x that of integer programs:
+wrap-around arithmetic, //, %, idiv, fmod, shifts, bit ops and casts across all eight integer widths, exact against
+NumPy); the long run is `FUZZ_EXAMPLES=10000 python -m pytest -q test/test_fuzz.py`. A failure prints the program as a list of steps and
 hypothesis shrinks it to a small one; each bug found this way becomes a regression test at the end of this file.
 """
 from __future__ import annotations
@@ -13,12 +14,12 @@ from unittest import mock
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
-from fusegrad import Tensor, Device
+from fusegrad import Tensor, Device, dtypes
 from fusegrad.codegen import get_program, Kernel, KernelOptError
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.engine import realize
-from fusegrad.codegen.search import candidate_opts
+from fusegrad.engine.search import candidate_opts
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 # FUZZ_ASSIGN=0 leaves assign steps out
@@ -188,6 +189,85 @@ def test_fuzz_heuristic(device, shape, steps, seed):
 @given(**PROGRAM, opt_seed=st.integers(0, 2 ** 16))
 def test_fuzz_random_opts(device, shape, steps, seed, opt_seed):
   check(shape, steps, seed, device, opt_seed)
+
+# *** integer programs: wrap-around arithmetic, division, remainders, shifts, bit ops and casts across widths ***
+
+INT_DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
+INT_BINARY: dict[str, tuple[Callable[[Tensor, Tensor], Tensor], Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+  "add": (lambda x, y: x + y, np.add), "sub": (lambda x, y: x - y, np.subtract), "mul": (lambda x, y: x * y, np.multiply),
+  "and": (lambda x, y: x & y, np.bitwise_and), "or": (lambda x, y: x | y, np.bitwise_or),
+  "xor": (lambda x, y: x ^ y, np.bitwise_xor), "maximum": (lambda x, y: x.maximum(y), np.maximum),
+  "lt": (lambda x, y: (x < y).where(x, y), lambda a, b: np.where(a < b, a, b))}
+
+def _np_trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  q = a // b  # floor; one less than the truncated quotient where inexact with opposite signs
+  return np.where((a % b != 0) & ((a < 0) ^ (b < 0)), q + 1, q).astype(a.dtype)
+INT_DIV: dict[str, tuple[Callable[[Tensor, Tensor], Tensor], Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+  "floordiv": (lambda x, y: x // y, np.floor_divide), "mod": (lambda x, y: x % y, np.remainder),
+  "idiv": (lambda x, y: x.idiv(y), _np_trunc_div), "fmod": (lambda x, y: x.fmod(y), np.fmod)}
+
+def _ints(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype, nonzero: bool = False) -> np.ndarray:
+  info = np.iinfo(dt)
+  a = rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True) if rng.random() < 0.5 else \
+    rng.integers(max(info.min, -9), 10, shape).astype(dt)  # small values too: exact quotients, zero remainders
+  return np.where(a == 0, dt.type(1), a).astype(dt) if nonzero else a
+
+def apply_int_step(step: tuple, t: Tensor, a: np.ndarray, rng: np.random.Generator, device: str) -> tuple[Tensor, Any]:
+  kind, *args = step
+  if kind in ("binary", "div"):
+    f, g = (INT_BINARY if kind == "binary" else INT_DIV)[args[0]]
+    b = _ints(rng, a.shape if args[1] else a.shape[-1:] if a.ndim else (), a.dtype, nonzero=kind == "div")
+    return f(t, Tensor(b, device=device)), g(a, b)
+  bits = 8 * a.dtype.itemsize
+  if kind == "shift":  # by a constant, or by a tensor of amounts, each in [0, bits)
+    if args[1] is None:
+      k = rng.integers(0, bits, a.shape).astype(a.dtype)
+      amount: Any = Tensor(k, device=device)
+    else: k = a.dtype.type(amount := args[1] % bits)
+    return (t << amount, np.left_shift(a, k)) if args[0] else (t >> amount, np.right_shift(a, k))
+  if kind == "cast": return t.cast(getattr(dtypes, args[0])), a.astype(args[0])
+  if kind == "unary":
+    if args[0] == "neg": return -t, (-a if a.dtype.kind == "i" else (0 - a.astype(np.uint64)).astype(a.dtype))
+    return ~t, ~a
+  if kind == "reduce":  # compared as Python ints modulo 2**64: the sum's dtype may differ (torch's rules)
+    if a.ndim == 0 or 0 in a.shape: return t, a
+    axis = args[1] % a.ndim
+    return (t.max(axis) if args[0] == "max" else t.sum(axis).cast(dtypes.uint64)), \
+      (a.max(axis) if args[0] == "max" else a.sum(axis, dtype=np.uint64))
+  return apply_step(step, [(t, a)], rng, device)  # movement, realize, contiguous
+
+INT_STEP = st.one_of(
+  st.tuples(st.just("binary"), st.sampled_from(sorted(INT_BINARY)), st.booleans()),
+  st.tuples(st.just("div"), st.sampled_from(sorted(INT_DIV)), st.booleans()),
+  st.tuples(st.just("shift"), st.booleans(), st.one_of(st.none(), st.integers(0, 63))),
+  st.tuples(st.just("cast"), st.sampled_from(INT_DTYPES)),
+  st.tuples(st.just("unary"), st.sampled_from(["neg", "invert"])),
+  st.tuples(st.just("reduce"), st.sampled_from(["sum", "max"]), st.integers(0, 3)),
+  st.tuples(st.just("permute"), st.lists(st.integers(0, 9), min_size=4, max_size=4)),
+  st.tuples(st.just("reshape"), st.integers(0, 2)), st.tuples(st.just("flip"), st.integers(0, 4)),
+  st.tuples(st.just("pad"), st.lists(small_ints, min_size=1, max_size=3), st.lists(small_ints, min_size=1, max_size=3)),
+  st.tuples(st.just("expand"), st.integers(0, 4), st.sampled_from([1, 2])),
+  st.tuples(st.just("realize")), st.tuples(st.just("contiguous")))
+
+def check_int(dtype: str, shape: tuple[int, ...], steps: list[tuple], seed: int, device: str) -> None:
+  rng = np.random.default_rng(seed)
+  a = _ints(rng, shape, np.dtype(dtype))
+  t = Tensor(a, device=device)
+  with np.errstate(all="ignore"):
+    for step in steps:
+      if a.size > 4096: break
+      t, a = apply_int_step(step, t, np.asarray(a), rng, device)
+  got, want = t.numpy(), np.asarray(a)
+  assert got.shape == want.shape and got.dtype == want.dtype, f"{got.shape} {got.dtype} != {want.shape} {want.dtype}"
+  np.testing.assert_array_equal(got, want)
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=EXAMPLES * 4, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=EXAMPLES <= 25, database=None)
+@given(dtype=st.sampled_from(INT_DTYPES), shape=st.lists(SIZES, min_size=0, max_size=3).map(tuple),
+       steps=st.lists(INT_STEP, min_size=1, max_size=6), seed=st.integers(0, 2 ** 16))
+def test_fuzz_integers(device, dtype, shape, steps, seed):
+  check_int(dtype, shape, steps, seed, device)
 
 # *** bugs the fuzzer found (each a minimal program) ***
 

@@ -319,3 +319,86 @@ def test_gather_under_pad_stays_in_bounds(device, shape, dim, index, fg, ft):
   for idt in [dtypes.int32, dtypes.int64]:
     got = fg(Tensor(x, dtype=dtypes.int64, device=device).gather(dim, Tensor(idx, dtype=idt, device=device)))
     assert got.tolist() == want.tolist(), idt
+
+# *** bound Variables: X[i], X[i:i+BS], shrink; one kernel set for every value ***
+@pytest.fixture
+def count_compiles(monkeypatch):
+  """A list that gets one entry per kernel compiled (the in-memory program cache starts empty)."""
+  from fusegrad.engine import realize
+  made: list = []
+  real = realize._program
+  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(realize, "_program", lambda *a: made.append(a) or real(*a))
+  return made
+
+def test_variable_index_and_slice_lazy(count_compiles):
+  from fusegrad import Variable
+  X = Tensor(A).realize()
+  v = Variable("i", 0, 2)
+  for k in range(3):
+    i = v.bind(k)
+    np.testing.assert_equal(X[i].numpy(), A[k])
+    np.testing.assert_equal(X[i:i + 1].numpy(), A[k:k + 1])
+    np.testing.assert_equal(X[:, i + 1, i:i + 3].numpy(), A[:, k + 1, k:k + 3])
+    np.testing.assert_equal(X[i, [0, 2]].numpy(), A[k, [0, 2]])
+    np.testing.assert_equal(X.shrink((None, (i, i + 2), (1, 4))).numpy(), A[:, k:k + 2, 1:4])
+    if k == 0: first = len(count_compiles)
+  assert first > 0 and len(count_compiles) == first  # the later values compiled nothing
+
+def test_variable_slice_backward():
+  from fusegrad import Variable
+  w, tw = Tensor(A, requires_grad=True), torch.tensor(A, requires_grad=True)
+  i = Variable("i", 0, 1).bind(1)
+  (w[:, i:i + 3] * 2).sum().backward()
+  (tw[:, 1:4] * 2).sum().backward()
+  np.testing.assert_equal(w.grad.numpy(), tw.grad.numpy())
+
+def test_variable_slice_under_jit(count_compiles):
+  """tinygrad's pattern for stepping through a dataset: batches X[i:i+BS] in a jitted step, one compile for all i."""
+  from fusegrad import Variable, TinyJit
+  X = Tensor(A.reshape(12, 5)).realize()
+  BS, v = 4, Variable("i", 0, 12 - 4)
+  @TinyJit
+  def step(i): return (X[i:i + BS] * 2).sum(0)
+  @TinyJit
+  def step_batch(xb): return (xb + 1).max(0)
+  for k in range(7):
+    np.testing.assert_allclose(step(v.bind(k)).numpy(), (A.reshape(12, 5)[k:k + BS] * 2).sum(0))
+    i = v.bind(k)
+    np.testing.assert_equal(step_batch(X[i:i + BS]).numpy(), (A.reshape(12, 5)[k:k + BS] + 1).max(0))
+    if k == 0: first = len(count_compiles)
+  assert len(count_compiles) == first
+
+def test_variable_index_out_of_range_refused():
+  from fusegrad import Variable
+  X = Tensor(A)
+  with pytest.raises(IndexError, match="out of bounds"): X[Variable("i", 0, 3).bind(1)]
+  with pytest.raises(IndexError, match="outside"): X[:, Variable("j", 0, 3).bind(0):Variable("j", 0, 3).bind(0) + 2]
+  i = Variable("k", 0, 1).bind(0)
+  with pytest.raises(IndexError, match="constant length"): X[i:2 * i + 1]
+
+def test_assign_through_variable_shrink(count_compiles):
+  """A KV cache written at a Variable position (`cache.shrink((None, (p, p + 2), None)).assign(x)`), under TinyJit and
+  lazily: the writes land in the cache's buffer, one compiled kernel set for every position."""
+  from fusegrad import Variable, TinyJit
+  cache, ref = Tensor.zeros(2, 6, 3).contiguous().realize(), np.zeros((2, 6, 3), np.float32)
+  p = Variable("p", 0, 4)
+  @TinyJit
+  def step(x, pos):
+    cache.shrink((None, (pos, pos + 2), None)).assign(x).realize()
+    return cache.sum(1).realize()
+  rng = np.random.default_rng(0)
+  for k in [0, 3, 1, 4, 2]:
+    x = rng.random((2, 2, 3), dtype=np.float32)
+    out = step(Tensor(x), p.bind(k))
+    ref[:, k:k + 2] = x
+    np.testing.assert_allclose(cache.numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), ref.sum(1), rtol=1e-5)
+    if k == 0: first = len(count_compiles)
+  assert len(count_compiles) == first  # the later positions compiled nothing
+  q = Variable("q", 0, 3).bind(1)
+  window = cache.shrink(((0, 1), (q, q + 3), None))
+  window.assign(Tensor.ones(1, 3, 3))
+  ref[0:1, 1:4] = 1
+  np.testing.assert_allclose(window.numpy(), ref[0:1, 1:4])
+  np.testing.assert_allclose(cache.numpy(), ref)

@@ -462,6 +462,7 @@ def batches(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def run_training(make_opt, use_jit: bool, steps: int = 6) -> tuple[list[float], list[np.ndarray], object]:
   ps = make_mlp(0)
   opt = make_opt(ps)
+  @Context(TRAINING=1)  # optimizers step in training mode only (tinygrad's decorator order: TinyJit outside)
   def step(x: Tensor, y: Tensor) -> Tensor:
     opt.zero_grad()
     loss = mlp_loss(ps, x, y).backward()
@@ -487,6 +488,7 @@ def test_learning_rate_change_takes_effect_in_replays():
   w = Tensor(np.ones(3, np.float32), requires_grad=True)
   opt = SGD([w], lr=0.0)
   @TinyJit
+  @Context(TRAINING=1)
   def step() -> Tensor:
     opt.zero_grad()
     loss = w.sum().backward()
@@ -780,3 +782,42 @@ def test_same_input_tensor_written_by_the_function(lazy):
     want = want * 2
     np.testing.assert_allclose(f(x).numpy(), want + 1, rtol=1e-6, err_msg=f"call {i + 1}")
     np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, err_msg=f"call {i + 1}")
+
+def test_graph_built_after_replay_reads_new_weights():
+  """A replay writes parameters in place: a computation on them built after it sees the new values, not a value
+  computed from the old ones before (model(x) after each training step)."""
+  from fusegrad import nn
+  from fusegrad.nn.optim import SGD
+  Tensor.manual_seed(0)
+  model = nn.Linear(3, 2)
+  opt = SGD([model.weight, model.bias], lr=0.1)
+  x = Tensor([[1.0, 2.0, 3.0]]).realize()
+  @TinyJit
+  def step() -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).square().sum()
+      loss.backward()
+      opt.step()
+    return loss.realize()
+  for _ in range(5):
+    step()
+    w, b = model.weight.numpy(), model.bias.numpy()
+    np.testing.assert_allclose(model(x).numpy(), x.numpy() @ w.T + b, rtol=1e-5, atol=1e-6)
+
+def test_writes_to_outside_state_read_only_through_results():
+  """A step that assigns to state from outside and returns values computed from it, the state itself never read
+  between calls: the capture must not compute the previous call's writes again (a replay would then start from the
+  stale copy each time, and the state would stop moving)."""
+  def run(jit):
+    acc, b = Tensor.zeros(3).contiguous().realize(), Tensor.zeros(3).contiguous().realize()
+    def step(x):
+      b.assign(b * 0.5 + x)
+      acc.assign(acc + b)
+      return Tensor.realize(acc * 1, b * 1)
+    f = TinyJit(step) if jit else step
+    return [f(Tensor([1.0, 2.0, 3.0])).numpy() for _ in range(5)], acc.numpy(), b.numpy()
+  (want, want_acc, want_b), (got, got_acc, got_b) = run(False), run(True)
+  np.testing.assert_allclose(np.array(got), np.array(want))
+  np.testing.assert_allclose(got_acc, want_acc)
+  np.testing.assert_allclose(got_b, want_b)

@@ -12,6 +12,28 @@ W1, W2 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((3,
 BIAS, X = rng.standard_normal(2).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
 STEPS = 3
 
+@pytest.fixture(autouse=True)
+def training():
+  """Optimizers step in training mode only (as tinygrad): every test here runs in it, but test_step_needs_training."""
+  with Tensor.train(): yield
+
+def test_step_needs_training():
+  """tinygrad's schedule_step raises RuntimeError when TRAINING is off; so does ours, and Context(TRAINING=1) or
+  Tensor.train() turns it on."""
+  import tinygrad
+  from fusegrad import Context
+  with pytest.raises(RuntimeError, match="TRAINING must be enabled"):  # tinygrad 0.14 itself
+    tinygrad.nn.optim.SGD([tinygrad.Tensor([1.0, 2.0])], lr=0.1).schedule_step()
+  ps = fg_params()
+  opt = SGD(ps, lr=0.1)
+  fg_loss(ps, Tensor(X)).backward()
+  with Tensor.train(False):
+    with pytest.raises(RuntimeError, match="training mode"): opt.step()
+    with pytest.raises(RuntimeError, match="training mode"): OptimizerGroup(opt).schedule_step()
+    assert np.array_equal(ps[0].numpy(), W1)  # nothing changed
+    with Context(TRAINING=1): opt.step()
+  assert not np.array_equal(ps[0].numpy(), W1)
+
 def fg_loss(ps: list, x: Tensor) -> Tensor: return ((x @ ps[0]).relu() @ ps[1] + ps[2]).square().mean()
 def torch_loss(ps: list, x: torch.Tensor) -> torch.Tensor: return ((x @ ps[0]).relu() @ ps[1] + ps[2]).square().mean()
 

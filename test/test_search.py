@@ -1,4 +1,4 @@
-"""BEAM search (codegen/search.py): results equal NOOPT's up to float reassociation, the actions are the heuristic's,
+"""BEAM search (engine/search.py): results equal NOOPT's up to float reassociation, the actions are the heuristic's,
 candidates are timed on the device, the winner is cached on disk, and failing or slow candidates are dropped.
 Small shapes and BEAM=2 keep it quick."""
 import math
@@ -7,11 +7,11 @@ import pytest
 from fusegrad import Tensor, Device, Context
 from fusegrad.device import CompileError
 from fusegrad.helpers import cache_reset
-from fusegrad.codegen import Kernel, OptOps, search
+from fusegrad.codegen import Kernel, OptOps
 from fusegrad.codegen.heuristic import hand_coded_optimizations, pick_compiler
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.codegen.fold import fold_reduces
-from fusegrad.engine import realize
+from fusegrad.engine import realize, search
 
 KERNELS = {  # name: (input shapes, the computation)
   "matmul": ([(8, 16), (16, 12)], lambda a, b: a @ b),

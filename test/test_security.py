@@ -1,5 +1,5 @@
 """Untrusted input never becomes code: Variable names, dtype names and the compile cache (issue 8, sections 1-2)."""
-import pathlib, pickle, sqlite3
+import contextlib, pathlib, pickle, sqlite3
 import numpy as np
 import pytest
 from fusegrad import Tensor, Variable, Device
@@ -41,7 +41,7 @@ def test_variable_names_never_reach_the_source(ren):
 def test_clashing_name_gives_the_right_result():
   # a variable named like a loop counter used to be the loop counter in C: its value was ignored
   if Device.DEFAULT == "PYTHON": pytest.skip("needs a compiled backend")
-  from fusegrad.engine.realize import CompiledRunner
+  from fusegrad.engine.runner import CompiledRunner
   ast = _kernel_with_variable("ridx0")
   p = get_program(ast, Device[Device.DEFAULT].renderer)
   out = np.zeros(8, np.int32)
@@ -103,6 +103,24 @@ class TestCacheSecurity:
     assert user_file.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
+  @pytest.mark.parametrize("cachedb,old", [(True, False), (False, False), (True, True)])
+  def test_truncated_cache_file_is_set_aside(self, tmp_path, cachedb, old):
+    """A fusegrad cache cut to half its size (a full disk, a killed copy) is recognised as ours (by its header, or an
+    older one without it by our table's schema on its first page): set aside with a warning and started again, never
+    refused; the next run uses the new cache."""
+    db = tmp_path / "kernels.db" if cachedb else tmp_path / "fusegrad" / "cache.db"
+    n = cached_run(tmp_path, cachedb=str(db) if cachedb else None)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+      if old: conn.execute("PRAGMA application_id=0")
+      conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # a cache at rest
+    data = db.read_bytes()
+    db.write_bytes(data[:len(data) // 2])
+    proc = run_python(CACHE_SCRIPT, DEV="CPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=str(db) if cachedb else None,
+                      DISABLE_COMPILER_CACHE=None)
+    assert compiles(proc) == n and "damaged" in proc.stderr, proc.stderr
+    assert db.with_name(db.name + ".damaged").read_bytes() == data[:len(data) // 2]
+    assert cached_run(tmp_path, cachedb=str(db) if cachedb else None) == 0
+
   def test_cachedb_at_a_cache_file_is_used(self, tmp_path):
     db = tmp_path / "kernels.db"
     n = cached_run(tmp_path, cachedb=str(db))
@@ -135,7 +153,7 @@ def test_cache_is_bounded_least_recently_used_first(tmp_path):
 
 def test_beam_cache_entry_is_json_and_checked(tmp_path):
   from fusegrad.helpers import Context, cache_reset, diskcache_put
-  from fusegrad.codegen import search
+  from fusegrad.engine import search
   cache_reset()
   try:
     with Context(CACHEDB=str(tmp_path / "c.db"), DISABLE_COMPILER_CACHE=0):

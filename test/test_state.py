@@ -102,7 +102,7 @@ def test_load_state_dict_under_jit_and_optimizer():
   np.testing.assert_allclose(forward(x).numpy(), other(x).numpy(), rtol=1e-6)  # the replay reads the loaded values
   opt.zero_grad()
   net(x).sum().backward()
-  opt.step()  # the optimizer still updates the same tensors
+  with Tensor.train(): opt.step()  # the optimizer still updates the same tensors
   assert not np.allclose(net.layers[0].weight.numpy(), other.layers[0].weight.numpy())
 
 def test_load_state_dict_errors():
@@ -143,7 +143,7 @@ def test_optimizer_checkpoint_resume(tmp_path):
     for _ in range(steps):
       opt.zero_grad()
       net(x).square().mean().backward()
-      opt.step()
+      with Tensor.train(): opt.step()
   straight = make()
   train(*straight, 4)
   first = make()

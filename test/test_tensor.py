@@ -3,6 +3,7 @@ laziness, and errors for bad input."""
 import pytest, torch
 import numpy as np
 from fusegrad import Tensor, dtypes, Device, GlobalCounters
+from fusegrad.engine.runner import CopyRunner
 from test.helpers import helper_test_op
 
 OTHER = "PYTHON" if Device.DEFAULT != "PYTHON" else "CPU"
@@ -262,7 +263,7 @@ def count_copies(monkeypatch) -> list:
   import fusegrad.engine.realize as realize
   copies, run = [], realize.run_exec_items
   def counting(items, var_vals=None):
-    copies.extend(ei for ei in items if isinstance(ei.runner, realize.CopyRunner))
+    copies.extend(ei for ei in items if isinstance(ei.runner, CopyRunner))
     return run(items, var_vals)
   monkeypatch.setattr(realize, "run_exec_items", counting)
   return copies
@@ -368,8 +369,54 @@ def test_requires_grad_none_with_layers_and_optimizers():
   w = Tensor([1.0, 2.0])  # requires_grad None: an optimizer makes it True
   opt = nn.optim.SGD([w], lr=0.5)
   (w * w).sum().backward()
-  opt.step()
+  with Tensor.train(): opt.step()
   assert w.requires_grad is True and w.tolist() == [0.0, 0.0]
+
+def test_is_param_separates_parameters_from_buffers():
+  """tinygrad 0.14: every tensor is a parameter until is_param_(False); optimizers update the parameters and only
+  realize the buffers (nn.BatchNorm's running stats). Checked against tinygrad itself, which builds the same lists."""
+  import tinygrad
+  from fusegrad import nn
+  for lib in (tinygrad, __import__("fusegrad")):
+    x = lib.Tensor([1.0, 2.0])
+    assert x.is_param is True and x.is_param_(False) is x and x.is_param is False and x.is_param_().is_param is True
+    bn = lib.nn.BatchNorm(3)
+    opt = lib.nn.optim.SGD(lib.nn.state.get_parameters(bn), lr=0.1)
+    assert [t is bn.weight or t is bn.bias for t in opt.params] == [True, True]
+    assert {id(t) for t in opt.buffers} == {id(bn.running_mean), id(bn.running_var), id(bn.num_batches_tracked)}
+  cache = Tensor.zeros(2, 3).contiguous().is_param_(False)  # a buffer: realized by a step, never updated
+  w = Tensor([1.0, 2.0])
+  opt = nn.optim.SGD([w, cache], lr=0.5)
+  assert opt.params == [w] and opt.buffers == [cache] and cache.requires_grad is False
+  cache.assign(cache + 1)
+  (w * w).sum().backward()
+  with Tensor.train(): Tensor.realize_all(opt.schedule_step())
+  assert w.tolist() == [0.0, 0.0] and cache.tolist() == [[1.0] * 3] * 2
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_from_blob_shares_memory_like_torch_frombuffer(device):
+  arr = np.arange(6, dtype=np.float32)
+  t = Tensor.from_blob(arr.ctypes.data, (2, 3), dtype=dtypes.float32, device=device)
+  tt = torch.frombuffer(arr, dtype=torch.float32).reshape(2, 3)
+  assert t.device == device and t.shape == (2, 3)
+  arr[0] = 100  # no copy: both see the change
+  np.testing.assert_equal((t + 1).numpy(), (tt + 1).numpy())
+  t.assign(t * 2).realize()  # writes go into the caller's memory (torch's tensor on it sees them too)
+  assert arr.tolist() == [200, 2, 4, 6, 8, 10] and tt.tolist() == t.tolist() == [[200, 2, 4], [6, 8, 10]]
+
+def test_linear_with_vars():
+  """The kernels realize() runs and the Variable values they read, by name (tinygrad's linear_with_vars gives the same
+  var_vals for the same graph)."""
+  import tinygrad
+  from fusegrad import Variable
+  for lib, var in ((tinygrad, tinygrad.Variable), (__import__("fusegrad"), Variable)):
+    i = var("i", 0, 5).bind(2)
+    y = lib.Tensor.empty(10, 4).shrink(((i, i + 3), None)) * 2
+    assert y.linear_with_vars()[1] == {"i": 2}
+    assert (lib.Tensor.empty(4) + 1).linear_with_vars()[1] == {}
+  x = Tensor(np.arange(40, dtype=np.float32).reshape(10, 4))
+  items, var_vals = (x[i:i + 3] * 2).linear_with_vars()
+  assert len(items) == 1 and var_vals == {"i": 2}
 
 def test_backward_accumulates():
   x = Tensor([1.0, 2.0], requires_grad=True)

@@ -2,6 +2,7 @@
 
 The pipeline, in order:
   0. fold_reduces         sums that pick one element or count a range lose their loop       codegen/fold.py
+     simplify_gated_loads a gated load's index simplified given its gate                   codegen/lower.py
   1. merge_axes           loops that can merge without division (fewer, longer loops)      codegen/lower.py
   2. optimize             a list of Opts from the heuristic or BEAM, applied to the Kernel  codegen/kernel.py
   3. vectorize_upcasts    UPCAST/LANES ranges contiguous in memory become vector values      codegen/vectorize.py
@@ -16,12 +17,12 @@ Order matters: opts (2) address the merged axes (1); unrolling (3) must see the 
 launch indices (4); lowering (5) runs on final values so that every bfloat16 op is caught.
 """
 from __future__ import annotations
-import hashlib
+import hashlib, json, os
 from dataclasses import dataclass, field
 from typing import Callable
-from fusegrad.helpers import DEBUG, NOOPT, BEAM, prod, dprint, to_function_name
+from fusegrad.helpers import DEBUG, NOOPT, SPEC, PROCESS_REPLAY, VIZ, prod, dprint, to_function_name, viz_record
+from fusegrad.dtype import dtypes, PtrDType
 from fusegrad.renderer import Renderer, UnsupportedDTypeError
-from fusegrad.dtype import PtrDType
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
 from fusegrad.uop.symbolic import simplify
@@ -33,6 +34,7 @@ from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, sim
 from fusegrad.codegen.linearize import linearize
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.vectorize import vectorize_upcasts, devectorize
+from fusegrad.codegen.spec import check_stage
 
 __all__ = ["ProgramSpec", "get_program", "Kernel", "Opt", "OptOps", "KernelOptError", "lower_kernel"]
 
@@ -59,7 +61,7 @@ class ProgramSpec:
 # Steps 3-6 as a table of passes over one IR (a kernel AST), each taking the AST and the renderer. Order: vectors are
 # made before expansion copies what is left (copies of a vector stay vectors); launch dims need the final ranges;
 # threefry and bfloat16 are lowered on final values; devectorize sees every vector op; the cleanup types indices last.
-# codegen/spec.py states what each stage's output may hold (checked in test/unit/test_codegen_spec.py).
+# codegen/spec.py states what each stage's output may hold (checked after each pass when SPEC=1).
 LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
   ("vectorize", lambda ast, ren: vectorize_upcasts(ast)),
   ("expand", lambda ast, ren: expand_unrolled(ast)),
@@ -71,29 +73,59 @@ LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
   ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered), ren.index64_ranges)),
 )
 
-def lower_kernel(k: Kernel) -> list[UOp]:
+# Steps 0-1, in order: folding first, so that merged axes never hide a reduce it could remove
+PREPARE: tuple[tuple[str, Callable[[UOp], UOp]], ...] = (
+  ("fold_reduces", fold_reduces), ("gated_loads", simplify_gated_loads), ("merge_axes", merge_axes))
+
+Trace = list[tuple[str, UOp]]  # each pass's output, in order, when VIZ records them
+
+def lower_kernel(k: Kernel, trace: Trace | None = None) -> list[UOp]:
   """Steps 3-6: an optimized Kernel -> the flat program."""
-  ast = k.ast
-  for _, lowering_pass in LOWERING: ast = lowering_pass(ast, k.ren)
+  ast, done = k.ast, []
+  for name, lowering_pass in LOWERING:
+    ast = lowering_pass(ast, k.ren)
+    done.append(name)
+    if SPEC: check_stage(done, ast, k.ren)
+    if trace is not None: trace.append((name, ast))
   return linearize(ast)
 
 def optimize(k: Kernel, opts: list[Opt] | None = None) -> Kernel:
-  """Step 2: apply the given opts, or search (BEAM=n), or the heuristic."""
-  if opts is None:
-    if NOOPT: opts = []
-    elif BEAM >= 1:
-      from fusegrad.codegen.search import beam_search
-      return beam_search(k, BEAM.value)
-    else: opts = hand_coded_optimizations(k) + pick_compiler(k)
+  """Step 2: apply the given opts (BEAM's, from engine/search.py), or none (NOOPT=1), or the heuristic's."""
+  if opts is None: opts = [] if NOOPT else hand_coded_optimizations(k) + pick_compiler(k)
   for o in opts: k.apply_opt(o)
   return k
 
 def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   """A kernel AST -> a ProgramSpec (rendered source and launch sizes) for the renderer's device."""
   if DEBUG >= 5: dprint(5, pretty_print(ast))
-  k = optimize(Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren), opts)
+  trace: Trace | None = [("kernel AST", ast)] if VIZ else None
+  prepared = ast
+  for name, prepare in PREPARE:
+    prepared = prepare(prepared)
+    if trace is not None: trace.append((name, prepared))
+  k = optimize(Kernel(prepared, ren), opts)
   dprint(3, f"{k.name}: opts {k.applied_opts}")
-  return program_for(k)
+  if trace is not None: trace.append(("optimize", k.ast))
+  p = program_for(k, trace)
+  if PROCESS_REPLAY: record_replay(ast, ren, opts, p)
+  return p
+
+def ast_key(ast: UOp) -> str:
+  """Every node of a kernel AST in order (op, dtype, arg, sources by number): equal for equal kernels in any process."""
+  index: dict[UOp, int] = {}
+  lines = []
+  for u in ast.toposort():
+    index[u] = len(index)
+    lines.append(f"{u.op.name} {u.dtype!r} {u.arg!r} {[index[s] for s in u.src]}")
+  return "\n".join(lines)
+
+def record_replay(ast: UOp, ren: Renderer, opts: list[Opt] | None, p: ProgramSpec) -> None:
+  """PROCESS_REPLAY=path: append one JSON line {id, name, src} for this kernel, at render time (no cache hides it). The
+  id is the kernel's identity: the device, the AST and the opts asked for, which a refactor of codegen leaves alone."""
+  ident = hashlib.sha256(f"{ren.device}|{type(ren).__name__}|{opts!r}|{ast_key(ast)}".encode()).hexdigest()[:16]
+  fd = os.open(PROCESS_REPLAY.value, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+  try: os.write(fd, (json.dumps({"id": ident, "name": p.name, "src": p.src}) + "\n").encode())  # one write: atomic
+  finally: os.close(fd)
 
 _UNNAMED = "fg_kernel_name_"  # rendered in place of the function's name, then replaced
 
@@ -107,9 +139,10 @@ def check_capabilities(name: str, uops: list[UOp], ren: Renderer) -> None:
     if not ren.supports_dtype(dt):
       raise UnsupportedDTypeError(f"dtype {dt.name} is not supported on device {ren.device} (in a {u.op.name})")
 
-def program_for(k: Kernel) -> ProgramSpec:
-  """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes."""
-  uops = lower_kernel(k)
+def program_for(k: Kernel, trace: Trace | None = None) -> ProgramSpec:
+  """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes (and recorded for
+  VIZ with each pass's output when trace holds those of steps 0-2)."""
+  uops = lower_kernel(k, trace)
   check_capabilities(k.name, uops, k.ren)
   if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
   # the function is named after the loop sizes and a hash of its source: kernels with the same loop sizes differ in
@@ -118,6 +151,12 @@ def program_for(k: Kernel) -> ProgramSpec:
   function = f"{to_function_name(k.name)}_{hashlib.sha256(src.encode()).hexdigest()[:8]}"
   src = src.replace(_UNNAMED, function)
   if DEBUG >= 4: dprint(4, src)
+  if trace is not None:
+    viz_record("kernel", name=k.name, function=function, device=k.ren.device, opts=[str(o) for o in k.applied_opts],
+               ops=sorted({u.op.name for u in trace[0][1].toposort()
+                           if u.op in (*GroupOp.ALU, Ops.REDUCE) and u.dtype != dtypes.index}),  # not index math
+               passes=[(n, pretty_print(u)) for n, u in trace + [("linearize", UOp(Ops.SINK, src=tuple(uops)))]],
+               src=src)
   specials = {u.arg[0]: u.arg[1] for u in uops if u.op is Ops.SPECIAL}
   gsz = tuple(specials.get(f"gidx{i}", 1) for i in range(3))
   lsz = tuple(specials.get(f"lidx{i}", 1) for i in range(3)) if k.ren.has_local else None

@@ -2,7 +2,7 @@
 
 A kernel generated before (in this process or an earlier one) skips all of codegen: its source and launch sizes come
 from this cache, and the source's binary from the compile cache. The key holds the AST (every node's op, dtype, arg
-and sources), the renderer's fields, the flags (NOOPT, BEAM, every other but DEBUG), and a hash of the codegen,
+and sources), the renderer's fields, the flags (NOOPT, BEAM, every other but DEBUG and VIZ), and a hash of the codegen,
 renderer and IR code itself, so editing any pass invalidates every entry. Entries are JSON (nothing is
 unpickled), checksummed by the cache like every other; a cached spec has no `uops` (only the PYTHON device, which has
 no compile cache and so no spec cache, runs those).
@@ -13,7 +13,7 @@ from fusegrad.dtype import dtypes, DType
 from fusegrad.helpers import ContextVar, diskcache_get, diskcache_put
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.codegen import ProgramSpec
+from fusegrad.codegen import ProgramSpec, ast_key
 from fusegrad.codegen.kernel import Opt, OptOps
 
 @functools.cache
@@ -25,14 +25,11 @@ def code_version() -> str:
 
 def spec_key(ast: UOp, ren: Renderer) -> str:
   """The cache key of a kernel's codegen: every node of the AST in order, the renderer and the settings."""
-  index: dict[UOp, int] = {}
-  # every flag but DEBUG: NOOPT and BEAM choose the opts, and a flag a pass may read later is covered too
-  flags = " ".join(f"{k}={v.value!r}" for k, v in sorted(ContextVar._cache.items()) if k != "DEBUG")
-  lines = [code_version(), repr(ren), flags]
-  for u in ast.toposort():
-    index[u] = len(index)
-    lines.append(f"{u.op.name} {u.dtype!r} {u.arg!r} {[index[s] for s in u.src]}")
-  return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+  # every flag but those that only show what happens: NOOPT and BEAM choose the opts, and a flag a pass may read later
+  # is covered too
+  shown = ("DEBUG", "VIZ", "VIZ_PORT", "VIZ_OUT")
+  flags = " ".join(f"{k}={v.value!r}" for k, v in sorted(ContextVar._cache.items()) if k not in shown)
+  return hashlib.sha256("\n".join([code_version(), repr(ren), flags, ast_key(ast)]).encode()).hexdigest()
 
 _DTYPES: dict[str, DType] = {dt.name: dt for dt in vars(dtypes).values() if isinstance(dt, DType)}
 

@@ -1,13 +1,14 @@
 """The default choice of optimizations for a kernel, from its shape and the renderer's capabilities.
 
-In: a Kernel. Out: a list of Opts (the kernel is not changed). BEAM search (codegen/search.py) replaces this by
+In: a Kernel. Out: a list of Opts (the kernel is not changed). BEAM search (engine/search.py) replaces this by
 timing candidates; both produce the same kind of list.
 """
 from __future__ import annotations
 from fusegrad.helpers import prod
 from fusegrad.dtype import dtypes
-from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
+from fusegrad.codegen.vectorize import vector_range
 
 # A kernel of fewer iterations (all its loops) on a device without workgroups runs in microseconds whatever its opts:
 # it keeps only those that make vectors (the lanes of a reduce, the elementwise vectors), not the tiles and unrolling
@@ -44,7 +45,8 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
   itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   for amt in sorted(k.ren.vector_widths, reverse=True):
-    if amt * itemsize <= k.ren.simd_width and range_size(r) % amt == 0 and _try(k, Opt(OptOps.LANES, last, amt), opts):
+    if amt <= k.ren.machine.vector(itemsize) and range_size(r) % amt == 0 \
+       and _try(k, Opt(OptOps.LANES, last, amt), opts):
       return
 
 def _loads_contiguous(k: Kernel, r: UOp) -> bool:
@@ -55,58 +57,84 @@ def _loads_contiguous(k: Kernel, r: UOp) -> bool:
   moving = [ld for ld in k.loads() if k.stride(ld, r) != 0 and any(rr in ld.toposort() for rr in inner)]
   return bool(moving) and all(k.stride(ld, r) == 1 and not any(r in g.toposort() for g in ld.src[2:]) for ld in moving)
 
+def tile_registers(k: Kernel, loads: list[UOp]) -> int:
+  """Registers a register tile holds through one (unrolled) reduce step: its accumulators (vectors along the range
+  codegen/vectorize.py makes a vector, or scalars) and the operands `loads` loaded for them. An operand takes one
+  register per tile element and unrolled step it varies along (one per vector along the vector range); the smallest
+  one's stay loaded while the others stream through one (and one more holds a product where the ISA has no FMA)."""
+  vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
+  lanes = range_size(vec) if vec is not None else 1
+  def regs(ld: UOp) -> int:
+    n = prod(range_size(u) for u in k.ranges_of(AxisType.UPCAST, AxisType.LANES, AxisType.UNROLL)
+             if k.stride(ld, u) != 0)
+    return n // lanes if vec is not None and k.stride(ld, vec) == 1 else n
+  footprints = sorted(regs(ld) for ld in loads)
+  operands = footprints[0] + (len(footprints) > 1) + (k.ren.machine.fma_units == 0) if footprints else 0
+  return k.upcast_size() // lanes + operands
+
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
-  registers. The axis the output is contiguous in gets a SIMD register's worth (it becomes a vector, see
-  codegen/vectorize.py); more axes multiply the tile up to 16 vectors of accumulators (enough independent
-  multiply-adds to hide their latency, few loads per multiply-add) within upcast_max elements."""
+  registers. One axis gets a SIMD register's worth (it becomes a vector, see codegen/vectorize.py): preferably one
+  every load of the reduce is contiguous in, ungated (a vector of loads), else the one the output is contiguous in.
+  More axes multiply the tile while it fits the machine's vector registers with the loads of one reduce step
+  (tile_registers: 16 vector accumulators with 32 registers, AVX-512; 8 with 16, AVX2), within upcast_max."""
   store = k.stores()[0]
   itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
-  vec = max(k.ren.simd_width // itemsize, 4)
+  vec = max(k.ren.machine.vector(itemsize), 4)
   done: set[int] = set()
   lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
-  reused = _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()  # a matmul's bias: not in it
+  def operands(k: Kernel) -> list[UOp]:  # a matmul's bias is not in the tile
+    return _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()
+  reused = operands(k)
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
-  def candidates() -> list[tuple[int, UOp, int, bool, bool]]:
-    """(axis, range, loads it broadcasts, output contiguous in it, can be a vector) for each output axis worth
-    tiling. A vector needs the output or every load that moves along the axis to be contiguous in it."""
+  def candidates() -> list[tuple[int, UOp, int, bool, bool, bool]]:
+    """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads) for each
+    output axis worth tiling. A vector needs the output or every load that moves along the axis to be contiguous."""
     out = []
     for i, r in _out_axes(k):
       if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
-      contiguous = k.stride(store, r) == 1
+      contiguous, loads = k.stride(store, r) == 1, _loads_contiguous(k, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
-      vector = contiguous or (long_reduce and _loads_contiguous(k, r))
-      if broadcast: out.append((i, r, broadcast, contiguous, vector))
+      vector = contiguous or (long_reduce and loads)
+      if broadcast: out.append((i, r, broadcast, contiguous, vector, loads))
     return out
-  while (cands := candidates()) and k.upcast_size() // lanes < 16:
+  def fits(i: int, amt: int) -> bool:
+    try: trial = k.copy().apply_opt(Opt(OptOps.UPCAST, i, amt))
+    except KernelOptError: return False
+    return tile_registers(trial, operands(trial)) <= k.ren.machine.vector_registers
+  while cands := candidates():
     best = None
-    for i, r, broadcast, contiguous, vector in cands:
-      # the longest vector first; then the tile is shared among the axes left (8 for the last one)
-      amounts = (vec, vec // 2, 4) if vector and not done else (4, 2) if len(cands) > 1 else (8, 4, 2)
-      room = min(k.ren.upcast_max // k.upcast_size(), 16 * lanes // k.upcast_size())
-      amt = next((a for a in amounts if range_size(r) % a == 0 and a <= room), None)
-      key = (amt if vector and not done else 0, broadcast, contiguous)
-      if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0], vector)
+    for i, r, broadcast, contiguous, vector, loads in cands:
+      # the vector first (a vector of loads before one of stores, then the longest); then the axes left share the
+      # registers (up to 8 for the last one)
+      first = vector and not done
+      amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else (8, 4, 2)
+      amt = next((a for a in amounts if range_size(r) % a == 0 and fits(i, a)), None)
+      key = (first and loads, amt if first else 0, broadcast, contiguous)
+      if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
     if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
-    if not done and best[4] and lanes == 1: lanes = best[2]
     done.add(best[3])
 
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed) whose operands
-  hold 1 MB or more, on a device without workgroups (loops, not a launch grid): up to 16 vector accumulators (the
-  vector axis upcast by 2 again), then the tiled output loop whose iterations re-read less memory goes outside the
-  other. With rows outside columns, each row tile streams all of b; with column tiles outside, a column panel of b
-  stays in cache while the row tiles stream a, whose tile is narrower: a 1024 matmul goes from 45 to 130-150 GFLOPS
-  on one core (with b packed in panels, Tensor.dot)."""
+  hold half the L2 cache or more, on a device without workgroups (loops, not a launch grid): the vector axis upcast by
+  2 again where the registers allow (AVX-512: 16 vector accumulators), then the tiled output loop whose iterations
+  re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
+  tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower: a 1024
+  matmul goes from 45 to 130-150 GFLOPS on one core (with b packed in panels, Tensor.dot)."""
   if k.ren.has_local or len(_red_axes(k)) != 1 or len(_reduce_loads(k)) != 2 or k.ranges_of(AxisType.LANES): return
-  if sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k)) < 1 << 18:
-    return  # operands that fit in the cache together: the order of the loops hardly matters
+  itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
+  elements = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k))
+  if elements * itemsize < k.ren.machine.l2 // 2: return  # operands that fit in the cache together: any loop order
   store = k.stores()[0]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
   if not vec: return
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
-    if k.stride(store, r) == vec and k.upcast_size() // vec <= 8: _try(k, Opt(OptOps.UPCAST, i, 2), opts)
+    if k.stride(store, r) == vec and range_size(r) % 2 == 0:
+      wider = k.copy().apply_opt(Opt(OptOps.UPCAST, i, 2))
+      if tile_registers(wider, _reduce_loads(wider)) <= k.ren.machine.vector_registers:
+        _try(k, Opt(OptOps.UPCAST, i, 2), opts)
   def reread(outer: UOp, inner: UOp) -> int:
     """Elements read again for each iteration of outer: all that the loads outer doesn't move read along inner."""
     return range_size(outer) * sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0)
@@ -123,7 +151,7 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
   strided scalar load per element (x.sum(0) of 4096 x 4096 was 45x slower than x.sum(1))."""
   if not k.ren.vector_widths or not _red_axes(k) or k.upcast_size() > 1: return
   store, red = k.stores()[0], _red_axes(k)[-1][1]
-  vec = k.ren.simd_width // store.src[2].dtype.itemsize
+  vec = k.ren.machine.vector_bytes // store.src[2].dtype.itemsize
   if any(len(ld.src) > 2 or k.stride(ld, red) in (0, 1) for ld in k.loads() if k.stride(ld, red) != 0): return
   for i, r in reversed(_out_axes(k)):
     if k.stride(store, r) != 1: continue
@@ -134,11 +162,16 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
     return
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
-  """Unroll the innermost reduce loop a little (small ones entirely)."""
+  """Unroll the innermost reduce loop a little (small ones entirely), as far as the register tile's operands for the
+  unrolled steps still fit the vector registers (tile_registers)."""
   if not _red_axes(k): return
   last, r = _red_axes(k)[-1]
   size = range_size(r)
   for amt in ((size,) if size <= 8 else ()) + (4, 2):
+    try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
+    except KernelOptError: continue
+    if k.upcast_size() > 1 and tile_registers(unrolled, _reduce_loads(unrolled)) > k.ren.machine.vector_registers:
+      continue
     if _try(k, Opt(OptOps.UNROLL, last, amt), opts): return
 
 def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
@@ -153,42 +186,42 @@ def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
 
 def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
   """A copy reading along another axis than it writes (a transpose, a.T made rows for a matmul): the read axis upcast
-  by 16 and the written one to 16, so each cache line read or written is used whole while it is in cache (a 1024
-  transpose: 1.3 -> 15 GB/s)."""
+  by a cache line's elements (16 floats) and the written one to as many, so each cache line read or written is used
+  whole while it is in cache (a 1024 transpose: 1.3 -> 15 GB/s)."""
   st, step = k.stores()[0], k.upcast_size()  # step: the written axis's upcast (_elementwise_upcast)
   if k.reduce_op or k.ren.has_local or len(k.stores()) != 1 or st.src[2].op is not Ops.LOAD: return  # a copy
+  line = k.ren.machine.cache_line // st.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   for i, r in _out_axes(k):
-    if k.stride(st, r) != 0 and any(k.stride(ld, r) == 1 for ld in k.loads()) and range_size(r) % 16 == 0:
-      if _try(k, Opt(OptOps.UPCAST, i, 16), opts):
+    if k.stride(st, r) != 0 and any(k.stride(ld, r) == 1 for ld in k.loads()) and range_size(r) % line == 0:
+      if _try(k, Opt(OptOps.UPCAST, i, line), opts):
         written = next((j for j, w in _out_axes(k) if k.stride(st, w) == step), None)
-        if written is not None and step < 16: _try(k, Opt(OptOps.UPCAST, written, 16 // step), opts)
+        if written is not None and step < line: _try(k, Opt(OptOps.UPCAST, written, line // step), opts)
       return
 
 def _copy_order(k: Kernel, opts: list[Opt]) -> None:
-  """A copy of rows of 64 bytes or more into another layout (a matmul's column panels, Tensor.dot; a permute that
-  keeps the last axis): the two loops around the row copy ordered so the reads move least between iterations (the
-  reads then stream through memory; each write is whole cache lines anyway), when the loop that goes inside is short
-  (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A 1024x1024 panel
-  copy: 14 -> 24 GB/s; a 768x50272 one stays as it is (7.4 GB/s; 4.0 swapped)."""
+  """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, Tensor.dot; a
+  permute that keeps the last axis): the two loops around the row copy ordered so the reads move least between
+  iterations (the reads then stream through memory; each write is whole cache lines anyway), when the loop that goes
+  inside is short (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A
+  1024x1024 panel copy: 14 -> 24 GB/s; a 768x50272 one stays as it is (7.4 GB/s; 4.0 swapped)."""
   if k.reduce_op or k.ren.has_local or not k.loads() or len(_out_axes(k)) < 3: return
   st, step = k.stores()[0], k.upcast_size()
   (i, a0), (_, a1), (_, row) = _out_axes(k)[-3:]
   itemsize = st.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
-  if any(k.stride(x, row) != step for x in [st, *k.loads()]) or range_size(row) * step * itemsize < 64: return
+  if any(k.stride(x, row) != step for x in [st, *k.loads()]): return
+  if range_size(row) * step * itemsize < k.ren.machine.cache_line: return
   strides = [(k.stride(ld, a0), k.stride(ld, a1)) for ld in k.loads()]  # a cat (padded last panel): several loads
   known = [(s0, s1) for s0, s1 in strides if s0 is not None and s1 is not None and 0 <= s0 <= s1]
   if range_size(a0) <= 256 and len(known) == len(strides) and sum(s0 for s0, _ in known) < sum(s1 for _, s1 in known):
     _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
 
-VECTOR_MATH = (Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN, Ops.RECIPROCAL)
-
 def _elementwise_vector_math(k: Kernel, opts: list[Opt]) -> None:
   """An elementwise kernel that computes math functions per element (softmax's exp) on a device with vectors: a whole
   SIMD register of elements per iteration of the contiguous axis, as the functions cost more than the memory traffic
   (softmax's last kernel: 2.2x faster with 16 floats than with 4 on AVX-512)."""
-  if k.reduce_op or not k.ren.vector_widths or not any(u.op in VECTOR_MATH for u in k.ast.toposort()): return
+  if k.reduce_op or not k.ren.vector_widths or not any(u.op in GroupOp.Math for u in k.ast.toposort()): return
   store = k.stores()[0]
-  amt = k.ren.simd_width // store.src[2].dtype.itemsize
+  amt = k.ren.machine.vector_bytes // store.src[2].dtype.itemsize
   for i, r in reversed(_out_axes(k)):
     if k.stride(store, r) == 1:
       if amt in k.ren.vector_widths and range_size(r) % amt == 0 and range_size(r) >= 4 * amt:

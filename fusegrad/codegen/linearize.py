@@ -59,17 +59,21 @@ class _Linearizer:
     return u
 
   def emit(self, u: UOp) -> UOp:
-    """Emit u (and what it needs) at the current position, once."""
-    if (ret := self.done.get(u)) is not None: return ret
-    if u.op is Ops.REDUCE:
-      self.emit_reduce_group(u)
-      return self.done[u]
-    if u.op is Ops.RANGE: raise RuntimeError(f"range {u.arg} used outside its loop")
-    src = tuple(self.emit(s) for s in u.src)
-    new = u if src == u.src else u.replace(src=src)
-    self.out.append(new)
-    self.done[u] = new
-    return new
+    """Emit u (and what it needs) at the current position, once: sources first, left to right (iteratively)."""
+    stack = [u]
+    while stack:
+      n = stack[-1]
+      if n in self.done: stack.pop()
+      elif n.op is Ops.REDUCE: self.emit_reduce_group(n)
+      elif n.op is Ops.RANGE: raise RuntimeError(f"range {n.arg} used outside its loop")
+      elif missing := [s for s in n.src if s not in self.done]: stack.extend(reversed(missing))
+      else:
+        src = tuple(self.done[s] for s in n.src)
+        new = n if src == n.src else n.replace(src=src)
+        self.out.append(new)
+        self.done[n] = new
+        stack.pop()
+    return self.done[u]
 
   def emit_reduce_group(self, red: UOp) -> None:
     ranges = reduce_parts(red)[1]

@@ -1,4 +1,5 @@
-"""What the kernel AST may hold after each lowering pass (codegen/__init__.py LOWERING), checked by the tests.
+"""What the kernel AST may hold after each lowering pass (codegen/__init__.py LOWERING), checked after every pass
+when SPEC=1 (and by test/unit/test_codegen_spec.py).
 
 Every stage: a SINK of STOREs (buffer, index, value[, gate]); LOADs are (buffer, index[, gates...]); indices are
 scalar integers; a vector value (dtype.count > 1) is built from ops whose sources have the same length, VECTORIZE
@@ -8,7 +9,7 @@ from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType
-from fusegrad.codegen import LOWERING
+from typing import Sequence
 
 # the range roles no longer allowed once a pass has run (a pass not listed removes none)
 _GONE_AFTER: dict[str, set[AxisType]] = {
@@ -32,12 +33,12 @@ def _check_node(u: UOp) -> None:
     vals = [s for s in u.src if s.op is not Ops.RANGE]
     if any(s.dtype.count != n for s in vals): raise SpecError(f"{u.op} of {u.dtype} from {[s.dtype for s in vals]}")
 
-def check_stage(stage: str, ast: UOp, ren: Renderer) -> None:
-  """Raise SpecError if `ast`, the output of lowering pass `stage`, breaks the spec of that stage."""
+def check_stage(done: Sequence[str], ast: UOp, ren: Renderer) -> None:
+  """Raise SpecError if `ast`, the output of the lowering passes named in `done` (in order: the last one made it),
+  breaks the spec of that stage."""
+  stage = done[-1]
   if ast.op is not Ops.SINK or any(s.op is not Ops.STORE for s in ast.src):
     raise SpecError(f"after {stage}: not a SINK of STOREs")
-  names = [name for name, _ in LOWERING]
-  done = names[:names.index(stage) + 1]
   gone = set().union(*(_GONE_AFTER.get(name, set()) for name in done))
   if "launch_dims" in done and ren.global_max is not None: gone |= {AxisType.GLOBAL, AxisType.LOCAL}
   for u in ast.toposort():

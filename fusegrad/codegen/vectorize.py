@@ -13,16 +13,16 @@ devectorize        In: that AST and a renderer. Out: where the renderer can't ho
                    CUDA here) run the same kernels this way.
 """
 from __future__ import annotations
+import functools
 from fusegrad.dtype import DType, dtypes
 from fusegrad.renderer import Renderer
-from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
+from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp, bottom_up
 from fusegrad.uop.symbolic import simplify, split_terms
 from fusegrad.codegen.kernel import range_kind, range_size
 from fusegrad.codegen.expand import tree_reduce
 
-# ops computed on whole vectors (a renderer that holds vectors writes each of them for vectors); others go lane by lane
-VECTOR_OPS = {Ops.ADD, Ops.MUL, Ops.MULACC, Ops.MAX, Ops.RECIPROCAL, Ops.EXP2, Ops.LOG2, Ops.SQRT}
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+_RECURSED = VECTOR_DTYPES + (dtypes.bool,)  # vec reads the sources of ALU ops of these (bottom_up: deep chains)
 
 def _stride(idx: UOp, r: UOp) -> int | None:
   """How far idx moves when r grows by one (None: not linear in r)."""
@@ -46,6 +46,7 @@ class _Vectorizer:
   def vec(self, u: UOp) -> UOp:
     """u as a vector of n lanes, or u itself where it does not depend on r (a scalar, the same in every lane)."""
     if (ret := self.memo.get(u)) is not None: return ret
+    bottom_up(u, self.vec, lambda n: n not in self.memo and n.op in GroupOp.ALU and n.dtype in _RECURSED)
     if self.r not in u.toposort(): ret = u
     elif u.dtype == dtypes.bool and (m := self.mask(u)) is not None: ret = m
     elif u.op is Ops.WHERE and u.dtype == dtypes.float32 and (w := self.where(u)) is not None: ret = w
@@ -53,9 +54,9 @@ class _Vectorizer:
     elif u.op is Ops.LOAD and _stride(u.src[1], self.r) == 1 and not any(self.r in g.toposort() for g in u.src[2:]):
       base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
       ret = UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
-    elif u.op in VECTOR_OPS and self.any_real([self.vec(s) for s in u.src]):
+    elif u.op in GroupOp.Vector and self.any_real([self.vec(s) for s in u.src]):
       ret = UOp(u.op, u.dtype.vec(self.n), tuple(self.full(self.vec(s)) for s in u.src), u.arg)
-    elif u.op is Ops.REDUCE and u.arg in VECTOR_OPS and self.any_real([self.vec(s) for s in _values(u)]):
+    elif u.op is Ops.REDUCE and u.arg in GroupOp.Vector and self.any_real([self.vec(s) for s in _values(u)]):
       vals = _values(u)
       ret = UOp(Ops.REDUCE, u.dtype.vec(self.n), tuple(self.full(self.vec(v)) for v in vals) + u.src[len(vals):], u.arg)
     else: ret = self.by_lane(u)
@@ -117,7 +118,7 @@ def loads_contiguous(value: UOp, r: UOp) -> bool:
   return bool(moving) and all(_stride(u.src[1], r) == 1 and not any(r in g.toposort() for g in u.src[2:])
                               for u in moving)
 
-def _vector_range(st: UOp) -> UOp | None:
+def vector_range(st: UOp) -> UOp | None:
   """The UPCAST range (of 2, 4, 8 or 16) a STORE's value becomes a vector along: one its address has stride 1 in, or
   one its loads are all contiguous in (a convolution's output channels with channel-last weights; the store then
   writes lane by lane). The longest such range, a contiguous store first among equals."""
@@ -140,7 +141,7 @@ def vectorize_lanes(sink: UOp) -> UOp:
   for node in sink.toposort():
     src = tuple(memo[s] for s in node.src)
     new = node if src == node.src else node.replace(src=src)
-    if new.op is Ops.REDUCE and (r := _lanes_range(new)) is not None and new.arg in VECTOR_OPS:
+    if new.op is Ops.REDUCE and (r := _lanes_range(new)) is not None and new.arg in GroupOp.Vector:
       v = _Vectorizer(r)
       vals = [s for s in new.src if s.op is not Ops.RANGE]
       ranges = tuple(s for s in new.src[len(vals):] if s is not r)
@@ -158,7 +159,7 @@ def vectorize_upcasts(sink: UOp) -> UOp:
   sink = vectorize_lanes(sink)
   stores: list[UOp] = []
   for st in sink.src:
-    r = _vector_range(st) if st.op is Ops.STORE else None
+    r = vector_range(st) if st.op is Ops.STORE else None
     stores.extend([st] if r is None else _Vectorizer(r).store(st))
   return sink.replace(src=tuple(stores))
 
@@ -169,6 +170,7 @@ def _lane(u: UOp, i: int, memo: dict[UOp, list[UOp]]) -> UOp:
 def _split(u: UOp, memo: dict[UOp, list[UOp]]) -> list[UOp]:
   """The n scalar nodes lane 0..n-1 of vector node u stands for."""
   if (ret := memo.get(u)) is not None: return ret
+  bottom_up(u, functools.partial(_devec_any, memo=memo), lambda n: n not in memo and n.op in GroupOp.ALU)
   n, scalar = u.dtype.count, u.dtype.scalar()
   if u.op is Ops.VECTORIZE: ret = [_devec(s, memo) for s in u.src]
   elif u.op is Ops.CONST: ret = [UOp.const(scalar, u.arg)] * n
@@ -184,10 +186,13 @@ def _split(u: UOp, memo: dict[UOp, list[UOp]]) -> list[UOp]:
   memo[u] = ret
   return ret
 
+def _devec_any(u: UOp, memo: dict[UOp, list[UOp]]) -> None: _split(u, memo) if u.dtype.count > 1 else _devec(u, memo)
+
 def _devec(u: UOp, memo: dict[UOp, list[UOp]]) -> UOp:
   """A scalar node with every vector below it split (u itself must be scalar)."""
   if u.dtype.count > 1: raise ValueError(f"{u.op} of {u.dtype} where a scalar was expected")
   if (ret := memo.get(u)) is not None: return ret[0]
+  bottom_up(u, functools.partial(_devec_any, memo=memo), lambda n: n not in memo and n.op in GroupOp.ALU)
   if u.op is Ops.GEP: return _split(u.src[0], memo)[u.arg]
   src = tuple(_devec(s, memo) for s in u.src)
   ret = u if src == u.src else u.replace(src=src)

@@ -11,13 +11,16 @@ from __future__ import annotations
 import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Generic, TypeVar
-from fusegrad.device import Buffer
+from fusegrad.device import Buffer, RUN_LOCK
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.engine.realize import ExecItem, CompiledRunner, CopyRunner, IndexCheck, capturing, capturing_checks
+from fusegrad.engine.runner import CompiledRunner, CopyRunner
+from fusegrad.engine.realize import ExecItem, IndexCheck, capturing, capturing_checks
 from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
 from fusegrad.engine import state
+from fusegrad.gradient import substitute_keeping_rules
+from fusegrad.engine import multi
 
 ReturnType = TypeVar("ReturnType")
 
@@ -31,6 +34,17 @@ def _tensors_in(x: Any) -> list:
   if isinstance(x, (list, tuple)): return [t for v in x for t in _tensors_in(v)]
   if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
   return []
+
+def _parts(tensors: list) -> list:
+  """tensors with each one spread over devices (realized: a MULTI of buffers) replaced by its part on each device: the
+  capture and the replays handle those buffers one by one."""
+  return [p for t in tensors for p in ([type(t)._wrap(s) for s in t.uop.src] if t.uop.op is Ops.MULTI else [t])]
+
+@dataclass(frozen=True)
+class _Spread:
+  """In a result's structure: a tensor spread over devices, rebuilt from its parts (n of them, split on axis)."""
+  axis: int | None
+  n: int
 
 def _named_tensors(x: Any, name: str) -> list[tuple[str, Any]]:
   """(where, tensor) for every Tensor in x, in the order _tensors_in gives: `args[0]`, `kwargs['b'][1]`..."""
@@ -185,6 +199,8 @@ class TinyJit(Generic[ReturnType]):
     return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
+  def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
     from fusegrad.tensor import Tensor
     if not JIT: return self.fxn(*args, **kwargs)
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
@@ -192,6 +208,7 @@ class TinyJit(Generic[ReturnType]):
       return self._replay([a for a in args if type(a) is Tensor], self._last[1], var_vals)
     inputs, binds, static = _split_args(args, kwargs)
     Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
+    inputs = _parts(inputs)
     bufs = _input_buffers(inputs, args, kwargs)
     nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
@@ -226,6 +243,7 @@ class TinyJit(Generic[ReturnType]):
     from fusegrad.tensor import Tensor
     self._last = None
     if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
+    if any(isinstance(a, Tensor) and a.uop.op is Ops.MULTI for a in args): return  # its parts are the inputs
     if any(u is not n for u, n in zip([a.uop for a in args if isinstance(a, Tensor)], nodes)): return
     if any(id(b.base) in self.written for b in bufs): return  # results fed back in (h = step(h))
     self._last = (tuple(weakref.ref(a.uop) if isinstance(a, Tensor) else a.src[0] for a in args), bufs)
@@ -275,7 +293,7 @@ class TinyJit(Generic[ReturnType]):
     self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
     self.rng_step = Tensor._rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
-    self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _tensors_in(ret)
+    self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _parts(_tensors_in(ret))
     base_of = {id(b): (k, state.view_base(t.uop)) for k, (t, b) in enumerate(zip(inputs, bufs))}
     self.from_inputs = {i: base_of[id(base.arg)] for i, t in enumerate(self.ret_tensors)
                         if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
@@ -357,6 +375,7 @@ class TinyJit(Generic[ReturnType]):
       GlobalCounters.global_mem += plan.mem
       GlobalCounters.kernel_count += plan.kernels
     self.cnt += 1
+    state.rewritten([ei.bufs[0] for ei in self.jit_cache])  # graphs built after this read the new contents
     if self.index_flags and CHECK_INDEX: read_flags(self.index_flags)  # IndexError if an index is out of range
     if bases is None and self.from_inputs: bases = [state.view_base(t.uop) for t in inputs]
     return self._results(bases or [], fresh=self.out_slots)
@@ -436,6 +455,18 @@ class _Trace:
   rng_step: int  # how far the traced call moved the random counter
   buffers: list[UOp]  # the BUFFER nodes the graph reads: buffers written since are read at their newest version
   checks: list[tuple[UOp, list[IndexCheck]]]  # the index checks in the graph, put on each call's results
+  writes: list[_Write]  # the assigns the call made to tensors it didn't return, repeated on each call
+  grads: list[_Write]  # the .grad the call set on tensors from outside (a backward inside it)
+
+@dataclass
+class _Write:
+  """A side effect of a traced call: the tensor (an input's index, or a weak reference) went from node `before` to
+  node `after`; each call sets it to `after` with `before` replaced by the tensor's node at that call."""
+  target: int | weakref.ref
+  before: UOp | None  # None: a gradient that wasn't there before
+  after: UOp | None  # None: a gradient the call removed (zero_grad)
+
+  def tensor(self, inputs: list) -> Any: return inputs[self.target] if isinstance(self.target, int) else self.target()
 
 class function:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
@@ -446,8 +477,10 @@ class function:
   are fresh on every call, as without the decorator. Tensors read from the enclosing scope that are updated in place
   (assign, optimizers) are seen with their new values; one that requires grad and is rebound to another value (a
   lazily initialized weight that an optimizer gives a buffer) makes the trace be taken again. A tensor that doesn't
-  require grad is read as the node it was at the trace. The function should be pure: what it does besides building
-  its results (assign, printing) happens only when it is traced."""
+  require grad is read as the node it was at the trace. Its assigns (running statistics, KV caches, optimizer steps:
+  to its inputs or to tensors from outside) and the gradients a backward inside it sets are repeated on every call,
+  as a plain call would make them. Other Python side effects (printing, rebinding attributes) happen only when it is
+  traced, and realizing a value computed from its inputs inside it is an error."""
   def __init__(self, fxn: Callable):
     self.fxn = fxn
     self.traces: dict[tuple, _Trace] = {}
@@ -458,6 +491,8 @@ class function:
     return functools.partial(self.__call__, obj)  # as a method: bind the instance (part of the signature)
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
+  def _call(self, *args: Any, **kwargs: Any) -> Any:
     from fusegrad.tensor import Tensor, _is_training
     inputs = [t for _, t in _call_inputs(args, kwargs)]
     binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
@@ -466,7 +501,7 @@ class function:
     written = _written_leaves(self.traces[key]) if key in self.traces else None
     if written is None:
       self.traces[key] = trace = self._trace(args, kwargs, inputs, binds)
-      return self._results(trace, inputs, {})
+      return self._results(trace, inputs, {}, traced=True)
     trace = self.traces[key]
     fresh = {b: new for b in trace.buffers if (new := state.current(b)) is not b}  # buffers written since the trace
     fresh.update(written)  # weights written since the trace: their buffer nodes now
@@ -478,42 +513,99 @@ class function:
     fresh.update(zip(trace.binds, binds))  # this call's values of the variables
     return self._results(trace, inputs, fresh)
 
-  def _results(self, trace: _Trace, inputs: list, fresh: dict[UOp, UOp]) -> Any:
+  def _results(self, trace: _Trace, inputs: list, fresh: dict[UOp, UOp], traced: bool = False) -> Any:
     from fusegrad.tensor import Tensor
     sub = {h: t.uop for h, t in zip(trace.holders, inputs)}
     sub.update(fresh)
+    effects = _side_effects(trace, inputs, sub, traced)
+    # one substitution for the results and the side effects, so they share nodes (a result reads this call's write);
+    # it keeps the composites' derivative rules (conv2d's), or a backward through the results would be slow
+    roots = (*trace.outs, *(after for _, after, _ in effects))
+    new = iter(substitute_keeping_rules(UOp(Ops.SINK, src=roots), sub).src)
     results = []
-    for out, grad in zip(trace.outs, trace.out_grad):
-      ret = Tensor(out.substitute(sub))
+    for grad in trace.out_grad:
+      ret = Tensor(next(new))
       ret._requires_grad = grad
       results.append(ret)
+    for t, _, is_grad in effects:
+      if is_grad: t.grad = Tensor(next(new))
+      else: t.uop = next(new)
     for node, checks in trace.checks:  # out-of-range indices of this call raise too (node is in a result's graph)
       for c in checks: add_index_check(node.substitute(sub), dataclasses.replace(c, flag=c.flag.substitute(sub)))
     return _rebuild(trace.structure, iter(results))
 
   def _trace(self, args: tuple, kwargs: dict, inputs: list, binds: list[UOp]) -> _Trace:
-    from fusegrad.tensor import Tensor, _rng_hooks
+    from fusegrad.tensor import Tensor, _rng_hooks, _assign_hooks, _realize_hooks
+    name = getattr(self.fxn, '__name__', 'the function')
     holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
     stand_ins = [Tensor(h) for h in holders]
     for s, t in zip(stand_ins, inputs): s._requires_grad = t.requires_grad  # so results require grad as they would
     outside = list(Tensor._grad_tensors.values())  # before the call: tensors made inside are the graph itself
+    grads_before = [(t, t.grad.uop if t.grad is not None else None) for t in outside]
     start, draws = Tensor._rng_counter, []
+    assigned: dict[int, tuple[Any, UOp]] = {}  # id -> (tensor, its node before its first assign in the call)
+    def refuse_inputs(roots: list[UOp]) -> None:
+      if roots and any(n in held for n in UOp(Ops.SINK, src=tuple(roots)).toposort()):
+        raise JitError(f"function: {name} computes values from its inputs while being traced (realize, numpy, item, "
+                       "tolist...); a traced function may only build the graph")
+    held = {state.view_base(h) for h in holders}
     _rng_hooks.append(lambda state, counter: draws.append((state.uop, state.device, counter - start)))
+    def note_assign(t: Tensor) -> None: assigned.setdefault(id(t), (t, t.uop))
+    _assign_hooks.append(note_assign)
+    _realize_hooks.append(refuse_inputs)
     try:
       stand = iter(stand_ins)
       ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
-    finally: _rng_hooks.pop()
-    if any(state.view_base(h).arg.is_allocated() for h in holders):
-      raise JitError(f"function: {getattr(self.fxn, '__name__', 'the function')} computed values from its inputs while "
-                     "being traced (realize, numpy, item, tolist...); a traced function may only build the graph")
+    finally:
+      _rng_hooks.pop()
+      _assign_hooks.pop()
+      _realize_hooks.pop()
     returned = _tensors_in(ret)
+    writes = _writes(name, assigned.values(), stand_ins)
+    written = {id(w.tensor(inputs)) for w in writes if not isinstance(w.target, int)}
+    grads = [_Write(weakref.ref(t), old, t.grad.uop if t.grad is not None else None) for t, old in grads_before
+             if (t.grad.uop if t.grad is not None else None) is not old]
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
-    captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes]
+    captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes and id(t) not in written]
     checks = list(pending_index_checks([o.uop for o in returned]).items())
     for node, _ in checks: index_checks.pop(node, None)  # the traced graph is never realized: each call's is
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
                   captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER],
-                  checks)
+                  checks, writes, grads)
+
+def _writes(name: str, assigned: Any, stand_ins: list) -> list[_Write]:
+  """The assigns of a traced call to repeat on each call: to a stand-in (so to that call's input) or to a tensor that
+  is still alive. A tensor whose node wasn't a buffer (or a write into one) was rebound, not written: a trace can't
+  tell it from other uses of the same node, so that is refused."""
+  ret = []
+  index = {id(s): i for i, s in enumerate(stand_ins)}
+  for t, before in assigned:
+    if t.uop is before: continue
+    if state.view_base(before).op not in (Ops.BUFFER, Ops.ASSIGN):
+      raise JitError(f"function: {name} assigns to a tensor of shape {t.shape} that is not in a buffer (a constant "
+                     "or a lazy value); realize it before the call (t = t.contiguous().realize())")
+    ret.append(_Write(index[id(t)] if id(t) in index else weakref.ref(t), before, t.uop))
+  return ret
+
+def _side_effects(trace: _Trace, inputs: list, sub: dict[UOp, UOp], traced: bool) -> list[tuple[Any, UOp, bool]]:
+  """This call's assigns and gradients, as a plain call would make them: (tensor, its new node before substitution,
+  whether it is the gradient). Each target's node at the trace is replaced by its node now (sub grows by those). The
+  traced call made them on its stand-ins already: there only the stand-ins are replaced by the inputs."""
+  ret = []
+  for w in trace.writes:
+    if (t := w.tensor(inputs)) is None: continue
+    if isinstance(w.target, int) and state.view_base(t.uop).op not in (Ops.BUFFER, Ops.ASSIGN):
+      raise JitError(f"function: the traced call assigns to its input {w.target} (shape {t.shape}), which is not in a "
+                     "buffer now; realize it first")
+    assert w.before is not None and w.after is not None  # (only a gradient comes or goes)
+    if not traced: sub[w.before] = t.uop
+    ret.append((t, w.after, False))
+  for w in trace.grads:
+    if (t := w.tensor(inputs)) is None: continue
+    if not traced and w.before is not None and t.grad is not None: sub[w.before] = t.grad.uop
+    if w.after is None: t.grad = None
+    else: ret.append((t, w.after, True))
+  return ret
 
 def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same
@@ -557,7 +649,7 @@ def _swap(x: Any, stand_ins: Any) -> Any:
 def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
   from fusegrad.tensor import Tensor
-  if isinstance(x, Tensor): return Tensor
+  if isinstance(x, Tensor): return _Spread(x.uop.arg, len(x.uop.src)) if x.uop.op is Ops.MULTI else Tensor
   if isinstance(x, (list, tuple)): return _remake(x, [_structure(v) for v in x])
   if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
   return x
@@ -565,6 +657,8 @@ def _structure(x: Any) -> Any:
 def _rebuild(structure: Any, tensors: Any) -> Any:
   from fusegrad.tensor import Tensor
   if structure is Tensor: return next(tensors)
+  if isinstance(structure, _Spread):
+    return Tensor._wrap(multi.multi(tuple(next(tensors).uop for _ in range(structure.n)), structure.axis))
   if isinstance(structure, (list, tuple)): return _remake(structure, [_rebuild(v, tensors) for v in structure])
   if isinstance(structure, dict): return {k: _rebuild(v, tensors) for k, v in structure.items()}
   return structure

@@ -8,103 +8,21 @@ DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captu
 from __future__ import annotations
 import contextlib, math, struct, weakref
 from collections import OrderedDict
-from typing import Any, Callable
 from dataclasses import dataclass, field
-from fusegrad.device import Buffer, Device, CompileError
+from typing import Any
+from fusegrad.device import Buffer, Device
 from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, dprint
-from fusegrad.helpers import PROGRAM_CACHE, getenv
+from fusegrad.helpers import PROGRAM_CACHE, BEAM, NOOPT, COMPILE_CHUNK, VIZ, viz_record, ansistrip
 from fusegrad.uop.ops import UOp, Ops, _arg_key
+from fusegrad.renderer import Renderer
 from fusegrad.codegen import ProgramSpec, get_program
 from fusegrad.codegen.cache import spec_key, cached_spec, cache_spec
 from fusegrad.engine.schedule import ScheduleItem
+from fusegrad.engine.runner import Runner, CompiledRunner, CopyRunner, Todo, Started, compile_runners
+from fusegrad.engine.runner import batch_add, batch_start, batch_load
+from fusegrad.engine.search import beam_opts
 from fusegrad.engine import state
-
-class Runner:
-  """Something an ExecItem runs: a compiled kernel or a copy."""
-  def __init__(self, name: str, device: str, flops: int = 0):
-    self.name, self.device, self.flops = name, device, flops
-  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
-    raise NotImplementedError
-
-class CompiledRunner(Runner):
-  """A kernel compiled for its device: compiled on its first call, or before, with others (compile_runners)."""
-  def __init__(self, p: ProgramSpec):
-    super().__init__(p.name, p.device, p.flops)
-    self.p = p
-    self.prg: Any = None  # the device's program, once loaded
-  def load(self, lib: bytes | CompileError | None = None) -> None:
-    """Load the kernel from lib (compiled with others), or compile it (from the disk cache when there)."""
-    compiler, name = Device[self.p.device].compiler_for(self.p.compiler), self.p.function_name
-    if isinstance(lib, CompileError): raise CompileError(f"kernel {name}: {lib}") from lib
-    if lib is None:
-      try: lib = compiler.compile_cached(self.p.src)
-      except CompileError as e: raise CompileError(f"kernel {name}: {e}") from e
-    try: self.prg = Device[self.p.device].runtime(name, lib)
-    except (OSError, RuntimeError):  # a cached binary the loader rejects (damaged before its checksum was taken)
-      self.prg = Device[self.p.device].runtime(name, compiler.compile_cached(self.p.src, True))
-  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
-    if self.prg is None: self.load()
-    vals: tuple[int, ...] = ()
-    if self.p.vars:
-      by_name = {v.arg[0]: val for v, val in var_vals.items()}  # codegen may have retyped the variables
-      vals = tuple(by_name[v.arg[0]] for v in self.p.vars)
-    return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals,
-                    wait=wait)
-
-Todo = dict[tuple[str, int], dict[str, list[CompiledRunner]]]  # (device, compiler) -> source -> its runners
-
-def _add(todo: Todo, r: Runner, seen: dict[str, list[CompiledRunner]]) -> tuple[str, int] | None:
-  """Put r in todo if it is a kernel not compiled yet (with the runners of its source if that is on its way: seen)."""
-  if not isinstance(r, CompiledRunner) or r.prg is not None: return None
-  if (rs := seen.get(r.p.src)) is not None:
-    if r not in rs: rs.append(r)
-    return None
-  seen[r.p.src] = todo.setdefault(key := (r.p.device, r.p.compiler), {}).setdefault(r.p.src, [])
-  seen[r.p.src].append(r)
-  return key
-
-Started = list[tuple[list[list[CompiledRunner]], Callable[[], list[bytes | CompileError]]]]
-
-def _start(key: tuple[str, int], by_src: dict[str, list[CompiledRunner]], units: int = 0) -> Started:
-  return [(list(by_src.values()), Device[key[0]].compiler_for(key[1]).start_cached_batch(list(by_src), units))]
-
-def _load(started: Started) -> None:
-  """Wait for the batches started and load their kernels. CompileError (naming the kernel) for the first that failed;
-  every batch is waited for even then."""
-  error: BaseException | None = None
-  for runners, wait in started:
-    try:
-      for rs, lib in zip(runners, wait()):
-        for r in rs:
-          if error is None: r.load(lib)
-    except BaseException as e: error = error or e
-  if error is not None: raise error
-
-def compile_runners(runners: list[Runner]) -> None:
-  """Compile the kernels not compiled yet together: one batch per device (see Compiler.compile_batch). CompileError
-  (naming the kernel) for the first that fails."""
-  todo: Todo = {}
-  seen: dict[str, list[CompiledRunner]] = {}
-  for r in runners: _add(todo, r, seen)
-  _load([x for key, by_src in todo.items() for x in _start(key, by_src)])
-
-class CopyRunner(Runner):
-  """Moves a whole buffer between devices (or within one, for clone)."""
-  def __init__(self, device: str, src_device: str, nbytes: int):
-    super().__init__(colored(f"copy {nbytes:8d}, {device[:7]:>7s} <- {src_device[:7]:7s}", "yellow"), device)
-  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
-    import time
-    dest, src = bufs
-    st = time.perf_counter()
-    src_alloc, dest_alloc = Device[src.device].allocator, Device[dest.device].allocator
-    if hasattr(src_alloc, "as_memoryview"): dest.copyin(src_alloc.as_memoryview(src._buf))
-    elif hasattr(dest_alloc, "as_memoryview"): src.copyout(dest_alloc.as_memoryview(dest._buf))
-    else: dest.copyin(memoryview(src.as_bytes()))
-    if wait:
-      Device[dest.device].synchronize()
-      return time.perf_counter() - st
-    return None
 
 # *** the programs of a process: exact kernels, and kernels whose changing constants are parameters ***
 
@@ -156,13 +74,18 @@ def _param_buffer(device: str, c: UOp) -> Buffer:
   return Buffer(device, 1, c.dtype).copyin(raw)
 
 def _program(ast: UOp, device: str) -> ProgramSpec:
-  """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 generates the kernel
-  again, to print what codegen does)."""
+  """get_program, from the disk cache of codegen where the device has a compile cache (DEBUG>=3 and VIZ generate the
+  kernel again, to show what codegen does)."""
   dev = Device[device]
-  if dev.compiler.cachekey is None: return get_program(ast, dev.renderer)
-  if (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is not None and DEBUG < 3: return p
-  cache_spec(key, p := get_program(ast, dev.renderer))
+  if dev.compiler.cachekey is None: p = _codegen(ast, dev.renderer)
+  elif (p := cached_spec(key := spec_key(ast, dev.renderer), device)) is None or DEBUG >= 3 or VIZ:
+    cache_spec(key, p := _codegen(ast, dev.renderer))
+  p.device = device  # the renderer names the backend ("CPU"); the kernel runs on this device of it ("CPU:1")
   return p
+
+def _codegen(ast: UOp, ren: Renderer) -> ProgramSpec:
+  """get_program, with the opts BEAM search finds when BEAM>=1 (and NOOPT isn't set); the heuristic's otherwise."""
+  return get_program(ast, ren, beam_opts(ast, ren, BEAM.value) if BEAM >= 1 and not NOOPT else None)
 
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
   """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
@@ -225,7 +148,7 @@ class ExecItem:
     flops_s = f"{self.runner.flops / et * 1e-9:9.2f} GFLOPS" if et else ""
     gbs = f"{mem / et * 1e-9:7.2f} GB/s" if et else ""
     name = self.runner.name + " " * max(38 - ansilen(self.runner.name), 0)
-    tag = colored(f"*** {self.runner.device[:7]:7s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
+    tag = colored(f"*** {self.runner.device[:9]:9s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
     print(f"{tag} {name} "
           f"arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB "
           f"tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
@@ -246,10 +169,9 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
   if any(ei.runner.prg is None for ei in items): compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
   return items
 
-# bytes of new kernel source that start compiling (in background processes, split over the cores like the last batch:
-# one big unit would still be compiling when codegen ends) while codegen goes on with the rest; 0: compile once
-# codegen is done. Each batch is a compiler start-up more, and the overlap only pays with a core idle
-COMPILE_CHUNK = getenv("COMPILE_CHUNK", 1 << 18)
+# COMPILE_CHUNK: new kernel source starts compiling (in background processes, split over the cores like the last batch:
+# one big unit would still be compiling when codegen ends) while codegen goes on with the rest. Each batch is a
+# compiler start-up more, and the overlap only pays with a core idle
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once
@@ -261,12 +183,12 @@ def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   try:
     for si in schedule:
       items.append(ei := lower_schedule_item(si))
-      if (key := _add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])):
-        started += _start(key, todo.pop(key))
+      if (key := batch_add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])):
+        started += batch_start(key, todo.pop(key))
   except BaseException:
-    with contextlib.suppress(Exception): _load(started)  # reap the compiler processes, keep the first error
+    with contextlib.suppress(Exception): batch_load(started)  # reap the compiler processes, keep the first error
     raise
-  _load(started + [x for key, by_src in todo.items() for x in _start(key, by_src)])
+  batch_load(started + [x for key, by_src in todo.items() for x in batch_start(key, by_src)])
   return items
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:
@@ -276,10 +198,18 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None =
 def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None) -> None:
   """Run items in order (compiled by lower_schedule or lower_kernels: a kernel that isn't compiles itself on its
   first call); TinyJit, if capturing, records them."""
+  times = []
   for ei in items:
     if capturing: capturing[-1].append(ei)
-    ei.run(var_vals)
+    times.append(ei.run(var_vals, wait=bool(VIZ)))
+  if VIZ: viz_record("realize", items=[_viz_item(ei, et) for ei, et in zip(items, times)])
   if items and DEBUG.value >= 3: dprint(3, f"ran {len(items)} schedule items")  # (no f-string made otherwise)
+
+def _viz_item(ei: ExecItem, et: float | None) -> dict[str, Any]:
+  """What the viewer shows of one item run: its kernel (by function name, for codegen's record of it) and timing."""
+  function = ei.runner.p.function_name if isinstance(ei.runner, CompiledRunner) else ""
+  return {"name": ansistrip(ei.runner.name), "function": function, "device": ei.runner.device, "time": et,
+          "flops": ei.runner.flops, "mem": ei.mem}
 
 # *** index checks: an indexing op adds a flag (a tiny reduce over its indices); realizing its result reads the flag ***
 
@@ -291,9 +221,11 @@ class IndexCheck:
   size: int
   what: str = "index"
   error: type[Exception] = IndexError
+  message: str | None = None  # the error's message, instead of "<op>: index <bad> is out of bounds ..."
 
   def raise_if_set(self, bad: int) -> None:
-    if bad != -2 ** 63: raise self.error(f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
+    if bad == -2 ** 63: return
+    raise self.error(self.message or f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
 
 index_checks: weakref.WeakKeyDictionary[UOp, list[IndexCheck]] = weakref.WeakKeyDictionary()
 capturing_checks: list[list[tuple[Buffer, IndexCheck]]] = []  # TinyJit, if capturing, records the flags' buffers

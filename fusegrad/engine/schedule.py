@@ -12,8 +12,9 @@ The rules (DESIGN.md, invariant 3):
     recompute it once per copy), so elementwise consumers of a reduce join its kernel.
 """
 from __future__ import annotations
-import sys, weakref
+import weakref
 from dataclasses import dataclass, field
+from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer
 from fusegrad.helpers import dprint, prod, SPLIT_REDUCEOP
@@ -35,6 +36,7 @@ def resolve_view(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
   """A view of computed nodes rewritten as a view of BUFFERs; n unchanged when it is not a view of anything computed."""
   return state.resolve(n, becomes.get)
 
+def _same(x: UOp) -> UOp: return x
 def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].size
 
 # *** deciding which nodes become buffers ***
@@ -61,7 +63,21 @@ def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
     if (r.op is Ops.REDUCE_AXIS and r not in want and not _reads_no_memory(r)
         and not _fuses_into_consumer(r, consumers, want)):
       want.add(r)
+  _cut_deep_chains(nodes, want, becomes)
   return {n: None for n in nodes if n in want and not _is_leaf(n)}
+
+MAX_FUSED_DEPTH = 1000
+
+def _cut_deep_chains(nodes: list[UOp], want: set[UOp], becomes: dict[UOp, UOp]) -> None:
+  """A node more than MAX_FUSED_DEPTH ALU ops above the last buffer gets a buffer of its own: one kernel stays a size a
+  C compiler handles in well under a second, and a chain of 100,000 `x = x + 1` is 100 copies of one kernel."""
+  depth: dict[UOp, int] = {}
+  for n in nodes:
+    if n.op is Ops.BUFFER or n in becomes or n in want: depth[n] = 0
+    else: depth[n] = max((depth.get(s, 0) for s in n.src), default=0) + (n.op in GroupOp.ALU)
+    if depth[n] > MAX_FUSED_DEPTH and n.op in GroupOp.Elementwise:
+      want.add(n)
+      depth[n] = 0
 
 def _movement_base(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
   while n.op in GroupOp.Movement and n not in becomes: n = n.src[0]
@@ -234,37 +250,51 @@ class KernelBuilder:
     return ret
 
   def lower(self, n: UOp, idxs: tuple[UOp, ...], gate: UOp | None) -> UOp:
-    """The value of node n at indices idxs, loading anything that has a buffer."""
-    key = (n, idxs, gate)
-    if (ret := self.memo.get(key)) is None: ret = self.memo[key] = self._lower(n, idxs, gate)
-    return ret
+    """The value of node n at indices idxs, loading anything that has a buffer. Iterative: each (node, idxs, gate) is
+    planned once, in a recursive walk's order (range numbers follow it), and built once the values it needs are."""
+    plans: dict[tuple, tuple[list[tuple], Callable[..., UOp]]] = {}
+    stack = [(n, idxs, gate)]
+    while stack:
+      key = stack[-1]
+      if key in self.memo:
+        stack.pop()
+        continue
+      if key not in plans: plans[key] = self._plan(*key)
+      needs, make = plans[key]
+      if missing := [k for k in needs if k not in self.memo]: stack.extend(reversed(missing))
+      else: self.memo[stack.pop()] = make(*(self.memo[k] for k in needs))
+    return self.memo[(n, idxs, gate)]
 
-  def _lower(self, n: UOp, idxs: tuple[UOp, ...], gate: UOp | None) -> UOp:
+  def _plan(self, n: UOp, idxs: tuple[UOp, ...], gate: UOp | None) -> tuple[list[tuple], Callable[..., UOp]]:
+    """One step of lower: the (node, idxs, gate) values n at idxs needs, and how to make it from them."""
     if n in self.becomes:  # computed already: read it from its buffer
       self.reads.add(n)
-      return self.lower(self.becomes[n], idxs, gate)
+      return [(self.becomes[n], idxs, gate)], _same
     if n.op is Ops.BUFFER:
-      return UOp(Ops.LOAD, n.dtype, (self.global_for(n), idxs[0]) + ((gate,) if gate is not None else ()))
-    if n.op is Ops.CONST: return h if (h := self.holes.get(n)) is not None else UOp.const(n.dtype, n.arg)
+      load = UOp(Ops.LOAD, n.dtype, (self.global_for(n), idxs[0]) + ((gate,) if gate is not None else ()))
+      return [], lambda: load
+    if n.op is Ops.CONST:
+      const = h if (h := self.holes.get(n)) is not None else UOp.const(n.dtype, n.arg)
+      return [], lambda: const
     if n.op is Ops.BIND:
       var, val = n.unbind()
       self.var_vals[var] = val
-      return var
+      return [], lambda: var
     if n.op is Ops.DEFINE_VAR: raise RuntimeError(f"variable {n.arg[0]} has no value: bind it with .bind(value)")
-    if n.op in (Ops.DETACH, Ops.CONTIGUOUS): return self.lower(n.src[0], idxs, gate)
+    if n.op in (Ops.DETACH, Ops.CONTIGUOUS): return [(n.src[0], idxs, gate)], _same
     if n.op in GroupOp.Movement:
       in_idxs, valid = movement_index(n, list(idxs))
-      if valid is None: return self.lower(n.src[0], tuple(in_idxs), gate)
-      val = self.lower(n.src[0], tuple(in_idxs), valid if gate is None else gate & valid)
-      return valid.where(val, UOp.const(n.dtype, 0))
+      if valid is None: return [(n.src[0], tuple(in_idxs), gate)], _same
+      return [(n.src[0], tuple(in_idxs), valid if gate is None else gate & valid)], \
+        lambda val: valid.where(val, UOp.const(n.dtype, 0))
     if n.op is Ops.REDUCE_AXIS:
       op, axes = n.arg
       ranges = self.new_ranges(n.src[0].shape, AxisType.REDUCE, axes)
       red_idxs = tuple(r if i in axes else idx for i, (idx, r) in enumerate(zip(idxs, ranges)))
-      val = self.lower(n.src[0], red_idxs, gate)
-      return UOp(Ops.REDUCE, n.dtype, (val,) + tuple(r for r in ranges if r.op is Ops.RANGE), op)
+      return [(n.src[0], red_idxs, gate)], \
+        lambda val: UOp(Ops.REDUCE, n.dtype, (val,) + tuple(r for r in ranges if r.op is Ops.RANGE), op)
     if n.op in GroupOp.Elementwise:
-      return UOp(n.op, n.dtype, tuple(self.lower(s, idxs, gate) for s in n.src), n.arg)
+      return [(s, idxs, gate) for s in n.src], lambda *src: UOp(n.op, n.dtype, src, n.arg)
     raise RuntimeError(f"the scheduler can't lower {n.op}")
 
   def build(self, out_buf: Buffer, value: UOp, target: UOp | None = None) -> UOp:
@@ -489,4 +519,3 @@ def _all_deps(i: int, deps: list[set[int]]) -> set[int]:
       stack.extend(deps[d])
   return seen
 
-sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))

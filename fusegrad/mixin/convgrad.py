@@ -76,13 +76,12 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, cha
   dw = dw.contiguous().sum(0) if bs // chunk > 1 else dw.reshape(dw.shape[1:])
   return dw.reshape(cout, cin_g, *k_)
 
-def conv_rule(a: ConvArgs):
+def conv_rule(a: ConvArgs, tensor: type[Tensor]):
   """The derivative rule of a conv2d result (before the bias) for gradient.with_rule. The output gradient is computed
   once into a buffer (both gradients read it, and what produces it is often long: a norm's and a pool's backward),
   channel-last where both channel counts fill vectors."""
   def rule(g, n, xu, wu):
-    from fusegrad.tensor import Tensor
-    gt, xt, wt = Tensor(g), Tensor(xu), Tensor(wu)
+    gt, xt, wt = tensor(g), tensor(xu), tensor(wu)
     cl = wt.shape[1] % 8 == 0 and (wt.shape[0] // a.groups) % 8 == 0
     gt = _channel_last(gt) if cl else gt.contiguous()
     return input_grad(gt, wt, xt.shape, a, cl).uop, weight_grad(gt, xt, wt.shape, a, cl).uop

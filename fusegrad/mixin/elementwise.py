@@ -9,8 +9,11 @@ asinh) fold x onto x >= 0 with a `where`, not with abs, so the gradient at 0 is 
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
-from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype
+from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype, IntegerDivisionByZeroError
 from fusegrad.uop.ops import Ops, UOp
+from fusegrad.gradient import with_rule
+from fusegrad.helpers import CHECK_INDEX
+from fusegrad.engine.realize import add_index_check, IndexCheck
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -18,9 +21,9 @@ if TYPE_CHECKING:
 LOG2_E, LN_2 = 1 / math.log(2), math.log(2)
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
-class DTypeError(TypeError, RuntimeError):
-  """An op got a dtype it can't work on (a float to a bitwise op, bools to sub). A TypeError, and a RuntimeError
-  too, which is what torch raises for the same mistakes, so code written against either catches it."""
+class DTypeError(TypeError, NotImplementedError):
+  """An op got a dtype it can't work on (a float to a bitwise op, bools to sub). A TypeError, and the
+  NotImplementedError (a RuntimeError) torch raises for the same mistakes, so code written against either catches it."""
 
 class ArgumentError(ValueError, RuntimeError):
   """An op got an argument it can't work on (an unknown rounding mode, an int to a negative power); a ValueError,
@@ -29,6 +32,44 @@ class ArgumentError(ValueError, RuntimeError):
 class ShapeError(ValueError, RuntimeError):
   """Shapes that don't fit together (matmul, broadcasting, reshape, cat): a ValueError, and the RuntimeError torch
   raises for the same inputs."""
+
+class UnsupportedError(ArgumentError, NotImplementedError):
+  """An unknown mode (pad, interpolate) or a dtype an op has no meaning for: torch's NotImplementedError."""
+
+class EmptyReduceError(IndexError, ShapeError):
+  """max/min/argmax over a zero-size axis, which has no identity: torch's IndexError when the axis is named, its
+  RuntimeError when the whole tensor is reduced."""
+
+def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
+  """axis as an index in [0, ndim) (negative counts from the end); raises IndexError naming the op and the axis when
+  it is out of range, as torch."""
+  if not -max(ndim, 1) <= axis < max(ndim, 1):
+    raise IndexError(f"{op}: {name} {axis} is out of range for a tensor with {ndim} dims")
+  return axis % max(ndim, 1)
+
+def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
+  """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
+  if len(shapes) == 2 and shapes[0] == shapes[1]: return tuple(shapes[0])  # (the common case, quickly)
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  ret = []
+  for sizes in zip(*padded):
+    non1 = {s for s in sizes if s != 1}
+    if len(non1) > 1: raise ShapeError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
+    ret.append(non1.pop() if non1 else 1)
+  return tuple(ret)
+
+def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
+  """result of an integer division by b, checked as torch does: a zero constant raises now; a tensor b adds a flag
+  (b == 0 anywhere) read when anything computed from result is realized (the index checks' mechanism, CHECK_INDEX)."""
+  if (base := b.uop.base).op is Ops.CONST:
+    if base.arg == 0 and result.numel(): raise IntegerDivisionByZeroError(f"{op}: integer division by zero")
+    return result  # (no element: nothing is divided, as torch)
+  if CHECK_INDEX and b.numel():
+    flag = b.detach().eq(0).where(0, dtypes.min(dtypes.int64)).cast(dtypes.int64).max()
+    add_index_check(result.uop, IndexCheck(flag.uop, op, 0, error=IntegerDivisionByZeroError,
+                                           message=f"{op}: integer division by zero"))
+  return result
 
 class ElementwiseMixin:
   __slots__ = ()
@@ -75,10 +116,10 @@ class ElementwiseMixin:
       return nan.where(math.nan, b.isinf().where(self._opposite_sign(b).where(-1.0, 0.0).cast(q.dtype), q))
     q = self._apply(Ops.IDIV, b)
     inexact = self._apply(Ops.MOD, b).ne(0)
-    return (inexact & ((self < 0) ^ (b < 0))).where(q - 1, q)
+    return _nonzero_divisor((inexact & ((self < 0) ^ (b < 0))).where(q - 1, q), b, "floordiv")
   def _truncdiv(self: Tensor, b: Tensor) -> Tensor:
     """self / b rounded toward zero (C's / for ints)."""
-    if not dtypes.is_float(self.dtype): return self._apply(Ops.IDIV, b)
+    if not dtypes.is_float(self.dtype): return _nonzero_divisor(self._apply(Ops.IDIV, b), b, "idiv")
     q = self._floordiv(b)
     return ((q < 0) & (self - q * b).ne(0)).where(q + 1, q)
   def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
@@ -95,14 +136,14 @@ class ElementwiseMixin:
     if dtypes.is_float(a.dtype):  # an infinite divisor leaves a, or gives b when the signs differ (Python's %)
       return (b.isinf() & a.isfinite()).where(a._opposite_sign(b).where(b, a), a - b * a._floordiv(b))
     r = a._apply(Ops.MOD, b)
-    return (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
+    return _nonzero_divisor((r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r), b, "mod")
   def _opposite_sign(self: Tensor, b: Tensor) -> Tensor:
     """self is non-zero and its sign differs from b's."""
     return self.ne(0) & ((self < 0) ^ (b < 0))
   def fmod(self: Tensor, x: Any) -> Tensor:
     """Remainder with the sign of the dividend (C's fmod): `Tensor([7, -7]).fmod(3)` is [1, -1]."""
     a, b = self._broadcasted(x, op="fmod")
-    return a._apply(Ops.MOD, b) if not dtypes.is_float(a.dtype) else a - b * a._truncdiv(b)
+    return _nonzero_divisor(a._apply(Ops.MOD, b), b, "fmod") if not dtypes.is_float(a.dtype) else a - b * a._truncdiv(b)
   def neg(self: Tensor) -> Tensor:
     """-self (logical not for bools)."""
     return self.logical_not() if self.dtype == dtypes.bool else self._apply(Ops.MUL, self._const(-1))
@@ -156,18 +197,18 @@ class ElementwiseMixin:
     return a._inverse().maximum(b._inverse())._inverse()
   def where(self: Tensor, x: Any, y: Any) -> Tensor:
     """x where self is true, else y, broadcasting all three: `(a > 0).where(a, 0)`."""
-    from fusegrad.tensor import Tensor, broadcast_shape
     cond = self.cast(dtypes.bool)
-    if isinstance(x, Tensor): xt, yt = x._broadcasted(y, op="where")
-    elif isinstance(y, Tensor): yt, xt = y._broadcasted(x, op="where")
+    if isinstance(x, type(self)): xt, yt = x._broadcasted(y, op="where")
+    elif isinstance(y, type(self)): yt, xt = y._broadcasted(x, op="where")
     else:
       dt = least_upper_dtype(dtypes.from_py(x), dtypes.from_py(y))
-      xt, yt = Tensor(x, dtype=dt, device=self.device), Tensor(y, dtype=dt, device=self.device)
+      xt, yt = type(self)(x, dtype=dt, device=self.device), type(self)(y, dtype=dt, device=self.device)
     shape = broadcast_shape(cond.shape, xt.shape, yt.shape, op="where")
     c, xt, yt = cond._broadcast_to(shape), xt._broadcast_to(shape), yt._broadcast_to(shape)
     return xt._new(c.uop.alu(Ops.WHERE, xt.uop, yt.uop), xt, yt)
   def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     """value where mask is true, else self (keeps self's dtype): `x.masked_fill(x < 0, 0)`."""
+    broadcast_shape(self.shape, mask.shape, op="masked_fill")
     return mask.where(value, self).cast(self.dtype)
   def clip(self: Tensor, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
     """Limit values to [min_, max_] (either may be None; torch's min=/max= keywords work too); nan stays nan and the
@@ -215,17 +256,29 @@ class ElementwiseMixin:
     """1 / sqrt(self)."""
     return self.sqrt().reciprocal()
   def exp(self: Tensor) -> Tensor:
-    """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error)."""
+    """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error).
+
+    >>> [round(v, 4) for v in Tensor([0.0, 1.0, -1.0]).exp().tolist()]
+    [1.0, 2.7183, 0.3679]
+    """
     x = self._float()
     return x._wide().mul(LOG2_E)._apply(Ops.EXP2).cast(x.dtype)
   def exp2(self: Tensor) -> Tensor:
-    """2 ** x."""
+    """2 ** x, elementwise.
+
+    >>> Tensor([0.0, 1.0, 3.0]).exp2().tolist()
+    [1.0, 2.0, 8.0]
+    """
     return self._float()._apply(Ops.EXP2)
   def expm1(self: Tensor) -> Tensor:
     """exp(x) - 1."""
     return self.exp() - 1
   def log(self: Tensor) -> Tensor:
-    """Natural logarithm (-inf at 0, nan below)."""
+    """Natural logarithm (-inf at 0, nan below).
+
+    >>> [round(v, 4) for v in Tensor([1.0, 2.718281828, 0.5]).log().tolist()]
+    [0.0, 1.0, -0.6931]
+    """
     return self._float()._apply(Ops.LOG2).mul(LN_2)
   def log2(self: Tensor) -> Tensor:
     """Base-2 logarithm."""
@@ -330,7 +383,11 @@ class ElementwiseMixin:
     """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""
     return self < x
   def gt(self: Tensor, x: Any) -> Tensor:
-    """self > x."""
+    """self > x, elementwise (a bool tensor).
+
+    >>> Tensor([1, 2, 3]).gt(2).tolist()
+    [False, False, True]
+    """
     return self > x
   def le(self: Tensor, x: Any) -> Tensor:
     """self <= x."""
@@ -403,7 +460,11 @@ class ElementwiseMixin:
 
   # *** activations ***
   def relu(self: Tensor) -> Tensor:
-    """max(x, 0), with gradient 0 at 0 (nan passes through)."""
+    """max(x, 0), with gradient 0 at 0 (nan passes through).
+
+    >>> Tensor([-1.0, 0.0, 2.0]).relu().tolist()
+    [0.0, 0.0, 2.0]
+    """
     return (self <= 0).where(0, self)
   def relu6(self: Tensor) -> Tensor:
     """min(max(x, 0), 6) (gradient 0 at both bounds, as torch)."""
@@ -530,12 +591,10 @@ def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = No
   d/db = e * b ** (e - 1), 0 where e is 0; d/de = b ** e * ln b, 0 where b is 0 and e >= 0. A Python number
   exponent (scalar) takes b ** (scalar - 1) by the number's own path (sqrt, rsqrt, products), as torch."""
   if not dtypes.is_float(ret.dtype) or ret.uop is b.uop: return ret  # b ** 1 is b: its own derivative is right
-  from fusegrad.tensor import Tensor
-  from fusegrad.gradient import with_rule
   def rule(g: UOp, n: UOp, bu: UOp, eu: UOp) -> tuple[UOp, UOp]:
-    bt, et, gt = Tensor(bu), Tensor(eu), Tensor(g)
+    bt, et, gt = type(b)(bu), type(b)(eu), type(b)(g)
     db = (et == 0).where(0.0, gt * et * bt.pow(et - 1 if scalar is None else scalar - 1))
-    de = ((bt == 0) & (et >= 0)).where(0.0, gt * Tensor(n) * bt.log())
+    de = ((bt == 0) & (et >= 0)).where(0.0, gt * type(b)(n) * bt.log())
     return db.uop, de.uop
   return b._new(with_rule(ret.uop, (b.uop, e.uop), rule), e)  # requires grad as b ** e does
 

@@ -4,10 +4,22 @@ Basic indexing is a chain of views (shrink, flip, reshape). Advanced indexing co
 sums the matches: codegen folds that sum back into one load per element at the indexed address, with a bounds check,
 so an out-of-range index reads 0 instead of outside the buffer; check_indices makes it an IndexError when the result
 is realized.
+
+A bound Variable (`Variable("i", 0, N - BS).bind(k)`) or an expression of one indexes like an int, and a slice between
+two such expressions whose length is a constant (`X[i:i+BS]`) like a slice: both become a gather at the variable's
+position, so the kernels take the value as a parameter and serve every value (under TinyJit too). The variable's range
+must lie inside the axis: then no index needs a check when it runs.
 """
 from __future__ import annotations
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, Sequence
 from fusegrad.dtype import dtypes
+from fusegrad.helpers import CHECK_INDEX
+from fusegrad.engine.realize import add_index_check, IndexCheck
+from fusegrad.engine import state
+from fusegrad.mixin.elementwise import broadcast_shape
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.symbolic import simplify
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -17,8 +29,6 @@ def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: boo
   """result, with a check that every idx is in [-size, size) ([0, size) if not negative; ignore is skipped): realizing
   anything computed from result also computes the largest bad index and raises error (IndexError) if there is one.
   CHECK_INDEX=0 turns it off (bad indices read 0)."""
-  from fusegrad.engine.realize import add_index_check, IndexCheck
-  from fusegrad.helpers import CHECK_INDEX
   if not CHECK_INDEX or idx.numel() == 0: return result
   i = idx.detach().cast(dtypes.int64)
   bad = (i < (-size if negative else 0)) | (i >= size)
@@ -38,16 +48,15 @@ def _stride(x: Tensor, axis: int, step: int) -> Tensor:
 
 def _check_index(t: Tensor, i: Any) -> Any:
   """One index, checked: lists and numpy arrays become Tensors on t's device, numpy integers become ints."""
-  from fusegrad.tensor import Tensor
   is_numpy = type(i).__module__ == "numpy" and hasattr(i, "shape")
   if is_numpy and i.shape == () and i.dtype.kind in "iu": i = int(i)
-  elif isinstance(i, (list, tuple)) or is_numpy: i = Tensor(i, device=t.device)
-  if isinstance(i, Tensor):
+  elif isinstance(i, (list, tuple)) or is_numpy: i = type(t)(i, device=t.device)
+  if isinstance(i, type(t)):
     if i.device != t.device: i = i.to(t.device)  # as torch, an index may come from another device
     if i.dtype == dtypes.bool:
       raise IndexError("indexing with a boolean mask is not supported (the result size depends on the data)")
     if not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integers, got {i.dtype}")
-  elif isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice))):
+  elif isinstance(i, bool) or not (i is None or i is Ellipsis or isinstance(i, (int, slice, UOp))):
     raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
   return i
 
@@ -58,7 +67,7 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
   consuming = [i for i in idx_list if i is not None and i is not Ellipsis]
   ellipses = [k for k, i in enumerate(idx_list) if i is Ellipsis]  # by identity: == on a Tensor is elementwise
   if len(ellipses) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
-  if len(consuming) > t.ndim: raise IndexError(f"too many indices for tensor of dimension {t.ndim}")
+  if len(consuming) > t.ndim: raise IndexError(f"index: too many indices for tensor of shape {t.shape}")
   if ellipses:
     e = ellipses[0]
     idx_list = idx_list[:e] + [slice(None)] * (t.ndim - len(consuming)) + idx_list[e + 1:]
@@ -76,6 +85,9 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
       if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {size}")
       x = x.shrink(tuple((i % size, i % size + 1) if a == axis else None for a in range(x.ndim)))
       squeeze.append(axis)
+    elif isinstance(i, UOp) or (isinstance(i, slice) and _is_symbolic(i)):
+      x = _advanced(x, [(axis, _symbolic_index(x, axis, i))], check=False)
+      if isinstance(i, UOp): continue  # the axis is gone
     elif isinstance(i, slice): x = _slice(x, axis, i)
     else: tensor_idx.append((axis, i))
     axis += 1
@@ -99,12 +111,69 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
   return _stride(x, axis, abs(step))
 
+# windows at a Variable position cut by shrink: the window's node -> (the node it was cut from, the ranges), so that
+# assign() writes through the window into that tensor's buffer, as it does through a plain shrink (a view)
+windows: weakref.WeakKeyDictionary[UOp, tuple[UOp, tuple]] = weakref.WeakKeyDictionary()
+
+def symbolic_shrink(x: Tensor, arg: Sequence[tuple[Any, Any] | None]) -> Tensor:
+  """x.shrink(arg) where a start or end is a Variable expression: a gather, remembered in windows."""
+  ret = x[tuple(slice(None) if a is None else slice(*a) for a in arg)]
+  windows[ret.uop] = (x.uop, tuple((0, n) if a is None else tuple(a) for a, n in zip(arg, x.shape)))
+  return ret
+
+def assign_window(target: Tensor, value: Tensor) -> bool:
+  """Write value through target, a window of symbolic_shrink, into the buffer it was cut from (False: target is no
+  such window). Every element of the buffer is written: value's inside the window, its own value elsewhere."""
+  if (w := windows.get(target.uop)) is None or state.view_base(w[0]).op not in (Ops.BUFFER, Ops.ASSIGN): return False
+  source, ranges = type(target)(w[0]), w[1]
+  inside: Tensor | None = None
+  for axis, (begin, end) in enumerate(ranges):
+    size = source.shape[axis]
+    if not isinstance(begin, UOp) and (begin, end) == (0, size): continue
+    rel = type(target).arange(size, device=source.device) - _position(source, begin)  # position in the window
+    ok = (rel >= 0) & (rel < target.shape[axis])
+    value = _advanced(value, [(axis, ok.where(rel, 0))], check=False)  # value[position - begin] along this axis
+    ok = ok.reshape(*[size if a == axis else 1 for a in range(source.ndim)])
+    inside = ok if inside is None else inside & ok
+  source.assign(value if inside is None else inside.where(value, source))
+  target.uop = symbolic_shrink(source, ranges).uop  # the window now reads the written buffer
+  return True
+
+def _position(x: Tensor, i: UOp | int) -> Tensor | int:
+  """An int, or a Variable expression as a 0-d int32 tensor on x's device."""
+  return type(x)(i.cast(dtypes.int32), device=x.device) if isinstance(i, UOp) else i
+
+def _show(i: slice) -> str:
+  """A slice as it is written: 'i:(i+4):'."""
+  def part(x: Any) -> str: return "" if x is None else x.render() if isinstance(x, UOp) else str(x)
+  return f"{part(i.start)}:{part(i.stop)}:{part(i.step)}"
+
+def _is_symbolic(i: slice) -> bool: return isinstance(i.start, UOp) or isinstance(i.stop, UOp)
+
+def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
+  """The positions a Variable index (0-d) or a slice between Variable expressions (1-d) picks on axis of x, as an int32
+  tensor; its range must lie inside the axis."""
+  size = x.shape[axis]
+  if isinstance(i, UOp):
+    if i.vmin < 0 or i.vmax >= size:
+      raise IndexError(f"index {i.render()} in [{i.vmin}, {i.vmax}] is out of bounds for dimension {axis} with size "
+                       f"{size}")
+    return type(x)(i.cast(dtypes.int32), device=x.device)  # 0-d: the axis goes, as with an int
+  start, stop = 0 if i.start is None else i.start, size if i.stop is None else i.stop
+  step = 1 if i.step is None else i.step
+  n = simplify(UOp.const(dtypes.index, 0) + stop - start)
+  if n.op is not Ops.CONST or not isinstance(step, int) or step < 1:
+    raise IndexError(f"a slice with Variables needs a constant length and a positive int step, got {_show(i)}")
+  lo, hi = (start.vmin, start.vmax) if isinstance(start, UOp) else (start, start)
+  if lo < 0 or hi + n.arg > size:
+    raise IndexError(f"slice {_show(i)} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
+  return type(x).arange(0, n.arg, step, device=x.device) + _position(x, start)
+
 SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % SPLIT): two short aranges to compare
 
 def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[Tensor, list[tuple[int, Tensor]]]:
   """Axes of 2**31 elements or more, indexed by tensors, reshaped into (blocks, SPLIT) and indexed by two tensors, so
   the index compares stay short (the address block*SPLIT + offset is computed in 64 bits by codegen)."""
-  from fusegrad.dtype import dtypes
   for k, (a, idx) in enumerate(tensor_idx):
     n = x.shape[a]
     if n < 2 ** 31: continue
@@ -120,9 +189,9 @@ def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[T
     return _split_long_axes(x, shifted + [(a, hi), (a + 1, lo)] + later)
   return x, tensor_idx
 
-def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
-  """x indexed by integer tensors on some axes (torch's rules for where the new axes go)."""
-  from fusegrad.tensor import Tensor, broadcast_shape
+def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = True) -> Tensor:
+  """x indexed by integer tensors on some axes (torch's rules for where the new axes go). check: add the bounds checks
+  (see check_indices)."""
   checked = [(idx, x.shape[a]) for a, idx in tensor_idx]
   x, tensor_idx = _split_long_axes(x, tensor_idx)
   axes = [a for a, _ in tensor_idx]
@@ -136,7 +205,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
     if idx.dtype == dtypes.uint64: idx = idx.cast(dtypes.int64)  # room for negatives
     elif idx.dtype.itemsize < 4 or idx.dtype == dtypes.uint32: idx = idx.cast(dtypes.int32)
     idx = (idx < 0).where(idx + n, idx)
-    hit = idx.reshape(*bshape, *[1] * len(axes)) == Tensor.arange(n, device=x.device, dtype=idx.dtype).reshape(
+    hit = idx.reshape(*bshape, *[1] * len(axes)) == type(x).arange(n, device=x.device, dtype=idx.dtype).reshape(
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
     mask = hit if mask is None else mask & hit
   assert mask is not None
@@ -152,8 +221,8 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> Tensor:
   order = list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr))
   xp = xp.permute(order + list(range(nr + nb, xp.ndim)))
   mask = mask.reshape(*[1] * before, *bshape, *[1] * (nr - before), *mask.shape[nb:])
-  picked = mask.where(xp, Tensor(0, dtype=x.dtype, device=x.device))
+  picked = mask.where(xp, type(x)(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
-  for idx, n in checked: out = check_indices(out, idx, n, "getitem")
+  for idx, n in checked if check else []: out = check_indices(out, idx, n, "getitem")
   return out

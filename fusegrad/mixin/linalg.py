@@ -42,17 +42,16 @@ class LinalgMixin:
     "complete": Q (m, m), R (m, n).
 
     `Tensor([[3.0, 1.0], [4.0, 2.0]]).qr()[1].tolist()` is about [[-5.0, -2.2], [0.0, -0.4]]."""
-    from fusegrad.tensor import Tensor
     if mode not in ("reduced", "complete"): raise ArgumentError(f"qr: mode must be 'reduced' or 'complete': {mode!r}")
     r = self._matrix_float("qr")
     m, n = r.shape[-2:]
     batch = r.shape[:-2]
-    q = Tensor.eye(m, dtype=r.dtype, device=r.device).reshape((1,) * len(batch) + (m, m)).expand(*batch, m, m)
+    q = type(self).eye(m, dtype=r.dtype, device=r.device).reshape((1,) * len(batch) + (m, m)).expand(*batch, m, m)
     for j in range(min(m - 1, n)):
       x = r[..., j:, j]  # the column below (and on) the diagonal
       norm = x.square().sum(-1, keepdim=True).sqrt()
       alpha = -(x[..., :1] >= 0).where(norm, -norm)  # -sign(x0) ||x||: no cancellation in x0 - alpha
-      v = x - alpha * (Tensor.arange(m - j, device=r.device) == 0)
+      v = x - alpha * (type(self).arange(m - j, device=r.device) == 0)
       vnorm = v.square().sum(-1, keepdim=True).sqrt()
       v = (vnorm > 0).where(v / (vnorm > 0).where(vnorm, 1.0), 0.0).pad(((0, 0),) * len(batch) + ((j, 0),))
       # H = I - 2 v v^T applied on the left of R and on the right of Q
@@ -88,14 +87,13 @@ class LinalgMixin:
     The columns sit in two rows, top and bottom, and each round rotates every top[i], bottom[i] pair at once; between
     rounds they move round a circle with top[0] fixed (Brent and Luk), so n - 1 rounds meet every pair once: a product
     with a permutation matrix, exact. float32 converges in about 5 sweeps for small matrices."""
-    from fusegrad.tensor import Tensor
     n = self.shape[-1]
     a = self.pad(((0, 0),) * (self.ndim - 1) + ((0, 1),)) if n % 2 else self  # a zero column evens the pairs
     k, lead, dev = a.shape[-1] // 2, a.shape[:-2], a.device
-    eye = Tensor.eye(2 * k, dtype=a.dtype, device=dev).reshape((1,) * len(lead) + (2 * k, 2 * k))
+    eye = type(self).eye(2 * k, dtype=a.dtype, device=dev).reshape((1,) * len(lead) + (2 * k, 2 * k))
     u, v = a, eye.expand(*lead, 2 * k, 2 * k)  # columns 0..k-1 on top, k..2k-1 at the bottom
-    step = Tensor.eye(2 * k, dtype=a.dtype, device=dev)[:, _circle_step(2 * k)]  # x @ step moves columns round
-    sign = Tensor([[-1.0], [1.0]], dtype=a.dtype, device=dev)
+    step = type(self).eye(2 * k, dtype=a.dtype, device=dev)[:, _circle_step(2 * k)]  # x @ step moves columns round
+    sign = type(self)([[-1.0], [1.0]], dtype=a.dtype, device=dev)
     mant = dtypes.finfo(a.dtype)[1]
     for _ in range(sweeps * (2 * k - 1)):
       u3 = u.reshape(*u.shape[:-1], 2, k)  # (..., m, 2, k): [..., 0, i] and [..., 1, i] are pair i

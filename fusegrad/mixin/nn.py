@@ -10,8 +10,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from fusegrad.dtype import DType, dtypes
-from fusegrad.helpers import prod, flatten, make_tuple, argfix
-from fusegrad.mixin.elementwise import ArgumentError
+from fusegrad.helpers import prod, flatten, make_tuple, argfix, TRAINING
+from fusegrad.gradient import with_rule, with_materialized_grad
+from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError, DTypeError, _resolve_axis, \
+  broadcast_shape
+from fusegrad.mixin.convgrad import ConvArgs, conv_rule
+from fusegrad.mixin.indexing import check_indices
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
@@ -22,7 +26,7 @@ def _tuple(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...
   """x as one int per spatial axis; raises naming op when it is the wrong length."""
   ret = make_tuple(x, n)
   if len(ret) != n or not all(isinstance(v, int) for v in ret):
-    raise ValueError(f"{op}: {what} {x!r} must be an int or {n} ints (one per spatial axis)")
+    raise ArgumentError(f"{op}: {what} {x!r} must be an int or {n} ints (one per spatial axis)")
   return ret
 
 def _resolve_pads(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
@@ -35,7 +39,7 @@ def _resolve_pads(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
     return [(p[0], p[1]) for p in pads]
   if len(pads) == 2 * n and all(isinstance(p, int) for p in pads):
     return [(pads[2 * i], pads[2 * i + 1]) for i in range(n)][::-1]
-  raise ValueError(f"{op}: padding {padding!r} must be an int, {n} ints, {n} pairs or {2 * n} ints")
+  raise ArgumentError(f"{op}: padding {padding!r} must be an int, {n} ints, {n} pairs or {2 * n} ints")
 
 def _pad_last(x: Tensor, pads: Sequence[tuple[int, int]], value: float = 0.0) -> Tensor:
   """x padded (or cut, for negative amounts) on its last len(pads) axes."""
@@ -46,7 +50,7 @@ def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
   if reduction == "none": return x
   if reduction == "sum": return x.sum()
   if reduction == "mean": return x.mean()
-  raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
+  raise ArgumentError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
 
 class ClassIdError(IndexError, ArgumentError):
   """one_hot: a class id outside [0, num_classes); an IndexError as other out-of-range indices, and the ValueError
@@ -68,18 +72,18 @@ class NNMixin:
   __slots__ = ()
 
   # *** sliding windows ***
-  def _pool(self: Tensor, k_: tuple[int, ...], stride: Ints = 1, dilation: Ints = 1) -> Tensor:
+  def _pool(self: Tensor, k_: tuple[int, ...], stride: Ints = 1, dilation: Ints = 1, op: str = "pool") -> Tensor:
     """The windows of the last len(k_) axes as trailing axes: (..., i1, i2) -> (..., o1, o2, k1, k2), where
     out[..., a, b, p, q] = x[..., a*s1 + p*d1, b*s2 + q*d2]. Only views: no data moves."""
     n = len(k_)
-    if self.ndim < n: raise ValueError(f"pool: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
-    s_, d_ = _tuple(stride, n, "stride", "pool"), _tuple(dilation, n, "dilation", "pool")
+    if self.ndim < n: raise ShapeError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
+    s_, d_ = _tuple(stride, n, "stride", op), _tuple(dilation, n, "dilation", op)
     if any(v <= 0 for v in k_ + s_ + d_):
-      raise ValueError(f"pool: kernel {k_}, stride {s_}, dilation {d_} must be positive")
+      raise ArgumentError(f"{op}: kernel {k_}, stride {s_}, dilation {d_} must be positive")
     pre, i_ = self.shape[:-n], self.shape[-n:]
     o_ = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_))
     if any(o <= 0 for o in o_):
-      raise ValueError(f"pool: kernel {k_} with dilation {d_} is larger than the input {i_} (shape {self.shape})")
+      raise ShapeError(f"{op}: kernel {k_} with dilation {d_} is larger than the input {i_} (shape {self.shape})")
     keep_pre = tuple(None for _ in pre)
     if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
       # windows don't overlap: make each axis o*s long, split it into (o, s) and keep the first k of every step
@@ -107,15 +111,14 @@ class NNMixin:
     argument names).
 
     `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
-    from fusegrad.tensor import _resolve_axis
-    d = _resolve_axis(dim, self.ndim, "dim") if self.ndim else 0
+    d = _resolve_axis(dim, self.ndim, "unfold") if self.ndim else 0
     x = self.reshape(1) if self.ndim == 0 else self
-    if size > x.shape[d]: raise ValueError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
+    if size > x.shape[d]: raise ShapeError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
     if size < 0 or step <= 0: raise ArgumentError(f"unfold: size must be >= 0 and step > 0, got {size} and {step}")
     xt = x.transpose(d, -1)
     if size == 0:  # n // step + 1 empty windows (torch)
       windows = xt[..., :0].unsqueeze(-2).expand(*xt.shape[:-1], xt.shape[-1] // step + 1, 0)
-    else: windows = xt._pool((size,), step)  # (..., o, size), dim d at the end before pooling
+    else: windows = xt._pool((size,), step, op="unfold")  # (..., o, size), dim d at the end before pooling
     return windows.transpose(d, -2) if d != x.ndim - 1 else windows
 
   # *** convolution ***
@@ -132,20 +135,20 @@ class NNMixin:
     bs, cin = self.shape[:2] if self.ndim >= 2 else (0, 0)
     cout, cin_g, k_ = weight.shape[0], weight.shape[1] if weight.ndim > 1 else 0, weight.shape[2:]
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != cin_g * groups or cout % groups:
-      raise ValueError(f"conv2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want "
+      raise ShapeError(f"conv2d: input {self.shape} and weight {weight.shape} (groups={groups}) don't match: want "
                        "input (batch, cin, *spatial), weight (cout, cin // groups, *kernel), cout divisible by groups")
     if bias is not None and bias.shape != (cout,):
-      raise ValueError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
+      raise ShapeError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
     s_, d_ = _tuple(stride, n, "stride", "conv2d"), _tuple(dilation, n, "dilation", "conv2d")
     if padding == "valid": padding = 0
     elif padding == "same":
-      if any(s != 1 for s in s_): raise ValueError("conv2d: padding='same' needs stride 1")
+      if any(s != 1 for s in s_): raise ArgumentError("conv2d: padding='same' needs stride 1")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for d, k in zip(d_, k_)]
     pads = _resolve_pads(padding, n, "conv2d")
     # integer input, float weights (raw pixels): cast first, as the product would, so the gradient rule below applies
     if dtype is None and dtypes.is_float(weight.dtype) and not dtypes.is_float(self.dtype):
       self = self.cast(weight.dtype)
-    x = _pad_last(self, pads)._pool(k_, s_, d_)  # (bs, cin, *o, *k)
+    x = _pad_last(self, pads)._pool(k_, s_, d_, "conv2d")  # (bs, cin, *o, *k)
     o_, rcout = x.shape[2:2 + n], cout // groups
     # (bs, groups, rcout, *o, cin_g, *k) * (1, groups, rcout, *1, cin_g, *k), summed over cin_g and the kernel
     x = x.reshape(bs, groups, cin_g, 1, *o_, *k_).expand(bs, groups, cin_g, rcout, *o_, *k_)
@@ -158,10 +161,8 @@ class NNMixin:
     ret = xw.sum(tuple(range(-1 - n, 0)), dtype=dtype or (None if dtypes.is_float(xw.dtype) else xw.dtype))
     ret = ret.reshape(bs, cout, *o_)
     if dtypes.is_float(ret.dtype) and self.dtype == weight.dtype == ret.dtype:  # gradients as convolutions
-      from fusegrad.tensor import Tensor
-      from fusegrad.gradient import with_rule
-      from fusegrad.mixin.convgrad import ConvArgs, conv_rule
-      ret = Tensor(with_rule(ret.uop, (self.uop, weight.uop), conv_rule(ConvArgs(groups, s_, d_, pads))))
+      rule = conv_rule(ConvArgs(groups, s_, d_, pads), type(self))
+      ret = type(self)(with_rule(ret.uop, (self.uop, weight.uop), rule))
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
@@ -175,13 +176,13 @@ class NNMixin:
               .squeeze(0))
     cin = self.shape[1] if self.ndim >= 2 else 0
     if n < 1 or self.ndim != n + 2 or groups <= 0 or cin != weight.shape[0] or cin % groups:
-      raise ValueError(f"conv_transpose2d: input {self.shape}, weight {weight.shape} (groups={groups}) don't match: "
+      raise ShapeError(f"conv_transpose2d: input {self.shape}, weight {weight.shape} (groups={groups}) don't match: "
                        "want input (batch, cin, *spatial), weight (cin, cout // groups, *kernel), cin % groups == 0")
     k_, rcout = weight.shape[2:], weight.shape[1]
     s_, d_ = _tuple(stride, n, "stride", "conv_transpose2d"), _tuple(dilation, n, "dilation", "conv_transpose2d")
     op_ = _tuple(output_padding, n, "output_padding", "conv_transpose2d")
     if any(o >= s and o >= d for o, s, d in zip(op_, s_, d_)):
-      raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than stride {s_} or dilation {d_}")
+      raise ArgumentError(f"conv_transpose2d: output_padding {op_} must be smaller than stride {s_} or dilation {d_}")
     pads = _resolve_pads(padding, n, "conv_transpose2d")
     # (cin, rcout, *k) -> (groups, cin_g, rcout, *k) -> (groups * rcout, cin_g, *k), kernel flipped
     w = weight.reshape(groups, cin // groups, rcout, *k_).transpose(1, 2).reshape(groups * rcout, cin // groups, *k_)
@@ -210,14 +211,16 @@ class NNMixin:
     s_ = k_ if stride is None or stride == () or stride == [] else _tuple(stride, n, "stride", op)
     d_ = _tuple(dilation, n, "dilation", op)
     pads = _resolve_pads(padding, n, op)
-    if self.ndim < n: raise ValueError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
+    if any(v <= 0 for v in k_ + s_ + d_):
+      raise ArgumentError(f"{op}: kernel {k_}, stride {s_}, dilation {d_} must be positive")
+    if self.ndim < n: raise ShapeError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
     if any(max(p) * 2 > d * (k - 1) + 1 for p, k, d in zip(pads, k_, d_)):
-      raise ValueError(f"{op}: padding {padding!r} must be at most half the (dilated) kernel {k_}")
+      raise ArgumentError(f"{op}: padding {padding!r} must be at most half the (dilated) kernel {k_}")
     extra = []
     for i, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads):
       span = i + pb + pa - d * (k - 1) - 1
       if span < 0:
-        raise ValueError(f"{op}: kernel {k_} with dilation {d_} is larger than the padded input {self.shape}")
+        raise ShapeError(f"{op}: kernel {k_} with dilation {d_} is larger than the padded input {self.shape}")
       o = (-(-span // s) if ceil_mode else span // s) + 1
       if ceil_mode and (o - 1) * s >= i + pb: o -= 1  # torch: the last window must start inside the input or left pad
       extra.append((o - 1) * s + d * (k - 1) + 1 - (i + pb + pa))  # > 0 only in ceil mode
@@ -227,7 +230,7 @@ class NNMixin:
                  padding: Any = 0, ceil_mode: bool = False,
                  return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Max over windows of the last len(kernel_size) axes (2 for an int), as torch.nn.functional.max_pool{1,2,3}d;
-    padding counts as -inf. With return_indices, also the flat index of each max within its input plane.
+    padding counts as -inf. With return_indices, also the flat index (int32) of each max within its input plane.
 
     `Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()` is [[[[5, 7], [13, 15]]]]."""
     k_, s_, d_, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
@@ -237,41 +240,38 @@ class NNMixin:
     axes = tuple(range(-len(k_), 0))
     ret = windows.max(axes)
     if dtypes.is_float(ret.dtype):  # the gradient into a buffer: a norm's backward before the pool reads it many times
-      from fusegrad.tensor import Tensor
-      from fusegrad.gradient import with_materialized_grad
-      ret = Tensor(with_materialized_grad(ret.uop, (self.uop,)))
+      ret = type(self)(with_materialized_grad(ret.uop, (self.uop,)))
     if not return_indices: return ret
     # the flat input-plane index of every window element, and the first one that holds the max
-    from fusegrad.tensor import Tensor
     plane = self.shape[-len(k_):]
-    pos = Tensor.arange(prod(plane), device=self.device, dtype=dtypes.int32).reshape(plane)
+    pos = type(self).arange(prod(plane), device=self.device, dtype=dtypes.int32).reshape(plane)
     pos = _pad_last(pos, all_pads, -1)._pool(k_, s_, d_).flatten(-len(k_))
     hit = windows.flatten(-len(k_)) == ret.unsqueeze(-1)
     kn = pos.shape[-1]
-    countdown = Tensor.arange(kn, 0, -1, device=self.device, dtype=dtypes.int32)
+    countdown = type(self).arange(kn, 0, -1, device=self.device, dtype=dtypes.int32)
     first = kn - (hit * countdown).max(-1, keepdim=True)
-    idx = (first == Tensor.arange(kn, device=self.device, dtype=dtypes.int32)).where(pos, 0).sum(-1)
-    return ret, idx.cast(dtypes.int64).detach()
+    idx = (first == type(self).arange(kn, device=self.device, dtype=dtypes.int32)).where(pos, 0).sum(-1)
+    # int32 as argmax and tinygrad (its tests compare torch's indices cast to int32), int64 where int32 can't hold them
+    return ret, idx.cast(dtypes.int32 if prod(plane) < 2 ** 31 else dtypes.int64).detach()
 
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: Ints = (2, 2), stride: Ints | None = None,
                    dilation: Ints = 1, padding: Any = 0, output_size: Sequence[int] | None = None) -> Tensor:
     """The partial inverse of max_pool2d (torch.nn.functional.max_unpool2d): every value goes to the flat plane
     position its index names, zeros elsewhere. The plane is (i-1)*stride - 2*padding + dilation*(k-1) + 1 per axis,
     or the last axes of output_size."""
-    from fusegrad.tensor import Tensor
     k_ = make_tuple(kernel_size, 2)
     n = len(k_)
     s_ = k_ if stride is None else _tuple(stride, n, "stride", "max_unpool2d")
     d_, pads = _tuple(dilation, n, "dilation", "max_unpool2d"), _resolve_pads(padding, n, "max_unpool2d")
     if indices.shape != self.shape or not dtypes.is_int(indices.dtype) or self.ndim < n:
-      raise ValueError(f"max_unpool2d: indices {indices.shape} {indices.dtype} must be integers shaped like the input "
+      raise ShapeError(f"max_unpool2d: indices {indices.shape} {indices.dtype} must be integers shaped like the input "
                        f"{self.shape}")
     if output_size is None:
       out = tuple((i - 1) * s - pb - pa + d * (k - 1) + 1
                   for i, s, (pb, pa), d, k in zip(self.shape[-n:], s_, pads, d_, k_))
     else: out = tuple(output_size)[-n:]
     # each output cell: the values whose index names it (overlapping windows can name a cell twice, with equal values)
-    hit = indices.flatten(-n).unsqueeze(-1) == Tensor.arange(prod(out), device=self.device, dtype=indices.dtype)
+    hit = indices.flatten(-n).unsqueeze(-1) == type(self).arange(prod(out), device=self.device, dtype=indices.dtype)
     total = hit.where(self.flatten(-n).unsqueeze(-1), 0).sum(-2, dtype=self.dtype)
     count = hit.sum(-2, dtype=dtypes.int32).maximum(1).cast(self.dtype)
     return (total / count).reshape(*self.shape[:-n], *out)
@@ -280,7 +280,6 @@ class NNMixin:
                  padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Mean over windows of the last len(kernel_size) axes, as torch.nn.functional.avg_pool{1,2,3}d: with
     count_include_pad the padding counts in the divisor (but not the extra cells ceil_mode adds)."""
-    from fusegrad.tensor import Tensor
     k_, s_, d_, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
     n = len(k_)
     all_pads = [(pb, pa + e) for (pb, pa), e in zip(pads, extra)]
@@ -292,9 +291,9 @@ class NNMixin:
     per_axis = [[sum(lo <= o * s + q * d < hi for q in range(k)) for o in range(out)]
                 for out, (lo, hi), k, s, d in zip(total.shape[-n:], spans, k_, s_, d_)]
     if all(len(set(c)) == 1 for c in per_axis): return total / prod(c[0] for c in per_axis)
-    count = Tensor.ones((), dtype=x.dtype, device=self.device)
+    count = type(self).ones((), dtype=x.dtype, device=self.device)
     for j, c in enumerate(per_axis):
-      count = count * Tensor(c, dtype=x.dtype, device=self.device).reshape(-1, *[1] * (n - 1 - j))
+      count = count * type(self)(c, dtype=x.dtype, device=self.device).reshape(-1, *[1] * (n - 1 - j))
     return total / count
 
   def max_pool1d(self: Tensor, kernel_size: int = 2, stride: Any = None, dilation: int = 1, padding: Any = 0,
@@ -311,12 +310,11 @@ class NNMixin:
                 axis: int | tuple[int, ...] = 1) -> Tensor:
     """(x - mean) * invstd * weight + bias, the statistics laid along axis (the channels): inference-time batch norm
     (torch.nn.functional.batch_norm with invstd = 1 / sqrt(var + eps)). weight and bias may be None."""
-    from fusegrad.tensor import _resolve_axis
-    axes = tuple(_resolve_axis(a, self.ndim) for a in argfix(axis))
+    axes = tuple(_resolve_axis(a, self.ndim, "batchnorm") for a in argfix(axis))
     shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
     def along(t: Tensor, name: str) -> Tensor:
       if t.numel() != prod(shape) and t.numel() != 1:
-        raise ValueError(f"batchnorm: {name} of shape {t.shape} doesn't fit axis {axis} of input {self.shape}")
+        raise ShapeError(f"batchnorm: {name} of shape {t.shape} doesn't fit axis {axis} of input {self.shape}")
       return t.reshape(shape) if t.numel() == prod(shape) else t.reshape(())
     x = (self - along(mean, "mean")) * along(invstd, "invstd")
     if weight is not None: x = x * along(weight, "weight")
@@ -331,8 +329,7 @@ class NNMixin:
     """x / max(norm_p(x over dim), eps), as torch.nn.functional.normalize (p may be inf, -inf or 0 too).
 
     `Tensor([[3.0, 4.0]]).normalize().tolist()` is [[0.6, 0.8]]."""
-    from fusegrad.tensor import _resolve_axis
-    dims = tuple(_resolve_axis(d, self.ndim, "dim") for d in argfix(dim))
+    dims = tuple(_resolve_axis(d, self.ndim, "normalize") for d in argfix(dim))
     x = self if dtypes.is_float(self.dtype) else self.float()
     a = x.abs()
     if p == math.inf: norm = a.max(dims, keepdim=True)
@@ -348,11 +345,10 @@ class NNMixin:
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """In training (Tensor.training or TRAINING=1) zero each element with probability p and scale the rest by
     1/(1-p); otherwise the input unchanged."""
-    from fusegrad.tensor import Tensor, _is_training
-    if not 0 <= p <= 1: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
-    if not _is_training() or p == 0: return self
+    if not 0 <= p <= 1: raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
+    if not (type(self).training or TRAINING) or p == 0: return self
     if p == 1: return self * 0
-    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    keep = type(self).rand(*self.shape, device=self.device) >= p
     return keep.where(self * (1 / (1 - p)), 0).cast(self.dtype)
 
   # *** one-hot, gather, scatter ***
@@ -360,8 +356,7 @@ class NNMixin:
     """Integer class ids -> a trailing axis of num_classes with 1 at the id (-1: max id + 1, which reads the data).
 
     `Tensor([0, 2]).one_hot(3).tolist()` is [[1, 0, 0], [0, 0, 1]]."""
-    from fusegrad.tensor import Tensor
-    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
+    if not dtypes.is_int(self.dtype): raise DTypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
       raise ArgumentError(f"one_hot: num_classes must be -1 or an int >= 0, got {num_classes!r}")
     if read := num_classes == -1:  # the shape needs the largest id: this reads the data
@@ -371,32 +366,30 @@ class NNMixin:
       num_classes = hi + 1
     if num_classes == 0 and self.numel():  # an empty result would compute nothing, so no flag either
       raise ClassIdError(f"one_hot: num_classes is 0, so none of the {self.numel()} class ids is in range")
-    hot = self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=self.dtype)
+    hot = self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device, dtype=self.dtype)
     hot = hot.cast(dtypes.default_int)
     if read: return hot
-    from fusegrad.mixin.indexing import check_indices  # as torch, ids outside [0, num_classes) raise (at realize)
+    # as torch, ids outside [0, num_classes) raise (at realize)
     return check_indices(hot, self, num_classes, "one_hot", negative=False, what="class id", error=ClassIdError)
 
   def _index_mask(self: Tensor, index: Tensor, dim: int, op: str) -> Tensor:
     """index (integers, as many dims as self) compared with an arange of self's size along dim: (*index.shape, n)."""
-    from fusegrad.tensor import Tensor
-    if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
-      raise TypeError(f"{op}: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+    if not isinstance(index, type(self)) or not dtypes.is_int(index.dtype):
+      raise DTypeError(f"{op}: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     if index.ndim != self.ndim:
-      raise ValueError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
+      raise ShapeError(f"{op}: index {index.shape} and input {self.shape} need the same number of dims")
     if any(si > sx for a, (si, sx) in enumerate(zip(index.shape, self.shape)) if a != dim):
-      raise ValueError(f"{op}: index {index.shape} is larger than input {self.shape} outside dim {dim}")
-    from fusegrad.mixin.indexing import check_indices
+      raise ShapeError(f"{op}: index {index.shape} is larger than input {self.shape} outside dim {dim}")
     n = self.shape[dim]
-    return check_indices(index.unsqueeze(-1) == Tensor.arange(n, device=self.device, dtype=index.dtype), index, n, op,
-                         negative=False)
+    positions = type(self).arange(n, device=self.device, dtype=index.dtype)
+    return check_indices(index.unsqueeze(-1) == positions, index, n, op, negative=False)
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-    """out[i][j] = x[index[i][j]][j] for dim 0 (torch.gather): index has as many dims as x, sizes at most x's.
+    """Values picked along dim by index (torch.gather): `out[i][j] = x[index[i][j]][j]` for dim 0; index has as many
+    dims as x, sizes at most x's.
 
     `Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()` is [[1, 1], [4, 3]]."""
-    from fusegrad.tensor import _resolve_axis
-    d = _resolve_axis(dim, self.ndim, "dim")
+    d = _resolve_axis(dim, self.ndim, "gather")
     mask = self._index_mask(index, d, "gather")
     # x cut to index's shape off dim, dim moved to a new last axis: (*index.shape with 1 at dim, n)
     x = self.shrink(tuple(None if a == d else (0, s) for a, s in enumerate(index.shape))).unsqueeze(-1).transpose(d, -1)
@@ -410,26 +403,25 @@ class NNMixin:
 
   def _scatter_src(self: Tensor, index: Tensor, src: Any, op: str) -> Tensor:
     """src as a tensor of index's shape in self's dtype (a scalar broadcasts)."""
-    from fusegrad.tensor import Tensor
-    if not isinstance(src, Tensor): return Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    if not isinstance(src, type(self)): return type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if src.ndim != index.ndim or any(si > ss for si, ss in zip(index.shape, src.shape)):
-      raise ValueError(f"{op}: src {src.shape} must have index's dims and be at least index's size {index.shape}")
+      raise ShapeError(f"{op}: src {src.shape} must have index's dims and be at least index's size {index.shape}")
+    if src.dtype != self.dtype: raise DTypeError(f"{op}: src is {src.dtype}, self {self.dtype} (they must match)")
     return src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
-    """A copy of x with x[index[i][j]][j] = src[i][j] for dim 0 (torch.Tensor.scatter); src may be a scalar. With
+    """A copy of x with `x[index[i][j]][j] = src[i][j]` for dim 0 (torch.Tensor.scatter); src may be a scalar. With
     reduce='add' or 'multiply' the values combine with x instead; with repeated indices and no reduce, the last wins."""
-    from fusegrad.tensor import Tensor, _resolve_axis
-    d = _resolve_axis(dim, self.ndim, "dim")
+    d = _resolve_axis(dim, self.ndim, "scatter")
     mask, src_t = self._index_mask(index, d, "scatter"), self._scatter_src(index, src, "scatter")
     src_b = src_t.unsqueeze(-1)  # (*index.shape, 1) against mask (*index.shape, n)
     if reduce == "add": return self + self._scatter_back(mask.where(src_b, 0).sum(d, True, dtype=self.dtype), d, 0)
     if reduce == "multiply":
       return self * self._scatter_back(mask.where(src_b, 1).prod(d, True, dtype=self.dtype), d, 1)
-    if reduce is not None: raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if reduce is not None: raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
     # the last position along dim that writes each cell (0: none), then the value written there
     m = index.shape[d]
-    order = Tensor.arange(1, m + 1, device=self.device, dtype=dtypes.int32).reshape(m, *[1] * (index.ndim - d))
+    order = type(self).arange(1, m + 1, device=self.device, dtype=dtypes.int32).reshape(m, *[1] * (index.ndim - d))
     last = mask.where(order, 0).max(d, keepdim=True)
     picked = (mask & (order == last)).where(src_b, 0)
     value = picked.any(d, keepdim=True) if self.dtype == dtypes.bool else picked.sum(d, keepdim=True, dtype=self.dtype)
@@ -439,11 +431,10 @@ class NNMixin:
                      include_self: bool = True) -> Tensor:
     """Combine src into x at index along dim (torch.Tensor.scatter_reduce) with reduce 'sum', 'prod', 'mean', 'amax'
     or 'amin'; include_self=False leaves x's own value out wherever something is written."""
-    from fusegrad.tensor import _resolve_axis
-    d = _resolve_axis(dim, self.ndim, "dim")
+    d = _resolve_axis(dim, self.ndim, "scatter_reduce")
     identities = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}
     if reduce not in identities:
-      raise ValueError(f"scatter_reduce: reduce must be one of {list(identities)}, not {reduce!r}")
+      raise ArgumentError(f"scatter_reduce: reduce must be one of {list(identities)}, not {reduce!r}")
     mask, src_t = self._index_mask(index, d, "scatter_reduce"), self._scatter_src(index, src, "scatter_reduce")
     values = mask.where(src_t.unsqueeze(-1), identities[reduce])  # (*index.shape, n): src at the cells it goes to
     hits = mask.sum(d, keepdim=True, dtype=dtypes.int32)
@@ -466,20 +457,18 @@ class NNMixin:
   def _select_slots(self: Tensor, mask: Tensor, size: int | None, op: str) -> Tensor:
     """(size, n) bool: slot j picks the j-th true element of mask (flattened, n elements). Without size, the number
     of true elements is read back (a sync, as in torch). Compares every slot with every element: for modest sizes."""
-    from fusegrad.tensor import Tensor
     m = mask.flatten() if mask.ndim else mask.reshape(1)
     if m.dtype != dtypes.bool: raise TypeError(f"{op}: the mask must be bool, got {m.dtype}")
     if size is None: size = int(m.sum().item())
-    if not isinstance(size, int) or size < 0: raise ValueError(f"{op}: size must be an int >= 0, got {size!r}")
+    if not isinstance(size, int) or size < 0: raise ArgumentError(f"{op}: size must be an int >= 0, got {size!r}")
     rank = m.cumsum() - 1  # among the true elements, the position of each
-    slots = Tensor.arange(size, dtype=rank.dtype, device=self.device).reshape(size, 1)
+    slots = type(self).arange(size, dtype=rank.dtype, device=self.device).reshape(size, 1)
     return (rank.reshape(1, -1) == slots) & m.reshape(1, -1)
   def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
     """The elements where mask (broadcast to self's shape) is true, in order, as a 1-D tensor (torch.masked_select).
     With size, the result has exactly size elements (truncated, or padded with fill_value) and nothing is read back.
 
     `Tensor([1, 2, 3, 4]).masked_select(Tensor([True, False, True, False])).tolist()` is [1, 3]."""
-    from fusegrad.tensor import broadcast_shape
     shape = broadcast_shape(self.shape, mask.shape, op="masked_select")
     x, m = self._broadcast_to(shape), mask._broadcast_to(shape)
     pick = x._select_slots(m, size, "masked_select")
@@ -490,15 +479,14 @@ class NNMixin:
     (torch.nonzero). With size, exactly size rows (truncated, or padded with fill_value) and nothing is read back.
 
     `Tensor([[0, 1], [2, 0]]).nonzero().tolist()` is [[0, 1], [1, 0]]."""
-    from fusegrad.tensor import Tensor
     pick = self._select_slots(self != 0, size, "nonzero")
-    flat = pick.where(Tensor.arange(max(self.numel(), 1), device=self.device).reshape(1, -1), 0).sum(1)
+    flat = pick.where(type(self).arange(max(self.numel(), 1), device=self.device).reshape(1, -1), 0).sum(1)
     coords: list[Tensor] = []
     stride = 1
     for n in reversed(self.shape):
       coords.insert(0, (flat // stride) % n)
       stride *= n
-    rows = Tensor.stack(*coords, dim=1) if coords else flat.reshape(-1, 1)[:, :0]
+    rows = type(self).stack(*coords, dim=1) if coords else flat.reshape(-1, 1)[:, :0]
     return pick.any(1).reshape(-1, 1).where(rows, fill_value).cast(dtypes.int32)
 
   # *** losses ***
@@ -506,19 +494,19 @@ class NNMixin:
                      op: str) -> tuple[Tensor, Tensor, Tensor]:
     """For integer targets Y (self's shape without the class axis): the one-hot mask along axis, the class weights
     laid along axis, and each target's weight (0 where Y == ignore_index)."""
-    from fusegrad.tensor import Tensor
     n_cls = self.shape[axis]
-    if not dtypes.is_int(Y.dtype): raise TypeError(f"{op}: class-index targets must be integers, got {Y.dtype}")
+    if not dtypes.is_int(Y.dtype):
+      raise DTypeError(f"{op}: class-index targets must be integers, got {Y.dtype} (shape {Y.shape}; probabilities "
+                       f"need the input's shape {self.shape})")
     if Y.shape != self.shape[:axis] + self.shape[axis + 1:]:
-      raise ValueError(f"{op}: targets {Y.shape} don't fit input {self.shape} (classes on axis {axis})")
+      raise ShapeError(f"{op}: targets {Y.shape} don't fit input {self.shape} (classes on axis {axis})")
     if weight is not None and weight.shape != (n_cls,):
-      raise ValueError(f"{op}: weight {weight.shape} should be ({n_cls},)")
+      raise ShapeError(f"{op}: weight {weight.shape} should be ({n_cls},)")
     along = (n_cls,) + (1,) * (self.ndim - axis - 1)
-    hot = Y.unsqueeze(axis) == Tensor.arange(n_cls, device=self.device, dtype=Y.dtype).reshape(along)
-    w = (weight if weight is not None else Tensor.ones(n_cls, device=self.device)).cast(self.dtype).reshape(along)
+    hot = Y.unsqueeze(axis) == type(self).arange(n_cls, device=self.device, dtype=Y.dtype).reshape(along)
+    w = (weight if weight is not None else type(self).ones(n_cls, device=self.device)).cast(self.dtype).reshape(along)
     w_y = hot.where(w, 0).sum(axis)
     if ignore_index is not None: w_y = (Y != ignore_index).where(w_y, 0)
-    from fusegrad.mixin.indexing import check_indices
     return hot, w, check_indices(w_y, Y, n_cls, op, negative=False, ignore=ignore_index, what="target")
 
   def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
@@ -537,7 +525,7 @@ class NNMixin:
 
     `Tensor([[0.0, 0.0]]).cross_entropy(Tensor([1])).item()` is log(2)."""
     if not 0.0 <= label_smoothing <= 1.0:
-      raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+      raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     axis = 1 if self.ndim > 1 else 0
     logp, n_cls = self.log_softmax(axis), self.shape[axis]
     if Y.shape == self.shape and not dtypes.is_int(Y.dtype):  # class probabilities
@@ -557,12 +545,13 @@ class NNMixin:
     count neither in the loss nor in the mean."""
     x = self.reshape(-1, self.shape[-1]) if self.ndim != 2 else self
     if Y.shape != self.shape[:-1]:
-      raise ValueError(f"sparse_categorical_crossentropy: labels {Y.shape} don't fit logits {self.shape}")
+      raise ShapeError(f"sparse_categorical_crossentropy: labels {Y.shape} don't fit logits {self.shape}")
     loss = x.cross_entropy(Y.reshape(-1), reduction, label_smoothing, None, ignore_index)
     return loss.reshape(Y.shape) if reduction == "none" else loss
 
   def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
     """-(y log x + (1 - y) log(1 - x)) for probabilities x, the logs clamped at -100 as in torch."""
+    if Y.shape != self.shape: raise ShapeError(f"binary_crossentropy: target {Y.shape} and input {self.shape} differ")
     loss = -(Y * self.log().clip(-100) + (1 - Y) * (1 - self).log().clip(-100))
     return _reduction(loss, reduction, "binary_crossentropy")
 
@@ -582,19 +571,19 @@ class NNMixin:
     torch.nn.functional.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added;
     is_causal keeps the lower triangle; a row with nothing kept gives 0. Dropout (of the weights) applies in training
     only, as Tensor.dropout."""
-    from fusegrad.tensor import Tensor
     if min(self.ndim, key.ndim, value.ndim) < 2 or key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
-      raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
+      raise ShapeError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
                        "don't fit")
     if enable_gqa and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
-      if self.shape[-3] % key.shape[-3]: raise ValueError(f"scaled_dot_product_attention: {self.shape[-3]} query heads "
+      if self.shape[-3] % key.shape[-3]: raise ShapeError(f"scaled_dot_product_attention: {self.shape[-3]} query heads "
                                                           f"are not a multiple of {key.shape[-3]} key heads")
       key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
       value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
     qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
     if is_causal:
-      if attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
-      attn_mask = Tensor.ones(*qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
+      if attn_mask is not None:
+        raise ArgumentError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+      attn_mask = type(self).ones(*qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     # softmax, except that a row masked out entirely gets weights 0 (not nan), as torch
@@ -612,17 +601,17 @@ class NNMixin:
     applies to every axis after the first two.
 
     `Tensor([[[1.0, 3.0]]]).interpolate((4,)).tolist()` is [[[1.0, 1.5, 2.5, 3.0]]]."""
-    from fusegrad.tensor import Tensor
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
     if mode not in ("linear", "nearest", "nearest-exact"):
-      raise ValueError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or 'nearest-exact', "
-                       f"not {mode!r}")
-    if align_corners and mode != "linear": raise ValueError("interpolate: align_corners only goes with mode 'linear'")
+      raise UnsupportedError(f"interpolate: mode must be 'linear', 'bilinear', 'trilinear', 'nearest' or "
+                             f"'nearest-exact', not {mode!r}")
+    if align_corners and mode != "linear":
+      raise ArgumentError("interpolate: align_corners only goes with mode 'linear'")
     sizes, scales = _resize_plan(self.shape, size, scale_factor)
     x = self if dtypes.is_float(self.dtype) or mode != "linear" else self.cast(dtypes.default_float)
     for axis, o, scale in zip(range(self.ndim - len(sizes), self.ndim), sizes, scales):
       i = x.shape[axis]
-      dst = Tensor.arange(o, device=self.device, dtype=dtypes.float32)
+      dst = type(self).arange(o, device=self.device, dtype=dtypes.float32)
       along = [o if a == axis else 1 for a in range(x.ndim)]
       out_shape = tuple(o if a == axis else s for a, s in enumerate(x.shape))
       def at(idx: Tensor) -> Tensor: return x.gather(axis, idx.reshape(along).expand(out_shape))
@@ -638,16 +627,15 @@ class NNMixin:
     return x
 
   # *** einsum ***
-  @staticmethod
-  def einsum(formula: str, *operands: Any, dtype: DType | None = None) -> Tensor:
+  @classmethod
+  def einsum(cls: type[Tensor], formula: str, *operands: Any, dtype: DType | None = None) -> Tensor:
     """Sum of products over the letters of formula (torch.einsum): 'ij,jk->ik' is a matmul, 'ii->i' a diagonal,
     'bij,bjk' (implicit output: the letters seen once, sorted) a batched matmul; '...' stands for broadcast axes."""
-    from fusegrad.tensor import Tensor
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
-    ops: list[Tensor] = [t if isinstance(t, Tensor) else Tensor(t) for t in operands]
+    ops: list[Tensor] = [t if isinstance(t, cls) else cls(t) for t in operands]
     lhs, arrow, rhs = formula.replace(" ", "").partition("->")
     terms = lhs.split(",")
-    if len(terms) != len(ops): raise ValueError(f"einsum: {formula!r} has {len(terms)} operands, got {len(ops)}")
+    if len(terms) != len(ops): raise ArgumentError(f"einsum: {formula!r} has {len(terms)} operands, got {len(ops)}")
     n_ell = max([t.ndim - len(term) + 3 for term, t in zip(terms, ops) if "..." in term], default=0)
     ell = [chr(0x100 + i) for i in range(n_ell)]  # placeholder letters for the broadcast axes
     letters = [_einsum_term(term, t, ell, formula) for term, t in zip(terms, ops)]
@@ -656,13 +644,13 @@ class NNMixin:
       seen = [c for term in letters for c in term if c not in ell]
       out = ell + sorted(c for c in set(seen) if seen.count(c) == 1)
     if len(set(out)) != len(out) or any(not any(c in term for term in letters) for c in out):
-      raise ValueError(f"einsum: output of {formula!r} repeats a letter or has one no operand has")
+      raise ArgumentError(f"einsum: output of {formula!r} repeats a letter or has one no operand has")
     sizes: dict[str, int] = {}
     for i, t in enumerate(ops):
       ops[i], letters[i] = _einsum_diagonals(t, letters[i], formula)
       for c, s in zip(letters[i], ops[i].shape):
         if sizes.get(c, 1) != 1 and s != 1 and sizes[c] != s:
-          raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {sizes[c]} and {s} "
+          raise ShapeError(f"einsum: letter {c!r} of {formula!r} has sizes {sizes[c]} and {s} "
                            f"(shapes {[t.shape for t in operands]})")
         sizes[c] = max(sizes.get(c, 1), s)
     order = out + sorted(set(sizes) - set(out))
@@ -682,7 +670,6 @@ class NNMixin:
   def _rank(self: Tensor, descending: bool) -> Tensor:
     """For x (..., n): each element's position in the sorted order (stable: ties keep their order; nan sorts as the
     largest value, as in torch), by counting the elements that go before it."""
-    from fusegrad.tensor import Tensor
     n = self.shape[-1]
     a, b = self.unsqueeze(-1), self.unsqueeze(-2)  # a: the element i, b: every other element j
     if descending: before = b > a
@@ -692,24 +679,24 @@ class NNMixin:
       before = (before | (b_nan & a_nan.logical_not())) if descending else (before | (a_nan & b_nan.logical_not()))
       same = (a == b) | (a_nan & b_nan)
     else: same = a == b
-    pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+    pos = type(self).arange(n, device=self.device, dtype=dtypes.int32)
     earlier = pos.reshape(1, n) < pos.reshape(n, 1)  # j < i
     return (before | (same & earlier)).sum(-1, dtype=dtypes.int32)
 
   def _sorted_top(self: Tensor, k: int, dim: int, descending: bool, op: str) -> tuple[Tensor, Tensor]:
     """The first k elements along dim in sorted order, and their indices."""
-    from fusegrad.tensor import Tensor, _resolve_axis
-    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
-    d = _resolve_axis(dim, self.ndim, "dim")
+    if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
+    d = _resolve_axis(dim, self.ndim, op)
     x = self.transpose(d, -1)
     n = x.shape[-1]
-    if not 0 <= k <= n: raise ValueError(f"{op}: k={k} is out of range for dim {d} of size {n} (shape {self.shape})")
+    if not 0 <= k <= n: raise ShapeError(f"{op}: k={k} is out of range for dim {d} of size {n} (shape {self.shape})")
     rank = x._rank(descending)
     # out[r] = the element whose rank is r: a one-hot sum over the elements
-    slot = rank.unsqueeze(-2) == Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)  # (..., k, n)
+    slots = type(self).arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)
+    slot = rank.unsqueeze(-2) == slots  # (..., k, n)
     if x.dtype == dtypes.bool: values = slot.where(x.unsqueeze(-2), False).any(-1)
     else: values = slot.where(x.unsqueeze(-2), 0).sum(-1, dtype=x.dtype)
-    idx = slot.where(Tensor.arange(n, device=self.device, dtype=dtypes.int32), 0).sum(-1, dtype=dtypes.int32)
+    idx = slot.where(type(self).arange(n, device=self.device, dtype=dtypes.int32), 0).sum(-1, dtype=dtypes.int32)
     return values.transpose(d, -1), idx.transpose(d, -1)
 
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
@@ -717,7 +704,7 @@ class NNMixin:
     It compares every pair along dim: for modest sizes.
 
     `Tensor([3, 1, 2]).sort()[0].tolist()` is [1, 2, 3]."""
-    n = self.shape[dim] if self.ndim else 1
+    n = self.shape[_resolve_axis(dim, self.ndim, "sort")] if self.ndim else 1
     return self._sorted_top(n, dim, descending, "sort")
 
   def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
@@ -737,32 +724,32 @@ def _resize_plan(shape: tuple[int, ...], size: Ints | None, scale_factor: float 
   """interpolate's output size per resized axis and the input step per output step (in/out, or 1/scale_factor as
   torch uses when a scale factor is given)."""
   if (size is None) == (scale_factor is None):
-    raise ValueError("interpolate: give exactly one of size and scale_factor")
+    raise ShapeError("interpolate: give exactly one of size and scale_factor")
   n_spatial = max(len(shape) - 2, 1)
   if size is not None:
     sizes = (size,) * n_spatial if isinstance(size, int) else tuple(size)
     if not 0 < len(sizes) <= len(shape) or any(not isinstance(o, int) or o <= 0 for o in sizes):
-      raise ValueError(f"interpolate: size {size} must be positive ints for at most {len(shape)} axes of {shape}")
+      raise ShapeError(f"interpolate: size {size} must be positive ints for at most {len(shape)} axes of {shape}")
     return sizes, tuple(i / o for i, o in zip(shape[len(shape) - len(sizes):], sizes))
   factors = (scale_factor,) * n_spatial if isinstance(scale_factor, (int, float)) else tuple(scale_factor or ())
   if not 0 < len(factors) <= len(shape) or any(f <= 0 for f in factors):
-    raise ValueError(f"interpolate: scale_factor {scale_factor} must be positive, for at most {len(shape)} axes")
+    raise ShapeError(f"interpolate: scale_factor {scale_factor} must be positive, for at most {len(shape)} axes")
   sizes = tuple(math.floor(i * f) for i, f in zip(shape[len(shape) - len(factors):], factors))
   if any(o <= 0 for o in sizes):
-    raise ValueError(f"interpolate: scale_factor {scale_factor} leaves no output of {shape}")
+    raise ShapeError(f"interpolate: scale_factor {scale_factor} leaves no output of {shape}")
   return sizes, tuple(1 / f for f in factors)
 
 def _einsum_term(term: str, t: Tensor | None, ell: list[str], formula: str) -> str:
   """The letters of one einsum term with '...' spelled out as placeholder letters (right-aligned for an operand)."""
   if term.count("...") > 1 or "." in term.replace("...", ""):
-    raise ValueError(f"einsum: bad term {term!r} in {formula!r}")
+    raise ArgumentError(f"einsum: bad term {term!r} in {formula!r}")
   plain = term.replace("...", "")
   if any(not c.isalpha() for c in plain):
-    raise ValueError(f"einsum: subscripts must be letters, got {term!r} in {formula!r}")
+    raise ArgumentError(f"einsum: subscripts must be letters, got {term!r} in {formula!r}")
   if t is None: return term.replace("...", "".join(ell))
   n_here = t.ndim - len(plain)
   if ("..." in term and n_here < 0) or ("..." not in term and n_here != 0):
-    raise ValueError(f"einsum: term {term!r} of {formula!r} doesn't fit an operand of shape {t.shape}")
+    raise ShapeError(f"einsum: term {term!r} of {formula!r} doesn't fit an operand of shape {t.shape}")
   return term.replace("...", "".join(ell[len(ell) - n_here:])) if "..." in term else term
 
 def _einsum_diagonals(t: Tensor, term: str, formula: str) -> tuple[Tensor, str]:
@@ -771,7 +758,7 @@ def _einsum_diagonals(t: Tensor, term: str, formula: str) -> tuple[Tensor, str]:
     c = next(c for c in term if term.count(c) > 1)
     p, q = term.index(c), term.index(c, term.index(c) + 1)
     n = t.shape[p]
-    if t.shape[q] != n: raise ValueError(f"einsum: repeated letter {c!r} of {formula!r} has sizes {n} and {t.shape[q]}")
+    if t.shape[q] != n: raise ShapeError(f"einsum: repeated letter {c!r} of {formula!r} has sizes {n} and {t.shape[q]}")
     rest = [i for i in range(t.ndim) if i not in (p, q)]
     t = t.permute(*rest, p, q).reshape(*[t.shape[i] for i in rest], n * n)
     t = t.pad(((0, 0),) * len(rest) + ((0, n),)).reshape(*[t.shape[i] for i in range(len(rest))], n, n + 1)

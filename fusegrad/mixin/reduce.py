@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from fusegrad.helpers import make_tuple, ceildiv
 from fusegrad.uop.ops import Ops
-from fusegrad.mixin.movement import _resolve_axis, broadcast_shape
-from fusegrad.mixin.elementwise import ShapeError
+from fusegrad.mixin.elementwise import ArgumentError, EmptyReduceError, ShapeError, _resolve_axis, broadcast_shape
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -57,12 +56,19 @@ def _cum_combine(op: str, a: Tensor, b: Tensor) -> Tensor:
 
 class ReduceMixin:
   __slots__ = ()
-  def _reduce(self: Tensor, op: Ops, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """The REDUCE_AXIS primitive over axes (all if None), keeping them as size 1 if keepdim."""
-    axes = tuple(range(self.ndim)) if axis is None else tuple(_resolve_axis(a, self.ndim) for a in make_tuple(axis, 1))
+  def _axes(self: Tensor, axis: Any, op: str) -> tuple[int, ...]:
+    """The axes a reduce named op runs over, resolved (all if None); raises naming op for a bad or repeated one."""
+    if axis is None: return tuple(range(self.ndim))
+    axes = tuple(_resolve_axis(a, self.ndim, op) for a in make_tuple(axis, 1))
+    if len(set(axes)) != len(axes): raise ArgumentError(f"{op}: dim {axis} names an axis twice (shape {self.shape})")
+    return axes
+  def _reduce(self: Tensor, op: Ops, axis: Any = None, keepdim: bool = False, name: str = "") -> Tensor:
+    """The REDUCE_AXIS primitive over axes (all if None), keeping them as size 1 if keepdim; name is the user's op."""
+    name = name or {Ops.ADD: "sum", Ops.MUL: "prod", Ops.MAX: "max"}[op]
+    axes = self._axes(axis, name)
     if self.ndim == 0: return self._new(self.uop)  # a 0-d tensor reduced over its axis 0 (or -1) is itself, as torch
     empty = tuple(a for a in axes if self.shape[a] == 0)
-    if op is Ops.MAX and empty: raise ShapeError(f"max: reduction over a zero-size axis of {self.shape}")
+    if op is Ops.MAX and empty: raise EmptyReduceError(f"{name}: reduction over a zero-size axis of {self.shape}")
     x = self
     if empty:  # an empty sum is 0, an empty product 1: one identity element, padded on (so gradients are zeros)
       x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=0 if op is Ops.ADD else 1)
@@ -70,23 +76,33 @@ class ReduceMixin:
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None,
           acc_dtype: DType | None = None) -> Tensor:
-    """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32."""
-    acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)  # type: ignore[arg-type]
+    """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32.
+
+    >>> Tensor([[1, 2], [3, 4]]).sum(axis=1).tolist()
+    [3, 7]
+    """
+    given = dtype if dtype is not None else acc_dtype
+    acc = to_dtype(given) if given is not None else sum_acc_dtype(self.dtype)
     ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
     half = self.dtype in (dtypes.float16, dtypes.bfloat16)
     return ret.cast(self.dtype) if dtype is None and acc_dtype is None and half else ret
   def prod(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Product over axes."""
-    acc = to_dtype(dtype) if dtype else self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype)
+    acc = self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype)
+    if dtype is not None: acc = to_dtype(dtype)
     return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Largest value over axes."""
+    """Largest value over axes.
+
+    >>> Tensor([[1, 5], [7, 2]]).max(axis=1).tolist()
+    [5, 7]
+    """
     if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis, keepdim).cast(dtypes.bool)
     return self._reduce(Ops.MAX, axis, keepdim)
   def min(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Smallest value over axes."""
     if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).min(axis, keepdim).cast(dtypes.bool)
-    return self._inverse().max(axis, keepdim)._inverse()
+    return self._inverse()._reduce(Ops.MAX, axis, keepdim, "min")._inverse()
   def _inverse(self: Tensor) -> Tensor:
     """An order-reversing map that is its own inverse: -x for floats, ~x for ints."""
     return -self if dtypes.is_float(self.dtype) else ~self
@@ -97,8 +113,12 @@ class ReduceMixin:
     """The same as min."""
     return self.min(axis, keepdim)
   def mean(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Average over axes (ints give a float)."""
-    out_dtype = least_upper_float(self.dtype)
+    """Average over axes (ints give a float).
+
+    >>> Tensor([[1, 2], [3, 4]]).mean(axis=0).tolist()
+    [2.0, 3.0]
+    """
+    out_dtype, _ = least_upper_float(self.dtype), self._axes(axis, "mean")
     total = self.cast(out_dtype).sum(axis, keepdim)
     count = self.numel() // max(total.numel(), 1) if self.numel() else 0
     return (total / count if count else total * math.nan).cast(out_dtype)
@@ -106,6 +126,7 @@ class ReduceMixin:
           unbiased: bool | None = None) -> Tensor:
     """Variance over axes, dividing by N - correction."""
     if unbiased is not None: correction = int(unbiased)
+    self._axes(axis, "var")
     squares = (self - self.mean(axis, keepdim=True)).square()
     n = self.numel() // max(squares.sum(axis, keepdim=keepdim).numel(), 1)
     total = squares.sum(axis, keepdim)
@@ -113,7 +134,7 @@ class ReduceMixin:
   def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
           unbiased: bool | None = None) -> Tensor:
     """Standard deviation over axes. Where it is 0 its gradient is 0 (as torch), not the inf * 0 of sqrt'."""
-    v = self.var(axis, keepdim, correction, unbiased)
+    _, v = self._axes(axis, "std"), self.var(axis, keepdim, correction, unbiased)
     nonzero = v.ne(0)
     return nonzero.where(nonzero.where(v, 1).sqrt(), 0)
   def var_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
@@ -130,28 +151,34 @@ class ReduceMixin:
     """True where every element along the axes is non-zero."""
     return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    """Index of the (first) largest value; over the flattened tensor if axis is None."""
-    from fusegrad.tensor import Tensor
+    """Index of the (first) largest value; over the flattened tensor if axis is None.
+
+    >>> Tensor([[1, 9, 3], [7, 2, 7]]).argmax(axis=1).tolist()
+    [1, 0]
+    """
+    return self._argmax(axis, keepdim, "argmax")
+  def _argmax(self: Tensor, axis: int | None, keepdim: bool, op: str) -> Tensor:
     if axis is None:
-      ret = self.flatten().argmax(0)
+      if self.numel() == 0: raise EmptyReduceError(f"{op}: reduction over the zero-size tensor of shape {self.shape}")
+      ret = self.flatten()._argmax(0, False, op)
       return ret.reshape((1,) * self.ndim) if keepdim else ret
-    axis = _resolve_axis(axis, self.ndim)
-    if self.ndim == 0: return self.reshape(1).argmax(0)
+    axis = _resolve_axis(axis, self.ndim, op)
+    if self.ndim == 0: return self.reshape(1)._argmax(0, False, op)
     n = self.shape[axis]
-    if n == 0: raise ShapeError(f"argmax: reduction over a zero-size axis of {self.shape}")
+    if n == 0: raise EmptyReduceError(f"{op}: reduction over a zero-size axis of {self.shape}")
     is_max = self == self.max(axis, keepdim=True)
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
     idx_dt = dtypes.int32 if n < 2 ** 31 else dtypes.int64  # int32 as tinygrad, int64 where int32 can't hold n
-    countdown = Tensor.arange(n, 0, -1, dtype=idx_dt, device=self.device)
+    countdown = type(self).arange(n, 0, -1, dtype=idx_dt, device=self.device)
     countdown = countdown.reshape(n, *[1] * (self.ndim - axis - 1))
     return (n - is_max.where(countdown, 0).max(axis, keepdim)).cast(idx_dt)
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) smallest value; over the flattened tensor if axis is None."""
-    if self.dtype == dtypes.bool: return self.logical_not().argmax(axis, keepdim)
-    return self._inverse().argmax(axis, keepdim)
+    return (self.logical_not() if self.dtype == dtypes.bool else self._inverse())._argmax(axis, keepdim, "argmin")
   def logsumexp(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over axes, computed stably."""
+    self._axes(axis, "logsumexp")
     if self.numel() == 0:  # log of an empty sum
       return self.sum(axis, keepdim=keepdim).full_like(-math.inf, dtype=least_upper_float(self.dtype))
     m = self.max(axis, keepdim=True)
@@ -163,22 +190,26 @@ class ReduceMixin:
     x = self.cast(dtype) if dtype is not None else self
     return (-x).softmax(axis)
   def softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
-    """exp(x) / sum(exp(x)) along axis, computed stably."""
+    """exp(x) / sum(exp(x)) along axis, computed stably.
+
+    >>> Tensor([[0.0, 0.0], [0.0, 2e9]]).softmax().tolist()
+    [[0.5, 0.5], [0.0, 1.0]]
+    """
     x = self.cast(dtype) if dtype is not None else self
-    _resolve_axis(axis, x.ndim)  # a bad axis raises, even on an empty tensor
+    _resolve_axis(axis, x.ndim, "softmax")  # a bad axis raises, even on an empty tensor
     if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
     e = (x - x.max(axis, keepdim=True).detach()).exp()
     return e / e.sum(axis, keepdim=True)
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """log(softmax(x)) along axis, computed stably."""
     x = self.cast(dtype) if dtype is not None else self
-    _resolve_axis(axis, x.ndim)  # a bad axis raises, even on an empty tensor
+    _resolve_axis(axis, x.ndim, "log_softmax")  # a bad axis raises, even on an empty tensor
     if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
     m = x - x.max(axis, keepdim=True).detach()
     return m - m.exp().sum(axis, keepdim=True).log()
   def _cumulative(self: Tensor, axis: int, op: str) -> Tensor:
     """x combined with everything before it along axis (op is "sum", "prod", "max" or "logsumexp")."""
-    axis = _resolve_axis(axis, self.ndim)
+    axis = _resolve_axis(axis, self.ndim, "logcumsumexp" if op == "logsumexp" else "cum" + op)
     if self.ndim == 0: return self  # a 0-d tensor's running op is itself (axis 0 or -1), as torch
     x = self.transpose(axis, -1) if axis != self.ndim - 1 else self
     if x.shape[-1] == 0: return self
@@ -201,9 +232,8 @@ class ReduceMixin:
     return out.reshape(*lead, m * block).shrink(tuple((0, s) for s in lead) + ((0, n),))
   def _cum_triangle(self: Tensor, op: str) -> Tensor:
     """The running op along a short last axis: output j reduces x[k] for k <= j (a lower-triangular mask)."""
-    from fusegrad.tensor import Tensor
     n = self.shape[-1]
-    pos = Tensor.arange(n, device=self.device)
+    pos = type(self).arange(n, device=self.device)
     keep = pos.reshape(n, 1) >= pos.reshape(1, n)
     x = keep.where(self.unsqueeze(-2), _cum_identity(op, self.dtype))
     return x._cum_reduce(op, self.dtype)
@@ -240,15 +270,15 @@ class ReduceMixin:
     `Tensor([3, 1, 2, 1]).cummin()` is ([3, 1, 1, 1], [0, 1, 1, 3])."""
     return self._cum_extreme(axis, largest=False)
   def _cum_extreme(self: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
-    from fusegrad.tensor import Tensor
-    axis = _resolve_axis(axis, self.ndim)
-    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    axis = _resolve_axis(axis, self.ndim, "cummax" if largest else "cummin")
+    if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
     x = self.cast(dtypes.uint8) if self.dtype == dtypes.bool else self
     values = x._cumulative(axis, "max") if largest else x._inverse()._cumulative(axis, "max")._inverse()
     # the running extreme changes (or ties) exactly where x equals it: the index is the last such position so far
     hit = values.detach() == x.detach()
     if dtypes.is_float(x.dtype): hit = hit | x.detach().isnan()
-    pos = Tensor.arange(x.shape[axis], dtype=dtypes.int32, device=self.device).reshape(-1, *[1] * (x.ndim - axis - 1))
+    pos = type(self).arange(x.shape[axis], dtype=dtypes.int32, device=self.device)
+    pos = pos.reshape(-1, *[1] * (x.ndim - axis - 1))
     indices = hit.where(pos, 0)._cumulative(axis, "max")
     return values.cast(self.dtype), indices
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
@@ -267,10 +297,10 @@ class ReduceMixin:
     """Zero above the diagonal (of the last two axes)."""
     return self._triangle(diagonal, upper=False)
   def _triangle(self: Tensor, diagonal: int, upper: bool) -> Tensor:
-    from fusegrad.tensor import Tensor
+    if self.ndim < 2: raise ShapeError(f"{'triu' if upper else 'tril'}: needs at least 2 dims, got shape {self.shape}")
     r, c = self.shape[-2:]
-    row = Tensor.arange(r, device=self.device).unsqueeze(1) + diagonal
-    col = Tensor.arange(c, device=self.device).unsqueeze(0)
+    row = type(self).arange(r, device=self.device).unsqueeze(1) + diagonal
+    col = type(self).arange(c, device=self.device).unsqueeze(0)
     keep = row <= col if upper else row >= col
     return keep.where(self, self.zeros_like())  # keeps the dtype (a bool mask stays bool)
 
@@ -307,7 +337,11 @@ class ReduceMixin:
     if x1d: ret = ret.squeeze(-2 if not w1d else -1)
     return ret
   def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
-    """Matrix product self @ x (x @ self if reverse)."""
+    """Matrix product self @ x (x @ self if reverse).
+
+    >>> Tensor([[1.0, 2.0]]).matmul(Tensor([[3.0], [4.0]])).tolist()
+    [[11.0]]
+    """
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)

@@ -10,23 +10,9 @@ import inspect, os, time
 from collections import ChainMap
 from typing import Any, Callable, Mapping
 from fusegrad.tensor import Tensor
-from fusegrad.dtype import DType, dtypes
 from fusegrad.device import Device
-from fusegrad.nn.onnx_ops import OPS, Seq
+from fusegrad.nn.onnx_ops import OPS, Seq, onnx_dtype
 import fusegrad.nn.onnx_ops_nn, fusegrad.nn.onnx_ops_extra  # noqa: F401  (they register more ops)
-
-# ONNX TensorProto.DataType -> fusegrad dtype (the types fusegrad has; strings, float8 and int4 are not supported)
-ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16,
-                                 6: dtypes.int32, 7: dtypes.int64, 9: dtypes.bool, 10: dtypes.float16,
-                                 11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64, 16: dtypes.bfloat16}
-
-def onnx_dtype(code: int) -> DType:
-  """The fusegrad dtype of an ONNX element type code; a clear error for the ones fusegrad lacks."""
-  if code not in ONNX_DTYPES:
-    import onnx
-    name = onnx.TensorProto.DataType.Name(code) if code in onnx.TensorProto.DataType.values() else str(code)
-    raise NotImplementedError(f"ONNX element type {name} is not supported by fusegrad")
-  return ONNX_DTYPES[code]
 
 def tensor_from_proto(t: Any, base_dir: str | None = None) -> Tensor:
   """A TensorProto (raw, typed fields or external data next to base_dir) as a Tensor."""

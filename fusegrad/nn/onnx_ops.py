@@ -33,9 +33,18 @@ def _scalar(v: Any) -> Any:
 
 def _axis(a: int, ndim: int) -> int: return a + ndim if a < 0 else a
 
-def _dtype(code: int) -> DType:
-  from fusegrad.nn.onnx import onnx_dtype
-  return onnx_dtype(code)
+# ONNX TensorProto.DataType -> fusegrad dtype (the types fusegrad has; strings, float8 and int4 are not supported)
+ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16,
+                                 6: dtypes.int32, 7: dtypes.int64, 9: dtypes.bool, 10: dtypes.float16,
+                                 11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64, 16: dtypes.bfloat16}
+
+def onnx_dtype(code: int) -> DType:
+  """The fusegrad dtype of an ONNX element type code; a clear error for the ones fusegrad lacks."""
+  if code not in ONNX_DTYPES:
+    import onnx
+    name = onnx.TensorProto.DataType.Name(code) if code in onnx.TensorProto.DataType.values() else str(code)
+    raise NotImplementedError(f"ONNX element type {name} is not supported by fusegrad")
+  return ONNX_DTYPES[code]
 
 def _per_axis(v: Tensor, axis: int, ndim: int) -> Tensor:
   """A 1-d per-channel tensor shaped to broadcast along axis of an ndim-d tensor (a scalar stays as it is)."""
@@ -120,11 +129,11 @@ def Swish(x: Tensor, alpha: float = 1.0) -> Tensor: return x * (x * alpha).sigmo
 def Shrink(x: Tensor, bias: float = 0.0, lambd: float = 0.5) -> Tensor:
   return (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)).cast(x.dtype)
 @op()
-def Cast(x: Tensor, to: int = 1, saturate: int = 1, round_mode: str = "up") -> Tensor: return x.cast(_dtype(to))
+def Cast(x: Tensor, to: int = 1, saturate: int = 1, round_mode: str = "up") -> Tensor: return x.cast(onnx_dtype(to))
 @op()
 def CastLike(x: Tensor, like: Tensor, saturate: int = 1, round_mode: str = "up") -> Tensor: return x.cast(like.dtype)
 @op()
-def BitCast(x: Tensor, to: int = 1) -> Tensor: return x.bitcast(_dtype(to))
+def BitCast(x: Tensor, to: int = 1) -> Tensor: return x.bitcast(onnx_dtype(to))
 
 # *** constants and shapes ***
 @op()
@@ -152,7 +161,7 @@ def Range(start: Tensor, limit: Tensor, delta: Tensor) -> Tensor:
 @op()
 def EyeLike(x: Tensor, dtype: int | None = None, k: int = 0) -> Tensor:
   n, m = x.shape
-  dt = _dtype(dtype) if dtype is not None else x.dtype
+  dt = onnx_dtype(dtype) if dtype is not None else x.dtype
   return (Tensor.arange(n).reshape(n, 1) + k == Tensor.arange(m).reshape(1, m)).cast(dt)
 @op()
 def Trilu(x: Tensor, k: Tensor | None = None, upper: int = 1) -> Tensor:

@@ -6,7 +6,7 @@ from typing import Any, Callable
 import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
-from fusegrad.nn.onnx_ops import OPS, Seq, op, _ints, _scalar, _axis, _dtype, _per_axis, Gather
+from fusegrad.nn.onnx_ops import OPS, Seq, op, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather
 
 # *** convolution and pooling ***
 def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int], pads: Any, auto_pad: str,
@@ -393,7 +393,7 @@ def _quant_range(dt: Any) -> tuple[int, int]: return dtypes.min(dt), dtypes.max(
 @op()
 def QuantizeLinear(x: Tensor, y_scale: Tensor, y_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0,
                    output_dtype: int = 0, saturate: int = 1, precision: int = 0) -> Tensor:
-  dt = y_zero_point.dtype if y_zero_point is not None else _dtype(output_dtype) if output_dtype else dtypes.uint8
+  dt = y_zero_point.dtype if y_zero_point is not None else onnx_dtype(output_dtype) if output_dtype else dtypes.uint8
   a = _axis(axis, x.ndim)
   if block_size: raise NotImplementedError("QuantizeLinear with block_size")
   scale = _per_axis(y_scale, a, x.ndim) if y_scale.ndim == 1 and y_scale.numel() > 1 else y_scale.reshape(())
@@ -425,7 +425,7 @@ def _window(size: Tensor, periodic: int, output_datatype: int, coefs: list[float
   denom = n if periodic else n - 1
   k = Tensor.arange(n, dtype=dtypes.float32) * (2 * math.pi / denom)
   w = sum(((-1) ** j * c * (k * j).cos() for j, c in enumerate(coefs)), Tensor.zeros(n))
-  return w.cast(_dtype(output_datatype))
+  return w.cast(onnx_dtype(output_datatype))
 @op()
 def HannWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
   return _window(size, periodic, output_datatype, [0.5, 0.5])
@@ -571,7 +571,7 @@ def Attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, 
   if softcap > 0: qk = (qk / softcap).tanh() * softcap
   scores = qk + bias
   extra = scores if qk_matmul_output_mode == 2 else qk
-  x = scores.cast(_dtype(softmax_precision)) if softmax_precision else scores
+  x = scores.cast(onnx_dtype(softmax_precision)) if softmax_precision else scores
   top = x.max(-1, keepdim=True)
   e = (x - (top == -math.inf).where(0, top)).exp()
   total = e.sum(-1, keepdim=True)
@@ -589,7 +589,7 @@ def FlexAttention(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, s
   if q.shape[1] != k.shape[1]: k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(
     q.shape[1] // v.shape[1], 1)
   s = math.sqrt(scale if scale is not None else 1 / math.sqrt(q.shape[3]))
-  ct = _dtype(softmax_precision) if softmax_precision else dtypes.float32 if q.dtype.itemsize < 4 else q.dtype
+  ct = onnx_dtype(softmax_precision) if softmax_precision else dtypes.float32 if q.dtype.itemsize < 4 else q.dtype
   scores = (q * s).matmul((k * s).transpose(-1, -2)).cast(ct)
   mod = lambda g, t: run_graph(g, {g.input[0].name: t})[0].cast(ct)
   if score_mod is not None: scores = mod(score_mod, scores)

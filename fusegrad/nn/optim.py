@@ -7,16 +7,17 @@ same buffers, so a new learning rate written with `opt.lr.assign(...).realize()`
 
 ```python
 opt = Adam(get_parameters(model), lr=1e-3)
-opt.zero_grad()
-loss = model(x).sparse_categorical_crossentropy(y)
-loss.backward()
-opt.step()
+with Tensor.train():  # optimizers step in training mode only (as tinygrad)
+  opt.zero_grad()
+  loss = model(x).sparse_categorical_crossentropy(y)
+  loss.backward()
+  opt.step()
 ```
 """
 from __future__ import annotations
 import math
 from typing import Iterable
-from fusegrad.tensor import Tensor
+from fusegrad.tensor import Tensor, _is_training
 from fusegrad.mixin.linalg import MUON_COEFFICIENTS
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import Ops
@@ -25,11 +26,13 @@ from fusegrad.engine import state
 def _fresh(value: Tensor) -> Tensor:
   """value written into a new buffer of its own. (Two equal expressions, such as two Tensor.zeros(3).contiguous(),
   are one node and would realize into one shared buffer; state that is assigned to must never be shared.)"""
+  if isinstance(value.device, tuple): return value.clone().requires_grad_(False)  # on several devices: split alike
   return Tensor.empty(value.shape, dtype=value.dtype, device=value.device, requires_grad=False).assign(value)
 
 def _own_buffer(t: Tensor) -> object | None:
   """The buffer t is a view of, or None when t is not realized into one (a constant or lazy expression)."""
   u = state.view_base(t.uop)
+  if u.op is Ops.MULTI: u = state.view_base(u.src[0])  # on several devices: its first part's
   return u.arg if u.op is Ops.BUFFER else None
 
 def _give_own_buffers(params: list[Tensor]) -> None:
@@ -47,8 +50,9 @@ def _give_own_buffers(params: list[Tensor]) -> None:
 class Optimizer:
   """The base of every optimizer: holds the parameters and the learning rate, zeroes gradients, schedules steps.
 
-  A parameter whose requires_grad is None is switched to True. Parameters with requires_grad=False are kept as
-  `buffers`: they are never updated, but a step realizes them too (so lazily updated running statistics get computed).
+  A parameter whose requires_grad is None is switched to True. Parameters with requires_grad=False (is_param False)
+  are kept as `buffers`: they are never updated, but a step realizes them too (so lazily updated running statistics
+  get computed).
   A parameter whose .grad is None at a step is left unchanged, as in PyTorch.
   """
   def __init__(self, params: Iterable[Tensor], lr: float):
@@ -73,8 +77,11 @@ class Optimizer:
     self.lr = Tensor([float(lr)], dtype=dtypes.float32, device=self.device, requires_grad=False)
 
   def _zeros_like(self, p: Tensor) -> Tensor:
-    """A state tensor for parameter p: zeros of its shape, dtype and device, in a buffer of its own."""
-    return _fresh(Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device))
+    """A state tensor for parameter p: zeros of its shape, dtype and device (split like p on several devices), in a
+    buffer of its own."""
+    zeros = Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device)
+    if p.uop.op is Ops.MULTI and p.uop.arg is not None: zeros = zeros.shard(p.device, p.uop.arg)  # type: ignore[arg-type]
+    return _fresh(zeros)
 
   def _realize_state(self) -> None:
     """Allocate the state now, so it exists before the first step (and TinyJit sees real buffers)."""
@@ -94,7 +101,11 @@ class Optimizer:
 
   def schedule_step(self) -> list[Tensor]:
     """Build the update lazily and return the tensors to realize for it: the state, the parameters and the buffers.
-    `Tensor.realize(loss, *opt.schedule_step())` computes the loss and the step in one schedule."""
+    `Tensor.realize(loss, *opt.schedule_step())` computes the loss and the step in one schedule. As in tinygrad, only in
+    training mode (`with Tensor.train():`, `Context(TRAINING=1)`)."""
+    if not _is_training():
+      raise RuntimeError(f"{type(self).__name__}: a step outside training mode; step inside `with Tensor.train():` or "
+                         "`with Context(TRAINING=1):`")
     todo = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
     if todo: self._begin_step()
     for i, p in todo:

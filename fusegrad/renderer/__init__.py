@@ -3,7 +3,29 @@ codegen reads these capabilities and never the device's name."""
 from __future__ import annotations
 from dataclasses import dataclass
 from fusegrad.dtype import DType
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.ops import UOp
+
+@dataclass(frozen=True)
+class MachineModel:
+  """The hardware facts tile shapes derive from (codegen/heuristic.py): the device fills them in from what it can read
+  (the CPU: /proc/cpuinfo and /sys/devices/system/cpu; CL and CUDA: their device queries), else these defaults."""
+  isa: str = ""                    # the instruction set kernels are compiled for (CPU: sse4, avx2, avx512)
+  vector_bytes: int = 16           # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512)
+  vector_registers: int = 16       # SIMD registers one thread can name (16 SSE and AVX2, 32 AVX-512)
+  fma_units: int = 2               # vector multiply-adds started per cycle (0: no FMA, a multiply then an add)
+  fma_latency: int = 4             # cycles before a multiply-add's result can feed the next one
+  l1d: int = 32 * 1024             # bytes of L1 data cache per core
+  l2: int = 1024 * 1024            # bytes of L2 cache per core
+  cache_line: int = 64             # bytes
+  warp_size: int = 1               # threads that run in lockstep (CUDA: 32; CPU: 1)
+  local_memory: int = 0            # bytes of workgroup-shared memory (0: none)
+  def vector(self, itemsize: int) -> int:
+    """Elements of itemsize bytes in one SIMD register."""
+    return max(self.vector_bytes // itemsize, 1)
+  @property
+  def accumulators(self) -> int:
+    """Independent multiply-adds in flight that keep every FMA unit busy (latency x units)."""
+    return max(self.fma_units, 1) * self.fma_latency
 
 class UnsupportedDTypeError(NotImplementedError):
   """A kernel uses a dtype its device can't compute in or store (float64 on WEBGPU); the message names both."""
@@ -22,7 +44,7 @@ class Renderer:
   max_buffers: int | None = None   # buffers one kernel may bind (None: any number)
   threads: int = 0                 # CPU threads that split the outermost loop (0: none)
   vector_widths: tuple[int, ...] = ()  # lengths of float vectors the renderer can write (others are split up)
-  simd_width: int = 16             # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512): sizes upcasts
+  machine: MachineModel = MachineModel()  # registers, vector width and caches: what tiles are sized by
   supports_float16: bool = True
   supports_bfloat16: bool = False
   supports_float64: bool = True
@@ -34,20 +56,3 @@ class Renderer:
     return True
   def render(self, name: str, uops: list[UOp]) -> str:
     raise NotImplementedError(f"{type(self).__name__} renders nothing")
-
-_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
-          Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
-
-def render_expr(u: UOp) -> str:
-  """A compact infix string of an integer/bool expression, for debugging and tests: '((r0*4)+r1)'."""
-  if u.op is Ops.CONST: return str(u.arg)
-  if u.op is Ops.RANGE: return f"r{u.arg[0]}"
-  if u.op is Ops.SPECIAL: return u.arg[0]
-  if u.op is Ops.DEFINE_VAR: return u.arg[0]
-  if u.op is Ops.BIND: return render_expr(u.src[0])
-  if u.op in _INFIX: return f"({render_expr(u.src[0])}{_INFIX[u.op]}{render_expr(u.src[1])})"
-  if u.op is Ops.WHERE: return f"({render_expr(u.src[0])}?{render_expr(u.src[1])}:{render_expr(u.src[2])})"
-  if u.op is Ops.MAX: return f"max({render_expr(u.src[0])},{render_expr(u.src[1])})"
-  if u.op is Ops.CAST: return f"{u.dtype.name}({render_expr(u.src[0])})"
-  if u.op is Ops.LOAD: return f"data{u.src[0].arg}[{render_expr(u.src[1])}]"
-  return f"{u.op.name}({','.join(render_expr(s) for s in u.src)})"

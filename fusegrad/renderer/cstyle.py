@@ -10,7 +10,7 @@ import math, struct
 from collections import Counter
 from dataclasses import dataclass, field
 from fusegrad.dtype import DType, dtypes, PtrDType, DTYPES_DICT
-from fusegrad.renderer import Renderer
+from fusegrad.renderer import Renderer, MachineModel
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType
 
 def known_dtype(dt: DType) -> DType:
@@ -379,6 +379,9 @@ class CUDARenderer(CStyleLanguage):
   local_max: tuple[int, ...] | None = (1024, 1024, 64)
   max_workgroup: int = 1024
   shared_max: int = 48 * 1024
+  # warps of 32 threads, 48 KB of shared memory per block, up to 255 32-bit registers per thread (every CUDA GPU)
+  machine: MachineModel = MachineModel(isa="cuda", vector_bytes=4, vector_registers=255, warp_size=32,
+                                       local_memory=48 * 1024)
   supports_bfloat16: bool = True
   kernel_prefix: str = 'extern "C" __global__ '
   buffer_suffix: str = " __restrict__"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes, functools, hashlib, struct
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
+from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import OpenCLRenderer
 
 # constants from CL/cl.h
@@ -182,6 +183,7 @@ class CLProgram:
     if getattr(self, "prg", None): self.dev.cl.clReleaseProgram(self.prg)
 
 class CLDevice(Compiled):
+  fork_safe = False
   def __init__(self, device: str):
     self.cl, devices, num = libcl(), list_devices(), int(device.partition(":")[2] or 0)
     if not devices: raise RuntimeError("no OpenCL device found (install a driver, e.g. pocl-opencl-icd)")
@@ -202,6 +204,7 @@ class CLDevice(Compiled):
     renderer = OpenCLRenderer(device=device, global_max=(2 ** 31 - 1,) * 3, local_max=tuple(local_max),
                               max_workgroup=info_int(CL_DEVICE_MAX_WORK_GROUP_SIZE),
                               shared_max=info_int(CL_DEVICE_LOCAL_MEM_SIZE),
+                              machine=MachineModel(isa="opencl", local_memory=info_int(CL_DEVICE_LOCAL_MEM_SIZE)),
                               supports_float16="cl_khr_fp16" in info_str(CL_DEVICE_EXTENSIONS).split(),
                               supports_float64=info_int(CL_DEVICE_DOUBLE_FP_CONFIG) != 0)
     super().__init__(device, CLAllocator(self), renderer, CLCompiler(self), functools.partial(CLProgram, self))

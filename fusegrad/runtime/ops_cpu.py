@@ -1,9 +1,11 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile, time, weakref
+import ctypes, ctypes.util, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile
+import time, weakref
 from typing import Any, Callable
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
-from fusegrad.helpers import CC, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
+from fusegrad.helpers import CC, CPU_ISA, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
+from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer
 
 class CPUBuffer:
@@ -54,6 +56,7 @@ class CPUAllocator(Allocator):
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
   def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer:
     return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
+  def from_pointer(self, ptr: int, nbytes: int) -> CPUBuffer: return CPUBuffer(None, ptr, nbytes)
   def as_memoryview(self, handle: CPUBuffer) -> memoryview:
     """The buffer's memory itself (no copy)."""
     return memoryview((ctypes.c_uint8 * handle.nbytes).from_address(handle.addr)).cast("B")
@@ -72,11 +75,56 @@ def find_c_compiler() -> list[str]:
     if shutil.which(cc): return [cc]
   raise NoCompilerError("no C compiler installed (clang, gcc or cc); install one, or set CC")
 
-def simd_width() -> int:
-  """Bytes in a SIMD register of this CPU (64 with AVX-512, 32 with AVX2, else 16)."""
-  flags = (next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "")
-           if os.path.exists("/proc/cpuinfo") else "")
-  return 64 if " avx512f" in flags else 32 if " avx2" in flags else 16
+# the x86 instruction sets CPU_ISA names, best first: the /proc/cpuinfo flag each needs, its SIMD register (bytes,
+# count), and the compiler flags that limit -march=native to it (gcc and clang: no AVX-512 subset without avx512f, no
+# AVX, AVX2 or FMA without avx)
+ISAS = {"avx512": ("avx512f", 64, 32, ["-mprefer-vector-width=512"]), "avx2": ("avx2", 32, 16, ["-mno-avx512f"]),
+        "sse4": ("sse4_2", 16, 16, ["-mno-avx"])}
+
+def _cpuinfo(field: str) -> str:
+  """The first /proc/cpuinfo line starting with field, after its colon ('' where there is none)."""
+  if not os.path.exists("/proc/cpuinfo"): return ""
+  with open("/proc/cpuinfo") as f: line = next((ln for ln in f if ln.startswith(field)), "")
+  return line.partition(":")[2].strip()
+
+def host_isas() -> list[str]:
+  """The instruction sets of ISAS this CPU runs, best first (none on a CPU that isn't x86)."""
+  flags = set(_cpuinfo("flags").split())
+  return [isa for isa, (flag, *_) in ISAS.items() if flag in flags and (isa != "avx2" or "fma" in flags)]
+
+def cpu_isa() -> str:
+  """CPU_ISA, checked against the host (ValueError for a name it doesn't know or a set the CPU can't run), or the
+  host's best ('' on a CPU outside ISAS: its compiler's -march=native then decides alone)."""
+  have = host_isas()
+  if not CPU_ISA.value: return have[0] if have else ""
+  if CPU_ISA.value not in ISAS: raise ValueError(f"CPU_ISA={CPU_ISA.value!r} is invalid: it takes one of {list(ISAS)}")
+  if CPU_ISA.value not in have:
+    raise ValueError(f"CPU_ISA={CPU_ISA.value}: this CPU ({_cpuinfo('model name') or platform.machine()}) can't run it;"
+                     f" it runs {', '.join(have) or 'none of ' + str(list(ISAS))}")
+  return CPU_ISA.value
+
+def _cache_sizes() -> dict[int, int]:
+  """Bytes of the data (or unified) cache of each level of cpu0, from /sys ({} where it can't be read)."""
+  out, root = {}, "/sys/devices/system/cpu/cpu0/cache"
+  for d in (os.listdir(root) if os.path.isdir(root) else []):
+    try:
+      with open(f"{root}/{d}/level") as f: level = int(f.read())
+      with open(f"{root}/{d}/type") as f: kind = f.read().strip()
+      with open(f"{root}/{d}/size") as f: size = f.read().strip()
+    except (OSError, ValueError): continue
+    if kind in ("Data", "Unified") and size[:-1].isdigit():
+      out[level] = int(size[:-1]) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0)
+  return out
+
+def cpu_machine(isa: str) -> MachineModel:
+  """The machine model of this CPU running isa: SIMD registers from ISAS (NEON's 32 x 16 bytes on arm64), caches from
+  /sys (the model's defaults where unreadable); two FMA units where the ISA has FMA (every AVX2 and AVX-512 core
+  since 2013 issues two per cycle: Haswell, Zen 2-4, Sapphire Rapids), none on SSE4 (a multiply, then an add)."""
+  _, vbytes, regs, _ = ISAS.get(isa, ("", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, []))
+  caches, default = _cache_sizes(), MachineModel()
+  return MachineModel(isa=isa or platform.machine(), vector_bytes=vbytes, vector_registers=regs,
+                      fma_units=2 if isa in ("avx2", "avx512") else 0, l1d=caches.get(1, default.l1d),
+                      l2=caches.get(2, default.l2))
 
 @functools.cache
 def compiler_version(cc: tuple[str, ...]) -> str:
@@ -101,20 +149,20 @@ def _probe_openmp(cc: list[str]) -> bool:
     except OSError: return False
 
 class ClangCompiler(Compiler):
-  """C -> shared library. The cache key holds the compiler, its flags and the CPU (flags use -march=native)."""
-  def __init__(self, cc: list[str], openmp: bool, simd: int = 16):
+  """C -> shared library for the instruction set isa (ISAS; '': the host's). The cache key holds the compiler, its
+  flags (the ISA's among them) and the CPU (flags use -march=native)."""
+  def __init__(self, cc: list[str], openmp: bool, isa: str = ""):
     self.cc = cc
     # -w: no warnings to print (the generated code has many harmless ones); -pipe: no temporary files between stages
     self.args = ["-shared", "-O2", "-w", "-pipe", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno",
                  "-fno-strict-aliasing", "-x", "c"]
-    # the kernels' vector types are as wide as the SIMD registers: keep them whole (clang splits 64-byte vectors into
-    # two 32-byte halves by default on some AVX-512 CPUs)
-    if simd >= 64: self.args.insert(0, "-mprefer-vector-width=512")
+    # the ISA's flags: on AVX-512, the kernels' vector types are as wide as the SIMD registers: keep them whole (clang
+    # splits 64-byte vectors into two 32-byte halves by default on some AVX-512 CPUs)
+    self.args[:0] = ISAS[isa][3] if isa in ISAS else []
     if openmp: self.args.insert(0, "-fopenmp")
     version = compiler_version(tuple(cc)).split("\n")[0]
-    cpu = (next((line for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
-           if os.path.exists("/proc/cpuinfo") else "")
-    ident = hashlib.sha256(f"{version}|{' '.join(self.args)}|{platform.machine()}|{cpu}".encode()).hexdigest()[:16]
+    key = f"{version}|{isa}|{' '.join(self.args)}|{platform.machine()}|{_cpuinfo('model name')}"
+    ident = hashlib.sha256(key.encode()).hexdigest()[:16]
     super().__init__(f"compile_cpu_{ident}")
   def _start(self, tmp: str, name: str, src: str) -> subprocess.Popen:
     """A compiler process building tmp/name.so from src (its log goes to tmp/name.log)."""
@@ -196,6 +244,7 @@ class SharedLibrary:
       path = f.name
     try: self.dll = ctypes.CDLL(path)
     finally: os.unlink(path)
+    self.uses_libgomp = _libomp is None and b"GOMP_parallel" in lib  # gcc's OpenMP calls, bound to libgomp
     _pin_openmp()
   def __del__(self) -> None:
     dll = self.__dict__.pop("dll", None)
@@ -220,6 +269,23 @@ def _pin_openmp() -> None:
     try: _openmp_runtimes[name] = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # only if already loaded
     except OSError: pass
 
+def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
+
+_libomp: ctypes.CDLL | None = None
+def _one_openmp_runtime() -> None:
+  """Load clang's OpenMP runtime (libomp) for the process before any kernel: gcc's kernels call its GOMP_* entry points
+  too (one pool of workers), and a forked child runs them (libgomp hangs there). docs/developer/threads.md"""
+  global _libomp
+  if _libomp is None and (path := _find_libomp()) is not None:
+    try: _libomp = _openmp_runtimes["libomp"] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError: pass
+
+_forked_after_libgomp = False  # set in a child forked after libgomp's workers started
+def _after_fork_in_child() -> None:
+  global _forked_after_libgomp
+  _forked_after_libgomp = _forked_after_libgomp or any(lib.uses_libgomp for lib in _loaded.values())
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
+
 # the libraries loaded now, by the sha256 of their bytes: the kernels compiled in one batch share their library
 _loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDictionary()
 
@@ -234,6 +300,10 @@ class CPUProgram:
     self.nargs = (-1, -1)  # the argument counts fxn.argtypes was set for
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
+    if _forked_after_libgomp and self.lib.uses_libgomp:
+      raise RuntimeError(f"CPU kernel {self.name}: this process was forked after gcc's OpenMP runtime (libgomp) ran "
+                         "kernels, and libgomp can't run threads in a forked child (it would hang): install clang's "
+                         "libomp (fusegrad then uses it for gcc's kernels too), or start workers with 'spawn'")
     if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
@@ -246,22 +316,24 @@ class CPUProgram:
 
 class CPUDevice(Compiled):
   def __init__(self, device: str):
-    cc = find_c_compiler()
+    cc, isa = find_c_compiler(), cpu_isa()
     is_clang = "clang" in compiler_version(tuple(cc)).lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
-    if threads > 1: _wait_policy()
+    if threads > 1:
+      _wait_policy()
+      _one_openmp_runtime()
     # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
     # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
-                             threads=threads if threads > 1 else 0, simd_width=simd_width(), upcast_max=256,
+                             threads=threads if threads > 1 else 0, machine=cpu_machine(isa), upcast_max=256,
                              vector_widths=(2, 4, 8, 16), compilers=(cc[0], *others))
-    default = ClangCompiler(cc, openmp, simd_width())
+    default = ClangCompiler(cc, openmp, isa)
     def other(name: str) -> ClangCompiler:
       """The other compiler, or the default where it doesn't work (which then builds the kernels that chose it)."""
       try:
-        comp = ClangCompiler([name], omp := openmp_works([name]), simd_width())
+        comp = ClangCompiler([name], omp := openmp_works([name]), isa)
         if not omp: comp.compile("void probe(void) {}\n")  # the OpenMP probe didn't show that it compiles at all
         return comp
       except (CompileError, OSError) as e:

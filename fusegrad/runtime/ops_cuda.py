@@ -159,6 +159,7 @@ class CUDAProgram:
 
 class CUDADevice(Compiled):
   """CUDA or CUDA:n, on the device's primary context; kernels are compiled for its architecture."""
+  fork_safe = False
   def __init__(self, device: str):
     self.cu = _Driver()
     ordinal, count = int(device.partition(":")[2] or 0), ctypes.c_int()

@@ -6,7 +6,7 @@ constants, loop counters) or a list with one entry per thread. Loops are uniform
 all threads. ALU ops use uop/alu.py, the same definitions constant folding uses.
 """
 from __future__ import annotations
-import array, base64, pickle, struct, time
+import array, base64, ctypes, pickle, struct, time
 from typing import Any
 from fusegrad.dtype import DType, dtypes, PtrDType
 from fusegrad.device import Compiled, Allocator, Compiler
@@ -164,6 +164,8 @@ class PythonAllocator(Allocator):
   def copyin(self, dest: memoryview, src: memoryview) -> None: dest[:] = src
   def copyout(self, dest: memoryview, src: memoryview) -> None: dest[:] = src
   def offset(self, handle: memoryview, offset: int, nbytes: int) -> memoryview: return handle[offset:offset + nbytes]
+  def from_pointer(self, ptr: int, nbytes: int) -> memoryview:
+    return memoryview((ctypes.c_uint8 * nbytes).from_address(ptr)).cast("B")
 
 class PythonDevice(Compiled):
   def __init__(self, device: str):

@@ -16,6 +16,7 @@ class Ops(Enum):
   # the lazy graph's leaves and buffer ops
   SINK = auto(); DEVICE = auto(); BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()  # noqa: E702
   COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto(); DETACH = auto()  # noqa: E702
+  MULTI = auto()  # a tensor on several devices (engine/multi.py): src one node per device, arg the split axis
   # movement: zero-copy views, never kernels
   RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
   # reduce over axes of a tensor (arg: (ALU op, axes))
@@ -31,7 +32,7 @@ class Ops(Enum):
   CAST = auto(); BITCAST = auto()  # noqa: E702
   # kernel level: the scheduler's ASTs and codegen's flat programs
   DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_ACC = auto(); RANGE = auto(); SPECIAL = auto()  # noqa: E702
-  LOAD = auto(); STORE = auto(); REDUCE = auto(); ENDRANGE = auto(); IF = auto(); ENDIF = auto()  # noqa: E702
+  LOAD = auto(); STORE = auto(); REDUCE = auto(); ENDRANGE = auto()  # noqa: E702
   BARRIER = auto(); VECTORIZE = auto(); GEP = auto(); NOOP = auto()  # noqa: E702
   def __repr__(self) -> str: return f"Ops.{self.name}"
   __hash__ = object.__hash__  # members are singletons: identity is equality (and hashing is on every node built)
@@ -46,9 +47,10 @@ class GroupOp:
   Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
   Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
   Comparison = {Ops.CMPLT, Ops.CMPNE}
-  Associative = {Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX}
-  # ops whose result is 0 when all inputs are 0: a zero-padded input stays zero-padded through them
-  UnsafePad = {Ops.RECIPROCAL, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.THREEFRY}
+  # math functions: costly per element, so the heuristic gives them whole SIMD registers (codegen/heuristic.py)
+  Math = {Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN, Ops.RECIPROCAL}
+  # ops a vector renderer computes on whole vectors (codegen/vectorize.py): SIN has no vector form, it goes lane by lane
+  Vector = {Ops.ADD, Ops.MUL, Ops.MULACC, Ops.MAX} | (Math - {Ops.SIN})
 
 class AxisType(Enum):
   """What a kernel RANGE becomes in the generated code."""
@@ -91,7 +93,10 @@ class UOp:
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
-    UOp._interned[key] = weakref.KeyedRef(ret, _uninterned, key)
+    new = weakref.KeyedRef(ret, _uninterned, key)
+    if (ref := UOp._interned.setdefault(key, new)) is not new:  # another thread made it meanwhile: one node stays
+      if (other := ref()) is not None: return other
+      UOp._interned[key] = new
     return ret
   def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kwargs: Any) -> UOp:
@@ -119,21 +124,21 @@ class UOp:
   # *** shapes of lazy-graph nodes ***
   @property
   def shape(self) -> tuple[int, ...]:
-    if "shape" not in self._cache: self._cache["shape"] = _infer_shape(self)
-    return self._cache["shape"]
+    return derived(self, "shape", _infer_shape)
   @property
   def size(self) -> int: return prod(self.shape)
   @property
   def base(self) -> UOp:
     """The node below any chain of movement ops."""
-    return self.src[0].base if self.op in GroupOp.Movement else self
+    ret = self
+    while ret.op in GroupOp.Movement: ret = ret.src[0]
+    return ret
 
   # *** constructors used by Tensor, autograd and the passes ***
   @property
   def device(self) -> str | None:
     """The device a tensor-graph node lives on (None for kernel-level nodes and bare constants)."""
-    if "device" not in self._cache: self._cache["device"] = _infer_device(self)
-    return self._cache["device"]
+    return derived(self, "device", _infer_device)
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
     """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
@@ -251,8 +256,7 @@ class UOp:
   def vmax(self) -> Any: return self._min_max[1]
   @property
   def _min_max(self) -> tuple[Any, Any]:
-    if "mm" not in self._cache: self._cache["mm"] = _min_max(self)
-    return self._cache["mm"]
+    return derived(self, "mm", _min_max)
   def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
     """This graph with the keys of mapping replaced by their values (no simplification)."""
     if not mapping: return self
@@ -277,23 +281,35 @@ class UOp:
   def val(self) -> int:
     """The bound value of a BIND (a Variable with a value)."""
     return self.unbind()[1]
-  def sym_infer(self, var_vals: dict[UOp, int]) -> Any:
-    """Evaluate an integer expression with the variables' values."""
-    from fusegrad.uop.symbolic import simplify
-    ret = simplify(self.substitute({k: UOp.const(k.dtype, v) for k, v in var_vals.items()}))
-    if ret.op is not Ops.CONST: raise ValueError(f"can't evaluate {ret.render()}: unbound variables")
-    return ret.arg
 
   # *** printing ***
   def render(self) -> str:
     """A short infix rendering of an index/ALU expression, e.g. '((r0*4)+r1)'."""
-    from fusegrad.renderer import render_expr
     return render_expr(self)
   def __repr__(self) -> str: return pretty_print(self)
 
+def derived(u: UOp, key: str, fn: Callable[[UOp], Any]) -> Any:
+  """fn(u), computed once and kept in u._cache[key]. fn may ask the same of u's sources: those without it get it first,
+  sources before users, so a deep graph needs no deep recursion (where fn fails, fn(u) fails or doesn't need it)."""
+  if (ret := u._cache.get(key, _MISSING)) is not _MISSING: return ret
+  if any(key not in s._cache for s in u.src):
+    for n in u.toposort(gate=lambda n: key not in n._cache)[:-1]:
+      if key not in n._cache:
+        try: n._cache[key] = fn(n)
+        except Exception: pass
+  ret = u._cache[key] = fn(u)
+  return ret
+_MISSING = object()
+
+def bottom_up(root: UOp, fn: Callable[[UOp], Any], where: Callable[[UOp], bool]) -> None:
+  """fn(n) for each node n below root with where(n), reached through such nodes, sources first: a memoized recursive
+  pass called on root afterwards finds their results and recurses one level, however deep the graph is."""
+  for n in root.toposort(gate=lambda n: n is root or where(n))[:-1]:
+    if where(n): fn(n)
+
 _SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
 _KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE,
-               Ops.REDUCE, Ops.ENDRANGE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
+               Ops.REDUCE, Ops.ENDRANGE, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
 
 # names codegen gives its own values (loop counters, launch indices, buffers, temporaries): a Variable can't take them
 _GENERATED_NAME = re.compile(r"(ridx|gidx|lidx|data|val|alu|acc|cast|var|temp|smem)[0-9]+")
@@ -326,6 +342,8 @@ def _infer_shape(u: UOp) -> tuple[int, ...]:
     *rest, last = u.src[0].shape
     return (*rest, last * u.src[0].dtype.itemsize // u.dtype.itemsize)
   if u.op is Ops.SINK: return ()
+  if u.op is Ops.MULTI and u.arg is not None:
+    return tuple(s * len(u.src) if i == u.arg else s for i, s in enumerate(u.src[0].shape))
   if u.src: return u.src[0].shape
   raise RuntimeError(f"{u.op} has no shape")
 
@@ -335,6 +353,7 @@ def _infer_device(u: UOp) -> str | None:
   if u.op is Ops.DEVICE: return u.arg
   if u.op is Ops.COPY: return u.arg[0]
   if u.op is Ops.BUFFER: return u.arg.device
+  if u.op is Ops.MULTI: return tuple(s.device for s in u.src)  # type: ignore[return-value]
   if u.op in _KERNEL_OPS: return None
   return next((d for s in u.src if (d := s.device) is not None), None)
 
@@ -387,6 +406,23 @@ def _clip(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
   return lo, hi
 
 # *** printing ***
+
+_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
+          Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+
+def render_expr(u: UOp) -> str:
+  """A compact infix string of an integer/bool expression, for debugging and tests: '((r0*4)+r1)'."""
+  if u.op is Ops.CONST: return str(u.arg)
+  if u.op is Ops.RANGE: return f"r{u.arg[0]}"
+  if u.op is Ops.SPECIAL: return u.arg[0]
+  if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op is Ops.BIND: return render_expr(u.src[0])
+  if u.op in _INFIX: return f"({render_expr(u.src[0])}{_INFIX[u.op]}{render_expr(u.src[1])})"
+  if u.op is Ops.WHERE: return f"({render_expr(u.src[0])}?{render_expr(u.src[1])}:{render_expr(u.src[2])})"
+  if u.op is Ops.MAX: return f"max({render_expr(u.src[0])},{render_expr(u.src[1])})"
+  if u.op is Ops.CAST: return f"{u.dtype.name}({render_expr(u.src[0])})"
+  if u.op is Ops.LOAD: return f"data{u.src[0].arg}[{render_expr(u.src[1])}]"
+  return f"{u.op.name}({','.join(render_expr(s) for s in u.src)})"
 
 def pretty_print(root: UOp, max_nodes: int = 400) -> str:
   """One line per node, sources referenced by number: readable for graphs of any depth."""

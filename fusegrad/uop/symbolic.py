@@ -6,8 +6,9 @@ turn `((r0*12 + r1*4 + r2) // 4) % 3` into `r1` when the bounds of r0, r1, r2 al
 """
 from __future__ import annotations
 import math
+from typing import Any
 from fusegrad.dtype import dtypes
-from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.ops import UOp, Ops, GroupOp, derived
 from fusegrad.uop.alu import exec_alu
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 
@@ -16,10 +17,10 @@ Term = tuple[UOp, int]
 
 def order_key(u: UOp) -> tuple:
   """A deterministic sort key for a node, so that sums are built in one canonical order."""
-  if "key" not in u._cache:
-    arg = u.arg if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_GLOBAL) else None
-    u._cache["key"] = (u.op.value, repr(arg), tuple(order_key(s) for s in u.src))
-  return u._cache["key"]
+  return derived(u, "key", _order_key)
+def _order_key(u: UOp) -> tuple:
+  arg = u.arg if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_GLOBAL) else None
+  return (u.op.value, repr(arg), tuple(order_key(s) for s in u.src))
 
 # *** sums as (term, coefficient) lists ***
 
@@ -209,11 +210,15 @@ symbolic = PatternMatcher([
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="u"), cast_const),  # cast(const) -> const
   # cast to own dtype -> x
   (UPat(Ops.CAST, name="u", src=(UPat.var("x"),)), lambda u, x: x if x.dtype == u.dtype else None),
-  # float identities that are exact
-  (UPat.var("x", dtypes.floats) * 1, lambda x: x),  # x*1.0 -> x
 ])
 
 def simplify(u: UOp) -> UOp:
   """u with the symbolic rules applied to a fixed point. The rules read nothing but the nodes, so each node keeps its
   simplified form: passes that simplify again after changing part of a kernel only walk the new nodes."""
   return graph_rewrite(u, symbolic, memo="simplified")
+
+def sym_infer(expr: UOp, var_vals: dict[UOp, int]) -> Any:
+  """Evaluate an integer expression with the variables' values."""
+  ret = simplify(expr.substitute({k: UOp.const(k.dtype, v) for k, v in var_vals.items()}))
+  if ret.op is not Ops.CONST: raise ValueError(f"can't evaluate {ret.render()}: unbound variables")
+  return ret.arg

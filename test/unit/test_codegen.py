@@ -12,9 +12,12 @@ from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.lower import merge_axes
 from fusegrad.codegen.kernel import range_size
 from fusegrad.codegen.heuristic import hand_coded_optimizations
+from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer
+AVX512 = MachineModel(isa="avx512", vector_bytes=64, vector_registers=32)
 from fusegrad.uop.ops import UOp
-from fusegrad.engine.realize import CompiledRunner, ExecItem, run_schedule
+from fusegrad.engine.runner import CompiledRunner
+from fusegrad.engine.realize import ExecItem, run_schedule
 from fusegrad.engine.schedule import ScheduleItem
 from fusegrad.uop.ops import Ops, AxisType
 
@@ -288,7 +291,7 @@ def test_gated_load_index_keeps_inner_loads_gated():
   assert loads and all(len(u.src) > 2 and u.src[2].op is not Ops.CONST for u in loads), "a load lost its gate"
 
 # *** the matmul heuristic: 16 vector accumulators, column panels outside the row tiles, b packed in panels ***
-VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), simd_width=64, upcast_max=256, threads=2)
+VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), machine=AVX512, upcast_max=256, threads=2)
 
 @pytest.mark.parametrize("expr,kernels", [("a @ b", 2), ("a.T @ b", 3), ("a @ b.T", 2), ("c @ c.transpose(1, 2)", 2)])
 def test_matmul_heuristic_tiles_and_orders(expr, kernels):

@@ -35,7 +35,7 @@ import gc, numpy as np
 from fusegrad import Tensor, Device
 from fusegrad.codegen import get_program
 from fusegrad.codegen.kernel import Opt, OptOps
-from fusegrad.engine.realize import CompiledRunner
+from fusegrad.engine.runner import CompiledRunner
 a = np.arange(64 * 512, dtype=np.float32).reshape(64, 512) % 5
 si = Tensor(a).realize().sum(1).schedule()[-1]
 if si.bufs[0]._buf is None: si.bufs[0].allocate()

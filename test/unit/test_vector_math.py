@@ -7,7 +7,9 @@ from fusegrad import Tensor
 from fusegrad.helpers import Context
 from fusegrad.codegen import get_program
 from fusegrad.engine.schedule import create_schedule
+from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer
+AVX512 = MachineModel(isa="avx512", vector_bytes=64, vector_registers=32)
 from test.helpers import device_is
 
 SPECIALS = [0.0, -0.0, 1e-45, -1e-45, 1e-38, -1e-38, 0.5, -0.5, 1.0, -1.0, 127.99999, 128.0, 128.0001, 1000.0, -126.0,
@@ -83,7 +85,7 @@ def test_max_nan_inf_lanes():
 
 def test_c_source_is_vector_code():
   """On a C renderer with 64-byte vectors the softmax kernels compute exp2 and max on float16 vectors."""
-  ren = ClangRenderer(device="CPU", simd_width=64, upcast_max=128, vector_widths=(2, 4, 8, 16))
+  ren = ClangRenderer(device="CPU", machine=AVX512, upcast_max=128, vector_widths=(2, 4, 8, 16))
   out = Tensor.empty(256, 256, device="CPU").softmax(-1)
   with Context(NOOPT=0, BEAM=0): srcs = [get_program(si.ast, ren).src for si in create_schedule([out.uop]).items]
   assert "m_ = (acc0 > val0)" in srcs[0] and "float16 acc0" in srcs[0]  # the row max: a vector accumulator
@@ -130,7 +132,7 @@ def test_column_reduce():
   np.testing.assert_array_equal(Tensor(x).max(0).numpy(), x.max(0))
   y = x[:, :100]  # 100 columns: no vector of 16 divides them
   np.testing.assert_allclose(Tensor(y).sum(0).numpy(), y.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
-  ren = ClangRenderer(device="CPU", simd_width=64, upcast_max=128, vector_widths=(2, 4, 8, 16))
+  ren = ClangRenderer(device="CPU", machine=AVX512, upcast_max=128, vector_widths=(2, 4, 8, 16))
   with Context(NOOPT=0, BEAM=0):
     src = get_program(create_schedule([Tensor.empty(300, 256, device="CPU").sum(0).uop]).items[-1].ast, ren).src
   assert "float16 acc0" in src and "float16 acc3" in src  # 4 vector accumulators of 16 columns

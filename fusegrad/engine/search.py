@@ -1,4 +1,5 @@
-"""BEAM search: find a kernel's optimizations by compiling and timing candidates (BEAM=n keeps the n fastest).
+"""BEAM search: find a kernel's optimizations by compiling and timing candidates (BEAM=n keeps the n fastest). It
+is engine work (buffers, compiles, timed runs); engine/realize.py asks it for the opts and passes them to codegen.
 
 In: a Kernel with no opts applied. Out: the Kernel with the best opts found applied. The actions are the heuristic's
 (codegen/heuristic.py): UPCAST, UNROLL, LANES (vector widths), THREAD, LOCAL, GROUP and COMPILER. Each round's
@@ -8,13 +9,14 @@ so a kernel is searched once per machine.
 """
 from __future__ import annotations
 import hashlib, json, math
-from typing import TYPE_CHECKING
 from fusegrad.dtype import DType
 from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG
-from fusegrad.uop.ops import Ops, pretty_print
+from fusegrad.uop.ops import UOp, Ops, pretty_print
+from fusegrad.renderer import Renderer
+from fusegrad.codegen import PREPARE, program_for
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
-if TYPE_CHECKING: from fusegrad.engine.realize import CompiledRunner
+from fusegrad.engine.runner import CompiledRunner
 
 AMOUNTS = (0, 2, 3, 4, 8, 16)  # 0: the whole axis
 SLOW = 20  # a candidate whose first run takes SLOW times the best time so far isn't run again
@@ -39,8 +41,6 @@ def _buffers_for(k: Kernel) -> list[Buffer]:
 def compile_candidates(kernels: list[Kernel]) -> list[CompiledRunner | None]:
   """A loaded CompiledRunner for each kernel, or None where lowering or compiling failed; compiled in one batch per
   compiler."""
-  from fusegrad.codegen import program_for
-  from fusegrad.engine.realize import CompiledRunner
   runners: list[CompiledRunner | None] = []
   for k in kernels:
     try: runners.append(CompiledRunner(program_for(k)))
@@ -75,6 +75,11 @@ def _cached_opts(key: str) -> list[Opt] | None:
 
 def _time_all(kernels: list[Kernel], bufs: list[Buffer], best: float) -> list[float]:
   return [time_kernel(r, bufs, limit=best * SLOW) for r in compile_candidates(kernels)]
+
+def beam_opts(ast: UOp, ren: Renderer, width: int) -> list[Opt]:
+  """The opts BEAM search finds for a kernel AST, for get_program (which prepares the kernel the same way)."""
+  for _, prepare in PREPARE: ast = prepare(ast)
+  return beam_search(Kernel(ast, ren), width).applied_opts
 
 def beam_search(k: Kernel, width: int) -> Kernel:
   """Grow the opts list one action at a time, keeping the `width` fastest kernels, until nothing gets faster."""

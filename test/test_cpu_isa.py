@@ -1,0 +1,80 @@
+"""CPU_ISA and the machine model: each instruction set the host runs gets kernels whose register tiles fit its vector
+registers. For the MNIST step's convolutions (forward, both gradients) and a matmul, the heuristic's kernel compiled
+for the ISA has its tile within the machine model, computes with vector multiply-adds (SSE4: vector multiplies) and,
+compiled by clang for AVX2 or AVX-512, has no spill (stack reference of a vector register) in its hot loop."""
+import dataclasses, re, shutil, subprocess, tempfile
+import pytest
+from fusegrad import Tensor, Device
+from fusegrad.helpers import Context
+from fusegrad.codegen import Kernel, get_program
+from fusegrad.codegen.fold import fold_reduces
+from fusegrad.codegen.heuristic import hand_coded_optimizations, _reduce_loads, tile_registers
+from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
+from fusegrad.runtime import ops_cpu
+from fusegrad.runtime.ops_cpu import ClangCompiler, cpu_isa, cpu_machine, host_isas, find_c_compiler
+
+pytestmark = pytest.mark.skipif(Device.DEFAULT != "CPU" or not host_isas(), reason="x86 CPU instruction sets")
+
+def test_default_is_the_hosts_best_and_unknown_names_are_refused():
+  with Context(CPU_ISA=""): assert cpu_isa() == host_isas()[0]
+  with Context(CPU_ISA="avx3"), pytest.raises(ValueError, match="CPU_ISA='avx3' is invalid"): cpu_isa()
+
+def test_an_isa_the_host_cant_run_is_refused(monkeypatch):
+  monkeypatch.setattr(ops_cpu, "host_isas", lambda: ["avx2", "sse4"])
+  with Context(CPU_ISA="avx512"), pytest.raises(ValueError, match="can't run it; it runs avx2, sse4"): cpu_isa()
+
+def test_each_isa_has_its_flags_and_its_cache_key():
+  compilers = {isa: ClangCompiler(find_c_compiler(), False, isa) for isa in host_isas()}
+  assert len({c.cachekey for c in compilers.values()}) == len(compilers)  # type: ignore[attr-defined]
+  if "avx2" in compilers: assert "-mno-avx512f" in compilers["avx2"].args
+  if "avx512" in compilers: assert "-mprefer-vector-width=512" in compilers["avx512"].args
+
+def _mnist_kernels() -> list[tuple[str, object]]:
+  """(name, AST) of the biggest kernel of a 256 matmul and of each convolution of the MNIST model (forward, input
+  gradient, weight gradient), batch 512 as in its step (scheduled, never run)."""
+  ren = Device["CPU"].renderer
+  def biggest(t: Tensor): return max(t.schedule(), key=lambda si: get_program(si.ast, ren).flops).ast
+  out = [("matmul", biggest(Tensor.empty(256, 256) @ Tensor.empty(256, 256)))]
+  for cin, cout, k, hw in ((32, 32, 5, 24), (32, 64, 3, 12)):
+    x, w = Tensor.empty(512, cin, hw, hw, requires_grad=True), Tensor.empty(cout, cin, k, k, requires_grad=True)
+    y = x.conv2d(w)
+    out.append((f"conv{cin}-{cout} forward", biggest(y)))
+    y.sum().backward()
+    out += [(f"conv{cin}-{cout} input grad", biggest(x.grad)), (f"conv{cin}-{cout} weight grad", biggest(w.grad))]
+  return out
+
+def hot_loop(lib: bytes) -> list[str]:
+  """The instructions of the innermost loop (a backward jump and what it jumps over) with the most multiplies in
+  lib."""
+  with tempfile.NamedTemporaryFile(suffix=".so") as f:
+    f.write(lib)
+    f.flush()
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.name], capture_output=True, text=True).stdout
+  ins = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", dis, re.M)]
+  loops = [(int(m.group(1), 16), a) for a, t in ins if (m := re.match(r"j\w+\s+([0-9a-f]+) ", t)) and
+           int(m.group(1), 16) <= a]
+  inner = [(lo, hi) for lo, hi in loops if not any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in loops)]
+  bodies = [[t for a, t in ins if lo <= a <= hi] for lo, hi in inner]
+  return max(bodies, key=lambda b: sum("mul" in t or "fmadd" in t for t in b), default=[])
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
+@pytest.mark.parametrize("isa", host_isas())
+def test_mnist_kernels_fit_the_registers(isa):
+  cc = find_c_compiler()
+  machine = cpu_machine(isa)
+  ren = dataclasses.replace(Device["CPU"].renderer, machine=machine)  # the device's, threads included: one ISA's
+  compiler = ClangCompiler(cc, ops_cpu.openmp_works(cc), isa)
+  # clang's code only: gcc keeps a few operands on the stack; SSE4 (no FMA, two-operand multiplies) needs copies the
+  # model counts roughly
+  checks_spills = "clang" in ops_cpu.compiler_version(tuple(cc)).lower() and machine.fma_units > 0
+  for name, ast in _mnist_kernels():
+    k = Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren)  # type: ignore[arg-type]
+    opts = hand_coded_optimizations(k)
+    for o in opts: k.apply_opt(o)
+    assert tile_registers(k, _reduce_loads(k)) <= machine.vector_registers, (name, opts)
+    p = get_program(ast, ren, opts)  # type: ignore[arg-type]
+    loop = hot_loop(compiler.compile(p.src))
+    vector_ops = [t for t in loop if re.match(r"vfmadd\d+ps" if isa != "sse4" else r"mulps", t)]
+    assert vector_ops, f"{name} ({isa}): no vector multiply-adds in the hot loop:\n" + "\n".join(loop)
+    spills = [t for t in loop if "(%rsp" in t and "mm" in t]
+    assert not checks_spills or not spills, f"{name} ({isa}): {len(spills)} spills in the hot loop, opts {opts}"

@@ -1,0 +1,36 @@
+"""Deep lazy graphs: every walk from Tensor to kernel is iterative, so chains far deeper than Python's recursion limit
+realize, forward and backward, at the default recursion limit."""
+import sys
+import numpy as np
+import torch
+from fusegrad import Tensor, dtypes, GlobalCounters
+from fusegrad.engine.schedule import MAX_FUSED_DEPTH
+
+def test_recursion_limit_not_raised():
+  import fusegrad.engine.realize  # noqa: F401  (everything on the realize path is imported)
+  assert sys.getrecursionlimit() <= 1000
+
+def test_chain_100k_forward():
+  x = Tensor([1.0, 2.0])
+  for _ in range(100_000): x = x + 1
+  GlobalCounters.reset()
+  np.testing.assert_equal(x.numpy(), [100_001.0, 100_002.0])
+  assert GlobalCounters.kernel_count == 100_000 // MAX_FUSED_DEPTH  # cut into kernels of at most MAX_FUSED_DEPTH ops
+
+def test_chain_int_and_float_together():
+  x, y = Tensor([1, 2], dtype=dtypes.int32), Tensor([1.0, 2.0])
+  tx, ty = torch.tensor([1, 2], dtype=torch.int32), torch.tensor([1.0, 2.0])
+  for _ in range(5_000):  # 15,000 ops deep for y
+    x, y = x + 1, (y * 0.5 + 1).relu()
+    tx, ty = tx + 1, (ty * 0.5 + 1).relu()
+  np.testing.assert_equal(x.numpy(), tx.numpy())
+  np.testing.assert_allclose((x.float() + y).sum().item(), (tx.float() + ty).sum().item(), rtol=1e-6)
+
+def test_chain_20k_backward():
+  w, tw = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+  x, tx = w, tw
+  for i in range(20_000):
+    x, tx = (x * 1.0001, tx * 1.0001) if i % 2 else (x + 1, tx + 1)
+  x.sum().backward()
+  tx.sum().backward()
+  np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4)

@@ -1,0 +1,190 @@
+"""Tensors spread over several devices (fusegrad/engine/multi.py): every result, forward and backward, equals the
+one-device result, on CPU devices and on PYTHON devices."""
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, TinyJit, Context, nn
+from fusegrad.nn.optim import SGD, Adam
+from fusegrad.nn.state import get_parameters, get_state_dict
+
+def cpu_works() -> bool: return Device.get_available("CPU")[0]
+
+DEVICE_SETS = [pytest.param(("CPU:1", "CPU:2"), marks=pytest.mark.skipif(not cpu_works(), reason="needs a C compiler")),
+               ("PYTHON:1", "PYTHON:2")]
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray: return np.random.default_rng(seed).standard_normal(shape, "float32")
+
+def check(fn, *arrays: np.ndarray, devices, axes, atol: float = 1e-5) -> None:
+  """fn on tensors spread over devices (array i split on axes[i], None: replicated) equals fn on one device, and so do
+  the gradients of its sum."""
+  one = [Tensor(a, requires_grad=True) for a in arrays]
+  spread = [Tensor(a).shard(devices, ax) for a, ax in zip(arrays, axes)]
+  for t in spread: t.requires_grad = True
+  want, got = fn(*one), fn(*spread)
+  assert got.device == tuple(devices) and got.shape == want.shape
+  np.testing.assert_allclose(got.numpy(), want.numpy(), atol=atol, rtol=1e-5)
+  want.sum().backward()
+  got.sum().backward()
+  for a, b in zip(one, spread):
+    assert b.grad is not None and b.grad.device == tuple(devices)
+    np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), atol=atol, rtol=1e-5)
+
+# *** devices named with an index ***
+class TestDeviceNames:
+  def test_indexed_devices_are_separate(self):
+    assert Device.canonicalize("CPU:0") == "CPU" and Device.canonicalize("python:01") == "PYTHON:1"
+    assert Device["PYTHON:1"] is not Device["PYTHON"] and Device["PYTHON:1"].device == "PYTHON:1"
+    a = Tensor([1.0, 2.0], device="PYTHON:1")
+    b = a.to("PYTHON:2") * 2
+    assert b.device == "PYTHON:2" and b.tolist() == [2.0, 4.0]
+    assert a.uop.base.arg.device == "PYTHON:1"  # its own buffer
+    assert Tensor([3.0], device=f"{Device.DEFAULT}:3").device == f"{Device.DEFAULT}:3"
+
+@pytest.mark.parametrize("devices", DEVICE_SETS)
+class TestSharded:
+  def test_shard_and_gather(self, devices):
+    x = rand(4, 3)
+    t = Tensor(x).shard(devices, axis=0)
+    assert t.device == devices and t.shape == (4, 3) and [s.shape for s in t.uop.src] == [(2, 3), (2, 3)]
+    np.testing.assert_equal(t.numpy(), x)
+    np.testing.assert_equal(t.to("PYTHON").numpy(), x)
+    r = Tensor(x).to(devices)
+    assert r.device == devices and [s.shape for s in r.uop.src] == [(4, 3), (4, 3)]
+    assert Tensor([2.5]).to(devices).sum().item() == 2.5
+    s = Tensor(x)
+    s.shard_(devices, -1 + 1)
+    assert s.device == devices
+
+  def test_elementwise(self, devices):
+    check(lambda a, b: (a * b + a.exp()).relu() / (b.abs() + 1), rand(4, 3), rand(4, 3, seed=1), devices=devices,
+          axes=(0, None))
+    check(lambda a, b: a.where(a > 0, b) - b.sigmoid(), rand(4, 2), rand(4, 2, seed=1), devices=devices, axes=(0, 1))
+
+  def test_movement(self, devices):
+    check(lambda a: a.reshape(2, 2, 6).permute(2, 0, 1).pad(((1, 1), (0, 0), (0, 0))), rand(4, 6), devices=devices,
+          axes=(0,))
+    check(lambda a: a.T.flip(0)[1:3].reshape(-1), rand(4, 6), devices=devices, axes=(0,))  # flip, shrink: gathered
+    check(lambda a: a.reshape(4, 1, 6).expand(4, 3, 6), rand(4, 6), devices=devices, axes=(0,))
+
+  def test_reduce(self, devices):
+    check(lambda a: a.sum(0) + a.max(0) + a.mean(), rand(4, 6), devices=devices, axes=(0,))  # all-reduced
+    check(lambda a: a.sum(1) * a.max(1), rand(4, 6), devices=devices, axes=(0,))  # each device alone
+    check(lambda a: a.softmax(0), rand(6, 4), devices=devices, axes=(1,))
+    x = Tensor(rand(8, 5)).shard(devices, 0)
+    assert x.argmax(0).tolist() == rand(8, 5).argmax(0).tolist()
+
+  def test_matmul_conv(self, devices):
+    check(lambda a, w: a @ w, rand(4, 3), rand(3, 5, seed=1), devices=devices, axes=(0, None))
+    check(lambda a, w: a @ w, rand(4, 6), rand(6, 2, seed=1), devices=devices, axes=(1, 0))  # model parallel
+    check(lambda x, w: x.conv2d(w, padding=1).max_pool2d(), rand(2, 2, 4, 4), rand(3, 2, 3, 3, seed=1),
+          devices=devices, axes=(0, None), atol=1e-4)
+
+  def test_cat_stack_losses(self, devices):
+    check(lambda a, b: a.cat(b, dim=1), rand(4, 2), rand(4, 3, seed=1), devices=devices, axes=(0, 0))
+    check(lambda a, b: Tensor.stack(a, b).sum(0), rand(4, 2), rand(4, 2, seed=1), devices=devices, axes=(0, 0))
+    y = np.array([0, 2, 1, 2])
+    check(lambda a: a.sparse_categorical_crossentropy(Tensor(y).shard(devices, 0) if isinstance(a.device, tuple)
+                                                      else Tensor(y)), rand(4, 3), devices=devices, axes=(0,))
+    check(lambda a, b: (a - b).square().mean() + a.sigmoid().binary_crossentropy(b.sigmoid()), rand(4, 2),
+          rand(4, 2, seed=1), devices=devices, axes=(0, 0))
+
+  def test_random_and_indexing(self, devices):
+    Tensor.manual_seed(5)
+    want = [Tensor.rand(4, 3).numpy(), Tensor.randint(6, high=9).numpy()]
+    Tensor.manual_seed(5)
+    got = [Tensor.rand(4, 3, device=devices), Tensor.randint(6, high=9, device=devices)]
+    assert all(g.device == devices for g in got)
+    for g, w in zip(got, want): np.testing.assert_equal(g.numpy(), w)
+    x, idx = rand(10, 2), np.array([1, 3, 5, 9])
+    np.testing.assert_equal(Tensor(x).to(devices)[Tensor(idx).shard(devices, 0)].numpy(), x[idx])
+
+  def test_gradient_through_gather(self, devices):
+    x, w0 = rand(4, 3), rand(3, 2, seed=1)
+    w = Tensor(w0, requires_grad=True)
+    w.to_(devices).realize()
+    loss = (Tensor(x).shard(devices, 0) @ w).to("PYTHON").square().sum()  # gathered on one device, then the loss
+    loss.backward()
+    assert w.grad is not None and w.grad.device == devices
+    np.testing.assert_allclose(loss.item(), np.square(x @ w0).sum(), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), 2 * x.T @ (x @ w0), rtol=1e-5, atol=1e-5)
+
+  def test_errors(self, devices):
+    with pytest.raises(IndexError): Tensor.ones(4, 2).shard(devices, 2)
+    with pytest.raises(RuntimeError, match=r"\(3, 2\).*2 devices"): Tensor.ones(3, 2).shard(devices, 0)
+    with pytest.raises(ValueError, match="different devices"):
+      Tensor.ones(4).shard(devices, 0) + Tensor.ones(4).shard((devices[0], devices[0][:-1] + "3"), 0)
+    with pytest.raises(ValueError, match="different devices"): Tensor.ones(4).shard(devices, 0) + Tensor.ones(4)
+
+@pytest.mark.skipif(not (cpu_works() and Device.get_available("CL")[0]), reason="needs the CPU and an OpenCL device")
+def test_cpu_and_cl_together():
+  check(lambda a, w: (a @ w).relu().sum(0), rand(4, 3), rand(3, 2, seed=1), devices=("CPU:1", "CL"), axes=(0, None))
+
+def test_three_devices_and_gradient_through_shard():
+  devices, x = ("PYTHON:1", "PYTHON:2", "PYTHON:3"), rand(6, 4)
+  t = Tensor(x, requires_grad=True)
+  out = (t.shard(devices, 0).square()).sum(0)  # a ring of three
+  np.testing.assert_allclose(out.numpy(), np.square(x).sum(0), rtol=1e-5)
+  out.sum().backward()
+  assert t.grad is not None and t.grad.device == t.device
+  np.testing.assert_allclose(t.grad.numpy(), 2 * x, rtol=1e-5)
+
+def _train(devices, steps: int) -> tuple:
+  """A few SGD steps of linear -> batchnorm -> cross entropy, the batch split on axis 0 when devices are given."""
+  Tensor.manual_seed(3)
+  layers = [nn.Linear(3, 4), nn.BatchNorm(4)]
+  if devices:
+    for t in get_state_dict(layers).values(): t.to_(devices)
+  opt = SGD(get_parameters(layers), lr=0.1, momentum=0.9)
+  x, y = Tensor(rand(4, 3)), Tensor([0, 1, 3, 2])
+  if devices: x, y = x.shard(devices, 0), y.shard(devices, 0)
+  with Tensor.train():
+    for _ in range(steps):
+      opt.zero_grad()
+      layers[1](layers[0](x)).sparse_categorical_crossentropy(y).backward()
+      opt.step()
+  return layers[0].weight.numpy(), layers[1].running_mean.numpy(), layers[1].running_var.numpy()
+
+@pytest.mark.parametrize("devices", DEVICE_SETS)
+def test_data_parallel_training(devices):
+  for want, got in zip(_train(None, 2), _train(devices, 2)): np.testing.assert_allclose(got, want, atol=1e-5)
+
+@pytest.mark.parametrize("make_opt", [lambda ps: Adam(ps, lr=0.1), lambda ps: SGD(ps, lr=0.1, momentum=0.9)])
+def test_optimizer_keeps_split_parameters_split(make_opt):
+  devices, w0, x = DEVICE_SETS[1], rand(4, 3), rand(2, 4, seed=1)
+  results = []
+  for devs in (None, devices):
+    w = Tensor(w0, requires_grad=True)
+    if devs: w.shard_(devs, 0).realize()
+    opt = make_opt([w])
+    with Tensor.train():
+      for _ in range(2):
+        opt.zero_grad()
+        ((Tensor(x).to(devs) if devs else Tensor(x)) @ w).square().sum().backward()
+        opt.step()
+    results.append(w.numpy())
+  assert w.uop.arg == 0 and [s.shape for s in w.uop.src] == [(2, 3), (2, 3)]  # model parallel: still split
+  np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=1e-5)
+
+@pytest.mark.parametrize("devices", DEVICE_SETS[:1])
+def test_jit_replays_multi_device_step(devices):
+  def run(devs):
+    w = Tensor([1.0, 2.0, 3.0, 4.0]).contiguous().realize()
+    if devs: w.to_(devs).realize()
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+      w.assign(w + x.sum())
+      return (x * w).realize()
+    outs = []
+    for i in range(4):
+      x = Tensor.arange(4).float().add(i).contiguous()
+      outs.append(step(x.shard(devs, 0).realize() if devs else x.realize()).numpy())
+    return outs, w.numpy(), step
+  (want, want_w, _), (got, got_w, jit) = run(None), run(devices)
+  assert jit.captured is not None
+  np.testing.assert_allclose(np.stack(got), np.stack(want))
+  np.testing.assert_allclose(got_w, want_w)
+
+def test_debug_shows_each_kernels_device(capsys):
+  devices = DEVICE_SETS[1]
+  with Context(DEBUG=2): (Tensor([1.0, 2.0]).shard(devices, 0) + 1).realize()
+  out = capsys.readouterr().out
+  assert "PYTHON:1" in out and "PYTHON:2" in out
