@@ -76,3 +76,8 @@ def test_wgsl_dialect_without_device():  # capabilities, not the device name, de
   assert "enable f16;" in src and "array<f16>" in src and "@compute @workgroup_size(" in src
   with pytest.raises(UnsupportedDTypeError, match="dtype half is not supported on device WEBGPU"):
     get_program(ast, WGSLRenderer(supports_float16=False))
+
+def test_launch_axes_fit_the_limits():  # 490000 workgroups in x split in two by a divisor (WebGPU's x stops at 65535)
+  ast = (Tensor.empty(490000, device="PYTHON") * 2).schedule()[-1].ast
+  p = get_program(ast, WGSLRenderer(), opts=[])
+  assert max(p.global_size) <= 65535 and np.prod(p.global_size) == 490000, p.global_size
