@@ -25,7 +25,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 }
 # modules a function may import: optional dependencies (pyproject.toml's extras) and numpy, which fusegrad needs only
 # when asked for arrays (importing it costs more than the rest of fusegrad)
-OPTIONAL = {"numpy", "onnx", "mpi4py"}
+OPTIONAL = {"numpy", "onnx", "mpi4py", "wgpu"}
 
 def module_name(path: pathlib.Path) -> str:
   parts = path.relative_to(ROOT.parent).with_suffix("").parts
