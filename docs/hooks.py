@@ -18,6 +18,7 @@ from fusegrad.mixin.conv import ConvMixin
 from fusegrad.mixin.gather import GatherMixin
 from fusegrad.mixin.loss import LossMixin
 from fusegrad.mixin.sort import SortMixin
+from fusegrad.mixin.creation import CreationMixin
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CREATION = ["empty", "zeros", "ones", "full", "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like",
@@ -32,7 +33,8 @@ def public(cls: type) -> list[str]: return [n for n in cls.__dict__ if not n.sta
 def tensor_groups() -> dict[str, list[str]]:
   """Every public Tensor method and property in exactly one group (the ones Tensor defines itself and that are not
   creation methods are its properties and data)."""
-  own = [n for n in public(Tensor) if n not in ("no_grad", "training")]  # (class attributes, documented in prose)
+  own = [n for n in public(Tensor) + public(CreationMixin) if n not in ("no_grad", "training")]  # (class attributes,
+  # documented in prose)
   missing = [n for n in CREATION if n not in own]
   if missing: raise ValueError(f"docs/hooks.py lists creation methods Tensor doesn't have: {missing}")
   nn = [n for m in (NNMixin, ConvMixin, GatherMixin, LossMixin, SortMixin) for n in public(m) if n not in INDEXING]

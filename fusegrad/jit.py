@@ -20,7 +20,8 @@ from fusegrad.engine.realize import ExecItem, IndexCheck, capturing, capturing_c
 from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
 from fusegrad.engine import state
 from fusegrad.gradient import substitute_keeping_rules
-from fusegrad.tensor import Tensor, _assign_hooks, _is_training, _realize_hooks, _rng_hooks
+from fusegrad.tensor import Tensor, _assign_hooks, _is_training, _realize_hooks
+from fusegrad.mixin.creation import _rng_hooks
 from fusegrad.engine import multi
 
 ReturnType = TypeVar("ReturnType")
