@@ -336,6 +336,10 @@ class TestIntegerEdgesVsTorch:
     good = [3, 1, -2]
     np.testing.assert_equal(ours(Tensor(a), Tensor(good)).numpy(), theirs(torch.tensor(a), torch.tensor(good)).numpy())
 
+  def test_empty_division_by_zero(self):  # nothing is divided: no error, as torch
+    assert (torch.empty(0, dtype=torch.int64) % 0).numel() == 0
+    assert (Tensor.empty(0, dtype=dtypes.int64) % 0).numel() == 0 and (Tensor([], dtype=dtypes.int32) // 0).tolist() == []
+
   def test_division_check_follows_the_result(self):
     """The flag is read by whatever is computed from the quotient, once; later work is unaffected."""
     a, b = Tensor([4, 9], dtype=dtypes.int64), Tensor([0, 3], dtype=dtypes.int64)
