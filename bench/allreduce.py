@@ -12,7 +12,7 @@ from fusegrad import Tensor, TinyJit
 from fusegrad.helpers import getenv
 
 REPEATS, MAX_MB = getenv("REPEATS", 5), getenv("MAX_MB", 64)
-SIZES = [1 << k for k in range(10, 21 + MAX_MB.bit_length())]  # bytes, 1 KB up
+SIZES = [1 << k for k in range(10, 20 + MAX_MB.bit_length())]  # bytes, 1 KB up to MAX_MB
 
 def best(fn) -> float:
   times = []

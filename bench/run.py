@@ -342,8 +342,9 @@ def machine() -> None:
             if i["user_api"] == "blas"]
   except ImportError: blas = ["(threadpoolctl not installed: pip install threadpoolctl)"]
   print(f"numpy {np.__version__}: {', '.join(blas)}")
-  tg = _tinygrad()
-  if tg is not None: print(f"tinygrad {getattr(tg, '__version__', '?')}")
+  if _tinygrad() is not None:
+    from importlib.metadata import version
+    print(f"tinygrad {version('tinygrad')}")
 
 def show(name: str, unit: str, work: float, secs: dict[str, float], impls: list[str], results: dict[str, Any]) -> None:
   vals = {i: (s if unit == "s" else work / s / (1e9)) for i, s in secs.items()}

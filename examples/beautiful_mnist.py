@@ -67,6 +67,7 @@ def main() -> float:
     return [loss_of_batch().realize(), *[p.grad.realize() for p in trained if p.grad is not None]]
 
   @TinyJit
+  @Context(TRAINING=1)
   def apply_step(*grads: Tensor) -> None:
     for p, g in zip(trained, grads): p.grad = g
     opt.step()

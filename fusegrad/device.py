@@ -122,6 +122,10 @@ class Buffer:
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
     self._base = base
     self._buf: Any = None  # the allocator's handle, once allocated
+    # realization state, written by engine/state.py alone: the write id of the newest version of the contents (None:
+    # never written), and the tensor whose storage this is (a weak reference; None: none yet)
+    self.newest_write: int | None = None
+    self.owner: Callable[[], Any] | None = None
     if base is not None:
       if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
       if offset + self.nbytes > base.nbytes:

@@ -170,12 +170,15 @@ def _parse_default_float(val: Any) -> DType:
 DEFAULT_FLOAT.parse = _parse_default_float
 DEFAULT_FLOAT.value = DEFAULT_FLOAT.check(DEFAULT_FLOAT.value)
 
+class UnknownDTypeError(TypeError, AttributeError):
+  """A dtype name that names nothing: torch's TypeError, and the AttributeError of tinygrad's `dtypes.<name>` lookup."""
+
 def to_dtype(x: DType | str) -> DType:
   """A DType from a DType or its name ("float32", "half", "int"); raises on unknown names."""
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in NAMED_DTYPES: return NAMED_DTYPES[x]
   if type(x).__module__.split(".")[0] == "numpy" or isinstance(x, type): return from_numpy(x)  # np.dtype("int64") too
-  raise TypeError(f"unknown dtype {x!r}")
+  raise UnknownDTypeError(f"unknown dtype {x!r}")
 
 def _py_rank(dt: DType) -> int:
   return 0 if dt == dtypes.bool else 1 if dt == dtypes.default_int else 2 if dt == dtypes.int64 else 3

@@ -265,7 +265,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
         raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
   @staticmethod
   def _realize_all(tensors: Sequence[Tensor]) -> None:
-    if spread := [t for t in tensors if t._uop.op is Ops.MULTI or isinstance(t._uop.device, tuple)]:
+    if spread := [t for t in tensors if multi.needs_lowering(t._uop)]:
       _realize_multi(spread)
       tensors = [t for t in tensors if not any(t is m for m in spread)]
     copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
@@ -363,7 +363,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     device = Device.canonicalize(device)  # type: ignore[arg-type]
     if device == self.device: return self
     if isinstance(device, tuple): return self.shard(device)
-    if isinstance(self.device, tuple): return self._new(multi.gather(multi.lower(self.uop), device))
+    if isinstance(self.device, tuple): return self._new(multi.gather_node(self.uop, device))
     ret = self._new(self.uop.copy_to_device(device))
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
@@ -376,6 +376,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     copy on each. `Tensor.arange(4).shard(("CPU:0", "CPU:1"), axis=0).device` is ('CPU', 'CPU:1') ("CPU:0" is "CPU")."""
     devices = Device.canonicalize(tuple(devices))  # type: ignore[arg-type]
     if axis is not None: axis = _resolve_axis(axis, self.ndim, "shard")
+    if self.device == devices: return self._new(multi.reshard(self.uop, axis))  # replicated -> split: no copies
     src = self.to(self.device[0]) if isinstance(self.device, tuple) else self
     return self._new(multi.shard(src.uop, devices, axis))  # type: ignore[arg-type]
   def shard_(self, devices: tuple[str, ...] | list[str], axis: builtins.int | None = None) -> Tensor:
@@ -868,14 +869,14 @@ def _writable(u: UOp) -> bool:
   return all(_writable(s) for s in base.src) if base.op is Ops.MULTI else base.op in (Ops.BUFFER, Ops.ASSIGN)
 
 def _realize_multi(tensors: list[Tensor]) -> None:
-  """Realize tensors spread over devices: each one's per-device graphs (multi.lower) are realized together, and the
-  tensor becomes the MULTI of their buffers."""
+  """Realize tensors spread over devices (or gathered from them): each one's per-device graphs (multi.lower) are
+  realized together, and the tensor becomes the MULTI of their buffers (or the one buffer gathered into)."""
   lowered = {t: multi.lower(t.uop) for t in tensors}
-  parts = {t: [Tensor._wrap(s) for s in m.src] for t, m in lowered.items()}
+  parts = {t: [Tensor._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
   Tensor.realize_all([p for ps in parts.values() for p in ps])
   for t, m in lowered.items():
     lazy = t.uop
-    t.uop = multi.multi(tuple(p.uop for p in parts[t]), m.arg)
+    t.uop = multi.multi(tuple(p.uop for p in parts[t]), m.arg) if m.op is Ops.MULTI else parts[t][0].uop
     _remember_lazy_def(t, lazy)
 
 def _realize(todo: list[Tensor]) -> list[Tensor]:
@@ -888,10 +889,10 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
     copies = []
     for t in todo:
       if (view := becomes.get(lazy := t._uop)) is not None and \
-         getattr(buf := state.view_base(view).arg, "_owner", None) is None:
+         (buf := state.view_base(view).arg).owner is None:
         t.uop = view  # a buffer the plan made: no other tensor's (what _resolve does, quickly)
         _remember_lazy_def(t, lazy)
-        buf._owner = weakref.ref(t)
+        state.own(buf, t)
       elif not _resolve(t, becomes): copies.append(t)
     try: engine_realize.run_exec_items(items)
     except Exception:

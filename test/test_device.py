@@ -321,12 +321,13 @@ class TestBadSettings:
     with Context(DEFAULT_FLOAT="float64"): assert Tensor([1.5]).dtype == dtypes.float64
     assert dtypes.default_float == dtypes.float32 and Tensor([1.5]).dtype == dtypes.float32
 
-  @pytest.mark.parametrize("flags, message", [({"TRAINING": "yes"}, "TRAINING='yes' is invalid: TRAINING takes an integer"),
-                                              ({"TRAINING": 0.5}, "TRAINING=0.5 is invalid: TRAINING takes an integer"),
-                                              ({"DEV": True}, "DEV=True is invalid: DEV takes a string"),
-                                              ({"DEFAULT_FLOAT": dtypes.int32}, "DEFAULT_FLOAT=dtypes.int is invalid"),
-                                              ({"DEFAULT_FLOAT": 3}, "DEFAULT_FLOAT=3 is invalid: DEFAULT_FLOAT takes a float"),
-                                              ({"DEFAULT_FLOAT": "floot"}, "DEFAULT_FLOAT='floot' is invalid")])
+  GARBAGE_FLAGS = [({"TRAINING": "yes"}, "TRAINING='yes' is invalid: TRAINING takes an integer"),
+                   ({"TRAINING": 0.5}, "TRAINING=0.5 is invalid: TRAINING takes an integer"),
+                   ({"DEV": True}, "DEV=True is invalid: DEV takes a string"),
+                   ({"DEFAULT_FLOAT": dtypes.int32}, "DEFAULT_FLOAT=dtypes.int is invalid"),
+                   ({"DEFAULT_FLOAT": 3}, "DEFAULT_FLOAT=3 is invalid: DEFAULT_FLOAT takes a float"),
+                   ({"DEFAULT_FLOAT": "floot"}, "DEFAULT_FLOAT='floot' is invalid")]
+  @pytest.mark.parametrize("flags, message", GARBAGE_FLAGS)
   def test_context_refuses_garbage(self, flags, message):
     with pytest.raises(ValueError, match=re.escape(message)): Context(**flags)
 

@@ -24,12 +24,11 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
   ("fusegrad.device", "fusegrad.runtime"): "the lazy device registry: Device['X'] imports runtime/ops_x.py",
   ("fusegrad.engine.jit", "fusegrad.tensor"): "until jit.py moves beside tensor.py (the front end)",
 }
-UPWARD = {("fusegrad.engine.jit", "fusegrad.tensor"), ("fusegrad.engine.jit", "fusegrad.gradient")}  # until jit.py moves up
+# imports up the layers, until jit.py moves beside tensor.py
+UPWARD = {("fusegrad.engine.jit", "fusegrad.tensor"), ("fusegrad.engine.jit", "fusegrad.gradient")}
 # modules a function may import: optional dependencies (pyproject.toml's extras) and numpy, which fusegrad needs only
 # when asked for arrays (importing it costs more than the rest of fusegrad)
-OPTIONAL = {"numpy", "onnx", "torch", "safetensors", "gguf", "transformers", "tokenizers", "tiktoken", "sentencepiece", "PIL",
-            "tqdm", "cuda", "pyopencl", "ml_dtypes", "numpy_helper", "huggingface_hub", "zstandard", "lzma", "ctypes",
-            "mpi4py"}
+OPTIONAL = {"numpy", "onnx", "mpi4py"}
 
 def module_name(path: pathlib.Path) -> str:
   parts = path.relative_to(ROOT.parent).with_suffix("").parts
@@ -43,14 +42,13 @@ def layer_of(module: str) -> int:
 def imports_of(path: pathlib.Path) -> list[tuple[str, int, bool]]:
   """(imported module, line, inside a function) for each import in a file; `if TYPE_CHECKING:` blocks don't count."""
   tree, out = ast.parse(path.read_text()), []
-  package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
   def visit(node: ast.AST, local: bool) -> None:
     for child in ast.iter_child_nodes(node):
       if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test): continue
       if isinstance(child, ast.Import): out.extend((a.name, child.lineno, local) for a in child.names)
       elif isinstance(child, ast.ImportFrom):
+        assert child.level == 0, f"{path}:{child.lineno}: a relative import (fusegrad imports by absolute names)"
         base = child.module or ""
-        if child.level: base = ".".join(package.split(".")[:len(package.split(".")) - child.level + 1] + [base]).strip(".")
         # `from fusegrad.engine import state` imports the module fusegrad.engine.state
         subs = [f"{base}.{a.name}" for a in child.names if (ROOT.parent / f"{base}.{a.name}".replace(".", "/")).exists()
                 or (ROOT.parent / (f"{base}.{a.name}".replace(".", "/") + ".py")).exists()]

@@ -3,7 +3,7 @@ one-device result, on CPU devices and on PYTHON devices."""
 import numpy as np
 import pytest
 from fusegrad import Tensor, Device, TinyJit, Context, nn
-from fusegrad.nn.optim import SGD
+from fusegrad.nn.optim import SGD, Adam
 from fusegrad.nn.state import get_parameters, get_state_dict
 
 def cpu_works() -> bool: return Device.get_available("CPU")[0]
@@ -97,6 +97,16 @@ class TestSharded:
     x, idx = rand(10, 2), np.array([1, 3, 5, 9])
     np.testing.assert_equal(Tensor(x).to(devices)[Tensor(idx).shard(devices, 0)].numpy(), x[idx])
 
+  def test_gradient_through_gather(self, devices):
+    x, w0 = rand(4, 3), rand(3, 2, seed=1)
+    w = Tensor(w0, requires_grad=True)
+    w.to_(devices).realize()
+    loss = (Tensor(x).shard(devices, 0) @ w).to("PYTHON").square().sum()  # gathered on one device, then the loss
+    loss.backward()
+    assert w.grad is not None and w.grad.device == devices
+    np.testing.assert_allclose(loss.item(), np.square(x @ w0).sum(), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), 2 * x.T @ (x @ w0), rtol=1e-5, atol=1e-5)
+
   def test_errors(self, devices):
     with pytest.raises(IndexError): Tensor.ones(4, 2).shard(devices, 2)
     with pytest.raises(RuntimeError, match=r"\(3, 2\).*2 devices"): Tensor.ones(3, 2).shard(devices, 0)
@@ -136,6 +146,23 @@ def _train(devices, steps: int) -> tuple:
 @pytest.mark.parametrize("devices", DEVICE_SETS)
 def test_data_parallel_training(devices):
   for want, got in zip(_train(None, 2), _train(devices, 2)): np.testing.assert_allclose(got, want, atol=1e-5)
+
+@pytest.mark.parametrize("make_opt", [lambda ps: Adam(ps, lr=0.1), lambda ps: SGD(ps, lr=0.1, momentum=0.9)])
+def test_optimizer_keeps_split_parameters_split(make_opt):
+  devices, w0, x = DEVICE_SETS[1], rand(4, 3), rand(2, 4, seed=1)
+  results = []
+  for devs in (None, devices):
+    w = Tensor(w0, requires_grad=True)
+    if devs: w.shard_(devs, 0).realize()
+    opt = make_opt([w])
+    with Tensor.train():
+      for _ in range(2):
+        opt.zero_grad()
+        ((Tensor(x).to(devs) if devs else Tensor(x)) @ w).square().sum().backward()
+        opt.step()
+    results.append(w.numpy())
+  assert w.uop.arg == 0 and [s.shape for s in w.uop.src] == [(2, 3), (2, 3)]  # model parallel: still split
+  np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=1e-5)
 
 @pytest.mark.parametrize("devices", DEVICE_SETS[:1])
 def test_jit_replays_multi_device_step(devices):

@@ -20,7 +20,10 @@ def training():
 def test_step_needs_training():
   """tinygrad's schedule_step raises RuntimeError when TRAINING is off; so does ours, and Context(TRAINING=1) or
   Tensor.train() turns it on."""
+  import tinygrad
   from fusegrad import Context
+  with pytest.raises(RuntimeError, match="TRAINING must be enabled"):  # tinygrad 0.14 itself
+    tinygrad.nn.optim.SGD([tinygrad.Tensor([1.0, 2.0])], lr=0.1).schedule_step()
   ps = fg_params()
   opt = SGD(ps, lr=0.1)
   fg_loss(ps, Tensor(X)).backward()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.uop.symbolic import simplify
+from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 
 def _linear(x: UOp, r: UOp) -> tuple[int, UOp] | None:
   """x as coeff*r + rest with rest free of r (looking through casts between integer types that keep the value)."""
@@ -99,23 +100,19 @@ def fold_one(value: UOp, r: UOp) -> UOp | None:
   for c in residual: ret = c.where(ret, UOp.const(v.dtype, 0))
   return ret
 
+def _fold_reduce(red: UOp) -> UOp | None:
+  """The sum without the first of its loops that folds (the rewriter tries again on the result until none folds)."""
+  value, ranges = red.src[0], list(red.src[1:])
+  for r in ranges:
+    if (folded := fold_one(simplify(value), r)) is not None:
+      rest = [x for x in ranges if x is not r]
+      return UOp(Ops.REDUCE, red.dtype, (folded, *rest), red.arg) if rest else folded
+  return None
+
+pm_fold_reduces = PatternMatcher([
+  (UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _fold_reduce),  # sum over r of f(r) -> f without the loop over r
+])
+
 def fold_reduces(ast: UOp) -> UOp:
   """Every sum that can be computed without its loops (see the module doc), folded."""
-  memo: dict[UOp, UOp] = {}
-  for node in ast.toposort():
-    src = tuple(memo[s] for s in node.src)
-    new = node if src == node.src else node.replace(src=src)
-    if new.op is Ops.REDUCE and new.arg is Ops.ADD:
-      value, ranges = new.src[0], list(new.src[1:])
-      changed = True
-      while changed:
-        changed = False
-        for r in ranges:
-          folded = fold_one(simplify(value), r)
-          if folded is not None:
-            value, changed = folded, True
-            ranges.remove(r)
-            break
-      new = UOp(Ops.REDUCE, new.dtype, (value, *ranges), new.arg) if ranges else value
-    memo[node] = new
-  return simplify(memo[ast])
+  return simplify(graph_rewrite(ast, pm_fold_reduces))

@@ -14,7 +14,7 @@ from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, AxisType, flat_index
 from fusegrad.codegen.expand import tree_reduce
 from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
-from fusegrad.uop.rewrite import UPat, PatternMatcher
+from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 from fusegrad.uop.symbolic import simplify, split_terms, build_sum
 from fusegrad.codegen.kernel import range_kind, range_size, replace_range, reduce_parts
 
@@ -96,12 +96,18 @@ def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
   ret = simplify(simplify(idx.substitute(stand_in)).substitute({v: x for x, v in stand_in.items()}))
   return ret.substitute({v: u for u, v in loads.items()})
 
+def _gated_load(ld: UOp, idx: UOp, gate: UOp) -> UOp | None:
+  if gate.dtype != dtypes.bool: return None
+  return None if (new := simplify_given_valid(idx, gate)) is idx else ld.replace(src=(ld.src[0], new, *ld.src[2:]))
+
+pm_gated_loads = PatternMatcher([
+  # load(buf, idx, gate) -> load(buf, idx simplified knowing gate holds, gate)
+  (UPat(Ops.LOAD, src=(UPat(), UPat.var("idx"), UPat.var("gate")), allow_any_len=True, name="ld"), _gated_load),
+])
+
 def simplify_gated_loads(ast: UOp) -> UOp:
   """Every gated load's index simplified given its gate (the padding of a view cuts divisions out of its index)."""
-  mapping = {u: u.replace(src=(u.src[0], new, *u.src[2:])) for u in ast.toposort()
-             if u.op is Ops.LOAD and len(u.src) > 2 and u.src[2].dtype == dtypes.bool
-             and (new := simplify_given_valid(u.src[1], u.src[2])) is not u.src[1]}
-  return ast.substitute(mapping) if mapping else ast
+  return graph_rewrite(ast, pm_gated_loads)
 
 def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   """Output loops -> SPECIAL launch indices (the last, fastest-moving axis is gidx0), if the device launches a grid;
@@ -184,8 +190,13 @@ def threefry_ops(x: UOp, key: UOp) -> UOp:
       x0, x1 = x0 + ks[s % 3], x1 + ks[(s + 1) % 3] + s
   return (x1.cast(u64).alu(Ops.SHL, UOp.const(u64, 32))) | x0.cast(u64)
 
+pm_threefry = PatternMatcher([
+  (UPat(Ops.THREEFRY, src=(UPat.var("x"), UPat.var("key"))), threefry_ops),  # threefry(x, key) -> uint32 ALU ops
+])
+
 def decompose_threefry(ast: UOp) -> UOp:
-  return ast.substitute({u: threefry_ops(*u.src) for u in ast.toposort() if u.op is Ops.THREEFRY})
+  """THREEFRY as integer ALU ops, for renderers without it."""
+  return graph_rewrite(ast, pm_threefry)
 
 # *** bfloat16 without hardware support: float32 registers, 16-bit memory ***
 
@@ -198,32 +209,43 @@ def _float_to_bf16_bits(f: UOp) -> UOp:
   rounded = (b + 0x7FFF + (b.alu(Ops.SHR, b.const_like(16)) & 1)).alu(Ops.SHR, b.const_like(16))
   return f.ne(f).where(UOp.const(dtypes.uint32, 0x7FC0), rounded).cast(dtypes.uint16)
 
-def _as_float(dt: DType) -> DType: return dtypes.float32 if dt == dtypes.bfloat16 else dt
+def _bf16_buffer(u: UOp) -> UOp | None:
+  if u.dtype.base != dtypes.bfloat16: return None  # type: ignore[attr-defined]
+  return u.replace(dtype=dtypes.uint16.ptr(u.dtype.local))  # type: ignore[attr-defined]
+
+def _bf16_value(u: UOp) -> UOp | None:
+  """A new bfloat16 value: computed in float32, then rounded to bfloat16 (a select or a constant already holds one)."""
+  if u.dtype != dtypes.bfloat16: return None
+  out = u.replace(dtype=dtypes.float32)
+  return out if u.op in (Ops.WHERE, Ops.CONST, Ops.MAX) else _bf16_bits_to_float(_float_to_bf16_bits(out))
+
+# bottom-up, so a rule sees its sources already rewritten: a bfloat16 buffer is a uint16 one, a bfloat16 value a float32
+pm_bfloat16 = PatternMatcher([
+  # bfloat16* -> uint16*
+  (UPat((Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL), name="u"), _bf16_buffer),
+  # load bfloat16 -> float32 from the loaded bits
+  (UPat(Ops.LOAD, dtypes.bfloat16, name="u"),
+   lambda u: _bf16_bits_to_float(u.replace(dtype=dtypes.uint16)) if u.dtype == dtypes.bfloat16 else None),
+  # store float32 to a uint16* (was bfloat16*) -> store its bfloat16 bits
+  (UPat(Ops.STORE, src=(UPat.var("buf"), UPat.var("idx"), UPat.var("val", dtypes.float32)), allow_any_len=True,
+        name="u"), lambda u, buf, idx, val: u.replace(src=(buf, idx, _float_to_bf16_bits(val)) + u.src[3:])
+   if buf.dtype.base == dtypes.uint16 and val.dtype == dtypes.float32 else None),
+  # bitcast to bfloat16 -> float32 from the bits; from bfloat16 (now float32, to a 2-byte type) -> its bits
+  (UPat(Ops.BITCAST, dtypes.bfloat16, src=(UPat.var("x"),), name="u"),
+   lambda u, x: _bf16_bits_to_float(x.bitcast(dtypes.uint16)) if u.dtype == dtypes.bfloat16 else None),
+  (UPat(Ops.BITCAST, src=(UPat.var("x", dtypes.float32),), name="u"),
+   lambda u, x: _float_to_bf16_bits(x).bitcast(u.dtype) if u.dtype.itemsize == 2 and x.dtype == dtypes.float32
+   else None),
+  # any other bfloat16 op -> float32, rounded to bfloat16
+  (UPat(dtype=dtypes.bfloat16, name="u"), _bf16_value),
+])
 
 def emulate_bfloat16(ast: UOp) -> UOp:
   """Every bfloat16 value becomes a float32 holding a bfloat16-rounded number; memory stays 16-bit."""
   if not any(u.dtype == dtypes.bfloat16 or (isinstance(u.dtype, PtrDType) and u.dtype.base == dtypes.bfloat16)
              for u in ast.toposort()):
     return ast
-  memo: dict[UOp, UOp] = {}
-  for n in ast.toposort():
-    src = tuple(memo[s] for s in n.src)
-    if n.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL) and n.dtype.base == dtypes.bfloat16:  # type: ignore[attr-defined]
-      memo[n] = n.replace(dtype=dtypes.uint16.ptr(n.dtype.local))  # type: ignore[attr-defined]
-    elif n.op is Ops.LOAD and n.dtype == dtypes.bfloat16:
-      memo[n] = _bf16_bits_to_float(n.replace(dtype=dtypes.uint16, src=src))
-    elif n.op is Ops.STORE and n.src[0].dtype.base == dtypes.bfloat16:  # type: ignore[attr-defined]
-      memo[n] = n.replace(src=(src[0], src[1], _float_to_bf16_bits(src[2])) + src[3:])
-    elif n.op is Ops.BITCAST and n.dtype == dtypes.bfloat16:
-      memo[n] = _bf16_bits_to_float(src[0].bitcast(dtypes.uint16))
-    elif n.op is Ops.BITCAST and n.src[0].dtype == dtypes.bfloat16:
-      memo[n] = _float_to_bf16_bits(src[0]).bitcast(n.dtype)
-    elif n.dtype == dtypes.bfloat16:
-      out = n.replace(dtype=dtypes.float32, src=src)
-      # ops that make a new value round it to bfloat16; a select or a constant already holds one
-      memo[n] = out if n.op in (Ops.WHERE, Ops.CONST, Ops.MAX) else _bf16_bits_to_float(_float_to_bf16_bits(out))
-    else: memo[n] = n if src == n.src else n.replace(src=src)
-  return simplify(memo[ast])
+  return simplify(graph_rewrite(ast, pm_bfloat16))
 
 # *** index arithmetic: int32 where it fits ***
 
@@ -233,14 +255,16 @@ def resolve_index_dtype(ast: UOp) -> UOp:
   nodes = [u for u in ast.toposort() if u.dtype == dtypes.index]
   if not nodes: return ast
   wide = any(u.vmin < -2 ** 31 or u.vmax > 2 ** 31 - 1 for u in nodes)
-  target = dtypes.int64 if wide else dtypes.int32
-  memo: dict[UOp, UOp] = {}
-  for u in ast.toposort():
-    src = tuple(memo[s] for s in u.src)
-    if u.dtype != dtypes.index: memo[u] = u if src == u.src else u.replace(src=src)
-    elif u.op is Ops.DEFINE_VAR: memo[u] = u.replace(dtype=dtypes.int32).cast(target)
-    else: memo[u] = u.replace(dtype=target, src=src)
-  return memo[ast]
+  return graph_rewrite(ast, pm_index_dtype, ctx=dtypes.int64 if wide else dtypes.int32)
+
+def _typed_index(ctx: DType, u: UOp) -> UOp | None:
+  if u.dtype != dtypes.index: return None
+  return u.replace(dtype=dtypes.int32).cast(ctx) if u.op is Ops.DEFINE_VAR else u.replace(dtype=ctx)
+
+pm_index_dtype = PatternMatcher([
+  # index -> the kernel's index type (ctx); a variable -> an int32 parameter cast to it
+  (UPat(dtype=dtypes.index, name="u"), _typed_index),
+])
 
 # *** cleanups of the lowered AST ***
 

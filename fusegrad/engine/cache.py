@@ -254,7 +254,7 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
   if "realized" in (c := n._cache) or depth > QUICK_NODES or len(entries) > QUICK_NODES: raise _NotQuick
   if n.op in _NEVER_QUICK: raise _NotQuick  # before walking below it: a big graph with a write on top stops here
   if n.op is Ops.BUFFER:
-    if (n.src[0].arg if n.src else None) != getattr(buf := n.arg, "_newest_write", None): raise _NotQuick
+    if (n.src[0].arg if n.src else None) != (buf := n.arg).newest_write: raise _NotQuick
     if (b := bufs.get(buf)) is None:
       b = bufs[buf] = len(bufs)
       parts.append((buf.device, buf.size, buf.dtype))

@@ -14,8 +14,24 @@ the logical graph unchanged. `lower` turns a logical node into a MULTI of per-de
 Gathering copies the parts to every device (`gather`): `.to(one_device)` and `.numpy()` do it once.
 """
 from __future__ import annotations
+import weakref
 from fusegrad.helpers import prod
 from fusegrad.uop.ops import UOp, Ops, GroupOp
+
+# the live logical gathers: COPY nodes from a tuple of devices to one (gather_node), lowered when realized
+_gathers: weakref.WeakSet[UOp] = weakref.WeakSet()
+
+def gather_node(u: UOp, device: str) -> UOp:
+  """The logical node u (on a tuple of devices) copied to one device, as a node autograd can go through (its gradient
+  is copied back to u's devices); `lower` turns it into `gather`."""
+  ret = u.copy_to_device(device)
+  _gathers.add(ret)
+  return ret
+
+def needs_lowering(u: UOp) -> bool:
+  """True when u is on several devices, or its graph gathers from several (a walk only while a gather is alive)."""
+  if u.op is Ops.MULTI or isinstance(u.device, tuple): return True
+  return bool(_gathers) and any(n in _gathers for n in u.toposort(gate=lambda x: x.op is not Ops.MULTI))
 
 def multi(parts: tuple[UOp, ...], axis: int | None) -> UOp:
   """The logical node over per-device parts (split on axis, or replicated for None)."""
@@ -31,10 +47,13 @@ def _part(shape: tuple[int, ...], axis: int, i: int, n: int) -> tuple[tuple[int,
   k = shape[axis] // n
   return tuple((i * k, (i + 1) * k) if a == axis else (0, s) for a, s in enumerate(shape))
 
+def _check_splits(shape: tuple[int, ...], axis: int | None, n: int) -> None:
+  if axis is not None and shape[axis] % n:
+    raise RuntimeError(f"shard: axis {axis} of shape {shape} doesn't split evenly across {n} devices")
+
 def shard(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
   """u (a node on one device) split on axis across devices, or copied to each of them for axis None."""
-  if axis is not None and u.shape[axis] % len(devices):
-    raise RuntimeError(f"shard: axis {axis} of shape {u.shape} doesn't split evenly across {len(devices)} devices")
+  _check_splits(u.shape, axis, len(devices))
   parts = [u if axis is None else u.shrink(_part(u.shape, axis, i, len(devices))) for i in range(len(devices))]
   return multi(tuple(p if p.device == d else p.copy_to_device(d) for p, d in zip(parts, devices)), axis)
 
@@ -127,6 +146,7 @@ def _lower_node(n: UOp, srcs: list[UOp]) -> UOp:
     partial = tuple(n.replace(src=(s,)) for s in m.src)
     if m.arg is None or m.arg not in n.arg[1]: return multi(partial, m.arg)
     return multi(all_reduce(partial, n.arg[0]), None)
+  if n.op is Ops.COPY and m.op is not Ops.MULTI: return shard(m, devices, None)  # one device to several (a gradient)
   if n.op is Ops.COPY:  # a clone on the same devices
     return multi(tuple(n.replace(src=(s,), arg=(d, n.arg[1])) for s, d in zip(m.src, devices)), m.arg)
   if n.op in (Ops.CONTIGUOUS, Ops.DETACH): return _per_device(n, m)
@@ -136,14 +156,26 @@ def _lower_node(n: UOp, srcs: list[UOp]) -> UOp:
     return multi(tuple(n.replace(src=tuple(a[i] for a in aligned)) for i in range(len(devices))), axis)
   raise NotImplementedError(f"{n.op.name.lower()} on tensors spread over several devices")
 
+def reshard(u: UOp, axis: int | None) -> UOp:
+  """The logical node u (on a tuple of devices) split on axis instead (a replicated u is cut, nothing moves)."""
+  m = lower(u)
+  _check_splits(m.shape, axis, len(m.src))
+  return multi(_align(m, axis, len(m.src)), axis)
+
 def parts_like(g: UOp, m: UOp) -> tuple[UOp, ...]:
   """g (the gradient of the MULTI m, a logical node) as one part per device, split like m: its sources' gradients."""
   return _align(lower(g), m.arg, len(m.src))
 
 def lower(root: UOp) -> UOp:
-  """The logical node root (on a tuple of devices) as a MULTI of one node per device."""
+  """The logical node root as per-device graphs: a MULTI of one node per device for a root on a tuple of devices, a
+  graph with its gathers lowered for a root on one device."""
   done: dict[UOp, UOp] = {}
   for n in root.toposort(gate=lambda u: u.op is not Ops.MULTI):
-    if n.op is Ops.MULTI or not isinstance(n.device, tuple): done[n] = n
-    else: done[n] = _lower_node(n, [done[s] for s in n.src])
+    if n.op is Ops.MULTI:
+      done[n] = n  # (its sources, one per device, are not walked)
+      continue
+    srcs = [done[s] for s in n.src]
+    if isinstance(n.device, tuple): done[n] = _lower_node(n, srcs)
+    elif n.op is Ops.COPY and srcs[0].op is Ops.MULTI: done[n] = gather(srcs[0], n.arg[0])
+    else: done[n] = n if all(a is b for a, b in zip(srcs, n.src)) else n.replace(src=tuple(srcs))
   return done[root]

@@ -14,10 +14,8 @@ from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG
 from fusegrad.uop.ops import UOp, Ops, pretty_print
 from fusegrad.renderer import Renderer
-from fusegrad.codegen import program_for
+from fusegrad.codegen import PREPARE, program_for
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError
-from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
-from fusegrad.codegen.fold import fold_reduces
 from fusegrad.engine.runner import CompiledRunner
 
 AMOUNTS = (0, 2, 3, 4, 8, 16)  # 0: the whole axis
@@ -80,7 +78,8 @@ def _time_all(kernels: list[Kernel], bufs: list[Buffer], best: float) -> list[fl
 
 def beam_opts(ast: UOp, ren: Renderer, width: int) -> list[Opt]:
   """The opts BEAM search finds for a kernel AST, for get_program (which prepares the kernel the same way)."""
-  return beam_search(Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren), width).applied_opts
+  for _, prepare in PREPARE: ast = prepare(ast)
+  return beam_search(Kernel(ast, ren), width).applied_opts
 
 def beam_search(k: Kernel, width: int) -> Kernel:
   """Grow the opts list one action at a time, keeping the `width` fastest kernels, until nothing gets faster."""

@@ -48,14 +48,14 @@ def is_realized(u: UOp) -> bool:
 
 # *** versions of a buffer ***
 
-# the write id of a buffer's newest version is kept on the Buffer (absent: never written); read by every lookup of a
-# buffer's node, so a plain attribute rather than a weak dictionary
-def newest_write(buf: Buffer) -> int | None: return getattr(buf, "_newest_write", None)
+# the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write, written only here); read by
+# every lookup of a buffer's node, so a plain attribute rather than a weak dictionary
+def newest_write(buf: Buffer) -> int | None: return buf.newest_write
 _write_ids = itertools.count(1)
 
 def buffer_node(buf: Buffer) -> UOp:
   """The node of buf's newest version."""
-  w = getattr(buf, "_newest_write", None)
+  w = buf.newest_write
   return UOp(Ops.BUFFER, buf.dtype, () if w is None else (UOp(Ops.NOOP, dtypes.void, (), w),), buf)
 
 def new_version(view: UOp) -> UOp:
@@ -79,7 +79,7 @@ def version_id(v: UOp) -> tuple[Buffer, int | None]:
 
 def is_newest(v: UOp) -> bool:
   """True when the version node v is its buffer's newest."""
-  return (v.src[0].arg if v.src else None) == getattr(v.arg, "_newest_write", None)
+  return (v.src[0].arg if v.src else None) == v.arg.newest_write
 
 def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
   """u, or if u is a view of an older version of a buffer (or of a write done already), the same view of its newest
@@ -89,7 +89,7 @@ def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
   if base.op is Ops.ASSIGN and lookup_raw(base) is not None: return storage(u)  # a write done already
   if base.op is not Ops.BUFFER: return u
   if (node := newer.get(base.arg) if newer else None) is None:
-    if (base.src[0].arg if base.src else None) == getattr(base.arg, "_newest_write", None): return u
+    if (base.src[0].arg if base.src else None) == base.arg.newest_write: return u
     node = buffer_node(base.arg)
   return u if node is base else rebuild(node, view_chain(u)[0])
 
@@ -169,7 +169,7 @@ def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None
   for n, view in becomes.items():
     if n.op is Ops.ASSIGN:
       base = view_base(view)
-      base.arg._newest_write = base.src[0].arg
+      base.arg.newest_write = base.src[0].arg
     # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
     # codegen can still fold it into index math (a gather reads one element per output)
     if n.op is Ops.ASSIGN or _reads_input(n, reads_input): memo[n] = Realized(view, _epoch)
@@ -204,7 +204,11 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
 # *** storage ownership ***
 
 # the tensor whose storage a buffer is (the first one realized into it) is kept on the Buffer, as a weak reference
-# (attribute _owner, absent: none yet)
+# (Buffer.owner, written only here; None: none yet)
+
+def own(buf: Buffer, t: Any) -> None:
+  """Record tensor t as the owner of buf, a buffer no tensor owns yet."""
+  buf.owner = weakref.ref(t)
 
 def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
   """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""
@@ -223,10 +227,10 @@ def claim_storage(t: Any, lazy: UOp) -> bool:
   base = view_base(t.uop)
   if base.op is not Ops.BUFFER: return True
   buf = base.arg.base
-  ref = getattr(buf, "_owner", None)
+  ref = buf.owner
   owner = ref() if ref is not None else None
   owner_base = view_base(owner.uop) if owner is not None else None
   if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
-    buf._owner = weakref.ref(t)
+    buf.owner = weakref.ref(t)
     return True
   return buf in buffers_read(lazy, resolve_root=False)

@@ -62,11 +62,10 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
 def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
   """result of an integer division by b, checked as torch does: a zero constant raises now; a tensor b adds a flag
   (b == 0 anywhere) read when anything computed from result is realized (the index checks' mechanism, CHECK_INDEX)."""
-  if result.numel() == 0: return result  # nothing is divided (torch doesn't raise either)
   if (base := b.uop.base).op is Ops.CONST:
-    if base.arg == 0: raise IntegerDivisionByZeroError(f"{op}: integer division by zero")
-    return result
-  if CHECK_INDEX:
+    if base.arg == 0 and result.numel(): raise IntegerDivisionByZeroError(f"{op}: integer division by zero")
+    return result  # (no element: nothing is divided, as torch)
+  if CHECK_INDEX and b.numel():
     flag = b.detach().eq(0).where(0, dtypes.min(dtypes.int64)).cast(dtypes.int64).max()
     add_index_check(result.uop, IndexCheck(flag.uop, op, 0, error=IntegerDivisionByZeroError,
                                            message=f"{op}: integer division by zero"))

@@ -130,7 +130,7 @@ def assign_window(target: Tensor, value: Tensor) -> bool:
   for axis, (begin, end) in enumerate(ranges):
     size = source.shape[axis]
     if not isinstance(begin, UOp) and (begin, end) == (0, size): continue
-    rel = type(target).arange(size, device=source.device) - _symbolic_index(source, axis, slice(begin, begin + 1))[0]
+    rel = type(target).arange(size, device=source.device) - _position(source, begin)  # position in the window
     ok = (rel >= 0) & (rel < target.shape[axis])
     value = _advanced(value, [(axis, ok.where(rel, 0))], check=False)  # value[position - begin] along this axis
     ok = ok.reshape(*[size if a == axis else 1 for a in range(source.ndim)])
@@ -139,8 +139,14 @@ def assign_window(target: Tensor, value: Tensor) -> bool:
   target.uop = symbolic_shrink(source, ranges).uop  # the window now reads the written buffer
   return True
 
-def _show(i: slice) -> str: return ":".join("" if x is None else x.render() if isinstance(x, UOp) else str(x)
-                                           for x in (i.start, i.stop, i.step))
+def _position(x: Tensor, i: UOp | int) -> Tensor | int:
+  """An int, or a Variable expression as a 0-d int32 tensor on x's device."""
+  return type(x)(i.cast(dtypes.int32), device=x.device) if isinstance(i, UOp) else i
+
+def _show(i: slice) -> str:
+  """A slice as it is written: 'i:(i+4):'."""
+  def part(x: Any) -> str: return "" if x is None else x.render() if isinstance(x, UOp) else str(x)
+  return f"{part(i.start)}:{part(i.stop)}:{part(i.step)}"
 
 def _is_symbolic(i: slice) -> bool: return isinstance(i.start, UOp) or isinstance(i.stop, UOp)
 
@@ -152,7 +158,7 @@ def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
     if i.vmin < 0 or i.vmax >= size:
       raise IndexError(f"index {i.render()} in [{i.vmin}, {i.vmax}] is out of bounds for dimension {axis} with size "
                        f"{size}")
-    return type(x)(i.cast(dtypes.int32), device=x.device)
+    return type(x)(i.cast(dtypes.int32), device=x.device)  # 0-d: the axis goes, as with an int
   start, stop = 0 if i.start is None else i.start, size if i.stop is None else i.stop
   step = 1 if i.step is None else i.step
   n = simplify(UOp.const(dtypes.index, 0) + stop - start)
@@ -161,8 +167,7 @@ def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
   lo, hi = (start.vmin, start.vmax) if isinstance(start, UOp) else (start, start)
   if lo < 0 or hi + n.arg > size:
     raise IndexError(f"slice {_show(i)} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
-  first = start if isinstance(start, UOp) else UOp.const(dtypes.index, start)
-  return type(x).arange(0, n.arg, step, device=x.device) + type(x)(first.cast(dtypes.int32), device=x.device)
+  return type(x).arange(0, n.arg, step, device=x.device) + _position(x, start)
 
 SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % SPLIT): two short aranges to compare
 

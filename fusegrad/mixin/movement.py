@@ -232,7 +232,7 @@ class MovementMixin:
       elif mode == "replicate": parts = [take(0, 1).expand(*[b if i == axis else -1 for i in range(x.ndim)]), x,
                                          take(n - 1, n).expand(*[a if i == axis else -1 for i in range(x.ndim)])]
       elif mode == "circular":
-        if b > n or a > n: raise ArgumentError(f"pad: circular padding {(b, a)} must be <= size {n}")
+        if b > n or a > n: raise UnsupportedError(f"pad: circular padding {(b, a)} must be <= size {n}")
         parts = [take(n - b, n), x, take(0, a)]
       parts = [p for p in parts if p.shape[axis] > 0]
       x = parts[0].cat(*parts[1:], dim=axis)
@@ -283,7 +283,7 @@ class MovementMixin:
   def squeeze(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     """Remove size-1 axes (all, or those given)."""
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dims = {_resolve_axis(d, self.ndim, "squeeze") for d in make_tuple(dim, 1)} if self.ndim else set()
+    dims = {_resolve_axis(d, self.ndim, "squeeze") for d in make_tuple(dim, 1)}  # a 0-d tensor takes dim 0 or -1
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
   def unsqueeze(self: Tensor, dim: int) -> Tensor:
     """Insert a size-1 axis at dim (negative counts from the end).
@@ -326,6 +326,7 @@ class MovementMixin:
     if isinstance(self, (list, tuple)):
       if len(args) == 1 and isinstance(args[0], int): args, dim = (), args[0]  # torch's Tensor.stack([a, b], 1)
       if not self and not args: raise ArgumentError("stack: needs at least one tensor")
+      if self and args: raise ArgumentError("stack: give the tensors as one list or as arguments, not both")
       self, args = (self[0], (*self[1:], *args)) if self else (args[0], args[1:])
     for t in args:
       if t.shape != self.shape: raise ShapeError(f"stack: shapes {[self.shape] + [t.shape for t in args]} differ")

@@ -230,7 +230,7 @@ class NNMixin:
                  padding: Any = 0, ceil_mode: bool = False,
                  return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Max over windows of the last len(kernel_size) axes (2 for an int), as torch.nn.functional.max_pool{1,2,3}d;
-    padding counts as -inf. With return_indices, also the flat index of each max within its input plane.
+    padding counts as -inf. With return_indices, also the flat index (int32) of each max within its input plane.
 
     `Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()` is [[[[5, 7], [13, 15]]]]."""
     k_, s_, d_, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
@@ -251,7 +251,8 @@ class NNMixin:
     countdown = type(self).arange(kn, 0, -1, device=self.device, dtype=dtypes.int32)
     first = kn - (hit * countdown).max(-1, keepdim=True)
     idx = (first == type(self).arange(kn, device=self.device, dtype=dtypes.int32)).where(pos, 0).sum(-1)
-    return ret, idx.cast(dtypes.int64).detach()
+    # int32 as argmax and tinygrad (its tests compare torch's indices cast to int32), int64 where int32 can't hold them
+    return ret, idx.cast(dtypes.int32 if prod(plane) < 2 ** 31 else dtypes.int64).detach()
 
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: Ints = (2, 2), stride: Ints | None = None,
                    dilation: Ints = 1, padding: Any = 0, output_size: Sequence[int] | None = None) -> Tensor:
@@ -405,6 +406,7 @@ class NNMixin:
     if not isinstance(src, type(self)): return type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if src.ndim != index.ndim or any(si > ss for si, ss in zip(index.shape, src.shape)):
       raise ShapeError(f"{op}: src {src.shape} must have index's dims and be at least index's size {index.shape}")
+    if src.dtype != self.dtype: raise DTypeError(f"{op}: src is {src.dtype}, self {self.dtype} (they must match)")
     return src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
@@ -493,7 +495,9 @@ class NNMixin:
     """For integer targets Y (self's shape without the class axis): the one-hot mask along axis, the class weights
     laid along axis, and each target's weight (0 where Y == ignore_index)."""
     n_cls = self.shape[axis]
-    if not dtypes.is_int(Y.dtype): raise TypeError(f"{op}: class-index targets must be integers, got {Y.dtype}")
+    if not dtypes.is_int(Y.dtype):
+      raise DTypeError(f"{op}: class-index targets must be integers, got {Y.dtype} (shape {Y.shape}; probabilities "
+                       f"need the input's shape {self.shape})")
     if Y.shape != self.shape[:axis] + self.shape[axis + 1:]:
       raise ShapeError(f"{op}: targets {Y.shape} don't fit input {self.shape} (classes on axis {axis})")
     if weight is not None and weight.shape != (n_cls,):

@@ -81,13 +81,15 @@ class ReduceMixin:
     >>> Tensor([[1, 2], [3, 4]]).sum(axis=1).tolist()
     [3, 7]
     """
-    acc = to_dtype(dtype or acc_dtype) if (dtype or acc_dtype) else sum_acc_dtype(self.dtype)  # type: ignore[arg-type]
+    given = dtype if dtype is not None else acc_dtype
+    acc = to_dtype(given) if given is not None else sum_acc_dtype(self.dtype)
     ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
     half = self.dtype in (dtypes.float16, dtypes.bfloat16)
     return ret.cast(self.dtype) if dtype is None and acc_dtype is None and half else ret
   def prod(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Product over axes."""
-    acc = to_dtype(dtype) if dtype else self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype)
+    acc = self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype)
+    if dtype is not None: acc = to_dtype(dtype)
     return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Largest value over axes.

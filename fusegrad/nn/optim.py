@@ -26,11 +26,13 @@ from fusegrad.engine import state
 def _fresh(value: Tensor) -> Tensor:
   """value written into a new buffer of its own. (Two equal expressions, such as two Tensor.zeros(3).contiguous(),
   are one node and would realize into one shared buffer; state that is assigned to must never be shared.)"""
+  if isinstance(value.device, tuple): return value.clone().requires_grad_(False)  # on several devices: split alike
   return Tensor.empty(value.shape, dtype=value.dtype, device=value.device, requires_grad=False).assign(value)
 
 def _own_buffer(t: Tensor) -> object | None:
   """The buffer t is a view of, or None when t is not realized into one (a constant or lazy expression)."""
   u = state.view_base(t.uop)
+  if u.op is Ops.MULTI: u = state.view_base(u.src[0])  # on several devices: its first part's
   return u.arg if u.op is Ops.BUFFER else None
 
 def _give_own_buffers(params: list[Tensor]) -> None:
@@ -75,8 +77,11 @@ class Optimizer:
     self.lr = Tensor([float(lr)], dtype=dtypes.float32, device=self.device, requires_grad=False)
 
   def _zeros_like(self, p: Tensor) -> Tensor:
-    """A state tensor for parameter p: zeros of its shape, dtype and device, in a buffer of its own."""
-    return _fresh(Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device))
+    """A state tensor for parameter p: zeros of its shape, dtype and device (split like p on several devices), in a
+    buffer of its own."""
+    zeros = Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device)
+    if p.uop.op is Ops.MULTI and p.uop.arg is not None: zeros = zeros.shard(p.device, p.uop.arg)  # type: ignore[arg-type]
+    return _fresh(zeros)
 
   def _realize_state(self) -> None:
     """Allocate the state now, so it exists before the first step (and TinyJit sees real buffers)."""

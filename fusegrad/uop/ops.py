@@ -47,7 +47,6 @@ class GroupOp:
   Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
   Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
   Comparison = {Ops.CMPLT, Ops.CMPNE}
-  Associative = {Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX}
   # math functions: costly per element, so the heuristic gives them whole SIMD registers (codegen/heuristic.py)
   Math = {Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN, Ops.RECIPROCAL}
   # ops a vector renderer computes on whole vectors (codegen/vectorize.py): SIN has no vector form, it goes lane by lane

@@ -10,9 +10,11 @@ from fusegrad.gradient import grad_rules, _LEAVES as LEAVES
 from fusegrad.uop.alu import python_alu
 from fusegrad.uop.ops import UOp, Ops, GroupOp, _KERNEL_OPS as KERNEL_OPS
 from fusegrad.codegen import get_program
+from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer, OpenCLRenderer, CUDARenderer
 
-RENDERERS = {"C": ClangRenderer(), "C vectors": ClangRenderer(vector_widths=(4, 8), simd_width=32),
+RENDERERS = {"C": ClangRenderer(),
+             "C vectors": ClangRenderer(vector_widths=(4, 8), machine=MachineModel(vector_bytes=32)),
              "OpenCL": OpenCLRenderer(), "CUDA": CUDARenderer()}
 # (renderer, op) pairs a renderer can't write, and why (none today: THREEFRY reaches no renderer here, codegen/lower.py
 # decomposes it into integer ops for every renderer without native_threefry)
