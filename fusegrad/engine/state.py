@@ -71,7 +71,7 @@ def rewritten(bufs: list[Buffer]) -> None:
   """bufs were written outside a schedule (a TinyJit replay): each gets a new newest version, so that a graph built
   after reads the new contents instead of a value computed before from the old ones (a tensor viewing a buffer
   follows it: `current`)."""
-  for b in bufs: b.base._newest_write = next(_write_ids)  # type: ignore[attr-defined]
+  for b in bufs: b.base.newest_write = next(_write_ids)
 
 def version_id(v: UOp) -> tuple[Buffer, int | None]:
   """(buffer, write id) of a version node: which contents it names, even after the node itself is gone."""
