@@ -14,6 +14,11 @@ from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
 from fusegrad.mixin.nn import NNMixin
+from fusegrad.mixin.conv import ConvMixin
+from fusegrad.mixin.gather import GatherMixin
+from fusegrad.mixin.loss import LossMixin
+from fusegrad.mixin.sort import SortMixin
+from fusegrad.mixin.creation import CreationMixin
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CREATION = ["empty", "zeros", "ones", "full", "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like",
@@ -28,10 +33,11 @@ def public(cls: type) -> list[str]: return [n for n in cls.__dict__ if not n.sta
 def tensor_groups() -> dict[str, list[str]]:
   """Every public Tensor method and property in exactly one group (the ones Tensor defines itself and that are not
   creation methods are its properties and data)."""
-  own = [n for n in public(Tensor) if n not in ("no_grad", "training")]  # (class attributes, documented in prose)
+  own = [n for n in public(Tensor) + public(CreationMixin) if n not in ("no_grad", "training")]  # (class attributes,
+  # documented in prose)
   missing = [n for n in CREATION if n not in own]
   if missing: raise ValueError(f"docs/hooks.py lists creation methods Tensor doesn't have: {missing}")
-  nn = [n for n in public(NNMixin) if n not in INDEXING]
+  nn = [n for m in (NNMixin, ConvMixin, GatherMixin, LossMixin, SortMixin) for n in public(m) if n not in INDEXING]
   return {"creation": CREATION, "elementwise": public(ElementwiseMixin), "movement": public(MovementMixin),
           "indexing": INDEXING, "reductions": public(ReduceMixin) + public(LinalgMixin), "nn_functional": nn,
           "properties": [n for n in own if n not in CREATION]}

@@ -4,7 +4,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.device import Device, OutOfMemoryError
 from fusegrad.helpers import Context, GlobalCounters, getenv, fetch, DEBUG
 from fusegrad.uop.ops import Variable, UOp
-from fusegrad.engine.jit import TinyJit, function
+from fusegrad.jit import TinyJit, function
 from fusegrad import nn
 
 __all__ = ["Tensor", "dtypes", "Device", "Context", "GlobalCounters", "getenv", "fetch", "DEBUG", "Variable", "UOp",

@@ -1,8 +1,9 @@
 """Tensor: the user API. Every method builds lazy graph from the primitives; nothing runs until realize().
 
 The elementwise math (exp, relu, comparisons ...) lives in mixin/elementwise.py, movement ops in mixin/movement.py,
-reductions and matmul in mixin/reduce.py, indexing in mixin/indexing.py, the network ops (conv2d, pooling, losses,
-attention ...) in mixin/nn.py; this file holds creation, random numbers, data access, broadcasting, assign and
+reductions and matmul in mixin/reduce.py, indexing in mixin/indexing.py, the network ops in mixin/conv.py (convolution,
+pooling), gather.py, loss.py, sort.py and nn.py (normalization, attention, einsum), linspace, eye and the random
+numbers in mixin/creation.py; this file holds the other creation methods, data access, broadcasting, assign and
 autograd.
 """
 from __future__ import annotations
@@ -11,16 +12,20 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits, checked_ints
-from fusegrad.helpers import prod, argfix, all_int, fetch, TRAINING, WeakList
+from fusegrad.helpers import prod, fetch, TRAINING, WeakList
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state
 from fusegrad.engine import multi
 from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
-from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, UnsupportedError, \
-  _resolve_axis, broadcast_shape
+from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, _resolve_axis, broadcast_shape
 from fusegrad.mixin.nn import NNMixin
+from fusegrad.mixin.conv import ConvMixin
+from fusegrad.mixin.gather import GatherMixin
+from fusegrad.mixin.loss import LossMixin
+from fusegrad.mixin.sort import SortMixin
+from fusegrad.mixin.creation import CreationMixin, _shape_arg, _shape_of, _flatten_list, _is_numpy
 from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
@@ -28,25 +33,6 @@ from fusegrad.mixin.indexing import getitem, assign_window
 
 _MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
-def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
-
-def _shape_of(data: Any) -> tuple[int, ...]:
-  """The shape of a nested list; raises on ragged lists."""
-  if _is_numpy(data): data = data.tolist()  # numpy arrays and scalars inside a list
-  if not isinstance(data, (list, tuple)): return ()
-  if len(data) == 0: return (0,)
-  if all(type(x) in _SCALARS for x in data): return (len(data),)  # a flat list of Python numbers
-  inner = [_shape_of(x) for x in data]
-  if any(s != inner[0] for s in inner): raise ShapeError(f"Tensor: ragged nested list, sub-shapes {sorted(set(inner))}")
-  return (len(data),) + inner[0]
-
-def _flatten_list(data: Any) -> list:
-  if _is_numpy(data): data = data.tolist()
-  if not isinstance(data, (list, tuple)): return [data]
-  if all(type(x) in _SCALARS for x in data): return list(data)
-  return [y for x in data for y in _flatten_list(x)]
-
-_SCALARS = (int, float, bool)
 _NUMBERS = {int, float}
 
 def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
@@ -65,7 +51,8 @@ def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None
   if dtypes.is_int(dtype): checked_ints([value], dtype)
   return UOp.const(dtype, value, shape, device)
 
-class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin):
+class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, GatherMixin, LossMixin, SortMixin,
+             LinalgMixin, CreationMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
   training: ClassVar[bool] = False
@@ -538,151 +525,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, LinalgMixin)
     if dtypes.is_float(dt): idx = idx.cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
     elif dt.itemsize == 8: idx = idx.cast(dt)  # int64 steps and starts don't wrap in int32
     return (idx * step + start).cast(dt).requires_grad_(requires_grad)
-  @staticmethod
-  def linspace(start: Any, stop: Any, steps: builtins.int, dtype: DType | str | None = None, device: str | None = None,
-               requires_grad: builtins.bool | None = None) -> Tensor:
-    """steps evenly spaced values from start to stop inclusive: `Tensor.linspace(0, 1, 3)` is [0.0, 0.5, 1.0]."""
-    if not isinstance(steps, int) or steps < 0: raise ArgumentError(f"linspace: steps must be an int >= 0, got {steps}")
-    dt = to_dtype(dtype if dtype is not None else dtypes.default_float)
-    if dt == dtypes.bool: raise UnsupportedError("linspace: a bool dtype has no evenly spaced values")
-    if steps == 1: return Tensor([start], dtype=dt, device=device, requires_grad=requires_grad)
-    ret = Tensor.arange(steps, device=device) * ((stop - start) / (steps - 1)) + start
-    return ret.cast(dt).requires_grad_(requires_grad)
-  @staticmethod
-  def eye(n: builtins.int, m: builtins.int | None = None, dtype: DType | str | None = None, device: str | None = None,
-          requires_grad: builtins.bool | None = None) -> Tensor:
-    """The identity matrix (n x m): ones on the diagonal."""
-    m = n if m is None else m
-    if n < 0 or m < 0: raise ArgumentError(f"eye: negative size {n}x{m}")
-    dt, k = to_dtype(dtype if dtype is not None else dtypes.default_float), min(n, m)
-    if k == 0: return Tensor.zeros((n, m), dtype=dt, device=device, requires_grad=requires_grad)
-    # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
-    x = Tensor.ones((k, 1), dtype=dt, device=device).pad(((0, 0), (0, m))).flatten().shrink(((0, k * m),)).reshape(k, m)
-    x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
-    return x.requires_grad_(requires_grad)
-  @staticmethod
-  def from_blob(ptr: builtins.int, shape: tuple[builtins.int, ...], **kwargs: Any) -> Tensor:
-    """A tensor on the memory at address ptr, without copying or owning it (the caller keeps it alive as long as the
-    tensor lives); dtype= and device= (CPU or PYTHON) as for Tensor.empty: `Tensor.from_blob(arr.ctypes.data, (2, 3))`.
-    Writes to the tensor (assign, an optimizer step) write into that memory."""
-    ret = Tensor.empty(*shape, **kwargs)
-    state.view_base(ret.uop).arg.use_pointer(ptr)
-    return ret
-
-  # *** random numbers: Threefry on a counter, so a seed gives the same values on every device ***
-  @staticmethod
-  def manual_seed(seed: builtins.int = 0) -> None:
-    """Seed the generator: the same seed gives the same numbers on every backend."""
-    Tensor._seed, Tensor._rng_counter = int(seed), 0
-  @staticmethod
-  def _random_bits(n: builtins.int, device: str | None) -> Tensor:
-    """n uint32 random words, fresh on every call: Threefry of (counter + i) under the seed. The seed and counter
-    come from a small buffer of their own (not constants in the kernel), so every call runs the same compiled
-    kernel, and TinyJit can write the next counter into it before each replay."""
-    state = Tensor([Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter], dtype=dtypes.uint64, device=device)
-    for hook in _rng_hooks: hook(state, Tensor._rng_counter)
-    Tensor._rng_counter += n
-    counter = Tensor.arange(n, device=device, dtype=dtypes.uint32).cast(dtypes.uint64) + state[1]
-    bits = Tensor(counter.uop.alu(Ops.THREEFRY, state[0].expand(n).uop))
-    return (bits & 0xFFFFFFFF).cast(dtypes.uint32)
-  @staticmethod
-  def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None,
-           requires_grad: builtins.bool | None = None) -> Tensor:
-    """Uniform random numbers in [0, 1)."""
-    shape, dt = _shape_arg(shape, "rand"), to_dtype(dtype or dtypes.default_float)
-    if not dtypes.is_float(dt): raise TypeError(f"rand: dtype must be a float, got {dt}")
-    n = prod(shape)
-    if n == 0: return Tensor.empty(shape, dtype=dt, device=device, requires_grad=requires_grad)
-    mant = {dtypes.float16: 11, dtypes.bfloat16: 8}.get(dt, 24)
-    bits = Tensor._random_bits(n, device)
-    # the top `mant` bits scaled into [0, 1): exact in the target dtype, so never rounds up to 1.0
-    vals = (bits >> (32 - mant)).cast(dtypes.float32) * (2.0 ** -mant)
-    return vals.cast(dt).reshape(shape).requires_grad_(requires_grad)
-  def rand_like(self, **kwargs: Any) -> Tensor:
-    """Uniform [0, 1) numbers with this tensor's shape, dtype and device."""
-    return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
-  @staticmethod
-  def randn(*shape: Any, dtype: DType | str | None = None, requires_grad: builtins.bool | None = None,
-            **kwargs: Any) -> Tensor:
-    """Standard normal random numbers (Box-Muller)."""
-    shape, dt = _shape_arg(shape, "randn"), to_dtype(dtype or dtypes.default_float)
-    src = Tensor.rand((2, *shape), dtype=dtypes.float32, **kwargs)
-    ret = (1 - src[0]).log().mul(-2).sqrt().mul((src[1] * (2 * math.pi)).cos())
-    return ret.cast(dt).requires_grad_(requires_grad)
-  def randn_like(self, **kwargs: Any) -> Tensor:
-    """Standard normal numbers with this tensor's shape, dtype and device."""
-    return Tensor.randn(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
-  @staticmethod
-  def randint(*shape: Any, low: builtins.int = 0, high: builtins.int = 10, dtype: DType | str = dtypes.int32,
-              **kwargs: Any) -> Tensor:
-    """Random integers in [low, high)."""
-    if high <= low: raise ArgumentError(f"randint: high ({high}) must be > low ({low})")
-    dt = to_dtype(dtype)
-    unit = Tensor.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
-    return (unit * (high - low)).floor().cast(dt) + low
-  @staticmethod
-  def randperm(n: builtins.int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
-    """A random permutation of 0..n-1 from the seeded generator (the argsort of random words: n * n compares).
-    `Tensor.randperm(4).tolist()` is e.g. [2, 0, 3, 1]."""
-    if n < 0: raise ArgumentError(f"randperm: n must be >= 0, got {n}")
-    if set(kwargs) - {"requires_grad"}: raise TypeError(f"randperm: unexpected arguments {sorted(kwargs)}")
-    if n == 0: return Tensor.empty(0, dtype=dtype, device=device)
-    keys = Tensor._random_bits(n, device)
-    return keys.argsort().cast(to_dtype(dtype)).requires_grad_(kwargs.get("requires_grad"))
-  def multinomial(self, num_samples: builtins.int = 1, replacement: builtins.bool = False) -> Tensor:
-    """num_samples category indices (int32) drawn per row of weights (1-D or 2-D, non-negative, need not sum to 1),
-    as torch.multinomial: with replacement by inverse CDF, without by an exponential race (the k smallest E_i / w_i).
-    `Tensor([0.0, 1.0]).multinomial().tolist()` is [1]."""
-    if self.ndim not in (1, 2): raise ShapeError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
-    n = self.shape[-1]
-    if num_samples < 1: raise ArgumentError(f"multinomial: num_samples must be >= 1, got {num_samples}")
-    if not replacement and num_samples > n:
-      raise ShapeError(f"multinomial: can't draw {num_samples} samples from {n} categories without replacement")
-    w = self.detach().reshape(-1, n).cast(least_upper_dtype(self.dtype, dtypes.float32))
-    rows = w.shape[0]
-    if replacement:
-      cdf = w.cumsum(1).unsqueeze(1)  # (rows, 1, n)
-      u = Tensor.rand(rows, num_samples, 1, device=self.device) * cdf[:, :, n - 1:]
-      idx = (cdf <= u).sum(-1, dtype=dtypes.int32).minimum(n - 1)  # the first category whose cdf passes u
-    else:
-      race = -(1 - Tensor.rand(rows, n, device=self.device)).log()  # Exp(1) arrival times, scaled by 1 / weight
-      idx = (w > 0).where(race / w, math.inf).topk(num_samples, largest=False)[1]
-    return idx if self.ndim == 2 else idx.reshape(num_samples)
-  @staticmethod
-  def uniform(*shape: Any, low: builtins.float = 0.0, high: builtins.float = 1.0, dtype: DType | str | None = None,
-              requires_grad: builtins.bool | None = None, **kwargs: Any) -> Tensor:
-    """Uniform random numbers in [low, high)."""
-    dt = to_dtype(dtype or dtypes.default_float)
-    return ((high - low) * Tensor.rand(*shape, **kwargs) + low).cast(dt).requires_grad_(requires_grad)
-  @staticmethod
-  def normal(*shape: Any, mean: builtins.float = 0.0, std: builtins.float = 1.0,
-             requires_grad: builtins.bool | None = None, **kwargs: Any) -> Tensor:
-    """Normal random numbers with the given mean and std."""
-    return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(requires_grad)
-  @staticmethod
-  def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
-    """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
-    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(_shape_arg(shape, "scaled_uniform")) ** -0.5)
-  @staticmethod
-  def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
-    """Xavier/Glorot uniform init, as torch.nn.init.xavier_uniform_: bound sqrt(6 / (fan_in + fan_out))."""
-    shape = _shape_arg(shape, "glorot_uniform")
-    fan_in, fan_out = prod(shape[1:]), shape[0] * prod(shape[2:])
-    bound = (6 / (fan_in + fan_out)) ** 0.5
-    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
-  @staticmethod
-  def kaiming_uniform(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
-    """He-uniform init, as torch.nn.init.kaiming_uniform_ (fan_in, leaky relu slope a)."""
-    shape = _shape_arg(shape, "kaiming_uniform")
-    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
-    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
-  @staticmethod
-  def kaiming_normal(*shape: Any, a: builtins.float = 0.01, **kwargs: Any) -> Tensor:
-    """He-normal init, as torch.nn.init.kaiming_normal_ (fan_in, leaky relu slope a)."""
-    shape = _shape_arg(shape, "kaiming_normal")
-    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
-    return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
-
   # *** the primitives, with broadcasting and dtype promotion ***
   def _apply(self, op: Ops, *others: Tensor) -> Tensor:
     return self._new(self.uop.alu(op, *[o.uop for o in others]), *others)
@@ -916,17 +758,11 @@ def _realize(todo: list[Tensor]) -> list[Tensor]:
 
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
-# called with (state tensor, counter value) for every random draw: TinyJit records the draws it captures
-_rng_hooks: list[Callable[[Tensor, int], None]] = []
 # called with the target of every assign, before it changes, and with the nodes of every realize before it runs: a
 # traced `function` records the writes it must repeat on each call, and refuses to realize its stand-in inputs
 _assign_hooks: list[Callable[[Tensor], None]] = []
 _realize_hooks: list[Callable[[list[UOp]], None]] = []
 
-def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
-  s = argfix(*shape) if shape else ()
-  if not all_int(s) or any(x < 0 for x in s): raise ShapeError(f"{op}: bad shape {s}: sizes must be non-negative ints")
-  return tuple(s)
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
   if isinstance(device := Device.canonicalize(device), tuple):

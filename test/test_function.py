@@ -5,7 +5,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from fusegrad import Tensor, function, Device, TinyJit, Variable, dtypes
-from fusegrad.engine.jit import JitError
+from fusegrad.jit import JitError
 from fusegrad.dtype import to_numpy
 from fusegrad.nn.optim import SGD, Adam
 

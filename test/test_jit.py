@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes
-from fusegrad.engine.jit import JitError, function
+from fusegrad.jit import JitError, function
 from fusegrad.nn.optim import SGD, Adam
 
 CALLS = 5

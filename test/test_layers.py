@@ -22,13 +22,10 @@ LAYERS: list[tuple[str, ...]] = [
 # (importing module, imported module) pairs allowed inside a function, and why
 LOCAL_IMPORTS: dict[tuple[str, str], str] = {
   ("fusegrad.device", "fusegrad.runtime"): "the lazy device registry: Device['X'] imports runtime/ops_x.py",
-  ("fusegrad.engine.jit", "fusegrad.tensor"): "until jit.py moves beside tensor.py (the front end)",
 }
-# imports up the layers, until jit.py moves beside tensor.py
-UPWARD = {("fusegrad.engine.jit", "fusegrad.tensor"), ("fusegrad.engine.jit", "fusegrad.gradient")}
 # modules a function may import: optional dependencies (pyproject.toml's extras) and numpy, which fusegrad needs only
 # when asked for arrays (importing it costs more than the rest of fusegrad)
-OPTIONAL = {"numpy", "onnx", "mpi4py"}
+OPTIONAL = {"numpy", "onnx", "mpi4py", "wgpu"}
 
 def module_name(path: pathlib.Path) -> str:
   parts = path.relative_to(ROOT.parent).with_suffix("").parts
@@ -65,7 +62,7 @@ def test_every_module_has_a_layer():
 def test_imports_go_down_the_layers():
   bad = [f"{m}:{line} imports {dep} (layer {LAYERS[layer_of(dep)][0]} is above {LAYERS[layer_of(m)][0]})"
          for m, deps in GRAPH.items() for dep, line, _ in deps
-         if dep.startswith("fusegrad") and layer_of(dep) > layer_of(m) and (m, dep) not in UPWARD]
+         if dep.startswith("fusegrad") and layer_of(dep) > layer_of(m)]
   assert not bad, "\n".join(bad)
 
 def test_function_local_imports_are_listed():

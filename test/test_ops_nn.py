@@ -1,4 +1,5 @@
-"""Network ops (mixin/nn.py), forward and backward, against torch on the default device (DEV=...)."""
+"""Network ops (mixin/conv.py, gather.py, loss.py, sort.py, nn.py), forward and backward, against torch on the default
+device (DEV=...)."""
 import math
 import numpy as np
 import pytest

@@ -21,8 +21,8 @@ import hashlib, json, os
 from dataclasses import dataclass, field
 from typing import Callable
 from fusegrad.helpers import DEBUG, NOOPT, SPEC, PROCESS_REPLAY, VIZ, prod, dprint, to_function_name, viz_record
-from fusegrad.dtype import dtypes
-from fusegrad.renderer import Renderer
+from fusegrad.dtype import dtypes, PtrDType
+from fusegrad.renderer import Renderer, UnsupportedDTypeError
 from fusegrad.uop.ops import UOp, Ops, GroupOp, pretty_print
 from fusegrad.uop.rewrite import graph_rewrite
 from fusegrad.uop.symbolic import simplify
@@ -70,7 +70,7 @@ LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
   ("threefry", lambda ast, ren: ast if ren.native_threefry else decompose_threefry(ast)),
   ("bfloat16", lambda ast, ren: ast if ren.supports_bfloat16 else emulate_bfloat16(ast)),
   ("devectorize", devectorize),
-  ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered))),
+  ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered), ren.index64_ranges)),
 )
 
 # Steps 0-1, in order: folding first, so that merged axes never hide a reduce it could remove
@@ -129,10 +129,21 @@ def record_replay(ast: UOp, ren: Renderer, opts: list[Opt] | None, p: ProgramSpe
 
 _UNNAMED = "fg_kernel_name_"  # rendered in place of the function's name, then replaced
 
+def check_capabilities(name: str, uops: list[UOp], ren: Renderer) -> None:
+  """A clear error for a kernel the device can't run: more buffers than it binds, or (UnsupportedDTypeError) a value
+  or buffer of a dtype it can't hold, naming the dtype and the device."""
+  if ren.max_buffers is not None and (n := sum(u.op is Ops.DEFINE_GLOBAL for u in uops)) > ren.max_buffers:
+    raise NotImplementedError(f"kernel {name} takes {n} buffers; device {ren.device} binds at most {ren.max_buffers}")
+  for u in uops:
+    dt = (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar()
+    if not ren.supports_dtype(dt):
+      raise UnsupportedDTypeError(f"dtype {dt.name} is not supported on device {ren.device} (in a {u.op.name})")
+
 def program_for(k: Kernel, trace: Trace | None = None) -> ProgramSpec:
   """Steps 3-7 for an optimized Kernel: lowered, linearized and rendered, with its launch sizes (and recorded for
   VIZ with each pass's output when trace holds those of steps 0-2)."""
   uops = lower_kernel(k, trace)
+  check_capabilities(k.name, uops, k.ren)
   if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
   # the function is named after the loop sizes and a hash of its source: kernels with the same loop sizes differ in
   # name, so any of them can share a translation unit when compiled together (Compiler.start_batch)

@@ -128,7 +128,7 @@ class Kernel:
       raise KernelOptError(f"{opt}: more than {self.ren.upcast_max} upcast elements")
     if opt.op is OptOps.UNROLL and self.upcast_size() * self.unroll_size() * amount > 8 * self.ren.upcast_max:
       raise KernelOptError(f"{opt}: more than {8 * self.ren.upcast_max} unrolled operations")
-    if opt.op is OptOps.LOCAL:
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP):  # both add threads to the workgroup
       local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
       if local > self.ren.max_workgroup:
         raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")

@@ -11,7 +11,7 @@
 from __future__ import annotations
 from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.renderer import Renderer
-from fusegrad.uop.ops import UOp, Ops, AxisType, flat_index
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index
 from fusegrad.codegen.expand import tree_reduce
 from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
@@ -109,6 +109,15 @@ def simplify_gated_loads(ast: UOp) -> UOp:
   """Every gated load's index simplified given its gate (the padding of a view cuts divisions out of its index)."""
   return graph_rewrite(ast, pm_gated_loads)
 
+def _launch_split(glbl: list[UOp], limits: tuple[int, ...]) -> tuple[UOp, int] | None:
+  """The first launch axis over its dimension's limit and the largest divisor of its size that fits that dimension
+  while the quotient fits the next one (None: every axis fits, or no divisor does)."""
+  for dim, r in enumerate(reversed(glbl)):
+    if (n := range_size(r)) <= limits[dim]: continue
+    fits = [d for d in range(min(limits[dim], n), 0, -1) if n % d == 0 and n // d <= limits[dim + 1]][:1]
+    return (r, fits[0]) if fits else None
+  return None
+
 def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   """Output loops -> SPECIAL launch indices (the last, fastest-moving axis is gidx0), if the device launches a grid;
   else they stay loops (GLOBAL ranges render as loops: renaming them LOOP would rebuild, and simplify again, every
@@ -123,6 +132,15 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
     ast = _merge(ast, glbl[0], glbl[1])
     glbl = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) is AxisType.GLOBAL),
                   key=lambda r: r.arg[0])
+  # fewer axes than dimensions, one over its dimension's limit (WebGPU's x stops at 65535): split it in two
+  while len(glbl) < len(ren.global_max) and (split := _launch_split(glbl, ren.global_max)) is not None:
+    r, inner_size = split
+    inner = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, inner_size),),
+                (max(u.arg[0] for u in ranges) + 1, AxisType.GLOBAL))
+    outer = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, range_size(r) // inner_size),), r.arg)
+    ast = simplify(replace_range(ast, r, outer * inner_size + inner, (outer, inner)))
+    ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    glbl = [r for r in ranges if range_kind(r) is AxisType.GLOBAL]
   local = [r for r in ranges if range_kind(r) in (AxisType.LOCAL, AxisType.GROUP)]
   mapping = {r: UOp(Ops.SPECIAL, dtypes.index, (), (f"gidx{i}", range_size(r))) for i, r in enumerate(reversed(glbl))}
   mapping.update({r: UOp(Ops.SPECIAL, dtypes.index, (), (f"lidx{i}", range_size(r)))
@@ -249,13 +267,30 @@ def emulate_bfloat16(ast: UOp) -> UOp:
 
 # *** index arithmetic: int32 where it fits ***
 
-def resolve_index_dtype(ast: UOp) -> UOp:
+def resolve_index_dtype(ast: UOp, ranges64: bool = True) -> UOp:
   """Give index arithmetic a real type: int32 if every index value of the kernel fits, else int64. Variables stay
-  int32 parameters (cast where the kernel computes in int64)."""
+  int32 parameters (cast where the kernel computes in int64); so do loop counters and launch indices that fit when
+  the renderer has no 64-bit counters (ranges64=False: WGSL, whose int64 is emulated)."""
   nodes = [u for u in ast.toposort() if u.dtype == dtypes.index]
   if not nodes: return ast
   wide = any(u.vmin < -2 ** 31 or u.vmax > 2 ** 31 - 1 for u in nodes)
+  if wide and not ranges64: return _int32_counters(ast)
   return graph_rewrite(ast, pm_index_dtype, ctx=dtypes.int64 if wide else dtypes.int32)
+
+def _int32_counters(ast: UOp) -> UOp:
+  """Index math in int64 around int32 loop counters and launch indices (of sizes below 2**31): a counter's value
+  uses (ALU, CAST) get it widened, its other uses (ENDRANGE, a REDUCE's ranges) keep the counter itself."""
+  memo: dict[UOp, UOp] = {}
+  counters: dict[UOp, UOp] = {}
+  for u in ast.toposort():
+    src = tuple(memo[s] if s not in counters or u.op in GroupOp.ALU | {Ops.CAST} else counters[s] for s in u.src)
+    if u.dtype != dtypes.index: memo[u] = u if src == u.src else u.replace(src=src)
+    elif u.op is Ops.DEFINE_VAR: memo[u] = u.replace(dtype=dtypes.int32).cast(dtypes.int64)
+    elif u.op in (Ops.RANGE, Ops.SPECIAL) and all(s.op is Ops.CONST for s in u.src) and u.vmax <= 2 ** 31 - 1:
+      counters[u] = u.replace(dtype=dtypes.int32, src=tuple(s.replace(dtype=dtypes.int32) for s in u.src))
+      memo[u] = counters[u].cast(dtypes.int64)
+    else: memo[u] = u.replace(dtype=dtypes.int64, src=src)
+  return memo[ast]
 
 def _typed_index(ctx: DType, u: UOp) -> UOp | None:
   if u.dtype != dtypes.index: return None

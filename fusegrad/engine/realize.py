@@ -108,6 +108,10 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   programs.move_to_end(skel_key)
   changed = st.params | {k for k, (a, c) in enumerate(zip(st.first, consts)) if a != _arg_key(c.arg)}
   params = sorted(changed)
+  limit = Device[device].renderer.max_buffers
+  if limit is not None and nbufs + len(params) > limit:  # more than the device binds: constants stay in the code
+    _cache((device, ast), runner := CompiledRunner(_program(ast, device)))
+    return runner, []
   if st.runner is None or changed != st.params:
     loads = {consts[k]: UOp(Ops.LOAD, consts[k].dtype, (UOp(Ops.DEFINE_GLOBAL, consts[k].dtype.ptr(), (), nbufs + j),
                                                           UOp.const(dtypes.index, 0))) for j, k in enumerate(params)}

@@ -2,6 +2,7 @@
 codegen reads these capabilities and never the device's name."""
 from __future__ import annotations
 from dataclasses import dataclass
+from fusegrad.dtype import DType
 from fusegrad.uop.ops import UOp
 
 @dataclass(frozen=True)
@@ -26,6 +27,9 @@ class MachineModel:
     """Independent multiply-adds in flight that keep every FMA unit busy (latency x units)."""
     return max(self.fma_units, 1) * self.fma_latency
 
+class UnsupportedDTypeError(NotImplementedError):
+  """A kernel uses a dtype its device can't compute in or store (float64 on WEBGPU); the message names both."""
+
 @dataclass(frozen=True)
 class Renderer:
   """The capabilities codegen reads, and render(), which turns a flat program into source."""
@@ -37,7 +41,7 @@ class Renderer:
   max_workgroup: int = 0           # max threads in a workgroup
   shared_max: int = 0              # bytes of shared memory per workgroup
   upcast_max: int = 16             # largest number of unrolled elements per thread
-  max_buffers: int = 64            # buffers one kernel may take
+  max_buffers: int | None = None   # buffers one kernel may bind (None: any number)
   threads: int = 0                 # CPU threads that split the outermost loop (0: none)
   vector_widths: tuple[int, ...] = ()  # lengths of float vectors the renderer can write (others are split up)
   machine: MachineModel = MachineModel()  # registers, vector width and caches: what tiles are sized by
@@ -45,6 +49,10 @@ class Renderer:
   supports_bfloat16: bool = False
   supports_float64: bool = True
   native_threefry: bool = False    # False: THREEFRY is expanded into integer ALU ops
+  index64_ranges: bool = True      # loop counters may be int64 (False: int32, widened where index math is int64)
   compilers: tuple[str, ...] = ()  # the device's compilers, default first; OptOps.COMPILER picks another for a kernel
+  def supports_dtype(self, dt: DType) -> bool:
+    """Whether kernels may hold values or buffers of dt (a scalar dtype); codegen refuses the others."""
+    return True
   def render(self, name: str, uops: list[UOp]) -> str:
     raise NotImplementedError(f"{type(self).__name__} renders nothing")

@@ -1,8 +1,9 @@
 """C-style renderers: one base for C (the CPU backend), OpenCL C and CUDA C.
 
 In:  a flat program (codegen.linearize). Out: the source of one kernel function.
-render_alu writes each ALU op (one case each); a device's dialect overrides types, prefixes, launch indices
-and barriers.
+The dialect is data: each op has one template in code_for_op, and the statements render() writes (declarations,
+loops, guarded stores, shared memory, vectors) are templates too. A dialect (C, OpenCL C, CUDA C, WGSL) overrides these
+tables, its types, prefixes, launch indices and barriers, and a few hooks (params, kernel signature, prelude).
 """
 from __future__ import annotations
 import math, struct
@@ -32,6 +33,20 @@ class CStyleLanguage(Renderer):
   type_map: dict[DType, str] = field(default_factory=dict)
   special_code: dict[str, str] = field(default_factory=dict)  # "gidx"/"lidx" -> format with the dimension number
   fn_suffix: dict[DType, str] = field(default_factory=lambda: {dtypes.float32: "f", dtypes.float64: ""})
+  # statements, as format strings: {type} and {name} of a variable, {val} its value, {size} a loop's or array's size
+  decl: str = "{type} {name} = {val};"          # a value assigned once
+  mutable_decl: str = "{type} {name} = {val};"  # an accumulator (ASSIGNed later)
+  loop_open: str = "for ({type} {name} = 0; {name} < {size}; {name}++) {{"
+  loop_close: str = "}"
+  guarded: str = "if ({cond}) {stmt}"           # a store under a gate
+  vector: str = "({type}){{{val}}}"             # a vector from its lanes (val: them, comma-separated)
+  local_decl: str = "{prefix}{type} {name}[{size}];"  # shared memory (prefix: smem_prefix)
+  locals_in_prelude: bool = False               # shared memory is declared outside the kernel function
+  code_for_op: dict[Ops, str] = field(default_factory=lambda: {
+    Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})", Ops.CMPLT: "({0}<{1})",
+    Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})", Ops.SHL: "({0}<<{1})",
+    Ops.SHR: "({0}>>{1})", Ops.MAX: "((({0})>({1})||({0})!=({0}))?({0}):({1}))", Ops.WHERE: "({0}?{1}:{2})",
+    Ops.MULACC: "(({0}*{1})+{2})"})
 
   # *** how each op is written ***
   def render_dtype(self, dt: DType) -> str:
@@ -69,17 +84,12 @@ class CStyleLanguage(Renderer):
     if op is Ops.SQRT: return self.render_math("sqrt", a, dt)
     if op is Ops.TRUNC: return self.render_math("trunc", a, dt)
     if op is Ops.RECIPROCAL: return f"({self.render_const(1.0, dt)}/{a})"
-    if op is Ops.MAX: return f"((({a})>({b})||({a})!=({a}))?({a}):({b}))"
-    if op is Ops.WHERE: return f"({a}?{b}:{src[2]})"
-    if op is Ops.MULACC: return f"(({a}*{b})+{src[2]})"
     # never trap on x/0 or INT_MIN/-1
     if op in (Ops.IDIV, Ops.MOD) and not (u.src[1].op is Ops.CONST and u.src[1].arg > 0):
       if dtypes.is_unsigned(dt): return f"(({b})==0?0:({a}){'/' if op is Ops.IDIV else '%'}({b}))"
       return _signed_idiv(a, b) if op is Ops.IDIV else _signed_mod(a, b)
-    infix = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
-             Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
     if dt == dtypes.bool and op in (Ops.ADD, Ops.MUL): op = Ops.OR if op is Ops.ADD else Ops.AND  # not 1+1 == 2
-    if op in infix: return f"({a}{infix[op]}{b})"
+    if op in self.code_for_op: return self.code_for_op[op].format(*src)
     raise NotImplementedError(f"{type(self).__name__} can't render {op}")
 
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
@@ -102,6 +112,13 @@ class CStyleLanguage(Renderer):
   def render_load(self, u: UOp, buf: str, idx: str) -> str: return f"{buf}[{idx}]"
   def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str: return f"{buf}[{idx}] = {val};"
 
+  def render_buffer_param(self, name: str, dt: DType, index: int, written: bool) -> str:
+    """A kernel parameter for buffer number index (written: the kernel stores to it)."""
+    return f"{self.buffer_prefix}{'' if written else 'const '}{self.render_dtype(dt)}{self.buffer_suffix} {name}"
+  def render_var_param(self, name: str, index: int) -> str:
+    """A kernel parameter for an int variable, parameter number index."""
+    return f"{self.arg_int_prefix} {name}"
+
   def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
     return "\n".join(prelude + [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
 
@@ -121,10 +138,12 @@ class CStyleLanguage(Renderer):
     names: dict[UOp, str] = {}
     uses = Counter(s for u in uops for s in u.src)
     written = {u.src[0] for u in uops if u.op is Ops.STORE}
-    counter: Counter[str]
-    params, body, depth, counter = [], [], 1, Counter()
+    params: list[str] = []
+    body: list[str] = []
+    depth, counter = 1, Counter[str]()
     thread_loop: tuple[str, str, int] | None = None  # (variable, size, first body line) of a loop split across threads
     helpers: list[str] = []  # functions the kernel calls, rendered before it
+    local_decls: list[str] = []  # shared memory declared outside the function (locals_in_prelude)
     def new_name(prefix: str) -> str:
       counter[prefix] += 1
       return f"{prefix}{counter[prefix] - 1}"
@@ -133,20 +152,20 @@ class CStyleLanguage(Renderer):
       src = [names[s] if s.op is not Ops.CONST else self.render_const(s.arg, s.dtype) for s in u.src]
       if u.op is Ops.DEFINE_GLOBAL:
         names[u] = f"data{u.arg}"
-        const = "" if u in written else "const "
-        params.append(f"{self.buffer_prefix}{const}{self.render_dtype(u.dtype)}{self.buffer_suffix} {names[u]}")
+        params.append(self.render_buffer_param(names[u], u.dtype, len(params), u in written))
       elif u.op is Ops.DEFINE_VAR:  # user-named: rendered under a generated name (the name is a comment at most)
         names[u] = new_name("var")
-        params.append(f"{self.arg_int_prefix} {names[u]}")
+        params.append(self.render_var_param(names[u], len(params)))
       elif u.op is Ops.SPECIAL:
         names[u] = u.arg[0]
-        line(f"{self.render_index_type(u.dtype)} {u.arg[0]} = {self.render_special(u.arg[0])}; /* {u.arg[1]} */")
+        line(self.decl.format(type=self.render_index_type(u.dtype), name=names[u], val=self.render_special(u.arg[0]))
+             + f" /* {u.arg[1]} */")
       elif u.op is Ops.CONST: names[u] = self.render_const(u.arg, u.dtype)
       elif u.op is Ops.RANGE:
         names[u], counter_type = f"ridx{u.arg[0]}", self.render_index_type(u.dtype)
         if u.arg[1] is AxisType.THREAD: thread_loop = (f"{counter_type} {names[u]}", src[0], len(body))
         else:  # the counter has the kernel's index type: int64 where an index can pass 2**31
-          line(f"for ({counter_type} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
+          line(self.loop_open.format(type=counter_type, name=names[u], size=src[0]))
           depth += 1
       elif u.op is Ops.ENDRANGE:
         if u.src[0].arg[1] is AxisType.THREAD:
@@ -155,11 +174,13 @@ class CStyleLanguage(Renderer):
           body, helpers = body[:thread_loop[2]] + loop, helpers + funcs
         else:
           depth -= 1
-          line("}")
+          line(self.loop_close)
       elif u.op is Ops.DEFINE_LOCAL:
         names[u] = u.arg[0]
-        line(f"{self.smem_prefix}{self.render_dtype(u.dtype.base)} "  # type: ignore[attr-defined]
-             f"{u.arg[0]}[{u.arg[1]}];")
+        decl = self.local_decl.format(prefix=self.smem_prefix, type=self.render_dtype(u.dtype.base),  # type: ignore
+                                      name=u.arg[0], size=u.arg[1])
+        if self.locals_in_prelude: local_decls.append(decl)
+        else: line(decl)
       elif u.op is Ops.BARRIER:
         names[u] = ""
         line(self.barrier)
@@ -168,20 +189,21 @@ class CStyleLanguage(Renderer):
         access = self.render_load(u, src[0], src[1])
         # other extras order only (BARRIER)
         gate = next((n for x, n in zip(u.src[2:], src[2:]) if x.dtype == dtypes.bool), None)
-        val = (access if gate is None
-               else f"({gate}?{access}:{self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)})")
-        line(f"{self.render_dtype(u.dtype)} {names[u]} = {val};")
+        zero = self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)
+        val = access if gate is None else self.code_for_op[Ops.WHERE].format(gate, access, zero)
+        line(self.decl.format(type=self.render_dtype(u.dtype), name=names[u], val=val))
       elif u.op is Ops.STORE:
         names[u] = ""  # a BARRIER lists the stores it waits for
         stmt = self.render_store(u, src[0], src[1], src[2])
-        line(stmt if len(src) == 3 else f"if ({src[3]}) {stmt}")
+        line(stmt if len(src) == 3 else self.guarded.format(cond=src[3], stmt=stmt))
       elif u.op is Ops.DEFINE_ACC:
         names[u] = new_name("acc")
-        line(f"{self.render_dtype(u.dtype)} {names[u]} = {src[0]};")
+        line(self.mutable_decl.format(type=self.render_dtype(u.dtype), name=names[u], val=src[0]))
       elif u.op is Ops.ASSIGN: line(f"{src[0]} = {src[1]};")
       elif u.op is Ops.VECTORIZE:
         names[u] = new_name("vec")
-        line(f"{self.render_dtype(u.dtype)} {names[u]} = ({self.render_dtype(u.dtype)}){{{', '.join(src)}}};")
+        vec = self.vector.format(type=self.render_dtype(u.dtype), val=", ".join(src))
+        line(self.decl.format(type=self.render_dtype(u.dtype), name=names[u], val=vec))
       elif u.op is Ops.GEP: names[u] = f"{src[0]}[{u.arg}]"
       elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST):
         if u.op is Ops.CAST: expr = self.render_cast(src[0], u.dtype, u.src[0].dtype)
@@ -194,9 +216,10 @@ class CStyleLanguage(Renderer):
           names[u] = expr
         else:
           names[u] = new_name("alu" if u.op in GroupOp.ALU else "cast")
-          line(f"{self.render_dtype(u.dtype)} {names[u]} = {expr};")
+          line(self.decl.format(type=self.render_dtype(u.dtype), name=names[u], val=expr))
       else: raise NotImplementedError(f"{type(self).__name__} can't render {u.op}")
-    return self.render_kernel(self.render_kernel_name(name, uops), params, body, self.render_prelude(uops) + helpers)
+    prelude = self.render_prelude(uops) + local_decls + helpers
+    return self.render_kernel(self.render_kernel_name(name, uops), params, body, prelude)
 
 # 2**f for f in [-0.5, 0.5]: its Taylor series to degree 7 (coefficients ln(2)**k / k!, rounded to float), within
 # 0.2 ulp of float; with the rounding of Horner's steps the result is within 2 ulp of exp2f

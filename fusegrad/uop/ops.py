@@ -376,8 +376,9 @@ def _min_max(u: UOp) -> tuple[Any, Any]:
     if any(isinstance(v, float) and math.isnan(v) for v in vals): return lo, hi
     return _clip(u, min(vals), max(vals))
   if u.op is Ops.MAX: return max(s0.vmin, s1.vmin), max(s0.vmax, s1.vmax)
-  if u.op is Ops.IDIV and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg > 0 and s0.vmin >= 0:
-    return s0.vmin // s1.arg, s0.vmax // s1.arg
+  if u.op is Ops.IDIV and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg > 0:
+    # monotonic in s0 whether it rounds down or toward zero: the lower bound rounded down, the upper toward zero
+    return s0.vmin // s1.arg, (s0.vmax // s1.arg if s0.vmax >= 0 else -(-s0.vmax // s1.arg))
   if u.op is Ops.MOD and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg > 0:
     if s0.vmin >= 0: return (s0.vmin, s0.vmax) if s0.vmax < s1.arg else (0, s1.arg - 1)
     return -(s1.arg - 1), s1.arg - 1

@@ -20,6 +20,8 @@ from fusegrad.engine.realize import ExecItem, IndexCheck, capturing, capturing_c
 from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
 from fusegrad.engine import state
 from fusegrad.gradient import substitute_keeping_rules
+from fusegrad.tensor import Tensor, _assign_hooks, _is_training, _realize_hooks
+from fusegrad.mixin.creation import _rng_hooks
 from fusegrad.engine import multi
 
 ReturnType = TypeVar("ReturnType")
@@ -29,7 +31,6 @@ class JitError(RuntimeError):
 
 def _tensors_in(x: Any) -> list:
   """Every Tensor in x: x itself, or inside lists, tuples and dicts (in order)."""
-  from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return [x]
   if isinstance(x, (list, tuple)): return [t for v in x for t in _tensors_in(v)]
   if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
@@ -48,7 +49,6 @@ class _Spread:
 
 def _named_tensors(x: Any, name: str) -> list[tuple[str, Any]]:
   """(where, tensor) for every Tensor in x, in the order _tensors_in gives: `args[0]`, `kwargs['b'][1]`..."""
-  from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return [(name, x)]
   if isinstance(x, (list, tuple)): return [nt for i, v in enumerate(x) for nt in _named_tensors(v, f"{name}[{i}]")]
   if isinstance(x, dict): return [nt for k, v in x.items() for nt in _named_tensors(v, f"{name}[{k!r}]")]
@@ -62,7 +62,6 @@ def _split_args(args: tuple, kwargs: dict) -> tuple[list, list[UOp], list[tuple[
   """One walk over a call's arguments (keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree): the
   Tensors (as _call_inputs), the bound Variables (as _binds_in) and (where, value) of every other argument: a replay
   can't change those."""
-  from fusegrad.tensor import Tensor
   tensors: list = []
   binds: list[UOp] = []
   static: list[tuple[str, Any]] = []
@@ -201,7 +200,6 @@ class TinyJit(Generic[ReturnType]):
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
   def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
-    from fusegrad.tensor import Tensor
     if not JIT: return self.fxn(*args, **kwargs)
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
       # the very inputs of the last call: nothing to check again
@@ -240,7 +238,6 @@ class TinyJit(Generic[ReturnType]):
     bound variables, each tensor's node (weakly: holding it would keep a buffer's old version alive) or variable.
     Nothing is kept when an input's node changed during the call (the checks were of the old one) or when an input is
     copied at each call."""
-    from fusegrad.tensor import Tensor
     self._last = None
     if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
     if any(isinstance(a, Tensor) and a.uop.op is Ops.MULTI for a in args): return  # its parts are the inputs
@@ -252,7 +249,6 @@ class TinyJit(Generic[ReturnType]):
     """The values of the bound variables among args if args are the last call's tensors, still at the same nodes (so
     the same buffers, views, shapes and dtypes, all checked then), and bound variables of the same variables; else
     None. Lazy tensors, containers, keywords and other arguments take the full path."""
-    from fusegrad.tensor import Tensor
     assert self._last is not None
     last = self._last[0]
     if len(args) != len(last): return None
@@ -265,12 +261,10 @@ class TinyJit(Generic[ReturnType]):
     return var_vals
 
   def _finish(self, ret: Any) -> Any:
-    from fusegrad.tensor import Tensor
     Tensor.realize_all(_tensors_in(ret))
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, inputs: list, bufs: list[Buffer]) -> Any:
-    from fusegrad.tensor import Tensor, _rng_hooks
     start = Tensor._rng_counter
     draws: list[tuple[Tensor, int]] = []
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
@@ -347,7 +341,6 @@ class TinyJit(Generic[ReturnType]):
     return plan
 
   def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
-    from fusegrad.tensor import Tensor
     plan = self._plan()
     bases: list[UOp] | None = None  # the inputs' base nodes, when a result is a view of an input
     if self.written and any(id(b.base) in self.written for b in bufs):
@@ -385,7 +378,6 @@ class TinyJit(Generic[ReturnType]):
     call's inputs (given by their bases); those in fresh on the buffers this call wrote them into (see out_slots); the
     others (written into a buffer that existed before, such as a parameter) copied out, one copy each. A constant is
     returned as it is."""
-    from fusegrad.tensor import Tensor
     outs = []
     for i, t in enumerate(self.ret_tensors):
       chain, base = state.view_chain(u := t.uop)
@@ -493,7 +485,6 @@ class function:
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
   def _call(self, *args: Any, **kwargs: Any) -> Any:
-    from fusegrad.tensor import Tensor, _is_training
     inputs = [t for _, t in _call_inputs(args, kwargs)]
     binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
     key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
@@ -514,7 +505,6 @@ class function:
     return self._results(trace, inputs, fresh)
 
   def _results(self, trace: _Trace, inputs: list, fresh: dict[UOp, UOp], traced: bool = False) -> Any:
-    from fusegrad.tensor import Tensor
     sub = {h: t.uop for h, t in zip(trace.holders, inputs)}
     sub.update(fresh)
     effects = _side_effects(trace, inputs, sub, traced)
@@ -535,7 +525,6 @@ class function:
     return _rebuild(trace.structure, iter(results))
 
   def _trace(self, args: tuple, kwargs: dict, inputs: list, binds: list[UOp]) -> _Trace:
-    from fusegrad.tensor import Tensor, _rng_hooks, _assign_hooks, _realize_hooks
     name = getattr(self.fxn, '__name__', 'the function')
     holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
     stand_ins = [Tensor(h) for h in holders]
@@ -622,7 +611,6 @@ def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
 
 def _hashable(x: Any, where: str) -> Any:
   """x as a hashable key, with every Tensor replaced by a marker (tensors are keyed by shape and dtype instead)."""
-  from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return Tensor
   if isinstance(x, UOp) and x.op is Ops.BIND: return ("bind", x.src[0])  # the variable; its value may change
   if isinstance(x, (list, tuple)):
@@ -640,7 +628,6 @@ def _remake(x: list | tuple, values: Any) -> Any:
   return type(x)(values)
 
 def _swap(x: Any, stand_ins: Any) -> Any:
-  from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return next(stand_ins)
   if isinstance(x, (list, tuple)): return _remake(x, [_swap(v, stand_ins) for v in x])
   if isinstance(x, dict): return {k: _swap(v, stand_ins) for k, v in x.items()}
@@ -648,14 +635,12 @@ def _swap(x: Any, stand_ins: Any) -> Any:
 
 def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
-  from fusegrad.tensor import Tensor
   if isinstance(x, Tensor): return _Spread(x.uop.arg, len(x.uop.src)) if x.uop.op is Ops.MULTI else Tensor
   if isinstance(x, (list, tuple)): return _remake(x, [_structure(v) for v in x])
   if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
   return x
 
 def _rebuild(structure: Any, tensors: Any) -> Any:
-  from fusegrad.tensor import Tensor
   if structure is Tensor: return next(tensors)
   if isinstance(structure, _Spread):
     return Tensor._wrap(multi.multi(tuple(next(tensors).uop for _ in range(structure.n)), structure.axis))

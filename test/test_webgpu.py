@@ -1,0 +1,83 @@
+"""The WEBGPU device (wgpu on lavapipe in CI): copies, packed narrow types, dtype refusals, timing, the WGSL dialect."""
+import numpy as np
+import pytest
+from fusegrad import Tensor, Device, dtypes
+from fusegrad.device import Buffer
+from fusegrad.codegen import get_program
+from fusegrad.renderer import UnsupportedDTypeError
+from fusegrad.renderer.wgsl import WGSLRenderer
+
+OK, WHY = Device.get_available("WEBGPU")
+needs_device = pytest.mark.skipif(not OK, reason=f"no WEBGPU device here: {WHY}")
+
+@needs_device
+@pytest.mark.parametrize("nbytes", [1, 5, 4096 + 3])
+def test_copy_roundtrip_odd_sizes(nbytes):  # staging copies of sizes that aren't whole 4-byte words
+  data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+  buf = Buffer("WEBGPU", nbytes, dtypes.uint8).copyin(memoryview(data))
+  assert np.array_equal(np.frombuffer(buf.as_bytes(), np.uint8), data)
+
+@needs_device
+def test_views():
+  align = Device["WEBGPU"].offset_align
+  base = Buffer("WEBGPU", 64, dtypes.float32).copyin(memoryview(np.arange(64, dtype=np.float32)))
+  view = base.view(8, dtypes.float32, align)
+  assert np.frombuffer(view.as_bytes(), np.float32).tolist() == list(range(align // 4, align // 4 + 8))
+  view.copyin(memoryview(np.zeros(8, np.float32)))
+  assert np.frombuffer(base.as_bytes(), np.float32)[align // 4 - 1: align // 4 + 9].tolist() == \
+    [align // 4 - 1] + [0] * 8 + [align // 4 + 8]
+  with pytest.raises(NotImplementedError, match="multiple of"): base.view(4, dtypes.float32, 4).allocate()
+
+@needs_device
+@pytest.mark.parametrize("dt", [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16])
+def test_packed_stores(dt):  # lanes of one word written by different threads, and wrap-around in narrow registers
+  a = np.random.default_rng(1).integers(-300, 300, 1001)
+  got = (Tensor(a.astype(np.int32), device="WEBGPU").cast(dt) + (1 if dt != dtypes.bool else False)).numpy()
+  want = a.astype(np.int32).astype(dt.fmt if dt != dtypes.bool else bool) + (1 if dt != dtypes.bool else False)
+  np.testing.assert_equal(got, want.astype(got.dtype))
+
+@needs_device
+def test_unsupported_dtype_error():  # float64 and 64-bit division have no WGSL form: a clear error, not a wrong answer
+  with pytest.raises(UnsupportedDTypeError, match="dtype double is not supported on device WEBGPU"):
+    (Tensor([1, 2, 3], device="WEBGPU", dtype=dtypes.float64) * 2).numpy()
+  a, b = (Tensor(v, device="WEBGPU", dtype=dtypes.int64) for v in ([7, 8, 9], [2, 3, 4]))
+  with pytest.raises(UnsupportedDTypeError, match="(IDIV|MOD) on dtype long is not supported on device WEBGPU"):
+    (a // b).numpy()
+
+@needs_device
+def test_int64_emulated():  # vec2<u32> pairs: carries, signs, shifts and casts as numpy computes them in int64
+  a = np.array([3, -5, 2 ** 40 + 12345, -2 ** 40 + 7, 2 ** 31, -1], dtype=np.int64)
+  x = Tensor(a, device="WEBGPU")
+  np.testing.assert_equal((x * 3 + 1).numpy(), a * 3 + 1)
+  np.testing.assert_equal((x >> 3).numpy(), a >> 3)
+  np.testing.assert_equal((x << 5).numpy(), a << 5)
+  np.testing.assert_equal((x < 0).numpy(), a < 0)
+  np.testing.assert_equal(x.maximum(4).numpy(), np.maximum(a, 4))
+  np.testing.assert_equal(x.int().numpy(), a.astype(np.int32))
+  np.testing.assert_allclose(x.float().numpy(), a.astype(np.float32))
+  f = Tensor([1.5, -2.7, 3e12], device="WEBGPU")
+  np.testing.assert_equal(f.cast(dtypes.int64).numpy(), [1, -2, int(np.float32(3e12))])
+
+@needs_device
+def test_timestamp_timing_and_workgroups():
+  from fusegrad.engine.realize import lower_schedule
+  x = Tensor.rand(64, 300, device="WEBGPU").realize()
+  (item,) = lower_schedule(x.sum(axis=1).schedule())
+  p, ren = item.runner.p, Device["WEBGPU"].renderer
+  assert p.local_size is not None and all(lo <= m for lo, m in zip(p.local_size, ren.local_max or ()))
+  assert np.prod(p.local_size) <= ren.max_workgroup and all(g <= 65535 for g in p.global_size)
+  t = item.run(wait=True)
+  assert t is not None and 0 < t < 1
+  np.testing.assert_allclose(np.frombuffer(item.bufs[0].as_bytes(), np.float32), x.numpy().sum(axis=1), rtol=1e-5)
+
+def test_wgsl_dialect_without_device():  # capabilities, not the device name, decide what is rendered
+  ast = (Tensor([1.0, 2.0], device="PYTHON").half() * 2).schedule()[-1].ast
+  src = get_program(ast, WGSLRenderer(supports_float16=True)).src
+  assert "enable f16;" in src and "array<f16>" in src and "@compute @workgroup_size(" in src
+  with pytest.raises(UnsupportedDTypeError, match="dtype half is not supported on device WEBGPU"):
+    get_program(ast, WGSLRenderer(supports_float16=False))
+
+def test_launch_axes_fit_the_limits():  # 490000 workgroups in x split in two by a divisor (WebGPU's x stops at 65535)
+  ast = (Tensor.empty(490000, device="PYTHON") * 2).schedule()[-1].ast
+  p = get_program(ast, WGSLRenderer(), opts=[])
+  assert max(p.global_size) <= 65535 and np.prod(p.global_size) == 490000, p.global_size
