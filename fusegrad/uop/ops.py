@@ -73,6 +73,7 @@ def _arg_key(arg: Any) -> Any:
   return arg
 
 def _uninterned(ref: weakref.KeyedRef) -> None:
+  if UOp is None: return  # interpreter shutdown: the module's globals are gone, and so is the table
   if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
 
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
