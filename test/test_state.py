@@ -116,7 +116,8 @@ def test_load_state_dict_errors():
   for part in ("missing", "'layers.0.bias'", "unexpected", "'unused'", "layers.1.weight", "(2, 4)", "(3, 3)"):
     assert part in msg
   assert isinstance(e.value, KeyError) and isinstance(e.value, RuntimeError) and isinstance(e.value, ValueError)
-  with pytest.raises(StateDictError, match="shape mismatch"): load_state_dict(net, sd, strict=False, verbose=False)
+  with pytest.raises(StateDictError, match="Shape mismatch in layer `.*`: Expected shape"):
+    load_state_dict(net, sd, strict=False, verbose=False)
 
 def test_load_state_dict_not_strict_and_conversions():
   net = Net()
@@ -601,3 +602,16 @@ def test_torch_load_strided_views_match_torch(tmp_path, zipped):
   torch.save(state, tmp_path / "v.pt", _use_new_zipfile_serialization=zipped)
   got = torch_load(tmp_path / "v.pt")
   for k, v in state.items(): np.testing.assert_array_equal(got[k].numpy(), v.numpy(), err_msg=k)
+
+def test_load_state_dict_tinygrads_messages_and_counter():
+  """As tinygrad: the shape message names the layer and both shapes; a BatchNorm without running statistics ignores a
+  checkpoint's num_batches_tracked (it has no counter to load it into)."""
+  from fusegrad.nn import BatchNorm, Linear
+  with pytest.raises(ValueError, match=r"Shape mismatch in layer `weight`: Expected shape \(2, 2\), but found \(4, 4\)"):
+    load_state_dict(Linear(2, 2, bias=False), {"weight": Tensor.randn(4, 4)}, verbose=False)
+  layer = BatchNorm(1, track_running_stats=False)
+  load_state_dict(layer, {"weight": Tensor([2.0]), "bias": Tensor([3.0]), "num_batches_tracked": Tensor([1])},
+                  verbose=False)
+  assert layer.weight.tolist() == [2.0] and layer.bias.tolist() == [3.0]
+  with pytest.raises(StateDictError, match="unexpected key"):
+    load_state_dict(layer, {"weight": Tensor([2.0]), "bias": Tensor([3.0]), "other": Tensor([1])}, verbose=False)

@@ -104,7 +104,8 @@ class StateDictError(RuntimeError, KeyError, ValueError):
 def _state_dict_problems(model_sd: dict[str, Tensor], state_dict: dict[str, Tensor], strict: bool) -> list[str]:
   problems = []
   missing = [k for k in model_sd if k not in state_dict]
-  unexpected = [k for k in state_dict if k not in model_sd]
+  # a BatchNorm without running statistics takes a checkpoint that counted batches, as tinygrad (its counter is unused)
+  unexpected = [k for k in state_dict if k not in model_sd and not k.split(".")[-1] == "num_batches_tracked"]
   if strict and missing: problems.append(f"missing key(s): {', '.join(repr(k) for k in missing)}")
   if strict and unexpected: problems.append(f"unexpected key(s): {', '.join(repr(k) for k in unexpected)}")
   for k, v in model_sd.items():
@@ -112,7 +113,7 @@ def _state_dict_problems(model_sd: dict[str, Tensor], state_dict: dict[str, Tens
     src = state_dict[k]
     if not isinstance(src, Tensor): problems.append(f"{k!r} is a {type(src).__name__}, not a Tensor")
     elif src.shape != v.shape and {src.shape, v.shape} != {(), (1,)}:
-      problems.append(f"shape mismatch for {k!r}: the model has {v.shape}, the state dict {src.shape}")
+      problems.append(f"Shape mismatch in layer `{k}`: Expected shape {v.shape}, but found {src.shape} in state dict.")
   return problems
 
 def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = True,
