@@ -615,3 +615,14 @@ def test_load_state_dict_tinygrads_messages_and_counter():
   assert layer.weight.tolist() == [2.0] and layer.bias.tolist() == [3.0]
   with pytest.raises(StateDictError, match="unexpected key"):
     load_state_dict(layer, {"weight": Tensor([2.0]), "bias": Tensor([3.0]), "other": Tensor([1])}, verbose=False)
+
+def test_load_state_dict_realize_flag():
+  """realize=False leaves the loaded weights lazy (uop.is_realized, tinygrad's name), realize=True computes them."""
+  from fusegrad.nn import Linear
+  src = Tensor.full((5, 3), 2, dtype=dtypes.uint8).contiguous().realize()
+  for realize in (False, True):
+    layer = Linear(3, 5, bias=False)
+    load_state_dict(layer, {"weight": src.float() * 0.5}, realize=realize, verbose=False)
+    assert layer.weight.uop.is_realized == realize
+    np.testing.assert_array_equal(layer.weight.numpy(), np.ones((5, 3)))
+  assert not Tensor.ones(3).uop.is_realized and Tensor([1.0]).reshape(1, 1).uop.is_realized

@@ -105,6 +105,13 @@ class UOp:
                kwargs.get("arg", self.arg))
 
   # *** graph walking ***
+  @property
+  def is_realized(self) -> bool:
+    """True when this node is (a view of) a buffer, its values in memory (tinygrad's name): not a lazy graph or a
+    constant."""
+    u = self
+    while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
+    return u.op is Ops.BUFFER
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
     """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
     With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
