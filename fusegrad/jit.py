@@ -599,7 +599,9 @@ def _side_effects(trace: _Trace, inputs: list, sub: dict[UOp, UOp], traced: bool
 def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
   """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same
   memory under a new node), to substitute; None when one stands for something else now (it was realized, replaced,
-  or has a pending assign): then the trace must be made again."""
+  or has a pending assign): then the trace must be made again. So must it when a tensor whose gradient the call sets
+  had none then and has one now, or the reverse (a backward adds to a gradient that is there)."""
+  if any((t := w.tensor([])) is not None and (t.grad is None) != (w.before is None) for w in trace.grads): return None
   ret: dict[UOp, UOp] = {}
   for ref, old in trace.captured:
     if (t := ref()) is None or t.uop is old: continue

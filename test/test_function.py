@@ -398,3 +398,14 @@ def test_realize_inside_is_refused_before_anything_runs():
   with Context(TRAINING=1), pytest.raises(JitError, match="computes values from its inputs"):
     function(step)(Tensor(rand_np(2, 5, seed=0)))
   np.testing.assert_array_equal(w.numpy(), W)  # the weights weren't touched
+
+def test_gradients_accumulate_as_without_function():
+  """A backward inside the call with no zero_grad: the gradient accumulates over calls, as it would without
+  `function` (the first call had none to add to, so the next one is traced again)."""
+  def run(traced):
+    w = Tensor(W.copy(), requires_grad=True)
+    def step(x): return (x @ w).sum().backward()
+    f = function(step) if traced else step
+    for i in range(3): f(Tensor(rand_np(2, 5, seed=i)))
+    return w.grad.numpy()
+  np.testing.assert_allclose(run(True), run(False), rtol=1e-6)
