@@ -96,7 +96,7 @@ def test_fork_after_openmp_kernels(cc: str, runtime: str):
   if runtime == "libomp" and ops_cpu._find_libomp() is None: pytest.skip("libomp is not installed")
   script = FORK_SCRIPT.format(no_libomp=runtime == "libgomp")
   try: r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,
-                          env={**_env(), "CC": cc})
+                          env={**_env(), "CC": cc, "DEV": "CPU"})
   except subprocess.TimeoutExpired: pytest.fail(f"CC={cc} with {runtime}: the forked child hung")
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.split()[-1] == ("0" if runtime == "libomp" else "4"), r.stdout + r.stderr[-2000:]

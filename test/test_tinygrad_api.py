@@ -5,13 +5,22 @@ dependency, pinned, with no dependencies of its own).
 
 A module's public names are those it defines (not the modules and typing helpers it imports); a class's are all its
 public attributes."""
-import importlib.metadata, types
+import importlib.metadata, os, types
 import numpy as np
 import pytest
 import tinygrad
 import tinygrad.nn, tinygrad.nn.optim, tinygrad.nn.state, tinygrad.helpers
 import fusegrad
 import fusegrad.nn, fusegrad.nn.optim, fusegrad.nn.state, fusegrad.helpers
+
+@pytest.fixture(autouse=True)
+def _environment_kept():
+  """tinygrad writes DEV into os.environ when its Device.DEFAULT is read (DEV=CL where PoCL works): the tests that run
+  after these in the same process, and the subprocesses they start, must not inherit it."""
+  before = dict(os.environ)
+  yield
+  for k in set(os.environ) - set(before): del os.environ[k]
+  os.environ.update(before)
 
 _FLAG = "a setting of tinygrad's compiler or runtime with no counterpart here (fusegrad's settings are in helpers.py)"
 _INTERNAL = "tinygrad internals (graph building, codegen, profiling, process plumbing), not for user code"
