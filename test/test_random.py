@@ -109,8 +109,10 @@ def test_normal():
   assert Tensor.normal(2, 3).shape == (2, 3)
 
 def _torch_bound(fn, shape, **kw):
+  """torch's init of a tensor of shape, from a fixed seed (unseeded, 288 draws fell short of 98% of the bound about
+  once in 300 runs)."""
   w = torch.empty(shape)
-  fn(w, **kw)
+  fn(w, generator=torch.Generator().manual_seed(0), **kw)
   return w
 
 @pytest.mark.parametrize("shape", [(32, 16), (8, 4, 3, 3)])
