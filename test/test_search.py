@@ -127,3 +127,10 @@ def test_failing_candidates_are_dropped(fresh, monkeypatch):
   assert search.time_kernel(p, bufs, limit=0.0) == math.inf  # slower than the limit: dropped after one run
   assert search.time_kernel(p, bufs) < math.inf
   assert search.time_kernel(None, bufs) == math.inf  # didn't compile
+
+def test_gather_keeps_the_heuristic(fresh):
+  """A load whose index is read from memory (x[idx]) could touch any address of scratch buffers: not searched."""
+  x = np.arange(4 * 28 * 28, dtype=np.uint8).reshape(4, 1, 28, 28)
+  idx = np.array([3, 0, 2], dtype=np.int32)
+  with Context(BEAM=2, NOOPT=0): got = Tensor(x)[Tensor(idx)].numpy()
+  np.testing.assert_equal(got, x[idx])

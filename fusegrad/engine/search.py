@@ -32,14 +32,16 @@ def candidate_opts(k: Kernel) -> list[Opt]:
           for axis in range(red if op in (OptOps.UNROLL, OptOps.GROUP, OptOps.LANES) else out) for amt in AMOUNTS] + \
          [Opt(OptOps.COMPILER, 0, i) for i in range(1, len(k.ren.compilers))]
 
-def _buffers_for(k: Kernel) -> list[Buffer]:
-  """Scratch buffers big enough for every access of the kernel (sized from the largest index it can compute)."""
+def _buffers_for(k: Kernel) -> list[Buffer] | None:
+  """Scratch buffers big enough for every access of the kernel (sized from the largest index it can compute), or
+  None where they would hold over 4 GiB: an index read from memory (a gather, x[idx]) can be anything."""
   sizes: dict[int, tuple[int, DType]] = {}
   for u in k.ast.toposort():
     if u.op in (Ops.LOAD, Ops.STORE):
       g = u.src[0]
       sizes[g.arg] = (max(sizes.get(g.arg, (0, None))[0], int(u.src[1].vmax) + 1),
                       g.dtype.base)  # type: ignore[attr-defined]
+  if sum(n * dt.itemsize for n, dt in sizes.values()) > 1 << 32: return None
   return [Buffer(k.ren.device, max(n, 1), dt).allocate() for _, (n, dt) in sorted(sizes.items())]
 
 def compile_candidates(kernels: list[Kernel]) -> list[CompiledRunner | None]:
@@ -97,6 +99,7 @@ def beam_search(k: Kernel, width: int) -> Kernel:
     except KernelOptError: pass  # an entry that doesn't fit this kernel: search again
   bufs, deadline = _buffers_for(k), time.perf_counter() + BUDGET
   heuristic = optimize(k.copy())
+  if bufs is None: return heuristic  # not searched
   beam = [(heuristic, _time_all([heuristic], bufs, math.inf)[0])]
   if beam[0][1] >= MIN_TIME and heuristic.applied_opts:
     beam = sorted(beam + [(k, _time_all([k], bufs, math.inf)[0])], key=lambda x: x[1])[:width]
