@@ -113,8 +113,13 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       amt = next((a for a in amounts if range_size(r) % a == 0 and fits(i, a)), None)
       key = (first and loads, amt if first else 0, broadcast, contiguous)
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
-    if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
+    if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): break
     done.add(best[3])
+  # then a second vector along the output's vector axis where the registers allow: one more vector load per reduce
+  # step for as many accumulators as the broadcasts of more rows (MNIST's conv weight gradient: 16x8 to 32x8, 1.25x)
+  if (v := vector_range(st := k.stores()[0])) is None or not (step := k.stride(st, v)): return
+  i = next((i for i, r in _out_axes(k) if k.stride(st, r) == step * range_size(v) and range_size(r) % 2 == 0), None)
+  if i is not None and fits(i, 2): _try(k, Opt(OptOps.UPCAST, i, 2), opts)
 
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed) whose operands
