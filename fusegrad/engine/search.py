@@ -24,6 +24,7 @@ AMOUNTS = (0, 2, 3, 4, 8, 16)  # 0: the whole axis
 SLOW = 20  # a candidate whose first run takes SLOW times the best time so far isn't run again
 MIN_TIME = 1e-3  # seconds: a kernel the heuristic's opts run in under this keeps them (searching it gains microseconds)
 BUDGET = 10.0  # seconds of search per kernel: no candidate is timed after it, the best found so far wins
+CHUNK = 16  # candidates rendered and compiled together (the budget is checked between chunks)
 
 def candidate_opts(k: Kernel) -> list[Opt]:
   """Every single action that could be tried next on k."""
@@ -80,8 +81,12 @@ def _cached_opts(key: str) -> list[Opt] | None:
   except (ValueError, KeyError, TypeError): return None
 
 def _time_all(kernels: list[Kernel], bufs: list[Buffer], best: float, deadline: float = math.inf) -> list[float]:
-  return [time_kernel(r, bufs, limit=best * SLOW) if time.perf_counter() < deadline else math.inf
-          for r in compile_candidates(kernels)]
+  """Each kernel's time, CHUNK at a time (rendered, compiled, timed); inf for those not reached by the deadline."""
+  out: list[float] = []
+  for i in range(0, len(kernels), CHUNK):
+    if time.perf_counter() >= deadline: return out + [math.inf] * (len(kernels) - i)
+    out += [time_kernel(r, bufs, limit=best * SLOW) for r in compile_candidates(kernels[i:i + CHUNK])]
+  return out
 
 def beam_opts(ast: UOp, ren: Renderer, width: int) -> list[Opt]:
   """The opts BEAM search finds for a kernel AST, for get_program (which prepares the kernel the same way)."""
