@@ -16,11 +16,11 @@ from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.engine.runner import CompiledRunner, CopyRunner
-from fusegrad.engine.realize import ExecItem, IndexCheck, capturing, capturing_checks
-from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
+from fusegrad.engine.realize import ExecItem, IndexCheck, read_flags, add_index_check, pending_index_checks
 from fusegrad.engine import state
+from fusegrad.engine.state import STATE
 from fusegrad.gradient import substitute_keeping_rules
-from fusegrad.tensor import Tensor, _assign_hooks, _is_training, _realize_hooks
+from fusegrad.tensor import Tensor, _assign_hooks, _is_training
 from fusegrad.mixin.creation import _rng_hooks
 from fusegrad.engine import multi
 
@@ -265,18 +265,14 @@ class TinyJit(Generic[ReturnType]):
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, inputs: list, bufs: list[Buffer]) -> Any:
-    start = Tensor._rng_counter
+    start = STATE.rng_counter
     draws: list[tuple[Tensor, int]] = []
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
-    self.jit_cache, self.index_flags = [], []  # a capture that raised half way may have left items
-    capturing.append(self.jit_cache)
-    capturing_checks.append(self.index_flags)
     try:
-      with state.capture(): ret = self._finish(self.fxn(*args, **kwargs))  # results from before are computed again
-    finally:
-      capturing.pop()
-      capturing_checks.pop()
-      _rng_hooks.pop()
+      with state.capture() as cap:  # results from before are computed again
+        self.jit_cache, self.index_flags = cap.items, cap.flags
+        ret = self._finish(self.fxn(*args, **kwargs))
+    finally: _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
     if self.prune: self._prune(bufs)
@@ -285,7 +281,7 @@ class TinyJit(Generic[ReturnType]):
     # buffers the kernels write that are not inputs (results, intermediates): a later input in one of them is copied
     inputs_written = {(i, j) for i, j, _ in self.input_slots}
     self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
-    self.rng_step = Tensor._rng_counter - start
+    self.rng_step = STATE.rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
     self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _parts(_tensors_in(ret))
     base_of = {id(b): (k, state.view_base(t.uop)) for k, (t, b) in enumerate(zip(inputs, bufs))}
@@ -353,8 +349,8 @@ class TinyJit(Generic[ReturnType]):
       lst[j] = b = bufs[k]
       if b._buf is None: b.allocate()
     for rng, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
-      rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
-    Tensor._rng_counter += self.rng_step
+      rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter + off))
+    STATE.rng_counter += self.rng_step
     for old, lists, js in plan.outs:  # new buffers for the results
       new = Buffer(old.device, old.size, old.dtype).allocate()
       for lst, j in zip(lists, js): lst[j] = new
@@ -498,9 +494,9 @@ class function:
     fresh.update(written)  # weights written since the trace: their buffer nodes now
     # every random draw gets the counter it would have had now, as a plain call would
     for node, device, offset in trace.rng_states:
-      seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
+      seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter + offset
       fresh[node] = Tensor([seed, counter], dtype=dtypes.uint64, device=device).uop
-    Tensor._rng_counter += trace.rng_step
+    STATE.rng_counter += trace.rng_step
     fresh.update(zip(trace.binds, binds))  # this call's values of the variables
     return self._results(trace, inputs, fresh)
 
@@ -529,9 +525,9 @@ class function:
     holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
     stand_ins = [Tensor(h) for h in holders]
     for s, t in zip(stand_ins, inputs): s._requires_grad = t.requires_grad  # so results require grad as they would
-    outside = list(Tensor._grad_tensors.values())  # before the call: tensors made inside are the graph itself
+    outside = list(STATE.grad_tensors.values())  # before the call: tensors made inside are the graph itself
     grads_before = [(t, t.grad.uop if t.grad is not None else None) for t in outside]
-    start, draws = Tensor._rng_counter, []
+    start, draws = STATE.rng_counter, []
     assigned: dict[int, tuple[Any, UOp]] = {}  # id -> (tensor, its node before its first assign in the call)
     def refuse_inputs(roots: list[UOp]) -> None:
       if roots and any(n in held for n in UOp(Ops.SINK, src=tuple(roots)).toposort()):
@@ -541,14 +537,14 @@ class function:
     _rng_hooks.append(lambda state, counter: draws.append((state.uop, state.device, counter - start)))
     def note_assign(t: Tensor) -> None: assigned.setdefault(id(t), (t, t.uop))
     _assign_hooks.append(note_assign)
-    _realize_hooks.append(refuse_inputs)
+    STATE.realize_hooks.append(refuse_inputs)
     try:
       stand = iter(stand_ins)
       ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
     finally:
       _rng_hooks.pop()
       _assign_hooks.pop()
-      _realize_hooks.pop()
+      STATE.realize_hooks.pop()
     returned = _tensors_in(ret)
     writes = _writes(name, assigned.values(), stand_ins)
     written = {id(w.tensor(inputs)) for w in writes if not isinstance(w.target, int)}
@@ -557,9 +553,9 @@ class function:
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes and id(t) not in written]
     checks = list(pending_index_checks([o.uop for o in returned]).items())
-    for node, _ in checks: index_checks.pop(node, None)  # the traced graph is never realized: each call's is
+    for node, _ in checks: STATE.index_checks.pop(node, None)  # the traced graph is never realized: each call's is
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
-                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER],
+                  captured, draws, STATE.rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER],
                   checks, writes, grads)
 
 def _writes(name: str, assigned: Any, stand_ins: list) -> list[_Write]:
