@@ -10,7 +10,7 @@ building a model's forward graph again costs one substitution.
 from __future__ import annotations
 import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Container, Generic, TypeVar
+from typing import Any, Callable, Container, Generic, Iterator, TypeVar
 from fusegrad.device import Buffer, RUN_LOCK
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
@@ -29,12 +29,23 @@ ReturnType = TypeVar("ReturnType")
 class JitError(RuntimeError):
   """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
 
+def _leaves(x: Any, where: Any) -> Iterator[tuple[Any, Any]]:
+  """(where, value) for everything in x that is not a list, tuple or dict, in order; where is a path for _spell."""
+  if isinstance(x, (list, tuple)):
+    for i, v in enumerate(x): yield from _leaves(v, (where, i, False))
+  elif isinstance(x, dict):
+    for k, v in x.items(): yield from _leaves(v, (where, k, True))
+  else: yield where, x
+
+def _spell(where: Any) -> str:
+  """A path of _leaves as text: `args[0]`, `kwargs['b'][1]`."""
+  if isinstance(where, str): return where
+  parent, key, is_dict = where
+  return f"{_spell(parent)}[{key!r}]" if is_dict else f"{_spell(parent)}[{key}]"
+
 def _tensors_in(x: Any) -> list:
   """Every Tensor in x: x itself, or inside lists, tuples and dicts (in order)."""
-  if isinstance(x, Tensor): return [x]
-  if isinstance(x, (list, tuple)): return [t for v in x for t in _tensors_in(v)]
-  if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
-  return []
+  return [v for _, v in _leaves(x, "") if isinstance(v, Tensor)]
 
 def _parts(tensors: list) -> list:
   """tensors with each one spread over devices (realized: a MULTI of buffers) replaced by its part on each device: the
@@ -47,48 +58,24 @@ class _Spread:
   axis: int | None
   n: int
 
-def _named_tensors(x: Any, name: str) -> list[tuple[str, Any]]:
-  """(where, tensor) for every Tensor in x, in the order _tensors_in gives: `args[0]`, `kwargs['b'][1]`..."""
-  if isinstance(x, Tensor): return [(name, x)]
-  if isinstance(x, (list, tuple)): return [nt for i, v in enumerate(x) for nt in _named_tensors(v, f"{name}[{i}]")]
-  if isinstance(x, dict): return [nt for k, v in x.items() for nt in _named_tensors(v, f"{name}[{k!r}]")]
-  return []
-
-def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
-  """The tensors of a call, named; keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree."""
-  return _named_tensors(list(args), "args") + _named_tensors({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
-
 def _split_args(args: tuple, kwargs: dict) -> tuple[list, list[UOp], list[tuple[str, Any]]]:
   """One walk over a call's arguments (keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree): the
-  Tensors (as _call_inputs), the bound Variables (as _binds_in) and (where, value) of every other argument: a replay
-  can't change those."""
+  Tensors, the bound Variables and (where, value) of every other argument: a replay can't change those."""
   tensors: list = []
   binds: list[UOp] = []
   static: list[tuple[str, Any]] = []
-  def walk(x: Any, where: tuple) -> None:
+  for where, x in _call_leaves(args, kwargs):
     if isinstance(x, Tensor): tensors.append(x)
     elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
-    elif isinstance(x, (list, tuple)):
-      for i, v in enumerate(x): walk(v, (where, i, False))
-    elif isinstance(x, dict):
-      for k, v in x.items(): walk(v, (where, k, True))
     else: static.append((_spell(where), x))
-  for i, a in enumerate(args): walk(a, ("args", i, False))
-  for k in sorted(kwargs): walk(kwargs[k], ("kwargs", k, True))
   return tensors, binds, static
 
-def _spell(where: Any) -> str:
-  """A path of _split_args as text: `args[0]`, `kwargs['b'][1]`."""
-  if isinstance(where, str): return where
-  parent, key, is_dict = where
-  return f"{_spell(parent)}[{key!r}]" if is_dict else f"{_spell(parent)}[{key}]"
+def _call_leaves(args: tuple, kwargs: dict) -> list[tuple[Any, Any]]:
+  return [*_leaves(args, "args"), *_leaves({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")]
 
-def _binds_in(x: Any) -> list[UOp]:
-  """Every bound Variable (`Variable("i", 1, 10).bind(3)`) in x, also inside lists, tuples and dicts (in order)."""
-  if isinstance(x, UOp) and x.op is Ops.BIND: return [x]
-  if isinstance(x, (list, tuple)): return [b for v in x for b in _binds_in(v)]
-  if isinstance(x, dict): return [b for v in x.values() for b in _binds_in(v)]
-  return []
+def _input_names(args: tuple, kwargs: dict) -> list[str]:
+  """Where each Tensor of a call is, in the order of _split_args: `args[0]`, `kwargs['b'][1]`..."""
+  return [_spell(where) for where, x in _call_leaves(args, kwargs) if isinstance(x, Tensor)]
 
 def _view_structure(u: UOp) -> tuple:
   """The movement ops between a tensor and its buffer (the kernels were built for this view), in a canonical form:
@@ -114,7 +101,7 @@ def _input_buffers(inputs: list, args: tuple, kwargs: dict) -> list[Buffer]:
   bufs = []
   for i, t in enumerate(inputs):
     base = state.view_base(t.uop)
-    if base.op is not Ops.BUFFER: _input_buffer(t, f"input {i} ({_call_inputs(args, kwargs)[i][0]})")  # raises
+    if base.op is not Ops.BUFFER: _input_buffer(t, f"input {i} ({_input_names(args, kwargs)[i]})")  # raises
     bufs.append(base.arg)
   return bufs
 
@@ -216,13 +203,13 @@ class TinyJit(Generic[ReturnType]):
       self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
       return ret
     if sig != self.sig:
-      names = [n for n, _ in _call_inputs(args, kwargs)]
+      names = _input_names(args, kwargs)
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
     if variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
-      _check_distinct(bufs, [n for n, _ in _call_inputs(args, kwargs)])
+      _check_distinct(bufs, _input_names(args, kwargs))
       ret = self._capture(args, kwargs, inputs, bufs)
       self.static = static
     else:
@@ -481,8 +468,7 @@ class function:
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
   def _call(self, *args: Any, **kwargs: Any) -> Any:
-    inputs = [t for _, t in _call_inputs(args, kwargs)]
-    binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
+    inputs, binds, _ = _split_args(args, kwargs)
     key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
            _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"))
     written = _written_leaves(self.traces[key]) if key in self.traces else None

@@ -49,6 +49,15 @@ def reduce_parts(red: UOp) -> tuple[tuple[UOp, ...], tuple[UOp, ...]]:
   return red.src[:n], red.src[n:]
 def range_size(r: UOp) -> int: return r.src[0].arg
 
+def index_stride(idx: UOp, r: UOp) -> int | None:
+  """How far idx moves when r grows by one (None: not linear in r)."""
+  terms, _ = split_terms(idx)
+  coeff = 0
+  for t, c in terms:
+    if t is r: coeff += c
+    elif r in t.toposort(): return None
+  return coeff
+
 class Kernel:
   """The AST of one kernel plus the optimizations applied to it."""
   applied_opts: list[Opt]
@@ -83,12 +92,7 @@ class Kernel:
 
   def stride(self, access: UOp, r: UOp) -> int | None:
     """How far the address of a LOAD/STORE moves when r grows by one (None when not linear in r)."""
-    terms, _ = split_terms(access.src[1])
-    coeff = 0
-    for t, c in terms:
-      if t is r: coeff += c
-      elif r in t.toposort(): return None
-    return coeff
+    return index_stride(access.src[1], r)
 
   # *** applying an optimization ***
   def apply_opt(self, opt: Opt) -> Kernel:
