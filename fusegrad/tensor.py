@@ -7,7 +7,7 @@ numbers in mixin/creation.py; this file holds the other creation methods, data a
 autograd.
 """
 from __future__ import annotations
-import builtins, math, pathlib, struct
+import builtins, math, pathlib, struct, sys
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
@@ -300,8 +300,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def item(self) -> Any:
     """The value of a one-element tensor as a Python scalar."""
     if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, this one has {self.numel()}")
-    ret = self.reshape(()).tolist()
-    return ret
+    return self.reshape(()).tolist()
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
@@ -623,11 +622,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """`with Tensor.test():` turns training behaviour off."""
     with Tensor.train(False): yield
 
-def _half_memoryview() -> bool:
-  try: return memoryview(bytearray(2)).cast("e") is not None
-  except ValueError: return False
-_HALF_MEMORYVIEW = _half_memoryview()  # memoryview knows float16 from Python 3.12 on
-
+_HALF_MEMORYVIEW = sys.version_info >= (3, 12)  # memoryview knows float16 ("e") from Python 3.12 on
 
 def _count_up(n: int, device: str) -> Tensor:
   """0, 1, ..., n-1 (int32, int64 past 2**31) as a running sum of ones, which codegen folds into index arithmetic:
