@@ -1,6 +1,6 @@
 """The realize procedure: compute tensors and point them at the buffers holding their values (the rule it keeps is in
 engine/state.py and docs/developer/realize.md). A tensor here is any handle with a settable `uop` (and `_uop`,
-`_requires_grad`, `device`); the tensors it makes (index flags, per-device parts) are of the handles' own type.
+`_requires_grad`, `device`); the tensors it makes (index flags, per-device parts) come from the handles' `_wrap`.
 """
 from __future__ import annotations
 from typing import Any, Sequence
@@ -22,7 +22,7 @@ def realize_all(tensors: Sequence[Any]) -> None:
     # out-of-range index flags, computed in the same schedule
     checks = engine_realize.pending_index_checks([t.uop for t in todo])
     flat = [c for cs in checks.values() for c in cs]
-    flags = [type(todo[0])(c.flag) for c in flat]
+    flags = [type(todo[0])._wrap(c.flag) for c in flat]
     copies += _realize(todo + flags)
     if flags and STATE.captures:  # TinyJit replays read these flags' buffers again
       bases = [state.view_base(f.uop) for f in flags]
