@@ -120,6 +120,10 @@ def test_clone_has_its_own_buffer():  # UOp.buffer: tinygrad's name for the memo
   b = a.clone().realize()
   assert a.uop.base.buffer is not b.uop.base.buffer and a[1:].uop.buffer is a.uop.buffer
   with pytest.raises(RuntimeError, match="realize"): (a + 1).uop.buffer
+  assert b.uop.has_buffer_identity() and b.reshape(16).uop.has_buffer_identity()
+  assert not (a + 1).uop.has_buffer_identity() and not a[1:].uop.has_buffer_identity()
+  c = Tensor(2.0).clone()  # a constant's clone gets memory of its own once realized
+  assert c.numpy() == 2.0 and c.uop.has_buffer_identity()
 
 @pytest.mark.parametrize("write", ["assign", "setitem", "iadd"])
 def test_clone_is_independent(write):
