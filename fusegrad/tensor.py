@@ -347,10 +347,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The same tensor (the gradient is made contiguous by the scheduler when needed)."""
     return self
   def clone(self, device: str | None = None) -> Tensor:
-    """A copy with its own buffer (on device, if given): later assigns to this tensor don't change it."""
+    """A copy with its own buffer (on device, if given): later assigns to this tensor don't change it. As in tinygrad
+    (not torch), a .grad is cloned along."""
     if device is not None and (device := Device.canonicalize(device)) != self.device:
-      return self._new(self.uop.copy_to_device(device))
-    return self._new(self.uop.copy_to_device(self.device, clone=True))
+      ret = self._new(self.uop.copy_to_device(device))
+    else: ret = self._new(self.uop.copy_to_device(self.device, clone=True))
+    if self.grad is not None: ret.grad = self.grad.clone(device)
+    return ret
   def detach(self) -> Tensor:
     """The same values, cut off from autograd."""
     return Tensor(self.uop.detach(), requires_grad=False)

@@ -250,3 +250,11 @@ def test_loss_realized_with_the_step_is_the_pre_step_value():
   loss.backward()
   Tensor.realize(loss, w.assign(w - 0.5 * w.grad))  # one schedule: the loss reads w before the step writes it
   assert loss.item() == 5.0 and w.tolist() == [0.0, 0.0]
+
+def test_contiguous_computed_along_is_not_computed_again():
+  # a contiguous tensor realized as part of another's schedule keeps its buffer (tinygrad's embedding tests count on it)
+  w = Tensor.zeros(20, 30).contiguous()
+  out = (w + 1).sum(0)
+  assert len(out.schedule()) == 2
+  out.realize()
+  assert len((w * 2).schedule()) == 1 and (w * 2).sum().item() == 0

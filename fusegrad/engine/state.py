@@ -205,8 +205,8 @@ def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None
       base = view_base(view)
       base.arg.newest_write = base.src[0].arg
     # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
-    # codegen can still fold it into index math (a gather reads one element per output)
-    if n.op is Ops.ASSIGN or _reads_input(n, reads_input): memo[n] = Realized(view, STATE.epoch)
+    # codegen can still fold it into index math (a gather reads one element per output); unless made contiguous
+    if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) or _reads_input(n, reads_input): memo[n] = Realized(view, STATE.epoch)
   STATE.epoch += 1
 
 def _reads_input(n: UOp, known: dict[UOp, bool]) -> bool:

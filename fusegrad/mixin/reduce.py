@@ -68,10 +68,11 @@ class ReduceMixin:
     axes = self._axes(axis, name)
     if self.ndim == 0: return self._new(self.uop)  # a 0-d tensor reduced over its axis 0 (or -1) is itself, as torch
     empty = tuple(a for a in axes if self.shape[a] == 0)
-    if op is Ops.MAX and empty: raise EmptyReduceError(f"{name}: reduction over a zero-size axis of {self.shape}")
     x = self
-    if empty:  # an empty sum is 0, an empty product 1: one identity element, padded on (so gradients are zeros)
-      x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=0 if op is Ops.ADD else 1)
+    if empty:  # an empty sum is 0, an empty product 1, an empty max the dtype's least value (-inf: tinygrad's, where
+      # torch raises): one identity element, padded on (so gradients are zeros)
+      ident = {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype))
+      x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=ident)
     ret = x._new(x.uop.r(op, axes))
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None,
