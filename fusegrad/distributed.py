@@ -107,6 +107,11 @@ def _start(t: Tensor, op: str | int, what: str) -> tuple[Tensor, ExecItem]:
   run_exec_items([item])
   return out, item
 
+def _collective(t: Tensor, op: str | int, what: str) -> Tensor:
+  out, item = _start(t, op, what)
+  run_exec_items([item])
+  return t.replace(out)
+
 def _check_same(t: Tensor, what: str) -> None:
   """ValueError unless every rank passes a tensor of the same shape and dtype: one small Allreduce of a signature (its
   minimum and maximum over the ranks differ when a rank's does)."""
@@ -123,15 +128,11 @@ def all_reduce(t: Tensor, op: str = "sum") -> Tensor:
   """t's values combined across ranks ("sum" or "mean"): t (returned) now holds them, in a buffer of its own. Inside a
   TinyJit step it is captured, and each replay reduces that call's values."""
   if op not in ("sum", "mean"): raise ValueError(f"all_reduce: op must be 'sum' or 'mean', not {op!r}")
-  out, item = _start(t, op, "all_reduce")
-  run_exec_items([item])
-  return t.replace(out)
+  return _collective(t, op, "all_reduce")
 
 def broadcast(t: Tensor, root: int = 0) -> Tensor:
   """Root's values of t on every rank: t (returned) now holds them, in a buffer of its own."""
-  out, item = _start(t, root, "broadcast")
-  run_exec_items([item])
-  return t.replace(out)
+  return _collective(t, root, "broadcast")
 
 def broadcast_parameters(params: list[Tensor], root: int = 0) -> None:
   """Every rank starts from root's parameters."""
@@ -152,11 +153,7 @@ def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) ->
                          "average_gradients")) for b in buckets if b]
   for bucket, flat, item in started:
     run_exec_items([item])
-    at = 0
-    for p in bucket:
-      assert p.grad is not None
-      p.grad = flat[at:at + p.numel()].reshape(p.grad.shape).cast(p.grad.dtype)
-      at += p.numel()
+    for p, g in zip(bucket, flat.split([p.numel() for p in bucket])): p.grad = g.reshape(p.shape).cast(p.dtype)
 
 class SyncBatchNorm(nn.BatchNorm):
   """nn.BatchNorm whose running statistics come from the global batch: in training each rank's batch count, sum and

@@ -35,9 +35,9 @@ class Worker:
   def __init__(self, device: str) -> None:
     self.device = device
     self.start()
-    _workers.add(self)
   def start(self) -> None:
     """A new queue and thread (also in a forked child, where the parent's thread doesn't exist)."""
+    _workers.add(self)
     self.queue: queue.Queue = queue.Queue()
     self.error: BaseException | None = None
     threading.Thread(target=self._loop, name=f"fusegrad {self.device}", daemon=True).start()
@@ -348,7 +348,7 @@ _loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDict
 
 class CPUProgram:
   """A compiled kernel: a function of a loaded library (which it keeps loaded), run by the device's worker if it has
-  one (a launch that waits for its time runs here, once the worker is done)."""
+  one."""
   def __init__(self, name: str, lib: bytes, worker: Worker | None = None):
     self.name, self.worker, key = name, worker, hashlib.sha256(lib).hexdigest()
     if (shared := _loaded.get(key)) is None: shared = _loaded[key] = SharedLibrary(lib)
@@ -365,13 +365,10 @@ class CPUProgram:
     if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
-    if self.worker is not None:
-      if not wait:
-        self.worker.launch(self.fxn, (*[b.addr for b in bufs], *vals), bufs)
-        return None
-      self.worker.sync()
+    if wait and self.worker is not None: self.worker.sync()  # timed here, once the worker is done
     if not wait:
-      self.fxn(*[b.addr for b in bufs], *vals)
+      if self.worker is None: self.fxn(*[b.addr for b in bufs], *vals)
+      else: self.worker.launch(self.fxn, (*[b.addr for b in bufs], *vals), bufs)
       return None
     st = time.perf_counter()
     self.fxn(*[b.addr for b in bufs], *vals)
