@@ -122,7 +122,7 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   2 again where the registers allow (AVX-512: 16 vector accumulators), then the tiled output loop whose iterations
   re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
   tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower: a 1024
-  matmul goes from 45 to 130-150 GFLOPS on one core (with b packed in panels, Tensor.dot)."""
+  matmul goes from 45 to 130-150 GFLOPS on one core (with b packed in panels, engine/schedule.py)."""
   if k.ren.has_local or len(_red_axes(k)) != 1 or len(_reduce_loads(k)) != 2 or k.ranges_of(AxisType.LANES): return
   itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   elements = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k))
@@ -199,7 +199,7 @@ def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
       return
 
 def _copy_order(k: Kernel, opts: list[Opt]) -> None:
-  """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, Tensor.dot; a
+  """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, pack_matmul; a
   permute that keeps the last axis): the two loops around the row copy ordered so the reads move least between
   iterations (the reads then stream through memory; each write is whole cache lines anyway), when the loop that goes
   inside is short (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A

@@ -295,7 +295,8 @@ VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), machine=AVX512, upcast_max=
 
 @pytest.mark.parametrize("expr,kernels", [("a @ b", 2), ("a.T @ b", 3), ("a @ b.T", 2), ("c @ c.transpose(1, 2)", 2)])
 def test_matmul_heuristic_tiles_and_orders(expr, kernels):
-  a, b, c = (Tensor.empty(*s) for s in [(512, 512), (512, 512), (2, 512, 512)])
+  if not Device.get_available("CPU")[0]: pytest.skip("needs the CPU device, whose machine model asks for panels")
+  a, b, c = (Tensor.empty(*s, device="CPU") for s in [(512, 512), (512, 512), (2, 512, 512)])
   sched = eval(expr).schedule()
   assert len(sched) == kernels  # b's column panels are packed first (a.T is made rows first), then the matmul
   k = Kernel(merge_axes(fold_reduces(sched[-1].ast)), VEC_CPU)
@@ -311,7 +312,7 @@ def test_packed_matmul_values(shape):
   if Device.DEFAULT == "PYTHON": pytest.skip("too big to interpret")
   x, w = RNG.standard_normal(shape[0]).astype(np.float32), RNG.standard_normal(shape[1]).astype(np.float32)
   out = Tensor(x) @ Tensor(w)
-  assert len(out.schedule()) == 2
+  assert len(out.schedule()) == (2 if Device[Device.DEFAULT].renderer.machine.panel_bytes else 1)
   np.testing.assert_allclose(out.numpy(), x @ w, atol=1e-3, rtol=1e-4)
   xt = np.ascontiguousarray(x.swapaxes(-1, -2))  # a transposed left operand is copied to rows first
   np.testing.assert_allclose((Tensor(xt).transpose(-1, -2) @ Tensor(w)).numpy(), x @ w, atol=1e-3, rtol=1e-4)
