@@ -72,6 +72,8 @@ class TestOpts:
     [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 0, 2)],
     [Opt(OptOps.SWAP, 0, 1)],
     [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UNROLL, 0, 4)],
+    [Opt(OptOps.SPLIT, 0, 4), Opt(OptOps.SWAP, 0, 1)],  # row blocks outside the columns, the rows of a block inside
+    [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.SPLIT, 1, 2), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.UNROLL, 0, 2)],
   ], ids=str)
   def test_matmul(self, opts):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -304,7 +306,8 @@ def test_matmul_heuristic_tiles_and_orders(expr, kernels):
   for o in opts: k.apply_opt(o)
   assert k.upcast_size() == 16 * 16 and OptOps.SWAP in [o.op for o in opts]
   outer = sorted((r for r in k.ranges_of(AxisType.GLOBAL, AxisType.THREAD)), key=lambda r: r.arg[0])
-  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [512 // 32, 512 // 8]
+  # a (1 MB) in 2 blocks of 256 rows (half the model's 1 MB L2 each) outside the column tiles, the row tiles inside
+  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [2, 512 // 32, 256 // 8]
 
 @pytest.mark.parametrize("shape", [((256, 128), (128, 512)), ((3, 256, 64), (64, 1024)), ((256, 1024), (1024, 96)),
                                    ((256, 320), (320, 250))])  # 250 columns: the last panel padded
