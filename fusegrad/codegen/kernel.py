@@ -23,6 +23,8 @@ class OptOps(Enum):
   LANES = auto()    # split a reduce axis into `arg` partial sums kept in separate accumulators (vectorizable when the
                     # axis is contiguous in memory), added together after the loop
   SWAP = auto()     # exchange the places of output axes `axis` and `arg` in the loop nest (no split)
+  SPLIT = auto()    # split an output axis into two loops, the inner one `arg` long (blocks: SWAP can then put another
+                    # loop between them, as a matmul's column panels between row blocks and the rows of a block)
   COMPILER = auto() # compile the kernel with another of the device's compilers: arg indexes Renderer.compilers
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -136,7 +138,7 @@ class Kernel:
       local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
       if local > self.ren.max_workgroup:
         raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")
-    new_ast = self._split(r, amount, _NEW_KIND[opt.op])
+    new_ast = self._split(r, amount, range_kind(r) if opt.op is OptOps.SPLIT else _NEW_KIND[opt.op])
     if opt.op in (OptOps.LOCAL, OptOps.GROUP): self._check_local_dims(new_ast, opt)
     self.ast = new_ast
     self.applied_opts.append(opt)
