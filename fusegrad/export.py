@@ -131,7 +131,7 @@ def webgpu(fn: Callable[..., Any], example_inputs: Sequence[Tensor], out_dir: st
   bufs = _Buffers(jit, [state.view_base(t.uop).arg for t in inputs])
   out = pathlib.Path(out_dir)
   (out / "kernels").mkdir(parents=True, exist_ok=True)
-  kernels = []
+  kernels: list[dict[str, Any]] = []
   for ei in jit.jit_cache:
     if not isinstance(ei.runner, CompiledRunner):  # a copy within the device (a clone): [to, from]
       kernels.append({"copy": [bufs.binding(b) for b in ei.bufs]})
