@@ -137,5 +137,14 @@ def test_mnist_page(browser, served):
   assert shown == got.argmax(1).tolist() == want.argmax(1).tolist()
   page.locator("#tests figure").nth(3).click()  # a test image onto the canvas: its class and probabilities
   assert page.locator("#prediction").inner_text() == str(shown[3]) and page.locator("#probs div").count() == 10
+  page.locator("#clear").click()
+  box = page.locator("#draw").bounding_box()
+  page.mouse.move(box["x"] + 140, box["y"] + 40)
+  page.mouse.down()
+  page.mouse.move(box["x"] + 140, box["y"] + 240, steps=10)  # a stroke down the middle: some digit, 10 probabilities
+  page.mouse.up()
+  page.wait_for_function("document.querySelector('#prediction').textContent !== '-'")
+  probs = [float(r.split()[-1]) for r in page.locator("#probs div").all_inner_texts()]
+  assert abs(sum(probs) - 1) < 0.01 and page.locator("#prediction").inner_text() == str(int(np.argmax(probs)))
   ARTIFACTS.mkdir(exist_ok=True)
   page.screenshot(path=str(ARTIFACTS / "webgpu_mnist.png"), full_page=True)

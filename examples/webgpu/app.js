@@ -48,7 +48,7 @@ async function main() {
   const labels = new Uint8Array(await (await fetch("model/test_labels.u8")).arrayBuffer());
   status.textContent = "running the test images...";
   const grid = document.getElementById("tests"), logits = [];
-  let right = 0;
+  let right = 0, start = performance.now();
   for (let i = 0; i < labels.length; i++) {
     const pixels = images.subarray(784 * i, 784 * (i + 1)), result = await classify(model, pixels);
     logits.push(Array.from(result.logits));
@@ -62,7 +62,9 @@ async function main() {
     grid.append(figure);
   }
   window.testLogits = logits;
-  document.getElementById("summary").textContent = `${right} of ${labels.length} classified right`;
+  window.msPerImage = (performance.now() - start) / labels.length;
+  document.getElementById("summary").textContent =
+    `${right} of ${labels.length} classified right, ${window.msPerImage.toFixed(1)} ms an image (one run at a time)`;
   status.textContent = `ready: ${model.device.adapterInfo?.architecture || "WebGPU"} adapter`;
 
   let drawing = false;
@@ -74,7 +76,11 @@ async function main() {
     pen.stroke();
   };
   canvas.onpointerup = async () => { drawing = false; show(await classify(model, drawnPixels())); };
-  document.getElementById("clear").onclick = () => pen.clearRect(0, 0, 280, 280);
+  document.getElementById("clear").onclick = () => {
+    pen.clearRect(0, 0, 280, 280);
+    document.getElementById("prediction").textContent = "-";
+    document.getElementById("probs").replaceChildren();
+  };
 }
 
 main().then(() => { document.title += ": ready"; },
