@@ -11,7 +11,8 @@ from fusegrad.codegen import Kernel, OptOps
 from fusegrad.codegen.heuristic import hand_coded_optimizations, pick_compiler
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.codegen.fold import fold_reduces
-from fusegrad.engine import realize, search
+from fusegrad.engine import search
+from fusegrad.engine.state import STATE
 
 KERNELS = {  # name: (input shapes, the computation)
   "matmul": ([(8, 16), (16, 12)], lambda a, b: a @ b),
@@ -33,7 +34,7 @@ def make(name: str) -> Tensor:
 def fresh(tmp_path, monkeypatch):
   """An empty disk cache and no program loaded in the process; counts the candidates BEAM times."""
   cache_reset()
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
   timed = [0]
   time_kernel = search.time_kernel
   def counting(*args, **kwargs):
@@ -51,13 +52,13 @@ def kernel(t: Tensor) -> Kernel:
 @pytest.mark.parametrize("name", SEARCHED)
 def test_beam_matches_noopt_and_is_cached(name, fresh, monkeypatch):
   with Context(NOOPT=1): want = make(name).numpy()
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # loaded programs don't depend on BEAM: drop them
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())  # loaded programs don't depend on BEAM: drop them
   with Context(BEAM=2, NOOPT=0): got = make(name).numpy()
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
   if Device.DEFAULT == "PYTHON": return  # no compile cache: nothing is stored
   assert fresh[0] > 0  # it searched: candidates timed on the device
   searched = fresh[0]
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # as a new process would
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())  # as a new process would
   with Context(BEAM=2, NOOPT=0): again = make(name).numpy()
   np.testing.assert_equal(again, got)
   assert fresh[0] == searched  # the winner came from the disk cache
@@ -116,12 +117,12 @@ def test_failing_candidates_are_dropped(fresh, monkeypatch):
     return finish
   monkeypatch.setattr(compiler, "start_batch", failing)
   with Context(NOOPT=1): want = make("matmul").numpy()
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
   k = search.beam_search(kernel(make("matmul")), 2)
   assert fresh[0] > 0
   p = search.compile_candidates([k])[0]
   assert p is not None and "float4" not in p.p.src
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
   with Context(BEAM=2, NOOPT=0): np.testing.assert_allclose(make("matmul").numpy(), want, rtol=1e-5, atol=1e-5)
   bufs = search._buffers_for(k)
   assert search.time_kernel(p, bufs, limit=0.0) == math.inf  # slower than the limit: dropped after one run
