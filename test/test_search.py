@@ -135,3 +135,12 @@ def test_gather_keeps_the_heuristic(fresh):
   idx = np.array([3, 0, 2], dtype=np.int32)
   with Context(BEAM=2, NOOPT=0): got = Tensor(x)[Tensor(idx)].numpy()
   np.testing.assert_equal(got, x[idx])
+
+def test_cache_key_per_isa_and_compiler():
+  """A result found for one instruction set or compiler is not reused for another."""
+  import dataclasses
+  k = kernel(make("elementwise"))
+  other_isa = dataclasses.replace(k.ren, machine=dataclasses.replace(k.ren.machine, isa="other"))
+  other_cc = dataclasses.replace(k.ren, compilers=("othercc",) + tuple(k.ren.compilers))
+  keys = {search.search_key(Kernel(k.ast, ren), 2) for ren in (k.ren, other_isa, other_cc)}
+  assert len(keys) == 3 and search.search_key(k, 2) != search.search_key(k, 3)

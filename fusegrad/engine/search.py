@@ -93,9 +93,14 @@ def beam_opts(ast: UOp, ren: Renderer, width: int) -> list[Opt]:
   for _, prepare in PREPARE: ast = prepare(ast)
   return beam_search(Kernel(ast, ren), width).applied_opts
 
+def search_key(k: Kernel, width: int) -> str:
+  """The cache key of a search: the renderer (its machine model and instruction set, compilers, threads), the beam width
+  and the kernel's AST."""
+  return hashlib.sha256(f"{k.ren!r}|{width}|{pretty_print(k.ast, max_nodes=10**9)}".encode()).hexdigest()
+
 def beam_search(k: Kernel, width: int) -> Kernel:
   """Grow the opts list one action at a time, keeping the `width` fastest kernels, until nothing gets faster."""
-  key = hashlib.sha256(f"{k.ren!r}|{width}|{pretty_print(k.ast, max_nodes=10**9)}".encode()).hexdigest()
+  key = search_key(k, width)
   if (cached := _cached_opts(key)) is not None:
     try:
       ret = k.copy()
