@@ -148,3 +148,16 @@ def test_mnist_page(browser, served):
   assert abs(sum(probs) - 1) < 0.01 and page.locator("#prediction").inner_text() == str(int(np.argmax(probs)))
   ARTIFACTS.mkdir(exist_ok=True)
   page.screenshot(path=str(ARTIFACTS / "webgpu_mnist.png"), full_page=True)
+
+def test_float16_in_browser(browser, served):  # no shader-f16 in Chrome on SwiftShader: f32 registers, 16-bit lanes
+  root, url = served
+  rng = np.random.default_rng(2)
+  w, x = rng.standard_normal(33).astype(np.float16), rng.standard_normal(33).astype(np.float16)
+  W = Tensor(w, device="WEBGPU").realize()
+  fusegrad.export.webgpu(lambda a: (a * W + 1, (a * W).float().sum()), [Tensor(x)], root / "f16")
+  (root / "f16" / "index.html").write_text(HARNESS)
+  page = open_page(browser, url + "f16/index.html", "ready")
+  bits, total = page.evaluate("async (x) => (await model.run(Uint16Array.from(x))).map((y) => Array.from(y))",
+                              x.view(np.uint16).tolist())
+  np.testing.assert_array_equal(np.array(bits, np.uint16).view(np.float16), x * w + np.float16(1))
+  np.testing.assert_allclose(total[0], (x * w).astype(np.float32).sum(), rtol=1e-5)
