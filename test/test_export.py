@@ -47,7 +47,7 @@ def test_files(tmp_path):
     assert np.prod(size) <= WGSLRenderer().max_workgroup and f"fn {k['name']}(" in src
   assert Device["WEBGPU"].renderer is renderer  # the adapter's own limits again after the export
 
-def test_refusals(tmp_path):
+def test_refusals(tmp_path, monkeypatch):
   _, x, W = matmul_softmax()
   with pytest.raises(ExportError, match="return a Tensor"): fusegrad.export.webgpu(lambda a: 3, [Tensor(x)], tmp_path)
   with pytest.raises(ExportError, match="random numbers"):
@@ -59,6 +59,9 @@ def test_refusals(tmp_path):
   with pytest.raises(ExportError, match="copies from CPU to WEBGPU"):
     fusegrad.export.webgpu(lambda a: a + on_cpu.to("WEBGPU"), [Tensor(x)], tmp_path)
   with pytest.raises(ExportError, match="must be Tensors"): fusegrad.export.webgpu(lambda a: a, [x], tmp_path)
+  monkeypatch.setattr(fusegrad.export, "MAX_BINDING", 128)  # as if 128 bytes were all an adapter must bind
+  with pytest.raises(ExportError, match="a buffer of 256 bytes is larger than the 128 bytes"):
+    fusegrad.export.webgpu(lambda a: a * 2, [Tensor(x)], tmp_path)
 
 def test_tinyjit_is_captured_again(tmp_path):  # a TinyJit is exported from its function, with the browser's limits
   _, x, W = matmul_softmax()
