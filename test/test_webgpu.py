@@ -70,6 +70,15 @@ def test_timestamp_timing_and_workgroups():
   assert t is not None and 0 < t < 1
   np.testing.assert_allclose(np.frombuffer(item.bufs[0].as_bytes(), np.float32), x.numpy().sum(axis=1), rtol=1e-5)
 
+@needs_device
+def test_synchronize_and_timed_copy():  # DEBUG=2 times copies: a wait on the queue
+  from fusegrad.engine.runner import CopyRunner
+  src = Buffer("WEBGPU", 5, dtypes.float32).copyin(memoryview(np.arange(5, dtype=np.float32)))
+  dest = Buffer("WEBGPU", 5, dtypes.float32).allocate()
+  Device["WEBGPU"].synchronize()
+  assert CopyRunner("WEBGPU", "WEBGPU", 20)([dest, src], {}, wait=True) >= 0
+  assert np.frombuffer(dest.as_bytes(), np.float32).tolist() == [0, 1, 2, 3, 4]
+
 def test_wgsl_dialect_without_device():  # capabilities, not the device name, decide what is rendered
   ast = (Tensor([1.0, 2.0], device="PYTHON").half() * 2).schedule()[-1].ast
   src = get_program(ast, WGSLRenderer(supports_float16=True)).src
