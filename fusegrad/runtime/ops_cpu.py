@@ -175,12 +175,13 @@ def _cache_sizes() -> dict[int, int]:
 def cpu_machine(isa: str) -> MachineModel:
   """The machine model of this CPU running isa: SIMD registers from ISAS (NEON's 32 x 16 bytes on arm64), caches from
   /sys (the model's defaults where unreadable); two FMA units where the ISA has FMA (every AVX2 and AVX-512 core
-  since 2013 issues two per cycle: Haswell, Zen 2-4, Sapphire Rapids), none on SSE4 (a multiply, then an add)."""
+  since 2013 issues two per cycle: Haswell, Zen 2-4, Sapphire Rapids), none on SSE4 (a multiply, then an add). A big
+  matmul's right operand is packed into panels of a cache line (engine/schedule.py, pack_matmuls)."""
   _, vbytes, regs, _ = ISAS.get(isa, ("", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, []))
   caches, default = _cache_sizes(), MachineModel()
   return MachineModel(isa=isa or platform.machine(), vector_bytes=vbytes, vector_registers=regs,
                       fma_units=2 if isa in ("avx2", "avx512") else 0, l1d=caches.get(1, default.l1d),
-                      l2=caches.get(2, default.l2))
+                      l2=caches.get(2, default.l2), panel_bytes=default.cache_line)
 
 @functools.cache
 def compiler_version(cc: tuple[str, ...]) -> str:
