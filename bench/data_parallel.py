@@ -42,6 +42,27 @@ def make_step(devices: tuple[str, ...], ranks: int = 1):
     return time.perf_counter() - st
   return run
 
+def kernels_at_once(devices: tuple[str, ...], n: int = 768) -> None:
+  """The concurrency alone: one n x n matmul per one-thread device, launched together (each device's worker runs its
+  own) against the same matmuls one after the other, and against the 2-thread CPU running them in turn."""
+  xs = {d: Tensor.rand(n, n, device=d).realize() for d in ("CPU", *devices)}
+  def together() -> None: Tensor.realize_all([xs[d] @ xs[d] for d in devices])
+  def in_turn() -> None:
+    for d in devices:
+      (xs[d] @ xs[d]).realize()
+      Device[d].synchronize()  # done before the next device starts
+  def one_device() -> None: Tensor.realize_all([xs["CPU"] @ xs["CPU"] for _ in devices])
+  ways = {"together": together, "one after the other": in_turn, f"CPU, {THREADS} threads": one_device}
+  times: dict[str, list[float]] = {name: [] for name in ways}
+  for i in range(STEPS + 2):
+    for name, way in ways.items():
+      st = time.perf_counter()
+      way()
+      for d in ("CPU", *devices): Device[d].synchronize()
+      if i >= 2: times[name].append(time.perf_counter() - st)
+  print(f"{len(devices)} matmuls {n}x{n}, one per device: " +
+        ", ".join(f"{name} {statistics.median(ts) * 1e3:.0f} ms" for name, ts in times.items()))
+
 def main() -> None:
   if "OMPI_COMM_WORLD_SIZE" in os.environ:
     dist.init()
@@ -65,6 +86,7 @@ def main() -> None:
   shard = getenv("SHARD", 2)
   with Context(CPU_THREADS=THREADS): Device["CPU"]
   with Context(CPU_THREADS=1): devices = tuple(Device[f"CPU:{i + 1}"].device for i in range(shard))
+  kernels_at_once(devices)
   setups = {f"1 device, {THREADS} threads": make_step(("CPU",)), f"{shard} devices, 1 thread each": make_step(devices)}
   times: dict[str, list[float]] = {name: [] for name in setups}
   for i in range(STEPS + 3):
