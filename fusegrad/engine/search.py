@@ -112,7 +112,7 @@ def beam_search(k: Kernel, width: int) -> Kernel:
   if bufs is None: return heuristic  # not searched
   beam = [(heuristic, _time_all([heuristic], bufs, math.inf)[0])]
   if beam[0][1] >= MIN_TIME and heuristic.applied_opts:
-    beam = sorted(beam + [(k, _time_all([k], bufs, math.inf)[0])], key=lambda x: x[1])[:width]
+    beam = sorted(beam + [(k, _time_all([k], bufs, beam[0][1])[0])], key=lambda x: x[1])[:width]
   seen: set[tuple[Opt, ...]] = {tuple(kern.applied_opts) for kern, _ in beam}
   while beam[0][1] >= MIN_TIME and time.perf_counter() < deadline:
     candidates: list[Kernel] = []
