@@ -191,11 +191,13 @@ class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
 
 def checked_ints(values: list, dtype: DType) -> None:
   """ConversionOverflowError unless every Python value converts to the integer dtype as torch's creation allows: an int
-  or float in its range (a float is truncated after: 255.5 doesn't fit uint8, -0.5 fits int8 only); bools fit."""
+  or float in its range (a float is truncated after: 255.5 doesn't fit uint8, -0.5 fits int8 only); bools fit. As in
+  torch, a negative int down to -max wraps into uint8/16/32 (-1 is 255 in uint8): the one wrap torch does itself."""
   lo, hi = dtypes.min(dtype), dtypes.max(dtype)
-  if all(type(v) is int for v in values) and (not values or (lo <= min(values) and max(values) <= hi)): return
+  ilo = -hi if dtypes.is_unsigned(dtype) and dtype.itemsize < 8 else lo
+  if all(type(v) is int for v in values) and (not values or (ilo <= min(values) and max(values) <= hi)): return
   for v in values:
-    if isinstance(v, (float, int)) and not isinstance(v, bool) and not lo <= v <= hi:
+    if isinstance(v, (float, int)) and not isinstance(v, bool) and not (ilo if isinstance(v, int) else lo) <= v <= hi:
       name = f"{'u' * dtypes.is_unsigned(dtype)}int{8 * dtype.itemsize}"
       raise ConversionOverflowError(f"value {v!r} cannot be converted to type {name} without overflow")
 

@@ -352,7 +352,8 @@ class TestIntegerEdgesVsTorch:
   @pytest.mark.parametrize("data,dtype", [([300, -1], "uint8"), ([2**31], "int32"), ([-2**31 - 1], "int32"),
                                           ([128], "int8"), ([-1], "uint64"), ([1e10], "int32"),
                                           ([float("nan")], "int32"), ([[1, 300]], "uint8"), (300, "uint8"),
-                                          ([255.5], "uint8"), ([-0.5], "uint8"), ([float("inf")], "int64")])
+                                          ([255.5], "uint8"), ([-0.5], "uint8"), ([float("inf")], "int64"),
+                                          ([-256], "uint8"), ([-1.0], "uint8"), ([-2**32], "uint32")])
   def test_creation_overflow(self, data, dtype):
     with pytest.raises((RuntimeError, OverflowError)): torch.tensor(data, dtype=getattr(torch, dtype))
     with pytest.raises(OverflowError) as e: Tensor(data, dtype=getattr(dtypes, dtype))
@@ -364,7 +365,10 @@ class TestIntegerEdgesVsTorch:
 
   @pytest.mark.parametrize("data,dtype", [([255, 0], "uint8"), ([2**31 - 1, -2**31], "int32"),
                                           ([255.0, 0.5], "uint8"), ([-0.9, 127.0], "int8"), ([True, 1], "uint8"), ([2**64 - 1], "uint64"),
-                                          ([-128, 127], "int8")])
+                                          ([-128, 127], "int8"),
+                                          # torch wraps a negative int down to -max into uint8/16/32 (-1 -> 255)
+                                          ([-1, -255, 3], "uint8"), ([-1, -65535], "uint16"), ([-1], "uint32"),
+                                          (-1, "uint8")])
   def test_creation_in_range_matches_torch(self, data, dtype):
     want = torch.tensor(data, dtype=getattr(torch, dtype)).tolist() if dtype != "uint64" else [2**64 - 1]
     assert Tensor(data, dtype=getattr(dtypes, dtype)).tolist() == want

@@ -193,13 +193,9 @@ CASES: list[Case] = [
   C("one_hot: class past num_classes", lambda L: L.one_hot(idx(L, [0, 5]), 3), ("5", "3")),
   C("one_hot: negative class", lambda L: L.one_hot(idx(L, [0, -1]), 3), ("-1",)),
   C("one_hot: float input", lambda L: L.one_hot(L.t([0.0, 1.0]), 3), ("float",)),
-  # reductions
-  C("max: zero-size tensor", lambda L: L.t((0, 3)).max(), ("(0, 3)",)),
-  C("max: zero-size axis", lambda L: L.t((0, 3)).max(0), ("(0, 3)", "0")),
-  C("min: zero-size tensor", lambda L: L.t((0, 3)).min(), ("(0, 3)",)),
+  # reductions (max/min over a zero-size axis give -inf/inf as tinygrad: test_ops_reduce)
   C("argmax: zero-size tensor", lambda L: L.t((0, 3)).argmax(), ("(0, 3)",)),
   C("argmin: zero-size axis", lambda L: L.t((0, 3)).argmin(0), ("(0, 3)",)),
-  C("amax: zero-size axis", lambda L: L.t((0, 3)).amax(0), ("(0, 3)",), op="max"),
   C("sum: dim out of range", lambda L: x23(L).sum(2), ("2",)),
   C("sum: repeated dim", lambda L: x23(L).sum((0, 0)), ("0",)),
   C("mean: negative dim out of range", lambda L: x23(L).mean(-3), ("-3",)),

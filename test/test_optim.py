@@ -4,7 +4,7 @@ bad arguments."""
 import numpy as np
 import pytest
 import torch
-from fusegrad import Tensor, TinyJit, dtypes
+from fusegrad import Tensor, TinyJit, dtypes, Device
 from fusegrad.nn.optim import Optimizer, OptimizerGroup, SGD, LARS, Adam, AdamW, LAMB, Muon, newton_schulz
 
 rng = np.random.default_rng(0)
@@ -520,3 +520,19 @@ def test_same_tensor_twice_is_one_parameter():  # tinygrad de-duplicates; steppi
     (x * x).sum().backward()
     o.step()
   np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+
+@pytest.mark.parametrize("adam", [False, True])
+def test_lamb_state_offloaded_to_another_device(adam):  # tinygrad's LAMB computes the update where its state lives
+  devices = (f"{Device.DEFAULT}:1", f"{Device.DEFAULT}:2")
+  x = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+  ref, off = Tensor(x, requires_grad=True), Tensor(x, requires_grad=True).shard_(devices, axis=1)
+  opts = [LAMB([t], lr=0.1, weight_decay=0.01, adam=adam) for t in (ref, off)]
+  for p in opts[1].m + opts[1].v + [opts[1].b1_t, opts[1].b2_t]: p.to_("CPU")
+  with Tensor.train():
+    for _ in range(2):
+      for t, o in zip((ref, off), opts):
+        o.zero_grad()
+        (t * t).sum().backward()
+        o.step()
+  assert off.device == devices and opts[1].m[0].device == "CPU"
+  np.testing.assert_allclose(off.numpy(), ref.numpy(), rtol=1e-6)

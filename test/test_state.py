@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 import torch
-from fusegrad import Tensor, TinyJit, dtypes
+from fusegrad import Tensor, TinyJit, dtypes, Device, nn
 from fusegrad.nn.optim import SGD, Adam
 from fusegrad.nn.state import (get_state_dict, get_parameters, load_state_dict, StateDictError, safe_save, safe_load,
                                safe_load_metadata, torch_load, UnsafePickleError, gguf_load)
@@ -626,3 +626,15 @@ def test_load_state_dict_realize_flag():
     assert layer.weight.uop.is_realized == realize
     np.testing.assert_array_equal(layer.weight.numpy(), np.ones((5, 3)))
   assert not Tensor.ones(3).uop.is_realized and Tensor([1.0]).reshape(1, 1).uop.is_realized
+
+def test_load_state_dict_into_sharded_model_shards_as_the_model():  # tinygrad's rule: the model's sharding wins
+  devices = (f"{Device.DEFAULT}:1", f"{Device.DEFAULT}:2")
+  layer = nn.Linear(3, 4)
+  layer.weight.shard_(devices, 0)
+  layer.bias.shard_(devices, None)
+  w, b = np.arange(12, dtype=np.float32).reshape(4, 3), np.arange(4, dtype=np.float32)
+  load_state_dict(layer, {"weight": Tensor(w), "bias": Tensor(b)}, verbose=False)
+  assert layer.weight.device == devices and layer.weight.uop.axis == 0
+  assert layer.bias.device == devices and layer.bias.uop.axis is None
+  np.testing.assert_equal(layer.weight.numpy(), w)
+  np.testing.assert_equal(layer.bias.numpy(), b)

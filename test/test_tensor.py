@@ -107,6 +107,24 @@ def test_clone_to_device():
   assert c.device == other and c.tolist() == [1.0, 2.0, 3.0]
   assert x.clone(x.device).device == x.device
 
+def test_clone_carries_grad_as_tinygrad():  # tinygrad clones .grad along (torch's clone has none)
+  a = Tensor.rand(4, 4, requires_grad=True)
+  (a * 5).mean().backward()
+  b = a.clone()
+  assert b.grad is not None and b.grad is not a.grad
+  np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy())
+  assert Tensor([1.0]).clone().grad is None
+
+def test_clone_has_its_own_buffer():  # UOp.buffer: tinygrad's name for the memory a realized node lives in
+  a = Tensor.rand(4, 4).realize()
+  b = a.clone().realize()
+  assert a.uop.base.buffer is not b.uop.base.buffer and a[1:].uop.buffer is a.uop.buffer
+  with pytest.raises(RuntimeError, match="realize"): (a + 1).uop.buffer
+  assert b.uop.has_buffer_identity() and b.reshape(16).uop.has_buffer_identity()
+  assert not (a + 1).uop.has_buffer_identity() and not a[1:].uop.has_buffer_identity()
+  c = Tensor(2.0).clone()  # a constant's clone gets memory of its own once realized
+  assert c.numpy() == 2.0 and c.uop.has_buffer_identity()
+
 @pytest.mark.parametrize("write", ["assign", "setitem", "iadd"])
 def test_clone_is_independent(write):
   x = Tensor([1.0, 2.0, 3.0]).realize()

@@ -258,13 +258,15 @@ class LAMB(Optimizer):
     self.b2_t.assign(self.b2_t * self.b2)
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+    dev = self.m[i].device  # the state may be elsewhere (offloaded with to_("CPU")): the update is computed there
     if self.l2: g = g + self.l2 * p
-    self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
-    self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * g.square())
-    b1_t, b2_t = self.b1_t.to(p.device).reshape(()), self.b2_t.to(p.device).reshape(())
+    self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g.to(dev))
+    self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * g.to(dev).square())
+    b1_t, b2_t = self.b1_t.to(dev).reshape(()), self.b2_t.to(dev).reshape(())
     m_hat = self.m[i].float() / (1.0 - b1_t)
     v_hat = self.v[i].float() / (1.0 - b2_t)
     up = m_hat / (v_hat.sqrt() + self.eps)
+    if up.device != p.device: up = up.shard(p.device, p.uop.axis) if isinstance(p.device, tuple) else up.to(p.device)
     if self.wd: up = up + self.wd * p.float()
     if self.adam: return p - self._lr(p) * up
     r1, r2 = p.float().square().sum().sqrt(), up.square().sum().sqrt()

@@ -131,7 +131,10 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     if k not in state_dict: continue
     src = state_dict[k]
     if src is not v and id(v) not in done:
-      value = src.reshape(v.shape).to(v.device).cast(v.dtype)
+      value = src.reshape(v.shape)  # a sharded model shards what it loads as its tensor is (tinygrad's rule)
+      dev = v.device
+      value = (value.shard(dev, v.uop.axis) if isinstance(dev, tuple) and value.device != dev else value.to(dev))
+      value = value.cast(v.dtype)
       # write into v's own buffer when it has one. A constant or lazy v, or one that is the very same view of a buffer
       # as another (equal expressions realize into one buffer), gets a new buffer of its own (never src's).
       first_with_this_view = views.setdefault(v.uop, v) is v

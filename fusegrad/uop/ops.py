@@ -112,6 +112,20 @@ class UOp:
     u = self
     while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
     return u.op is Ops.BUFFER
+  @property
+  def buffer(self) -> Any:
+    """The Buffer holding a realized node's values (tinygrad's name; a view gives its base's): raises when lazy."""
+    u = self
+    while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
+    if u.op is not Ops.BUFFER: raise RuntimeError(f"buffer: a {u.op.name} node has no buffer (realize it first)")
+    return u.arg
+  def has_buffer_identity(self) -> bool:
+    """True when this node is a buffer, or a reshape of one: it names memory of its own (tinygrad's name)."""
+    return self.src[0].has_buffer_identity() if self.op is Ops.RESHAPE else self.op is Ops.BUFFER
+  @property
+  def axis(self) -> int | None:
+    """The axis a sharded (MULTI) node is split on: None when replicated or not sharded (tinygrad's name)."""
+    return self.arg if self.op is Ops.MULTI else None
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
     """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
     With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
