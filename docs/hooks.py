@@ -1,6 +1,8 @@
 """mkdocs hooks: the parts of the site made from the code, so that they can't drift from it.
 
-  <!-- tensor-api: GROUP -->  the Tensor methods of one group, rendered from their docstrings (mkdocstrings)
+  <!-- tensor-api: GROUP -->  the Tensor methods of one group, rendered from their docstrings (mkdocstrings), each
+                              followed by its example from docs/examples/GROUP.py, run at build time (markdown-exec)
+  <!-- api: MODULE: A, B -->  a module's members A, B, ..., each followed by its example from docs/examples/PAGE.py
   <!-- flag-table -->         every flag (environment variable and Context name) from its one definition in
                               fusegrad/helpers.py; a flag without a doc line, or an environment read anywhere else in
                               the package, fails the build
@@ -42,11 +44,38 @@ def tensor_groups() -> dict[str, list[str]]:
           "indexing": INDEXING, "reductions": public(ReduceMixin) + public(LinalgMixin), "nn_functional": nn,
           "properties": [n for n in own if n not in CREATION]}
 
-def tensor_api(group: str) -> str:
-  members = tensor_groups()[group]
-  return ("::: fusegrad.tensor.Tensor\n    options:\n      show_root_heading: false\n      show_root_toc_entry: false\n"
-          "      inherited_members: true\n      filters: []\n      show_bases: false\n"
-          f"      members: [{', '.join(members)}]\n")
+CELL = re.compile(r"^# %% (\S+)\n", re.M)
+
+def examples(page: str) -> dict[str, str]:
+  """The examples of docs/examples/<page>.py by the name they show: its `# %% NAME` cells, each with the file's header
+  (the imports above the first cell) prepended as lines markdown-exec runs but doesn't show."""
+  path = ROOT / "docs" / "examples" / f"{page}.py"
+  if not path.exists(): return {}
+  header, *cells = CELL.split(path.read_text())
+  hidden = "".join(f"{line}  # markdown-exec: hide\n" for line in header.splitlines() if line.strip())
+  return {name: hidden + code.strip() + "\n" for name, code in zip(cells[::2], cells[1::2])}
+
+def api(parent: str, members: list[str], page: str, level: int) -> str:
+  """One mkdocstrings entry per member of parent, each followed by its example (a block run at build time)."""
+  found = examples(page)
+  unknown = set(found) - set(members)
+  if unknown: raise ValueError(f"docs/examples/{page}.py has examples of names not on its page: {sorted(unknown)}")
+  def example(name: str) -> str:
+    if name not in found: return ""
+    return f'```python exec="true" source="above" result="text" id="{page}-{name}"\n{found[name]}```\n\n'
+  options = ("    options:\n      show_root_heading: true\n      show_root_full_path: false\n"
+             f"      heading_level: {level}\n")
+  return "".join(f"::: {parent}.{name}\n{options}\n{example(name)}" for name in members)
+
+def tensor_api(group: str) -> str: return api("fusegrad.tensor.Tensor", tensor_groups()[group], group, 3)
+
+API = re.compile(r"<!-- api: ([\w.]+): ([^>]*) -->")
+
+def module_api(page: str, module: str, members: str) -> str: return api(module, re.findall(r"\w+", members), page, 2)
+
+def page_members(page: str) -> list[str]:
+  """The module members docs/<page>.md shows (its `<!-- api: MODULE: A, B -->` lines)."""
+  return [n for m in API.finditer((ROOT / "docs" / f"{page}.md").read_text()) for n in re.findall(r"\w+", m.group(2))]
 
 def flag_table() -> str:
   """The flags as a Markdown table; ValueError for a flag without its doc line, or an environment read elsewhere."""
@@ -60,6 +89,8 @@ def flag_table() -> str:
   rows = [f"| `{v.key}` | `{v.default!r}` | {cell(v.doc)} |" for v in ContextVar._cache.values()]
   return "| flag | default | what it does |\n|---|---|---|\n" + "\n".join(rows) + "\n"
 
-def on_page_markdown(markdown: str, **kwargs) -> str:
+def on_page_markdown(markdown: str, page, **kwargs) -> str:
   markdown = re.sub(r"<!-- tensor-api: (\w+) -->", lambda m: tensor_api(m.group(1)), markdown)
+  stem = pathlib.Path(page.file.src_path).stem
+  markdown = API.sub(lambda m: module_api(stem, m.group(1), m.group(2)), markdown)
   return markdown.replace("<!-- flag-table -->", flag_table())

@@ -107,8 +107,11 @@ def _after_fork_in_child() -> None:
   RUN_LOCK.release()
   Device._lost_in_fork |= {name for name, dev in Device._opened.items() if not dev.fork_safe}
   Device._opened = {name: dev for name, dev in Device._opened.items() if dev.fork_safe}
-if hasattr(os, "register_at_fork"):  # os.fork() waits for a realize in another thread: the child's lock is free
-  os.register_at_fork(before=RUN_LOCK.acquire, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
+def _before_fork() -> None:  # a fork waits for a realize in another thread (the child's lock is free), then for the
+  RUN_LOCK.acquire()         # devices' queued work (the child's memory holds every result)
+  for dev in Device._opened.values(): dev.synchronize()
+if hasattr(os, "register_at_fork"):
+  os.register_at_fork(before=_before_fork, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
 
 # *** buffers ***
 

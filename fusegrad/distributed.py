@@ -12,16 +12,22 @@ loss = model(x[dist.rank()::dist.world_size()]).sparse_categorical_crossentropy(
 opt.step()                                 # gradients averaged in buckets, then the wrapped step
 ```
 Run with `mpirun -n 2 python train.py` (as root add `--allow-run-as-root`, more ranks than cores `--oversubscribe`).
-Tensors travel as their buffers' bytes through mpi4py's buffer calls (`Iallreduce`, `Bcast`), never pickled. A rank
+Tensors travel as their buffers' bytes through mpi4py's buffer calls (`Iallreduce`, `Ibcast`), never pickled; each
+collective is a step of the realize (a runner), so a TinyJit step captures and replays it with the kernels. A rank
 that raises aborts the whole job (MPI_Abort), and a collective that waits longer than TIMEOUT seconds for the others
 raises in the ranks still waiting: a failure is an error everywhere, never a silent hang.
 """
 from __future__ import annotations
 import sys, time, zlib
 from typing import Any
+import numpy as np
+from fusegrad.device import Buffer
 from fusegrad.tensor import Tensor
+from fusegrad import nn
 from fusegrad.dtype import to_numpy
 from fusegrad.engine import state
+from fusegrad.engine.realize import ExecItem, run_exec_items
+from fusegrad.engine.runner import Runner
 from fusegrad.helpers import prod
 
 TIMEOUT = 300.0  # seconds a collective waits for the other ranks before it raises
@@ -69,22 +75,46 @@ def _wait(request: Any, what: str) -> None:
     polls += 1
     if polls > 1000: time.sleep(0.0001)  # a quick answer is polled for; a slow one lets the others run
 
-def _host_copy(t: Tensor, what: str) -> Any:
-  """The realized values of t as a numpy array (a copy of its buffer's bytes); ValueError for a lazy tensor."""
+class _Collective(Runner):
+  """An MPI collective as a step of a realize, so TinyJit captures it with the kernels and replays it: ExecItems with
+  buffers [dest, src] and this runner come in pairs. The first call of a pair starts the collective on a host copy of
+  src (op "sum" or "mean": an all-reduce; an int: a broadcast from that rank); the second waits for it and writes the
+  result into dest. Kernels (gathering the next bucket of gradients) run while the network works."""
+  def __init__(self, op: str | int, device: str, nbytes: int):
+    super().__init__(f"mpi {'broadcast' if isinstance(op, int) else op} {nbytes:8d}", device)
+    self.op, self.pending = op, list[tuple[Any, Any]]()
+  def __call__(self, bufs: list[Buffer], var_vals: dict, wait: bool = False) -> float | None:
+    dest, src = bufs
+    if not self.pending:  # the first of the pair: start
+      arr = np.empty(src.size, to_numpy(src.dtype))
+      src.copyout(arr.data)
+      self.pending.append((arr, _world().Ibcast(arr, root=self.op) if isinstance(self.op, int) else
+                           _world().Iallreduce(_MPI.IN_PLACE, arr, op=_MPI.SUM)))
+      return None
+    arr, request = self.pending.pop()
+    _wait(request, self.name)
+    if self.op == "mean": arr = (arr / world_size()).astype(arr.dtype, copy=False)
+    dest.copyin(arr.data)
+    return None
+
+def _start(t: Tensor, op: str | int, what: str) -> tuple[Tensor, ExecItem]:
+  """A new tensor for the result of op on t across ranks, and the ExecItem that computes it (run it twice)."""
   if not state.is_realized(t.uop) or isinstance(t.device, tuple):
     raise ValueError(f"{what}: the tensor (shape {t.shape}) must be realized on one device: call .realize() first")
-  return t.numpy()
+  _check_same(t, what)
+  out = Tensor.empty(t.shape, dtype=t.dtype, device=t.device)
+  item = ExecItem(_Collective(op, t.device, t.nbytes()), [out._buffer(), t._buffer()])
+  run_exec_items([item])
+  return out, item
 
-def _from_host(arr: Any, like: Tensor) -> Tensor:
-  """arr's bytes copied into a new buffer shaped like the tensor like (one copy, no kernel)."""
-  ret = Tensor.empty(like.shape, dtype=like.dtype, device=like.device)
-  if like.numel(): ret._buffer().copyin(memoryview(arr).cast("B"))
-  return ret
+def _collective(t: Tensor, op: str | int, what: str) -> Tensor:
+  out, item = _start(t, op, what)
+  run_exec_items([item])
+  return t.replace(out)
 
 def _check_same(t: Tensor, what: str) -> None:
   """ValueError unless every rank passes a tensor of the same shape and dtype: one small Allreduce of a signature (its
   minimum and maximum over the ranks differ when a rank's does)."""
-  import numpy as np
   mine = (tuple(t.shape), t.dtype.name)
   sig = np.array([len(t.shape), prod(t.shape), zlib.crc32(repr(mine).encode())], np.int64)
   both = np.concatenate([sig, -sig])
@@ -95,20 +125,14 @@ def _check_same(t: Tensor, what: str) -> None:
                                                                            for i, (s, d) in enumerate(everyone)))
 
 def all_reduce(t: Tensor, op: str = "sum") -> Tensor:
-  """t's values combined across ranks ("sum" or "mean"): t (returned) now holds them, in a buffer of its own."""
+  """t's values combined across ranks ("sum" or "mean"): t (returned) now holds them, in a buffer of its own. Inside a
+  TinyJit step it is captured, and each replay reduces that call's values."""
   if op not in ("sum", "mean"): raise ValueError(f"all_reduce: op must be 'sum' or 'mean', not {op!r}")
-  _check_same(t, "all_reduce")
-  arr = _host_copy(t, "all_reduce")
-  _wait(_world().Iallreduce(_MPI.IN_PLACE, arr, op=_MPI.SUM), "all_reduce")
-  if op == "mean": arr = (arr / world_size()).astype(to_numpy(t.dtype), copy=False)
-  return t.replace(_from_host(arr, t))
+  return _collective(t, op, "all_reduce")
 
 def broadcast(t: Tensor, root: int = 0) -> Tensor:
   """Root's values of t on every rank: t (returned) now holds them, in a buffer of its own."""
-  _check_same(t, "broadcast")
-  arr = _host_copy(t, "broadcast")
-  _wait(_world().Ibcast(arr, root=root), "broadcast")
-  return t.replace(_from_host(arr, t))
+  return _collective(t, root, "broadcast")
 
 def broadcast_parameters(params: list[Tensor], root: int = 0) -> None:
   """Every rank starts from root's parameters."""
@@ -117,28 +141,31 @@ def broadcast_parameters(params: list[Tensor], root: int = 0) -> None:
 
 def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) -> None:
   """Replace each parameter's .grad by its mean over the ranks. The gradients go in buckets of about bucket_bytes:
-  each bucket's reduction starts as soon as its bytes are copied out, while the next bucket is gathered."""
+  each bucket's reduction starts as soon as its bytes are copied out, while the next bucket is gathered. Works inside
+  a TinyJit step."""
   grads = [p for p in params if p.grad is not None]
   Tensor.realize_all([p.grad for p in grads if p.grad is not None])
   buckets: list[list[Tensor]] = [[]]
   for p in grads:
     if buckets[-1] and sum(q.nbytes() for q in buckets[-1]) + p.nbytes() > bucket_bytes: buckets.append([])
     buckets[-1].append(p)
-  pending = []
-  for bucket in [b for b in buckets if b]:
-    flat = Tensor.cat(*[p.grad.flatten().float() for p in bucket if p.grad is not None]).realize()
-    _check_same(flat, "average_gradients")
-    arr = flat.numpy()
-    pending.append((bucket, arr, _world().Iallreduce(_MPI.IN_PLACE, arr, op=_MPI.SUM)))
-  for bucket, arr, request in pending:
-    _wait(request, "average_gradients")
-    arr /= world_size()
-    at = 0
-    for p in bucket:
-      assert p.grad is not None
-      n = prod(p.shape)
-      p.grad = _from_host(arr[at:at + n].astype(to_numpy(p.grad.dtype), copy=False), p.grad)
-      at += n
+  started = [(b, *_start(Tensor.cat(*[p.grad.flatten().float() for p in b if p.grad is not None]).realize(), "mean",
+                         "average_gradients")) for b in buckets if b]
+  for bucket, flat, item in started:
+    run_exec_items([item])
+    for p, g in zip(bucket, flat.split([p.numel() for p in bucket])): p.grad = g.reshape(p.shape).cast(p.dtype)
+
+class SyncBatchNorm(nn.BatchNorm):
+  """nn.BatchNorm whose running statistics come from the global batch: in training each rank's batch count, sum and
+  sum of squares per channel are all-reduced before the update, so the running mean and variance stay equal on every
+  rank and equal those of one process on the whole batch (as torch's SyncBatchNorm under DDP). Each rank normalizes
+  its slice with its own batch's statistics (as torch's BatchNorm under DDP): the gradients stay those of the local
+  graph (normalizing with the global ones would need an all-reduce inside backward, as torch's SyncBatchNorm has)."""
+  def _update_running_stats(self, mean: Tensor, var: Tensor, n: int | Tensor) -> None:
+    mean, var = mean.detach().float(), var.detach().float()
+    total = all_reduce(Tensor.stack(mean * n, (var + mean.square()) * n, mean.full_like(n)).realize())
+    global_mean = total[0] / total[2]
+    super()._update_running_stats(global_mean, total[1] / total[2] - global_mean.square(), total[2])
 
 class DataParallel:
   """An optimizer whose step() first averages the gradients across ranks (average_gradients)."""

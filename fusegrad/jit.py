@@ -10,17 +10,17 @@ building a model's forward graph again costs one substitution.
 from __future__ import annotations
 import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Container, Generic, TypeVar
+from typing import Any, Callable, Container, Generic, Iterator, TypeVar
 from fusegrad.device import Buffer, RUN_LOCK
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.engine.runner import CompiledRunner, CopyRunner
-from fusegrad.engine.realize import ExecItem, IndexCheck, capturing, capturing_checks
-from fusegrad.engine.realize import read_flags, add_index_check, pending_index_checks, index_checks
+from fusegrad.engine.realize import ExecItem, IndexCheck, read_flags, add_index_check, pending_index_checks
 from fusegrad.engine import state
+from fusegrad.engine.state import STATE
 from fusegrad.gradient import substitute_keeping_rules
-from fusegrad.tensor import Tensor, _assign_hooks, _is_training, _realize_hooks
+from fusegrad.tensor import Tensor, _assign_hooks, _is_training
 from fusegrad.mixin.creation import _rng_hooks
 from fusegrad.engine import multi
 
@@ -29,12 +29,23 @@ ReturnType = TypeVar("ReturnType")
 class JitError(RuntimeError):
   """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
 
+def _leaves(x: Any, where: Any) -> Iterator[tuple[Any, Any]]:
+  """(where, value) for everything in x that is not a list, tuple or dict, in order; where is a path for _spell."""
+  if isinstance(x, (list, tuple)):
+    for i, v in enumerate(x): yield from _leaves(v, (where, i, False))
+  elif isinstance(x, dict):
+    for k, v in x.items(): yield from _leaves(v, (where, k, True))
+  else: yield where, x
+
+def _spell(where: Any) -> str:
+  """A path of _leaves as text: `args[0]`, `kwargs['b'][1]`."""
+  if isinstance(where, str): return where
+  parent, key, is_dict = where
+  return f"{_spell(parent)}[{key!r}]" if is_dict else f"{_spell(parent)}[{key}]"
+
 def _tensors_in(x: Any) -> list:
   """Every Tensor in x: x itself, or inside lists, tuples and dicts (in order)."""
-  if isinstance(x, Tensor): return [x]
-  if isinstance(x, (list, tuple)): return [t for v in x for t in _tensors_in(v)]
-  if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
-  return []
+  return [v for _, v in _leaves(x, "") if isinstance(v, Tensor)]
 
 def _parts(tensors: list) -> list:
   """tensors with each one spread over devices (realized: a MULTI of buffers) replaced by its part on each device: the
@@ -47,48 +58,24 @@ class _Spread:
   axis: int | None
   n: int
 
-def _named_tensors(x: Any, name: str) -> list[tuple[str, Any]]:
-  """(where, tensor) for every Tensor in x, in the order _tensors_in gives: `args[0]`, `kwargs['b'][1]`..."""
-  if isinstance(x, Tensor): return [(name, x)]
-  if isinstance(x, (list, tuple)): return [nt for i, v in enumerate(x) for nt in _named_tensors(v, f"{name}[{i}]")]
-  if isinstance(x, dict): return [nt for k, v in x.items() for nt in _named_tensors(v, f"{name}[{k!r}]")]
-  return []
-
-def _call_inputs(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
-  """The tensors of a call, named; keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree."""
-  return _named_tensors(list(args), "args") + _named_tensors({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")
-
 def _split_args(args: tuple, kwargs: dict) -> tuple[list, list[UOp], list[tuple[str, Any]]]:
   """One walk over a call's arguments (keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree): the
-  Tensors (as _call_inputs), the bound Variables (as _binds_in) and (where, value) of every other argument: a replay
-  can't change those."""
+  Tensors, the bound Variables and (where, value) of every other argument: a replay can't change those."""
   tensors: list = []
   binds: list[UOp] = []
   static: list[tuple[str, Any]] = []
-  def walk(x: Any, where: tuple) -> None:
+  for where, x in _call_leaves(args, kwargs):
     if isinstance(x, Tensor): tensors.append(x)
     elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
-    elif isinstance(x, (list, tuple)):
-      for i, v in enumerate(x): walk(v, (where, i, False))
-    elif isinstance(x, dict):
-      for k, v in x.items(): walk(v, (where, k, True))
     else: static.append((_spell(where), x))
-  for i, a in enumerate(args): walk(a, ("args", i, False))
-  for k in sorted(kwargs): walk(kwargs[k], ("kwargs", k, True))
   return tensors, binds, static
 
-def _spell(where: Any) -> str:
-  """A path of _split_args as text: `args[0]`, `kwargs['b'][1]`."""
-  if isinstance(where, str): return where
-  parent, key, is_dict = where
-  return f"{_spell(parent)}[{key!r}]" if is_dict else f"{_spell(parent)}[{key}]"
+def _call_leaves(args: tuple, kwargs: dict) -> list[tuple[Any, Any]]:
+  return [*_leaves(args, "args"), *_leaves({k: kwargs[k] for k in sorted(kwargs)}, "kwargs")]
 
-def _binds_in(x: Any) -> list[UOp]:
-  """Every bound Variable (`Variable("i", 1, 10).bind(3)`) in x, also inside lists, tuples and dicts (in order)."""
-  if isinstance(x, UOp) and x.op is Ops.BIND: return [x]
-  if isinstance(x, (list, tuple)): return [b for v in x for b in _binds_in(v)]
-  if isinstance(x, dict): return [b for v in x.values() for b in _binds_in(v)]
-  return []
+def _input_names(args: tuple, kwargs: dict) -> list[str]:
+  """Where each Tensor of a call is, in the order of _split_args: `args[0]`, `kwargs['b'][1]`..."""
+  return [_spell(where) for where, x in _call_leaves(args, kwargs) if isinstance(x, Tensor)]
 
 def _view_structure(u: UOp) -> tuple:
   """The movement ops between a tensor and its buffer (the kernels were built for this view), in a canonical form:
@@ -114,7 +101,7 @@ def _input_buffers(inputs: list, args: tuple, kwargs: dict) -> list[Buffer]:
   bufs = []
   for i, t in enumerate(inputs):
     base = state.view_base(t.uop)
-    if base.op is not Ops.BUFFER: _input_buffer(t, f"input {i} ({_call_inputs(args, kwargs)[i][0]})")  # raises
+    if base.op is not Ops.BUFFER: _input_buffer(t, f"input {i} ({_input_names(args, kwargs)[i]})")  # raises
     bufs.append(base.arg)
   return bufs
 
@@ -216,13 +203,13 @@ class TinyJit(Generic[ReturnType]):
       self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
       return ret
     if sig != self.sig:
-      names = [n for n, _ in _call_inputs(args, kwargs)]
+      names = _input_names(args, kwargs)
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
     if variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
-      _check_distinct(bufs, [n for n, _ in _call_inputs(args, kwargs)])
+      _check_distinct(bufs, _input_names(args, kwargs))
       ret = self._capture(args, kwargs, inputs, bufs)
       self.static = static
     else:
@@ -265,18 +252,14 @@ class TinyJit(Generic[ReturnType]):
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, inputs: list, bufs: list[Buffer]) -> Any:
-    start = Tensor._rng_counter
+    start = STATE.rng_counter
     draws: list[tuple[Tensor, int]] = []
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
-    self.jit_cache, self.index_flags = [], []  # a capture that raised half way may have left items
-    capturing.append(self.jit_cache)
-    capturing_checks.append(self.index_flags)
     try:
-      with state.capture(): ret = self._finish(self.fxn(*args, **kwargs))  # results from before are computed again
-    finally:
-      capturing.pop()
-      capturing_checks.pop()
-      _rng_hooks.pop()
+      with state.capture() as cap:  # results from before are computed again
+        self.jit_cache, self.index_flags = cap.items, cap.flags
+        ret = self._finish(self.fxn(*args, **kwargs))
+    finally: _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
     if self.prune: self._prune(bufs)
@@ -285,7 +268,7 @@ class TinyJit(Generic[ReturnType]):
     # buffers the kernels write that are not inputs (results, intermediates): a later input in one of them is copied
     inputs_written = {(i, j) for i, j, _ in self.input_slots}
     self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
-    self.rng_step = Tensor._rng_counter - start
+    self.rng_step = STATE.rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
     self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _parts(_tensors_in(ret))
     base_of = {id(b): (k, state.view_base(t.uop)) for k, (t, b) in enumerate(zip(inputs, bufs))}
@@ -353,8 +336,8 @@ class TinyJit(Generic[ReturnType]):
       lst[j] = b = bufs[k]
       if b._buf is None: b.allocate()
     for rng, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
-      rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + off))
-    Tensor._rng_counter += self.rng_step
+      rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter + off))
+    STATE.rng_counter += self.rng_step
     for old, lists, js in plan.outs:  # new buffers for the results
       new = Buffer(old.device, old.size, old.dtype).allocate()
       for lst, j in zip(lists, js): lst[j] = new
@@ -485,8 +468,7 @@ class function:
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
   def _call(self, *args: Any, **kwargs: Any) -> Any:
-    inputs = [t for _, t in _call_inputs(args, kwargs)]
-    binds = _binds_in(list(args)) + _binds_in({k: kwargs[k] for k in sorted(kwargs)})
+    inputs, binds, _ = _split_args(args, kwargs)
     key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
            _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"))
     written = _written_leaves(self.traces[key]) if key in self.traces else None
@@ -498,9 +480,9 @@ class function:
     fresh.update(written)  # weights written since the trace: their buffer nodes now
     # every random draw gets the counter it would have had now, as a plain call would
     for node, device, offset in trace.rng_states:
-      seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, Tensor._rng_counter + offset
+      seed, counter = Tensor._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter + offset
       fresh[node] = Tensor([seed, counter], dtype=dtypes.uint64, device=device).uop
-    Tensor._rng_counter += trace.rng_step
+    STATE.rng_counter += trace.rng_step
     fresh.update(zip(trace.binds, binds))  # this call's values of the variables
     return self._results(trace, inputs, fresh)
 
@@ -529,9 +511,9 @@ class function:
     holders = [UOp(Ops.BUFFER, t.dtype, (), Buffer(t.device, t.numel(), t.dtype)).reshape(t.shape) for t in inputs]
     stand_ins = [Tensor(h) for h in holders]
     for s, t in zip(stand_ins, inputs): s._requires_grad = t.requires_grad  # so results require grad as they would
-    outside = list(Tensor._grad_tensors.values())  # before the call: tensors made inside are the graph itself
+    outside = list(STATE.grad_tensors.values())  # before the call: tensors made inside are the graph itself
     grads_before = [(t, t.grad.uop if t.grad is not None else None) for t in outside]
-    start, draws = Tensor._rng_counter, []
+    start, draws = STATE.rng_counter, []
     assigned: dict[int, tuple[Any, UOp]] = {}  # id -> (tensor, its node before its first assign in the call)
     def refuse_inputs(roots: list[UOp]) -> None:
       if roots and any(n in held for n in UOp(Ops.SINK, src=tuple(roots)).toposort()):
@@ -541,14 +523,14 @@ class function:
     _rng_hooks.append(lambda state, counter: draws.append((state.uop, state.device, counter - start)))
     def note_assign(t: Tensor) -> None: assigned.setdefault(id(t), (t, t.uop))
     _assign_hooks.append(note_assign)
-    _realize_hooks.append(refuse_inputs)
+    STATE.realize_hooks.append(refuse_inputs)
     try:
       stand = iter(stand_ins)
       ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
     finally:
       _rng_hooks.pop()
       _assign_hooks.pop()
-      _realize_hooks.pop()
+      STATE.realize_hooks.pop()
     returned = _tensors_in(ret)
     writes = _writes(name, assigned.values(), stand_ins)
     written = {id(w.tensor(inputs)) for w in writes if not isinstance(w.target, int)}
@@ -557,9 +539,9 @@ class function:
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes and id(t) not in written]
     checks = list(pending_index_checks([o.uop for o in returned]).items())
-    for node, _ in checks: index_checks.pop(node, None)  # the traced graph is never realized: each call's is
+    for node, _ in checks: STATE.index_checks.pop(node, None)  # the traced graph is never realized: each call's is
     return _Trace(holders, binds, _structure(ret), [o.uop for o in returned], [o._requires_grad for o in returned],
-                  captured, draws, Tensor._rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER],
+                  captured, draws, STATE.rng_counter - start, [n for n in nodes if n.op is Ops.BUFFER],
                   checks, writes, grads)
 
 def _writes(name: str, assigned: Any, stand_ins: list) -> list[_Write]:

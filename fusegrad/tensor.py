@@ -7,7 +7,7 @@ numbers in mixin/creation.py; this file holds the other creation methods, data a
 autograd.
 """
 from __future__ import annotations
-import builtins, math, pathlib, struct, weakref
+import builtins, math, pathlib, struct, sys
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
@@ -16,9 +16,8 @@ from fusegrad.helpers import prod, fetch, TRAINING, WeakList
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
-from fusegrad.engine import state
-from fusegrad.engine import multi
-from fusegrad.engine import schedule as engine_schedule, cache as engine_cache, realize as engine_realize
+from fusegrad.engine import state, multi, realizer, schedule as engine_schedule
+from fusegrad.engine.state import STATE, MAY_FOLLOW
 from fusegrad.mixin.elementwise import ElementwiseMixin, ShapeError, ArgumentError, _resolve_axis, broadcast_shape
 from fusegrad.mixin.nn import NNMixin
 from fusegrad.mixin.conv import ConvMixin
@@ -30,8 +29,6 @@ from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
 from fusegrad.mixin.indexing import getitem, assign_window
-
-_MAY_FOLLOW = state.VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes state.current may replace
 
 _NUMBERS = {int, float}
 
@@ -57,12 +54,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
   training: ClassVar[bool] = False
   no_grad: ClassVar[bool] = False
-  _seed: ClassVar[int] = 0
-  _rng_counter: ClassVar[int] = 0
-  # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those that are in the graph
-  # and have requires_grad None too)
-  _grad_tensors: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
-  _float_tensors: ClassVar[WeakList] = WeakList()
+  _seed: ClassVar[int] = 0  # (the random numbers' counter is STATE.rng_counter)
   __hash__ = object.__hash__  # == is elementwise, so hash by identity
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
@@ -104,7 +96,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if device is not None and uop.device is not None and uop.device != device: uop = uop.copy_to_device(device)
     self._uop = uop
-    if dtypes.is_float(uop.dtype): Tensor._float_tensors.add(self)
+    if dtypes.is_float(uop.dtype): STATE.float_tensors.add(self)
     if requires_grad is not None: self.requires_grad = requires_grad
 
   # *** the node this tensor stands for ***
@@ -113,7 +105,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
     if (u := self._uop).op is Ops.MULTI and any(state.current(s) is not s for s in u.src):
       self.uop = multi.multi(tuple(state.current(s) for s in u.src), u.arg)
-    if (u := self._uop).op not in _MAY_FOLLOW: return u  # (what state.current gives such a node, quickly)
+    if (u := self._uop).op not in MAY_FOLLOW: return u  # (what state.current gives such a node, quickly)
     if (new := state.current(u)) is not u: self.uop = new
     return self._uop
   @uop.setter
@@ -133,9 +125,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def requires_grad(self, val: bool | None) -> None:
     self._requires_grad = val
     if val:
-      Tensor._grad_tensors[id(self)] = self
+      STATE.grad_tensors[id(self)] = self
       self._own_node()
-    else: Tensor._grad_tensors.pop(id(self), None)
+    else: STATE.grad_tensors.pop(id(self), None)
   def _own_node(self) -> None:
     """Give a lazy value its own node. Nodes are hash-consed, so Tensor.zeros(3) made twice is one node, and gradients
     for two such tensors would mix: writing the value into a fresh buffer (at realize) makes this node unique."""
@@ -181,7 +173,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     broadcast constant, which backward never gives a gradient, so it isn't registered for backward."""
     ret = object.__new__(Tensor)
     ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
-    if not const and dtypes.is_float(uop.dtype): Tensor._float_tensors.add(ret)
+    if not const and dtypes.is_float(uop.dtype): STATE.float_tensors.add(ret)
     return ret
 
   # *** properties ***
@@ -246,31 +238,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     with RUN_LOCK:
-      try: Tensor._realize_all(tensors)
+      try: realizer.realize_all(tensors)
       except OutOfMemoryError as e:
         shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
         raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
-  @staticmethod
-  def _realize_all(tensors: Sequence[Tensor]) -> None:
-    if spread := [t for t in tensors if multi.needs_lowering(t._uop)]:
-      _realize_multi(spread)
-      tensors = [t for t in tensors if not any(t is m for m in spread)]
-    copies = [t for t in tensors if not _resolve(t)]  # computed already (maybe through another tensor)
-    todo = [t for t in tensors if not state.is_realized(t.uop)]
-    for hook in _realize_hooks: hook([t.uop for t in todo])
-    if todo:
-      # out-of-range index flags, computed in the same schedule
-      checks = engine_realize.pending_index_checks([t.uop for t in todo])
-      flat = [c for cs in checks.values() for c in cs]
-      flags = [Tensor(c.flag) for c in flat]
-      copies += _realize(todo + flags)
-      if flags and engine_realize.capturing_checks:  # TinyJit replays read these flags' buffers again
-        bases = [state.view_base(f.uop) for f in flags]
-        engine_realize.capturing_checks[-1] += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
-      if flags: engine_realize.verify_index_checks(checks, [f.item() for f in flags])
-    if copies:  # tensors that computed the same value as another live tensor get their own copy of it
-      for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
-      Tensor.realize_all(copies)
   def schedule(self, *lst: Tensor) -> list:
     """The kernels realize() would run, without running them."""
     return engine_schedule.create_schedule([t.uop for t in (self, *lst)]).items
@@ -329,8 +300,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def item(self) -> Any:
     """The value of a one-element tensor as a Python scalar."""
     if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, this one has {self.numel()}")
-    ret = self.reshape(()).tolist()
-    return ret
+    return self.reshape(()).tolist()
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
@@ -630,7 +600,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
     nodes = set(root.toposort())
-    wanted = [*Tensor._grad_tensors.values(), *(t for t in list(Tensor._float_tensors) if t._requires_grad is None
+    wanted = [*STATE.grad_tensors.values(), *(t for t in list(STATE.float_tensors) if t._requires_grad is None
                                                 and state.view_base(t.uop).op is not Ops.CONST)]
     targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (all constant, integer, or "
@@ -655,11 +625,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """`with Tensor.test():` turns training behaviour off."""
     with Tensor.train(False): yield
 
-def _half_memoryview() -> bool:
-  try: return memoryview(bytearray(2)).cast("e") is not None
-  except ValueError: return False
-_HALF_MEMORYVIEW = _half_memoryview()  # memoryview knows float16 from Python 3.12 on
-
+_HALF_MEMORYVIEW = sys.version_info >= (3, 12)  # memoryview knows float16 ("e") from Python 3.12 on
 
 def _count_up(n: int, device: str) -> Tensor:
   """0, 1, ..., n-1 (int32, int64 past 2**31) as a running sum of ones, which codegen folds into index arithmetic:
@@ -672,36 +638,13 @@ def _count_up(n: int, device: str) -> Tensor:
   blocks = _count_up(m, device).cast(dt).reshape(m, 1) * 4096
   return (blocks + _count_up(4096, device).cast(dt).reshape(1, 4096)).reshape(m * 4096)[:n]
 
-# realized intermediates that need gradients: buffer view -> the lazy node it holds the value of
-_lazy_defs: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
-
 def _with_lazy_defs(u: UOp) -> UOp:
-  """u's graph with realized intermediates replaced by the graphs that made them, so gradients reach their inputs.
-  (The scheduler still reads those nodes from their buffers: nothing is computed twice.)"""
-  if not _lazy_defs: return u
-  mapping = {n: _with_lazy_defs(_lazy_defs[n]) for n in u.toposort() if n in _lazy_defs}
+  """u's graph with realized intermediates replaced by the graphs that made them (STATE.lazy_defs: buffer view -> the
+  lazy node it holds the value of), so gradients reach their inputs. (The scheduler still reads those nodes from
+  their buffers: nothing is computed twice.)"""
+  if not (defs := STATE.lazy_defs): return u
+  mapping = {n: _with_lazy_defs(defs[n]) for n in u.toposort() if n in defs}
   return substitute_keeping_rules(u, mapping) if mapping else u  # pow's gradient rule stays with its node
-
-def _resolve(t: Tensor, becomes: dict[UOp, UOp] | None = None) -> bool:
-  """Point t at the buffer its value was computed into, if it was (becomes: what a schedule just computed, else look
-  in state.memo); False when t needs a copy of its own (see state.claim_storage). A tensor holding an assign is a view
-  of the buffer written: it follows later writes into it."""
-  lazy = t.uop
-  if lazy.op not in _MAY_FOLLOW and (state.memo.get(lazy) if becomes is None else becomes.get(lazy)) is None:
-    return True  # not computed (what state.resolve says, quickly)
-  if state.view_base(lazy).op is Ops.ASSIGN:
-    new = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
-  else: new = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
-  if new is lazy: return True
-  t.uop = new
-  _remember_lazy_def(t, lazy)
-  return state.claim_storage(t, lazy)
-
-def _remember_lazy_def(t: Tensor, lazy: UOp) -> None:
-  """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives."""
-  if t._requires_grad and id(t) not in Tensor._grad_tensors and lazy.op is not Ops.ASSIGN \
-     and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
-    _lazy_defs[t.uop] = lazy
 
 def _own(u: UOp) -> UOp:
   """u, or a write of its value into a fresh buffer when u is a lazy value or a constant (see Tensor._own_node)."""
@@ -713,58 +656,12 @@ def _writable(u: UOp) -> bool:
   base = state.view_base(u)
   return all(_writable(s) for s in base.src) if base.op is Ops.MULTI else base.op in (Ops.BUFFER, Ops.ASSIGN)
 
-def _realize_multi(tensors: list[Tensor]) -> None:
-  """Realize tensors spread over devices (or gathered from them): each one's per-device graphs (multi.lower) are
-  realized together, and the tensor becomes the MULTI of their buffers (or the one buffer gathered into)."""
-  lowered = {t: multi.lower(t.uop) for t in tensors}
-  parts = {t: [Tensor._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
-  Tensor.realize_all([p for ps in parts.values() for p in ps])
-  for t, m in lowered.items():
-    lazy = t.uop
-    t.uop = multi.multi(tuple(p.uop for p in parts[t]), m.arg) if m.op is Ops.MULTI else parts[t][0].uop
-    _remember_lazy_def(t, lazy)
-
-def _realize(todo: list[Tensor]) -> list[Tensor]:
-  """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage)."""
-  sched = engine_cache.plan_schedule([t.uop for t in todo])
-  if type(sched) is tuple:  # the quick path (engine/cache.py): kernels that write nothing older, no Schedule
-    becomes, reads, kernels = sched
-    items = engine_realize.lower_kernels(kernels)  # compile first: an error leaves every tensor as it was
-    state.remember(becomes, reads)
-    copies = []
-    for t in todo:
-      if (view := becomes.get(lazy := t._uop)) is not None and \
-         (buf := state.view_base(view).arg).owner is None:
-        t.uop = view  # a buffer the plan made: no other tensor's (what _resolve does, quickly)
-        _remember_lazy_def(t, lazy)
-        state.own(buf, t)
-      elif not _resolve(t, becomes): copies.append(t)
-    try: engine_realize.run_exec_items(items)
-    except Exception:
-      state.forget({ei.bufs[0] for ei in items})
-      raise
-    return copies
-  assert isinstance(sched, engine_schedule.Schedule)
-  items = engine_realize.lower_schedule(sched.items)  # compile first: an error leaves every tensor as it was
-  state.remember(sched.becomes, sched.reads_input)
-  copies = [t for t in todo if not _resolve(t, sched.becomes)]
-  overwritten = sched.overwritten
-  del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
-  def copy_aside(dest: Buffer, src: Buffer) -> Any:
-    return engine_realize.lower_schedule_item(engine_schedule.copy_item(dest, src))
-  items = state.snapshot_before(overwritten, items, copy_aside)
-  try: engine_realize.run_exec_items(items)
-  except Exception:
-    state.forget({ei.bufs[0] for ei in items})
-    raise
-  return copies
-
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
-# called with the target of every assign, before it changes, and with the nodes of every realize before it runs: a
-# traced `function` records the writes it must repeat on each call, and refuses to realize its stand-in inputs
+# called with the target of every assign, before it changes (and STATE.realize_hooks with the nodes of every realize
+# before it runs): a traced `function` records the writes it must repeat on each call, and refuses to realize its
+# stand-in inputs
 _assign_hooks: list[Callable[[Tensor], None]] = []
-_realize_hooks: list[Callable[[list[UOp]], None]] = []
 
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:

@@ -2,7 +2,8 @@
 gradients of the whole batch; all_reduce and broadcast; with FAIL_RANK set, that rank raises half way."""
 import os
 import numpy as np
-from fusegrad import Tensor, nn, distributed as dist
+from fusegrad import Tensor, TinyJit, nn, distributed as dist
+from fusegrad.nn.optim import SGD
 from fusegrad.nn.state import get_parameters
 
 dist.init(timeout=float(os.environ.get("DIST_TIMEOUT", "60")))
@@ -40,4 +41,48 @@ try:
   dist.all_reduce(Tensor.ones(2) + 1)
   raise AssertionError("all_reduce of a lazy tensor didn't raise")
 except ValueError as e: assert "must be realized" in str(e), e
+
+# TinyJit train steps that all-reduce the gradients inside them (each replay calls MPI on the captured buffers): the
+# parameters after 4 steps on this rank's half of each batch equal those of 4 full-batch steps in one process
+batches = np.random.default_rng(1).standard_normal((4, 8, 5), dtype=np.float32)
+def jit_train(part: slice, reduce: str) -> list[np.ndarray]:
+  Tensor.manual_seed(1)
+  model = [nn.Linear(5, 4), Tensor.relu, nn.Linear(4, 3)]
+  params = get_parameters(model)
+  opt = SGD(params, lr=0.5)
+  @TinyJit
+  def step(xb: Tensor, yb: Tensor) -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = xb.sequential(model).sparse_categorical_crossentropy(yb).backward()
+      if reduce == "all_reduce":
+        for p in params: dist.all_reduce(p.grad.realize(), "mean")
+      if reduce == "DataParallel": dist.DataParallel(opt, bucket_bytes=64).step()
+      else: opt.step()
+    return loss.realize()
+  for b in batches: step(Tensor(b[part]).realize(), Tensor(y[part]).realize())
+  assert step.captured is not None and (not reduce or any("mpi" in ei.runner.name for ei in step.jit_cache))
+  return [p.numpy() for p in params]
+want = jit_train(slice(None), "")
+for how in ("all_reduce", "DataParallel"):
+  for w, g in zip(want, jit_train(part, how)): np.testing.assert_allclose(g, w, atol=1e-5, rtol=1e-5, err_msg=how)
+
+# SyncBatchNorm: running statistics after training forwards on this rank's half of each batch (eager, then in a
+# TinyJit step) equal those of nn.BatchNorm on the whole batches in one process
+def bn_stats(bn: nn.BatchNorm, data: np.ndarray, jit: bool) -> list[np.ndarray]:
+  Tensor.manual_seed(2)
+  lin = nn.Linear(5, 4)
+  def forward(xb: Tensor) -> Tensor:
+    with Tensor.train(): out = bn(lin(xb).relu()).sum()
+    Tensor.realize_all([out, bn.running_mean, bn.running_var, bn.num_batches_tracked])
+    return out
+  step = TinyJit(forward) if jit else forward
+  for b in data: step(Tensor(b).realize())
+  return [bn.running_mean.numpy(), bn.running_var.numpy(), bn.num_batches_tracked.numpy()]
+whole = np.concatenate([batches[:, :4], batches[:, 4:] * 2], axis=1)  # the ranks' halves differ in mean and variance
+for momentum in (0.1, None):
+  want = bn_stats(nn.BatchNorm(4, momentum=momentum), whole, False)
+  for jit in (False, True):
+    got = bn_stats(dist.SyncBatchNorm(4, momentum=momentum), whole[:, part], jit)
+    for w, g in zip(want, got): np.testing.assert_allclose(g, w, atol=1e-5, rtol=1e-5, err_msg=f"jit={jit}")
 print(f"rank {rank}: ok")

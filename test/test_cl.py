@@ -10,6 +10,7 @@ from fusegrad.helpers import DISABLE_COMPILER_CACHE, diskcache_get
 from fusegrad.codegen import get_program, Opt, OptOps
 from fusegrad.engine.runner import CompiledRunner
 from fusegrad.engine.realize import ExecItem
+from fusegrad.engine.state import STATE
 from fusegrad.uop.ops import UOp, Ops
 
 CL_OK, CL_WHY = Device.get_available("CL")
@@ -130,10 +131,9 @@ HALF_MODES = [False] + ([True] if CL_OK and Device["CL"].renderer.supports_float
 def half_mode(request, monkeypatch):
   """Run a test with half as the device's own type (cl_khr_fp16, where it has it) and as a storage-only format."""
   import dataclasses
-  from fusegrad.engine import realize
   dev = Device["CL"]
   monkeypatch.setattr(dev, "renderer", dataclasses.replace(dev.renderer, supports_float16=request.param))
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # kernels compiled for the other mode: not reused
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())  # kernels compiled for the other mode: not reused
   return request.param
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # numpy's, for 65504 * 2

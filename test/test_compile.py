@@ -8,6 +8,7 @@ from fusegrad.device import CompileError
 from fusegrad.helpers import cache_reset, diskcache_get, to_function_name
 from fusegrad.engine.runner import CompiledRunner, compile_runners
 from fusegrad.engine.realize import lower_schedule
+from fusegrad.engine.state import STATE
 
 needs_cpu = pytest.mark.skipif(not Device.get_available("CPU")[0], reason="needs the CPU backend (a C compiler)")
 
@@ -36,7 +37,7 @@ def _chunked(monkeypatch, start_batch, get_runner):
   monkeypatch.setattr(type(Device["CPU"].compiler), "start_batch", start_batch)
   monkeypatch.setattr(realize, "get_runner", get_runner)
   monkeypatch.setattr(realize, "COMPILE_CHUNK", 1)
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
 
 class TestBatch:
   def test_batch_then_each_alone_from_the_cache(self, fresh_cache, monkeypatch):
@@ -142,7 +143,7 @@ class TestCodegenCache:
     def counting(*args, **kwargs):
       calls[0] += 1
       return get_program(*args, **kwargs)
-    monkeypatch.setattr(realize, "programs", type(realize.programs)())
+    monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
     monkeypatch.setattr(realize, "get_program", counting)
     with Context(**ctx):
       x = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8), device="CPU")

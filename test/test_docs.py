@@ -1,7 +1,8 @@
 """The documentation: every public name has a docstring whose first line summarises it, every public Tensor method is
-on one page of the site's API, and the examples in docstrings run (doctest's `>>>` ones, and the inline
-"`expression` is value" ones) and give what they say."""
-import ast, doctest, importlib, importlib.util, inspect, math, pathlib, pkgutil, re
+on one page of the site's API, the examples in docstrings run (doctest's `>>>` ones, and the inline
+"`expression` is value" ones) and give what they say, and every op has a runnable example: a doctest, or a block of
+docs/examples/ that calls it (shown under its entry on the site, with its output)."""
+import ast, doctest, importlib, importlib.util, inspect, json, math, os, pathlib, pkgutil, re, subprocess, sys
 import pytest
 import fusegrad
 from fusegrad import Tensor, dtypes, nn
@@ -135,3 +136,60 @@ def test_inline_examples():
     got = _plain(eval(expr, {"Tensor": Tensor, "dtypes": dtypes}))
     if not _close(got, ast.literal_eval(value)): wrong.append(f"{name}: `{expr}` is {got}, the docstring says {value}")
   assert not wrong, "\n".join(wrong)
+
+# *** every op has a runnable example ***
+
+MODULE_PAGES = {"nn": nn, "optim": optim, "state": state}  # docs/<page>.md documents the module
+
+def calls(code: str, name: str) -> bool:
+  """Whether code uses name: `x.name` or `Tensor.name` (a call, or a property read), `x[i]` for __getitem__, `x[i] = v`
+  for __setitem__."""
+  dunder = {ast.Load: "__getitem__", ast.Store: "__setitem__"}
+  for node in ast.walk(ast.parse(code)):
+    if isinstance(node, ast.Attribute) and node.attr == name: return True
+    if isinstance(node, ast.Subscript) and dunder.get(type(node.ctx)) == name: return True
+  return False
+
+def all_examples() -> dict[str, dict[str, str]]:
+  """The examples of each page (docs/examples/<page>.py) by the name they show."""
+  hooks = _hooks()
+  return {page: hooks.examples(page) for page in [*hooks.tensor_groups(), *MODULE_PAGES]}
+
+def test_every_op_has_an_example():
+  examples, groups = all_examples(), _hooks().tensor_groups()
+  shown = {name: code for group in groups for name, code in examples[group].items()}
+  problems = [f"Tensor.{n}: no doctest and no example in docs/examples/" for n, obj in tensor_api().items()
+              if ">>>" not in (inspect.getdoc(obj) or "") and n not in shown]
+  for page, mod in MODULE_PAGES.items():
+    names = [k.split(".")[-1] for k in module_api(mod) if k.count(".") == mod.__name__.count(".") + 1]
+    problems += [f"{mod.__name__}.{n}: no example in docs/examples/{page}.py" for n in names if n not in examples[page]]
+  for page, found in examples.items():
+    members = groups[page] if page in groups else _hooks().page_members(page)
+    problems += [f"docs/examples/{page}.py: {n} is not on its page" for n in found if n not in members]
+    problems += [f"docs/examples/{page}.py: {n}'s example doesn't use it" for n, c in found.items() if not calls(c, n)]
+  assert len(shown) > 150  # (the listing sees the examples)
+  assert not problems, "\n".join(problems)
+
+RUN_EXAMPLES = """
+import contextlib, io, json, sys, traceback
+out = {}
+for name, code in json.load(sys.stdin).items():
+  buf = io.StringIO()
+  try:
+    with contextlib.redirect_stdout(buf): exec(compile(code, name, "exec"), {"__name__": "example"})
+    out[name] = "" if buf.getvalue() else "printed nothing"
+  except Exception: out[name] = "failed: " + traceback.format_exc(limit=-1)
+print(json.dumps(out))
+"""
+
+def test_examples_run():
+  """Every example runs and prints something, in a process of their own: they seed the random numbers and move
+  tensors between devices, which must not leak into the other tests."""
+  examples = {f"{page}: {name}": code for page, found in all_examples().items() for name, code in found.items()}
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+  proc = subprocess.run([sys.executable, "-c", RUN_EXAMPLES], input=json.dumps(examples), capture_output=True,
+                        text=True, cwd=ROOT, env=env, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  printed = json.loads(proc.stdout.splitlines()[-1])
+  assert len(printed) == len(examples)
+  assert not any(printed.values()), {k: v for k, v in printed.items() if v}

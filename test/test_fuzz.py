@@ -19,6 +19,7 @@ from fusegrad.codegen import get_program, Kernel, KernelOptError
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.engine import realize
+from fusegrad.engine.state import STATE
 from fusegrad.engine.search import candidate_opts
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
@@ -158,13 +159,13 @@ def random_optimizations(seed: int):
   rnd = random.Random(seed)
   def get_program_random(ast: Any, ren: Any, opts: Any = None) -> Any:
     return get_program(ast, ren, opts=random_opts(ast, ren, rnd, rnd.randint(1, 4)))
-  saved = dict(realize.programs)
-  realize.programs.clear()
+  saved = dict(STATE.programs)
+  STATE.programs.clear()
   try:
     with mock.patch.object(realize, "get_program", get_program_random): yield
   finally:
-    realize.programs.clear()
-    realize.programs.update(saved)
+    STATE.programs.clear()
+    STATE.programs.update(saved)
 
 def check(shape: tuple[int, ...], steps: list[tuple], seed: int, device: str, opt_seed: int | None) -> None:
   with random_optimizations(opt_seed) if opt_seed is not None else contextlib.nullcontext():

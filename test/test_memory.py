@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from fusegrad import Tensor, TinyJit, nn, dtypes, Context, Device
 from fusegrad.engine import realize
+from fusegrad.engine.state import STATE
 from fusegrad.helpers import getenv
 
 def rss_mb() -> float: return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
@@ -57,9 +58,18 @@ def test_program_cache_is_bounded():
   with Context(PROGRAM_CACHE=8):
     for n in range(1, 41): (Tensor.ones(n) * 2 + 1).realize()  # 40 kernels of different shapes
     gc.collect()
-    assert len(realize.programs) <= 8
+    assert len(STATE.programs) <= 8
     assert sum(isinstance(o, CPUProgram) for o in gc.get_objects()) <= 8 + 4  # the rest were unloaded
     np.testing.assert_equal((Tensor.ones(3) * 2 + 1).numpy(), [3.0, 3.0, 3.0])  # evicted kernels compile again
+
+def test_state_reset_drops_the_caches():
+  x = Tensor([1.0, 2.0]).realize()
+  np.testing.assert_equal((x * 3 + 1).numpy(), [4.0, 7.0])
+  assert STATE.programs and STATE.templates
+  STATE.reset()  # as a new process would start: the next realize schedules and compiles again
+  assert not (STATE.programs or STATE.templates or STATE.quick or STATE.index_checks)
+  np.testing.assert_equal((x * 3 + 1).numpy(), [4.0, 7.0])
+  assert STATE.programs
 
 class TinyNet:
   def __init__(self): self.l1, self.l2 = nn.Linear(16, 32), nn.Linear(32, 4)

@@ -1,5 +1,6 @@
 """Tensors spread over several devices (fusegrad/engine/multi.py): every result, forward and backward, equals the
 one-device result, on CPU devices and on PYTHON devices."""
+import os, subprocess, sys, threading
 import numpy as np
 import pytest
 from fusegrad import Tensor, Device, TinyJit, Context, nn
@@ -188,3 +189,52 @@ def test_debug_shows_each_kernels_device(capsys):
   with Context(DEBUG=2): (Tensor([1.0, 2.0]).shard(devices, 0) + 1).realize()
   out = capsys.readouterr().out
   assert "PYTHON:1" in out and "PYTHON:2" in out
+
+# *** CPU devices run their kernels at once (runtime/ops_cpu.py Worker) ***
+needs_cpu = pytest.mark.skipif(not cpu_works(), reason="needs a C compiler")
+
+@needs_cpu
+def test_cpu_devices_run_at_once():
+  """CPU:1 and CPU:2 each run their launches on a thread of their own: two launches that each wait for the other end
+  (run one after the other, the first would time out)."""
+  met, done = (threading.Event(), threading.Event()), []
+  def meet(mine: threading.Event, other: threading.Event) -> None:
+    mine.set()
+    done.append(other.wait(30))
+  Device["CPU:1"].worker.launch(meet, met, ())
+  Device["CPU:2"].worker.launch(meet, met[::-1], ())
+  assert Device["CPU"].worker is None  # CPU itself runs kernels in the calling thread
+  Device["CPU:1"].synchronize()
+  Device["CPU:2"].synchronize()
+  assert done == [True, True]
+
+@needs_cpu
+def test_copies_wait_for_both_devices():
+  """A chain of kernels and copies back and forth between two workers, never waited for on the host until the end."""
+  x = rand(64, 64)
+  a, want = Tensor(x).to("CPU:1"), x.astype(np.float64)
+  for i in range(6):
+    a = ((a @ a.T) * 0.01 + 1).to(f"CPU:{1 + (i + 1) % 2}").realize()
+    want = (want @ want.T) * 0.01 + 1
+  np.testing.assert_allclose(a.numpy(), want, rtol=1e-4)
+
+FORK_SCRIPT = """
+import os
+import numpy as np
+from fusegrad import Tensor
+x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+t = Tensor(x, device="CPU:1")
+y = (t @ t).realize()  # queued on CPU:1's worker: the fork waits for it
+pid = os.fork()
+if pid == 0:
+  ok = np.allclose(y.numpy(), x @ x, atol=1e-3) and np.allclose(((t + 1) * 2).numpy(), (x + 1) * 2)
+  os._exit(0 if ok else 3)
+print(os.waitpid(pid, 0)[1] >> 8)
+"""
+
+@needs_cpu
+def test_fork_with_cpu_workers():
+  """A child forked while CPU:1's worker has kernels queued sees their results and runs kernels on a new worker."""
+  r = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=120,
+                     env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+  assert r.returncode == 0 and r.stdout.split()[-1] == "0", r.stdout + r.stderr[-2000:]

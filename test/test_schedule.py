@@ -1,7 +1,7 @@
 """The scheduler's fusion decisions: exact kernel counts, laziness, realizing together, contiguous, assign order."""
 import numpy as np
 import pytest
-from fusegrad import Tensor, GlobalCounters
+from fusegrad import Tensor, GlobalCounters, Device
 from fusegrad.engine.realize import run_schedule
 from fusegrad.uop.ops import Ops
 
@@ -258,3 +258,17 @@ def test_contiguous_computed_along_is_not_computed_again():
   assert len(out.schedule()) == 2
   out.realize()
   assert len((w * 2).schedule()) == 1 and (w * 2).sum().item() == 0
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON", "CL"])
+def test_matmul_packing_is_asked_for_by_the_device_model(device):
+  """A big matmul's right operand is copied into column panels (a kernel before the product) only where the device's
+  machine model asks for it (the CPU's panel_bytes: a cache line); PYTHON and CL read it in place, in one kernel."""
+  if not Device.get_available(device)[0]: pytest.skip(f"no {device} device")
+  panels = Device[device].renderer.machine.panel_bytes
+  assert bool(panels) == (device == "CPU")
+  # a.T @ b: a copied to rows first too, when it holds 2**16 elements or more
+  for sa, sb, rows in [((256, 128), (128, 512), 0), ((256, 320), (320, 250), 1), ((2, 256, 64), (64, 1024), 0)]:
+    a, b = Tensor.empty(*sa, device=device), Tensor.empty(*sb, device=device)
+    assert len([si for si in (a @ b).schedule() if si.ast.op is Ops.SINK]) == (2 if panels else 1)
+    at = Tensor.empty(*sa[:-2], sa[-1], sa[-2], device=device).transpose(-1, -2)
+    assert len([si for si in (at @ b).schedule() if si.ast.op is Ops.SINK]) == (2 + rows if panels else 1)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from fusegrad import Tensor, Variable
 from fusegrad.dtype import dtypes
-from fusegrad.engine.cache import CacheStats, templates
+from fusegrad.engine.cache import CacheStats
+from fusegrad.engine.state import STATE
 from test.schedule_check import checked_cache
 
 @pytest.fixture(autouse=True)
@@ -52,9 +53,9 @@ def test_other_dtype_shape_device_other_key():
             np.arange(6, dtype=np.float32).reshape(2, 3)):
     for dev in ("CPU", "PYTHON"):
       np.testing.assert_equal((Tensor(a, device=dev) * 3).numpy(), a * 3)
-  keys = len(templates)
+  keys = len(STATE.templates)
   assert hits_of(lambda: (Tensor(np.arange(6, dtype=np.float32), device="PYTHON") * 3).numpy()) == 1
-  assert len(templates) == keys
+  assert len(STATE.templates) == keys
 
 def test_aliasing_is_in_the_key():
   a, b = Tensor(rnd(4, seed=1)).realize(), Tensor(rnd(4, seed=2)).realize()

@@ -11,7 +11,8 @@ from fusegrad.codegen import Kernel, OptOps
 from fusegrad.codegen.heuristic import hand_coded_optimizations, pick_compiler
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.codegen.fold import fold_reduces
-from fusegrad.engine import realize, search
+from fusegrad.engine import search
+from fusegrad.engine.state import STATE
 
 KERNELS = {  # name: (input shapes, the computation)
   "matmul": ([(8, 16), (16, 12)], lambda a, b: a @ b),
@@ -33,13 +34,14 @@ def make(name: str) -> Tensor:
 def fresh(tmp_path, monkeypatch):
   """An empty disk cache and no program loaded in the process; counts the candidates BEAM times."""
   cache_reset()
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
   timed = [0]
   time_kernel = search.time_kernel
   def counting(*args, **kwargs):
     timed[0] += 1
     return time_kernel(*args, **kwargs)
   monkeypatch.setattr(search, "time_kernel", counting)
+  monkeypatch.setattr(search, "MIN_TIME", 0.0)  # these kernels run in microseconds: search them all the same
   with Context(CACHEDB=str(tmp_path / "cache.db"), DISABLE_COMPILER_CACHE=0): yield timed
   cache_reset()
 
@@ -50,13 +52,13 @@ def kernel(t: Tensor) -> Kernel:
 @pytest.mark.parametrize("name", SEARCHED)
 def test_beam_matches_noopt_and_is_cached(name, fresh, monkeypatch):
   with Context(NOOPT=1): want = make(name).numpy()
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # loaded programs don't depend on BEAM: drop them
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())  # loaded programs don't depend on BEAM: drop them
   with Context(BEAM=2, NOOPT=0): got = make(name).numpy()
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
   if Device.DEFAULT == "PYTHON": return  # no compile cache: nothing is stored
   assert fresh[0] > 0  # it searched: candidates timed on the device
   searched = fresh[0]
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())  # as a new process would
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())  # as a new process would
   with Context(BEAM=2, NOOPT=0): again = make(name).numpy()
   np.testing.assert_equal(again, got)
   assert fresh[0] == searched  # the winner came from the disk cache
@@ -69,6 +71,25 @@ def test_search_result_cached_by_itself(fresh):
   assert n > 0
   second = search.beam_search(k.copy(), 2)
   assert fresh[0] == n and second.applied_opts == first.applied_opts
+
+def test_starts_from_the_heuristic_and_stops_early(fresh, monkeypatch, tmp_path):
+  """The heuristic's kernel is in the first beam (the result is never slower); a kernel it makes fast enough, or a
+  search out of time, keeps the best timed so far without timing a round of candidates."""
+  k = kernel(make("elementwise"))
+  heuristic = hand_coded_optimizations(k) + pick_compiler(k)
+  if not heuristic: pytest.skip("the heuristic applies no opt to this kernel on this device")
+  monkeypatch.setattr(search, "time_kernel", lambda r, *a, **kw: 1.0 if r is None or r.p.applied_opts != heuristic
+                      else 0.5)  # every other kernel slower than the heuristic's
+  assert search.beam_search(k.copy(), 2).applied_opts == heuristic
+  for min_time, budget in ((math.inf, 10.0), (0.0, 0.0)):
+    monkeypatch.setattr(search, "MIN_TIME", min_time)
+    monkeypatch.setattr(search, "BUDGET", budget)
+    timed = [0]
+    monkeypatch.setattr(search, "time_kernel", lambda *a, **kw: timed.__setitem__(0, timed[0] + 1) or 1.0)
+    cache_reset()
+    with Context(CACHEDB=str(tmp_path / f"{budget}.db")):  # an empty cache: searched again
+      assert search.beam_search(k.copy(), 2).applied_opts == heuristic
+    assert timed[0] == (1 if min_time else 2)  # the heuristic's kernel (and the one without opts)
 
 def test_heuristic_actions_are_candidates():
   """Every opt the heuristic applies (vector widths, upcasts, unrolls, threads, the compiler) is one BEAM tries."""
@@ -96,14 +117,21 @@ def test_failing_candidates_are_dropped(fresh, monkeypatch):
     return finish
   monkeypatch.setattr(compiler, "start_batch", failing)
   with Context(NOOPT=1): want = make("matmul").numpy()
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
   k = search.beam_search(kernel(make("matmul")), 2)
   assert fresh[0] > 0
   p = search.compile_candidates([k])[0]
   assert p is not None and "float4" not in p.p.src
-  monkeypatch.setattr(realize, "programs", type(realize.programs)())
+  monkeypatch.setattr(STATE, "programs", type(STATE.programs)())
   with Context(BEAM=2, NOOPT=0): np.testing.assert_allclose(make("matmul").numpy(), want, rtol=1e-5, atol=1e-5)
   bufs = search._buffers_for(k)
   assert search.time_kernel(p, bufs, limit=0.0) == math.inf  # slower than the limit: dropped after one run
   assert search.time_kernel(p, bufs) < math.inf
   assert search.time_kernel(None, bufs) == math.inf  # didn't compile
+
+def test_gather_keeps_the_heuristic(fresh):
+  """A load whose index is read from memory (x[idx]) could touch any address of scratch buffers: not searched."""
+  x = np.arange(4 * 28 * 28, dtype=np.uint8).reshape(4, 1, 28, 28)
+  idx = np.array([3, 0, 2], dtype=np.int32)
+  with Context(BEAM=2, NOOPT=0): got = Tensor(x)[Tensor(idx)].numpy()
+  np.testing.assert_equal(got, x[idx])

@@ -99,10 +99,12 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       vector = contiguous or (long_reduce and loads)
       if broadcast: out.append((i, r, broadcast, contiguous, vector, loads))
     return out
+  wide = _big_matmul(k)  # _matmul_panels doubles the vector's columns: the other axes leave room for that
   def fits(i: int, amt: int) -> bool:
     try: trial = k.copy().apply_opt(Opt(OptOps.UPCAST, i, amt))
     except KernelOptError: return False
-    return tile_registers(trial, operands(trial)) <= k.ren.machine.vector_registers
+    doubled = trial.upcast_size() // vec + 1 if wide and done else 0  # as many accumulators more, and a column operand
+    return tile_registers(trial, operands(trial)) + doubled <= k.ren.machine.vector_registers
   while cands := candidates():
     best = None
     for i, r, broadcast, contiguous, vector, loads in cands:
@@ -116,18 +118,24 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): return
     done.add(best[3])
 
+def _big_matmul(k: Kernel) -> bool:
+  """A reduce over one axis of two operands (a matmul, batched or not, either operand transposed) that hold half the L2
+  cache or more, on a device without workgroups (loops, not a launch grid)."""
+  if k.ren.has_local or len(_red_axes(k)) != 1 or len(_reduce_loads(k)) != 2 or k.ranges_of(AxisType.LANES):
+    return False
+  itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
+  elements = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k))
+  return elements * itemsize >= k.ren.machine.l2 // 2
+
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed) whose operands
   hold half the L2 cache or more, on a device without workgroups (loops, not a launch grid): the vector axis upcast by
   2 again where the registers allow (AVX-512: 16 vector accumulators), then the tiled output loop whose iterations
   re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
   tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower: a 1024
-  matmul goes from 45 to 130-150 GFLOPS on one core (with b packed in panels, Tensor.dot)."""
-  if k.ren.has_local or len(_red_axes(k)) != 1 or len(_reduce_loads(k)) != 2 or k.ranges_of(AxisType.LANES): return
-  itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
-  elements = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0) for ld in _reduce_loads(k))
-  if elements * itemsize < k.ren.machine.l2 // 2: return  # operands that fit in the cache together: any loop order
-  store = k.stores()[0]
+  matmul goes from 45 to 130-150 GFLOPS on one core (with b packed in panels, engine/schedule.py)."""
+  if not _big_matmul(k): return  # operands that fit in the cache together: any loop order
+  store, itemsize = k.stores()[0], k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
   if not vec: return
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
@@ -143,6 +151,16 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
     a0, a1 = k.output_axes()[i:i + 2]
     if range_size(a1) >= 8 and reread(a1, a0) < reread(a0, a1):  # the outer loop gets the threads: keep it long
       _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
+  # the inner loop's operand (a, streamed once per column panel) cut into blocks that fit half the L2 cache, each
+  # block of rows then meeting every panel: a leaves memory once and b once per block
+  i, (outer, inner), batch = len(_out_axes(k)) - 2, k.output_axes()[-2:], k.output_axes()[:-2]
+  streamed = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0 and r not in batch)
+                 for ld in _reduce_loads(k) if k.stride(ld, inner) != 0 and k.stride(ld, outer) == 0) * itemsize
+  blocks = next((b for b in (2, 4, 8, 16, 32) if streamed // b <= k.ren.machine.l2 // 2 and range_size(inner) % b == 0
+                 and range_size(inner) // b >= 8), None)
+  if streamed > k.ren.machine.l2 // 2 and blocks and _try(k, Opt(OptOps.SPLIT, i + 1, range_size(inner) // blocks),
+                                                           opts):
+    _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
 
 def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
   """A reduce along an axis its loads are strided in (column sums: x.sum(0)) whose output axis is contiguous in the
@@ -199,7 +217,7 @@ def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
       return
 
 def _copy_order(k: Kernel, opts: list[Opt]) -> None:
-  """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, Tensor.dot; a
+  """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, pack_matmul; a
   permute that keeps the last axis): the two loops around the row copy ordered so the reads move least between
   iterations (the reads then stream through memory; each write is whole cache lines anyway), when the loop that goes
   inside is short (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A

@@ -23,6 +23,8 @@ class OptOps(Enum):
   LANES = auto()    # split a reduce axis into `arg` partial sums kept in separate accumulators (vectorizable when the
                     # axis is contiguous in memory), added together after the loop
   SWAP = auto()     # exchange the places of output axes `axis` and `arg` in the loop nest (no split)
+  SPLIT = auto()    # split an output axis into two loops, the inner one `arg` long (blocks: SWAP can then put another
+                    # loop between them, as a matmul's column panels between row blocks and the rows of a block)
   COMPILER = auto() # compile the kernel with another of the device's compilers: arg indexes Renderer.compilers
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -48,6 +50,15 @@ def reduce_parts(red: UOp) -> tuple[tuple[UOp, ...], tuple[UOp, ...]]:
   n = next((i for i, s in enumerate(red.src) if s.op is Ops.RANGE), len(red.src))
   return red.src[:n], red.src[n:]
 def range_size(r: UOp) -> int: return r.src[0].arg
+
+def index_stride(idx: UOp, r: UOp) -> int | None:
+  """How far idx moves when r grows by one (None: not linear in r)."""
+  terms, _ = split_terms(idx)
+  coeff = 0
+  for t, c in terms:
+    if t is r: coeff += c
+    elif r in t.toposort(): return None
+  return coeff
 
 class Kernel:
   """The AST of one kernel plus the optimizations applied to it."""
@@ -83,12 +94,7 @@ class Kernel:
 
   def stride(self, access: UOp, r: UOp) -> int | None:
     """How far the address of a LOAD/STORE moves when r grows by one (None when not linear in r)."""
-    terms, _ = split_terms(access.src[1])
-    coeff = 0
-    for t, c in terms:
-      if t is r: coeff += c
-      elif r in t.toposort(): return None
-    return coeff
+    return index_stride(access.src[1], r)
 
   # *** applying an optimization ***
   def apply_opt(self, opt: Opt) -> Kernel:
@@ -132,7 +138,7 @@ class Kernel:
       local = prod(range_size(x) for x in self.ranges_of(AxisType.LOCAL, AxisType.GROUP)) * amount
       if local > self.ren.max_workgroup:
         raise KernelOptError(f"{opt}: workgroup of {local} is over {self.ren.max_workgroup}")
-    new_ast = self._split(r, amount, _NEW_KIND[opt.op])
+    new_ast = self._split(r, amount, range_kind(r) if opt.op is OptOps.SPLIT else _NEW_KIND[opt.op])
     if opt.op in (OptOps.LOCAL, OptOps.GROUP): self._check_local_dims(new_ast, opt)
     self.ast = new_ast
     self.applied_opts.append(opt)

@@ -17,21 +17,17 @@ import functools
 from fusegrad.dtype import DType, dtypes
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp, bottom_up
-from fusegrad.uop.symbolic import simplify, split_terms
-from fusegrad.codegen.kernel import range_kind, range_size
+from fusegrad.uop.symbolic import simplify
+from fusegrad.codegen.kernel import range_kind, range_size, index_stride
 from fusegrad.codegen.expand import tree_reduce
 
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 _RECURSED = VECTOR_DTYPES + (dtypes.bool,)  # vec reads the sources of ALU ops of these (bottom_up: deep chains)
 
-def _stride(idx: UOp, r: UOp) -> int | None:
-  """How far idx moves when r grows by one (None: not linear in r)."""
-  terms, _ = split_terms(idx)
-  coeff = 0
-  for t, c in terms:
-    if t is r: coeff += c
-    elif r in t.toposort(): return None
-  return coeff
+def _contiguous(access: UOp, r: UOp) -> bool:
+  """A LOAD or STORE moves by one element as r grows by one, and no gate of it depends on r."""
+  gates = access.src[2:] if access.op is Ops.LOAD else access.src[3:]
+  return index_stride(access.src[1], r) == 1 and not any(r in g.toposort() for g in gates)
 
 def _lanes(u: UOp, r: UOp) -> list[UOp]: return [u.substitute({r: UOp.const(r.dtype, i)}) for i in range(range_size(r))]
 def _values(red: UOp) -> list[UOp]: return [s for s in red.src if s.op is not Ops.RANGE]
@@ -51,7 +47,7 @@ class _Vectorizer:
     elif u.dtype == dtypes.bool and (m := self.mask(u)) is not None: ret = m
     elif u.op is Ops.WHERE and u.dtype == dtypes.float32 and (w := self.where(u)) is not None: ret = w
     elif u.dtype not in VECTOR_DTYPES: ret = self.by_lane(u)
-    elif u.op is Ops.LOAD and _stride(u.src[1], self.r) == 1 and not any(self.r in g.toposort() for g in u.src[2:]):
+    elif u.op is Ops.LOAD and _contiguous(u, self.r):
       base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
       ret = UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
     elif u.op in GroupOp.Vector and self.any_real([self.vec(s) for s in u.src]):
@@ -102,8 +98,7 @@ class _Vectorizer:
   def store(self, st: UOp) -> list[UOp]:
     """One vector STORE where the address has stride 1 in r (and any gate does not depend on it), else one per lane."""
     val = self.vec(st.src[2])
-    if val.dtype.count == self.n and _stride(st.src[1], self.r) == 1 and not any(self.r in g.toposort()
-                                                                                   for g in st.src[3:]):
+    if val.dtype.count == self.n and _contiguous(st, self.r):
       base = simplify(st.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
       return [st.replace(src=(st.src[0], base, val) + st.src[3:])]
     if val.dtype.count != self.n: return _lanes(st, self.r)
@@ -115,8 +110,7 @@ def loads_contiguous(value: UOp, r: UOp) -> bool:
   gate on r). Loads outside the reduces run once per output: they may go lane by lane."""
   inner = {u for red in value.toposort() if red.op is Ops.REDUCE for u in red.toposort()}
   moving = [u for u in inner if u.op is Ops.LOAD and r in u.toposort()]
-  return bool(moving) and all(_stride(u.src[1], r) == 1 and not any(r in g.toposort() for g in u.src[2:])
-                              for u in moving)
+  return bool(moving) and all(_contiguous(u, r) for u in moving)
 
 def vector_range(st: UOp) -> UOp | None:
   """The UPCAST range (of 2, 4, 8 or 16) a STORE's value becomes a vector along: one its address has stride 1 in, or
@@ -125,7 +119,7 @@ def vector_range(st: UOp) -> UOp | None:
   if st.src[2].dtype not in VECTOR_DTYPES: return None
   ranges = [r for r in st.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST
             and range_size(r) in (2, 4, 8, 16)]
-  stored = {r: _stride(st.src[1], r) == 1 for r in ranges}
+  stored = {r: index_stride(st.src[1], r) == 1 for r in ranges}
   ok = [r for r in ranges if stored[r] or loads_contiguous(st.src[2], r)]
   return max(ok, key=lambda r: (range_size(r), stored[r]), default=None)
 

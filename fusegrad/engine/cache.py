@@ -24,7 +24,8 @@ from fusegrad.dtype import dtypes
 from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP
 from fusegrad.uop.ops import UOp, Ops, GroupOp, _arg_key
 from fusegrad.uop.symbolic import simplify
-from fusegrad.engine import state, realize
+from fusegrad.engine import state
+from fusegrad.engine.state import STATE
 from fusegrad.engine.schedule import Graph, Schedule, ScheduleItem, collect, schedule_graph
 
 class CacheStats:
@@ -211,16 +212,15 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
 
 # *** the cache ***
 
-templates: OrderedDict[tuple, Template] = OrderedDict()
-
 def cached_schedule(outs: list[UOp]) -> Schedule:
-  """create_schedule(outs), reusing the template of a graph with the same key."""
+  """create_schedule(outs), reusing the template of a graph with the same key (STATE.templates)."""
   g = collect(outs)
-  if state.capturing() or realize.capturing: return schedule_graph(g)
+  if STATE.capturing: return schedule_graph(g)
   try: key, num = graph_key(g)
   except _Uncacheable:
     CacheStats.uncacheable += 1
     return schedule_graph(g)
+  templates = STATE.templates
   if SCHEDULE_CACHE.value and (t := templates.get(key)) is not None:  # (0: made fresh the same way, not reused)
     templates.move_to_end(key)
     CacheStats.hits += 1
@@ -336,14 +336,14 @@ def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: li
     reads[n] = read
   return becomes, reads, [(ast, [bufs[r] for r in refs]) for ast, refs in p.kernels]
 
-quick: OrderedDict[tuple, QuickPlan | None] = OrderedDict()  # None: that key's graphs go the general way
-
 def plan_schedule(outs: list[UOp]) -> Schedule | tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]:
   """The quick path's result for outs (see quick_schedule) when their graph has a plan, else cached_schedule(outs)
-  (and a plan made from it for the next graph of the same key, where one can be)."""
-  if not SCHEDULE_CACHE.value or state.capturing() or realize.capturing or (k := quick_key(outs)) is None:
+  (and a plan made from it for the next graph of the same key, where one can be). STATE.quick: key -> QuickPlan, or
+  None where that key's graphs go the general way."""
+  if not SCHEDULE_CACHE.value or STATE.capturing or (k := quick_key(outs)) is None:
     return cached_schedule(outs)
   key, nodes, bufs = k
+  quick = STATE.quick
   if key in quick:
     if (p := quick[key]) is None: return cached_schedule(outs)
     quick.move_to_end(key)

@@ -6,8 +6,7 @@ Kernels that differ only in value constants share one program once a constant ch
 DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captures ExecItems while they run.
 """
 from __future__ import annotations
-import contextlib, math, struct, weakref
-from collections import OrderedDict
+import contextlib, math, struct
 from dataclasses import dataclass, field
 from typing import Any
 from fusegrad.device import Buffer, Device
@@ -23,6 +22,7 @@ from fusegrad.engine.runner import Runner, CompiledRunner, CopyRunner, Todo, Sta
 from fusegrad.engine.runner import batch_add, batch_start, batch_load
 from fusegrad.engine.search import beam_opts
 from fusegrad.engine import state
+from fusegrad.engine.state import STATE
 
 # *** the programs of a process: exact kernels, and kernels whose changing constants are parameters ***
 
@@ -33,9 +33,6 @@ class _Structure:
   first: tuple
   params: frozenset[int] = frozenset()
   runner: CompiledRunner | None = None
-
-# (device, AST) -> its program; (device, AST with constants cut out) -> _Structure. Least recently used go first.
-programs: OrderedDict[tuple[str, UOp], CompiledRunner | _Structure] = OrderedDict()
 
 def _steering(ast: UOp) -> set[UOp]:
   """Nodes whose value picks an address, a branch or an integer from a float: a constant there stays in the code
@@ -63,6 +60,8 @@ def _value_consts(ast: UOp) -> list[UOp]:
           and (dtypes.is_float(u.dtype) or dtypes.is_int(u.dtype)) and u not in steer]
 
 def _cache(key: tuple[str, UOp], value: CompiledRunner | _Structure) -> None:
+  """STATE.programs: (device, AST) -> its program; (device, AST with constants cut out) -> _Structure; LRU."""
+  programs = STATE.programs
   programs[key] = value
   while len(programs) > max(PROGRAM_CACHE.value, 1): programs.popitem(last=False)  # unloaded once nothing uses it
 
@@ -93,6 +92,7 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   A kernel seen for the first time is compiled with its constants in the code. When a kernel of the same structure
   comes with other constants (a Python scalar that changes every step), the constants that changed become parameters
   read from one-element buffers: that program serves every later value, so a loop over a scalar compiles twice."""
+  programs = STATE.programs
   if (hit := programs.get((device, ast))) is not None:
     programs.move_to_end((device, ast))
     return hit, []  # type: ignore[return-value]
@@ -117,9 +117,6 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
                                                           UOp.const(dtypes.index, 0))) for j, k in enumerate(params)}
     st.params, st.runner = changed, CompiledRunner(_program(ast.substitute(loads), device))
   return st.runner, [_param_buffer(device, consts[k]) for k in params]
-
-# while TinyJit captures, every ExecItem that runs is appended to the list on top of this stack
-capturing: list[list[ExecItem]] = []
 
 @dataclass
 class ExecItem:
@@ -200,7 +197,7 @@ def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None
   first call); TinyJit, if capturing, records them."""
   times = []
   for ei in items:
-    if capturing: capturing[-1].append(ei)
+    if STATE.captures: STATE.captures[-1].items.append(ei)
     times.append(ei.run(var_vals, wait=bool(VIZ)))
   if VIZ: viz_record("realize", items=[_viz_item(ei, et) for ei, et in zip(items, times)])
   if items and DEBUG.value >= 3: dprint(3, f"ran {len(items)} schedule items")  # (no f-string made otherwise)
@@ -227,17 +224,14 @@ class IndexCheck:
     if bad == -2 ** 63: return
     raise self.error(self.message or f"{self.op}: {self.what} {bad} is out of bounds for size {self.size}")
 
-index_checks: weakref.WeakKeyDictionary[UOp, list[IndexCheck]] = weakref.WeakKeyDictionary()
-capturing_checks: list[list[tuple[Buffer, IndexCheck]]] = []  # TinyJit, if capturing, records the flags' buffers
-
 def add_index_check(node: UOp, check: IndexCheck) -> None:
   """Realizing anything computed from node runs check.flag in the same schedule and raises IndexError if it's set."""
-  index_checks.setdefault(node, []).append(check)
+  STATE.index_checks.setdefault(node, []).append(check)
 
 def pending_index_checks(roots: list[UOp]) -> dict[UOp, list[IndexCheck]]:
   """The checks registered on nodes that roots are computed from. The walk stops at values stored already: the
   checks under them ran when they were computed (and an equal node computes from equal indices)."""
-  if not index_checks: return {}
+  if not (index_checks := STATE.index_checks): return {}
   seen: dict[UOp, list[IndexCheck]] = {}
   def below(u: UOp) -> bool: return u.op is not Ops.BUFFER and state.lookup(u) is None
   for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=below):
@@ -249,7 +243,7 @@ def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[int]) 
   it = iter(flags)
   for node, checks in pending.items():
     for c in checks: c.raise_if_set(next(it))
-    index_checks.pop(node, None)
+    STATE.index_checks.pop(node, None)
 
 def read_flags(flags: list[tuple[Buffer, IndexCheck]]) -> None:
   """TinyJit replays: read the captured flags' buffers (written by the replayed kernels), raise if one is set."""

@@ -85,7 +85,8 @@ class CopyRunner(Runner):
     dest, src = bufs
     st = time.perf_counter()
     src_alloc, dest_alloc = Device[src.device].allocator, Device[dest.device].allocator
-    if hasattr(src_alloc, "as_memoryview"): dest.copyin(src_alloc.as_memoryview(src._buf))
+    if hasattr(dest_alloc, "queue_copy") and dest_alloc.queue_copy(dest._buf, src_alloc, src._buf, dest.nbytes): pass
+    elif hasattr(src_alloc, "as_memoryview"): dest.copyin(src_alloc.as_memoryview(src._buf))
     elif hasattr(dest_alloc, "as_memoryview"): src.copyout(dest_alloc.as_memoryview(dest._buf))
     else: dest.copyin(memoryview(src.as_bytes()))
     if wait:

@@ -16,7 +16,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 from fusegrad.dtype import dtypes
-from fusegrad.device import Buffer
+from fusegrad.device import Buffer, Device
 from fusegrad.helpers import dprint, prod, SPLIT_REDUCEOP
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
 from fusegrad.uop.symbolic import simplify
@@ -129,23 +129,58 @@ def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]
 SPLIT_MIN, SPLIT_OUTPUTS, SPLIT_PARTIALS, SPLIT_CHUNK = 1 << 15, 64, 256, 1024
 
 def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, UOp], frozenset[UOp]]:
-  """With SPLIT_REDUCEOP (the default), a reduce over at least SPLIT_MIN elements into fewer than SPLIT_OUTPUTS
-  outputs (a sum of everything, a long dot product) runs as two reduces: the first writes partial results, one per
-  contiguous chunk of at least SPLIT_CHUNK reduced elements (about SPLIT_PARTIALS in all: an output axis that codegen
-  shares among threads), the second combines them. Otherwise one kernel would do the whole reduce in one loop on one
-  thread. Returns the new node of each node of the graph that changes, and the partial results (each gets a buffer)."""
+  """Two rewrites of reduces, before anything is decided. With SPLIT_REDUCEOP (the default), a reduce over at least
+  SPLIT_MIN elements into fewer than SPLIT_OUTPUTS outputs (a sum of everything, a long dot product) runs as two
+  reduces: the first writes partial results, one per contiguous chunk of at least SPLIT_CHUNK reduced elements (about
+  SPLIT_PARTIALS in all: an output axis that codegen shares among threads), the second combines them. Otherwise one
+  kernel would do the whole reduce in one loop on one thread. And a big matmul gets its operands packed where its
+  device's machine model asks for it (pack_matmul). Returns the new node of each node of the graph that changes, and
+  the partial results (each gets a buffer)."""
   new: dict[UOp, UOp] = {}
   parts: set[UOp] = set()
-  if not SPLIT_REDUCEOP: return new, frozenset(parts)
   for n in nodes:
     if n in becomes: continue  # computed before
     src = tuple(new.get(s, s) for s in n.src)
     m = n if src == n.src else n.replace(src=src)
-    if m.op is Ops.REDUCE_AXIS and (split := _split_reduce(m)) is not None:
+    if m.op is Ops.REDUCE_AXIS and SPLIT_REDUCEOP and (split := _split_reduce(m)) is not None:
       m = split[0]
       parts.add(split[1])
+    elif m.op is Ops.REDUCE_AXIS and (packed := pack_matmul(m)) is not None: m = packed
     if m is not n: new[n] = m
   return new, frozenset(parts)
+
+def _broadcast(n: UOp, axis: int) -> bool: return n.op is Ops.EXPAND and n.src[0].shape[axis] == 1 < n.shape[axis]
+
+def pack_matmul(r: UOp) -> UOp | None:
+  """A matmul (..., n, m, k) summed over k, rows x broadcast along m times columns w broadcast along n (Tensor.dot's
+  form, or the same written by hand), on a device whose machine model has panel_bytes (the CPU: a cache line), with
+  w's column panels stored contiguously along k first, then the same product (None for anything else). The register
+  tiled kernel then streams each panel instead of reading a cache line from every row of w at a stride of m (rows 4 KB
+  apart share a few cache sets, each its own page): a 1024 matmul goes from 45 to 130-150 GFLOPS on one core
+  (docs/speed.md). m is rounded up to whole panels (zero columns, cut off the product), so a width like GPT-2's 50257
+  words still tiles into vectors. A transposed x (a.T @ b) is copied to rows along k too (a 1024 a.T @ b: 55 -> 145
+  GFLOPS). Only for big products, where n rows share each panel: the copy moves 5-25 GB/s, the product 100+ GFLOPS,
+  so it costs about 30 / n of the product's time. Devices that read w in place (CL, CUDA, PYTHON) keep one kernel."""
+  mul, nd = r.src[0], len(r.shape)
+  if r.arg != (Ops.ADD, (nd - 1,)) or mul.op is not Ops.MUL or nd < 3: return None
+  x, w = mul.src if _broadcast(mul.src[0], -2) else mul.src[::-1]
+  (n, m, k), lead = mul.shape[-3:], mul.shape[:-3]
+  if not (_broadcast(x, -2) and _broadcast(w, -3)) or not isinstance(r.device, str): return None
+  if not all(isinstance(s, int) for s in mul.shape) or n < 256 or k < 64: return None
+  p = Device[r.device].renderer.machine.panel_bytes // r.dtype.itemsize
+  if not p or m < 2 * p or k * m < 1 << 16: return None
+  panels = w.src[0].pad(((0, 0),) * (nd - 2) + ((0, -m % p), (0, 0)))  # (..., 1, m', k), m' whole panels
+  order = tuple(range(nd - 2)) + (nd - 2, nd, nd - 1)  # (..., m'/p, p, k) <-> (..., m'/p, k, p): the panels' layout
+  panels = panels.reshape(panels.shape[:-2] + (panels.shape[-2] // p, p, k)).permute(order).contiguous() \
+    .permute(order).reshape(panels.shape)
+  rows = x.src[0]
+  while rows.op is Ops.RESHAPE: rows = rows.src[0]
+  if rows.op is Ops.PERMUTE and rows.arg[-1] != len(rows.shape) - 1 and n * k >= 1 << 16: rows = x.src[0].contiguous()
+  else: rows = x.src[0]
+  out = (*lead, n, panels.shape[-2], k)
+  a, b = (rows, panels) if x is mul.src[0] else (panels, rows)
+  ret = a.expand(out) * b.expand(out)
+  return ret.r(Ops.ADD, (nd - 1,)).shrink(tuple((0, s) for s in r.shape))
 
 def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
   """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. The

@@ -1,5 +1,7 @@
 """Realization state: where each computed value lives, and which version of a buffer a graph reads. This module
-alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the rule.
+alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the rule. `STATE` holds the rest of a
+process's realization state in one object (caches, captures, index checks, autograd's registries; `STATE.reset()`
+for tests); the procedure that uses it is engine/realizer.py.
 
 * A BUFFER node is one *version* of a buffer's contents. A write (assign) gives the buffer a new version node over
   the same memory (`new_version`): graphs built before it keep the old node, graphs built after it get the new one.
@@ -13,7 +15,9 @@ alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the ru
 """
 from __future__ import annotations
 import itertools, weakref
+from collections import OrderedDict
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, NamedTuple
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
@@ -21,6 +25,39 @@ from fusegrad.helpers import WeakList
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 
 VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
+MAY_FOLLOW = VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes `current` may replace
+
+@dataclass
+class Capture:
+  """What one TinyJit capture records: the ExecItems that run, the index flags' buffers, and the schedule number it
+  began at (values stored before it are computed again: see `lookup`)."""
+  items: list = field(default_factory=list)
+  flags: list = field(default_factory=list)
+  since: int = 0
+
+@dataclass
+class Realization:
+  """The realization state of a process (besides the versions and `memo` below, which live on Buffers and nodes)."""
+  programs: OrderedDict = field(default_factory=OrderedDict)  # realize.get_runner: (device, AST) -> program, LRU
+  templates: OrderedDict = field(default_factory=OrderedDict)  # cache.cached_schedule: graph key -> Template, LRU
+  quick: OrderedDict = field(default_factory=OrderedDict)  # cache.plan_schedule: quick key -> QuickPlan | None, LRU
+  index_checks: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # node -> [IndexCheck]
+  lazy_defs: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # see realizer.with_lazy_defs
+  # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those in its graph)
+  grad_tensors: weakref.WeakValueDictionary = field(default_factory=weakref.WeakValueDictionary)
+  float_tensors: WeakList = field(default_factory=WeakList)
+  rng_counter: int = 0  # random numbers drawn since the seed was set (Tensor.manual_seed)
+  epoch: int = 0  # schedules remembered so far
+  captures: list[Capture] = field(default_factory=list)  # TinyJit captures in progress, innermost last
+  realize_hooks: list[Callable[[list[UOp]], None]] = field(default_factory=list)  # called with the nodes of a realize
+
+  @property
+  def capturing(self) -> bool: return bool(self.captures)
+  def reset(self) -> None:
+    """Drop the caches and pending index checks (tests: as a new process would start; versions and memo stay)."""
+    for d in (self.programs, self.templates, self.quick, self.index_checks): d.clear()
+
+STATE = Realization()
 
 # *** views: the one walk down a chain of movement ops (and DETACH) ***
 
@@ -115,18 +152,15 @@ class _Memo:
     return [(n, n._cache["realized"]) for n in dict.fromkeys(self.nodes) if "realized" in n._cache]
 
 memo = _Memo()
-_epoch = 0
-_capture_since: list[int] = []
 
 @contextmanager
-def capture() -> Iterator[None]:
-  """While TinyJit captures: values computed before are computed again, so that every kernel is recorded.
-  (Snapshots of overwritten versions still apply: they are the only place those values are.)"""
-  _capture_since.append(_epoch)
-  try: yield
-  finally: _capture_since.pop()
-
-def capturing() -> bool: return bool(_capture_since)
+def capture() -> Iterator[Capture]:
+  """While TinyJit captures: every ExecItem run and index flag read is recorded in the Capture, and values computed
+  before are computed again, so that every kernel is recorded. (Snapshots of overwritten versions still apply: they
+  are the only place those values are.)"""
+  STATE.captures.append(cap := Capture(since=STATE.epoch))
+  try: yield cap
+  finally: STATE.captures.pop()
 
 def lookup(n: UOp, raw: bool = False) -> UOp | None:
   """Where n's value is, if not in n itself: the buffer view holding it if n was computed; for an overwritten version
@@ -134,7 +168,8 @@ def lookup(n: UOp, raw: bool = False) -> UOp | None:
   made again since, and names the buffer)."""
   if (entry := memo.get(n)) is not None:
     # a capture computes values again (to record their kernels), but never a write done before it: that is history
-    if not (_capture_since and n.op not in (Ops.BUFFER, Ops.ASSIGN) and entry.epoch < _capture_since[-1]):
+    caps = STATE.captures
+    if not (caps and n.op not in (Ops.BUFFER, Ops.ASSIGN) and entry.epoch < caps[-1].since):
       return entry.view
   elif n.op is Ops.BUFFER and not raw and (cur := current(n)) is not n: return cur
   return None
@@ -164,7 +199,6 @@ def storage(u: UOp, get: Callable[[UOp], UOp | None] = lookup_raw, newer: dict[B
 def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None) -> None:
   """Record what a schedule computed (call before running it: the writes must be known to decide snapshots).
   The version an assign writes becomes its buffer's newest."""
-  global _epoch
   reads_input = {} if reads_input is None else reads_input  # known answers (Graph.reads_input), added to here
   for n, view in becomes.items():
     if n.op is Ops.ASSIGN:
@@ -172,8 +206,8 @@ def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None
       base.arg.newest_write = base.src[0].arg
     # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
     # codegen can still fold it into index math (a gather reads one element per output); unless made contiguous
-    if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) or _reads_input(n, reads_input): memo[n] = Realized(view, _epoch)
-  _epoch += 1
+    if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) or _reads_input(n, reads_input): memo[n] = Realized(view, STATE.epoch)
+  STATE.epoch += 1
 
 def _reads_input(n: UOp, known: dict[UOp, bool]) -> bool:
   """True when n's graph has a buffer or a variable in it (known: the answers for nodes walked before)."""
@@ -196,7 +230,7 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
     if (version := ref()) is None: continue  # nothing can read it again: overwrite in place
     buf: Buffer = version.arg
     copy = Buffer(buf.device, buf.size, buf.dtype)
-    memo[version] = Realized(UOp(Ops.BUFFER, buf.dtype, (), copy), _epoch)
+    memo[version] = Realized(UOp(Ops.BUFFER, buf.dtype, (), copy), STATE.epoch)
     inserts.setdefault(i, []).append(copy_item(copy, buf))
   if not inserts: return items
   return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)]

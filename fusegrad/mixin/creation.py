@@ -8,6 +8,7 @@ from fusegrad.helpers import prod, argfix, all_int
 from fusegrad.uop.ops import Ops
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError
 from fusegrad.engine import state
+from fusegrad.engine.state import STATE
 
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
@@ -77,15 +78,15 @@ class CreationMixin:
   @classmethod
   def manual_seed(cls: type[Tensor], seed: int = 0) -> None:
     """Seed the generator: the same seed gives the same numbers on every backend."""
-    cls._seed, cls._rng_counter = int(seed), 0
+    cls._seed, STATE.rng_counter = int(seed), 0
   @classmethod
   def _random_bits(cls: type[Tensor], n: int, device: str | None) -> Tensor:
     """n uint32 random words, fresh on every call: Threefry of (counter + i) under the seed. The seed and counter
     come from a small buffer of their own (not constants in the kernel), so every call runs the same compiled
     kernel, and TinyJit can write the next counter into it before each replay."""
-    state = cls([cls._seed & 0xFFFFFFFFFFFFFFFF, cls._rng_counter], dtype=dtypes.uint64, device=device)
-    for hook in _rng_hooks: hook(state, cls._rng_counter)
-    cls._rng_counter += n
+    state = cls([cls._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter], dtype=dtypes.uint64, device=device)
+    for hook in _rng_hooks: hook(state, STATE.rng_counter)
+    STATE.rng_counter += n
     counter = cls.arange(n, device=device, dtype=dtypes.uint32).cast(dtypes.uint64) + state[1]
     bits = cls(counter.uop.alu(Ops.THREEFRY, state[0].expand(n).uop))
     return (bits & 0xFFFFFFFF).cast(dtypes.uint32)

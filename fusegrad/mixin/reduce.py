@@ -17,34 +17,6 @@ if TYPE_CHECKING:
 CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
 LONG_CUM_BLOCK = 16  # and over axes longer than 2**16, in blocks of this size
 
-PANEL_BYTES = 64  # a cache line: the width of the column panels a big matmul's right operand is stored in
-
-def _panels(w: Tensor, rows: int) -> Tensor:
-  """w (..., k, m) stored again with each 64-byte column panel contiguous along k, then viewed as (..., k, m') again:
-  the same values, one copy. The CPU's register-tiled matmul kernel then streams each panel sequentially instead of
-  reading 64 bytes from every row of w at a stride of m (rows 4 KB apart share a few cache sets, each its own page):
-  a 1024 matmul goes from 45 to 130-150 GFLOPS on one core (docs/speed.md). m' is m rounded up to whole panels (zero
-  columns, cut off the product), so a width like GPT-2's 50257 words still tiles into vectors. Only for big products,
-  where `rows` rows of the other operand share each panel: the copy moves 5-25 GB/s, the product 100+ GFLOPS, so it
-  costs about 30 / rows of the product's time."""
-  k, m = w.shape[-2:]
-  p = PANEL_BYTES // w.dtype.itemsize
-  if not all(isinstance(s, int) for s in w.shape) or m < 2 * p or k < 64 or rows < 256 or k * m < 1 << 16: return w
-  lead, m0 = w.shape[:-2], m - m % p
-  panels = w[..., :m0].reshape(*lead, k, m0 // p, p)
-  if m % p:  # the last panel padded with zeros (cat, not a reshape of a padded view: its index would need a modulo)
-    tail = w[..., m0:].pad(((0, 0),) * (w.ndim - 1) + ((0, p - m % p),)).reshape(*lead, k, 1, p)
-    panels = panels.cat(tail, dim=-2)
-  return panels.transpose(-3, -2).contiguous().transpose(-3, -2).reshape(*lead, k, -1)
-
-def _row_major(x: Tensor, m: int) -> Tensor:
-  """x (..., n, k), a transposed view (a.T @ b), copied to rows along k for a big product: the kernel's row tiles then
-  read each row sequentially instead of 32 bytes per k at a stride of n (a 1024 a.T @ b: 55 -> 145 GFLOPS per core)."""
-  n, k = x.shape[-2:]
-  if x.uop.op is not Ops.PERMUTE or x.uop.arg[-1] == x.ndim - 1 or not all(isinstance(s, int) for s in x.shape):
-    return x
-  return x.contiguous() if n >= 256 and k >= 64 and m >= 2 * PANEL_BYTES // x.dtype.itemsize and n * k >= 1 << 16 else x
-
 def _cum_identity(op: str, dtype: DType) -> Any:
   return {"sum": 0, "prod": 1, "max": dtypes.min(dtype), "logsumexp": -math.inf}[op]
 
@@ -323,7 +295,6 @@ class ReduceMixin:
     x1d, w1d = x.ndim == 1, w.ndim == 1
     if x1d: x = x.unsqueeze(0)
     if w1d: w = w.unsqueeze(-1)
-    m, w, x = w.shape[-1], _panels(w, x.shape[-2]), _row_major(x, w.shape[-1])
     # (..., n, 1, k) * (..., 1, m, k) summed over k
     try: batch = broadcast_shape(x.shape[:-2], w.shape[:-2], op="matmul")
     except ValueError:
@@ -332,7 +303,6 @@ class ReduceMixin:
     out_shape = (*batch, x.shape[-2], w.shape[-1], k)
     we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to(out_shape)
     ret = (xe * we).sum(-1, dtype=dtype)
-    if ret.shape[-1] != m: ret = ret[..., :m]  # the zero columns _panels added
     if dtype is None and ret.dtype != out_dtype: ret = ret.cast(out_dtype)
     if w1d: ret = ret.squeeze(-1)
     if x1d: ret = ret.squeeze(-2 if not w1d else -1)

@@ -234,8 +234,9 @@ class BatchNorm:
     if training and self.track_running_stats: self._update_running_stats(mean, var, per_channel)
     return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
 
-  def _update_running_stats(self, mean: Tensor, var: Tensor, n: int) -> None:
-    """running = (1 - m) * running + m * batch, with the unbiased batch variance (m = 1 / count without momentum)."""
+  def _update_running_stats(self, mean: Tensor, var: Tensor, n: int | Tensor) -> None:
+    """running = (1 - m) * running + m * batch, with the unbiased batch variance (n values per channel: a number, or a
+    tensor of one per channel; m = 1 / count without momentum)."""
     assert self.running_mean is not None and self.running_var is not None and self.num_batches_tracked is not None
     count = self.num_batches_tracked + 1
     if self.momentum is None: m: Tensor | float = count.cast(self.running_mean.dtype).reciprocal()

@@ -17,6 +17,7 @@ class MachineModel:
   l1d: int = 32 * 1024             # bytes of L1 data cache per core
   l2: int = 1024 * 1024            # bytes of L2 cache per core
   cache_line: int = 64             # bytes
+  panel_bytes: int = 0             # a big matmul's right operand is first copied into column panels this wide (0: not)
   warp_size: int = 1               # threads that run in lockstep (CUDA: 32; CPU: 1)
   local_memory: int = 0            # bytes of workgroup-shared memory (0: none)
   def vector(self, itemsize: int) -> int:

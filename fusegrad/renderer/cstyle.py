@@ -18,6 +18,9 @@ def known_dtype(dt: DType) -> DType:
   if DTYPES_DICT.get(dt.name) != dt: raise ValueError(f"can't render unknown dtype {dt!r}")
   return dt
 
+# the libm function of each math op
+MATH_FNS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+
 def _signed_idiv(a: str, b: str) -> str: return f"(({b})==0?0:({b})==-1?(0-({a})):({a})/({b}))"
 def _signed_mod(a: str, b: str) -> str: return f"(({b})==0||({b})==-1?0:({a})%({b}))"
 
@@ -78,11 +81,7 @@ class CStyleLanguage(Renderer):
   def render_alu(self, u: UOp, src: list[str]) -> str:
     op, dt, a = u.op, u.dtype, src[0]
     b = src[1] if len(src) > 1 else ""
-    if op is Ops.EXP2: return self.render_math("exp2", a, dt)
-    if op is Ops.LOG2: return self.render_math("log2", a, dt)
-    if op is Ops.SIN: return self.render_math("sin", a, dt)
-    if op is Ops.SQRT: return self.render_math("sqrt", a, dt)
-    if op is Ops.TRUNC: return self.render_math("trunc", a, dt)
+    if op in MATH_FNS: return self.render_math(MATH_FNS[op], a, dt)
     if op is Ops.RECIPROCAL: return f"({self.render_const(1.0, dt)}/{a})"
     # never trap on x/0 or INT_MIN/-1
     if op in (Ops.IDIV, Ops.MOD) and not (u.src[1].op is Ops.CONST and u.src[1].arg > 0):
@@ -325,16 +324,15 @@ class ClangRenderer(CStyleLanguage):
     if u.op is Ops.WHERE and u.src[0].dtype.count > 1:  # a mask's lanes pick the bits of one value or the other
       m, a, b = src
       return f"({self.render_dtype(dt)})(({m} & (fg_mask{dt.count}){a}) | (~{m} & (fg_mask{dt.count}){b}))"
-    if dt.count == 1 or u.op not in (Ops.MAX, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC):
+    if dt.count == 1 or (u.op is not Ops.MAX and u.op not in MATH_FNS):
       return super().render_alu(u, src)
     if u.op is Ops.MAX:  # (a > b or a is nan) ? a : b in each lane; a cast between vector types keeps the bits
       a, b = src
       return (f"({{__typeof__({a} > {b}) m_ = ({a} > {b}) | ({a} != {a}); "
               f"({self.render_dtype(dt)})((m_ & (__typeof__(m_)){a}) | (~m_ & (__typeof__(m_)){b}));}})")
     if u.op in (Ops.EXP2, Ops.LOG2) and dt.scalar() == dtypes.float32:
-      return f"fg_{'exp2' if u.op is Ops.EXP2 else 'log2'}_{self.render_dtype(dt)}({src[0]})"
-    fn = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}[u.op]
-    lanes = ", ".join(self.render_math(fn, f"{src[0]}[{i}]", dt.scalar()) for i in range(dt.count))
+      return f"fg_{MATH_FNS[u.op]}_{self.render_dtype(dt)}({src[0]})"
+    lanes = ", ".join(self.render_math(MATH_FNS[u.op], f"{src[0]}[{i}]", dt.scalar()) for i in range(dt.count))
     return f"(({self.render_dtype(dt)}){{{lanes}}})"
   def render_load(self, u: UOp, buf: str, idx: str) -> str:
     if u.dtype.count == 1: return super().render_load(u, buf, idx)

@@ -1,7 +1,7 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, ctypes.util, functools, hashlib, mmap, os, platform, re, shlex, shutil, struct, subprocess, tempfile
-import time, weakref
+import ctypes, ctypes.util, functools, hashlib, mmap, os, platform, queue, re, shlex, shutil, struct, subprocess
+import tempfile, threading, time, weakref
 from typing import Any, Callable
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
 from fusegrad.helpers import CC, CPU_ISA, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
@@ -27,13 +27,54 @@ def _big_mapping(nbytes: int) -> mmap.mmap:
   if nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"): m.madvise(mmap.MADV_HUGEPAGE)
   return m
 
+class Worker:
+  """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
+  at once (ctypes lets go of the GIL during the call). A queued launch holds its buffers (freed meanwhile, they stay
+  valid). sync() waits for every launch queued so far: the device's allocator calls it before the host reads or writes
+  its memory (a copy to another device, numpy(), copyin), and os.fork() before the child copies the memory."""
+  def __init__(self, device: str) -> None:
+    self.device = device
+    self.start()
+  def start(self) -> None:
+    """A new queue and thread (also in a forked child, where the parent's thread doesn't exist)."""
+    _workers.add(self)
+    self.queue: queue.Queue = queue.Queue()
+    self.error: BaseException | None = None
+    threading.Thread(target=self._loop, name=f"fusegrad {self.device}", daemon=True).start()
+  def _loop(self) -> None:
+    while True:
+      fxn, args, bufs = self.queue.get()
+      try: fxn(*args)
+      except BaseException as e: self.error = self.error or e
+      del fxn, args, bufs  # the buffers are free to go before the next launch comes
+      self.queue.task_done()
+  def launch(self, fxn: Callable, args: tuple, bufs: tuple) -> None: self.queue.put((fxn, args, bufs))
+  def sync(self) -> None:
+    self.queue.join()
+    if self.error is not None:
+      error, self.error = self.error, None
+      raise RuntimeError(f"{self.device}: a kernel run by its worker thread failed: {error}") from error
+
+_workers: weakref.WeakSet[Worker] = weakref.WeakSet()
+
+def _copy_when_ready(ready: threading.Event, copied: threading.Event, dest: int, src: int, nbytes: int) -> None:
+  try:
+    ready.wait()
+    ctypes.memmove(dest, src, nbytes)
+  finally: copied.set()
+
+def _hold_until_copied(ready: threading.Event, copied: threading.Event) -> None:
+  ready.set()
+  copied.wait()
+
 class CPUAllocator(Allocator):
   """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
   of GiBs). Freed big buffers are kept, up to POOL_BYTES, and handed out again for the same size (their contents are
   whatever they held: like torch.empty), so a TinyJit replay that writes a fresh 64 MB output reuses pages mapped
   already instead of faulting in new ones. Small buffers come zeroed."""
   POOL_BYTES = 1 << 30
-  def __init__(self) -> None:
+  def __init__(self, worker: Worker | None = None) -> None:
+    self.worker = worker  # the device's kernels run there: the host waits for them before it touches memory
     self.pool: dict[int, list[CPUBuffer]] = {}
     self.pooled = 0
   def alloc(self, nbytes: int) -> CPUBuffer:
@@ -49,16 +90,31 @@ class CPUAllocator(Allocator):
     self.pool.setdefault(nbytes, []).append(handle)
     self.pooled += nbytes
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
+    if self.worker is not None: self.worker.sync()
     if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
     elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+  def queue_copy(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int) -> bool:
+    """Copy src (on this CPU device or another) into dest in order with both devices' kernels, the host not waiting:
+    dest's worker copies once src's worker has run the kernels queued before, and src's worker goes on once the copy
+    is done (its next kernel may overwrite src). False (nothing done) where a device has no worker."""
+    other = getattr(src_allocator, "worker", None)
+    if self.worker is None or not isinstance(other, Worker): return False
+    if other is self.worker: self.worker.launch(ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
+    else:
+      ready, copied = threading.Event(), threading.Event()
+      other.launch(_hold_until_copied, (ready, copied), ())
+      self.worker.launch(_copy_when_ready, (ready, copied, dest.addr, src.addr, nbytes), (dest, src))
+    return True
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
+    if self.worker is not None: self.worker.sync()
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
   def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer:
     return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
   def from_pointer(self, ptr: int, nbytes: int) -> CPUBuffer: return CPUBuffer(None, ptr, nbytes)
   def as_memoryview(self, handle: CPUBuffer) -> memoryview:
-    """The buffer's memory itself (no copy)."""
+    """The buffer's memory itself (no copy), once the kernels queued before are done with it."""
+    if self.worker is not None: self.worker.sync()
     return memoryview((ctypes.c_uint8 * handle.nbytes).from_address(handle.addr)).cast("B")
 
 def find_c_compiler() -> list[str]:
@@ -119,12 +175,13 @@ def _cache_sizes() -> dict[int, int]:
 def cpu_machine(isa: str) -> MachineModel:
   """The machine model of this CPU running isa: SIMD registers from ISAS (NEON's 32 x 16 bytes on arm64), caches from
   /sys (the model's defaults where unreadable); two FMA units where the ISA has FMA (every AVX2 and AVX-512 core
-  since 2013 issues two per cycle: Haswell, Zen 2-4, Sapphire Rapids), none on SSE4 (a multiply, then an add)."""
+  since 2013 issues two per cycle: Haswell, Zen 2-4, Sapphire Rapids), none on SSE4 (a multiply, then an add). A big
+  matmul's right operand is packed into panels of a cache line (engine/schedule.py, pack_matmuls)."""
   _, vbytes, regs, _ = ISAS.get(isa, ("", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, []))
   caches, default = _cache_sizes(), MachineModel()
   return MachineModel(isa=isa or platform.machine(), vector_bytes=vbytes, vector_registers=regs,
                       fma_units=2 if isa in ("avx2", "avx512") else 0, l1d=caches.get(1, default.l1d),
-                      l2=caches.get(2, default.l2))
+                      l2=caches.get(2, default.l2), panel_bytes=default.cache_line)
 
 @functools.cache
 def compiler_version(cc: tuple[str, ...]) -> str:
@@ -284,15 +341,17 @@ _forked_after_libgomp = False  # set in a child forked after libgomp's workers s
 def _after_fork_in_child() -> None:
   global _forked_after_libgomp
   _forked_after_libgomp = _forked_after_libgomp or any(lib.uses_libgomp for lib in _loaded.values())
+  for worker in _workers: worker.start()
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
 
 # the libraries loaded now, by the sha256 of their bytes: the kernels compiled in one batch share their library
 _loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDictionary()
 
 class CPUProgram:
-  """A compiled kernel: a function of a loaded library (which it keeps loaded)."""
-  def __init__(self, name: str, lib: bytes):
-    self.name, key = name, hashlib.sha256(lib).hexdigest()
+  """A compiled kernel: a function of a loaded library (which it keeps loaded), run by the device's worker if it has
+  one."""
+  def __init__(self, name: str, lib: bytes, worker: Worker | None = None):
+    self.name, self.worker, key = name, worker, hashlib.sha256(lib).hexdigest()
     if (shared := _loaded.get(key)) is None: shared = _loaded[key] = SharedLibrary(lib)
     self.lib = shared
     self.fxn = shared.dll[name]
@@ -307,14 +366,18 @@ class CPUProgram:
     if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
+    if wait and self.worker is not None: self.worker.sync()  # timed here, once the worker is done
     if not wait:
-      self.fxn(*[b.addr for b in bufs], *vals)
+      if self.worker is None: self.fxn(*[b.addr for b in bufs], *vals)
+      else: self.worker.launch(self.fxn, (*[b.addr for b in bufs], *vals), bufs)
       return None
     st = time.perf_counter()
     self.fxn(*[b.addr for b in bufs], *vals)
     return time.perf_counter() - st
 
 class CPUDevice(Compiled):
+  """CPU runs kernels in the calling thread; CPU:1, CPU:2 ... each on a worker thread of its own (Worker), so the
+  devices of a `shard` compute at once."""
   def __init__(self, device: str):
     cc, isa = find_c_compiler(), cpu_isa()
     is_clang = "clang" in compiler_version(tuple(cc)).lower()
@@ -339,5 +402,8 @@ class CPUDevice(Compiled):
       except (CompileError, OSError) as e:
         dprint(1, f"CPU: {name} doesn't work ({str(e).splitlines()[0]}); {cc[0]} compiles the kernels that chose it")
         return default
-    super().__init__(device, CPUAllocator(), renderer, default, CPUProgram,
-                     tuple(functools.partial(other, c) for c in others))
+    self.worker = Worker(device) if device != "CPU" else None
+    super().__init__(device, CPUAllocator(self.worker), renderer, default, functools.partial(CPUProgram,
+                     worker=self.worker), tuple(functools.partial(other, c) for c in others))
+  def synchronize(self) -> None:
+    if self.worker is not None: self.worker.sync()

@@ -1,0 +1,96 @@
+"""The realize procedure: compute tensors and point them at the buffers holding their values (the rule it keeps is in
+engine/state.py and docs/developer/realize.md). A tensor here is any handle with a settable `uop` (and `_uop`,
+`_requires_grad`, `device`); the tensors it makes (index flags, per-device parts) come from the handles' `_wrap`.
+"""
+from __future__ import annotations
+from typing import Any, Sequence
+from fusegrad.device import Buffer
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.engine import state, multi, schedule as engine_schedule, cache as engine_cache, realize as engine_realize
+from fusegrad.engine.state import STATE, MAY_FOLLOW
+
+def realize_all(tensors: Sequence[Any]) -> None:
+  """Compute the tensors together (one schedule, so shared work is done once), with the index checks of their graphs.
+  A tensor that computed the same value as another live tensor gets its own copy of it (state.claim_storage)."""
+  if spread := [t for t in tensors if multi.needs_lowering(t._uop)]:
+    _realize_multi(spread)
+    tensors = [t for t in tensors if not any(t is m for m in spread)]
+  copies = [t for t in tensors if not resolve(t)]  # computed already (maybe through another tensor)
+  todo = [t for t in tensors if not state.is_realized(t.uop)]
+  for hook in STATE.realize_hooks: hook([t.uop for t in todo])
+  if todo:
+    # out-of-range index flags, computed in the same schedule
+    checks = engine_realize.pending_index_checks([t.uop for t in todo])
+    flat = [c for cs in checks.values() for c in cs]
+    flags = [type(todo[0])._wrap(c.flag) for c in flat]
+    copies += _realize(todo + flags)
+    if flags and STATE.captures:  # TinyJit replays read these flags' buffers again
+      bases = [state.view_base(f.uop) for f in flags]
+      STATE.captures[-1].flags += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
+    if flags: engine_realize.verify_index_checks(checks, [f.item() for f in flags])
+  if copies:
+    for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
+    realize_all(copies)
+
+def resolve(t: Any, becomes: dict[UOp, UOp] | None = None) -> bool:
+  """Point t at the buffer its value was computed into, if it was (becomes: what a schedule just computed, else look
+  in state.memo); False when t needs a copy of its own (see state.claim_storage). A tensor holding an assign is a view
+  of the buffer written: it follows later writes into it."""
+  lazy = t.uop
+  if lazy.op not in MAY_FOLLOW and (state.memo.get(lazy) if becomes is None else becomes.get(lazy)) is None:
+    return True  # not computed (what state.resolve says, quickly)
+  if state.view_base(lazy).op is Ops.ASSIGN:
+    new = state.storage(lazy, state.lookup_raw if becomes is None else becomes.get)
+  else: new = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
+  if new is lazy: return True
+  t.uop = new
+  _remember_lazy_def(t, lazy)
+  return state.claim_storage(t, lazy)
+
+def _remember_lazy_def(t: Any, lazy: UOp) -> None:
+  """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives."""
+  if t._requires_grad and id(t) not in STATE.grad_tensors and lazy.op is not Ops.ASSIGN \
+     and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
+    STATE.lazy_defs[t.uop] = lazy
+
+def _realize_multi(tensors: list[Any]) -> None:
+  """Realize tensors spread over devices (or gathered from them): each one's per-device graphs (multi.lower) are
+  realized together, and the tensor becomes the MULTI of their buffers (or the one buffer gathered into)."""
+  lowered = {t: multi.lower(t.uop) for t in tensors}
+  parts = {t: [type(t)._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
+  realize_all([p for ps in parts.values() for p in ps])
+  for t, m in lowered.items():
+    lazy = t.uop
+    t.uop = multi.multi(tuple(p.uop for p in parts[t]), m.arg) if m.op is Ops.MULTI else parts[t][0].uop
+    _remember_lazy_def(t, lazy)
+
+def _realize(todo: list[Any]) -> list[Any]:
+  """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage).
+  Every kernel is compiled before anything is remembered: a compile error leaves every tensor as it was."""
+  sched = engine_cache.plan_schedule([t.uop for t in todo])
+  if type(sched) is tuple:  # the quick path (engine/cache.py): kernels that write nothing older, no Schedule
+    becomes, reads, kernels = sched
+    items = engine_realize.lower_kernels(kernels)
+    state.remember(becomes, reads)
+    copies = []
+    for t in todo:
+      if (view := becomes.get(lazy := t._uop)) is not None and (buf := state.view_base(view).arg).owner is None:
+        t.uop = view  # a buffer the plan made: no other tensor's (what resolve does, quickly)
+        _remember_lazy_def(t, lazy)
+        state.own(buf, t)
+      elif not resolve(t, becomes): copies.append(t)
+  else:
+    assert isinstance(sched, engine_schedule.Schedule)
+    items = engine_realize.lower_schedule(sched.items)
+    state.remember(sched.becomes, sched.reads_input)
+    copies = [t for t in todo if not resolve(t, sched.becomes)]
+    overwritten = sched.overwritten
+    del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
+    def copy_aside(dest: Buffer, src: Buffer) -> Any:
+      return engine_realize.lower_schedule_item(engine_schedule.copy_item(dest, src))
+    items = state.snapshot_before(overwritten, items, copy_aside)
+  try: engine_realize.run_exec_items(items)
+  except Exception:
+    state.forget({ei.bufs[0] for ei in items})
+    raise
+  return copies

@@ -1,0 +1,242 @@
+"""Export for the web: `webgpu(fn, example_inputs, out_dir)` writes the kernels a function launches on the WEBGPU
+device, so that a page runs them with no Python behind it:
+
+- `out_dir/kernels/*.wgsl`: each kernel's WGSL, as the native device compiled it;
+- `out_dir/model.safetensors`: the buffers the kernels read but never write (the weights), by buffer;
+- `out_dir/model.js`: a plain ES module (no build step) exporting `async function load(baseUrl)`, which resolves to an
+  object whose `async run(...inputs)` takes typed arrays (`Float32Array` for float32, ...) in the order of the
+  function's inputs and returns an array of typed arrays, one per output. It makes the buffers and the pipelines
+  once, then each run writes the inputs, dispatches every kernel in the order captured and reads the outputs.
+
+The kernels are captured by TinyJit while the WEBGPU renderer holds the limits every browser grants (WebGPU's
+defaults: 256 invocations a workgroup, 16 KiB of workgroup memory, 8 storage buffers a kernel, no f16, and register
+tiles small enough for a browser's shader compiler), so the adapter the export runs on doesn't matter. The function
+must be pure: its results Tensors, no random numbers, no assign into a tensor that outlives the call (BatchNorm in
+training mode), no copy from another device.
+"""
+from __future__ import annotations
+import contextlib, json, pathlib
+from typing import Any, Callable, Iterator, Sequence
+from fusegrad.device import Buffer, Device, Compiled
+from fusegrad.engine import realize, state
+from fusegrad.engine.runner import CompiledRunner
+from fusegrad.jit import TinyJit
+from fusegrad.nn.state import safe_save, _from_bytes, _SAFE_NAMES
+from fusegrad.renderer.wgsl import WGSLRenderer
+from fusegrad.tensor import Tensor
+
+MAX_BINDING = 128 << 20  # maxStorageBufferBindingSize every WebGPU adapter grants
+OFFSET_ALIGN = 256  # minStorageBufferOffsetAlignment in browsers
+# Chrome's shader compiler on SwiftShader (its CPU adapter) took minutes and gigabytes for the MNIST CNN's 16-element
+# register tile (4x4 accumulators, unrolled); with 4 each kernel takes under a second
+BROWSER_UPCAST = 4
+
+class ExportError(ValueError):
+  """A function that can't be exported: what it does that a page can't replay."""
+
+@contextlib.contextmanager
+def browser_kernels(dev: Compiled) -> Iterator[None]:
+  """Kernels compiled for WebGPU's default limits (the WGSL renderer's defaults) while inside, with register tiles of
+  at most BROWSER_UPCAST elements; the programs compiled before for the adapter's own limits are set aside meanwhile
+  and come back after."""
+  renderer, programs = dev.renderer, realize.programs.copy()
+  dev.renderer = WGSLRenderer(device=renderer.device, upcast_max=BROWSER_UPCAST)
+  realize.programs.clear()
+  try: yield
+  finally:
+    dev.renderer = renderer
+    realize.programs.clear()
+    realize.programs.update(programs)
+
+def _pure(fn: Callable[..., Any]) -> Callable[..., tuple[Tensor, ...]]:
+  """fn, its results checked to be Tensors and each made a buffer of its own."""
+  def call(*args: Tensor) -> tuple[Tensor, ...]:
+    ret = fn(*args)
+    outs = list(ret) if isinstance(ret, (tuple, list)) else [ret]
+    if not outs or not all(isinstance(t, Tensor) for t in outs):
+      raise ExportError(f"export: the function must return a Tensor or a tuple of Tensors, not {ret!r:.80}")
+    return tuple(t.contiguous() for t in outs)
+  return call
+
+def _capture(fn: Callable[..., Any], inputs: list[Tensor], dev: Compiled) -> TinyJit:
+  """The function captured by a TinyJit of its own on dev, with the browser's limits; ExportError for what a page
+  can't replay."""
+  jit = TinyJit(_pure(fn.fxn if isinstance(fn, TinyJit) else fn))
+  with browser_kernels(dev):
+    while jit.captured is None: jit(*inputs)
+  if jit.rng_draws: raise ExportError("export: the function draws random numbers (dropout in training mode?)")
+  for ei in jit.jit_cache:
+    if not isinstance(ei.runner, CompiledRunner) and ei.bufs[1].device != ei.bufs[0].device:
+      raise ExportError(f"export: the function copies from {ei.bufs[1].device} to {ei.bufs[0].device}: put its "
+                        f"weights on {dev.device} (t.to_({dev.device!r}))")
+    if isinstance(ei.runner, CompiledRunner) and ei.runner.p.vars:
+      raise ExportError(f"export: kernel {ei.runner.p.function_name} takes symbolic variables")
+  return jit
+
+def _name(ei: Any) -> str: return f"kernel {ei.runner.p.function_name}" if hasattr(ei.runner, "p") else "a copy"
+
+class _Buffers:
+  """The base buffers the kernels use, numbered in order of first use: weights (read before any kernel writes
+  them), inputs and the others (intermediates and outputs)."""
+  def __init__(self, jit: TinyJit, inputs: list[Buffer]):
+    self.index: dict[int, int] = {}
+    self.bases: list[Buffer] = []
+    self.weights: list[int] = []
+    inputs_at = {id(b.base) for b in inputs}
+    for ei in jit.jit_cache:
+      for b in ei.bufs[1:]:  # what a kernel reads, before what it writes
+        new = id(b.base) not in self.index
+        i = self.number(b)
+        if new and id(b.base) not in inputs_at: self.weights.append(i)
+      if id(ei.bufs[0].base) in inputs_at or self.index.get(id(ei.bufs[0].base)) in self.weights:
+        raise ExportError(f"export: {_name(ei)} writes into an input or into a tensor that outlives the "
+                          "call (an assign, e.g. BatchNorm's running statistics in training mode)")
+      self.number(ei.bufs[0])
+  def number(self, b: Buffer) -> int:
+    base = b.base
+    if id(base) not in self.index:
+      if base.nbytes > MAX_BINDING:
+        raise ExportError(f"export: a buffer of {base.nbytes} bytes is larger than the {MAX_BINDING} bytes a WebGPU "
+                          "adapter must bind (maxStorageBufferBindingSize)")
+      self.index[id(base)] = len(self.bases)
+      self.bases.append(base)
+    return self.index[id(base)]
+  def binding(self, b: Buffer) -> list[int]:
+    """[buffer, byte offset, bytes] of a view (whole 4-byte words, as WebGPU binds)."""
+    if b.offset % OFFSET_ALIGN: raise ExportError(f"export: a buffer view at byte {b.offset} (browsers bind views at "
+                                                  f"multiples of {OFFSET_ALIGN})")
+    return [self.number(b), b.offset, max(4, (b.nbytes + 3) // 4 * 4)]
+
+def _io(bufs: _Buffers, t: Tensor) -> dict[str, Any]:
+  buf = state.view_base(t.uop).arg
+  return {"buffer": bufs.number(buf), "offset": buf.offset, "nbytes": buf.nbytes, "dtype": _SAFE_NAMES[t.dtype],
+          "shape": list(t.shape)}
+
+def webgpu(fn: Callable[..., Any], example_inputs: Sequence[Tensor], out_dir: str | pathlib.Path,
+           device: str = "WEBGPU") -> dict[str, Any]:
+  """Export fn (a function of Tensors, or a TinyJit) for the browser: kernels/*.wgsl, model.safetensors and model.js
+  in out_dir (see the module's docstring). example_inputs fix the input shapes and dtypes (copied to the device).
+  Returns the manifest model.js holds (kernels, buffers, inputs, outputs).
+
+  ```python
+  fusegrad.export.webgpu(lambda x: model(x).softmax(), [Tensor.zeros(1, 1, 28, 28)], "web/")
+  ```
+  """
+  if not all(isinstance(t, Tensor) for t in example_inputs):
+    raise ExportError("export: example_inputs must be Tensors (one per input of the function)")
+  dev = Device[device]
+  if not isinstance(dev.renderer, WGSLRenderer): raise ExportError(f"export: {device} is not a WebGPU device")
+  inputs = [t.clone(dev.device).contiguous().realize() for t in example_inputs]  # buffers of their own
+  jit = _capture(fn, inputs, dev)
+  bufs = _Buffers(jit, [state.view_base(t.uop).arg for t in inputs])
+  out = pathlib.Path(out_dir)
+  (out / "kernels").mkdir(parents=True, exist_ok=True)
+  kernels: list[dict[str, Any]] = []
+  for ei in jit.jit_cache:
+    if not isinstance(ei.runner, CompiledRunner):  # a copy within the device (a clone): [to, from]
+      kernels.append({"copy": [bufs.binding(b) for b in ei.bufs]})
+      continue
+    p = ei.runner.p
+    (out / (file := f"kernels/{p.function_name}.wgsl")).write_text(p.src)
+    kernels.append({"name": p.function_name, "file": file, "dispatch": list(p.global_size),
+                    "bindings": [bufs.binding(b) for b in ei.bufs]})
+  manifest = {"kernels": kernels, "buffers": [max(4, (b.nbytes + 3) // 4 * 4) for b in bufs.bases],
+              "weights": {f"b{i}": i for i in bufs.weights},
+              "inputs": [_io(bufs, t) for t in inputs], "outputs": [_io(bufs, t) for t in jit.ret_tensors]}
+  weights = {f"b{i}": _from_bytes(memoryview(bufs.bases[i].as_bytes()), bufs.bases[i].dtype, (bufs.bases[i].size,))
+             for i in bufs.weights}
+  safe_save(weights, out / "model.safetensors")
+  (out / "model.js").write_text(f"// made by fusegrad.export.webgpu: {len(kernels)} kernels\n"
+                                f"const MODEL = {json.dumps(manifest)};\n{RUNTIME_JS}")
+  return manifest
+
+RUNTIME_JS = """
+const ARRAYS = {F32: Float32Array, F16: Uint16Array, BF16: Uint16Array, I32: Int32Array, U32: Uint32Array,
+  I16: Int16Array, U16: Uint16Array, I8: Int8Array, U8: Uint8Array, BOOL: Uint8Array, I64: BigInt64Array,
+  U64: BigUint64Array};
+const STORAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+
+// bytes padded to whole 4-byte words (what WebGPU writes)
+function words(bytes) { const out = new Uint8Array((bytes.byteLength + 3) & ~3); out.set(bytes); return out; }
+async function get(url, kind) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  return response[kind]();
+}
+
+// The model, ready to run: buffers made, weights written, pipelines compiled. baseUrl: where model.js's files are.
+export async function load(baseUrl = new URL(".", import.meta.url)) {
+  const base = new URL(String(baseUrl).replace(/\\/?$/, "/"), document.baseURI);
+  const adapter = navigator.gpu && await navigator.gpu.requestAdapter();
+  if (!adapter) throw new Error("this browser offers no WebGPU adapter");
+  const device = await adapter.requestDevice();
+  const buffers = MODEL.buffers.map((size) => device.createBuffer({size, usage: STORAGE()}));
+  const file = await get(new URL("model.safetensors", base), "arrayBuffer");
+  const headerLength = Number(new DataView(file).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(new Uint8Array(file, 8, headerLength)));
+  for (const [name, i] of Object.entries(MODEL.weights)) {
+    const [begin, end] = header[name].data_offsets;
+    device.queue.writeBuffer(buffers[i], 0, words(new Uint8Array(file, 8 + headerLength + begin, end - begin)));
+  }
+  const modules = {};
+  for (const {file} of MODEL.kernels.filter((k) => k.file)) {
+    modules[file] ??= device.createShaderModule({code: await get(new URL(file, base), "text")});
+  }
+  const kernels = await Promise.all(MODEL.kernels.map(async (k) => {
+    if (k.copy) return {copy: k.copy};
+    const layout = device.createBindGroupLayout({entries: k.bindings.map((_, binding) =>
+      ({binding, visibility: GPUShaderStage.COMPUTE, buffer: {type: "storage"}}))});
+    const pipeline = await device.createComputePipelineAsync({compute: {module: modules[k.file], entryPoint: k.name},
+      layout: device.createPipelineLayout({bindGroupLayouts: [layout]})});
+    const bindGroup = device.createBindGroup({layout, entries: k.bindings.map(([buf, offset, size], binding) =>
+      ({binding, resource: {buffer: buffers[buf], offset, size}}))});
+    return {pipeline, bindGroup, dispatch: k.dispatch};
+  }));
+  return {
+    device, inputs: MODEL.inputs, outputs: MODEL.outputs,
+    // typed arrays in, typed arrays out (one per output), through every kernel in order
+    async run(...inputs) {
+      if (inputs.length !== MODEL.inputs.length) {
+        throw new Error(`run takes ${MODEL.inputs.length} inputs, not ${inputs.length}`);
+      }
+      MODEL.inputs.forEach((spec, i) => {
+        const x = inputs[i], want = ARRAYS[spec.dtype], n = spec.shape.reduce((a, b) => a * b, 1);
+        if (!(x instanceof want) || x.length !== n) {
+          throw new Error(`input ${i}: expected a ${want.name} of ${n} elements (shape [${spec.shape}])`);
+        }
+        device.queue.writeBuffer(buffers[spec.buffer], spec.offset,
+                                 words(new Uint8Array(x.buffer, x.byteOffset, x.byteLength)));
+      });
+      const encoder = device.createCommandEncoder();
+      let pass = null;
+      for (const k of kernels) {
+        if (k.copy) {  // copies go between compute passes
+          pass?.end();
+          pass = null;
+          const [[to, toOffset, size], [from, fromOffset]] = k.copy;
+          encoder.copyBufferToBuffer(buffers[from], fromOffset, buffers[to], toOffset, size);
+          continue;
+        }
+        pass ??= encoder.beginComputePass();
+        pass.setPipeline(k.pipeline);
+        pass.setBindGroup(0, k.bindGroup);
+        pass.dispatchWorkgroups(...k.dispatch);
+      }
+      pass?.end();
+      const reads = MODEL.outputs.map((o) => {
+        const size = (o.nbytes + 3) & ~3;
+        const staging = device.createBuffer({size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
+        encoder.copyBufferToBuffer(buffers[o.buffer], o.offset, staging, 0, size);
+        return staging;
+      });
+      device.queue.submit([encoder.finish()]);
+      return Promise.all(MODEL.outputs.map(async (o, i) => {
+        await reads[i].mapAsync(GPUMapMode.READ);
+        const bytes = reads[i].getMappedRange().slice(0, o.nbytes);
+        reads[i].destroy();
+        return new ARRAYS[o.dtype](bytes);
+      }));
+    },
+  };
+}
+"""
