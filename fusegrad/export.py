@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib, json, pathlib
 from typing import Any, Callable, Iterator, Sequence
 from fusegrad.device import Buffer, Device, Compiled
-from fusegrad.engine import realize, state
+from fusegrad.engine import state
+from fusegrad.engine.state import STATE
 from fusegrad.engine.runner import CompiledRunner
 from fusegrad.jit import TinyJit
 from fusegrad.nn.state import safe_save, _from_bytes, _SAFE_NAMES
@@ -39,14 +40,14 @@ def browser_kernels(dev: Compiled) -> Iterator[None]:
   """Kernels compiled for WebGPU's default limits (the WGSL renderer's defaults) while inside, with register tiles of
   at most BROWSER_UPCAST elements; the programs compiled before for the adapter's own limits are set aside meanwhile
   and come back after."""
-  renderer, programs = dev.renderer, realize.programs.copy()
+  renderer, programs = dev.renderer, STATE.programs.copy()
   dev.renderer = WGSLRenderer(device=renderer.device, upcast_max=BROWSER_UPCAST)
-  realize.programs.clear()
+  STATE.programs.clear()
   try: yield
   finally:
     dev.renderer = renderer
-    realize.programs.clear()
-    realize.programs.update(programs)
+    STATE.programs.clear()
+    STATE.programs.update(programs)
 
 def _pure(fn: Callable[..., Any]) -> Callable[..., tuple[Tensor, ...]]:
   """fn, its results checked to be Tensors and each made a buffer of its own."""

@@ -16,7 +16,7 @@ print([t.shape for t in nn.state.get_parameters({"conv": nn.Conv2d(1, 2, 3), "no
 
 # %% load_state_dict
 layer = nn.Linear(2, 1)
-nn.state.load_state_dict(layer, {"weight": Tensor([[1.0, 2.0]]), "bias": Tensor([0.5])})
+nn.state.load_state_dict(layer, {"weight": Tensor([[1.0, 2.0]]), "bias": Tensor([0.5])}, verbose=False)
 print(layer.weight.tolist(), layer(Tensor([[1.0, 1.0]])).tolist())
 
 # %% StateDictError
