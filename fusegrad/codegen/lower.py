@@ -1,13 +1,7 @@
 """Passes between an optimized kernel AST and the flat program: each reads the renderer's capabilities.
 
-  simplify_gated_loads a load's index simplified knowing its validity gate holds
-  merge_axes          adjacent loops whose merge needs no extra division become one loop (before optimizing)
-  lower_group_reduces a reduce split across a workgroup gets shared memory, a barrier and a final sum
-  to_launch_dims      output loops become launch dimensions (gidx/lidx) on devices that have them
-  decompose_threefry  THREEFRY becomes 32-bit integer ops, for renderers without it
-  emulate_bfloat16    bfloat16 values live in float32 registers and 16-bit memory, for renderers without it
-  pm_lowered          cleanups of the final AST (gated loads that can't fail, ...)
-"""
+simplify_gated_loads, merge_axes, lower_group_reduces, to_launch_dims, decompose_threefry, emulate_bfloat16 and the
+cleanup pm_lowered: see the pass table in docs/developer/codegen.md."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.renderer import Renderer
