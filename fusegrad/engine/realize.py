@@ -1,10 +1,6 @@
 """Running a schedule: each ScheduleItem becomes an ExecItem (a compiled kernel or a copy, with its buffers) and runs.
 
-Compiled programs are cached in memory per (device, kernel AST), at most PROGRAM_CACHE of them (least recently used
-go, and their libraries are unloaded once nothing uses them), and on disk per source (see Compiler.compile_cached).
-Kernels that differ only in value constants share one program once a constant changes (see get_runner).
-DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captures ExecItems while they run.
-"""
+The program cache, DEBUG=2's timings and TinyJit's capture: docs/developer/realize.md."""
 from __future__ import annotations
 import contextlib, math, struct
 from dataclasses import dataclass, field

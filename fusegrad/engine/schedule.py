@@ -1,16 +1,6 @@
 """The scheduler: splits a lazy graph into kernels. All fusion decisions live here.
 
-In:  the UOps of the tensors being realized.
-Out: ScheduleItems in a valid run order (each a kernel AST plus its buffers, or a copy), and for each output the
-     UOp that now stands for it (a view of a BUFFER).
-
-The rules (DESIGN.md, invariant 3):
-  * a node becomes a buffer when it is an output, a CONTIGUOUS, COPY or ASSIGN, or a reduce that can't fuse;
-  * everything else is inlined into the kernels that use it: elementwise chains fuse, elementwise producers fuse into
-    the reduce that consumes them, and movement ops are index arithmetic on the way to a load;
-  * a reduce fuses into its consumer when it has one consumer path with no expand on the way (an expand would
-    recompute it once per copy), so elementwise consumers of a reduce join its kernel.
-"""
+The rules (which nodes get a buffer, what fuses) and the schedule's shape: docs/developer/scheduler.md."""
 from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field

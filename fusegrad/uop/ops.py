@@ -1,10 +1,4 @@
-"""The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed.
-
-The same class holds the lazy tensor graph (BUFFER, ADD, RESHAPE, REDUCE_AXIS ...), the kernel AST the scheduler
-makes (LOAD, STORE, RANGE, REDUCE ...), integer index expressions, and the flat program codegen emits.
-Hash-consing means two UOps built from the same parts are the same object, so `is` is structural equality and
-identical subexpressions are shared for free.
-"""
+"""The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed (docs/developer/README.md)."""
 from __future__ import annotations
 import itertools, math, re, struct, weakref
 from enum import Enum, auto
