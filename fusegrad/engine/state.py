@@ -1,18 +1,7 @@
 """Realization state: where each computed value lives, and which version of a buffer a graph reads. This module
-alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the rule. `STATE` holds the rest of a
-process's realization state in one object (caches, captures, index checks, autograd's registries; `STATE.reset()`
-for tests); the procedure that uses it is engine/realizer.py.
-
-* A BUFFER node is one *version* of a buffer's contents. A write (assign) gives the buffer a new version node over
-  the same memory (`new_version`): graphs built before it keep the old node, graphs built after it get the new one.
-* A tensor that is a view of a buffer (movement ops over a BUFFER node) names the storage, as a PyTorch view does:
-  it follows the buffer to its newest version (`current`).
-* Any other lazy node computes from the versions in its graph. Before a write overwrites a version that something
-  still refers to, the schedule copies it aside (a snapshot, `snapshot_before`); `memo` sends later reads of that
-  version to the copy. A version nothing refers to any more can't be read again, so it is overwritten in place.
-* `memo` maps computed nodes (and overwritten versions) to the view of the BUFFER that holds their values, weakly:
-  an entry lives as long as its node.
-"""
+alone owns it (DESIGN.md, invariant 10); `STATE` holds the rest of a process's realization state in one object
+(caches, captures, index checks, autograd's registries; `STATE.reset()` for tests). The rules (versions, views,
+snapshots, `memo`): docs/developer/realize.md."""
 from __future__ import annotations
 import itertools, weakref
 from collections import OrderedDict

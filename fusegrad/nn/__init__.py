@@ -1,16 +1,5 @@
 """Neural-network layers with tinygrad's names and PyTorch's initialization and semantics, plus the optimizers
-(fusegrad.nn.optim), saving/loading state (fusegrad.nn.state) and datasets (fusegrad.nn.datasets).
-
-A layer is a plain object: its parameters are Tensor attributes named like torch's (weight, bias, running_mean...),
-so `get_state_dict(layer)` has torch's state_dict keys and torch weights load by name. Calling a layer runs its
-forward pass. Each parameter lives in a buffer of its own (lazily filled), so optimizers and load_state_dict can
-write into it, and parameters require grad like torch.nn.Parameter.
-
-```python
-model = [Conv2d(1, 4, 3), BatchNorm2d(4), Tensor.relu, lambda x: x.flatten(1), Linear(4 * 26 * 26, 10)]
-out = Tensor.rand(2, 1, 28, 28).sequential(model)
-```
-"""
+(fusegrad.nn.optim), saving/loading state (fusegrad.nn.state) and datasets (fusegrad.nn.datasets). See docs/nn.md."""
 from __future__ import annotations
 import math
 from typing import Any

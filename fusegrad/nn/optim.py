@@ -1,19 +1,6 @@
 """Optimizers: SGD, LARS, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules.
 
-Every piece of state (momentum buffers, Adam's moments, the step counters, the learning rate) lives in a realized
-Tensor that each step updates with `.assign()`. So a step is just more lazy graph: it can be realized together with
-the loss (`Tensor.realize(loss, *opt.schedule_step())`), and under TinyJit the replayed kernels read and write the
-same buffers, so a new learning rate written with `opt.lr.assign(...).realize()` takes effect in the next replay.
-
-```python
-opt = Adam(get_parameters(model), lr=1e-3)
-with Tensor.train():  # optimizers step in training mode only (as tinygrad)
-  opt.zero_grad()
-  loss = model(x).sparse_categorical_crossentropy(y)
-  loss.backward()
-  opt.step()
-```
-"""
+Every piece of state lives in a realized Tensor that each step updates with `.assign()` (docs/optim.md)."""
 from __future__ import annotations
 import math
 from typing import Iterable

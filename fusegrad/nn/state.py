@@ -1,14 +1,6 @@
 """Saving and loading state: state dicts of models (and optimizers), safetensors, PyTorch checkpoints and GGUF files.
 
-```python
-safe_save(get_state_dict(model), "model.safetensors")
-load_state_dict(model, safe_load("model.safetensors"))
-```
-
-Files are read once into memory and each tensor is copied from there into its own device buffer; checkpoints are
-written atomically (a temp file, then a rename), so a crash never leaves a half-written file. A truncated or corrupt
-file raises ValueError naming the file and the problem.
-"""
+See docs/state.md."""
 from __future__ import annotations
 import array, collections, io, itertools, json, pathlib, pickle, struct, time, types, zipfile
 from typing import Any, Callable, Iterator
