@@ -21,7 +21,6 @@ from fusegrad.engine import state
 from fusegrad.engine.state import STATE
 
 # *** the programs of a process: exact kernels, and kernels whose changing constants are parameters ***
-
 @dataclass
 class _Structure:
   """Kernels that differ only in value constants: the constants first seen, and once they changed, a program that
@@ -205,7 +204,6 @@ def _viz_item(ei: ExecItem, et: float | None) -> dict[str, Any]:
           "flops": ei.runner.flops, "mem": ei.mem}
 
 # *** index checks: an indexing op adds a flag (a tiny reduce over its indices); realizing its result reads the flag ***
-
 @dataclass(frozen=True)
 class IndexCheck:
   """flag: an int64 scalar, the largest out-of-range index (int64's minimum when all are in range)."""

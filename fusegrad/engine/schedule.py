@@ -30,7 +30,6 @@ def _same(x: UOp) -> UOp: return x
 def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].size
 
 # *** deciding which nodes become buffers ***
-
 def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
                   parts: frozenset[UOp] = frozenset()) -> dict[UOp, None]:
   """The nodes that get their own buffer (the partial results of split reduces among them), in dependency order."""
@@ -115,7 +114,6 @@ def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]
   return len(roots) == 1
 
 # *** splitting big reduces ***
-
 SPLIT_MIN, SPLIT_OUTPUTS, SPLIT_PARTIALS, SPLIT_CHUNK = 1 << 15, 64, 256, 1024
 
 def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, UOp], frozenset[UOp]]:
@@ -207,7 +205,6 @@ def is_identity_view(n: UOp) -> bool:
   return valid is None and simplify(flat_index(idxs, b.shape)) is simplify(flat_index(ranges, n.shape))
 
 # *** movement ops as index arithmetic ***
-
 def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
   """The indices into n.src[0] that element idxs of the movement op n reads, and when that element is valid."""
   in_shape, valid = n.src[0].shape, None
@@ -245,7 +242,6 @@ def map_view(n: UOp, base: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]
   return idxs, valid
 
 # *** building one kernel ***
-
 class KernelBuilder:
   """Lowers the fused subgraph under one realized node into a kernel AST of loads, ALU ops, reduces and a store."""
   def __init__(self, becomes: dict[UOp, UOp], holes: dict[UOp, UOp] | None = None):
@@ -350,7 +346,6 @@ class KernelBuilder:
     return ast.substitute(renumber)
 
 # *** the schedule ***
-
 @dataclass
 class _Step:
   node: UOp

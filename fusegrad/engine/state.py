@@ -49,7 +49,6 @@ class Realization:
 STATE = Realization()
 
 # *** views: the one walk down a chain of movement ops (and DETACH) ***
-
 def view_chain(u: UOp) -> tuple[list[UOp], UOp]:
   """(the movement ops and DETACHes over u's base, outermost first; the base)."""
   chain = []
@@ -73,7 +72,6 @@ def is_realized(u: UOp) -> bool:
   return view_base(u).op in (Ops.BUFFER, Ops.CONST)
 
 # *** versions of a buffer ***
-
 # the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write, written only here); read by
 # every lookup of a buffer's node, so a plain attribute rather than a weak dictionary
 def newest_write(buf: Buffer) -> int | None: return buf.newest_write
@@ -120,7 +118,6 @@ def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
   return u if node is base else rebuild(node, view_chain(u)[0])
 
 # *** computed values ***
-
 class Realized(NamedTuple):
   """Where a node's value lives: a view of a BUFFER (for an assign, the view written). (A named tuple: one is made
   per value computed, and a frozen dataclass is several times slower to make.)"""
@@ -225,7 +222,6 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
   return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)]
 
 # *** storage ownership ***
-
 # the tensor whose storage a buffer is (the first one realized into it) is kept on the Buffer, as a weak reference
 # (Buffer.owner, written only here; None: none yet)
 

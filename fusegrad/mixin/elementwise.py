@@ -573,7 +573,6 @@ class ElementwiseMixin:
   def __imatmul__(self: Tensor, x: Any) -> Tensor: return self.assign(self @ x)
 
 # *** helpers: pieces of the ops above that read better as functions ***
-
 def _small_whole(x: int | float) -> bool:
   """True for exponents pow multiplies out: whole numbers up to 64 in size."""
   return math.isfinite(x) and x == int(x) and abs(x) <= 64

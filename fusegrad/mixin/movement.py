@@ -23,7 +23,6 @@ def _distinct_axes(axes: Sequence[int], ndim: int, op: str) -> list[int]:
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 # *** rearrange formulas (einops notation) ***
-
 # One axis of a formula side: a bare name ("b", or "..." for the axes an ellipsis stands for) or a parenthesized group
 # of names (a tuple; () for "()" or a bare "1", a unit axis).
 _Axis = Union[str, tuple[str, ...]]

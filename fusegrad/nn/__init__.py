@@ -30,7 +30,6 @@ def _channel_view(t: Tensor, ndim: int) -> Tensor:
   return t.reshape(1, t.shape[0], *[1] * (ndim - 2))
 
 # *** linear and embedding ***
-
 class Linear:
   """y = x @ weight.T + bias (torch.nn.Linear); weight is (out_features, in_features). Both are initialized
   uniform(-1/sqrt(in_features), 1/sqrt(in_features)), as torch's kaiming_uniform_(a=sqrt(5)) gives.
@@ -69,7 +68,6 @@ class Embedding:
     return check_indices(out, idx, self.vocab_sz, "Embedding", negative=False)
 
 # *** convolutions ***
-
 class _ConvNd:
   """What Conv and ConvTranspose layers share: the hyperparameters, stored as given (tinygrad's attributes)."""
   def __init__(self, n: int, kernel_size: int | tuple[int, ...], stride: Any, padding: Any, dilation: Any, groups: int,
@@ -181,7 +179,6 @@ class ConvTranspose1d(ConvTranspose2d):
   def _spatial_dims() -> int: return 1
 
 # *** normalization ***
-
 class BatchNorm:
   """Batch normalization over axis 1 (the channels) of (N, C, *) input, as torch.nn.BatchNorm1d/2d/3d.
 
@@ -324,7 +321,6 @@ class RMSNorm:
     return y * self.weight if self.weight is not None else y
 
 # *** recurrent ***
-
 class LSTMCell:
   """One LSTM step (torch.nn.LSTMCell): `h, c = cell(x, (h, c))` with x (N, input_size) or (input_size,); the
   state defaults to zeros. Gates i, f, g, o in that order along the 4*hidden_size rows of weight_ih

@@ -38,7 +38,6 @@ def _raw_bytes(t: Tensor) -> memoryview:
   return src.data().cast("B")
 
 # *** state dicts ***
-
 _NOT_CONTAINERS = (str, bytes, bytearray, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
                    types.BuiltinFunctionType, types.MethodType)
 
@@ -142,7 +141,6 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   return loaded
 
 # *** safetensors: 8-byte little-endian header length, a JSON header, then the raw data ***
-
 SAFE_DTYPES: dict[str, DType] = {
   "BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
   "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64, "F16": dtypes.float16,
@@ -250,7 +248,6 @@ def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict
   atomic_write(fn, out)
 
 # *** PyTorch checkpoints (zip and legacy formats), without torch: a pickle reader that only builds tensors ***
-
 _TORCH_STORAGES = {
   "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
   "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
@@ -470,7 +467,6 @@ def torch_load(fn: Source) -> Any:
   raise ValueError(f"torch_load: {name}: not a PyTorch checkpoint (neither a zip archive nor a pickle)")
 
 # *** GGUF v3 (llama.cpp / ggml): metadata, tensor infos, aligned tensor data ***
-
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_MAX_DEPTH = 16  # arrays of arrays: real files nest one or two deep

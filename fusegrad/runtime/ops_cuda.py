@@ -13,7 +13,6 @@ class CUDAError(RuntimeError):
   """A CUDA driver call failed; the message names the call and CUDA's error."""
 
 # *** finding the toolkit ***
-
 def _cuda_roots() -> list[str]:
   """Folders that may hold a CUDA toolkit: the one nvcc comes from, /usr/local/cuda, and pip's nvidia packages."""
   roots = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))] if (nvcc := shutil.which("nvcc")) else []
@@ -37,7 +36,6 @@ def find_include() -> str | None:
   return os.path.dirname(header) if header else None
 
 # *** compilers: CUDA C -> cubin for one architecture (sm_90 ...) ***
-
 class NVRTCCompiler(Compiler):
   """NVRTC through ctypes: no process per kernel. The cache key holds the architecture and NVRTC's version."""
   def __init__(self, arch: str, path: str):
@@ -90,7 +88,6 @@ def cuda_compiler(arch: str) -> Compiler:
                      "(install the CUDA toolkit, or pip's nvidia-cuda-nvrtc)")
 
 # *** the driver API ***
-
 class _Driver:
   """libcuda.so.1: call(name, *args) runs a driver function and raises CUDAError unless it returns CUDA_SUCCESS."""
   def __init__(self) -> None:

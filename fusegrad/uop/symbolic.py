@@ -21,7 +21,6 @@ def _order_key(u: UOp) -> tuple:
   return (u.op.value, repr(arg), tuple(order_key(s) for s in u.src))
 
 # *** sums as (term, coefficient) lists ***
-
 def split_terms(x: UOp) -> tuple[list[Term], int]:
   """x as sum(term*coeff) + const."""
   if x.op is Ops.ADD:
