@@ -1,7 +1,5 @@
 """Movement ops: views that move no data (reshape, permute, expand, pad, shrink, flip) and what is built from them
-(cat, stack, repeat, split, roll, rearrange ...). Each is index arithmetic on the way to a load; the scheduler decides
-if a view ever needs its own buffer.
-"""
+(cat, stack, repeat, split, roll, rearrange ...)."""
 from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Sequence, Union

@@ -1,8 +1,5 @@
-"""The CUDA device: CUDA C compiled to a cubin by NVRTC (or the nvcc binary), run through the driver API with ctypes.
-
-Nothing here needs the CUDA toolkit's Python packages: libcuda.so.1 (the driver) runs kernels, libnvrtc.so or nvcc
-compiles them. Without a driver or a GPU, CUDADevice() raises, and Device.DEFAULT moves on to the next device.
-"""
+"""The CUDA device: CUDA C compiled to a cubin by NVRTC (or the nvcc binary), run through the driver API with ctypes
+(libcuda.so.1, no CUDA Python packages). Without a driver or a GPU, CUDADevice() raises and Device.DEFAULT moves on."""
 from __future__ import annotations
 import ctypes, ctypes.util, functools, glob, os, re, shutil, subprocess, sys, tempfile
 from typing import Any
