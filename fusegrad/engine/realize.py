@@ -83,10 +83,8 @@ def _codegen(ast: UOp, ren: Renderer) -> ProgramSpec:
 
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
   """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
-
-  A kernel seen for the first time is compiled with its constants in the code. When a kernel of the same structure
-  comes with other constants (a Python scalar that changes every step), the constants that changed become parameters
-  read from one-element buffers: that program serves every later value, so a loop over a scalar compiles twice."""
+  Constants that change between calls become parameters (docs/developer/realize.md), so a loop over a scalar compiles
+  twice."""
   programs = STATE.programs
   if (hit := programs.get((device, ast))) is not None:
     programs.move_to_end((device, ast))

@@ -117,13 +117,8 @@ def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]
 SPLIT_MIN, SPLIT_OUTPUTS, SPLIT_PARTIALS, SPLIT_CHUNK = 1 << 15, 64, 256, 1024
 
 def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, UOp], frozenset[UOp]]:
-  """Two rewrites of reduces, before anything is decided. With SPLIT_REDUCEOP (the default), a reduce over at least
-  SPLIT_MIN elements into fewer than SPLIT_OUTPUTS outputs (a sum of everything, a long dot product) runs as two
-  reduces: the first writes partial results, one per contiguous chunk of at least SPLIT_CHUNK reduced elements (about
-  SPLIT_PARTIALS in all: an output axis that codegen shares among threads), the second combines them. Otherwise one
-  kernel would do the whole reduce in one loop on one thread. And a big matmul gets its operands packed where its
-  device's machine model asks for it (pack_matmul). Returns the new node of each node of the graph that changes, and
-  the partial results (each gets a buffer)."""
+  """Big reduces into few outputs split in two, and big matmuls packed (docs/developer/scheduler.md, section 0).
+  Returns the new node of each node of the graph that changes, and the partial results (each gets a buffer)."""
   new: dict[UOp, UOp] = {}
   parts: set[UOp] = set()
   for n in nodes:
@@ -140,15 +135,8 @@ def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, 
 def _broadcast(n: UOp, axis: int) -> bool: return n.op is Ops.EXPAND and n.src[0].shape[axis] == 1 < n.shape[axis]
 
 def pack_matmul(r: UOp) -> UOp | None:
-  """A matmul (..., n, m, k) summed over k, rows x broadcast along m times columns w broadcast along n (Tensor.dot's
-  form, or the same written by hand), on a device whose machine model has panel_bytes (the CPU: a cache line), with
-  w's column panels stored contiguously along k first, then the same product (None for anything else). The register
-  tiled kernel then streams each panel instead of reading a cache line from every row of w at a stride of m (rows 4 KB
-  apart share a few cache sets, each its own page): a 1024 matmul goes from 45 to 130-150 GFLOPS on one core
-  (docs/speed.md). m is rounded up to whole panels (zero columns, cut off the product), so a width like GPT-2's 50257
-  words still tiles into vectors. A transposed x (a.T @ b) is copied to rows along k too (a 1024 a.T @ b: 55 -> 145
-  GFLOPS). Only for big products, where n rows share each panel: the copy moves 5-25 GB/s, the product 100+ GFLOPS,
-  so it costs about 30 / n of the product's time. Devices that read w in place (CL, CUDA, PYTHON) keep one kernel."""
+  """A big matmul (..., n, m, k) summed over k with w's column panels stored contiguously along k first, where the
+  device's machine model has panel_bytes; None for anything else. Why and when: docs/developer/scheduler.md."""
   mul, nd = r.src[0], len(r.shape)
   if r.arg != (Ops.ADD, (nd - 1,)) or mul.op is not Ops.MUL or nd < 3: return None
   x, w = mul.src if _broadcast(mul.src[0], -2) else mul.src[::-1]
