@@ -103,7 +103,7 @@ def _io(bufs: _Buffers, t: Tensor) -> dict[str, Any]:
 def webgpu(fn: Callable[..., Any], example_inputs: Sequence[Tensor], out_dir: str | pathlib.Path,
            device: str = "WEBGPU") -> dict[str, Any]:
   """Export fn (a function of Tensors, or a TinyJit) for the browser: kernels/*.wgsl, model.safetensors and model.js
-  in out_dir (see the module's docstring). example_inputs fix the input shapes and dtypes (copied to the device).
+  in out_dir (see docs/webgpu.md). example_inputs fix the input shapes and dtypes (copied to the device).
   Returns the manifest model.js holds (kernels, buffers, inputs, outputs).
 
   ```python

@@ -185,12 +185,7 @@ class LARS(SGD):
 
   (r scales the learning rate, as in tinygrad: before the momentum when classic, after it otherwise. Norms are
   Frobenius norms over the whole parameter; b starts at zero; without momentum b is skipped and p moves by
-  lr * r * g'.) With tcoef=0 this is SGD with the same arguments.
-
-  ```python
-  opt = LARS(get_parameters(model), lr=0.1, momentum=0.9, weight_decay=1e-4)
-  ```
-  """
+  lr * r * g'.) With tcoef=0 this is SGD with the same arguments."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
                nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
     if nesterov and momentum <= 0: raise ValueError("LARS: Nesterov momentum needs a momentum > 0")

@@ -64,14 +64,7 @@ def _collect(obj: Any, prefix: str, tensor_type: type, out: dict[str, Any], acti
 
 def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
   """Every Tensor reachable from obj through attributes, lists, tuples and dicts, under dotted names like torch's
-  ("layers.0.weight"), in attribute order. A tensor reachable by two paths appears under both names.
-
-  ```python
-  class Net:
-    def __init__(self): self.layers = [Linear(2, 3), Linear(3, 1)]
-  get_state_dict(Net()).keys()  # layers.0.weight, layers.0.bias, layers.1.weight, layers.1.bias
-  ```
-  """
+  ("layers.0.weight"), in attribute order. A tensor reachable by two paths appears under both names."""
   out: dict[str, Any] = {}
   _collect(obj, prefix, tensor_type, out, set())
   return out
@@ -218,12 +211,7 @@ def safe_load(fn: Source) -> dict[str, Tensor]:
   return ret
 
 def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict[str, Any] | None = None) -> None:
-  """Write tensors to a .safetensors file, atomically. metadata (str -> str for other readers) goes in "__metadata__".
-
-  ```python
-  safe_save({"weight": Tensor([[1.0, 2.0]])}, "model.safetensors", metadata={"epoch": "3"})
-  ```
-  """
+  """Write tensors to a .safetensors file, atomically; metadata (str -> str) goes in its "__metadata__"."""
   header: dict[str, Any] = {}
   if metadata is not None:
     if not isinstance(metadata, dict):
