@@ -263,16 +263,7 @@ class MovementMixin:
   def rearrange(self: Tensor, formula: str, **sizes: int) -> Tensor:
     """Reshape and permute in einops notation: names the axes on both sides of "->"; parentheses merge axes (on the
     right) or split one (on the left, with the sizes given as keywords, one of each group inferred); "1" or "()" is
-    a unit axis; "..." stands for the axes not named (once per side).
-
-    ```python
-    x = Tensor.zeros(2, 3, 4, 6)
-    x.rearrange("b c h w -> b (h w) c").shape                    # (2, 24, 3)
-    x.rearrange("b c h (w two) -> b (c two) h w", two=2).shape   # (2, 6, 4, 3)
-    x.rearrange("b c h w -> 1 b c (h w)").shape                  # (1, 2, 3, 24)
-    x.rearrange("b ... -> b (...)").shape                        # (2, 72)
-    ```
-    """
+    a unit axis; "..." stands for the axes not named (once per side)."""
     split, order, final = _rearrange_plan(formula, self.shape, sizes)
     x = self.reshape(split)
     if order != tuple(range(len(order))): x = x.permute(order)
