@@ -45,10 +45,9 @@ def _steering(ast: UOp) -> set[UOp]:
   return ret
 
 def _value_consts(ast: UOp) -> list[UOp]:
-  """The int and float constants a kernel computes values with (not index math, not bools, none that steers an
-  address, a branch or a float-to-int conversion), in a fixed order. Kernels with a reduce keep every constant in the
-  code: codegen folds reduces over index comparisons (gathers, arange, one-hot masks) with them, and whether it does
-  must not depend on which kernels ran before."""
+  """The int and float constants a kernel computes values with (docs/developer/realize.md says which), in a fixed
+  order. Kernels with a reduce keep every constant in the code: whether codegen folds a reduce over index comparisons
+  (gathers, arange, one-hot masks) must not depend on which kernels ran before."""
   steer, nodes = _steering(ast), ast.toposort()
   if any(u.op is Ops.REDUCE for u in nodes): return []
   return [u for u in nodes if u.op is Ops.CONST and u.dtype != dtypes.index and u.dtype.scalar() == u.dtype
@@ -158,10 +157,6 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
     items.append(ExecItem(runner, bufs + params if params else bufs))
   if any(ei.runner.prg is None for ei in items): compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
   return items
-
-# COMPILE_CHUNK: new kernel source starts compiling (in background processes, split over the cores like the last batch:
-# one big unit would still be compiling when codegen ends) while codegen goes on with the rest. Each batch is a
-# compiler start-up more, and the overlap only pays with a core idle
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once

@@ -159,10 +159,8 @@ def pack_matmul(r: UOp) -> UOp | None:
   return ret.r(Ops.ADD, (nd - 1,)).shrink(tuple((0, s) for s in r.shape))
 
 def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
-  """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. The
-  outermost reduced axis of 16 or more (else of 2 or more) is split into chunks: (chunks, length) by a reshape, which
-  keeps index math linear. The second step also reduces what whole chunks leave over (when no chunk count near the
-  target divides the axis, or to keep a contiguous chunk a multiple of 16 long, for vector lanes)."""
+  """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. Which axis
+  is split and how: docs/developer/scheduler.md, section 0."""
   op, axes = r.arg
   x = r.src[0]
   n_red = prod(x.shape[i] for i in axes)
