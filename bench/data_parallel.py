@@ -1,70 +1,100 @@
-"""MNIST training steps per second, data parallel: on 1 device, on SHARD=n CPU devices of one process, or on the ranks
-of an MPI job (with the time each step spends averaging gradients).
+"""MNIST training steps per second, data parallel: one device against SHARD=n CPU devices of one process, or the ranks
+of an MPI job (with the time each step spends in MPI collectives).
 
-  python bench/data_parallel.py                   # one device
-  SHARD=2 python bench/data_parallel.py           # the batch split over CPU:1 and CPU:2 (CPU_THREADS=1 to compare
-                                                  #   2 one-thread devices with 1 two-thread device)
+  python bench/data_parallel.py               # CPU with CPU_THREADS=n (default 2) against n one-thread devices CPU:1..n
   mpirun --allow-run-as-root --oversubscribe -n 2 python bench/data_parallel.py     # two processes
-The model and step are examples/beautiful_mnist.py's (Adam, global batch BS=128), on random data; STEPS timed steps
-after 3 warm-up ones, median printed.
+In one process the two setups take turns, one step each, so a busy machine slows both alike: CPU is opened with
+CPU_THREADS threads per kernel, CPU:1..n with one each (each runs its kernels on a worker thread of its own). The model
+and step are examples/beautiful_mnist.py's (Adam, global batch BS=128), on random data, in one TinyJit step (under MPI
+with DataParallel's gradient averaging inside it); STEPS timed steps after 3 warm-up ones, medians printed.
 """
 import os, statistics, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from fusegrad import Tensor, TinyJit, nn, Context, distributed as dist
+from fusegrad import Tensor, TinyJit, Device, nn, Context, distributed as dist
 from fusegrad.helpers import getenv
 from examples.beautiful_mnist import Model
 
-BS, STEPS, SHARD = getenv("BS", 128), getenv("STEPS", 10), getenv("SHARD", 0)
+BS, STEPS, THREADS = getenv("BS", 128), getenv("STEPS", 10), getenv("CPU_THREADS", 2)
 
-def main() -> None:
-  in_mpi = "OMPI_COMM_WORLD_SIZE" in os.environ
-  rank, ranks = 0, 1
-  if in_mpi:
-    dist.init()
-    rank, ranks = dist.rank(), dist.world_size()
+def make_step(devices: tuple[str, ...], ranks: int = 1):
+  """A jitted training step of a fresh model on devices (one: the model there; several: replicated, the batch split)."""
   Tensor.manual_seed(0)
   model = Model()
+  for t in nn.state.get_state_dict(model).values(): t.to_(devices if len(devices) > 1 else devices[0]).realize()
   params = nn.state.get_parameters(model)
-  forward = model
-  devices = tuple(f"CPU:{i + 1}" for i in range(SHARD))
-  if devices:
-    for t in nn.state.get_state_dict(model).values(): t.to_(devices).realize()
-    forward = lambda x: x.sequential(model.layers)  # noqa: E731
   opt = nn.optim.Adam(params, lr=0.002)
-  trained = [p for p in params if p.requires_grad]
-  X, Y = Tensor.rand(BS // ranks, 1, 28, 28).realize(), Tensor.randint(BS // ranks, high=10).realize()
-  if devices: X, Y = X.shard(devices, axis=0).realize(), Y.shard(devices, axis=0).realize()
+  if ranks > 1: opt = dist.DataParallel(opt)
+  X, Y = Tensor.rand(BS // ranks, 1, 28, 28), Tensor.randint(BS // ranks, high=10)
+  if len(devices) > 1: X, Y = X.shard(devices, axis=0).realize(), Y.shard(devices, axis=0).realize()
+  else: X, Y = X.to(devices[0]).realize(), Y.to(devices[0]).realize()
 
   @TinyJit
   @Context(TRAINING=1)
-  def grad_step(x: Tensor, y: Tensor) -> list[Tensor]:
+  def step(x: Tensor, y: Tensor) -> Tensor:
     opt.zero_grad()
-    loss = forward(x).sparse_categorical_crossentropy(y).backward()
-    return [loss.realize(), *[p.grad.realize() for p in trained if p.grad is not None]]
-
-  @TinyJit
-  @Context(TRAINING=1)
-  def apply_step(*grads: Tensor) -> None:
-    for p, g in zip(trained, grads): p.grad = g
+    loss = x.sequential(model.layers).sparse_categorical_crossentropy(y).backward().realize()
     opt.step()
+    return loss
 
-  times, comm = [], []
-  for i in range(STEPS + 3):
+  def run() -> float:
     st = time.perf_counter()
-    _, *grads = grad_step(X, Y)
-    if ranks > 1:
-      for p, g in zip(trained, grads): p.grad = g
-      c = time.perf_counter()
-      dist.average_gradients(trained)
-      comm.append(time.perf_counter() - c)
-      grads = [p.grad for p in trained]
-    apply_step(*grads)
-    trained[0].numpy()  # wait for the step
-    if i >= 3: times.append(time.perf_counter() - st)
-  if rank == 0:
-    med = statistics.median(times)
-    what = f"{ranks} MPI ranks" if ranks > 1 else f"{len(devices)} CPU devices" if devices else "1 device"
-    extra = f", averaging gradients {statistics.median(comm[3:]) * 1e3:.1f} ms of it" if comm else ""
-    print(f"{what}: {1 / med:.2f} steps/s (global batch {BS}; {med * 1e3:.0f} ms per step{extra})")
+    step(X, Y).item()  # waits for the step
+    return time.perf_counter() - st
+  return run
+
+def kernels_at_once(devices: tuple[str, ...], n: int = 768) -> None:
+  """The concurrency alone: one n x n matmul per one-thread device, launched together (each device's worker runs its
+  own) against the same matmuls one after the other, and against the 2-thread CPU running them in turn."""
+  xs = {d: Tensor.rand(n, n, device=d).realize() for d in ("CPU", *devices)}
+  def together() -> None: Tensor.realize_all([xs[d] @ xs[d] for d in devices])
+  def in_turn() -> None:
+    for d in devices:
+      (xs[d] @ xs[d]).realize()
+      Device[d].synchronize()  # done before the next device starts
+  def one_device() -> None: Tensor.realize_all([xs["CPU"] @ xs["CPU"] for _ in devices])
+  ways = {"together": together, "one after the other": in_turn, f"CPU, {THREADS} threads": one_device}
+  times: dict[str, list[float]] = {name: [] for name in ways}
+  for i in range(STEPS + 2):
+    for name, way in ways.items():
+      st = time.perf_counter()
+      way()
+      for d in ("CPU", *devices): Device[d].synchronize()
+      if i >= 2: times[name].append(time.perf_counter() - st)
+  print(f"{len(devices)} matmuls {n}x{n}, one per device: " +
+        ", ".join(f"{name} {statistics.median(ts) * 1e3:.0f} ms" for name, ts in times.items()))
+
+def main() -> None:
+  if "OMPI_COMM_WORLD_SIZE" in os.environ:
+    dist.init()
+    comm: list[float] = []
+    call = dist._Collective.__call__
+    def timed(self, *args, **kwargs):
+      st = time.perf_counter()
+      try: return call(self, *args, **kwargs)
+      finally: comm.append(time.perf_counter() - st)
+    dist._Collective.__call__ = timed
+    run = make_step((Device.DEFAULT,), dist.world_size())
+    times = []
+    for i in range(STEPS + 3):
+      comm.clear()
+      times.append(run())
+    med = statistics.median(times[3:])
+    if dist.rank() == 0:
+      print(f"{dist.world_size()} MPI ranks: {1 / med:.2f} steps/s (global batch {BS}; {med * 1e3:.0f} ms per step, "
+            f"{sum(comm) * 1e3:.1f} ms of it in MPI collectives)")
+    return
+  shard = getenv("SHARD", 2)
+  with Context(CPU_THREADS=THREADS): Device["CPU"]
+  with Context(CPU_THREADS=1): devices = tuple(Device[f"CPU:{i + 1}"].device for i in range(shard))
+  kernels_at_once(devices)
+  setups = {f"1 device, {THREADS} threads": make_step(("CPU",)), f"{shard} devices, 1 thread each": make_step(devices)}
+  times: dict[str, list[float]] = {name: [] for name in setups}
+  for i in range(STEPS + 3):
+    for name, run in setups.items():
+      if (t := run()) and i >= 3: times[name].append(t)
+  meds = {name: statistics.median(ts) for name, ts in times.items()}
+  for name, med in meds.items(): print(f"{name:28s} {1 / med:5.2f} steps/s ({med * 1e3:.0f} ms per step, batch {BS})")
+  (one, one_med), (_, many_med) = meds.items()
+  print(f"{shard} devices / 1 device: {one_med / many_med:.2f}x")
 
 if __name__ == "__main__": main()

@@ -4,7 +4,8 @@ Settings (environment variables): BS batch size (512), STEPS training steps (70)
 SGD=1 or MUON=1 to replace Adam, FASHION=1 for Fashion-MNIST, TARGET_EVAL_ACC_PCT to fail (exit 1) below that accuracy,
 SAVE=path.safetensors to save the trained weights (examples/webgpu/export_mnist.py exports them for the browser).
 Data parallel: SHARD=n splits each batch over n devices of this machine (f"{Device.DEFAULT}:{i}", the model replicated
-on each); DIST=1 under MPI splits it over the ranks, averaging gradients (only rank 0 prints):
+on each); DIST=1 under MPI splits it over the ranks, averaging gradients inside the TinyJit step and keeping the batch
+norms' running statistics those of the global batch (SyncBatchNorm); only rank 0 prints:
   DIST=1 mpirun -n 2 python examples/beautiful_mnist.py      (as root: mpirun --allow-run-as-root ...)
 """
 import sys
@@ -13,11 +14,11 @@ from fusegrad.helpers import getenv, colored, trange
 from fusegrad.nn.datasets import mnist
 
 class Model:
-  def __init__(self):
+  def __init__(self, norm: type[nn.BatchNorm] = nn.BatchNorm):
     self.layers = [nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu,
-                   nn.BatchNorm(32), Tensor.max_pool2d,
+                   norm(32), Tensor.max_pool2d,
                    nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu,
-                   nn.BatchNorm(64), Tensor.max_pool2d,
+                   norm(64), Tensor.max_pool2d,
                    lambda x: x.flatten(1), nn.Linear(576, 10)]
   @function  # traced once; each call reuses the graph (and repeats the batch norms' running-statistics updates)
   def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
@@ -32,7 +33,7 @@ def make_optimizer(params: list[Tensor]) -> nn.optim.Optimizer:
 
 def main() -> float:
   X_train, Y_train, X_test, Y_test = mnist(fashion=bool(getenv("FASHION", 0)))
-  model = Model()
+  model = Model(dist.SyncBatchNorm if getenv("DIST", 0) else nn.BatchNorm)
   params, batch_size = nn.state.get_parameters(model), getenv("BS", 512)
   forward = model
   if devices := tuple(f"{Device.DEFAULT}:{i}" for i in range(getenv("SHARD", 0))):
@@ -45,8 +46,8 @@ def main() -> float:
     dist.init()
     rank, ranks = dist.rank(), dist.world_size()
     dist.broadcast_parameters(params)  # every rank starts from rank 0's weights
+    forward = lambda x: x.sequential(model.layers)  # noqa: E731 (SyncBatchNorm all-reduces: `function` can't trace it)
   opt = make_optimizer(params)
-  trained = [p for p in params if p.requires_grad]  # (not the batch norms' running statistics)
 
   def loss_of_batch() -> Tensor:
     samples = Tensor.randint(batch_size, high=X_train.shape[0])
@@ -59,25 +60,9 @@ def main() -> float:
   @Context(TRAINING=1)
   def train_step() -> Tensor:
     opt.zero_grad()
-    return loss_of_batch().realize(*opt.schedule_step())  # the loss and the optimizer's step in one schedule
-
-  @TinyJit
-  @Context(TRAINING=1)
-  def grad_step() -> list[Tensor]:  # DIST: the gradients, averaged across ranks before apply_step
-    opt.zero_grad()
-    return [loss_of_batch().realize(), *[p.grad.realize() for p in trained if p.grad is not None]]
-
-  @TinyJit
-  @Context(TRAINING=1)
-  def apply_step(*grads: Tensor) -> None:
-    for p, g in zip(trained, grads): p.grad = g
-    opt.step()
-
-  def dist_train_step() -> Tensor:
-    loss, *grads = grad_step()
-    for p, g in zip(trained, grads): p.grad = g
-    dist.average_gradients(trained)
-    apply_step(*[p.grad for p in trained])
+    if ranks == 1: return loss_of_batch().realize(*opt.schedule_step())  # the loss and the step in one schedule
+    loss = loss_of_batch().realize()
+    dist.DataParallel(opt).step()  # the gradients averaged across ranks (captured by TinyJit too), then the step
     return loss
 
   @TinyJit
@@ -86,7 +71,7 @@ def main() -> float:
   acc, steps = float("nan"), getenv("STEPS", 70)
   for i in (bar := trange(steps, disable=rank != 0)):
     GlobalCounters.reset()  # so DEBUG=2 totals are per step
-    loss = dist_train_step() if ranks > 1 else train_step()
+    loss = train_step()
     if i % 10 == 9 or i == steps - 1: acc = get_test_acc().item()
     bar.set_description(f"loss {loss.item():6.3f}  test accuracy {acc:5.2f}%")
   if (path := getenv("SAVE", "")) and rank == 0: nn.state.safe_save(nn.state.get_state_dict(model), path)

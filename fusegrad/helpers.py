@@ -287,7 +287,9 @@ def _cache_file_kind(path: pathlib.Path) -> str:
 
 def _damage(path: pathlib.Path) -> str | None:
   """Why the SQLite file at path is damaged, from its header alone (cheap), or None: shorter than the pages its header
-  counts (valid when bytes 92-96 match the change counter at 24-28)."""
+  counts (valid when bytes 92-96 match the change counter at 24-28). Only for a cache at rest: while another process
+  has it open (its NAME-wal exists), a checkpoint writes the new header before it grows the file."""
+  if path.with_name(path.name + "-wal").exists(): return None
   with open(path, "rb") as f: head = f.read(100)
   page_size, pages, size = int.from_bytes(head[16:18], "big"), int.from_bytes(head[28:32], "big"), path.stat().st_size
   if head[92:96] == head[24:28] and size < pages * (65536 if page_size == 1 else page_size):

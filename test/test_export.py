@@ -47,7 +47,7 @@ def test_files(tmp_path):
     assert np.prod(size) <= WGSLRenderer().max_workgroup and f"fn {k['name']}(" in src
   assert Device["WEBGPU"].renderer is renderer  # the adapter's own limits again after the export
 
-def test_refusals(tmp_path):
+def test_refusals(tmp_path, monkeypatch):
   _, x, W = matmul_softmax()
   with pytest.raises(ExportError, match="return a Tensor"): fusegrad.export.webgpu(lambda a: 3, [Tensor(x)], tmp_path)
   with pytest.raises(ExportError, match="random numbers"):
@@ -59,6 +59,9 @@ def test_refusals(tmp_path):
   with pytest.raises(ExportError, match="copies from CPU to WEBGPU"):
     fusegrad.export.webgpu(lambda a: a + on_cpu.to("WEBGPU"), [Tensor(x)], tmp_path)
   with pytest.raises(ExportError, match="must be Tensors"): fusegrad.export.webgpu(lambda a: a, [x], tmp_path)
+  monkeypatch.setattr(fusegrad.export, "MAX_BINDING", 128)  # as if 128 bytes were all an adapter must bind
+  with pytest.raises(ExportError, match="a buffer of 256 bytes is larger than the 128 bytes"):
+    fusegrad.export.webgpu(lambda a: a * 2, [Tensor(x)], tmp_path)
 
 def test_tinyjit_is_captured_again(tmp_path):  # a TinyJit is exported from its function, with the browser's limits
   _, x, W = matmul_softmax()
@@ -148,3 +151,16 @@ def test_mnist_page(browser, served):
   assert abs(sum(probs) - 1) < 0.01 and page.locator("#prediction").inner_text() == str(int(np.argmax(probs)))
   ARTIFACTS.mkdir(exist_ok=True)
   page.screenshot(path=str(ARTIFACTS / "webgpu_mnist.png"), full_page=True)
+
+def test_float16_in_browser(browser, served):  # no shader-f16 in Chrome on SwiftShader: f32 registers, 16-bit lanes
+  root, url = served
+  rng = np.random.default_rng(2)
+  w, x = rng.standard_normal(33).astype(np.float16), rng.standard_normal(33).astype(np.float16)
+  W = Tensor(w, device="WEBGPU").realize()
+  fusegrad.export.webgpu(lambda a: (a * W + 1, (a * W).float().sum()), [Tensor(x)], root / "f16")
+  (root / "f16" / "index.html").write_text(HARNESS)
+  page = open_page(browser, url + "f16/index.html", "ready")
+  bits, total = page.evaluate("async (x) => (await model.run(Uint16Array.from(x))).map((y) => Array.from(y))",
+                              x.view(np.uint16).tolist())
+  np.testing.assert_array_equal(np.array(bits, np.uint16).view(np.float16), x * w + np.float16(1))
+  np.testing.assert_allclose(total[0], (x * w).astype(np.float32).sum(), rtol=1e-5)

@@ -137,14 +137,18 @@ def _train(steps: int, infer_in_thread: bool) -> tuple:
       opt.step()
     return loss.realize()
   outs: set[bytes] = {model(Xi).numpy().tobytes()}  # before the first step
-  stop = threading.Event()
+  stop, building = threading.Event(), threading.Lock()
   def infer() -> None:
-    while not stop.is_set(): outs.add(model(Xi).numpy().tobytes())  # read-only: no grad, no assign
+    while not stop.is_set():
+      # the forward reads weight, then bias: a step between the two reads would mix two steps' weights (as in torch),
+      # so only building the graph takes the user's lock; realizing it runs beside the next steps
+      with building: y = model(Xi)
+      outs.add(y.numpy().tobytes())  # read-only: no grad, no assign
   thread = threading.Thread(target=infer)
   if infer_in_thread: thread.start()
   try:
     for i in range(steps):
-      loss = step()
+      with building: loss = step()
       if not infer_in_thread: outs.add(model(Xi).numpy().tobytes())
       if i == 1000: rss, files = _rss(), _open_files()
   finally:

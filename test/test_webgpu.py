@@ -70,12 +70,34 @@ def test_timestamp_timing_and_workgroups():
   assert t is not None and 0 < t < 1
   np.testing.assert_allclose(np.frombuffer(item.bufs[0].as_bytes(), np.float32), x.numpy().sum(axis=1), rtol=1e-5)
 
+@needs_device
+def test_synchronize_and_timed_copy():  # DEBUG=2 times copies: a wait on the queue
+  from fusegrad.engine.runner import CopyRunner
+  src = Buffer("WEBGPU", 5, dtypes.float32).copyin(memoryview(np.arange(5, dtype=np.float32)))
+  dest = Buffer("WEBGPU", 5, dtypes.float32).allocate()
+  Device["WEBGPU"].synchronize()
+  assert CopyRunner("WEBGPU", "WEBGPU", 20)([dest, src], {}, wait=True) >= 0
+  assert np.frombuffer(dest.as_bytes(), np.float32).tolist() == [0, 1, 2, 3, 4]
+
 def test_wgsl_dialect_without_device():  # capabilities, not the device name, decide what is rendered
   ast = (Tensor([1.0, 2.0], device="PYTHON").half() * 2).schedule()[-1].ast
   src = get_program(ast, WGSLRenderer(supports_float16=True)).src
   assert "enable f16;" in src and "array<f16>" in src and "@compute @workgroup_size(" in src
-  with pytest.raises(UnsupportedDTypeError, match="dtype half is not supported on device WEBGPU"):
-    get_program(ast, WGSLRenderer(supports_float16=False))
+  src = get_program(ast, WGSLRenderer(supports_float16=False)).src  # without shader-f16: f32 in 16-bit lanes
+  assert "enable f16" not in src and "array<atomic<u32>>" in src and "fn fg_half" in src
+
+@needs_device
+def test_float16_without_shader_f16():  # as in Chrome on SwiftShader: rounded to float16 after each op, as numpy does
+  from fusegrad.export import browser_kernels
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal(1001).astype(np.float16), rng.standard_normal(1001).astype(np.float16)
+  with browser_kernels(Device["WEBGPU"]), np.errstate(over="ignore"):
+    assert not Device["WEBGPU"].renderer.supports_float16
+    A, B = Tensor(a, device="WEBGPU"), Tensor(b, device="WEBGPU")
+    np.testing.assert_array_equal(((A * B + A) * 1000).numpy(), (a * b + a) * np.float16(1000))
+    np.testing.assert_array_equal((A * 60000).numpy(), a * np.float16(60000))  # beyond float16's range: inf
+    np.testing.assert_array_equal((Tensor(b.astype(np.float32), device="WEBGPU").half() + A).numpy(), b + a)
+    np.testing.assert_allclose(A.float().sum().numpy(), a.astype(np.float32).sum(), rtol=1e-5)
 
 def test_launch_axes_fit_the_limits():  # 490000 workgroups in x split in two by a divisor (WebGPU's x stops at 65535)
   ast = (Tensor.empty(490000, device="PYTHON") * 2).schedule()[-1].ast

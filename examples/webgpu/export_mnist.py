@@ -9,6 +9,7 @@ Without a weights file it trains first (beautiful_mnist's main, STEPS steps). mo
 model.safetensors and the first 100 test images (test_images.u8, 28x28 bytes each, and test_labels.u8).
 """
 import os, pathlib, sys
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # the repository's root: examples/ is a package
 import fusegrad
 from fusegrad import Tensor, nn
 from fusegrad.nn.datasets import mnist

@@ -48,6 +48,13 @@ fn fg_64_to_f32(a: u64v, signed: bool) -> f32 {
   let r = f32(v.y) * 4294967296.0f + f32(v.x); return select(r, -r, neg);
 }"""
 
+# float16 without shader-f16: f32 registers, rounded to float16 after each op and stored as 16-bit lanes of u32 words
+# (pack2x16float's result is undefined beyond float16's range: those values become infinities here first)
+HALF_HELPER = """fn fg_half(x: f32) -> u32 {
+  if (abs(x) >= 65520.0f) { return select(0x7c00u, 0xfc00u, x < 0.0f); }
+  return pack2x16float(vec2<f32>(x, 0.0f)) & 0xffffu;
+}"""
+
 def _narrow(x: str, dt: DType) -> str:
   """x (an i32 or u32 expression) wrapped to dt's width; 32-bit values and bools unchanged."""
   if dt not in PACKED or dt == dtypes.bool: return x
@@ -87,13 +94,23 @@ class WGSLRenderer(CStyleLanguage):
     if isinstance(dt, PtrDType): return self.render_dtype(dt.base)
     if dt.scalar() in WIDE and dt.count == 1: return "u64v"
     scalar = WGSL_TYPES.get(known_dtype(dt.scalar()))
-    if scalar is None or (scalar == "f16" and not self.supports_float16):
+    if scalar == "f16" and not self.supports_float16: scalar = "f32"  # stored in 16-bit lanes (see _packed)
+    if scalar is None:
       raise UnsupportedDTypeError(f"dtype {dt.scalar().name} is not supported on device {self.device}")
     return scalar if dt.count == 1 else f"vec{dt.count}<{scalar}>"
 
   def supports_dtype(self, dt: DType) -> bool:
     if dt in (dtypes.void, dtypes.index) or dt in WIDE: return True  # statements; index math: see render_index_type
-    return dt in WGSL_TYPES and (dt != dtypes.float16 or self.supports_float16)
+    return dt in WGSL_TYPES
+
+  def _packed(self, dt: DType) -> bool:
+    """Stored in lanes of u32 words: bool and narrow integers, and float16 without the adapter's shader-f16."""
+    return dt in PACKED or (dt == dtypes.float16 and not self.supports_float16)
+
+  def _half(self, x: str, dt: DType) -> str:
+    """x rounded to float16 when dt is float16 held in an f32 register (no shader-f16); else x."""
+    if dt != dtypes.float16 or self.supports_float16: return x
+    return f"unpack2x16float(fg_half({x})).x"
 
   def render_index_type(self, dt: DType) -> str:
     if dt in WIDE: raise UnsupportedDTypeError(f"64-bit index math (dtype {dt.name}) is not supported on device "
@@ -109,7 +126,7 @@ class WGSLRenderer(CStyleLanguage):
         bits = "fg_nan" if math.isnan(val) else "fg_inf"
         ret = f"bitcast<f32>({bits})" if val > 0 or math.isnan(val) else f"(-bitcast<f32>({bits}))"
         return ret if dt == dtypes.float32 else f"{self.render_dtype(dt)}({ret})"
-      return f"{val!r}{'h' if dt == dtypes.float16 else 'f'}"
+      return f"{val!r}{'h' if dt == dtypes.float16 and self.supports_float16 else 'f'}"
     if dt == dtypes.bool: return "true" if val else "false"
     assert isinstance(val, int)
     if dt in WIDE: return f"u64v({val & 0xFFFFFFFF}u, {(val >> 32) & 0xFFFFFFFF}u)"
@@ -150,7 +167,7 @@ class WGSLRenderer(CStyleLanguage):
       a, b = src
       if op is Ops.MAX: return f"select({b}, {a}, ({a}>{b}) || fg_isnan(f32({a})))"
       return f"(({a}!={b}) || fg_isnan(f32({a})) || fg_isnan(f32({b})))"
-    return _narrow(super().render_alu(u, src), dt)
+    return self._half(_narrow(super().render_alu(u, src), dt), dt)
 
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
     if from_dt in WIDE and dt in WIDE: return x
@@ -163,13 +180,13 @@ class WGSLRenderer(CStyleLanguage):
       if dtypes.is_float(from_dt): return f"fg_f32_to_64(f32({x}))"
       if from_dt == dtypes.bool or dtypes.is_unsigned(from_dt): return f"u64v(u32({x}), 0u)"
       return f"u64v(bitcast<u32>(i32({x})), select(0u, 0xffffffffu, i32({x}) < 0i))"
-    return _narrow(f"{self.render_dtype(dt)}({x})", dt)
+    return self._half(_narrow(f"{self.render_dtype(dt)}({x})", dt), dt)
 
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
     if dt.itemsize != from_dt.itemsize or dt.itemsize not in (1, 2, 4):
       raise UnsupportedDTypeError(f"bitcast {from_dt.name} -> {dt.name} is not supported on device {self.device}")
     if from_dt == dtypes.float16: x = f"pack2x16float(vec2<f32>(f32({x}), 0.0f))"  # its bits, in a u32
-    if dt == dtypes.float16: return f"f16(unpack2x16float(u32({x}) & 0xffffu).x)"
+    if dt == dtypes.float16: return f"{self.render_dtype(dt)}(unpack2x16float(u32({x}) & 0xffffu).x)"
     return _narrow(f"bitcast<{self.render_dtype(dt)}>({x})", dt)  # narrow ints: the low bits, wrapped to dt
 
   def render_special(self, name: str) -> str:
@@ -179,27 +196,28 @@ class WGSLRenderer(CStyleLanguage):
   def render_load(self, u: UOp, buf: str, idx: str) -> str:
     dt = u.dtype
     if u.src[1].dtype in WIDE: idx = f"bitcast<i32>({idx}.x)"  # int64 index math: an index fits in its low word
-    if dt not in PACKED or u.src[0].op is not Ops.DEFINE_GLOBAL: return f"{buf}[{idx}]"
+    if not self._packed(dt) or u.src[0].op is not Ops.DEFINE_GLOBAL: return f"{buf}[{idx}]"
     word = f"atomicLoad(&{buf}[({idx}) / {4 // dt.itemsize}])"
     bits = 8 * dt.itemsize
     lane = f"(({word} >> (u32(({idx}) % {4 // dt.itemsize}) * {bits}u)) & {2 ** bits - 1}u)"
     if dt == dtypes.bool: return f"({lane} != 0u)"
+    if dt == dtypes.float16: return f"unpack2x16float({lane}).x"
     return lane if dtypes.is_unsigned(dt) else _narrow(f"bitcast<i32>({lane})", dt)
 
   def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str:
     dt = u.src[2].dtype
     if u.src[1].dtype in WIDE: idx = f"bitcast<i32>({idx}.x)"
-    if dt not in PACKED or u.src[0].op is not Ops.DEFINE_GLOBAL: return f"{buf}[{idx}] = {val};"
+    if not self._packed(dt) or u.src[0].op is not Ops.DEFINE_GLOBAL: return f"{buf}[{idx}] = {val};"
     per, bits = 4 // dt.itemsize, 8 * dt.itemsize
     word, shift = f"&{buf}[({idx}) / {per}]", f"(u32(({idx}) % {per}) * {bits}u)"
-    lane = f"(u32({val}) & {2 ** bits - 1}u)"
+    lane = f"fg_half({val})" if dt == dtypes.float16 else f"(u32({val}) & {2 ** bits - 1}u)"
     return f"{{ atomicAnd({word}, ~({2 ** bits - 1}u << {shift})); atomicOr({word}, {lane} << {shift}); }}"
 
   # *** the kernel: bindings at module scope, an entry point with builtin launch indices ***
   def render_buffer_param(self, name: str, dt: DType, index: int, written: bool) -> str:
     base = dt.base if isinstance(dt, PtrDType) else dt
     elem = self.render_dtype(base)
-    if base in PACKED: elem = "atomic<u32>"
+    if self._packed(base): elem = "atomic<u32>"
     return f"@group(0) @binding({index}) var<storage, read_write> {name}: array<{elem}>;"
 
   def render_var_param(self, name: str, index: int) -> str:
@@ -217,6 +235,7 @@ class WGSLRenderer(CStyleLanguage):
     dts = {(u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar() for u in uops}
     inf_nan = any(u.op is Ops.CONST and isinstance(u.arg, float) and not math.isfinite(u.arg) for u in uops)
     isnan = any(u.op in (Ops.MAX, Ops.CMPNE) and dtypes.is_float(u.src[0].dtype) for u in uops)
-    return (["enable f16;"] if dtypes.float16 in dts else []) + ([I64_HELPERS] if dts & set(WIDE) else []) + \
+    half = [("enable f16;" if self.supports_float16 else HALF_HELPER)] if dtypes.float16 in dts else []
+    return half + ([I64_HELPERS] if dts & set(WIDE) else []) + \
       (["var<private> fg_nan: u32 = 0x7fc00000u;", "var<private> fg_inf: u32 = 0x7f800000u;"] if inf_nan else []) + \
       (["fn fg_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }"] if isnan else [])

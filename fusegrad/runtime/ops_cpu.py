@@ -29,9 +29,9 @@ def _big_mapping(nbytes: int) -> mmap.mmap:
 
 class Worker:
   """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
-  at once (ctypes lets go of the GIL during the call). A queued launch holds its buffers (freed meanwhile, they stay
-  valid). sync() waits for every launch queued so far: the device's allocator calls it before the host reads or writes
-  its memory (a copy to another device, numpy(), copyin), and os.fork() before the child copies the memory."""
+  at once (ctypes lets go of the GIL during the call). A queued launch holds its buffers and library (freed meanwhile,
+  they stay valid). sync() waits for every launch queued so far: the device's allocator calls it before the host reads
+  or writes its memory (a copy to another device, numpy(), copyin), and os.fork() before the child copies the memory."""
   def __init__(self, device: str) -> None:
     self.device = device
     self.start()
@@ -43,12 +43,12 @@ class Worker:
     threading.Thread(target=self._loop, name=f"fusegrad {self.device}", daemon=True).start()
   def _loop(self) -> None:
     while True:
-      fxn, args, bufs = self.queue.get()
+      fxn, args, keep = self.queue.get()
       try: fxn(*args)
       except BaseException as e: self.error = self.error or e
-      del fxn, args, bufs  # the buffers are free to go before the next launch comes
+      del fxn, args, keep  # the buffers are free to go before the next launch comes
       self.queue.task_done()
-  def launch(self, fxn: Callable, args: tuple, bufs: tuple) -> None: self.queue.put((fxn, args, bufs))
+  def launch(self, fxn: Callable, args: tuple, keep: tuple) -> None: self.queue.put((fxn, args, keep))
   def sync(self) -> None:
     self.queue.join()
     if self.error is not None:
@@ -369,7 +369,7 @@ class CPUProgram:
     if wait and self.worker is not None: self.worker.sync()  # timed here, once the worker is done
     if not wait:
       if self.worker is None: self.fxn(*[b.addr for b in bufs], *vals)
-      else: self.worker.launch(self.fxn, (*[b.addr for b in bufs], *vals), bufs)
+      else: self.worker.launch(self.fxn, (*[b.addr for b in bufs], *vals), (self.lib, *bufs))  # loaded till it ran
       return None
     st = time.perf_counter()
     self.fxn(*[b.addr for b in bufs], *vals)

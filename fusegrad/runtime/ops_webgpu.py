@@ -139,9 +139,13 @@ class WebGPUDevice(Compiled):
                             shared_max=lim["max-compute-workgroup-storage-size"],
                             max_buffers=lim["max-storage-buffers-per-shader-stage"],
                             supports_float16="shader-f16" in features)
+    self.sync_buf = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
     self.allocator: WebGPUAllocator = WebGPUAllocator(self)
     super().__init__(device, self.allocator, renderer, WebGPUCompiler(self), functools.partial(WebGPUProgram, self))
 
   @property
   def is_accelerator(self) -> bool: return self.adapter_type not in ("CPU", "cpu")
-  def synchronize(self) -> None: self.gpu.queue.on_submitted_work_done_sync()
+  def synchronize(self) -> None:
+    # reading a word back waits for everything submitted before it (the queue runs in order); wgpu 0.32's
+    # on_submitted_work_done_sync raises a TypeError with the wgpu-native it bundles
+    self.gpu.queue.read_buffer(self.sync_buf, 0, 4)
