@@ -82,10 +82,14 @@ class _Linearizer:
             for i, x in enumerate(group)]
     for acc in accs: self.emit(acc)
     for r in ranges: self.open_loop(r)
-    for x, acc in zip(group, accs):
-      update = acc
-      for v in reduce_parts(x)[0]: update = self.accumulate(x.arg, update, v)
-      self.out.append(UOp(Ops.ASSIGN, x.dtype, (acc, update)))
+    # step by step across the accumulators (the first unrolled step of every one, then the second...), not accumulator
+    # by accumulator: a value loaded for one step dies at once, where gcc, which keeps the source's order, kept the
+    # broadcasts of all steps live and spilled the register tile (clang reorders either way)
+    updates = list(accs)
+    for step in range(max(len(reduce_parts(x)[0]) for x in group)):
+      for i, x in enumerate(group):
+        if step < len(vals := reduce_parts(x)[0]): updates[i] = self.accumulate(x.arg, updates[i], vals[step])
+    for x, acc, update in zip(group, accs, updates): self.out.append(UOp(Ops.ASSIGN, x.dtype, (acc, update)))
     for r in reversed(ranges):
       self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
       del self.done[r]

@@ -1,18 +1,9 @@
 """The schedule cache: a graph shaped like one scheduled before gets that schedule again, with its own buffers.
 
-What the scheduler makes of a graph depends on the graph's nodes down to its leaves, on where each leaf's value is
-(state.lookup: a view of a buffer) and on which version of each buffer is the newest (a write follows its buffer to
-the newest). The key writes all of that without object identities: each node as (op, dtype, arg, the positions of
-its sources), each leaf as the views it resolves to, buffers and versions numbered in the order they are met, with
-each buffer's device, size and dtype and whether each version is its buffer's newest. Float constants other than 0,
-1, -1, inf and nan are parameters: the kernels are built with placeholders for them (nothing the scheduler decides
-can depend on their values), and each use fills the values in and simplifies. Integer constants (index math: aranges,
-gathers), the special floats and the values Variables are bound to are in the key with their values.
-
-A template is the schedule with each Buffer written as a reference (a buffer of the key, or one the schedule makes:
-made again at each use) and each version as one of the key's, a buffer's newest, or one the schedule writes (a new
-one at each use). A schedule naming anything else isn't cached. While TinyJit captures, nothing is cached or reused
-(state.lookup then computes stored values again).
+The key is what scheduling depends on, without object identities (nodes by position, buffers and versions numbered
+as met; float constants other than 0, 1, -1, inf and nan are parameters filled in at each use); a template is the
+schedule with its buffers and versions as references into the key. docs/developer/scheduler.md (section 6) has the
+details, and the quick path's. While TinyJit captures, nothing is cached or reused.
 """
 from __future__ import annotations
 import math, weakref

@@ -41,6 +41,7 @@ class CStyleLanguage(Renderer):
   vector: str = "({type}){{{val}}}"             # a vector from its lanes (val: them, comma-separated)
   local_decl: str = "{prefix}{type} {name}[{size}];"  # shared memory (prefix: smem_prefix)
   locals_in_prelude: bool = False               # shared memory is declared outside the kernel function
+  offset_addressing: bool = False               # `buf[x+c]` written `(buf+x)[c]` (render_address)
   code_for_op: dict[Ops, str] = field(default_factory=lambda: {
     Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})", Ops.CMPLT: "({0}<{1})",
     Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})", Ops.SHL: "({0}<<{1})",
@@ -104,6 +105,14 @@ class CStyleLanguage(Renderer):
     """Loop counters and launch indices: int32 or int64 as codegen chose (int for an unresolved index)."""
     return "int" if dt == dtypes.index else self.render_dtype(dt)
 
+  def render_address(self, idx: UOp, buf: str, names: dict[UOp, str]) -> tuple[str, str]:
+    """The pointer and index a load or store uses. With offset_addressing an index `x + constant` becomes `(buf+x)` and
+    the constant: with -fwrapv (int math wraps) gcc can't move a constant out of a 32-bit index, so each `buf[x+c]`
+    got its own sign-extended pointer (a register, or a stack slot reloaded in the hot loop); `buf+x` is one pointer
+    that all of them share, the constants become displacements."""
+    if self.offset_addressing and idx.op is Ops.ADD and idx.src[1].op is Ops.CONST:
+      return f"({buf}+{names[idx.src[0]]})", self.render_const(idx.src[1].arg, idx.src[1].dtype)
+    return buf, names[idx] if idx.op is not Ops.CONST else self.render_const(idx.arg, idx.dtype)
   def render_load(self, u: UOp, buf: str, idx: str) -> str: return f"{buf}[{idx}]"
   def render_store(self, u: UOp, buf: str, idx: str, val: str) -> str: return f"{buf}[{idx}] = {val};"
 
@@ -133,6 +142,7 @@ class CStyleLanguage(Renderer):
     names: dict[UOp, str] = {}
     uses = Counter(s for u in uops for s in u.src)
     written = {u.src[0] for u in uops if u.op is Ops.STORE}
+    casted = {u.src[0] for u in uops if u.op is Ops.CAST}
     params: list[str] = []
     body: list[str] = []
     depth, counter = 1, Counter[str]()
@@ -181,7 +191,7 @@ class CStyleLanguage(Renderer):
         line(self.barrier)
       elif u.op is Ops.LOAD:
         names[u] = new_name("val")
-        access = self.render_load(u, src[0], src[1])
+        access = self.render_load(u, *self.render_address(u.src[1], src[0], names))
         # other extras order only (BARRIER)
         gate = next((n for x, n in zip(u.src[2:], src[2:]) if x.dtype == dtypes.bool), None)
         zero = self.render_const(0.0 if dtypes.is_float(u.dtype) else 0, u.dtype)
@@ -189,7 +199,7 @@ class CStyleLanguage(Renderer):
         line(self.decl.format(type=self.render_dtype(u.dtype), name=names[u], val=val))
       elif u.op is Ops.STORE:
         names[u] = ""  # a BARRIER lists the stores it waits for
-        stmt = self.render_store(u, src[0], src[1], src[2])
+        stmt = self.render_store(u, *self.render_address(u.src[1], src[0], names), src[2])
         line(stmt if len(src) == 3 else self.guarded.format(cond=src[3], stmt=stmt))
       elif u.op is Ops.DEFINE_ACC:
         names[u] = new_name("acc")
@@ -205,8 +215,10 @@ class CStyleLanguage(Renderer):
         elif u.op is Ops.BITCAST: expr = self.render_bitcast(src[0], u.dtype, u.src[0].dtype)
         else: expr = self.render_alu(u, src)
         # small integer expressions used once are written inline; every float result gets a variable (it rounds), and so
-        # does every int narrower than C's int (C computes those in int: only the assignment wraps them to their type)
-        inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or u.dtype == dtypes.bool
+        # does every int narrower than C's int (C computes those in int: only the assignment wraps them to their type),
+        # and a bool that becomes a number: gcc jumps on `(float)(a!=b)` (max pool's gradient: a mispredicted jump per
+        # element, 20x slower) but sets a _Bool variable without a jump
+        inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or (u.dtype == dtypes.bool and u not in casted)
         if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
           names[u] = expr
         else:
@@ -285,6 +297,7 @@ class ClangRenderer(CStyleLanguage):
   """C for the CPU backend, compiled by clang or gcc (half is __fp16 with clang, _Float16 with gcc)."""
   device: str = "CPU"
   half_type: str = "_Float16"
+  offset_addressing: bool = True
   def render_dtype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return f"{self.render_dtype(dt.base)}*"
     name = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",

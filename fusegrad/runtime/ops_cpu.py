@@ -217,6 +217,10 @@ class ClangCompiler(Compiler):
     # splits 64-byte vectors into two 32-byte halves by default on some AVX-512 CPUs)
     self.args[:0] = ISAS[isa][3] if isa in ISAS else []
     if openmp: self.args.insert(0, "-fopenmp")
+    # gcc -O2 keeps a short loop whose body is big as a loop (a 3x3 convolution's 3 rows of 24 multiply-adds: 1.2x
+    # slower than clang's code, which unrolls it): unroll such loops whole, as -O3 would
+    if "Free Software Foundation" in compiler_version(tuple(cc)):
+      self.args[:0] = ["-fpeel-loops", "--param=max-completely-peeled-insns=1000"]
     version = compiler_version(tuple(cc)).split("\n")[0]
     key = f"{version}|{isa}|{' '.join(self.args)}|{platform.machine()}|{_cpuinfo('model name')}"
     ident = hashlib.sha256(key.encode()).hexdigest()[:16]
