@@ -12,7 +12,6 @@ from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, 
 from fusegrad.renderer import Renderer
 
 # *** the device registry ***
-
 # One thread at a time opens a backend, realizes (schedules, compiles, runs kernels) or copies data in or out: PoCL
 # crashes when two threads open it at once, and the engine's state (engine/state.py) is one per process. Reentrant:
 # a realize opens devices. See docs/developer/threads.md.
@@ -114,7 +113,6 @@ if hasattr(os, "register_at_fork"):
   os.register_at_fork(before=_before_fork, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
 
 # *** buffers ***
-
 class OutOfMemoryError(MemoryError, RuntimeError):
   """A buffer that can't be allocated (torch's RuntimeError, Python's MemoryError): names device, bytes, dtype."""
 
@@ -191,7 +189,6 @@ class Buffer:
             f"{'' if self._buf is not None else ' unalloc'}>")
 
 # *** the pieces of a backend ***
-
 class Allocator:
   """Device memory: alloc returns an opaque handle."""
   def alloc(self, nbytes: int) -> Any: raise NotImplementedError

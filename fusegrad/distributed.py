@@ -1,22 +1,7 @@
 """Data parallel training across processes and machines over MPI (Open MPI through mpi4py).
 
-Every process (rank) holds the whole model and trains on its slice of the global batch; after backward() the
-gradients are averaged across ranks, so every rank takes the same optimizer step and the parameters stay equal:
-
-```python
-from fusegrad import distributed as dist
-dist.init()
-dist.broadcast_parameters(params)          # everyone starts from rank 0's values
-opt = dist.DataParallel(nn.optim.Adam(params))
-loss = model(x[dist.rank()::dist.world_size()]).sparse_categorical_crossentropy(...).backward()
-opt.step()                                 # gradients averaged in buckets, then the wrapped step
-```
-Run with `mpirun -n 2 python train.py` (as root add `--allow-run-as-root`, more ranks than cores `--oversubscribe`).
-Tensors travel as their buffers' bytes through mpi4py's buffer calls (`Iallreduce`, `Ibcast`), never pickled; each
-collective is a step of the realize (a runner), so a TinyJit step captures and replays it with the kernels. A rank
-that raises aborts the whole job (MPI_Abort), and a collective that waits longer than TIMEOUT seconds for the others
-raises in the ranks still waiting: a failure is an error everywhere, never a silent hang.
-"""
+Every rank holds the whole model and trains on its slice of the batch; gradients are averaged across ranks after
+backward(). The API, how to run it and what a failure does: docs/devices.md."""
 from __future__ import annotations
 import sys, time, zlib
 from typing import Any

@@ -237,7 +237,6 @@ def sum_acc_dtype(dt: DType) -> DType:
   return least_upper_dtype(dt, dtypes.float32)
 
 # *** conversions used by the PYTHON device and by Tensor creation ***
-
 def float_to_bf16_bits(x: float) -> int:
   """Round a float to bfloat16 (round to nearest even) and return its 16 bits."""
   if math.isnan(x): return 0x7FC0

@@ -1,19 +1,6 @@
 """Export for the web: `webgpu(fn, example_inputs, out_dir)` writes the kernels a function launches on the WEBGPU
-device, so that a page runs them with no Python behind it:
-
-- `out_dir/kernels/*.wgsl`: each kernel's WGSL, as the native device compiled it;
-- `out_dir/model.safetensors`: the buffers the kernels read but never write (the weights), by buffer;
-- `out_dir/model.js`: a plain ES module (no build step) exporting `async function load(baseUrl)`, which resolves to an
-  object whose `async run(...inputs)` takes typed arrays (`Float32Array` for float32, ...) in the order of the
-  function's inputs and returns an array of typed arrays, one per output. It makes the buffers and the pipelines
-  once, then each run writes the inputs, dispatches every kernel in the order captured and reads the outputs.
-
-The kernels are captured by TinyJit while the WEBGPU renderer holds the limits every browser grants (WebGPU's
-defaults: 256 invocations a workgroup, 16 KiB of workgroup memory, 8 storage buffers a kernel, no f16, and register
-tiles small enough for a browser's shader compiler), so the adapter the export runs on doesn't matter. The function
-must be pure: its results Tensors, no random numbers, no assign into a tensor that outlives the call (BatchNorm in
-training mode), no copy from another device.
-"""
+device (WGSL files, the weights as safetensors and a plain ES module `model.js`), so that a page runs them with no
+Python behind it. The files, the browser limits the kernels keep and what can't be exported: docs/webgpu.md."""
 from __future__ import annotations
 import contextlib, json, pathlib
 from typing import Any, Callable, Iterator, Sequence
@@ -116,7 +103,7 @@ def _io(bufs: _Buffers, t: Tensor) -> dict[str, Any]:
 def webgpu(fn: Callable[..., Any], example_inputs: Sequence[Tensor], out_dir: str | pathlib.Path,
            device: str = "WEBGPU") -> dict[str, Any]:
   """Export fn (a function of Tensors, or a TinyJit) for the browser: kernels/*.wgsl, model.safetensors and model.js
-  in out_dir (see the module's docstring). example_inputs fix the input shapes and dtypes (copied to the device).
+  in out_dir (see docs/webgpu.md). example_inputs fix the input shapes and dtypes (copied to the device).
   Returns the manifest model.js holds (kernels, buffers, inputs, outputs).
 
   ```python

@@ -1,9 +1,4 @@
-"""Reverse-mode autodiff over the lazy graph: one derivative rule per primitive, nothing else.
-
-A rule takes (grad of the node's output, the node) and returns one gradient per source (None: no gradient flows
-there). compute_gradient walks the graph from the output back to the targets and adds up what arrives; the result is
-more lazy graph, so the forward pass, the backward pass and the optimizer step can all fuse.
-"""
+"""Reverse-mode autodiff over the lazy graph: one derivative rule per primitive (see docs/developer/autograd.md)."""
 from __future__ import annotations
 import math, weakref
 from typing import Callable

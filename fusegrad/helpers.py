@@ -12,7 +12,6 @@ T = TypeVar("T")
 OSX, WIN = sys.platform == "darwin", sys.platform == "win32"
 
 # *** small pure functions ***
-
 def prod(x: Iterable[Any], start: Any = 1) -> Any:
   """Product of an iterable (works on ints and on symbolic UOps)."""
   return functools.reduce(lambda a, b: a * b, x, start)
@@ -76,7 +75,6 @@ def to_function_name(s: str) -> str:
   return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in ansistrip(s))
 
 # *** flags ***
-
 def _convert(key: str, val: Any, default: Any) -> Any:
   """val (a string from the environment, or a value given to Context) as the type of default; ValueError naming key
   and what it accepts otherwise."""
@@ -187,7 +185,6 @@ def viz_record(kind: str, **data: Any) -> None:
   viz_events.append({"kind": kind, **data})
 
 # *** printing ***
-
 def colored(st: str, color: str | None, background: bool = False) -> str:
   """Wrap a string in ANSI color codes: colored("hi", "red")."""
   if color is None: return st
@@ -260,7 +257,6 @@ class Profiling(contextlib.ContextDecorator):
     pstats.Stats(self.profile).strip_dirs().sort_stats(self.sort).print_stats(self.frac)
 
 # *** on-disk cache: one SQLite file of checked bytes, safe with several processes, bounded, never unpickled ***
-
 _CACHE_TABLE = "fusegrad_cache"
 _CACHE_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {_CACHE_TABLE} (tbl TEXT, key TEXT, val BLOB, sha256 TEXT, used REAL, "
                  "PRIMARY KEY (tbl, key))")
@@ -382,7 +378,6 @@ def diskcache_put(table: str, key: str, val: bytes) -> bytes:
   return val
 
 # *** files ***
-
 def _new_file_mode() -> int:
   """The mode open() gives a new file: 0o666 without the process's umask."""
   mask = os.umask(0o022)
@@ -439,7 +434,6 @@ def fetch(url: str, name: str | pathlib.Path | None = None, subdir: str | None =
   return fp
 
 # *** progress bar (tqdm-compatible in use) ***
-
 class tqdm:
   """A small progress bar: `for i in (t := trange(10)): t.set_description(f"loss {l:.2f}")`."""
   def __init__(self, iterable: Iterable | None = None, desc: str = "", disable: bool = False, unit: str = "it",

@@ -1,12 +1,5 @@
 """TinyJit: run a function once, capture the kernels it launches the second time, and replay them after that.
-
-A replay skips Python entirely: no graph building, no scheduling, no codegen; the captured kernels run again with
-the new inputs' buffers swapped in. So the function must do the same work every call: same input shapes, dtypes
-and devices, and no Python-side branching on tensor values.
-
-`function` is the lighter cousin: it traces the graph a function builds once per input signature and reuses it, so
-building a model's forward graph again costs one substitution.
-"""
+`function` traces the graph a function builds once per input signature and reuses it."""
 from __future__ import annotations
 import dataclasses, functools, math, struct, weakref
 from dataclasses import dataclass

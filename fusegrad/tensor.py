@@ -1,11 +1,7 @@
 """Tensor: the user API. Every method builds lazy graph from the primitives; nothing runs until realize().
 
-The elementwise math (exp, relu, comparisons ...) lives in mixin/elementwise.py, movement ops in mixin/movement.py,
-reductions and matmul in mixin/reduce.py, indexing in mixin/indexing.py, the network ops in mixin/conv.py (convolution,
-pooling), gather.py, loss.py, sort.py and nn.py (normalization, attention, einsum), linspace, eye and the random
-numbers in mixin/creation.py; this file holds the other creation methods, data access, broadcasting, assign and
-autograd.
-"""
+The math, movement, reduce, indexing and network ops live in mixin/*.py; this file holds the other creation methods,
+data access, broadcasting, assign and autograd. See docs/developer/tensor.md."""
 from __future__ import annotations
 import builtins, math, pathlib, struct, sys
 from contextlib import contextmanager

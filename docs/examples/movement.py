@@ -45,6 +45,9 @@ print(Tensor.arange(6).unflatten(0, (2, -1)).tolist())
 # %% rearrange
 x = Tensor.arange(6).reshape(2, 3)
 print(x.rearrange("h w -> w h").tolist(), x.rearrange("h (w c) -> c h w", c=3).shape)
+x = Tensor.zeros(2, 3, 4, 6)
+print(x.rearrange("b c h w -> b (h w) c").shape, x.rearrange("b c h (w two) -> b (c two) h w", two=2).shape)
+print(x.rearrange("b c h w -> 1 b c (h w)").shape, x.rearrange("b ... -> b (...)").shape)
 
 # %% squeeze
 x = Tensor.zeros(1, 3, 1)

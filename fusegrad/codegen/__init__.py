@@ -1,21 +1,6 @@
 """Codegen: a kernel AST from the scheduler -> a program (source text plus launch information) for one device.
 
-The pipeline, in order:
-  0. fold_reduces         sums that pick one element or count a range lose their loop       codegen/fold.py
-     simplify_gated_loads a gated load's index simplified given its gate                   codegen/lower.py
-  1. merge_axes           loops that can merge without division (fewer, longer loops)      codegen/lower.py
-  2. optimize             a list of Opts from the heuristic or BEAM, applied to the Kernel  codegen/kernel.py
-  3. vectorize_upcasts    UPCAST/LANES ranges contiguous in memory become vector values      codegen/vectorize.py
-     expand_unrolled      other UPCAST/UNROLL/LANES ranges become copies of code             codegen/expand.py
-     lower_group_reduces  GROUP reduces get shared memory and a barrier                      codegen/lower.py
-  4. to_launch_dims       output loops become gidx/lidx where the device has a grid         codegen/lower.py
-  5. device lowering      THREEFRY and bfloat16 for renderers that lack them                codegen/lower.py
-     devectorize          vectors the renderer can't write become scalars                   codegen/vectorize.py
-  6. linearize            the flat program with loops and accumulators                      codegen/linearize.py
-  7. render               source text (the PYTHON device runs the flat program itself)      renderer/
-Order matters: opts (2) address the merged axes (1); unrolling (3) must see the opts' ranges before they become
-launch indices (4); lowering (5) runs on final values so that every bfloat16 op is caught.
-"""
+The passes, their order and the reasons for it: docs/developer/codegen.md."""
 from __future__ import annotations
 import hashlib, json, os
 from dataclasses import dataclass, field

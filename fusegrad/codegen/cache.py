@@ -1,12 +1,6 @@
 """The disk cache of codegen: a kernel AST, the renderer and the optimization settings -> its ProgramSpec.
 
-A kernel generated before (in this process or an earlier one) skips all of codegen: its source and launch sizes come
-from this cache, and the source's binary from the compile cache. The key holds the AST (every node's op, dtype, arg
-and sources), the renderer's fields, the flags (NOOPT, BEAM, every other but DEBUG and VIZ), and a hash of the codegen,
-renderer and IR code itself, so editing any pass invalidates every entry. Entries are JSON (nothing is
-unpickled), checksummed by the cache like every other; a cached spec has no `uops` (only the PYTHON device, which has
-no compile cache and so no spec cache, runs those).
-"""
+What the key holds and why: docs/developer/codegen.md, "The codegen cache"."""
 from __future__ import annotations
 import functools, hashlib, json, pathlib
 from fusegrad.dtype import dtypes, DType

@@ -1,12 +1,6 @@
 """Unrolling: UPCAST and UNROLL ranges are replaced by copies of the code, one per value of the range.
 
-In:  a kernel AST whose RANGEs may have the roles UPCAST (output elements computed by the same thread) and UNROLL
-     (iterations of a reduce loop done in one pass).
-Out: the same computation with those ranges gone: a REDUCE over an UNROLL range adds up (with its own op) one copy of
-     its value per iteration, and a STORE that depends on UPCAST ranges becomes one STORE per combination of values.
-     Copies that come out identical (a load that does not depend on the range) are the same node, so they are
-     computed once.
-"""
+See docs/developer/codegen.md (pass 3, expand_unrolled)."""
 from __future__ import annotations
 import itertools
 from fusegrad.uop.ops import UOp, Ops, AxisType

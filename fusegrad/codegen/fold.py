@@ -1,11 +1,6 @@
 """Reduce folding: sums whose loop variable is pinned or bounded by the condition of a `where` are computed directly.
 
-  sum over r of where(r == e, v(r), 0)        -> where(0 <= e < n, v(e), 0)     a gather: one load, bounds-checked
-  sum over r of where(lo <= r < hi, v, 0)     -> v * clamp(hi, 0, n) - ...       a count: arange, cumsum of ones
-
-This is what makes `Tensor.arange` an elementwise kernel with no loop, and `x[idx]` (built from one-hot masks) read
-one element per output. Loads moved under a new index are gated by its bounds check, so a bad index reads 0.
-"""
+The folded forms: docs/developer/codegen.md (pass 0, fold_reduces)."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops

@@ -1,8 +1,5 @@
 """The default choice of optimizations for a kernel, from its shape and the renderer's capabilities.
-
-In: a Kernel. Out: a list of Opts (the kernel is not changed). BEAM search (engine/search.py) replaces this by
-timing candidates; both produce the same kind of list.
-"""
+In: a Kernel. Out: a list of Opts (the kernel is not changed). The steps: docs/developer/codegen.md, "Opts"."""
 from __future__ import annotations
 from fusegrad.helpers import prod
 from fusegrad.dtype import dtypes

@@ -1,10 +1,6 @@
-"""A kernel being optimized: its AST and the list of optimization actions applied so far.
+"""A kernel being optimized: its AST and the list of optimization actions (Opts) applied so far.
 
-Every loop of a kernel is a RANGE in its AST. An optimization action (an Opt) splits one RANGE in two: the outer part
-keeps the loop's role, the inner part gets a new role (unrolled, a workgroup dimension, ...). Splitting is
-substitution: r -> outer*amount + inner everywhere, followed by simplification. Heuristics and BEAM search both
-produce lists of Opts; `Kernel.apply_opt` is the only place that changes a kernel.
-"""
+What each Opt splits and checks: docs/developer/codegen.md, "Opts"."""
 from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto

@@ -1,14 +1,6 @@
 """Linearize: a lowered kernel AST -> a flat program, each node after the nodes it uses, with explicit loops.
 
-In:  a SINK of STOREs whose values may hold REDUCEs (over RANGEs), loads, ALU ops, SPECIAL launch indices.
-Out: a list of UOps: parameters (DEFINE_GLOBAL, DEFINE_VAR), launch indices, then code where RANGE opens a loop and
-     ENDRANGE closes it, and each REDUCE has become an accumulator: DEFINE_ACC before its loops, an ASSIGN of
-     `acc <op> value` inside them. Output loops (on devices without a launch grid) enclose everything.
-
-Placement: a node goes in the innermost loop it depends on. Before a reduce's loops open, everything its value
-needs that does not depend on those loops is computed (loop-invariant hoisting). Reduces over the same loops (the
-copies that unrolling made) share one loop nest, so an upcast matmul keeps its whole register tile in one loop.
-"""
+See docs/developer/codegen.md, "The flat program"."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType

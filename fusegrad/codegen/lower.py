@@ -1,13 +1,7 @@
 """Passes between an optimized kernel AST and the flat program: each reads the renderer's capabilities.
 
-  simplify_gated_loads a load's index simplified knowing its validity gate holds
-  merge_axes          adjacent loops whose merge needs no extra division become one loop (before optimizing)
-  lower_group_reduces a reduce split across a workgroup gets shared memory, a barrier and a final sum
-  to_launch_dims      output loops become launch dimensions (gidx/lidx) on devices that have them
-  decompose_threefry  THREEFRY becomes 32-bit integer ops, for renderers without it
-  emulate_bfloat16    bfloat16 values live in float32 registers and 16-bit memory, for renderers without it
-  pm_lowered          cleanups of the final AST (gated loads that can't fail, ...)
-"""
+simplify_gated_loads, merge_axes, lower_group_reduces, to_launch_dims, decompose_threefry, emulate_bfloat16 and the
+cleanup pm_lowered: see the pass table in docs/developer/codegen.md."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.renderer import Renderer
@@ -47,7 +41,6 @@ def merge_axes(ast: UOp) -> UOp:
   return ast
 
 # *** indices simplified under their loads' validity gates ***
-
 def _gate_bounds(gate: UOp) -> dict[UOp, tuple[int, int]]:
   """Bounds the gate implies on the index expressions it compares with constants: (x%25) < 20 gives [0, 19]."""
   bounds: dict[UOp, tuple[int, int]] = {}
@@ -149,7 +142,6 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   return simplify(ast)
 
 # *** grouped reductions: a reduce split across a workgroup, combined through shared memory ***
-
 def lower_group_reduces(ast: UOp) -> UOp:
   """Each REDUCE over a GROUP range: every thread of the workgroup reduces its share, stores the partial result in a
   shared buffer, waits at a barrier, then adds up the buffer; stores to global memory happen in the group's first
@@ -189,7 +181,6 @@ def range_size_prod(rs: list[UOp] | tuple[UOp, ...]) -> int:
   return ret
 
 # *** THREEFRY as 32-bit integer ops ***
-
 def _rotl(x: UOp, r: int) -> UOp: return (x.alu(Ops.SHL, x.const_like(r))) | (x.alu(Ops.SHR, x.const_like(32 - r)))
 
 def threefry_ops(x: UOp, key: UOp) -> UOp:
@@ -217,7 +208,6 @@ def decompose_threefry(ast: UOp) -> UOp:
   return graph_rewrite(ast, pm_threefry)
 
 # *** bfloat16 without hardware support: float32 registers, 16-bit memory ***
-
 def _bf16_bits_to_float(raw: UOp) -> UOp:
   return (raw.cast(dtypes.uint32).alu(Ops.SHL, UOp.const(dtypes.uint32, 16))).bitcast(dtypes.float32)
 
@@ -266,7 +256,6 @@ def emulate_bfloat16(ast: UOp) -> UOp:
   return simplify(graph_rewrite(ast, pm_bfloat16))
 
 # *** index arithmetic: int32 where it fits ***
-
 def resolve_index_dtype(ast: UOp, ranges64: bool = True) -> UOp:
   """Give index arithmetic a real type: int32 if every index value of the kernel fits, else int64. Variables stay
   int32 parameters (cast where the kernel computes in int64); so do loop counters and launch indices that fit when
@@ -302,7 +291,6 @@ pm_index_dtype = PatternMatcher([
 ])
 
 # *** cleanups of the lowered AST ***
-
 pm_lowered = PatternMatcher([
   # load gated by True -> load
   (UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.const(True)), name="ld"), lambda ld: ld.replace(src=ld.src[:2])),

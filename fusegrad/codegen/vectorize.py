@@ -1,17 +1,7 @@
-"""Vectors: an UPCAST range along which a kernel's output is contiguous becomes one vector value instead of copies.
+"""Vectors: vectorize_upcasts makes an UPCAST range along which the output is contiguous one vector value, and
+devectorize splits the vectors a renderer can't hold into one scalar per lane.
 
-vectorize_upcasts  In: a kernel AST after the opts (codegen/kernel.py). Out: the same AST where, for each STORE with
-                   an UPCAST range of stride 1 in its address (and a vector length of 2-16), that range is gone: values
-                   that depend on it are vectors (dtype.vec(n)) built from
-                     LOAD of dtype vec(n)  n consecutive elements, where the address has stride 1 in the range
-                     ADD / MUL / MULACC / REDUCE of vectors, scalars broadcast with VECTORIZE (every lane the same)
-                     VECTORIZE(lane 0, ..., lane n-1)  anything else (other ops, other strides): one copy per lane
-                   and the STORE writes the vector at once (or lane by lane with GEP where it can't).
-devectorize        In: that AST and a renderer. Out: where the renderer can't hold a vector of that length and type
-                   (Renderer.vector_widths), every vector node is split into one scalar node per lane, which is
-                   exactly the code copying the range would have given. Renderers without vectors (PYTHON, OpenCL,
-                   CUDA here) run the same kernels this way.
-"""
+See docs/developer/codegen.md (passes 3a and 5b)."""
 from __future__ import annotations
 import functools
 from fusegrad.dtype import DType, dtypes

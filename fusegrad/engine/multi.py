@@ -1,18 +1,7 @@
 """Multi-device tensors: one logical graph over a tuple of devices, lowered to one graph per device when realized.
 
-A tensor spread over devices is the node MULTI(src=(one node per device), arg=axis). axis None: replicated, every
-device holds all of it; an int axis: that axis is split in equal consecutive parts, part i on device i. The node has
-the full (logical) shape and the tuple of devices as its device, so Tensor methods, shape checks and autograd work on
-the logical graph unchanged. `lower` turns a logical node into a MULTI of per-device nodes, one rule per kind of op:
-  elementwise   each device computes its part; a replicated input is cut to the part, an input split on another
-                axis is gathered first
-  movement      each device moves its part (the split axis follows reshape and permute); a pad, shrink or flip
-                of the split axis, or a reshape that mixes it, works on gathered (replicated) values
-  reduce        each device reduces its part; over the split axis the partial results are then all-reduced (a
-                ring of copies between the devices) and the result is replicated
-  assign        each device writes its part (the value is split like the target first)
-Gathering copies the parts to every device (`gather`): `.to(one_device)` and `.numpy()` do it once.
-"""
+A tensor spread over devices is MULTI(src=(one node per device), arg=axis): axis None is replicated, an int axis is
+split in equal consecutive parts. `lower` has one rule per kind of op (the table in docs/devices.md)."""
 from __future__ import annotations
 import weakref
 from fusegrad.helpers import prod

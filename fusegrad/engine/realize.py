@@ -1,10 +1,6 @@
 """Running a schedule: each ScheduleItem becomes an ExecItem (a compiled kernel or a copy, with its buffers) and runs.
 
-Compiled programs are cached in memory per (device, kernel AST), at most PROGRAM_CACHE of them (least recently used
-go, and their libraries are unloaded once nothing uses them), and on disk per source (see Compiler.compile_cached).
-Kernels that differ only in value constants share one program once a constant changes (see get_runner).
-DEBUG=2 prints one line per kernel with its time, GFLOPS and GB/s. TinyJit captures ExecItems while they run.
-"""
+The program cache, DEBUG=2's timings and TinyJit's capture: docs/developer/realize.md."""
 from __future__ import annotations
 import contextlib, math, struct
 from dataclasses import dataclass, field
@@ -25,7 +21,6 @@ from fusegrad.engine import state
 from fusegrad.engine.state import STATE
 
 # *** the programs of a process: exact kernels, and kernels whose changing constants are parameters ***
-
 @dataclass
 class _Structure:
   """Kernels that differ only in value constants: the constants first seen, and once they changed, a program that
@@ -50,10 +45,9 @@ def _steering(ast: UOp) -> set[UOp]:
   return ret
 
 def _value_consts(ast: UOp) -> list[UOp]:
-  """The int and float constants a kernel computes values with (not index math, not bools, none that steers an
-  address, a branch or a float-to-int conversion), in a fixed order. Kernels with a reduce keep every constant in the
-  code: codegen folds reduces over index comparisons (gathers, arange, one-hot masks) with them, and whether it does
-  must not depend on which kernels ran before."""
+  """The int and float constants a kernel computes values with (docs/developer/realize.md says which), in a fixed
+  order. Kernels with a reduce keep every constant in the code: whether codegen folds a reduce over index comparisons
+  (gathers, arange, one-hot masks) must not depend on which kernels ran before."""
   steer, nodes = _steering(ast), ast.toposort()
   if any(u.op is Ops.REDUCE for u in nodes): return []
   return [u for u in nodes if u.op is Ops.CONST and u.dtype != dtypes.index and u.dtype.scalar() == u.dtype
@@ -88,10 +82,8 @@ def _codegen(ast: UOp, ren: Renderer) -> ProgramSpec:
 
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
   """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
-
-  A kernel seen for the first time is compiled with its constants in the code. When a kernel of the same structure
-  comes with other constants (a Python scalar that changes every step), the constants that changed become parameters
-  read from one-element buffers: that program serves every later value, so a loop over a scalar compiles twice."""
+  Constants that change between calls become parameters (docs/developer/realize.md), so a loop over a scalar compiles
+  twice."""
   programs = STATE.programs
   if (hit := programs.get((device, ast))) is not None:
     programs.move_to_end((device, ast))
@@ -166,10 +158,6 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
   if any(ei.runner.prg is None for ei in items): compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
   return items
 
-# COMPILE_CHUNK: new kernel source starts compiling (in background processes, split over the cores like the last batch:
-# one big unit would still be compiling when codegen ends) while codegen goes on with the rest. Each batch is a
-# compiler start-up more, and the overlap only pays with a core idle
-
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once
   COMPILE_CHUNK bytes of source wait (the compiler runs while codegen goes on), the rest split over the cores."""
@@ -209,7 +197,6 @@ def _viz_item(ei: ExecItem, et: float | None) -> dict[str, Any]:
           "flops": ei.runner.flops, "mem": ei.mem}
 
 # *** index checks: an indexing op adds a flag (a tiny reduce over its indices); realizing its result reads the flag ***
-
 @dataclass(frozen=True)
 class IndexCheck:
   """flag: an int64 scalar, the largest out-of-range index (int64's minimum when all are in range)."""

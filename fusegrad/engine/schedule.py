@@ -1,16 +1,6 @@
 """The scheduler: splits a lazy graph into kernels. All fusion decisions live here.
 
-In:  the UOps of the tensors being realized.
-Out: ScheduleItems in a valid run order (each a kernel AST plus its buffers, or a copy), and for each output the
-     UOp that now stands for it (a view of a BUFFER).
-
-The rules (DESIGN.md, invariant 3):
-  * a node becomes a buffer when it is an output, a CONTIGUOUS, COPY or ASSIGN, or a reduce that can't fuse;
-  * everything else is inlined into the kernels that use it: elementwise chains fuse, elementwise producers fuse into
-    the reduce that consumes them, and movement ops are index arithmetic on the way to a load;
-  * a reduce fuses into its consumer when it has one consumer path with no expand on the way (an expand would
-    recompute it once per copy), so elementwise consumers of a reduce join its kernel.
-"""
+The rules (which nodes get a buffer, what fuses) and the schedule's shape: docs/developer/scheduler.md."""
 from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
@@ -40,7 +30,6 @@ def _same(x: UOp) -> UOp: return x
 def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].size
 
 # *** deciding which nodes become buffers ***
-
 def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
                   parts: frozenset[UOp] = frozenset()) -> dict[UOp, None]:
   """The nodes that get their own buffer (the partial results of split reduces among them), in dependency order."""
@@ -125,17 +114,11 @@ def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]
   return len(roots) == 1
 
 # *** splitting big reduces ***
-
 SPLIT_MIN, SPLIT_OUTPUTS, SPLIT_PARTIALS, SPLIT_CHUNK = 1 << 15, 64, 256, 1024
 
 def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, UOp], frozenset[UOp]]:
-  """Two rewrites of reduces, before anything is decided. With SPLIT_REDUCEOP (the default), a reduce over at least
-  SPLIT_MIN elements into fewer than SPLIT_OUTPUTS outputs (a sum of everything, a long dot product) runs as two
-  reduces: the first writes partial results, one per contiguous chunk of at least SPLIT_CHUNK reduced elements (about
-  SPLIT_PARTIALS in all: an output axis that codegen shares among threads), the second combines them. Otherwise one
-  kernel would do the whole reduce in one loop on one thread. And a big matmul gets its operands packed where its
-  device's machine model asks for it (pack_matmul). Returns the new node of each node of the graph that changes, and
-  the partial results (each gets a buffer)."""
+  """Big reduces into few outputs split in two, and big matmuls packed (docs/developer/scheduler.md, section 0).
+  Returns the new node of each node of the graph that changes, and the partial results (each gets a buffer)."""
   new: dict[UOp, UOp] = {}
   parts: set[UOp] = set()
   for n in nodes:
@@ -152,15 +135,8 @@ def split_reduces(nodes: list[UOp], becomes: dict[UOp, UOp]) -> tuple[dict[UOp, 
 def _broadcast(n: UOp, axis: int) -> bool: return n.op is Ops.EXPAND and n.src[0].shape[axis] == 1 < n.shape[axis]
 
 def pack_matmul(r: UOp) -> UOp | None:
-  """A matmul (..., n, m, k) summed over k, rows x broadcast along m times columns w broadcast along n (Tensor.dot's
-  form, or the same written by hand), on a device whose machine model has panel_bytes (the CPU: a cache line), with
-  w's column panels stored contiguously along k first, then the same product (None for anything else). The register
-  tiled kernel then streams each panel instead of reading a cache line from every row of w at a stride of m (rows 4 KB
-  apart share a few cache sets, each its own page): a 1024 matmul goes from 45 to 130-150 GFLOPS on one core
-  (docs/speed.md). m is rounded up to whole panels (zero columns, cut off the product), so a width like GPT-2's 50257
-  words still tiles into vectors. A transposed x (a.T @ b) is copied to rows along k too (a 1024 a.T @ b: 55 -> 145
-  GFLOPS). Only for big products, where n rows share each panel: the copy moves 5-25 GB/s, the product 100+ GFLOPS,
-  so it costs about 30 / n of the product's time. Devices that read w in place (CL, CUDA, PYTHON) keep one kernel."""
+  """A big matmul (..., n, m, k) summed over k with w's column panels stored contiguously along k first, where the
+  device's machine model has panel_bytes; None for anything else. Why and when: docs/developer/scheduler.md."""
   mul, nd = r.src[0], len(r.shape)
   if r.arg != (Ops.ADD, (nd - 1,)) or mul.op is not Ops.MUL or nd < 3: return None
   x, w = mul.src if _broadcast(mul.src[0], -2) else mul.src[::-1]
@@ -183,10 +159,8 @@ def pack_matmul(r: UOp) -> UOp | None:
   return ret.r(Ops.ADD, (nd - 1,)).shrink(tuple((0, s) for s in r.shape))
 
 def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
-  """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. The
-  outermost reduced axis of 16 or more (else of 2 or more) is split into chunks: (chunks, length) by a reshape, which
-  keeps index math linear. The second step also reduces what whole chunks leave over (when no chunk count near the
-  target divides the axis, or to keep a contiguous chunk a multiple of 16 long, for vector lanes)."""
+  """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. Which axis
+  is split and how: docs/developer/scheduler.md, section 0."""
   op, axes = r.arg
   x = r.src[0]
   n_red = prod(x.shape[i] for i in axes)
@@ -217,7 +191,6 @@ def is_identity_view(n: UOp) -> bool:
   return valid is None and simplify(flat_index(idxs, b.shape)) is simplify(flat_index(ranges, n.shape))
 
 # *** movement ops as index arithmetic ***
-
 def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
   """The indices into n.src[0] that element idxs of the movement op n reads, and when that element is valid."""
   in_shape, valid = n.src[0].shape, None
@@ -255,7 +228,6 @@ def map_view(n: UOp, base: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]
   return idxs, valid
 
 # *** building one kernel ***
-
 class KernelBuilder:
   """Lowers the fused subgraph under one realized node into a kernel AST of loads, ALU ops, reduces and a store."""
   def __init__(self, becomes: dict[UOp, UOp], holes: dict[UOp, UOp] | None = None):
@@ -360,7 +332,6 @@ class KernelBuilder:
     return ast.substitute(renumber)
 
 # *** the schedule ***
-
 @dataclass
 class _Step:
   node: UOp

@@ -1,14 +1,6 @@
-"""BEAM search: find a kernel's optimizations by compiling and timing candidates (BEAM=n keeps the n fastest). It
-is engine work (buffers, compiles, timed runs); engine/realize.py asks it for the opts and passes them to codegen.
+"""BEAM search: find a kernel's optimizations by compiling and timing candidates (BEAM=n keeps the n fastest).
 
-In: a Kernel with no opts applied. Out: the Kernel with the best opts found applied. The actions are the heuristic's
-(codegen/heuristic.py): UPCAST, UNROLL, LANES (vector widths), THREAD, LOCAL, GROUP and COMPILER. Each round's
-candidates are compiled together (one batch) and timed on the device; a candidate that fails to compile or to run,
-or runs far longer than the best so far, is dropped. The heuristic's kernel starts in the beam, so the result is never
-slower than it; a kernel it runs in under MIN_TIME keeps its opts unsearched, and a search stops after BUDGET seconds
-(MNIST's step: 5 minutes on 2 cores, against 40 for every kernel searched in full). Results are cached on disk per
-(renderer: instruction set, compilers, threads; beam width; kernel AST), so a kernel is searched once per machine.
-"""
+In: a Kernel with no opts applied. Out: the Kernel with the best opts found applied. See docs/developer/codegen.md."""
 from __future__ import annotations
 import hashlib, json, math, time
 from fusegrad.dtype import DType

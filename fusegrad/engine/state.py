@@ -1,18 +1,7 @@
 """Realization state: where each computed value lives, and which version of a buffer a graph reads. This module
-alone owns it (DESIGN.md, invariant 10); docs/developer/realize.md states the rule. `STATE` holds the rest of a
-process's realization state in one object (caches, captures, index checks, autograd's registries; `STATE.reset()`
-for tests); the procedure that uses it is engine/realizer.py.
-
-* A BUFFER node is one *version* of a buffer's contents. A write (assign) gives the buffer a new version node over
-  the same memory (`new_version`): graphs built before it keep the old node, graphs built after it get the new one.
-* A tensor that is a view of a buffer (movement ops over a BUFFER node) names the storage, as a PyTorch view does:
-  it follows the buffer to its newest version (`current`).
-* Any other lazy node computes from the versions in its graph. Before a write overwrites a version that something
-  still refers to, the schedule copies it aside (a snapshot, `snapshot_before`); `memo` sends later reads of that
-  version to the copy. A version nothing refers to any more can't be read again, so it is overwritten in place.
-* `memo` maps computed nodes (and overwritten versions) to the view of the BUFFER that holds their values, weakly:
-  an entry lives as long as its node.
-"""
+alone owns it (DESIGN.md, invariant 10); `STATE` holds the rest of a process's realization state in one object
+(caches, captures, index checks, autograd's registries; `STATE.reset()` for tests). The rules (versions, views,
+snapshots, `memo`): docs/developer/realize.md."""
 from __future__ import annotations
 import itertools, weakref
 from collections import OrderedDict
@@ -60,7 +49,6 @@ class Realization:
 STATE = Realization()
 
 # *** views: the one walk down a chain of movement ops (and DETACH) ***
-
 def view_chain(u: UOp) -> tuple[list[UOp], UOp]:
   """(the movement ops and DETACHes over u's base, outermost first; the base)."""
   chain = []
@@ -84,7 +72,6 @@ def is_realized(u: UOp) -> bool:
   return view_base(u).op in (Ops.BUFFER, Ops.CONST)
 
 # *** versions of a buffer ***
-
 # the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write, written only here); read by
 # every lookup of a buffer's node, so a plain attribute rather than a weak dictionary
 def newest_write(buf: Buffer) -> int | None: return buf.newest_write
@@ -131,7 +118,6 @@ def current(u: UOp, newer: dict[Buffer, UOp] | None = None) -> UOp:
   return u if node is base else rebuild(node, view_chain(u)[0])
 
 # *** computed values ***
-
 class Realized(NamedTuple):
   """Where a node's value lives: a view of a BUFFER (for an assign, the view written). (A named tuple: one is made
   per value computed, and a frozen dataclass is several times slower to make.)"""
@@ -236,7 +222,6 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
   return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)]
 
 # *** storage ownership ***
-
 # the tensor whose storage a buffer is (the first one realized into it) is kept on the Buffer, as a weak reference
 # (Buffer.owner, written only here; None: none yet)
 

@@ -1,9 +1,5 @@
-"""Convolution and pooling, composed from Tensor methods.
-
-Sliding windows are views: `_pool` turns the last n axes into (output positions..., window offsets...) with pad,
-expand, reshape and shrink only, so a convolution is one broadcast multiply and one sum (one reduce kernel), and
-pooling is one max or sum over the trailing window axes. conv2d's derivative rule is in convgrad.py.
-"""
+"""Convolution and pooling, composed from Tensor methods: sliding windows are views (`_pool`), so a convolution is one
+broadcast multiply and one sum. See docs/developer/tensor.md, "Numerics"."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from fusegrad.dtype import DType, dtypes

@@ -1,12 +1,6 @@
 """conv2d's derivative rule: both gradients of a convolution written as convolution-shaped reduces.
 
-Differentiating the movement ops conv2d is made of gives an input gradient that sums the output gradient over the
-windows that cover each input element, read through a view whose validity gate changes along every output column,
-so its kernel can't load vectors. Here the input gradient is instead a convolution of the output gradient, dilated
-by the stride and zero-padded into its own buffer (no gate left), with the transposed, flipped weights: a kernel of
-the forward convolution's shape, which codegen register-tiles. The weight gradient is the product of the output
-gradient and the input's windows, summed over the batch and the output positions (what the movement ops give).
-"""
+Why: docs/developer/tensor.md, "Numerics"."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from fusegrad.helpers import flatten, prod

@@ -1,11 +1,6 @@
 """Elementwise math, comparisons and activations, composed from the ALU primitives.
 
-Forms are chosen so that neither the value nor the gradient overflows: sigmoid uses exp(-|x|), elu uses
-exp(min(x, 0)), so that no branch a `where` discards computes an inf whose gradient would be 0*inf = nan.
-Where an op has a kink, the gradient there is torch's: relu, abs and sign give 0 at 0, clip gives 1 at its bounds,
-hardtanh (and relu6, hardsigmoid, hardswish) give 0 at their bounds, elu gives alpha at 0. Odd functions (atan, erf,
-asinh) fold x onto x >= 0 with a `where`, not with abs, so the gradient at 0 is f'(0) and not 0.
-"""
+How each form avoids overflow and which gradient it has at a kink: docs/developer/tensor.md, "Numerics"."""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
@@ -578,7 +573,6 @@ class ElementwiseMixin:
   def __imatmul__(self: Tensor, x: Any) -> Tensor: return self.assign(self @ x)
 
 # *** helpers: pieces of the ops above that read better as functions ***
-
 def _small_whole(x: int | float) -> bool:
   """True for exponents pow multiplies out: whole numbers up to 64 in size."""
   return math.isfinite(x) and x == int(x) and abs(x) <= 64

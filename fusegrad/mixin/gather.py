@@ -1,8 +1,5 @@
-"""One-hot, gather and scatter, and selections with a data-dependent length (masked_select, nonzero).
-
-Gathers and scatters compare an index with an arange (a one-hot mask) and sum: codegen folds such sums back into
-direct loads (see codegen/fold.py).
-"""
+"""One-hot, gather and scatter (an index compared with an arange, then a sum that codegen folds into loads), and
+selections with a data-dependent length (masked_select, nonzero)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from fusegrad.dtype import dtypes

@@ -1,15 +1,6 @@
-"""Tensor indexing: ints, slices with any step, None, Ellipsis, and integer tensors (advanced indexing).
+"""Tensor indexing: ints, slices with any step, None, Ellipsis, integer tensors and bound Variables.
 
-Basic indexing is a chain of views (shrink, flip, reshape). Advanced indexing compares each index with an arange and
-sums the matches: codegen folds that sum back into one load per element at the indexed address, with a bounds check,
-so an out-of-range index reads 0 instead of outside the buffer; check_indices makes it an IndexError when the result
-is realized.
-
-A bound Variable (`Variable("i", 0, N - BS).bind(k)`) or an expression of one indexes like an int, and a slice between
-two such expressions whose length is a constant (`X[i:i+BS]`) like a slice: both become a gather at the variable's
-position, so the kernels take the value as a parameter and serve every value (under TinyJit too). The variable's range
-must lie inside the axis: then no index needs a check when it runs.
-"""
+See docs/developer/tensor.md ("Indexing at a Variable", "Numerics")."""
 from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Sequence

@@ -1,7 +1,4 @@
-"""Linear algebra composed from matmuls and elementwise ops: QR (Householder), SVD (one-sided Jacobi) and the
-Newton-Schulz orthogonalization Muon uses. Each works on the last two axes, batched over the others, stays lazy
-(a fixed number of steps, no data-dependent control flow) and is differentiable through its primitives.
-"""
+"""Linear algebra composed from matmuls and elementwise ops: QR, SVD, Newton-Schulz (docs/developer/tensor.md)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes, least_upper_float

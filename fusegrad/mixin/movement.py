@@ -1,7 +1,5 @@
 """Movement ops: views that move no data (reshape, permute, expand, pad, shrink, flip) and what is built from them
-(cat, stack, repeat, split, roll, rearrange ...). Each is index arithmetic on the way to a load; the scheduler decides
-if a view ever needs its own buffer.
-"""
+(cat, stack, repeat, split, roll, rearrange ...)."""
 from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Sequence, Union
@@ -23,7 +21,6 @@ def _distinct_axes(axes: Sequence[int], ndim: int, op: str) -> list[int]:
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 # *** rearrange formulas (einops notation) ***
-
 # One axis of a formula side: a bare name ("b", or "..." for the axes an ellipsis stands for) or a parenthesized group
 # of names (a tuple; () for "()" or a bare "1", a unit axis).
 _Axis = Union[str, tuple[str, ...]]
@@ -266,16 +263,7 @@ class MovementMixin:
   def rearrange(self: Tensor, formula: str, **sizes: int) -> Tensor:
     """Reshape and permute in einops notation: names the axes on both sides of "->"; parentheses merge axes (on the
     right) or split one (on the left, with the sizes given as keywords, one of each group inferred); "1" or "()" is
-    a unit axis; "..." stands for the axes not named (once per side).
-
-    ```python
-    x = Tensor.zeros(2, 3, 4, 6)
-    x.rearrange("b c h w -> b (h w) c").shape                    # (2, 24, 3)
-    x.rearrange("b c h (w two) -> b (c two) h w", two=2).shape   # (2, 6, 4, 3)
-    x.rearrange("b c h w -> 1 b c (h w)").shape                  # (1, 2, 3, 24)
-    x.rearrange("b ... -> b (...)").shape                        # (2, 72)
-    ```
-    """
+    a unit axis; "..." stands for the axes not named (once per side)."""
     split, order, final = _rearrange_plan(formula, self.shape, sizes)
     x = self.reshape(split)
     if order != tuple(range(len(order))): x = x.permute(order)

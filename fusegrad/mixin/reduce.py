@@ -1,8 +1,5 @@
-"""Reductions (sum, max, prod, mean, var, argmax, softmax, logsumexp ...), cumulative ops, and matrix products.
-
-Every reduce is a REDUCE_AXIS over a view; a matmul is a broadcast multiply summed over the shared axis, which
-the scheduler fuses into one kernel.
-"""
+"""Reductions (sum, max, prod, mean, var, argmax, softmax, logsumexp ...), cumulative ops, and matrix products: each
+a REDUCE_AXIS over a view (docs/developer/tensor.md)."""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable

@@ -1,16 +1,5 @@
 """Neural-network layers with tinygrad's names and PyTorch's initialization and semantics, plus the optimizers
-(fusegrad.nn.optim), saving/loading state (fusegrad.nn.state) and datasets (fusegrad.nn.datasets).
-
-A layer is a plain object: its parameters are Tensor attributes named like torch's (weight, bias, running_mean...),
-so `get_state_dict(layer)` has torch's state_dict keys and torch weights load by name. Calling a layer runs its
-forward pass. Each parameter lives in a buffer of its own (lazily filled), so optimizers and load_state_dict can
-write into it, and parameters require grad like torch.nn.Parameter.
-
-```python
-model = [Conv2d(1, 4, 3), BatchNorm2d(4), Tensor.relu, lambda x: x.flatten(1), Linear(4 * 26 * 26, 10)]
-out = Tensor.rand(2, 1, 28, 28).sequential(model)
-```
-"""
+(fusegrad.nn.optim), saving/loading state (fusegrad.nn.state) and datasets (fusegrad.nn.datasets). See docs/nn.md."""
 from __future__ import annotations
 import math
 from typing import Any
@@ -41,7 +30,6 @@ def _channel_view(t: Tensor, ndim: int) -> Tensor:
   return t.reshape(1, t.shape[0], *[1] * (ndim - 2))
 
 # *** linear and embedding ***
-
 class Linear:
   """y = x @ weight.T + bias (torch.nn.Linear); weight is (out_features, in_features). Both are initialized
   uniform(-1/sqrt(in_features), 1/sqrt(in_features)), as torch's kaiming_uniform_(a=sqrt(5)) gives.
@@ -80,7 +68,6 @@ class Embedding:
     return check_indices(out, idx, self.vocab_sz, "Embedding", negative=False)
 
 # *** convolutions ***
-
 class _ConvNd:
   """What Conv and ConvTranspose layers share: the hyperparameters, stored as given (tinygrad's attributes)."""
   def __init__(self, n: int, kernel_size: int | tuple[int, ...], stride: Any, padding: Any, dilation: Any, groups: int,
@@ -192,7 +179,6 @@ class ConvTranspose1d(ConvTranspose2d):
   def _spatial_dims() -> int: return 1
 
 # *** normalization ***
-
 class BatchNorm:
   """Batch normalization over axis 1 (the channels) of (N, C, *) input, as torch.nn.BatchNorm1d/2d/3d.
 
@@ -335,7 +321,6 @@ class RMSNorm:
     return y * self.weight if self.weight is not None else y
 
 # *** recurrent ***
-
 class LSTMCell:
   """One LSTM step (torch.nn.LSTMCell): `h, c = cell(x, (h, c))` with x (N, input_size) or (input_size,); the
   state defaults to zeros. Gates i, f, g, o in that order along the 4*hidden_size rows of weight_ih

@@ -1,9 +1,4 @@
-"""Datasets: MNIST and Fashion-MNIST as uint8 tensors.
-
-The files are looked for, in order: a folder you pass, the MNIST_DIR / FASHION_MNIST_DIR environment variables,
-the copy bundled in this repository (data/mnist), Debian's dataset-fashion-mnist package, and the user cache; if they
-are nowhere, they are downloaded (with a progress bar) into the cache. Every file is checked against its sha256.
-"""
+"""Datasets: MNIST and Fashion-MNIST as uint8 tensors (where the files are looked for: docs/datasets.md)."""
 from __future__ import annotations
 import gzip, hashlib, http.client, pathlib, struct, zlib
 from fusegrad.tensor import Tensor

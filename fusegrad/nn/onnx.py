@@ -1,10 +1,5 @@
-"""Run ONNX models with fusegrad's lazy Tensor: every node becomes Tensor ops, so a model gets fusion, TinyJit and
-every backend. Needs the `onnx` package (`pip install fusegrad[onnx]`) to parse the protobuf.
-
-  runner = OnnxRunner("model.onnx")
-  out = runner({"input": np.zeros((1, 3, 224, 224), np.float32)})   # {output name: Tensor}
-
-The ops live in fusegrad/nn/onnx_ops.py, one small function each in the OPS registry."""
+"""Run ONNX models with fusegrad's lazy Tensor (docs/onnx.md). The ops are in nn/onnx_ops*.py, one small function
+each in the OPS registry."""
 from __future__ import annotations
 import inspect, os, time
 from collections import ChainMap

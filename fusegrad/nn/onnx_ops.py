@@ -1,9 +1,10 @@
 """The ONNX ops: OPS maps an op name to a small function of the node's inputs (positional, None for an absent optional
 input) and attributes (keywords, with the defaults of the ONNX operator docs). An attribute that later opsets turned
 into an input has one parameter name for both (Squeeze's axes, Clip's min/max, Pad's pads). A function may also ask
-for `opset`, `n_outputs` or `run_graph` (for subgraphs) by naming them as parameters. Returns a Tensor or a tuple."""
+for `opset`, `n_outputs` or `run_graph` (for subgraphs) by naming them as parameters. Returns a Tensor or a tuple.
+A function defined under a capitalized name in an ops module is the op of that name (`register_ops`)."""
 from __future__ import annotations
-import functools, math
+import functools, inspect, math
 from typing import Any, Callable, Sequence
 import numpy as np
 from fusegrad.tensor import Tensor
@@ -15,11 +16,17 @@ class Seq(list):
   """An ONNX sequence value (a list of tensors)."""
 
 def op(*names: str) -> Callable:
-  """Registers the decorated function under names (default: its own name)."""
+  """Registers the decorated function under names besides its own (an op with aliases)."""
   def register(fn: Callable) -> Callable:
-    for n in names or (fn.__name__,): OPS[n] = fn
+    for n in names: OPS[n] = fn
     return fn
   return register
+
+def register_ops(namespace: dict[str, Any]) -> None:
+  """Registers every function a module defines under a capitalized name as the ONNX op of that name. Each ops module
+  calls it last, with its globals()."""
+  for name, fn in namespace.items():
+    if name[0].isupper() and inspect.isfunction(fn) and fn.__module__ == namespace["__name__"]: OPS[name] = fn
 
 # *** helpers ***
 def _ints(v: Any) -> list[int]:
@@ -70,73 +77,47 @@ _BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
 }
 for _name, _fn2 in _BINARY.items(): OPS[_name] = (lambda f: lambda a, b: f(a, b))(_fn2)
 
-@op()
 def Identity(x: Any) -> Any: return x
-@op()
 def Div(a: Tensor, b: Tensor) -> Tensor: return a / b if dtypes.is_float(a.dtype) else a.idiv(b)
-@op()
 def Pow(a: Tensor, b: Tensor) -> Tensor:
   if b.dtype != a.dtype and not dtypes.is_float(a.dtype):  # int ** float: in float64, then back to the int type
     return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round().cast(a.dtype)
   return a.pow(b).cast(a.dtype)
-@op()
 def Mod(a: Tensor, b: Tensor, fmod: int = 0) -> Tensor: return a.fmod(b) if fmod else a.mod(b)
-@op()
 def BitShift(a: Tensor, b: Tensor, direction: str = "") -> Tensor:
   bits = a.dtype.itemsize * 8
   ok = (b >= 0) & (b < bits)  # a shift by a negative amount or by the width or more gives 0
   safe = ok.where(b, 0).cast(a.dtype)
   if direction == "LEFT": return ok.where(a.lshift(safe), 0).cast(a.dtype)
   return ok.where(a.rshift(safe), (a < 0).where(-1, 0)).cast(a.dtype)  # a signed right shift fills with the sign
-@op()
 def Max(*xs: Tensor) -> Tensor: return functools.reduce(Tensor.maximum, xs)
-@op()
 def Min(*xs: Tensor) -> Tensor: return functools.reduce(Tensor.minimum, xs)
-@op()
 def Sum(*xs: Tensor) -> Tensor: return functools.reduce(Tensor.add, xs)
-@op()
 def Mean(*xs: Tensor) -> Tensor: return functools.reduce(Tensor.add, xs) / len(xs)
-@op()
 def Where(c: Tensor, x: Tensor, y: Tensor) -> Tensor: return c.where(x, y)
-@op()
 def IsInf(x: Tensor, detect_negative: int = 1, detect_positive: int = 1) -> Tensor:
   return x.isinf(bool(detect_positive), bool(detect_negative))
-@op()
 def Clip(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
   if min is not None: x = x.maximum(min.cast(x.dtype) if isinstance(min, Tensor) else min)
   return x if max is None else x.minimum(max.cast(x.dtype) if isinstance(max, Tensor) else max)
-@op()
 def Elu(x: Tensor, alpha: float = 1.0) -> Tensor: return (x > 0).where(x, alpha * (x.exp() - 1))
-@op()
 def Celu(x: Tensor, alpha: float = 1.0) -> Tensor: return x.relu() + (alpha * ((x / alpha).exp() - 1)).minimum(0)
-@op()
 def Selu(x: Tensor, alpha: float = 1.67326319217681884765625, gamma: float = 1.05070102214813232421875) -> Tensor:
   return gamma * (x > 0).where(x, alpha * (x.exp() - 1))
-@op()
 def LeakyRelu(x: Tensor, alpha: float = 0.01) -> Tensor: return (x < 0).where(x * alpha, x)
-@op()
 def PRelu(x: Tensor, slope: Tensor) -> Tensor: return (x < 0).where(x * slope, x)
-@op()
 def ThresholdedRelu(x: Tensor, alpha: float = 1.0) -> Tensor: return (x > alpha).where(x, 0)
-@op()
 def HardSigmoid(x: Tensor, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
   return (x * alpha + beta).maximum(0).minimum(1)
-@op()
 def Gelu(x: Tensor, approximate: str = "none") -> Tensor: return x.gelu(approximate)
-@op()
 def Swish(x: Tensor, alpha: float = 1.0) -> Tensor: return x * (x * alpha).sigmoid()
-@op()
 def Shrink(x: Tensor, bias: float = 0.0, lambd: float = 0.5) -> Tensor:
   return (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)).cast(x.dtype)
-@op()
 def Cast(x: Tensor, to: int = 1, saturate: int = 1, round_mode: str = "up") -> Tensor: return x.cast(onnx_dtype(to))
-@op()
 def CastLike(x: Tensor, like: Tensor, saturate: int = 1, round_mode: str = "up") -> Tensor: return x.cast(like.dtype)
-@op()
 def BitCast(x: Tensor, to: int = 1) -> Tensor: return x.bitcast(onnx_dtype(to))
 
 # *** constants and shapes ***
-@op()
 def Constant(value: Any = None, value_float: Any = None, value_floats: Any = None, value_int: Any = None,
              value_ints: Any = None, sparse_value: Any = None, value_string: Any = None,
              value_strings: Any = None) -> Tensor:
@@ -146,28 +127,21 @@ def Constant(value: Any = None, value_float: Any = None, value_floats: Any = Non
   if value_int is not None or value_ints is not None:
     return Tensor(value_int if value_ints is None else value_ints, dtype=dtypes.int64)
   raise NotImplementedError("Constant: only tensor, float and int values are supported (not sparse or string)")
-@op()
 def Shape(x: Tensor, start: int = 0, end: int | None = None) -> Tensor:
   return Tensor(list(x.shape[start:end]), dtype=dtypes.int64).reshape(-1)
-@op()
 def Size(x: Tensor) -> Tensor: return Tensor(x.numel(), dtype=dtypes.int64)
-@op()
 def ConstantOfShape(shape: Tensor, value: Tensor | None = None) -> Tensor:
   dt = value.dtype if value is not None else dtypes.float32
   return Tensor.full(tuple(_ints(shape)), _scalar(value) if value is not None else 0.0, dtype=dt)
-@op()
 def Range(start: Tensor, limit: Tensor, delta: Tensor) -> Tensor:
   return Tensor.arange(_scalar(start), _scalar(limit), _scalar(delta), dtype=start.dtype)
-@op()
 def EyeLike(x: Tensor, dtype: int | None = None, k: int = 0) -> Tensor:
   n, m = x.shape
   dt = onnx_dtype(dtype) if dtype is not None else x.dtype
   return (Tensor.arange(n).reshape(n, 1) + k == Tensor.arange(m).reshape(1, m)).cast(dt)
-@op()
 def Trilu(x: Tensor, k: Tensor | None = None, upper: int = 1) -> Tensor:
   kk = int(_scalar(k)) if k is not None else 0
   return x.triu(kk) if upper else x.tril(kk)
-@op()
 def Reshape(x: Tensor, shape: Tensor, allowzero: int = 0) -> Tensor:
   s = _ints(shape)
   s = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(s)]
@@ -175,35 +149,28 @@ def Reshape(x: Tensor, shape: Tensor, allowzero: int = 0) -> Tensor:
     known = math.prod(d for d in s if d != -1)
     s[s.index(-1)] = x.numel() // known if known else 0
   return x.reshape(s)
-@op()
 def Flatten(x: Tensor, axis: int = 1) -> Tensor:
   a = _axis(axis, x.ndim)
   return x.reshape(math.prod(x.shape[:a]), math.prod(x.shape[a:]))
-@op()
 def Squeeze(x: Tensor, axes: Any = None) -> Tensor:
   ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else [i for i, s in enumerate(x.shape) if s == 1]
   return x.reshape([s for i, s in enumerate(x.shape) if i not in ax])
-@op()
 def Unsqueeze(x: Tensor, axes: Any = None) -> Tensor:
   n = x.ndim + len(_ints(axes))
   ax = sorted(_axis(a, n) for a in _ints(axes))
   shape = list(x.shape)
   for a in ax: shape.insert(a, 1)
   return x.reshape(shape)
-@op()
 def Transpose(x: Tensor, perm: list[int] | None = None) -> Tensor:
   return x.permute(perm if perm is not None else list(range(x.ndim))[::-1])
-@op()
 def Concat(*xs: Tensor, axis: int = 0) -> Tensor:
   return xs[0].cat(*xs[1:], dim=axis) if len(xs) > 1 else xs[0]
-@op()
 def Split(x: Tensor, split: Any = None, axis: int = 0, num_outputs: int | None = None, n_outputs: int = 1) -> tuple:
   a, n = _axis(axis, x.ndim), num_outputs or n_outputs
   sizes = _ints(split) if split is not None else [-(-x.shape[a] // n)] * (n - 1)
   if split is None: sizes.append(x.shape[a] - sum(sizes))
   return tuple(x.shrink([(sum(sizes[:i]), sum(sizes[:i + 1])) if d == a else None for d in range(x.ndim)])
                for i in range(len(sizes)))
-@op()
 def Slice(x: Tensor, starts: Any, ends: Any, axes: Any = None, steps: Any = None) -> Tensor:
   st, en = _ints(starts), _ints(ends)
   ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(len(st)))
@@ -227,7 +194,6 @@ def _take(x: Tensor, rs: list[range]) -> Tensor:
         [(0, 1) if d == a + 1 else None for d in range(x.ndim + 1)]).reshape(*x.shape[:a], n, *x.shape[a + 1:])
   return x
 def _wrap(idx: Tensor, size: int) -> Tensor: return (idx < 0).where(idx + size, idx)
-@op()
 def Gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   a = _axis(axis, x.ndim)
   idx = _wrap(indices.cast(dtypes.int32), x.shape[a])
@@ -237,7 +203,6 @@ def Gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     [(0, 0) if d == a else None for d in range(x.ndim)]).reshape(out_shape)
   pick = flat.reshape(*[1] * a, -1, *[1] * (x.ndim - a - 1)).expand(*x.shape[:a], flat.shape[0], *x.shape[a + 1:])
   return x.gather(a, pick).reshape(out_shape)
-@op()
 def GatherElements(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   a = _axis(axis, x.ndim)
   return x.gather(a, _wrap(indices.cast(dtypes.int32), x.shape[a]))
@@ -248,7 +213,6 @@ def _linear_index(shape: Sequence[int], indices: Tensor) -> Tensor:
   lin = Tensor.zeros(indices.shape[:-1], dtype=dtypes.int32)
   for i in range(k): lin = lin + _wrap(indices[..., i].cast(dtypes.int32), shape[i]) * strides[i]
   return lin
-@op()
 def GatherND(x: Tensor, indices: Tensor, batch_dims: int = 0) -> Tensor:
   b, k = batch_dims, indices.shape[-1]
   nb = math.prod(x.shape[:b])
@@ -257,15 +221,12 @@ def GatherND(x: Tensor, indices: Tensor, batch_dims: int = 0) -> Tensor:
   lin = _linear_index(x.shape[b:], indices).reshape(nb, -1)
   lin = lin + Tensor.arange(nb, dtype=dtypes.int32).reshape(nb, 1) * math.prod(x.shape[b:b + k])
   return Gather(flat, lin.reshape(-1)).reshape(*indices.shape[:-1], *rest)
-@op()
 def Expand(x: Tensor, shape: Tensor) -> Tensor:
   s = _ints(shape)
   n = max(len(s), x.ndim)
   xs, ss = [1] * (n - x.ndim) + list(x.shape), [1] * (n - len(s)) + s
   return x.reshape(xs).expand([a if b == 1 else b for a, b in zip(xs, ss)])
-@op()
 def Tile(x: Tensor, repeats: Tensor) -> Tensor: return x.repeat(_ints(repeats))
-@op()
 def Pad(x: Tensor, pads: Any = None, constant_value: Any = None, axes: Any = None, mode: str = "constant",
         value: float = 0.0) -> Tensor:
   p = _ints(pads)
@@ -275,34 +236,28 @@ def Pad(x: Tensor, pads: Any = None, constant_value: Any = None, axes: Any = Non
   v = _scalar(constant_value) if constant_value is not None else value
   m = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode]
   return x.pad(pairs, mode=m, value=v) if m == "constant" else x.pad(pairs, mode=m)
-@op()
 def DepthToSpace(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
   n, c, h, w = x.shape
   b = blocksize
   if mode == "DCR": x = x.reshape(n, b, b, c // b // b, h, w).permute(0, 3, 4, 1, 5, 2)
   else: x = x.reshape(n, c // b // b, b, b, h, w).permute(0, 1, 4, 2, 5, 3)
   return x.reshape(n, c // b // b, h * b, w * b)
-@op()
 def SpaceToDepth(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
   n, c, h, w = x.shape
   b = blocksize
   order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)  # channels (by, bx, c) or (c, by, bx)
   return x.reshape(n, c, h // b, b, w // b, b).permute(order).reshape(n, c * b * b, h // b, w // b)
-@op()
 def OneHot(indices: Tensor, depth: Tensor, values: Tensor, axis: int = -1) -> Tensor:
   d = int(_scalar(depth))
   a = _axis(axis, indices.ndim + 1)
   idx = _wrap(indices.cast(dtypes.int64), d).unsqueeze(a)
   hot = idx == Tensor.arange(d, dtype=dtypes.int64).reshape([-1 if i == a else 1 for i in range(indices.ndim + 1)])
   return hot.where(values[1], values[0])
-@op()
 def Compress(x: Tensor, condition: Tensor, axis: int | None = None) -> Tensor:
   keep = np.nonzero(condition.numpy())[0]
   if axis is None: x, axis = x.reshape(-1), 0
   return Gather(x, Tensor(keep.astype(np.int64)), axis=axis)
-@op()
 def NonZero(x: Tensor) -> Tensor: return Tensor(np.array(np.nonzero(x.numpy()), dtype=np.int64).reshape(x.ndim, -1))
-@op()
 def Unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple:
   a = x.numpy()
   u, idx, inv, cnt = np.unique(a, return_index=True, return_inverse=True, return_counts=True, axis=axis)
@@ -314,7 +269,6 @@ def Unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple:
   return Tensor(u), as64(idx), as64(inv), as64(cnt)
 
 # *** sorting and scans ***
-@op()
 def TopK(x: Tensor, k: Any, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:
   kk = _ints(k)[0]
   a = _axis(axis, x.ndim)
@@ -327,10 +281,8 @@ def _arg(x: Tensor, axis: int, keepdims: int, select_last_index: int, fn: str) -
   if select_last_index: ret = x.shape[a] - 1 - getattr(x.flip(a), fn)(a, keepdim=bool(keepdims))
   else: ret = getattr(x, fn)(a, keepdim=bool(keepdims))
   return ret.cast(dtypes.int64)
-@op()
 def ArgMax(x: Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> Tensor:
   return _arg(x, axis, keepdims, select_last_index, "argmax")
-@op()
 def ArgMin(x: Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> Tensor:
   return _arg(x, axis, keepdims, select_last_index, "argmin")
 def _cum(x: Tensor, axis: Tensor, exclusive: int, reverse: int, fn: str, identity: int) -> Tensor:
@@ -340,13 +292,10 @@ def _cum(x: Tensor, axis: Tensor, exclusive: int, reverse: int, fn: str, identit
     x = x.pad([(1, -1) if d == a else (0, 0) for d in range(x.ndim)], value=identity)
   y = getattr(x, fn)(a)
   return (y.flip(a) if reverse else y).cast(x.dtype)
-@op()
 def CumSum(x: Tensor, axis: Tensor, exclusive: int = 0, reverse: int = 0) -> Tensor:
   return _cum(x, axis, exclusive, reverse, "cumsum", 0)
-@op()
 def CumProd(x: Tensor, axis: Tensor, exclusive: int = 0, reverse: int = 0) -> Tensor:
   return _cum(x, axis, exclusive, reverse, "cumprod", 1)
-@op()
 def ReverseSequence(x: Tensor, sequence_lens: Tensor, batch_axis: int = 1, time_axis: int = 0) -> Tensor:
   lens, t = sequence_lens.numpy(), x.shape[time_axis]
   src = np.array([[ln - 1 - i if i < ln else i for i in range(t)] for ln in lens], dtype=np.int32)  # (batch, time)
@@ -361,7 +310,6 @@ def ScatterElements(x: Tensor, indices: Tensor, updates: Tensor, axis: int = 0, 
   idx = _wrap(indices.cast(dtypes.int64), x.shape[a])
   if reduction == "none": return x.scatter(a, idx, updates)
   return x.scatter_reduce(a, idx, updates, _REDUCTION[reduction])
-@op()
 def ScatterND(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "none") -> Tensor:
   k = indices.shape[-1]
   rest = x.shape[k:]
@@ -370,7 +318,6 @@ def ScatterND(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "non
   upd = updates.reshape(-1, flat.shape[1])
   out = flat.scatter(0, lin, upd) if reduction == "none" else flat.scatter_reduce(0, lin, upd, _REDUCTION[reduction])
   return out.reshape(x.shape)
-@op()
 def Einsum(*xs: Tensor, equation: str = "") -> Tensor: return Tensor.einsum(equation, *xs)
 
 # *** reductions ***
@@ -410,14 +357,13 @@ def _softmax_like(x: Tensor, axis: int | None, opset: int, fn: Callable[[Tensor,
   if opset >= 13: return fn(x, -1 if axis is None else axis)
   a = _axis(1 if axis is None else axis, x.ndim)  # before 13: over all axes from axis on, as one flat axis
   return fn(x.reshape(math.prod(x.shape[:a]), -1), -1).reshape(x.shape)
-@op()
 def Softmax(x: Tensor, axis: int | None = None, opset: int = 13) -> Tensor:
   return _softmax_like(x, axis, opset, Tensor.softmax)
-@op()
 def LogSoftmax(x: Tensor, axis: int | None = None, opset: int = 13) -> Tensor:
   return _softmax_like(x, axis, opset, Tensor.log_softmax)
-@op()
 def Hardmax(x: Tensor, axis: int | None = None, opset: int = 13) -> Tensor:
   def hard(t: Tensor, a: int) -> Tensor: return t.argmax(a, keepdim=True) == Tensor.arange(t.shape[a]).reshape(
     [-1 if i == _axis(a, t.ndim) else 1 for i in range(t.ndim)])
   return _softmax_like(x, axis, opset, hard).cast(x.dtype)
+
+register_ops(globals())

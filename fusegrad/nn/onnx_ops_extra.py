@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
-from fusegrad.nn.onnx_ops import op, _ints, _scalar, _axis, _per_axis
+from fusegrad.nn.onnx_ops import register_ops, _ints, _scalar, _axis, _per_axis
 from fusegrad.nn.onnx_ops_nn import Conv, QuantizeLinear
 
 # *** quantized products ***
@@ -16,13 +16,11 @@ def _dequant(x: Tensor, scale: Tensor, zp: Tensor | None, axis: int) -> Tensor:
   shifted = x.cast(dtypes.float32) - (along(zp).cast(dtypes.float32) if zp is not None else 0)
   return shifted * along(scale).cast(dtypes.float32)
 
-@op()
 def QLinearMatMul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor, b: Tensor, b_scale: Tensor, b_zero_point: Tensor,
                   y_scale: Tensor, y_zero_point: Tensor) -> Tensor:
   y = _dequant(a, a_scale, a_zero_point, -2).matmul(_dequant(b, b_scale, b_zero_point, -1))
   return QuantizeLinear(y, y_scale.cast(dtypes.float32), y_zero_point)
 
-@op()
 def ConvInteger(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None,
                 **attrs: Any) -> Tensor:
   xi = x.cast(dtypes.int32) - (x_zero_point.cast(dtypes.int32) if x_zero_point is not None else 0)
@@ -30,7 +28,6 @@ def ConvInteger(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero
                                else 0)
   return Conv(xi, wi, **attrs)
 
-@op()
 def QLinearConv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor, w: Tensor, w_scale: Tensor, w_zero_point: Tensor,
                 y_scale: Tensor, y_zero_point: Tensor, b: Tensor | None = None, **attrs: Any) -> Tensor:
   xf, wf = _dequant(x, x_scale, x_zero_point, 1), _dequant(w, w_scale, w_zero_point, 0)
@@ -38,7 +35,6 @@ def QLinearConv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor, w: Tensor, w_s
   return QuantizeLinear(Conv(xf, wf, bias, **attrs), y_scale.cast(dtypes.float32), y_zero_point)
 
 # *** shapes ***
-@op()
 def CenterCropPad(x: Tensor, shape: Tensor, axes: Any = None) -> Tensor:
   ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(x.ndim))
   pairs = [(0, 0)] * x.ndim
@@ -47,7 +43,6 @@ def CenterCropPad(x: Tensor, shape: Tensor, axes: Any = None) -> Tensor:
     pairs[a] = (diff // 2, diff - diff // 2) if diff >= 0 else (-((-diff) // 2), -(-diff - (-diff) // 2))
   return x.pad(pairs)
 
-@op()
 def TensorScatter(cache: Tensor, update: Tensor, write_indices: Tensor | None = None, axis: int = -2,
                   mode: str = "linear") -> Tensor:
   a = _axis(axis, cache.ndim)
@@ -64,7 +59,6 @@ def TensorScatter(cache: Tensor, update: Tensor, write_indices: Tensor | None = 
   return Tensor(src >= 0).reshape(shape).where(picked, cache)
 
 # *** transformer pieces ***
-@op()
 def RotaryEmbedding(x: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_ids: Tensor | None = None,
                     interleaved: int = 0, num_heads: int = 0, rotary_embedding_dim: int = 0) -> Tensor:
   shape = x.shape
@@ -82,10 +76,8 @@ def RotaryEmbedding(x: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_id
   out = rot.cat(rest, dim=-1) if rest.shape[-1] else rot
   return out.transpose(1, 2) if x.ndim == 4 else out.reshape(shape)
 
-@op()
 def SwiGLU(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor: return a * (a * alpha).sigmoid() * b
 
-@op()
 def AffineGrid(theta: Tensor, size: Tensor, align_corners: int = 0) -> Tensor:
   sz = _ints(size)
   spatial = sz[2:]
@@ -97,7 +89,6 @@ def AffineGrid(theta: Tensor, size: Tensor, align_corners: int = 0) -> Tensor:
   return grid.reshape(sz[0], *spatial, len(spatial))
 
 # *** spectral ***
-@op()
 def DFT(x: Tensor, dft_length: Tensor | None = None, axis: Any = None, inverse: int = 0, onesided: int = 0,
         opset: int = 20) -> Tensor:
   a = _axis(int(_scalar(axis)) if axis is not None else (1 if opset < 20 else -2), x.ndim)
@@ -114,7 +105,6 @@ def DFT(x: Tensor, dft_length: Tensor | None = None, axis: Any = None, inverse: 
   return (out / n if inverse else out).transpose(a, -2)
 
 # *** training (ai.onnx.preview.training) ***
-@op()
 def Adagrad(r: Tensor, t: Tensor, *xs: Tensor, decay_factor: float = 0.0, epsilon: float = 0.0,
             norm_coefficient: float = 0.0) -> tuple:
   n = len(xs) // 3
@@ -126,7 +116,6 @@ def Adagrad(r: Tensor, t: Tensor, *xs: Tensor, decay_factor: float = 0.0, epsilo
     outs.append((x - rate * g / (h2.sqrt() + epsilon), h2))
   return (*[o[0] for o in outs], *[o[1] for o in outs])
 
-@op()
 def Momentum(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.0, beta: float = 0.0, mode: str = "standard",
              norm_coefficient: float = 0.0) -> tuple:
   n = len(xs) // 3
@@ -138,7 +127,6 @@ def Momentum(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.0, beta: float 
     outs.append((x - r * (v2 if mode == "standard" else g + alpha * v2), v2))
   return (*[o[0] for o in outs], *[o[1] for o in outs])
 
-@op()
 def Adam(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.9, beta: float = 0.999, epsilon: float = 1e-6,
          norm_coefficient: float = 0.0, norm_coefficient_post: float = 0.0) -> tuple:
   n = len(xs) // 4
@@ -152,9 +140,7 @@ def Adam(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.9, beta: float = 0.
   return tuple(o[j] for j in range(3) for o in outs)
 
 # *** ai.onnx.ml ***
-@op()
 def Binarizer(x: Tensor, threshold: float = 0.0) -> Tensor: return (x > threshold).cast(x.dtype)
-@op()
 def ArrayFeatureExtractor(x: Tensor, y: Tensor) -> Tensor:
   idx = y.reshape(-1).cast(dtypes.int32)
   return x.gather(x.ndim - 1, idx.reshape(*[1] * (x.ndim - 1), -1).expand(*x.shape[:-1], idx.shape[0]))
@@ -173,7 +159,6 @@ def _cubic(t: Tensor, a: float = -0.75) -> Tensor:
   """The cubic convolution kernel at distance t (0 <= t < 2)."""
   return (t <= 1).where(((a + 2) * t - (a + 3)) * t * t + 1, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a)
 
-@op()
 def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "linear",
                padding_mode: str = "zeros") -> Tensor:
   n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
@@ -221,7 +206,6 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
   union = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - inter
   return inter / union if inter > 0 and union > 0 else 0.0
 
-@op()
 def NonMaxSuppression(boxes: Tensor, scores: Tensor, max_output_boxes_per_class: Tensor | None = None,
                       iou_threshold: Tensor | None = None, score_threshold: Tensor | None = None,
                       center_point_box: int = 0) -> Tensor:
@@ -245,7 +229,6 @@ def NonMaxSuppression(boxes: Tensor, scores: Tensor, max_output_boxes_per_class:
       picked += [(b, c, i) for i in kept]
   return Tensor(np.array(picked, dtype=np.int64).reshape(-1, 3))
 
-@op()
 def CausalConvWithState(x: Tensor, weight: Tensor, bias: Tensor | None = None, past_state: Tensor | None = None,
                         activation: str = "none") -> tuple:
   """A depthwise 1-d convolution over (batch, channels, length) that sees k-1 steps of past_state (zeros when
@@ -258,7 +241,6 @@ def CausalConvWithState(x: Tensor, weight: Tensor, bias: Tensor | None = None, p
   if activation in ("silu", "swish"): y = (y.cast(dtypes.float32) * y.cast(dtypes.float32).sigmoid()).cast(x.dtype)
   return y, padded[:, :, padded.shape[2] - (k - 1):]
 
-@op()
 def LinearAttention(q: Tensor, k: Tensor, v: Tensor, past_state: Tensor | None = None, decay: Tensor | None = None,
                     beta: Tensor | None = None, chunk_size: int = 0, kv_num_heads: int = 1, q_num_heads: int = 1,
                     scale: float = 0.0, update_rule: str = "gated_delta") -> tuple:
@@ -285,7 +267,6 @@ def LinearAttention(q: Tensor, k: Tensor, v: Tensor, past_state: Tensor | None =
   y = Tensor.stack(*outs, dim=2).transpose(1, 2).reshape(b, t, -1).cast(q.dtype)
   return y, state.cast(past_state.dtype if past_state is not None else q.dtype)
 
-@op()
 def Col2Im(x: Tensor, image_shape: Tensor, block_shape: Tensor, dilations: Any = None, pads: Any = None,
            strides: Any = None) -> Tensor:
   """The inverse of im2col: x (N, C * prod(block), L) summed into (N, C, *image). The block positions are static, so a
@@ -305,7 +286,6 @@ def Col2Im(x: Tensor, image_shape: Tensor, block_shape: Tensor, dilations: Any =
   y = x.reshape(n, c, -1).matmul(Tensor(m.reshape(-1, math.prod(img))).cast(x.dtype))
   return y.reshape(n, c, *img)
 
-@op()
 def STFT(signal: Tensor, frame_step: Tensor, window: Tensor | None = None, frame_length: Tensor | None = None,
          onesided: int = 1) -> Tensor:
   """Frames of frame_length every frame_step samples of signal (B, L, 1 or 2), windowed, each through the DFT:
@@ -317,3 +297,5 @@ def STFT(signal: Tensor, frame_step: Tensor, window: Tensor | None = None, frame
   x = Tensor.stack(*[signal[:, f * step:f * step + n] for f in range(frames)], dim=1)  # (B, frames, n, 1 or 2)
   if window is not None: x = x * window.reshape(1, 1, n, 1).cast(x.dtype)
   return DFT(x, None, Tensor(2), onesided=onesided)
+
+register_ops(globals())

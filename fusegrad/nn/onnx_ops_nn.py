@@ -6,7 +6,7 @@ from typing import Any, Callable
 import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
-from fusegrad.nn.onnx_ops import OPS, Seq, op, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather
+from fusegrad.nn.onnx_ops import OPS, Seq, register_ops, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather
 
 # *** convolution and pooling ***
 def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int], pads: Any, auto_pad: str,
@@ -29,13 +29,11 @@ def _conv_args(x: Tensor, w_shape: tuple, kernel_shape: Any, strides: Any, dilat
   k = _ints(kernel_shape) or list(w_shape[2:])
   return k, _ints(strides) or [1] * n, _ints(dilations) or [1] * n
 
-@op()
 def Conv(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
          kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d = _conv_args(x, w.shape, kernel_shape, strides, dilations)
   return x.conv2d(w, b, groups=group, stride=s, dilation=d, padding=_pads(x, k, s, d, pads, auto_pad))
 
-@op()
 def ConvTranspose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None,
                   group: int = 1, kernel_shape: Any = None, output_padding: Any = None, output_shape: Any = None,
                   pads: Any = None, strides: Any = None) -> Tensor:
@@ -58,7 +56,6 @@ def _pool_prep(x: Tensor, kernel_shape: Any, strides: Any, dilations: Any, pads:
   s, d = _ints(strides) or [1] * len(k), _ints(dilations) or [1] * len(k)
   return k, s, d, _pads(x, k, s, d, pads, auto_pad)
 
-@op()
 def MaxPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, kernel_shape: Any = None,
             pads: Any = None, storage_order: int = 0, strides: Any = None, n_outputs: int = 1) -> Any:
   k, s, d, p = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
@@ -73,7 +70,6 @@ def MaxPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: 
   base = Tensor.arange(x.shape[0] * x.shape[1], dtype=dtypes.int64).reshape(x.shape[0], x.shape[1], *[1] * len(k))
   return y, idx + base * math.prod(plane)
 
-@op()
 def AveragePool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, count_include_pad: int = 0,
                 dilations: Any = None, kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d, p = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
@@ -89,7 +85,6 @@ def _pads_fit(p: list[tuple[int, int]], k: list[int], d: list[int]) -> bool:
 def _pad_spatial(x: Tensor, p: list[tuple[int, int]], value: Any) -> Tensor:
   return x.pad([(0, 0)] * (x.ndim - len(p)) + list(p), value=value)
 
-@op()
 def LpPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, kernel_shape: Any = None,
            p: int = 2, pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d, pp = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
@@ -97,7 +92,6 @@ def LpPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: A
   total = powered.avg_pool2d(k, s, d, 0, bool(ceil_mode), count_include_pad=True) * math.prod(k)
   return total.pow(1.0 / p)
 
-@op()
 def MaxUnpool(x: Tensor, indices: Tensor, output_shape: Any = None, kernel_shape: Any = None, pads: Any = None,
               strides: Any = None) -> Tensor:
   k = _ints(kernel_shape)
@@ -106,21 +100,16 @@ def MaxUnpool(x: Tensor, indices: Tensor, output_shape: Any = None, kernel_shape
   if out is None: out = [(i - 1) * st - a - b + kk for i, st, (a, b), kk in zip(x.shape[2:], s, p, k)]
   return x.max_unpool2d(indices % math.prod(out), tuple(k), tuple(s), 1, 0, output_size=out)
 
-@op()
 def GlobalAveragePool(x: Tensor) -> Tensor: return x.mean(tuple(range(2, x.ndim)), keepdim=True)
-@op()
 def GlobalMaxPool(x: Tensor) -> Tensor: return x.max(tuple(range(2, x.ndim)), keepdim=True)
 
 # *** matrix products ***
-@op()
 def MatMul(a: Tensor, b: Tensor) -> Tensor: return a.matmul(b)
-@op()
 def Gemm(a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, transA: int = 0,
          transB: int = 0) -> Tensor:
   y = (a.T if transA else a).matmul(b.T if transB else b)
   if alpha != 1.0: y = y * alpha
   return y if c is None else y + (c * beta if beta != 1.0 else c)
-@op()
 def MatMulInteger(a: Tensor, b: Tensor, a_zero_point: Tensor | None = None,
                   b_zero_point: Tensor | None = None) -> Tensor:
   a32 = a.cast(dtypes.int32) - (a_zero_point.cast(dtypes.int32) if a_zero_point is not None else 0)
@@ -128,7 +117,6 @@ def MatMulInteger(a: Tensor, b: Tensor, a_zero_point: Tensor | None = None,
   return a32.matmul(b32)
 
 # *** normalization ***
-@op()
 def BatchNormalization(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor, epsilon: float = 1e-5,
                        momentum: float = 0.9, training_mode: int = 0, spatial: int = 1) -> Any:
   if not training_mode: return x.batchnorm(scale, bias, mean, (var + epsilon).rsqrt())
@@ -136,11 +124,9 @@ def BatchNormalization(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var
   bm, bv = x.mean(axes), x.var(axes, correction=0)
   y = x.batchnorm(scale, bias, bm, (bv + epsilon).rsqrt())
   return y, mean * momentum + bm * (1 - momentum), var * momentum + bv * (1 - momentum)
-@op()
 def InstanceNormalization(x: Tensor, scale: Tensor, bias: Tensor, epsilon: float = 1e-5) -> Tensor:
   y = x.layernorm(tuple(range(2, x.ndim)), epsilon)
   return y * _per_axis(scale, 1, x.ndim) + _per_axis(bias, 1, x.ndim)
-@op()
 def LayerNormalization(x: Tensor, scale: Tensor, bias: Tensor | None = None, axis: int = -1, epsilon: float = 1e-5,
                        stash_type: int = 1) -> tuple:
   axes = tuple(range(_axis(axis, x.ndim), x.ndim))
@@ -149,7 +135,6 @@ def LayerNormalization(x: Tensor, scale: Tensor, bias: Tensor | None = None, axi
   inv = ((xf - mean).square().mean(axes, keepdim=True) + epsilon).rsqrt()
   y = ((xf - mean) * inv).cast(x.dtype) * scale
   return (y if bias is None else y + bias), mean, inv
-@op()
 def GroupNormalization(x: Tensor, scale: Tensor, bias: Tensor, epsilon: float = 1e-5, num_groups: int = 1,
                        stash_type: int = 1) -> Tensor:
   n, c = x.shape[:2]
@@ -157,21 +142,17 @@ def GroupNormalization(x: Tensor, scale: Tensor, bias: Tensor, epsilon: float = 
   if scale.shape[0] != c:  # opset 18: scale and bias per group
     scale, bias = scale.repeat_interleave(c // num_groups), bias.repeat_interleave(c // num_groups)
   return y * _per_axis(scale, 1, x.ndim) + _per_axis(bias, 1, x.ndim)
-@op()
 def RMSNormalization(x: Tensor, scale: Tensor, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1) -> Tensor:
   axes = tuple(range(_axis(axis, x.ndim), x.ndim))
   xf = x.cast(dtypes.float32)
   return (xf * (xf.square().mean(axes, keepdim=True) + epsilon).rsqrt()).cast(x.dtype) * scale
-@op()
 def LpNormalization(x: Tensor, axis: int = -1, p: int = 2) -> Tensor:
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()
   return (norm == 0).where(0, x / norm)  # a zero vector stays zero
-@op()
 def MeanVarianceNormalization(x: Tensor, axes: Any = None) -> Tensor:
   ax = tuple(_axis(a, x.ndim) for a in (_ints(axes) if axes is not None else [0, 2, 3]))
   y = x - x.mean(ax, keepdim=True)
   return y / (y.square().mean(ax, keepdim=True).sqrt() + 1e-9)
-@op()
 def LRN(x: Tensor, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0, size: int = 1) -> Tensor:
   c = x.shape[1]
   sq = x.square().pad([(0, 0), ((size - 1) // 2, size - 1 - (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
@@ -179,7 +160,6 @@ def LRN(x: Tensor, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0, s
   for j in range(1, size): total = total + sq.shrink([None, (j, j + c)] + [None] * (x.ndim - 2))
   return x / (bias + alpha / size * total).pow(beta)
 
-@op()
 def Dropout(x: Tensor, ratio: Any = None, training_mode: Any = None, seed: int | None = None, is_test: int = 0,
             n_outputs: int = 1) -> Any:
   r = float(_scalar(ratio)) if ratio is not None else 0.5
@@ -227,7 +207,6 @@ def _resize_taps(i: int, o: int, scale: float, mode: str, coord: str, nearest: s
   else: raise NotImplementedError(f"Resize: mode {mode!r}")
   return np.clip(idx, 0, i - 1).astype(np.int32), w, inside
 
-@op()
 def Resize(x: Tensor, roi: Any = None, scales: Any = None, sizes: Any = None, antialias: int = 0, axes: Any = None,
            coordinate_transformation_mode: str = "half_pixel", cubic_coeff_a: float = -0.75, exclude_outside: int = 0,
            extrapolation_value: float = 0.0, keep_aspect_ratio_policy: str = "stretch", mode: str = "nearest",
@@ -263,7 +242,6 @@ def Resize(x: Tensor, roi: Any = None, scales: Any = None, sizes: Any = None, an
     x = acc if inside.all() else Tensor(inside).reshape(along).where(acc, extrapolation_value)
   return x
 
-@op()
 def Upsample(x: Tensor, scales: Any = None, mode: str = "nearest") -> Tensor:
   sc = scales.tolist() if isinstance(scales, Tensor) else scales
   return Resize(x, None, Tensor(sc, dtype=dtypes.float32), None, mode="linear" if mode in ("linear", "bilinear") else
@@ -317,7 +295,6 @@ def _recurrent(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None, seq_lens: Tens
   if layout: y, last = y.permute(2, 0, 1, 3), [s.transpose(0, 1) for s in last]
   return (y, *last)
 
-@op()
 def RNN(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens: Tensor | None = None,
         initial_h: Tensor | None = None, activation_alpha: Any = None, activation_beta: Any = None,
         activations: Any = None, clip: float | None = None, direction: str = "forward", hidden_size: int = 0,
@@ -327,7 +304,6 @@ def RNN(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens:
     return [f[d](xw + st[0].matmul(rr.T) + rb)]
   return _recurrent(x, w, r, b, sequence_lens, [initial_h], direction, layout, 1, cell)
 
-@op()
 def GRU(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens: Tensor | None = None,
         initial_h: Tensor | None = None, activation_alpha: Any = None, activation_beta: Any = None,
         activations: Any = None, clip: float | None = None, direction: str = "forward", hidden_size: int = 0,
@@ -345,7 +321,6 @@ def GRU(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens:
     return [(1 - z) * ht + z * h]
   return _recurrent(x, w, r, b, sequence_lens, [initial_h], direction, layout, 3, cell)
 
-@op()
 def LSTM(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens: Tensor | None = None,
          initial_h: Tensor | None = None, initial_c: Tensor | None = None, P: Tensor | None = None,
          activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None, clip: float | None = None,
@@ -377,11 +352,9 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int 
   if reduction == "none": return loss
   if reduction == "sum": return loss.sum()
   return loss.sum() / w.sum()
-@op()
 def NegativeLogLikelihoodLoss(x: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
                               reduction: str = "mean") -> Tensor:
   return _nll(x, target, weight, ignore_index, reduction)
-@op()
 def SoftmaxCrossEntropyLoss(scores: Tensor, labels: Tensor, weights: Tensor | None = None,
                             ignore_index: int | None = None, reduction: str = "mean", n_outputs: int = 1) -> Any:
   logp = scores.log_softmax(1)
@@ -390,7 +363,6 @@ def SoftmaxCrossEntropyLoss(scores: Tensor, labels: Tensor, weights: Tensor | No
 
 # *** quantization ***
 def _quant_range(dt: Any) -> tuple[int, int]: return dtypes.min(dt), dtypes.max(dt)
-@op()
 def QuantizeLinear(x: Tensor, y_scale: Tensor, y_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0,
                    output_dtype: int = 0, saturate: int = 1, precision: int = 0) -> Tensor:
   dt = y_zero_point.dtype if y_zero_point is not None else onnx_dtype(output_dtype) if output_dtype else dtypes.uint8
@@ -401,7 +373,6 @@ def QuantizeLinear(x: Tensor, y_scale: Tensor, y_zero_point: Tensor | None = Non
                                        y_zero_point.numel() > 1 else y_zero_point.reshape(())).cast(dtypes.float32)
   lo, hi = _quant_range(dt)
   return ((x.cast(dtypes.float32) / scale.cast(dtypes.float32)).round() + zp).maximum(lo).minimum(hi).cast(dt)
-@op()
 def DequantizeLinear(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0,
                      output_dtype: int = 0, precision: int = 0) -> Tensor:
   if block_size: raise NotImplementedError("DequantizeLinear with block_size")
@@ -411,7 +382,6 @@ def DequantizeLinear(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None = N
   zp = 0 if x_zero_point is None else (_per_axis(x_zero_point, a, x.ndim) if per else x_zero_point.reshape(()))
   zp_f = zp.cast(dtypes.float32) if isinstance(zp, Tensor) else zp
   return ((x.cast(dtypes.float32) - zp_f) * scale.cast(dtypes.float32)).cast(x_scale.dtype)
-@op()
 def DynamicQuantizeLinear(x: Tensor) -> tuple:
   lo, hi = x.min().minimum(0), x.max().maximum(0)
   scale = (hi - lo) / 255
@@ -426,22 +396,17 @@ def _window(size: Tensor, periodic: int, output_datatype: int, coefs: list[float
   k = Tensor.arange(n, dtype=dtypes.float32) * (2 * math.pi / denom)
   w = sum(((-1) ** j * c * (k * j).cos() for j, c in enumerate(coefs)), Tensor.zeros(n))
   return w.cast(onnx_dtype(output_datatype))
-@op()
 def HannWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
   return _window(size, periodic, output_datatype, [0.5, 0.5])
-@op()
 def HammingWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
   return _window(size, periodic, output_datatype, [25 / 46, 1 - 25 / 46])
-@op()
 def BlackmanWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
   return _window(size, periodic, output_datatype, [0.42, 0.5, 0.08])
 
 # *** control flow ***
-@op()
 def If(cond: Tensor, else_branch: Any = None, then_branch: Any = None, run_graph: Any = None) -> tuple:
   return tuple(run_graph(then_branch if bool(_scalar(cond)) else else_branch, {}))
 
-@op()
 def Loop(m: Tensor | None, cond: Tensor | None, *v: Any, body: Any = None, run_graph: Any = None) -> tuple:
   trips = int(_scalar(m)) if m is not None else None
   keep = bool(_scalar(cond)) if cond is not None else True
@@ -457,7 +422,6 @@ def Loop(m: Tensor | None, cond: Tensor | None, *v: Any, body: Any = None, run_g
   stacked = [Tensor.stack(*[s[j] for s in scans]) if scans else Tensor.empty(0) for j in range(n_scan)]
   return (*state, *stacked)
 
-@op()
 def Scan(*args: Any, body: Any = None, num_scan_inputs: int = 0, scan_input_axes: Any = None,
          scan_input_directions: Any = None, scan_output_axes: Any = None, scan_output_directions: Any = None,
          run_graph: Any = None, opset: int = 9) -> tuple:
@@ -484,28 +448,20 @@ def Scan(*args: Any, body: Any = None, num_scan_inputs: int = 0, scan_input_axes
   return (*state, *stacked)
 
 # *** sequences and optionals ***
-@op()
 def SequenceConstruct(*xs: Tensor) -> Seq: return Seq(xs)
-@op()
 def SequenceEmpty(dtype: int = 1) -> Seq: return Seq()
-@op()
 def SequenceLength(s: Seq) -> Tensor: return Tensor(len(s), dtype=dtypes.int64)
-@op()
 def SequenceAt(s: Seq, pos: Tensor) -> Tensor: return s[int(_scalar(pos))]
-@op()
 def SequenceInsert(s: Seq, t: Tensor, pos: Tensor | None = None) -> Seq:
   ret = Seq(s)
   ret.insert(int(_scalar(pos)) if pos is not None else len(ret), t)
   return ret
-@op()
 def SequenceErase(s: Seq, pos: Tensor | None = None) -> Seq:
   ret = Seq(s)
   ret.pop(int(_scalar(pos)) if pos is not None else -1)
   return ret
-@op()
 def ConcatFromSequence(s: Seq, axis: int = 0, new_axis: int = 0) -> Tensor:
   return Tensor.stack(*s, dim=axis) if new_axis else s[0].cat(*s[1:], dim=axis)
-@op()
 def SplitToSequence(x: Tensor, split: Tensor | None = None, axis: int = 0, keepdims: int = 1) -> Seq:
   a = _axis(axis, x.ndim)
   if split is None:
@@ -513,17 +469,13 @@ def SplitToSequence(x: Tensor, split: Tensor | None = None, axis: int = 0, keepd
     return Seq(p.squeeze(a) for p in parts) if not keepdims else Seq(parts)
   sizes = _ints(split)
   return Seq(x.split(sizes if split.ndim else sizes[0], a))
-@op()
 def SequenceMap(*args: Any, body: Any = None, run_graph: Any = None) -> tuple:
   n = len(args[0])
   names = [i.name for i in body.input]
   outs = [run_graph(body, {nm: (a[k] if isinstance(a, Seq) else a) for nm, a in zip(names, args)}) for k in range(n)]
   return tuple(Seq(o[j] for o in outs) for j in range(len(body.output)))
-@op()
 def Optional(x: Any = None, type: Any = None) -> Any: return x
-@op()
 def OptionalHasElement(x: Any = None) -> Tensor: return Tensor(x is not None)
-@op()
 def OptionalGetElement(x: Any) -> Any: return x
 
 assert all(callable(f) for f in OPS.values())
@@ -548,7 +500,6 @@ def _attention_bias(q: Tensor, skv: int, attn_mask: Tensor | None, offset: Any, 
   if nonpad is not None: allowed = allowed & (Tensor.arange(skv).reshape(1, 1, 1, skv) < nonpad.reshape(-1, 1, 1, 1))
   return allowed.where(bias, -math.inf)
 
-@op()
 def Attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, past_key: Tensor | None = None,
               past_value: Tensor | None = None, nonpad_kv_seqlen: Tensor | None = None, is_causal: int = 0,
               kv_num_heads: int | None = None, q_num_heads: int | None = None, qk_matmul_output_mode: int = 0,
@@ -581,7 +532,6 @@ def Attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, 
   if three_d: y = y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1)
   return (y, present_k, present_v, extra.cast(q.dtype))[:n_outputs] if n_outputs > 1 else y
 
-@op()
 def FlexAttention(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, score_mod: Any = None,
                   prob_mod: Any = None, softmax_precision: int | None = None, run_graph: Any = None) -> Tensor:
   """Attention over (B, H, L, E) with optional subgraphs that rewrite the scores (score_mod) or the probabilities
@@ -596,3 +546,5 @@ def FlexAttention(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, s
   probs = scores.softmax(-1)
   if prob_mod is not None: probs = mod(prob_mod, probs)
   return probs.matmul(v.cast(ct)).cast(v.dtype)
+
+register_ops(globals())

@@ -1,19 +1,6 @@
 """Optimizers: SGD, LARS, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules.
 
-Every piece of state (momentum buffers, Adam's moments, the step counters, the learning rate) lives in a realized
-Tensor that each step updates with `.assign()`. So a step is just more lazy graph: it can be realized together with
-the loss (`Tensor.realize(loss, *opt.schedule_step())`), and under TinyJit the replayed kernels read and write the
-same buffers, so a new learning rate written with `opt.lr.assign(...).realize()` takes effect in the next replay.
-
-```python
-opt = Adam(get_parameters(model), lr=1e-3)
-with Tensor.train():  # optimizers step in training mode only (as tinygrad)
-  opt.zero_grad()
-  loss = model(x).sparse_categorical_crossentropy(y)
-  loss.backward()
-  opt.step()
-```
-"""
+Every piece of state lives in a realized Tensor that each step updates with `.assign()` (docs/optim.md)."""
 from __future__ import annotations
 import math
 from typing import Iterable
@@ -198,12 +185,7 @@ class LARS(SGD):
 
   (r scales the learning rate, as in tinygrad: before the momentum when classic, after it otherwise. Norms are
   Frobenius norms over the whole parameter; b starts at zero; without momentum b is skipped and p moves by
-  lr * r * g'.) With tcoef=0 this is SGD with the same arguments.
-
-  ```python
-  opt = LARS(get_parameters(model), lr=0.1, momentum=0.9, weight_decay=1e-4)
-  ```
-  """
+  lr * r * g'.) With tcoef=0 this is SGD with the same arguments."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
                nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
     if nesterov and momentum <= 0: raise ValueError("LARS: Nesterov momentum needs a momentum > 0")

@@ -1,14 +1,6 @@
 """Saving and loading state: state dicts of models (and optimizers), safetensors, PyTorch checkpoints and GGUF files.
 
-```python
-safe_save(get_state_dict(model), "model.safetensors")
-load_state_dict(model, safe_load("model.safetensors"))
-```
-
-Files are read once into memory and each tensor is copied from there into its own device buffer; checkpoints are
-written atomically (a temp file, then a rename), so a crash never leaves a half-written file. A truncated or corrupt
-file raises ValueError naming the file and the problem.
-"""
+See docs/state.md."""
 from __future__ import annotations
 import array, collections, io, itertools, json, pathlib, pickle, struct, time, types, zipfile
 from typing import Any, Callable, Iterator
@@ -46,7 +38,6 @@ def _raw_bytes(t: Tensor) -> memoryview:
   return src.data().cast("B")
 
 # *** state dicts ***
-
 _NOT_CONTAINERS = (str, bytes, bytearray, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
                    types.BuiltinFunctionType, types.MethodType)
 
@@ -73,14 +64,7 @@ def _collect(obj: Any, prefix: str, tensor_type: type, out: dict[str, Any], acti
 
 def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
   """Every Tensor reachable from obj through attributes, lists, tuples and dicts, under dotted names like torch's
-  ("layers.0.weight"), in attribute order. A tensor reachable by two paths appears under both names.
-
-  ```python
-  class Net:
-    def __init__(self): self.layers = [Linear(2, 3), Linear(3, 1)]
-  get_state_dict(Net()).keys()  # layers.0.weight, layers.0.bias, layers.1.weight, layers.1.bias
-  ```
-  """
+  ("layers.0.weight"), in attribute order. A tensor reachable by two paths appears under both names."""
   out: dict[str, Any] = {}
   _collect(obj, prefix, tensor_type, out, set())
   return out
@@ -150,7 +134,6 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   return loaded
 
 # *** safetensors: 8-byte little-endian header length, a JSON header, then the raw data ***
-
 SAFE_DTYPES: dict[str, DType] = {
   "BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
   "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64, "F16": dtypes.float16,
@@ -228,12 +211,7 @@ def safe_load(fn: Source) -> dict[str, Tensor]:
   return ret
 
 def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict[str, Any] | None = None) -> None:
-  """Write tensors to a .safetensors file, atomically. metadata (str -> str for other readers) goes in "__metadata__".
-
-  ```python
-  safe_save({"weight": Tensor([[1.0, 2.0]])}, "model.safetensors", metadata={"epoch": "3"})
-  ```
-  """
+  """Write tensors to a .safetensors file, atomically; metadata (str -> str) goes in its "__metadata__"."""
   header: dict[str, Any] = {}
   if metadata is not None:
     if not isinstance(metadata, dict):
@@ -258,7 +236,6 @@ def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict
   atomic_write(fn, out)
 
 # *** PyTorch checkpoints (zip and legacy formats), without torch: a pickle reader that only builds tensors ***
-
 _TORCH_STORAGES = {
   "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
   "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
@@ -478,7 +455,6 @@ def torch_load(fn: Source) -> Any:
   raise ValueError(f"torch_load: {name}: not a PyTorch checkpoint (neither a zip archive nor a pickle)")
 
 # *** GGUF v3 (llama.cpp / ggml): metadata, tensor infos, aligned tensor data ***
-
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_MAX_DEPTH = 16  # arrays of arrays: real files nest one or two deep

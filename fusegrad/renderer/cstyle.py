@@ -1,10 +1,6 @@
-"""C-style renderers: one base for C (the CPU backend), OpenCL C and CUDA C.
+"""C-style renderers: one base for C (the CPU backend), OpenCL C and CUDA C; a dialect is tables and a few hooks.
 
-In:  a flat program (codegen.linearize). Out: the source of one kernel function.
-The dialect is data: each op has one template in code_for_op, and the statements render() writes (declarations,
-loops, guarded stores, shared memory, vectors) are templates too. A dialect (C, OpenCL C, CUDA C, WGSL) overrides these
-tables, its types, prefixes, launch indices and barriers, and a few hooks (params, kernel signature, prelude).
-"""
+See docs/developer/renderer.md."""
 from __future__ import annotations
 import math, struct
 from collections import Counter

@@ -1,20 +1,6 @@
 """WGSL, the WebGPU shading language: a dialect of the C-style renderer (its tables and a few hooks, no render loop).
 
-What differs from C: declarations are `let name: type = val;` (`var` for accumulators); buffers are module-scope
-bindings, `array<T>`; launch indices are builtins of the entry point, whose workgroup size is fixed in the source;
-shared memory (`var<workgroup>`) lives at module scope; `select(f, t, cond)` replaces `?:`; shift amounts are u32.
-
-WGSL has 32-bit scalars only in storage (plus f16 with the `shader-f16` feature): bool, 8-bit and 16-bit integers are
-packed into u32 words. A load shifts its lane out of the word; a store clears and sets its lane with two atomics (other
-threads may write the other lanes of the same word), so a packed buffer is `array<atomic<u32>>`, read by atomicLoad.
-In registers bool is bool, narrow integers are i32/u32 wrapped to their width after each op. float16 without
-`shader-f16` (Chrome on SwiftShader) is packed the same way and held in f32 registers, rounded to float16 after each op.
-
-WGSL has no 64-bit types. int64 and uint64 values are `vec2<u32>` (low word, high word: the same bytes in memory) with
-the ops random numbers and integer tensors need (add, mul, bitwise ops, shifts, compares, casts) written as helper
-functions; 64-bit division and 64-bit index math are refused, and so is float64 (UnsupportedDTypeError from codegen,
-which asks supports_dtype, or from here, naming the dtype and the device).
-"""
+How it differs from C (packed narrow integers, int64 as vec2<u32>): docs/developer/renderer.md and docs/webgpu.md."""
 from __future__ import annotations
 import math
 from dataclasses import dataclass, field

@@ -1,9 +1,4 @@
-"""The CL device: OpenCL through ctypes on libOpenCL.so.1 (tested on PoCL, the portable CPU implementation).
-
-Kernels are OpenCL C (renderer/cstyle.py OpenCLRenderer), built by the driver; the disk cache keeps the built program
-binary. The queue is in order with profiling on, so a launch with wait=True returns the kernel's own time.
-`CL` is the first device found (GPUs first), `CL:1` the next one.
-"""
+"""The CL device: OpenCL through ctypes on libOpenCL.so.1 (tested on PoCL). See docs/developer/adding-a-backend.md."""
 from __future__ import annotations
 import ctypes, functools, hashlib, struct
 from typing import Any

@@ -1,8 +1,5 @@
-"""The CUDA device: CUDA C compiled to a cubin by NVRTC (or the nvcc binary), run through the driver API with ctypes.
-
-Nothing here needs the CUDA toolkit's Python packages: libcuda.so.1 (the driver) runs kernels, libnvrtc.so or nvcc
-compiles them. Without a driver or a GPU, CUDADevice() raises, and Device.DEFAULT moves on to the next device.
-"""
+"""The CUDA device: CUDA C compiled to a cubin by NVRTC (or the nvcc binary), run through the driver API with ctypes
+(libcuda.so.1, no CUDA Python packages). Without a driver or a GPU, CUDADevice() raises and Device.DEFAULT moves on."""
 from __future__ import annotations
 import ctypes, ctypes.util, functools, glob, os, re, shutil, subprocess, sys, tempfile
 from typing import Any
@@ -13,7 +10,6 @@ class CUDAError(RuntimeError):
   """A CUDA driver call failed; the message names the call and CUDA's error."""
 
 # *** finding the toolkit ***
-
 def _cuda_roots() -> list[str]:
   """Folders that may hold a CUDA toolkit: the one nvcc comes from, /usr/local/cuda, and pip's nvidia packages."""
   roots = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))] if (nvcc := shutil.which("nvcc")) else []
@@ -37,7 +33,6 @@ def find_include() -> str | None:
   return os.path.dirname(header) if header else None
 
 # *** compilers: CUDA C -> cubin for one architecture (sm_90 ...) ***
-
 class NVRTCCompiler(Compiler):
   """NVRTC through ctypes: no process per kernel. The cache key holds the architecture and NVRTC's version."""
   def __init__(self, arch: str, path: str):
@@ -90,7 +85,6 @@ def cuda_compiler(arch: str) -> Compiler:
                      "(install the CUDA toolkit, or pip's nvidia-cuda-nvrtc)")
 
 # *** the driver API ***
-
 class _Driver:
   """libcuda.so.1: call(name, *args) runs a driver function and raises CUDAError unless it returns CUDA_SUCCESS."""
   def __init__(self) -> None:

@@ -1,10 +1,5 @@
 """The PYTHON device: runs the flat program directly, with no compiler. It is the reference other backends are
-checked against, and it runs anywhere Python does.
-
-Every launch index (gidx) is simulated at once: a value is either one Python scalar (the same for every thread:
-constants, loop counters) or a list with one entry per thread. Loops are uniform, so one program counter serves
-all threads. ALU ops use uop/alu.py, the same definitions constant folding uses.
-"""
+checked against (see docs/developer/runtime.md)."""
 from __future__ import annotations
 import array, base64, ctypes, pickle, struct, time
 from typing import Any

@@ -1,12 +1,5 @@
-"""The WEBGPU device: WGSL compute shaders through `wgpu` (wgpu-native), on whatever adapter it finds (on a machine
-without a GPU, Mesa's lavapipe Vulkan driver: `apt install mesa-vulkan-drivers libvulkan1`).
-
-Buffers are storage buffers; copies go through staging buffers both ways (a mapped-for-read copy out, a
-created-with-data copy in). Compiling checks the WGSL by making its shader module; the program (module, bind group
-layout and compute pipeline) is made once per kernel and kept by the engine's program cache. A launch with wait=True
-is timed with timestamp queries written at the start and end of its compute pass.
-Never the default device: select it with DEV=WEBGPU.
-"""
+"""The WEBGPU device: WGSL compute shaders through `wgpu` (wgpu-native), on whatever adapter it finds. Never the
+default device: select it with DEV=WEBGPU. See docs/webgpu.md."""
 from __future__ import annotations
 import functools, os, struct
 from typing import Any

@@ -1,8 +1,5 @@
-"""The meaning of every ALU primitive, in plain Python.
-
-This table is the definition the other backends are checked against: constant folding uses it, and the PYTHON
-device runs kernels with it. Integer ops wrap like C's fixed-width types; floats round to their dtype.
-"""
+"""The meaning of every ALU primitive, in plain Python: constant folding and the PYTHON device use it (the definition
+the other backends are checked against; docs/developer/runtime.md)."""
 from __future__ import annotations
 import math
 from typing import Any, Callable

@@ -1,10 +1,4 @@
-"""The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed.
-
-The same class holds the lazy tensor graph (BUFFER, ADD, RESHAPE, REDUCE_AXIS ...), the kernel AST the scheduler
-makes (LOAD, STORE, RANGE, REDUCE ...), integer index expressions, and the flat program codegen emits.
-Hash-consing means two UOps built from the same parts are the same object, so `is` is structural equality and
-identical subexpressions are shared for free.
-"""
+"""The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed (docs/developer/README.md)."""
 from __future__ import annotations
 import itertools, math, re, struct, weakref
 from enum import Enum, auto
@@ -351,7 +345,6 @@ def sint_to_uop(x: int | UOp, dtype: DType = dtypes.index) -> UOp:
   return x if isinstance(x, UOp) else UOp.const(dtype, x)
 
 # *** shape inference for the lazy graph ***
-
 def _infer_shape(u: UOp) -> tuple[int, ...]:
   if u.op is Ops.BUFFER: return (u.arg.size,)
   if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE) or u.op in _KERNEL_OPS: return ()  # scalars
@@ -380,7 +373,6 @@ def _infer_device(u: UOp) -> str | None:
   return next((d for s in u.src if (d := s.device) is not None), None)
 
 # *** value bounds, for the simplifier ***
-
 def _min_max(u: UOp) -> tuple[Any, Any]:
   if u.op is Ops.CONST: return u.arg, u.arg
   if u.op is Ops.DEFINE_VAR: return u.arg[1], u.arg[2]
@@ -428,7 +420,6 @@ def _clip(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
   return lo, hi
 
 # *** printing ***
-
 _INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&",
           Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
 

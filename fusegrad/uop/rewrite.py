@@ -1,11 +1,6 @@
 """The rewrite engine: patterns (UPat), rule tables (PatternMatcher) and one fixed-point rewriter (graph_rewrite).
 
-A rule is `(pattern, fn)`: when the pattern matches a node, fn is called with the named parts as keyword arguments
-(and `ctx=` if it takes one) and returns the replacement, or None for "no match". The passes that are local rewrites
-are tables of such rules (uop/symbolic.py; codegen/fold.py; codegen/lower.py: gated loads, threefry, bfloat16, index
-types, cleanup); the passes that need a whole kernel at once (vectorize, expand, launch dims, devectorize, linearize)
-walk it themselves. codegen/__init__.py lists every pass in order.
-"""
+Which passes are rule tables: docs/developer/codegen.md."""
 from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence

@@ -1,9 +1,7 @@
 """Algebraic simplification: constant folding, identities, and integer index algebra using value bounds.
 
-Index expressions come from views (reshape, pad, shrink...) and from splitting loops (upcast, unroll). These rules
-turn `((r0*12 + r1*4 + r2) // 4) % 3` into `r1` when the bounds of r0, r1, r2 allow it. Each rule is one line with a
-`# before -> after` comment; the longer ones are named functions below, each returning None for "no match".
-"""
+Each rule is one line with a `# before -> after` comment; the longer ones are named functions returning None for "no
+match". See docs/developer/codegen.md."""
 from __future__ import annotations
 import math
 from typing import Any
@@ -23,7 +21,6 @@ def _order_key(u: UOp) -> tuple:
   return (u.op.value, repr(arg), tuple(order_key(s) for s in u.src))
 
 # *** sums as (term, coefficient) lists ***
-
 def split_terms(x: UOp) -> tuple[list[Term], int]:
   """x as sum(term*coeff) + const."""
   if x.op is Ops.ADD:

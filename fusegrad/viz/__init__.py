@@ -1,15 +1,6 @@
 """The viewer: what VIZ=1 recorded (each realize's kernels and timings, each kernel's codegen passes, opts and source)
-as one page of plain HTML and JavaScript (viewer.html), served on 127.0.0.1 or written to a file.
-
-The engine and codegen record events with helpers.viz_record while VIZ is set; at exit, show_at_exit makes them a
-trace (plain JSON, below) and serves it, or writes it to VIZ_OUT. `python -m fusegrad.viz trace.json` shows a trace
-written before (`--html page.html` writes the page instead).
-
-A trace: {"format": "fusegrad-viz", "version": 1, "kernels": {function name: kernel}, "realizes": [[item, ...], ...]}
-  kernel: name, function, device, ops (the fused ALU and reduce ops), opts, passes ([[pass name, its output], ...],
-          the kernel AST first, the flat program last) and src (the rendered source)
-  item:   name, function ("" for a copy), device, time (seconds, or null), flops, mem (bytes)
-"""
+as one page of plain HTML and JavaScript (viewer.html), served on 127.0.0.1 or written to a file. The trace format
+and how the engine records it: docs/viz.md."""
 from __future__ import annotations
 import errno, json, pathlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
