@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from fusegrad import Tensor, dtypes
+from test.helpers import helper_test_op
 from fusegrad.nn.optim import newton_schulz as optim_newton_schulz
 
 def _rand(shape, seed=0): return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -93,3 +94,8 @@ def test_newton_schulz(shape):
   # as Muon uses it: the singular values end up near 1 (the quintic's fixed band), the singular vectors g's
   sv = np.linalg.svd(got, compute_uv=False)
   assert ((sv > 0.5) & (sv < 1.3)).all(), sv
+
+@pytest.mark.parametrize("a,b", [((1024, 1024), (1024,)), ((1024,), (1024, 1024)), ((1, 1024), (1024, 1024))])
+def test_matvec_bigger_than_the_cache(a, b):
+  # operands over half the L2 cache with one output axis: the matmul heuristic's cache blocking has no rows to block
+  helper_test_op([a, b], lambda x, y: x @ y, atol=1e-4, rtol=1e-4, forward_only=True)

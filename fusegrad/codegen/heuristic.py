@@ -155,6 +155,7 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
       _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
   # the inner loop's operand (a, streamed once per column panel) cut into blocks that fit half the L2 cache, each
   # block of rows then meeting every panel: a leaves memory once and b once per block
+  if len(_out_axes(k)) < 2: return  # a matrix-vector product: one output axis, nothing to block
   i, (outer, inner), batch = len(_out_axes(k)) - 2, k.output_axes()[-2:], k.output_axes()[:-2]
   streamed = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0 and r not in batch)
                  for ld in _reduce_loads(k) if k.stride(ld, inner) != 0 and k.stride(ld, outer) == 0) * itemsize
