@@ -356,3 +356,20 @@ def test_render_bool_add_mul_as_or_and():
   assert r.render_alu(UOp(Ops.MUL, dtypes.bool, (a, b)), ["a", "b"]) == "(a&b)"
   assert r.render_alu(UOp(Ops.ADD, dtypes.int, (a, b)), ["a", "b"]) == "(a+b)"
   assert (a + b).op is Ops.OR and (a * b).op is Ops.AND and (a * b).dtype == dtypes.bool
+
+def test_tiles_bounded_by_the_body_they_copy():
+  """Dropout masks fused into a gradient's matmul (THREEFRY, ~100 integer operations a lane once lowered): the tile and
+  the unroll stay within BODY_OPS copies of the body (the transformer example's kernel, tiled 256 ways, rendered 4 MB
+  of C that took minutes to compile)."""
+  from fusegrad.codegen.heuristic import BODY_OPS, _body_ops
+  from fusegrad.uop.ops import Ops
+  Tensor.manual_seed(0)
+  x, w1, w2 = Tensor.rand(64, 128), Tensor.rand(128, 384, requires_grad=True), Tensor.rand(384, 128, requires_grad=True)
+  with Tensor.train():
+    (x @ w1).dropout(0.1).relu().dropout(0.1).matmul(w2).dropout(0.1).sum().backward()
+  kernels = [si.ast for si in w1.grad.schedule(w2.grad) if si.ast.op is Ops.SINK]
+  assert sum(u.op is Ops.THREEFRY for ast in kernels for u in ast.toposort()) >= 4
+  for ast in kernels:
+    k = Kernel(ast, Device["CPU"].renderer)
+    for opt in hand_coded_optimizations(k): k.apply_opt(opt)
+    assert _body_ops(k) <= BODY_OPS, (_body_ops(k), k.name)
