@@ -21,13 +21,14 @@ BODY_OPS, SCALAR_COST = 4096, {Ops.THREEFRY: 100}
 def _body_ops(k: Kernel) -> int:
   """Value operations of the kernel's body once its tile and unroll copy it (see BODY_OPS)."""
   vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
-  tiled, total = k.ranges_of(AxisType.UPCAST, AxisType.LANES, AxisType.UNROLL), 0
+  tiled, total = set(k.ranges_of(AxisType.UPCAST, AxisType.LANES, AxisType.UNROLL)), 0
+  varies: dict[UOp, frozenset[UOp]] = {}  # the tiled ranges below each node (sources come first in the toposort)
   for u in k.ast.toposort():
+    varies[u] = frozenset({u} & tiled).union(*(varies[s] for s in u.src))
     if u.op not in GroupOp.ALU or u.dtype.scalar() is dtypes.index: continue
-    below = u.toposort()
-    copies = prod(range_size(r) for r in tiled if r in below)
+    copies = prod(range_size(r) for r in varies[u])
     if u.op in SCALAR_COST: total += SCALAR_COST[u.op] * copies
-    else: total += copies // (range_size(vec) if vec is not None and vec in below else 1)
+    else: total += copies // (range_size(vec) if vec is not None and vec in varies[u] else 1)
   return total
 
 def _body_fits(k: Kernel, opt: Opt) -> bool:
