@@ -129,7 +129,14 @@ def test_mnist_page(browser, served):
   root, url = served
   Tensor.manual_seed(42)
   model, n = Model(), 100
-  _, _, X_test, Y_test = mnist()
+  X_train, Y_train, X_test, Y_test = mnist()
+  opt = nn.optim.Adam(nn.state.get_parameters(model))
+  with Tensor.train():  # a few steps, so that the page (and its screenshot) shows a model that has learned something
+    for _ in range(30):
+      opt.zero_grad()
+      idx = Tensor.randint(64, high=X_train.shape[0])
+      model(X_train[idx].float()).sparse_categorical_crossentropy(Y_train[idx]).backward()
+      opt.step()
   want = np.concatenate([model(X_test[i:i + 50].float()).numpy() for i in range(0, n, 50)])  # on the CPU
   for f in ("index.html", "app.js"): shutil.copy(ROOT / "examples" / "webgpu" / f, root / f)
   export_mnist(model, root / "model", n)
@@ -138,6 +145,7 @@ def test_mnist_page(browser, served):
   np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
   shown = [int(c) for c in page.locator("#tests figcaption").all_inner_texts()]
   assert shown == got.argmax(1).tolist() == want.argmax(1).tolist()
+  assert (want.argmax(1) == Y_test[:n].numpy()).mean() > 0.7  # trained: the page's predictions mean something
   page.locator("#tests figure").nth(3).click()  # a test image onto the canvas: its class and probabilities
   assert page.locator("#prediction").inner_text() == str(shown[3]) and page.locator("#probs div").count() == 10
   page.locator("#clear").click()
