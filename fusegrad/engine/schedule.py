@@ -149,10 +149,10 @@ def pack_matmul(r: UOp) -> UOp | None:
   order = tuple(range(nd - 2)) + (nd - 2, nd, nd - 1)  # (..., m'/p, p, k) <-> (..., m'/p, k, p): the panels' layout
   panels = panels.reshape(panels.shape[:-2] + (panels.shape[-2] // p, p, k)).permute(order).contiguous() \
     .permute(order).reshape(panels.shape)
-  rows = x.src[0]
-  while rows.op is Ops.RESHAPE: rows = rows.src[0]
-  if rows.op is Ops.PERMUTE and rows.arg[-1] != len(rows.shape) - 1 and n * k >= 1 << 16: rows = x.src[0].contiguous()
-  else: rows = x.src[0]
+  view = x.src[0]  # a transposed x (a.T @ b) is copied to rows too, when big
+  while view.op is Ops.RESHAPE: view = view.src[0]
+  transposed = view.op is Ops.PERMUTE and view.arg[-1] != len(view.shape) - 1
+  rows = x.src[0].contiguous() if transposed and n * k >= 1 << 16 else x.src[0]
   out = (*lead, n, panels.shape[-2], k)
   a, b = (rows, panels) if x is mul.src[0] else (panels, rows)
   ret = a.expand(out) * b.expand(out)
