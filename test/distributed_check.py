@@ -1,6 +1,6 @@
 """Run by test/test_distributed.py under `mpirun -n 2`: gradients averaged across ranks equal the one-process
 gradients of the whole batch; all_reduce and broadcast; with FAIL_RANK set, that rank raises half way."""
-import os
+import os, signal, time
 import numpy as np
 from fusegrad import Tensor, TinyJit, nn, distributed as dist
 from fusegrad.nn.optim import SGD
@@ -26,7 +26,10 @@ part = slice(rank * 8 // world, (rank + 1) * 8 // world)
 Tensor(x[part]).sequential([lambda t: t.linear(params[0].T, params[1]), Tensor.relu,
                             lambda t: t.linear(params[2].T, params[3])]).sparse_categorical_crossentropy(
   Tensor(y[part])).backward()
-if os.environ.get("FAIL_RANK") == str(rank): raise RuntimeError("this rank fails on purpose")
+if os.environ.get("FAIL_RANK") == str(rank):  # in the middle of a step, before the gradients are averaged
+  if os.environ.get("FAIL_HOW") == "kill": os.kill(os.getpid(), signal.SIGKILL)
+  if os.environ.get("FAIL_HOW") == "hang": time.sleep(3600)  # the other rank's collective times out
+  raise RuntimeError("this rank fails on purpose")
 dist.average_gradients(params, bucket_bytes=64)  # several buckets
 for p, w in zip(params, want): np.testing.assert_allclose(p.grad.numpy(), w, atol=1e-5, rtol=1e-5)
 t = dist.all_reduce(Tensor([float(rank + 1), 1.0]).realize(), "sum")
