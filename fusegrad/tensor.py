@@ -528,12 +528,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     shape = broadcast_shape(x.shape, y.shape, op=op)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
-    if self.shape == shape: return self
-    if len(self.shape) > len(shape): raise ShapeError(f"can't broadcast {self.shape} to {shape}")
-    padded = (1,) * (len(shape) - len(self.shape)) + self.shape
-    if any(s != n and s != 1 for s, n in zip(padded, shape)):
-      raise ShapeError(f"can't broadcast {self.shape} to {shape}")
-    return self.reshape(padded).expand(shape)
+    return self if self.shape == shape else self.expand(shape)
 
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
