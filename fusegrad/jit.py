@@ -402,13 +402,11 @@ def _static_change(was: list[tuple[str, Any]], now: list[tuple[str, Any]]) -> st
 
 def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
   """Two inputs in one buffer can't be told apart in the captured kernels: refuse them at the capture."""
-  seen: dict[int, int] = {}
+  first: dict[int, int] = {}  # id of a buffer -> the first input in it
   for i, b in enumerate(bufs):
-    if id(b) in seen:
-      j = seen[id(b)]
+    if (j := first.setdefault(id(b), i)) != i:
       raise JitError(f"TinyJit: inputs {j} ({names[j]}) and {i} ({names[i]}) are (views of) the same buffer; "
                      "the capture needs a buffer of its own for each input (pass a .contiguous().realize() copy)")
-    seen[id(b)] = i
 
 @dataclass
 class _Trace:
