@@ -219,9 +219,8 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = Tru
   return out
 
 def _layout(tensor_idx: list[tuple[int, Tensor]], rest: list[int], nb: int) -> tuple[int, list[int]]:
-  """Where x[tensor indices] puts its axes, torch's rule: the index axes replace the indexed ones when those are
-  adjacent (0-d indices select, so they don't count), and go first otherwise. Returns how many of the other axes (rest)
-  come before them, and the order of the result's axes as a permutation of (rest..., nb index axes...)."""
+  """torch's rule for x[tensor indices]: the nb index axes replace the indexed ones if adjacent (0-d ones don't count),
+  else go first. Returns how many other axes (rest) come before them, and the result's axes as a permutation of both."""
   nd_axes = [a for a, idx in tensor_idx if idx.ndim]
   adjacent = bool(nd_axes) and not any(min(nd_axes) < a < max(nd_axes) for a in rest)
   before, nr = sum(a < min(nd_axes) for a in rest) if adjacent else 0, len(rest)
