@@ -24,7 +24,7 @@ from fusegrad.mixin.creation import CreationMixin, _shape_arg, _shape_of, _flatt
 from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
-from fusegrad.mixin.indexing import getitem, assign_window
+from fusegrad.mixin.indexing import getitem, assign_window, basic_index, setitem_value
 
 _NUMBERS = {int, float}
 
@@ -528,12 +528,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     shape = broadcast_shape(x.shape, y.shape, op=op)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
-    if self.shape == shape: return self
-    if len(self.shape) > len(shape): raise ShapeError(f"can't broadcast {self.shape} to {shape}")
-    padded = (1,) * (len(shape) - len(self.shape)) + self.shape
-    if any(s != n and s != 1 for s, n in zip(padded, shape)):
-      raise ShapeError(f"can't broadcast {self.shape} to {shape}")
-    return self.reshape(padded).expand(shape)
+    return self if self.shape == shape else self.expand(shape)
 
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
@@ -551,10 +546,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
       raise RuntimeError(f"setitem: this tensor of shape {self.shape} is an expanded view: its elements share memory")
-    target = getitem(self, indices)
-    if not state.is_realized(target.uop):
-      raise RuntimeError("setitem: only ints, slices, None and ... can index the part to write (not tensors)")
+    if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad):
+      raise NotImplementedError("setitem: a tensor that requires grad can't be written into or written")
+    view, tensor_idx = basic_index(self, indices)
     value = v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)
+    if tensor_idx: value = setitem_value(view, tensor_idx, value)  # tensor indices: all of view written, a few changed
+    if not state.is_realized(view.uop): raise RuntimeError("setitem: a Variable index can't say where to write")
+    target = Tensor(view.uop)  # a handle of its own: self's node is put aside during the write
     # self's old contents needn't be copied aside for the write (state.snapshot_before): a value read from self is
     # computed first, and self, which follows its storage, lets go of its old version node meanwhile
     chain, base = state.view_chain(self.uop)
