@@ -418,9 +418,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if not _writable(self.uop) or self.uop is x.uop:
       self.uop = x.uop
       return self
+    part = any(c.op is not Ops.RESHAPE for c in state.view_chain(self.uop)[0])  # a shrink, permute...: not all of it
     # spread over devices: one write per device now, each followed like a one-device write (see uop)
     self.uop = multi.lower(self.uop.assign(x.uop)) if isinstance(self.device, tuple) else self.uop.assign(x.uop)
-    return self
+    # a write through part of a buffer runs now (unless traced): what is read next is the tensor it is part of
+    return self.realize() if part and not _assign_hooks else self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
     if x.shape != self.shape: raise ShapeError(f"replace: shape {x.shape} != {self.shape}")
@@ -549,11 +551,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       raise RuntimeError(f"setitem: this tensor of shape {self.shape} is an expanded view: its elements share memory")
     if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad):
       raise NotImplementedError("setitem: a tensor that requires grad can't be written into or written")
-    view, tensor_idx = basic_index(self, indices)
+    target, tensor_idx = basic_index(self, indices)
     value = v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)
-    if tensor_idx: value = setitem_value(view, tensor_idx, value)  # tensor indices: all of view written, a few changed
-    if not state.is_realized(view.uop): raise RuntimeError("setitem: a Variable index can't say where to write")
-    target = Tensor(view.uop)  # a handle of its own: self's node is put aside during the write
+    if tensor_idx: value = setitem_value(target, tensor_idx, value)  # tensor indices: all of it written, a few changed
+    if not state.is_realized(target.uop): raise RuntimeError("setitem: a Variable index can't say where to write")
+    target = Tensor(target.uop)  # a handle of its own (self's node is put aside during the write), the view let go
     # self's old contents needn't be copied aside for the write (state.snapshot_before): a value read from self is
     # computed first, and self, which follows its storage, lets go of its old version node meanwhile
     chain, base = state.view_chain(self.uop)
