@@ -423,8 +423,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     part = any(c.op is not Ops.RESHAPE for c in state.view_chain(self.uop)[0])  # a shrink, permute...: not all of it
     # spread over devices: one write per device now, each followed like a one-device write (see uop)
     self.uop = multi.lower(self.uop.assign(x.uop)) if isinstance(self.device, tuple) else self.uop.assign(x.uop)
-    # a write through part of a buffer runs now (unless traced): what is read next is the tensor it is part of
-    return self.realize() if part and not _assign_hooks else self
+    return self.realize() if part and not _assign_hooks else self  # now (unless traced): the whole is what is read
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
     if x.shape != self.shape: raise ShapeError(f"replace: shape {x.shape} != {self.shape}")
