@@ -195,17 +195,17 @@ class TinyJit(Generic[ReturnType]):
     if self.cnt <= 1: _check_distinct(bufs, _input_names(args, kwargs))  # from the first call on, as tinygrad
     if self.cnt == 0:
       ret = self._finish(self.fxn(*args, **kwargs))
-      self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
+      self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
-    if sig != self.sig:
+    if self.cnt >= 2 and sig != self.sig:
       names = _input_names(args, kwargs)
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
-    if variables != self.variables:
+    if self.cnt >= 2 and variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
       ret = self._capture(args, kwargs, inputs, bufs)
-      self.static = static
+      self.static, self.sig, self.variables = static, sig, variables
     else:
       if (change := _static_change(self.static, static)) is not None:
         raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
