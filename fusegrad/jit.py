@@ -181,6 +181,7 @@ class TinyJit(Generic[ReturnType]):
     with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
   def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
     if not JIT: return self.fxn(*args, **kwargs)
+    if STATE.captures: raise JitError("TinyJit: having TinyJit inside another TinyJit is not supported (as tinygrad)")
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
       # the very inputs of the last call: nothing to check again
       return self._replay([a for a in args if type(a) is Tensor], self._last[1], var_vals)
@@ -191,6 +192,7 @@ class TinyJit(Generic[ReturnType]):
     nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
     variables = tuple(b.src[0] for b in binds)
+    if self.cnt <= 1: _check_distinct(bufs, _input_names(args, kwargs))  # from the first call on, as tinygrad
     if self.cnt == 0:
       ret = self._finish(self.fxn(*args, **kwargs))
       self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
@@ -202,7 +204,6 @@ class TinyJit(Generic[ReturnType]):
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
-      _check_distinct(bufs, _input_names(args, kwargs))
       ret = self._capture(args, kwargs, inputs, bufs)
       self.static = static
     else:

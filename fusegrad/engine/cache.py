@@ -331,12 +331,12 @@ def plan_schedule(outs: list[UOp]) -> Schedule | tuple[dict[UOp, UOp], dict[UOp,
   """The quick path's result for outs (see quick_schedule) when their graph has a plan, else cached_schedule(outs)
   (and a plan made from it for the next graph of the same key, where one can be). STATE.quick: key -> QuickPlan, or
   None where that key's graphs go the general way."""
-  if not SCHEDULE_CACHE.value or STATE.capturing or (k := quick_key(outs)) is None:
+  if not SCHEDULE_CACHE.value or STATE.captures or (k := quick_key(outs)) is None:
     return cached_schedule(outs)
   key, nodes, bufs = k
   quick = STATE.quick
-  if key in quick:
-    if (p := quick[key]) is None: return cached_schedule(outs)
+  if (p := quick.get(key, False)) is not False:  # (the key is hashed anew at each use: as few uses as can be)
+    if p is None: return cached_schedule(outs)
     quick.move_to_end(key)
     CacheStats.hits += 1
     CacheStats.quick += 1

@@ -175,24 +175,9 @@ def Slice(x: Tensor, starts: Any, ends: Any, axes: Any = None, steps: Any = None
   st, en = _ints(starts), _ints(ends)
   ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(len(st)))
   sp = _ints(steps) if steps is not None else [1] * len(st)
-  rs = [range(n) for n in x.shape]
-  for a, s, e, p in zip(ax, st, en, sp): rs[a] = range(*slice(s, e, p).indices(x.shape[a]))
-  return _take(x, rs)
-def _take(x: Tensor, rs: list[range]) -> Tensor:
-  """x at the indices of one range per axis (any step; empty allowed), with movement ops only."""
-  for a, idx in enumerate(rs):
-    if idx == range(x.shape[a]): continue
-    if idx.step < 0: x, idx = x.flip(a), range(x.shape[a] - 1 - idx.start, x.shape[a] - 1 - idx.stop, -idx.step)
-    if len(idx) == 0:
-      x = x.shrink([(0, 0) if d == a else None for d in range(x.ndim)])
-      continue
-    x = x.shrink([(idx.start, idx[-1] + 1) if d == a else None for d in range(x.ndim)])
-    if idx.step > 1:
-      n, st = len(idx), idx.step
-      x = x.pad([(0, n * st - x.shape[a]) if d == a else None for d in range(x.ndim)])
-      x = x.reshape(*x.shape[:a], n, st, *x.shape[a + 1:]).shrink(
-        [(0, 1) if d == a + 1 else None for d in range(x.ndim + 1)]).reshape(*x.shape[:a], n, *x.shape[a + 1:])
-  return x
+  index = [slice(None)] * x.ndim
+  for a, s, e, p in zip(ax, st, en, sp): index[a] = slice(s, e, p)
+  return x[tuple(index)]  # ONNX clamps starts and ends as Python's slices do
 def _wrap(idx: Tensor, size: int) -> Tensor: return (idx < 0).where(idx + size, idx)
 def Gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   a = _axis(axis, x.ndim)

@@ -339,8 +339,6 @@ def _strided_tensor(storage: _Storage, dtype: DType, offset: int, size: tuple[in
                     name: str) -> Tensor | None:
   """The tensor torch describes as (storage, offset, size, stride), copied out of the storage's bytes."""
   if storage.data is None: return None  # the legacy format's first pass: the data isn't located yet
-  if len(size) != len(stride) or any(s < 0 for s in size) or any(s < 0 for s in stride) or offset < 0:
-    raise ValueError(f"torch_load: {name}: bad tensor layout size={size} stride={stride} offset={offset}")
   item, n = dtype.itemsize, prod(size)
   if len(storage.data) % item:
     raise ValueError(f"torch_load: {name}: storage {storage.key} of {len(storage.data)} bytes can't hold {dtype}")
