@@ -666,7 +666,8 @@ def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType,
     return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
   buf = Buffer(device, prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
-  return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
+  ret = UOp(Ops.BUFFER, dtype, (), buf)
+  return ret if len(shape) == 1 else ret.reshape(shape)  # (a buffer's node has its shape already)
 
 def _node_in(t: Tensor, root: UOp, nodes: set[UOp] | None = None) -> UOp | None:
   """The node of t (now or before a realize) that appears in root's graph."""
