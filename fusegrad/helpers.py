@@ -4,7 +4,7 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, os, pathlib, pstats, re
+import atexit, cProfile, contextlib, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
 import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -14,7 +14,7 @@ OSX, WIN = sys.platform == "darwin", sys.platform == "win32"
 # *** small pure functions ***
 def prod(x: Iterable[Any], start: Any = 1) -> Any:
   """Product of an iterable (works on ints and on symbolic UOps)."""
-  return functools.reduce(lambda a, b: a * b, x, start)
+  return math.prod(x, start=start)
 
 def dedup(x: Iterable[T]) -> list[T]: return list(dict.fromkeys(x))
 def all_same(items: Sequence[Any]) -> bool: return all(x == items[0] for x in items)
@@ -26,7 +26,7 @@ def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x._
 def round_down(num: int, amt: int) -> int: return num // amt * amt
 def next_power2(x: int) -> int: return 1 if x <= 1 else 1 << (x - 1).bit_length()
 def cdiv(a: int, b: int) -> int:
-  """Integer division rounding toward zero (C's a / b): cdiv(-7, 2) is -3."""
+  """Integer division rounding toward zero (C's a / b): cdiv(-7, 2) is -3; by zero it is 0 (C traps)."""
   return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b != 0 else 0
 def cmod(a: int, b: int) -> int: return a - cdiv(a, b) * b  # C's a % b: the sign of a
 def fully_flatten(x: Any) -> list:

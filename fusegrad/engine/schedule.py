@@ -418,7 +418,8 @@ def schedule_graph(g: Graph) -> Schedule:
       steps.extend(_assign_steps(n, target, becomes, g.holes))
       becomes[n] = steps[-1].writes = state.new_version(target)
       newer[view_base(target).arg] = view_base(becomes[n])
-    elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
+    elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)) and \
+         view_base(src).arg not in newer:  # (a buffer this schedule writes: a copy, ordered after the write)
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
     else:
       buf = Buffer(n.device or "CPU", n.size, n.dtype)
