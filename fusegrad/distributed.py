@@ -142,8 +142,7 @@ def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) ->
     for p, g in zip(bucket, flat.split([p.numel() for p in bucket])): p.grad = g.reshape(p.shape).cast(p.dtype)
 
 def _summed(t: Tensor) -> Tensor:
-  """t summed across ranks, with a gradient: every rank's loss depends on the sum, so the gradient of a rank's share is
-  the sum of every rank's gradient of the sum (all-reduced inside backward())."""
+  """t summed across ranks; the gradient of each rank's share is every rank's gradient of the sum, all-reduced."""
   total = all_reduce(t.detach().contiguous().realize())
   return Tensor(with_rule((total + (t - t.detach())).uop, (t.uop,),
                           lambda g, n, t: (all_reduce(Tensor(g).contiguous().realize()).uop,)))

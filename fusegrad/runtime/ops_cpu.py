@@ -57,13 +57,16 @@ class Worker:
 
 _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
 
-def _snapshot(ready: threading.Event, staging: int, src: int, nbytes: int) -> None:
-  try: ctypes.memmove(staging, src, nbytes)
+def _snapshot(ready: threading.Event, copied: threading.Event, staging: int, src: int, nbytes: int) -> None:
+  try: ctypes.memmove(staging, src, nbytes) if staging else None
   finally: ready.set()
+  if not staging: copied.wait()
 
-def _copy_when_ready(ready: threading.Event, dest: int, staging: int, nbytes: int) -> None:
-  ready.wait()
-  ctypes.memmove(dest, staging, nbytes)
+def _copy_when_ready(ready: threading.Event, copied: threading.Event, dest: int, src: int, nbytes: int) -> None:
+  try:
+    ready.wait()
+    ctypes.memmove(dest, src, nbytes)
+  finally: copied.set()
 
 class CPUAllocator(Allocator):
   """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
@@ -94,17 +97,16 @@ class CPUAllocator(Allocator):
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def queue_copy(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int) -> bool:
     """Copy src (on this CPU device or another) into dest in order with both devices' kernels, the host not waiting:
-    src's worker copies src into a staging buffer once it has run the kernels queued before (its next kernel may
-    overwrite src) and goes on, and dest's worker copies that into dest once it is there. Only dest's worker waits, and
-    only for src's data (a rendezvous of the two, src's worker held until dest's copied, stalled both about a third
-    of a data-parallel MNIST step). False (nothing done) where a device has no worker."""
+    src's worker copies src into a staging buffer once it ran what came before and goes on; dest's waits for it (src's
+    worker held till dest's copied stalled both for a third of a data-parallel MNIST step). From 1 MB, src's worker is
+    held (a second copy into fresh pages cost 2-3x). False (nothing done) where a device has no worker."""
     other = getattr(src_allocator, "worker", None)
     if self.worker is None or not isinstance(other, Worker): return False
     if other is self.worker: self.worker.launch(ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
     else:
-      ready, staging = threading.Event(), self.alloc(nbytes)
-      other.launch(_snapshot, (ready, staging.addr, src.addr, nbytes), (src, staging))
-      self.worker.launch(_copy_when_ready, (ready, dest.addr, staging.addr, nbytes), (dest, staging))
+      ready, copied, staging = threading.Event(), threading.Event(), self.alloc(nbytes) if nbytes < 2 ** 20 else src
+      other.launch(_snapshot, (ready, copied, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
+      self.worker.launch(_copy_when_ready, (ready, copied, dest.addr, staging.addr, nbytes), (dest, staging))
     return True
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if self.worker is not None: self.worker.sync()
