@@ -154,8 +154,7 @@ class SyncBatchNorm(nn.BatchNorm):
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     mean, var = super().calc_stats(x)
     if not _is_training(): return mean, var  # eval without running statistics: each rank's own (as torch)
-    n = x.numel() // x.shape[1]
-    total = _summed(Tensor.stack(mean * n, (var + mean.square()) * n, mean.detach().full_like(n)).float())
+    total = _summed(Tensor.stack(mean, var + mean.square(), mean.ones_like()).float() * (x.numel() // x.shape[1]))
     self._count, mean = total[2], total[0] / total[2]
     return mean, total[1] / total[2] - mean.square()
   def _update_running_stats(self, mean: Tensor, var: Tensor, n: int | Tensor) -> None:

@@ -97,9 +97,8 @@ class CPUAllocator(Allocator):
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def queue_copy(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int) -> bool:
     """Copy src (on this CPU device or another) into dest in order with both devices' kernels, the host not waiting:
-    src's worker copies src into a staging buffer once it ran what came before and goes on; dest's waits for it (src's
-    worker held till dest's copied stalled both for a third of a data-parallel MNIST step). From 1 MB, src's worker is
-    held (a second copy into fresh pages cost 2-3x). False (nothing done) where a device has no worker."""
+    src's worker copies src to a staging buffer once it ran what came before and goes on, dest's waits for that (from
+    1 MB src's worker waits till dest's copied: a second copy cost more). False where a device has no worker."""
     other = getattr(src_allocator, "worker", None)
     if self.worker is None or not isinstance(other, Worker): return False
     if other is self.worker: self.worker.launch(ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
