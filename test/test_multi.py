@@ -185,9 +185,9 @@ def test_jit_replays_multi_device_step(devices):
   np.testing.assert_allclose(got_w, want_w)
 
 def test_devices_compute_their_parts_before_the_copies():
-  """In a reduce across devices each device computes its part before the copy into it waits for the other's (in
-  depth-first order one device's part came after that copy, and CPU workers took turns); the sum is still right."""
-  devices, x = ("PYTHON:1", "PYTHON:2"), rand(4, 6)
+  """In a reduce across devices (a ring of three) each device computes its part before the copies between them (in
+  depth-first order a device's part came after the copy into it, and CPU workers took turns); the sum is still right."""
+  devices, x = ("PYTHON:1", "PYTHON:2", "PYTHON:3"), rand(6, 6)
   step = TinyJit(lambda t: (t.exp() * 2).sum(0).realize())
   for _ in range(3): out = step(Tensor(x).shard(devices, 0).realize())
   np.testing.assert_allclose(out.numpy(), (np.exp(x) * 2).sum(0), rtol=1e-5)
