@@ -241,6 +241,14 @@ def test_assign_through_a_view_left_behind_writes_the_tensor_as_torch():  # no r
   np.testing.assert_equal(t.numpy(), tt.numpy())
   assert s.item() == tt.sum().item() + 1 + 2 + 8  # -1, -2 were 0, 8
 
+def test_assign_through_a_bitcast_view_as_torch():  # torch: x.view(dtype) shares memory, copy_ writes through it
+  a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+  bits = np.array([4.0, 3.0], np.float32).view(np.int32)
+  t, tt = Tensor(a).realize(), torch.tensor(a)
+  t[1:3].bitcast(dtypes.int32).bitcast(dtypes.uint32).assign(Tensor(bits.view(np.uint32)))
+  tt[1:3].view(torch.int32).copy_(torch.tensor(bits))
+  np.testing.assert_equal(t.numpy(), tt.numpy())
+
 def test_assign_broadcast_and_cast():
   x = Tensor.zeros(2, 3).contiguous().realize()
   x.assign(5)
