@@ -7,7 +7,8 @@ import sys, time, zlib
 from typing import Any
 import numpy as np
 from fusegrad.device import Buffer
-from fusegrad.tensor import Tensor
+from fusegrad.tensor import Tensor, _is_training
+from fusegrad.gradient import with_rule
 from fusegrad import nn
 from fusegrad.dtype import to_numpy
 from fusegrad.engine import state
@@ -140,17 +141,26 @@ def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) ->
     run_exec_items([item])
     for p, g in zip(bucket, flat.split([p.numel() for p in bucket])): p.grad = g.reshape(p.shape).cast(p.dtype)
 
+def _summed(t: Tensor) -> Tensor:
+  """t summed across ranks, with a gradient: every rank's loss depends on the sum, so the gradient of a rank's share is
+  the sum of every rank's gradient of the sum (all-reduced inside backward())."""
+  total = all_reduce(t.detach().contiguous().realize())
+  return Tensor(with_rule((total + (t - t.detach())).uop, (t.uop,),
+                          lambda g, n, t: (all_reduce(Tensor(g).contiguous().realize()).uop,)))
+
 class SyncBatchNorm(nn.BatchNorm):
-  """nn.BatchNorm whose running statistics come from the global batch: in training each rank's batch count, sum and
-  sum of squares per channel are all-reduced before the update, so the running mean and variance stay equal on every
-  rank and equal those of one process on the whole batch (as torch's SyncBatchNorm under DDP). Each rank normalizes
-  its slice with its own batch's statistics (as torch's BatchNorm under DDP): the gradients stay those of the local
-  graph (normalizing with the global ones would need an all-reduce inside backward, as torch's SyncBatchNorm has)."""
+  """nn.BatchNorm over the global batch, as torch's SyncBatchNorm: in training the ranks' counts, sums and sums of
+  squares are all-reduced (and so are their gradients in backward()), so outputs, input gradients, running statistics
+  and the weight gradients summed over the ranks equal those of one process on the whole batch."""
+  def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    mean, var = super().calc_stats(x)
+    if not _is_training(): return mean, var  # eval without running statistics: each rank's own (as torch)
+    n = x.numel() // x.shape[1]
+    total = _summed(Tensor.stack(mean * n, (var + mean.square()) * n, mean.detach().full_like(n)).float())
+    self._count, mean = total[2], total[0] / total[2]
+    return mean, total[1] / total[2] - mean.square()
   def _update_running_stats(self, mean: Tensor, var: Tensor, n: int | Tensor) -> None:
-    mean, var = mean.detach().float(), var.detach().float()
-    total = all_reduce(Tensor.stack(mean * n, (var + mean.square()) * n, mean.full_like(n)).realize())
-    global_mean = total[0] / total[2]
-    super()._update_running_stats(global_mean, total[1] / total[2] - global_mean.square(), total[2])
+    super()._update_running_stats(mean, var, self._count)  # the unbiased variance of the global batch
 
 class DataParallel:
   """An optimizer whose step() first averages the gradients across ranks (average_gradients)."""

@@ -26,7 +26,7 @@ def argsort(x: Sequence[Any]) -> list[int]: return sorted(range(len(x)), key=x._
 def round_down(num: int, amt: int) -> int: return num // amt * amt
 def next_power2(x: int) -> int: return 1 if x <= 1 else 1 << (x - 1).bit_length()
 def cdiv(a: int, b: int) -> int:
-  """Integer division rounding toward zero (C's a / b): cdiv(-7, 2) is -3."""
+  """Integer division rounding toward zero (C's a / b): cdiv(-7, 2) is -3; by zero it is 0 (C traps)."""
   return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b != 0 else 0
 def cmod(a: int, b: int) -> int: return a - cdiv(a, b) * b  # C's a % b: the sign of a
 def fully_flatten(x: Any) -> list:

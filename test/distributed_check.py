@@ -1,6 +1,6 @@
 """Run by test/test_distributed.py under `mpirun -n 2`: gradients averaged across ranks equal the one-process
 gradients of the whole batch; all_reduce and broadcast; with FAIL_RANK set, that rank raises half way."""
-import os
+import os, signal, time
 import numpy as np
 from fusegrad import Tensor, TinyJit, nn, distributed as dist
 from fusegrad.nn.optim import SGD
@@ -26,7 +26,10 @@ part = slice(rank * 8 // world, (rank + 1) * 8 // world)
 Tensor(x[part]).sequential([lambda t: t.linear(params[0].T, params[1]), Tensor.relu,
                             lambda t: t.linear(params[2].T, params[3])]).sparse_categorical_crossentropy(
   Tensor(y[part])).backward()
-if os.environ.get("FAIL_RANK") == str(rank): raise RuntimeError("this rank fails on purpose")
+if os.environ.get("FAIL_RANK") == str(rank):  # in the middle of a step, before the gradients are averaged
+  if os.environ.get("FAIL_HOW") == "kill": os.kill(os.getpid(), signal.SIGKILL)
+  if os.environ.get("FAIL_HOW") == "hang": time.sleep(3600)  # the other rank's collective times out
+  raise RuntimeError("this rank fails on purpose")
 dist.average_gradients(params, bucket_bytes=64)  # several buckets
 for p, w in zip(params, want): np.testing.assert_allclose(p.grad.numpy(), w, atol=1e-5, rtol=1e-5)
 t = dist.all_reduce(Tensor([float(rank + 1), 1.0]).realize(), "sum")
@@ -85,4 +88,34 @@ for momentum in (0.1, None):
   for jit in (False, True):
     got = bn_stats(dist.SyncBatchNorm(4, momentum=momentum), whole[:, part], jit)
     for w, g in zip(want, got): np.testing.assert_allclose(g, w, atol=1e-5, rtol=1e-5, err_msg=f"jit={jit}")
+
+# SyncBatchNorm normalizes with the global batch's statistics: each rank's output and input gradient equal those of
+# torch's BatchNorm2d on the whole batch in one process, and so do the weight and bias gradients summed over the ranks
+# (eager, then in a TinyJit step over replays)
+import torch  # noqa: E402
+xs = np.random.default_rng(3).standard_normal((4, 4, 3, 3, 3), dtype=np.float32)
+xs[:, 2:] = xs[:, 2:] * 3 + 1  # the ranks' halves differ in mean and variance
+gs = np.random.default_rng(4).standard_normal(xs.shape, dtype=np.float32)
+tbn = torch.nn.BatchNorm2d(3)
+with torch.no_grad(): tbn.weight[:], tbn.bias[:] = torch.tensor([1.5, 0.5, 2.0]), torch.tensor([0.1, -0.2, 0.3])
+def torch_step(xb: np.ndarray, gb: np.ndarray) -> list[np.ndarray]:
+  tbn.zero_grad()
+  (out := tbn(tx := torch.tensor(xb, requires_grad=True))).mul(torch.tensor(gb)).sum().backward()
+  return [out.detach().numpy()[half], tx.grad.numpy()[half], tbn.weight.grad.numpy(), tbn.bias.grad.numpy()]
+half = slice(rank * 4 // world, (rank + 1) * 4 // world)
+for jit in (False, True):
+  sbn = dist.SyncBatchNorm(3)
+  sbn.weight.assign(Tensor([1.5, 0.5, 2.0])).realize(), sbn.bias.assign(Tensor([0.1, -0.2, 0.3])).realize()
+  def sbn_step(xb: Tensor, gb: Tensor) -> list[Tensor]:
+    sbn.weight.grad = sbn.bias.grad = None
+    with Tensor.train(): out = sbn(xb.requires_grad_())
+    (out * gb).sum().backward()
+    summed = [dist.all_reduce(t.grad.realize(), "sum") for t in (sbn.weight, sbn.bias)]
+    return [out.realize(), xb.grad.realize(), *summed]
+  run = TinyJit(sbn_step) if jit else sbn_step
+  for xb, gb in zip(xs, gs):
+    got = [t.numpy() for t in run(Tensor(xb[half]).realize(), Tensor(gb[half]).realize())]
+    for name, w, g in zip(("output", "x.grad", "weight.grad", "bias.grad"), torch_step(xb, gb), got):
+      np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4, err_msg=f"SyncBatchNorm {name}, jit={jit}")
+  assert not jit or any("mpi" in ei.runner.name for ei in run.jit_cache)
 print(f"rank {rank}: ok")

@@ -1,6 +1,6 @@
 """fusegrad.distributed over MPI: a 2-rank job's averaged gradients equal the one-process gradients of the whole
 batch, also with the ranks on two "hosts" (network namespaces joined by a veth pair, MPI over TCP); a rank that fails
-ends the job with an error; init() without mpi4py says what to install."""
+(raises, is killed, hangs) ends the job with an error; init() without mpi4py says what to install."""
 import contextlib, os, pathlib, shutil, subprocess, sys
 import pytest
 
@@ -23,11 +23,16 @@ def test_two_ranks_average_gradients():
   assert r.returncode == 0, r.stdout + r.stderr
   assert "rank 0: ok" in r.stdout and "rank 1: ok" in r.stdout
 
+# a rank that raises, is killed (SIGKILL) or hangs in the middle of a step: the job ends with an error that says so
+FAILURES = {"raise": "fails on purpose", "kill": "exited on signal 9", "hang": "the other ranks didn't answer in 5s"}
+
 @needs_mpi
-def test_failed_rank_ends_the_job():
-  r = mpirun(2, "test/distributed_check.py", timeout=120, FAIL_RANK="1", DIST_TIMEOUT="20")
+@pytest.mark.parametrize("how", FAILURES)
+def test_failed_rank_ends_the_job(how):
+  r = mpirun(2, "test/distributed_check.py", timeout=120, FAIL_RANK="1", FAIL_HOW=how, DIST_TIMEOUT="5")
   assert r.returncode != 0
-  assert "fails on purpose" in r.stderr and "aborting the MPI job" in r.stderr
+  assert FAILURES[how] in r.stdout + r.stderr
+  assert how == "kill" or "aborting the MPI job" in r.stderr
 
 def test_init_without_mpi():
   code = "import sys; sys.modules['mpi4py'] = None\nfrom fusegrad import distributed\ndistributed.init()"

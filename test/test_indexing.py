@@ -231,11 +231,38 @@ def test_setitem_errors():
   e = Tensor([1.0, 2.0]).realize().expand(3, 2)
   with pytest.raises(RuntimeError): e[0, 0] = 1.0
   t = Tensor([1.0, 2.0])
-  with pytest.raises(RuntimeError): t[Tensor([0])] = 1.0
+  with pytest.raises(IndexError): t[Tensor([2])] = 1.0
   x = Tensor.zeros(3, 4).contiguous().realize()
   with pytest.raises(IndexError): x[3] = 1.0
   with pytest.raises(IndexError): x[0, 0, 0] = 1.0
   with pytest.raises(ValueError): x[0] = Tensor([1.0, 2.0])
+
+@pytest.mark.parametrize("idx,vshape", [((slice(None), [0, 2], slice(1, 3)), (3, 2, 2)), (([0, 2], slice(None), [1, -1]), (2, 4)),
+                                        ((1, [0, 3]), (2, 5)), (([[0], [2]], [1, 3]), (2, 2, 5)),
+                                        ((Ellipsis, [4, 0]), ()), ((np.array([2, 0]),), (4, 5)),
+                                        ((None, [1], 2, slice(None, None, -2)), (1, 3))])
+def test_setitem_tensor_indices_as_numpy(idx, vshape):
+  v = np.arange(np.prod(vshape), dtype=np.float32).reshape(vshape) - 50
+  x, n = Tensor(A.copy()), A.copy()
+  x[idx] = Tensor(v) if vshape else float(v)
+  n[idx] = v
+  np.testing.assert_equal(x.numpy(), n)
+
+def test_setitem_tensor_indices_repeated_last_wins_and_checked():
+  x = Tensor([1, 2, 3, 4])
+  x[[1, 1]] = Tensor([5, 6])
+  x[Tensor([[0], [0]])] = Tensor([[7], [8]])
+  assert x.tolist() == [8, 6, 3, 4]
+  with pytest.raises(IndexError): torch.zeros(3, 4)[torch.tensor([0, 1]), torch.tensor([4, 0])] = 1.0
+  with pytest.raises(IndexError): Tensor.zeros(3, 4)[Tensor([0, 1]), Tensor([4, 0])] = 1.0  # flat index 4 is in range
+
+def test_setitem_with_grad_raises_as_torch():
+  for target, value in [(True, False), (False, True)]:
+    z, x = torch.rand(8, 8, requires_grad=target), torch.rand(8, requires_grad=value)
+    if target:
+      with pytest.raises(RuntimeError): z[:3] = x  # torch: a leaf that requires grad is not written in place
+    z, x = Tensor.rand(8, 8, requires_grad=target), Tensor.rand(8, requires_grad=value)
+    with pytest.raises(NotImplementedError): z[:3] = x  # tinygrad's class (a RuntimeError): the graph would be lost
 
 @pytest.mark.parametrize("idx", [3, -4, (0, 4), (Ellipsis, 5), (0, 0, 5), (slice(None), 4)])
 def test_index_out_of_range_raises_index_error_like_torch(idx):

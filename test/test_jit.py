@@ -604,17 +604,28 @@ def test_error_nothing_captured_for_views():
   jit(realized(rand_np(3, seed=0)))
   with pytest.raises(JitError, match="no kernels"): jit(realized(rand_np(3, seed=1)))
 
-def test_error_same_buffer_twice_at_capture():
+def test_error_same_buffer_twice_from_the_first_call():  # as tinygrad's test_jit_duplicate_fail
   jit = TinyJit(lambda a, b: a * 2 + b)
   t = realized(rand_np(3, seed=0))
-  jit(t, t)
   with pytest.raises(JitError, match="same buffer"): jit(t, t)
 
-def test_error_views_of_one_buffer_at_capture():
+def test_error_views_of_one_buffer():
   jit = TinyJit(lambda a, b: a * 2 + b)
   t = realized(rand_np(2, 3, seed=0))
-  jit(t[0], t[1])
   with pytest.raises(JitError, match="same buffer"): jit(t[0], t[1])
+
+def test_first_call_is_a_warm_up_with_any_shapes():  # as tinygrad (its KV-cache test: a prompt, then one token)
+  jit = TinyJit(lambda a: (a * 2).sum(1).realize())
+  first, later = rand_np(2, 3, seed=0), [rand_np(2, 1, seed=i) for i in range(3)]
+  np.testing.assert_allclose(jit(realized(first)).numpy(), (first * 2).sum(1), rtol=1e-6)
+  for a in later: np.testing.assert_allclose(jit(realized(a)).numpy(), (a * 2).sum(1), rtol=1e-6)
+  with pytest.raises(JitError, match="inputs changed since the capture"): jit(realized(first))
+
+def test_error_jit_inside_jit():  # as tinygrad's test_jit_jit_error: the inner capture would be left out of the outer
+  f = TinyJit(lambda t: t + 1)
+  g = TinyJit(lambda t: f(t) * 3)
+  assert g(realized(np.array([1.0], np.float32))).item() == 6  # a plain call of both
+  with pytest.raises(RuntimeError, match="TinyJit inside another TinyJit"): g(realized(np.array([2.0], np.float32)))
 
 def test_errors_leave_the_capture_usable():
   jit = captured(lambda a: a * 2, 3)

@@ -152,6 +152,15 @@ def test_batchnorm_train_matches_torch(shape):
   check_layer(BatchNorm(3), torch.nn.BatchNorm1d(3) if len(shape) < 4 else torch.nn.BatchNorm2d(3), shape,
               training=True, grad_atol=2e-4)
 
+def test_batchnorm_backward_is_two_sums():
+  # torch's formula: sum(dy) and sum(dy * xhat) per channel (the bias's and weight's gradients), then dx elementwise;
+  # the primitives through mean and variance took four sums over x's size
+  layer, x = BatchNorm2d(3, track_running_stats=False), Tensor(np.ones((4, 3, 8, 8), np.float32), requires_grad=True)
+  with Tensor.train(): out = layer(x.realize()).realize()
+  (out * Tensor.rand(4, 3, 8, 8).realize()).sum().backward()
+  kernels = Tensor.schedule(x.grad, layer.weight.grad, layer.bias.grad)
+  assert len(kernels) == 3
+
 def test_batchnorm_eval_uses_running_stats():
   layer, tlayer = BatchNorm2d(3), torch.nn.BatchNorm2d(3)
   rng = np.random.default_rng(1)

@@ -33,7 +33,7 @@ def test_qr_against_torch(shape, mode):
 def test_qr_grad_against_torch():  # R**2 doesn't depend on the row signs
   a, w = _rand((4, 3)), _rand((3, 3), 1)
   x, tx = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
-  (x.qr()[1].square() * Tensor(w)).sum().backward()
+  (x.qr("reduced")[1].square() * Tensor(w)).sum().backward()
   (torch.linalg.qr(tx)[1].square() * torch.tensor(w)).sum().backward()
   np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-4, rtol=1e-4)
 
@@ -95,7 +95,24 @@ def test_newton_schulz(shape):
   sv = np.linalg.svd(got, compute_uv=False)
   assert ((sv > 0.5) & (sv < 1.3)).all(), sv
 
+def test_newton_schulz_any_odd_polynomial():  # tinygrad's: X = sum_i p_i (X X^T)^i X, here with 4 coefficients
+  g, p = _rand((3, 5), 5), (2.0, -1.4, 0.2, 0.2)
+  x = g.astype(np.float64) / np.linalg.norm(g)
+  for _ in range(3): x = sum(c * np.linalg.matrix_power(x @ x.T, i) @ x for i, c in enumerate(p))
+  np.testing.assert_allclose(Tensor(g).newton_schulz(3, p, eps=0.0).numpy(), x, atol=1e-5, rtol=1e-4)
+
+def test_qr_default_is_complete_as_tinygrad():  # torch.linalg.qr's default is "reduced"
+  q, r = Tensor(_rand((5, 3))).qr()
+  assert q.shape == (5, 5) and r.shape == (5, 3)
+  np.testing.assert_allclose(q.numpy() @ q.numpy().T, np.eye(5), atol=2e-6)
+
 @pytest.mark.parametrize("a,b", [((1024, 1024), (1024,)), ((1024,), (1024, 1024)), ((1, 1024), (1024, 1024))])
 def test_matvec_bigger_than_the_cache(a, b):
   # operands over half the L2 cache with one output axis: the matmul heuristic's cache blocking has no rows to block
   helper_test_op([a, b], lambda x, y: x @ y, atol=1e-4, rtol=1e-4, forward_only=True)
+
+@pytest.mark.parametrize("a,b", [((390, 512), (512, 544)), ((768, 768), (768, 768))])
+def test_matmul_bigger_than_the_cache(a, b):
+  # operands over half the L2 cache: b packed in panels, the register tile as tall as the registers allow (rows 390 and
+  # 768: 6 x 2 vectors with AVX2's 16 registers), 768's rows blocked to the L2 (run again with CPU_ISA=avx2 in CI)
+  helper_test_op([a, b], lambda x, y: x @ y, atol=1e-3, rtol=1e-4, forward_only=True)

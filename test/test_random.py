@@ -95,6 +95,11 @@ def test_randint():
   big = Tensor.randint(100, low=0, high=2 ** 31 - 1).numpy()
   assert big.min() >= 0 and big.max() > 2 ** 30  # a wide range is covered, not only its low part
   with pytest.raises(ValueError): Tensor.randint(3, low=5, high=5)
+  assert Tensor.randint(4, low=np.int64(2), high=np.int32(3)).tolist() == [2, 2, 2, 2]  # numpy ints are ints
+  for kw in [dict(low=0.1, high=3), dict(low=0, high=3.5)]:  # floats: TypeError in torch and tinygrad
+    with pytest.raises(TypeError): torch.randint(size=(3, 4), **kw)
+    with pytest.raises(TypeError): Tensor.randint((3, 4), **kw)
+  with pytest.raises(TypeError): Tensor.randint((3, 4), low=0, high=3, dtype=dtypes.float32)  # tinygrad (torch allows)
 
 def test_uniform():
   Tensor.manual_seed(3)

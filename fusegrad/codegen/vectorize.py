@@ -12,6 +12,7 @@ from fusegrad.codegen.kernel import range_kind, range_size, index_stride
 from fusegrad.codegen.expand import tree_reduce
 
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+BYTES = (dtypes.uint8, dtypes.int8)  # loaded as vectors where a cast to float32 reads them
 _RECURSED = VECTOR_DTYPES + (dtypes.bool,)  # vec reads the sources of ALU ops of these (bottom_up: deep chains)
 
 def _contiguous(access: UOp, r: UOp) -> bool:
@@ -37,9 +38,9 @@ class _Vectorizer:
     elif u.dtype == dtypes.bool and (m := self.mask(u)) is not None: ret = m
     elif u.op is Ops.WHERE and u.dtype == dtypes.float32 and (w := self.where(u)) is not None: ret = w
     elif u.dtype not in VECTOR_DTYPES: ret = self.by_lane(u)
-    elif u.op is Ops.LOAD and _contiguous(u, self.r):
-      base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
-      ret = UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
+    elif u.op is Ops.LOAD and _contiguous(u, self.r): ret = self.load(u)
+    elif u.op is Ops.CAST and u.src[0].op is Ops.LOAD and u.src[0].dtype in BYTES and _contiguous(u.src[0], self.r):
+      ret = UOp(Ops.CAST, u.dtype.vec(self.n), (self.load(u.src[0]),))  # raw pixels: one load of n bytes, converted
     elif u.op in GroupOp.Vector and self.any_real([self.vec(s) for s in u.src]):
       ret = UOp(u.op, u.dtype.vec(self.n), tuple(self.full(self.vec(s)) for s in u.src), u.arg)
     elif u.op is Ops.REDUCE and u.arg in GroupOp.Vector and self.any_real([self.vec(s) for s in _values(u)]):
@@ -49,6 +50,9 @@ class _Vectorizer:
     self.memo[u] = ret
     return ret
 
+  def load(self, u: UOp) -> UOp:
+    base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
+    return UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
   def mask(self, u: UOp) -> UOp | None:
     """Bool u (depending on r) as a mask vector computed as one, or None: a comparison of float32 vectors, or AND, OR
     or != of masks and bool constants (a relu's gradient, `x <= 0`, is `(x < 0) | ((x != 0) != True)`)."""
@@ -185,7 +189,7 @@ def _devec(u: UOp, memo: dict[UOp, list[UOp]]) -> UOp:
 
 def renderer_holds(ren: Renderer, dt: DType) -> bool:
   """True when the renderer can write vectors of dt's length and scalar type (bool vectors: masks of float32 lanes)."""
-  return dt.count in ren.vector_widths and (dt.scalar() in VECTOR_DTYPES or dt.scalar() == dtypes.bool)
+  return dt.count in ren.vector_widths and (dt.scalar() in VECTOR_DTYPES + BYTES or dt.scalar() == dtypes.bool)
 
 def devectorize(sink: UOp, ren: Renderer) -> UOp:
   """The AST with every vector split into scalars, unless the renderer holds all of the kernel's vector types."""

@@ -6,7 +6,7 @@ from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, flatten, make_tuple
 from fusegrad.gradient import with_rule, with_materialized_grad
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, _resolve_axis
-from fusegrad.mixin.convgrad import ConvArgs, conv_rule
+from fusegrad.mixin.convgrad import ConvArgs, conv_rule, _channel_last
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
@@ -128,6 +128,8 @@ class ConvMixin:
     # integer input, float weights (raw pixels): cast first, as the product would, so the gradient rule below applies
     if dtype is None and dtypes.is_float(weight.dtype) and not dtypes.is_float(self.dtype):
       self = self.cast(weight.dtype)
+    if weight.requires_grad and not type(self).no_grad and cin_g % 8 == 0 and (cout // groups) % 8 == 0:
+      self = _channel_last(self)  # as the weight gradient reads it: stored so once, where it is computed, not copied
     x = _pad_last(self, pads)._pool(k_, s_, d_, "conv2d")  # (bs, cin, *o, *k)
     o_, rcout = x.shape[2:2 + n], cout // groups
     # (bs, groups, rcout, *o, cin_g, *k) * (1, groups, rcout, *1, cin_g, *k), summed over cin_g and the kernel

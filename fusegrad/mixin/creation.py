@@ -121,8 +121,10 @@ class CreationMixin:
   def randint(cls: type[Tensor], *shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32,
               **kwargs: Any) -> Tensor:
     """Random integers in [low, high)."""
-    if high <= low: raise ArgumentError(f"randint: high ({high}) must be > low ({low})")
     dt = to_dtype(dtype)
+    if not (hasattr(low, "__index__") and hasattr(high, "__index__") and dtypes.is_int(dt)):  # as tinygrad
+      raise TypeError(f"randint: low, high and dtype must be integers, got {low!r}, {high!r} and {dt}")
+    if high <= low: raise ArgumentError(f"randint: high ({high}) must be > low ({low})")
     unit = cls.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
     return (unit * (high - low)).floor().cast(dt) + low
   @classmethod

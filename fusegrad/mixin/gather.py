@@ -7,8 +7,6 @@ from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError, _r
   broadcast_shape
 from fusegrad.mixin.indexing import check_indices
 
-Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
-
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Sequence
 from fusegrad.dtype import dtypes
-from fusegrad.helpers import CHECK_INDEX
+from fusegrad.helpers import CHECK_INDEX, prod
 from fusegrad.engine.realize import add_index_check, IndexCheck
 from fusegrad.engine import state
 from fusegrad.mixin.elementwise import broadcast_shape
@@ -53,6 +53,11 @@ def _check_index(t: Tensor, i: Any) -> Any:
 
 def getitem(t: Tensor, indices: Any) -> Tensor:
   """t[indices]: basic indexing as views, then advanced indexing for the tensor indices (see the module doc)."""
+  x, tensor_idx = basic_index(t, indices)
+  return _advanced(x, tensor_idx) if tensor_idx else x
+
+def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor]]]:
+  """t with the ints, slices, None and ... of indices applied (a view), and the tensor indices left, with their axes."""
   if not isinstance(indices, tuple): indices = (indices,)
   idx_list: list[Any] = [_check_index(t, i) for i in indices]
   consuming = [i for i in idx_list if i is not None and i is not Ellipsis]
@@ -85,7 +90,7 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
   if squeeze:
     x = x.reshape(tuple(s for a, s in enumerate(x.shape) if a not in squeeze))
     tensor_idx = [(a - sum(q < a for q in squeeze), i) for a, i in tensor_idx]
-  return _advanced(x, tensor_idx) if tensor_idx else x
+  return x, tensor_idx
 
 def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   """x[..., start:stop:step, ...] on one axis, as views (a negative step flips first)."""
@@ -200,20 +205,43 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = Tru
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
     mask = hit if mask is None else mask & hit
   assert mask is not None
-  # torch: the index axes replace the indexed ones when those are adjacent (0-d indices select, so they don't count),
-  # and go first otherwise. The sum's output is laid out in that order (a gather realized has torch's layout).
-  nd_axes = [a for a, idx in tensor_idx if idx.ndim]
-  adjacent = bool(nd_axes) and not any(min(nd_axes) < a < max(nd_axes) for a in rest)
   nb, nr = len(bshape), len(rest)
-  before = sum(a < min(nd_axes) for a in rest) if adjacent else 0
+  before, order = _layout(tensor_idx, rest, nb)
   xp = x.permute(rest + axes)
   rest_shape = tuple(x.shape[a] for a in rest)
   xp = xp.reshape(*rest_shape, *[1] * nb, *(x.shape[a] for a in axes))
-  order = list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr))
   xp = xp.permute(order + list(range(nr + nb, xp.ndim)))
   mask = mask.reshape(*[1] * before, *bshape, *[1] * (nr - before), *mask.shape[nb:])
   picked = mask.where(xp, type(x)(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
   out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
   for idx, n in checked if check else []: out = check_indices(out, idx, n, "getitem")
+  return out
+
+def _layout(tensor_idx: list[tuple[int, Tensor]], rest: list[int], nb: int) -> tuple[int, list[int]]:
+  """torch's rule for x[tensor indices]: the nb index axes replace the indexed ones if adjacent (0-d ones don't count),
+  else go first. Returns how many other axes (rest) come before them, and the result's axes as a permutation of both."""
+  nd_axes = [a for a, idx in tensor_idx if idx.ndim]
+  adjacent = bool(nd_axes) and not any(min(nd_axes) < a < max(nd_axes) for a in rest)
+  before, nr = sum(a < min(nd_axes) for a in rest) if adjacent else 0, len(rest)
+  return before, list(range(before)) + list(range(nr, nr + nb)) + list(range(before, nr))
+
+def setitem_value(x: Tensor, tensor_idx: list[tuple[int, Tensor]], v: Tensor) -> Tensor:
+  """x with v written where the tensor indices point (for x[idx] = v; where an index repeats, the last write wins): the
+  indexed axes flattened into one and scattered into, at every position of the other axes."""
+  axes = [a for a, _ in tensor_idx]
+  rest = [a for a in range(x.ndim) if a not in axes]
+  bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="setitem")
+  rest_shape, k = tuple(x.shape[a] for a in rest), prod(bshape)
+  flat: Any = 0  # the position each index points at in the indexed axes, flattened
+  for a, idx in tensor_idx:
+    idx = idx.cast(dtypes.int32)._broadcast_to(bshape)
+    flat = flat * x.shape[a] + (idx < 0).where(idx + x.shape[a], idx)
+  order = _layout(tensor_idx, rest, len(bshape))[1]
+  v = v.cast(x.dtype)._broadcast_to(tuple((rest_shape + bshape)[o] for o in order))
+  v = v.permute([order.index(i) for i in range(len(order))]).reshape(*rest_shape, k)
+  flat = flat.reshape(*[1] * len(rest), k).expand(*rest_shape, k)
+  xr = x.permute(rest + axes).reshape(*rest_shape, -1).scatter(len(rest), flat, v)
+  out = xr.reshape(*rest_shape, *(x.shape[a] for a in axes)).permute([(rest + axes).index(a) for a in range(x.ndim)])
+  for a, idx in tensor_idx: out = check_indices(out, idx, x.shape[a], "setitem")
   return out

@@ -1,5 +1,6 @@
 """Linear algebra composed from matmuls and elementwise ops: QR, SVD, Newton-Schulz (docs/developer/tensor.md)."""
 from __future__ import annotations
+import itertools
 from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes, least_upper_float
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError
@@ -33,10 +34,10 @@ class LinalgMixin:
     if self.ndim < 2: raise ShapeError(f"{op}: needs a matrix (at least 2 dims), got shape {self.shape}")
     return self.cast(least_upper_float(self.dtype))
 
-  def qr(self: Tensor, mode: str = "reduced") -> tuple[Tensor, Tensor]:
+  def qr(self: Tensor, mode: str = "complete") -> tuple[Tensor, Tensor]:
     """Q, R with self = Q @ R, Q's columns orthonormal and R upper triangular, as torch.linalg.qr (Householder
-    reflections, so R's diagonal has LAPACK's signs). mode "reduced": Q (m, k), R (k, n) with k = min(m, n);
-    "complete": Q (m, m), R (m, n).
+    reflections, so R's diagonal has LAPACK's signs). mode "complete" (tinygrad's, the default): Q (m, m), R (m, n);
+    "reduced" (torch's default): Q (m, k), R (k, n) with k = min(m, n).
 
     `Tensor([[3.0, 1.0], [4.0, 2.0]]).qr()[1].tolist()` is about [[-5.0, -2.2], [0.0, -0.4]]."""
     if mode not in ("reduced", "complete"): raise ArgumentError(f"qr: mode must be 'reduced' or 'complete': {mode!r}")
@@ -107,20 +108,21 @@ class LinalgMixin:
     u, v = u[..., order], v[..., order]
     return u[..., :n], v[..., :n, :n]
 
-  def newton_schulz(self: Tensor, steps: int = 5, params: tuple[float, float, float] = MUON_COEFFICIENTS,
+  def newton_schulz(self: Tensor, steps: int = 5, params: tuple[float, ...] = MUON_COEFFICIENTS,
                     eps: float = 1e-7) -> Tensor:
     """An approximate orthogonalization of the matrices in the last two axes (their U V^T, singular values pushed near
-    1) by the quintic Newton-Schulz iteration Muon uses (tinygrad's Tensor.newton_schulz):
+    1) by the Newton-Schulz iteration of the odd polynomial with coefficients params (tinygrad's Tensor.newton_schulz;
+    Muon's quintic by default):
 
       X = G / (||G||_F + eps)                    (transposed first if G has more rows than columns)
-      repeat `steps` times:  A = X X^T;  X = a X + (b A + c A A) X
+      repeat `steps` times:  A = X X^T;  X = p0 X + (p1 A + p2 A A + ...) X
     """
     if self.ndim < 2: raise ShapeError(f"newton_schulz: needs a matrix, got shape {self.shape}")
-    a, b, c = params
     tall = self.shape[-2] > self.shape[-1]
     x = self.transpose(-1, -2) if tall else self
     x = x / (x.square().sum((-2, -1), keepdim=True).sqrt() + eps)
     for _ in range(steps):
       gram = x @ x.transpose(-1, -2)
-      x = a * x + (b * gram + c * (gram @ gram)) @ x
+      powers = list(itertools.accumulate([gram] * (len(params) - 1), lambda a, g: a @ g))  # A, A A, A A A ...
+      x = params[0] * x + sum((p * a for p, a in zip(params[2:], powers[1:])), params[1] * gram) @ x
     return x.transpose(-1, -2) if tall else x

@@ -6,8 +6,6 @@ from fusegrad.dtype import dtypes
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError
 from fusegrad.mixin.indexing import check_indices
 
-Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
-
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 

@@ -199,15 +199,11 @@ def _einsum_term(term: str, t: Tensor | None, ell: list[str], formula: str) -> s
   return term.replace("...", "".join(ell[len(ell) - n_here:])) if "..." in term else term
 
 def _einsum_diagonals(t: Tensor, term: str, formula: str) -> tuple[Tensor, str]:
-  """t with every repeated letter reduced to its diagonal (a view: flatten the pair, step n+1)."""
+  """t with every repeated letter reduced to its diagonal (Tensor.diagonal, a view), moved to the last axis."""
   while len(set(term)) != len(term):
     c = next(c for c in term if term.count(c) > 1)
     p, q = term.index(c), term.index(c, term.index(c) + 1)
-    n = t.shape[p]
-    if t.shape[q] != n: raise ShapeError(f"einsum: repeated letter {c!r} of {formula!r} has sizes {n} and {t.shape[q]}")
-    rest = [i for i in range(t.ndim) if i not in (p, q)]
-    t = t.permute(*rest, p, q).reshape(*[t.shape[i] for i in rest], n * n)
-    t = t.pad(((0, 0),) * len(rest) + ((0, n),)).reshape(*[t.shape[i] for i in range(len(rest))], n, n + 1)
-    t = t.shrink(tuple(None for _ in rest) + (None, (0, 1))).reshape(*t.shape[:-1])
-    term = "".join(term[i] for i in rest) + c
+    if t.shape[p] != t.shape[q]:
+      raise ShapeError(f"einsum: repeated letter {c!r} of {formula!r} has sizes {t.shape[p]} and {t.shape[q]}")
+    t, term = t.diagonal(0, p, q), "".join(term[i] for i in range(len(term)) if i not in (p, q)) + c
   return t, term

@@ -5,8 +5,6 @@ from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes
 from fusegrad.mixin.elementwise import ShapeError, _resolve_axis
 
-Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
-
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 

@@ -6,6 +6,8 @@ from typing import Any
 from fusegrad.tensor import Tensor, _is_training
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import prod, make_tuple
+from fusegrad.gradient import with_rule
+from fusegrad.uop.ops import UOp
 from fusegrad.mixin.indexing import check_indices
 from fusegrad.nn import optim, state, datasets
 from fusegrad.nn.optim import _fresh
@@ -218,7 +220,25 @@ class BatchNorm:
                        f"of shape {x.shape}")
     mean, var = self.calc_stats(x)
     if training and self.track_running_stats: self._update_running_stats(mean, var, per_channel)
-    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+    out = x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+    return self._with_rule(x, out) if type(self).calc_stats is BatchNorm.calc_stats else out
+
+  def _with_rule(self, x: Tensor, out: Tensor) -> Tensor:
+    """out (x normalized with its own batch statistics), differentiated as torch does: two per-channel sums of the
+    output gradient dy, s1 = sum(dy) and s2 = sum(dy * xhat) (the bias's and weight's gradients), then
+    dx = weight * invstd * (dy - (s1 + xhat * s2) / n), not the primitives' four sums through mean and variance.
+    The rule reads only its arguments (the statistics recomputed from x are the same nodes as the forward's)."""
+    axes, n, params = tuple(a for a in range(x.ndim) if a != 1), x.numel() // x.shape[1], (self.weight, self.bias)
+    def rule(g: UOp, _: UOp, xu: UOp, *ps: UOp) -> tuple[UOp, ...]:
+      dy, xt, weight = Tensor(g), Tensor(xu), Tensor(ps[0]) if self.weight is not None else None
+      mean, var = self.calc_stats(xt)
+      invstd = _channel_view((var + self.eps).rsqrt(), x.ndim)
+      xhat = (xt - _channel_view(mean, x.ndim)) * invstd
+      s1, s2 = dy.sum(axes), (dy * xhat).sum(axes)
+      dx = (dy - (_channel_view(s1, x.ndim) + xhat * _channel_view(s2, x.ndim)) * (1 / n)) * invstd
+      if weight is not None: dx = dx * _channel_view(weight, x.ndim)
+      return (dx.uop, *([s2.uop] if self.weight is not None else []), *([s1.uop] if self.bias is not None else []))
+    return out._new(with_rule(out.uop, (x.uop, *[p.uop for p in params if p is not None]), rule), x)
 
   def _update_running_stats(self, mean: Tensor, var: Tensor, n: int | Tensor) -> None:
     """running = (1 - m) * running + m * batch, with the unbiased batch variance (n values per channel: a number, or a

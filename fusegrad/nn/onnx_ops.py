@@ -175,24 +175,9 @@ def Slice(x: Tensor, starts: Any, ends: Any, axes: Any = None, steps: Any = None
   st, en = _ints(starts), _ints(ends)
   ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(len(st)))
   sp = _ints(steps) if steps is not None else [1] * len(st)
-  rs = [range(n) for n in x.shape]
-  for a, s, e, p in zip(ax, st, en, sp): rs[a] = range(*slice(s, e, p).indices(x.shape[a]))
-  return _take(x, rs)
-def _take(x: Tensor, rs: list[range]) -> Tensor:
-  """x at the indices of one range per axis (any step; empty allowed), with movement ops only."""
-  for a, idx in enumerate(rs):
-    if idx == range(x.shape[a]): continue
-    if idx.step < 0: x, idx = x.flip(a), range(x.shape[a] - 1 - idx.start, x.shape[a] - 1 - idx.stop, -idx.step)
-    if len(idx) == 0:
-      x = x.shrink([(0, 0) if d == a else None for d in range(x.ndim)])
-      continue
-    x = x.shrink([(idx.start, idx[-1] + 1) if d == a else None for d in range(x.ndim)])
-    if idx.step > 1:
-      n, st = len(idx), idx.step
-      x = x.pad([(0, n * st - x.shape[a]) if d == a else None for d in range(x.ndim)])
-      x = x.reshape(*x.shape[:a], n, st, *x.shape[a + 1:]).shrink(
-        [(0, 1) if d == a + 1 else None for d in range(x.ndim + 1)]).reshape(*x.shape[:a], n, *x.shape[a + 1:])
-  return x
+  index = [slice(None)] * x.ndim
+  for a, s, e, p in zip(ax, st, en, sp): index[a] = slice(s, e, p)
+  return x[tuple(index)]  # ONNX clamps starts and ends as Python's slices do
 def _wrap(idx: Tensor, size: int) -> Tensor: return (idx < 0).where(idx + size, idx)
 def Gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   a = _axis(axis, x.ndim)
@@ -331,26 +316,16 @@ def _reducer(fn: Callable[[Tensor, Any, bool], Tensor], keep_dtype: bool = True)
     ret = _reduce(x, axes, keepdims, noop_with_empty_axes, fn)
     return ret.cast(x.dtype) if keep_dtype else ret
   return reduce
-def _empty_ok(fn: Callable, empty: str) -> Callable[[Tensor, Any, bool], Tensor]:
-  """A max/min reduction that gives the dtype's lowest ("min") or highest ("max") value over zero elements."""
-  def red(x: Tensor, ax: Any, k: bool) -> Tensor:
-    if x.numel() == 0:
-      shape = [1 if i in ax else s for i, s in enumerate(x.shape)] if k else \
-        [s for i, s in enumerate(x.shape) if i not in ax]
-      value = dtypes.min(x.dtype) if empty == "min" else dtypes.max(x.dtype)
-      return Tensor.full(shape, value, dtype=x.dtype)
-    return fn(x, ax, k)
-  return red
 OPS["ReduceSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k))
 OPS["ReduceMean"] = _reducer(lambda x, a, k: x.mean(a, keepdim=k))
-OPS["ReduceMax"] = _reducer(_empty_ok(lambda x, a, k: x.max(a, keepdim=k), "min"))
-OPS["ReduceMin"] = _reducer(_empty_ok(lambda x, a, k: x.min(a, keepdim=k), "max"))
+OPS["ReduceMax"] = _reducer(lambda x, a, k: x.max(a, keepdim=k))  # over nothing: the lowest value, as ONNX
+OPS["ReduceMin"] = _reducer(lambda x, a, k: x.min(a, keepdim=k))  # over nothing: the highest value
 OPS["ReduceProd"] = _reducer(lambda x, a, k: x.prod(a, keepdim=k))
 OPS["ReduceL1"] = _reducer(lambda x, a, k: x.abs().sum(a, keepdim=k))
 OPS["ReduceL2"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k).sqrt())
 OPS["ReduceSumSquare"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k))
 OPS["ReduceLogSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k).log())
-OPS["ReduceLogSumExp"] = _reducer(_empty_ok(lambda x, a, k: x.logsumexp(a, keepdim=k), "min"))
+OPS["ReduceLogSumExp"] = _reducer(lambda x, a, k: x.logsumexp(a, keepdim=k))
 
 # *** softmax family ***
 def _softmax_like(x: Tensor, axis: int | None, opset: int, fn: Callable[[Tensor, int], Tensor]) -> Tensor:

@@ -150,9 +150,10 @@ class SGD(Optimizer):
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
                nesterov: bool = False, classic: bool = False):
     super().__init__(params, lr)
-    _check_range("SGD", "momentum", momentum, 0.0)
-    _check_range("SGD", "weight_decay", weight_decay, 0.0)
-    if nesterov and momentum <= 0: raise ValueError("SGD: Nesterov momentum needs a momentum > 0")
+    name = type(self).__name__
+    _check_range(name, "momentum", momentum, 0.0)
+    _check_range(name, "weight_decay", weight_decay, 0.0)
+    if nesterov and momentum <= 0: raise ValueError(f"{name}: Nesterov momentum needs a momentum > 0")
     self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
     self.b = [self._zeros_like(p) for p in self.params] if momentum else []
     self._realize_state()
@@ -188,9 +189,6 @@ class LARS(SGD):
   lr * r * g'.) With tcoef=0 this is SGD with the same arguments."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
                nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
-    if nesterov and momentum <= 0: raise ValueError("LARS: Nesterov momentum needs a momentum > 0")
-    _check_range("LARS", "momentum", momentum, 0.0)
-    _check_range("LARS", "weight_decay", weight_decay, 0.0)
     _check_range("LARS", "tcoef", tcoef, 0.0)
     super().__init__(params, lr, momentum, weight_decay, nesterov, classic)
     self.tcoef = tcoef

@@ -72,13 +72,7 @@ def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> di
 def get_parameters(obj: Any) -> list[Tensor]:
   """Every Tensor reachable from obj (see get_state_dict), each once, in a stable order:
   `SGD(get_parameters(model))`."""
-  seen: set[int] = set()
-  ret = []
-  for t in get_state_dict(obj).values():
-    if id(t) not in seen:
-      seen.add(id(t))
-      ret.append(t)
-  return ret
+  return list({id(t): t for t in get_state_dict(obj).values()}.values())  # a tensor under two names: once
 
 class StateDictError(RuntimeError, KeyError, ValueError):
   """load_state_dict found missing or unexpected keys or wrong shapes. It is a RuntimeError like torch's error, and a
@@ -339,8 +333,6 @@ def _strided_tensor(storage: _Storage, dtype: DType, offset: int, size: tuple[in
                     name: str) -> Tensor | None:
   """The tensor torch describes as (storage, offset, size, stride), copied out of the storage's bytes."""
   if storage.data is None: return None  # the legacy format's first pass: the data isn't located yet
-  if len(size) != len(stride) or any(s < 0 for s in size) or any(s < 0 for s in stride) or offset < 0:
-    raise ValueError(f"torch_load: {name}: bad tensor layout size={size} stride={stride} offset={offset}")
   item, n = dtype.itemsize, prod(size)
   if len(storage.data) % item:
     raise ValueError(f"torch_load: {name}: storage {storage.key} of {len(storage.data)} bytes can't hold {dtype}")

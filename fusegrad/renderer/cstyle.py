@@ -305,7 +305,7 @@ class ClangRenderer(CStyleLanguage):
             dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.float16: self.half_type,
             dtypes.float32: "float", dtypes.float64: "double"}[known_dtype(dt.scalar())]
     if dt.count > 1 and dt.scalar() == dtypes.bool: return f"fg_mask{dt.count}"
-    return name if dt.count == 1 else f"{name}{dt.count}"  # vectors: typedefs in render_prelude
+    return name if dt.count == 1 else f"{name.replace('unsigned ', 'u').replace('signed ', 's')}{dt.count}"  # typedefs
   def render_const(self, val: object, dt: DType) -> str:
     if dt.count == 1: return super().render_const(val, dt)
     if dt.scalar() == dtypes.bool:  # a mask: all ones for true
@@ -353,12 +353,11 @@ class ClangRenderer(CStyleLanguage):
     # clang's double -> __fp16 calls a runtime helper whose ABI libgcc doesn't share (garbage results): via float
     if self.half_type == "__fp16" and dt.scalar() == dtypes.float16 and from_dt.scalar() == dtypes.float64:
       return f"(({self.half_type})((float)({x})))"
+    if dt.count > 1: return f"__builtin_convertvector({x}, {self.render_dtype(dt)})"
     return super().render_cast(x, dt, from_dt)
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
     t, f = self.render_dtype(dt), self.render_dtype(from_dt)
     return f"({{union {{ {f} a; {t} b; }} u_; u_.a = ({f})({x}); u_.b;}})"
-  def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
-    return "\n".join(prelude + [f"void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
   def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
                          inner: list[str]) -> tuple[list[str], list[str]]:
     """An OpenMP loop calling the body in a function of its own: there the pointers stay `restrict` and the compiler

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 from fusegrad.dtype import DType, dtypes, wrap_int, truncate_float
+from fusegrad.helpers import cdiv, cmod
 from fusegrad.uop.ops import Ops
 
 def _exp2(x: float) -> float:
@@ -23,16 +24,6 @@ def _recip(x: float) -> float:
 
 def _trunc(x: Any) -> Any:
   return x if isinstance(x, float) and (math.isinf(x) or math.isnan(x)) else type(x)(math.trunc(x))
-
-def _idiv(a: Any, b: Any) -> Any:
-  """C integer division: truncates toward zero; division by zero gives 0 instead of trapping."""
-  if b == 0: return 0
-  q = abs(a) // abs(b)
-  return q if (a < 0) == (b < 0) else -q
-
-def _mod(a: Any, b: Any) -> Any:
-  """C remainder: has the sign of the dividend; by zero gives 0."""
-  return 0 if b == 0 else a - _idiv(a, b) * b
 
 def _max(a: Any, b: Any) -> Any:
   """Maximum that propagates NaN (like torch.maximum)."""
@@ -67,7 +58,8 @@ def threefry2x32(x: int, key: int) -> int:
 
 python_alu: dict[Ops, Callable[..., Any]] = {
   Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt, Ops.RECIPROCAL: _recip, Ops.TRUNC: _trunc,
-  Ops.ADD: _add, Ops.MUL: _mul, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max,
+  Ops.ADD: _add, Ops.MUL: _mul, Ops.MAX: _max,
+  Ops.IDIV: cdiv, Ops.MOD: cmod,  # C's / and % (toward zero, the dividend's sign); by zero 0, where C traps
   Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b,
   Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b,
   Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import functools, itertools, math, re, struct, weakref
 from enum import Enum, auto
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, argsort
 
@@ -135,7 +135,6 @@ class UOp:
         stack.pop()
         visited[node] = None
     return list(visited)
-  def sparents(self) -> set[UOp]: return set(self.toposort())
 
   # *** shapes of lazy-graph nodes ***
   @property
@@ -345,9 +344,6 @@ def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index)
   if min_val > max_val: raise ValueError(f"Variable {name}: min {min_val} > max {max_val}")
   return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
 
-def sint_to_uop(x: int | UOp, dtype: DType = dtypes.index) -> UOp:
-  return x if isinstance(x, UOp) else UOp.const(dtype, x)
-
 # *** shape inference for the lazy graph ***
 def _infer_shape(u: UOp) -> tuple[int, ...]:
   if u.op in GroupOp.ALU: return u.src[0].shape  # (the most common, first)
@@ -472,6 +468,3 @@ def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
   return tuple(reversed(strides))
 
 def inverse_permutation(order: Sequence[int]) -> tuple[int, ...]: return tuple(argsort(order))
-
-def all_nodes(roots: Sequence[UOp]) -> Iterator[UOp]:
-  yield from UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort()

@@ -162,6 +162,17 @@ class TestOpts:
     if 16 in renderer().vector_widths:
       assert any(u.op is Ops.WHERE and u.dtype.count == 16 and u.src[0].dtype == dtypes.bool for u in p.uops)
 
+  @pytest.mark.parametrize("dt", [np.uint8, np.int8])
+  def test_vector_of_bytes_cast_to_float(self, dt):
+    # raw pixels (MNIST's first convolution): n bytes loaded as one vector and converted, not one load per lane
+    x = RNG.integers(-128 if dt == np.int8 else 0, 128 if dt == np.int8 else 256, (4, 32)).astype(dt)
+    w = RNG.standard_normal((4, 32)).astype(np.float32)
+    si = kernel_of(Tensor(x).float() * Tensor(w) + 1)
+    got, p = run_with(si, [Opt(OptOps.UPCAST, 0, 8)])
+    np.testing.assert_allclose(got.reshape(4, 32), x.astype(np.float32) * w + 1, rtol=1e-6)
+    if 8 in renderer().vector_widths:
+      assert any(u.op is Ops.LOAD and u.dtype.count == 8 and u.dtype.scalar().itemsize == 1 for u in p.uops)
+
   def test_vector_masks_in_a_lanes_reduce(self):
     # batch norm's backward sums a relu's gradient along a contiguous axis: LANES vectors, the mask inside the loop
     x = RNG.standard_normal((4, 64)).astype(np.float32)
