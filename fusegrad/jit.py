@@ -142,6 +142,8 @@ class TinyJit(Generic[ReturnType]):
     self.index_flags: list[tuple[Buffer, IndexCheck]] = []  # out-of-range index flags the kernels write, to read
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
+    self.sig = _signature([])  # the capture's inputs: shapes, dtypes, devices and views
+    self.variables: tuple[UOp, ...] = ()
     self.out_slots: dict[int, list[tuple[int, int]]] = {}  # result position -> where its buffer is in jit_cache
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     self._last: tuple[tuple, list[Buffer]] | None = None  # the last call's inputs and their buffers (_remember_call)
@@ -403,13 +405,11 @@ def _static_change(was: list[tuple[str, Any]], now: list[tuple[str, Any]]) -> st
 
 def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
   """Two inputs in one buffer can't be told apart in the captured kernels: refuse them at the capture."""
-  seen: dict[int, int] = {}
+  first: dict[int, int] = {}  # id of a buffer -> the first input in it
   for i, b in enumerate(bufs):
-    if id(b) in seen:
-      j = seen[id(b)]
+    if (j := first.setdefault(id(b), i)) != i:
       raise JitError(f"TinyJit: inputs {j} ({names[j]}) and {i} ({names[i]}) are (views of) the same buffer; "
                      "the capture needs a buffer of its own for each input (pass a .contiguous().realize() copy)")
-    seen[id(b)] = i
 
 @dataclass
 class _Trace:

@@ -451,10 +451,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
            **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
-    if isinstance(fill_value, Tensor):
-      return fill_value.reshape((1,) * len(_shape_arg((shape,), "full"))).expand(_shape_arg((shape,), "full"))
-    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     shape = _shape_arg((shape,), "full")
+    if isinstance(fill_value, Tensor): return fill_value.reshape((1,) * len(shape)).expand(shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
   def zeros(*shape: Any, **kwargs: Any) -> Tensor:
@@ -667,7 +666,8 @@ def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType,
     return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
   buf = Buffer(device, prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
-  return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
+  ret = UOp(Ops.BUFFER, dtype, (), buf)
+  return ret if len(shape) == 1 else ret.reshape(shape)  # (a buffer's node has its shape already)
 
 def _node_in(t: Tensor, root: UOp, nodes: set[UOp] | None = None) -> UOp | None:
   """The node of t (now or before a realize) that appears in root's graph."""

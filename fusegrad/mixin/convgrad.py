@@ -23,21 +23,18 @@ def _dilate(g: Tensor, stride: tuple[int, ...]) -> Tensor:
   x = x.reshape(*pre, *(o * s for o, s in zip(o_, stride)))
   return x.shrink(tuple((0, p) for p in pre) + tuple((0, (o - 1) * s + 1) for o, s in zip(o_, stride)))
 
-def input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], a: ConvArgs, channel_last: bool) -> Tensor:
+def input_grad(gp: Tensor, w: Tensor, a: ConvArgs) -> Tensor:
   """d conv / d x: dx[b, c, i] = sum of g[b, cout, o] w[cout, c, k] over the couts of c's group and the (o, k) with
-  i + pad = o*s + k*d. That is the output gradient, dilated and padded by d*(k-1) - pad before (and up to the input's
-  size after), convolved with w transposed per group and flipped. The padded gradient is a copy of its own, laid out
-  channel-last if g is (the convolution reads it one element at a time, so either layout serves)."""
-  n, k_, i_ = len(a.stride), w.shape[2:], x_shape[2:]
-  o_ = g.shape[2:]
-  pads = [(d * (k - 1) - pb, i + pb - (o - 1) * s - 1)
-          for (pb, _), d, k, s, i, o in zip(a.pads, a.dilation, k_, a.stride, i_, o_)]
-  gp = _dilate(g, a.stride).pad(((0, 0), (0, 0), *pads))
-  gp = _channel_last(gp) if channel_last else gp.contiguous()
-  cout, cin_g, groups = w.shape[0], w.shape[1], a.groups
+  i + pad = o*s + k*d. That is gp, the output gradient dilated and padded by d*(k-1) - pad before (and up to the
+  input's size after) (_grad_pads), convolved with w transposed per group and flipped."""
+  n, k_, cout, cin_g, groups = len(a.stride), w.shape[2:], w.shape[0], w.shape[1], a.groups
   # (cout, cin_g, *k) -> (groups, rcout, cin_g, *k) -> (groups * cin_g, rcout, *k), kernel flipped
   wt = w.reshape(groups, cout // groups, cin_g, *k_).transpose(1, 2).reshape(groups * cin_g, cout // groups, *k_)
   return gp.conv2d(wt.flip(*range(2, 2 + n)), groups=groups, dilation=a.dilation)
+
+def _grad_pads(a: ConvArgs, k_: tuple[int, ...], i_: tuple[int, ...], o_: tuple[int, ...]) -> list[tuple[int, int]]:
+  return [(0, 0), (0, 0)] + [(d * (k - 1) - pb, i + pb - (o - 1) * s - 1)
+                             for (pb, _), d, k, s, i, o in zip(a.pads, a.dilation, k_, a.stride, i_, o_)]
 
 def _channel_last(t: Tensor) -> Tensor:
   """t (bs, c, *spatial) as the same values, read from a copy laid out (bs, *spatial, c)."""
@@ -73,10 +70,17 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, cha
 def conv_rule(a: ConvArgs, tensor: type[Tensor]):
   """The derivative rule of a conv2d result (before the bias) for gradient.with_rule. The output gradient is computed
   once into a buffer (both gradients read it, and what produces it is often long: a norm's and a pool's backward),
-  channel-last where both channel counts fill vectors."""
+  channel-last where both channel counts fill vectors, and padded for the input gradient (stride 1) then."""
   def rule(g, n, xu, wu):
     gt, xt, wt = tensor(g), tensor(xu), tensor(wu)
     cl = wt.shape[1] % 8 == 0 and (wt.shape[0] // a.groups) % 8 == 0
-    gt = _channel_last(gt) if cl else gt.contiguous()
-    return input_grad(gt, wt, xt.shape, a, cl).uop, weight_grad(gt, xt, wt.shape, a, cl).uop
+    layout, pads = _channel_last if cl else tensor.contiguous, _grad_pads(a, wt.shape[2:], xt.shape[2:], gt.shape[2:])
+    # one copy serves both (not for a first layer's few channels, whose input needs no gradient)
+    if cl and all(s == 1 for s in a.stride) and all(p >= 0 for pp in pads for p in pp):
+      gp = layout(gt.pad(pads))
+      gt = gp.shrink(tuple((p, p + size) for (p, _), size in zip(pads, gt.shape)))
+    else:
+      gt = layout(gt)
+      gp = layout(_dilate(gt, a.stride).pad(pads))
+    return input_grad(gp, wt, a).uop, weight_grad(gt, xt, wt.shape, a, cl).uop
   return rule

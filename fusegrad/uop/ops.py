@@ -1,6 +1,6 @@
 """The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed (docs/developer/README.md)."""
 from __future__ import annotations
-import itertools, math, re, struct, weakref
+import functools, itertools, math, re, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Sequence
 from fusegrad.dtype import DType, dtypes
@@ -66,9 +66,9 @@ def _arg_key(arg: Any) -> Any:
   if type(arg) is float: return ("f", _pack_d(arg))
   return arg
 
-def _uninterned(ref: weakref.KeyedRef) -> None:
+def _uninterned(key: tuple, ref: weakref.ReferenceType) -> None:
   if UOp is None: return  # interpreter shutdown: the module's globals are gone, and so is the table
-  if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
+  if UOp._interned.get(key) is ref: del UOp._interned[key]
 
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
 _consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) -> the constant made (UOp.const)
@@ -76,7 +76,7 @@ _consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) 
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
   __slots__ = ("op", "dtype", "src", "arg", "_cache", "__weakref__")
-  _interned: dict[tuple, weakref.KeyedRef] = {}  # key -> the node, weakly (a dead node's entry goes: _uninterned)
+  _interned: dict[tuple, weakref.ReferenceType] = {}  # key -> the node, weakly (a dead node's entry goes: _uninterned)
   op: Ops
   dtype: DType
   src: tuple[UOp, ...]
@@ -88,7 +88,7 @@ class UOp:
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
-    new = weakref.KeyedRef(ret, _uninterned, key)
+    new = weakref.ref(ret, functools.partial(_uninterned, key))  # (a KeyedRef is 2 Python calls: 2.4x slower)
     if (ref := UOp._interned.setdefault(key, new)) is not new:  # another thread made it meanwhile: one node stays
       if (other := ref()) is not None: return other
       UOp._interned[key] = new
@@ -326,7 +326,6 @@ def bottom_up(root: UOp, fn: Callable[[UOp], Any], where: Callable[[UOp], bool])
   for n in root.toposort(gate=lambda n: n is root or where(n))[:-1]:
     if where(n): fn(n)
 
-_SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
 _KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE,
                Ops.REDUCE, Ops.ENDRANGE, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
 
