@@ -417,7 +417,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       viewed = Tensor(self.uop.src[0])
       return self.replace(viewed.assign(x.bitcast(viewed.dtype)).realize().bitcast(self.dtype))
     for hook in _assign_hooks: hook(self)
-    if assign_window(self, x): return self  # a window at a Variable position: written through into its buffer
+    if assign_window(self, x): return self if _assign_hooks else self.realize()  # a window at a Variable: see below
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
     if not _writable(self.uop) or self.uop is x.uop:

@@ -430,3 +430,6 @@ def test_assign_through_variable_shrink(count_compiles):
   ref[0:1, 1:4] = 1
   np.testing.assert_allclose(window.numpy(), ref[0:1, 1:4])
   np.testing.assert_allclose(cache.numpy(), ref)
+  cache.shrink(((1, 2), (q, q + 2), None)).assign(Tensor.full((1, 2, 3), 7.0))  # the window left behind: written now
+  ref[1:2, 1:3] = 7
+  assert cache.sum().item() == pytest.approx(ref.sum(), rel=1e-6)  # tinygrad's test_assign_slice_then_read
