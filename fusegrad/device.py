@@ -143,12 +143,12 @@ class Buffer:
       self._base.allocate()
       self._buf = allocator.offset(self._base._buf, self.offset, self.nbytes)
     else:
-      try: self._buf = allocator.alloc(max(self.nbytes, 1))
+      try: self._buf = allocator.alloc(max(nbytes := self.size * self.dtype.itemsize, 1))
       except (MemoryError, OSError) as e:
         if isinstance(e, OSError) and e.errno != errno.ENOMEM: raise
         raise OutOfMemoryError(f"{self.device}: out of memory: tried to allocate {self.nbytes} bytes "
                                f"({self.nbytes / 2**30:.2f} GiB) for {self.size} elements of {self.dtype} ({e})") from e
-      GlobalCounters.mem_used += self.nbytes
+      GlobalCounters.mem_used += nbytes
     return self
   def use_pointer(self, ptr: int) -> Buffer:
     """Use the memory at address ptr (nbytes on this device, owned by the caller, who keeps it alive) instead of
@@ -160,8 +160,8 @@ class Buffer:
     if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None: return
     if getattr(self, "_external", False): return  # the caller's memory (use_pointer)
     try:
-      GlobalCounters.mem_used -= self.nbytes
-      Device[self.device].allocator.free(self._buf, max(self.nbytes, 1))
+      GlobalCounters.mem_used -= (nbytes := self.size * self.dtype.itemsize)
+      Device[self.device].allocator.free(self._buf, max(nbytes, 1))
     except Exception: pass  # interpreter shutdown
   def copyin(self, data: memoryview | bytes | bytearray) -> Buffer:
     mv = memoryview(data).cast("B")

@@ -9,7 +9,6 @@ import numpy as np
 from fusegrad.device import Buffer
 from fusegrad.tensor import Tensor, _is_training
 from fusegrad.gradient import with_rule
-from fusegrad.uop.ops import UOp
 from fusegrad import nn
 from fusegrad.dtype import to_numpy
 from fusegrad.engine import state
@@ -143,18 +142,16 @@ def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) ->
     for p, g in zip(bucket, flat.split([p.numel() for p in bucket])): p.grad = g.reshape(p.shape).cast(p.dtype)
 
 def _summed(t: Tensor) -> Tensor:
-  """t summed across ranks, with a gradient: every rank's loss depends on the sum, so the gradient of each rank's share
-  is the sum over the ranks of their gradients of the sum (all-reduced inside backward())."""
+  """t summed across ranks, with a gradient: every rank's loss depends on the sum, so the gradient of a rank's share is
+  the sum of every rank's gradient of the sum (all-reduced inside backward())."""
   total = all_reduce(t.detach().contiguous().realize())
-  return Tensor(with_rule((total + (t - t.detach())).uop, (t.uop,), _sum_rule))
-
-def _sum_rule(g: UOp, n: UOp, t: UOp) -> tuple[UOp]: return (all_reduce(Tensor(g).contiguous().realize()).uop,)
+  return Tensor(with_rule((total + (t - t.detach())).uop, (t.uop,),
+                          lambda g, n, t: (all_reduce(Tensor(g).contiguous().realize()).uop,)))
 
 class SyncBatchNorm(nn.BatchNorm):
-  """nn.BatchNorm over the global batch, as torch's SyncBatchNorm: in training each rank's batch count, sum and sum of
-  squares per channel are all-reduced, and every rank normalizes its slice with the global mean and biased variance;
-  backward() all-reduces their gradients, so each rank's input gradients are those of one process on the whole batch
-  (and the weight gradients, summed over the ranks). The running statistics equal that process's too."""
+  """nn.BatchNorm over the global batch, as torch's SyncBatchNorm: in training the ranks' counts, sums and sums of
+  squares are all-reduced (and so are their gradients in backward()), so outputs, input gradients, running statistics
+  and the weight gradients summed over the ranks equal those of one process on the whole batch."""
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     mean, var = super().calc_stats(x)
     if not _is_training(): return mean, var  # eval without running statistics: each rank's own (as torch)

@@ -4,7 +4,7 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, os, pathlib, pstats, re
+import atexit, cProfile, contextlib, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
 import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -14,7 +14,7 @@ OSX, WIN = sys.platform == "darwin", sys.platform == "win32"
 # *** small pure functions ***
 def prod(x: Iterable[Any], start: Any = 1) -> Any:
   """Product of an iterable (works on ints and on symbolic UOps)."""
-  return functools.reduce(lambda a, b: a * b, x, start)
+  return math.prod(x, start=start)
 
 def dedup(x: Iterable[T]) -> list[T]: return list(dict.fromkeys(x))
 def all_same(items: Sequence[Any]) -> bool: return all(x == items[0] for x in items)

@@ -142,6 +142,8 @@ class TinyJit(Generic[ReturnType]):
     self.index_flags: list[tuple[Buffer, IndexCheck]] = []  # out-of-range index flags the kernels write, to read
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
+    self.sig = _signature([])  # the capture's inputs: shapes, dtypes, devices and views
+    self.variables: tuple[UOp, ...] = ()
     self.out_slots: dict[int, list[tuple[int, int]]] = {}  # result position -> where its buffer is in jit_cache
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     self._last: tuple[tuple, list[Buffer]] | None = None  # the last call's inputs and their buffers (_remember_call)
@@ -195,17 +197,17 @@ class TinyJit(Generic[ReturnType]):
     if self.cnt <= 1: _check_distinct(bufs, _input_names(args, kwargs))  # from the first call on, as tinygrad
     if self.cnt == 0:
       ret = self._finish(self.fxn(*args, **kwargs))
-      self.sig, self.variables, self.cnt = sig, variables, 1  # only once it worked: a failed call leaves nothing
+      self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
-    if sig != self.sig:
+    if self.cnt >= 2 and sig != self.sig:
       names = _input_names(args, kwargs)
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
-    if variables != self.variables:
+    if self.cnt >= 2 and variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
       ret = self._capture(args, kwargs, inputs, bufs)
-      self.static = static
+      self.static, self.sig, self.variables = static, sig, variables
     else:
       if (change := _static_change(self.static, static)) is not None:
         raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
@@ -403,13 +405,11 @@ def _static_change(was: list[tuple[str, Any]], now: list[tuple[str, Any]]) -> st
 
 def _check_distinct(bufs: list[Buffer], names: list[str]) -> None:
   """Two inputs in one buffer can't be told apart in the captured kernels: refuse them at the capture."""
-  seen: dict[int, int] = {}
+  first: dict[int, int] = {}  # id of a buffer -> the first input in it
   for i, b in enumerate(bufs):
-    if id(b) in seen:
-      j = seen[id(b)]
+    if (j := first.setdefault(id(b), i)) != i:
       raise JitError(f"TinyJit: inputs {j} ({names[j]}) and {i} ({names[i]}) are (views of) the same buffer; "
                      "the capture needs a buffer of its own for each input (pass a .contiguous().realize() copy)")
-    seen[id(b)] = i
 
 @dataclass
 class _Trace:

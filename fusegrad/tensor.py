@@ -70,8 +70,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
-    elif type(data) is list and data and set(map(type, data)) <= _NUMBERS:  # flat, as below, quickly
-      dt = dtype or dtypes.from_py(data)
+    elif type(data) is list and data and (types := set(map(type, data))) <= _NUMBERS:  # flat, as below, quickly
+      dt = dtype or (dtypes.default_float if float in types and int not in types else dtypes.from_py(data))
       uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
@@ -90,7 +90,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     elif type(data).__module__.startswith("torch"):
       raise TypeError("Tensor: convert a torch tensor with .numpy() first")
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
-    if device is not None and uop.device is not None and uop.device != device: uop = uop.copy_to_device(device)
+    if isinstance(data, (UOp, Tensor)) and device is not None and uop.device is not None and uop.device != device:
+      uop = uop.copy_to_device(device)
     self._uop = uop
     if dtypes.is_float(uop.dtype): STATE.float_tensors.add(self)
     if requires_grad is not None: self.requires_grad = requires_grad
@@ -262,11 +263,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
 
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
-    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gathered on the first device
     chain, base = state.view_chain(u := self.uop)
     if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
       chain, base = state.view_chain(u := self.realize().uop)
-    if base.op is Ops.BUFFER and base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain):
+    if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
+    if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
       return base.arg  # already in order
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
@@ -410,6 +411,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
         raise ShapeError(f"assign: value of shape {x.shape} doesn't fit target of shape {self.shape}") from None
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     if self.numel() == 0: return self  # no elements: nothing to write
+    if self.uop.op is Ops.BITCAST:  # a write through a bitcast view goes into what it views, now
+      viewed = Tensor(self.uop.src[0])
+      return self.replace(viewed.assign(x.bitcast(viewed.dtype)).realize().bitcast(self.dtype))
     for hook in _assign_hooks: hook(self)
     if assign_window(self, x): return self  # a window at a Variable position: written through into its buffer
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
@@ -417,9 +421,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if not _writable(self.uop) or self.uop is x.uop:
       self.uop = x.uop
       return self
+    part = any(c.op is not Ops.RESHAPE for c in state.view_chain(self.uop)[0])  # a shrink, permute...: not all of it
     # spread over devices: one write per device now, each followed like a one-device write (see uop)
     self.uop = multi.lower(self.uop.assign(x.uop)) if isinstance(self.device, tuple) else self.uop.assign(x.uop)
-    return self
+    return self.realize() if part and not _assign_hooks else self  # now (unless traced): the whole is what is read
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
     if x.shape != self.shape: raise ShapeError(f"replace: shape {x.shape} != {self.shape}")
@@ -446,10 +451,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
            **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
-    if isinstance(fill_value, Tensor):
-      return fill_value.reshape((1,) * len(_shape_arg((shape,), "full"))).expand(_shape_arg((shape,), "full"))
-    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     shape = _shape_arg((shape,), "full")
+    if isinstance(fill_value, Tensor): return fill_value.reshape((1,) * len(shape)).expand(shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod
   def zeros(*shape: Any, **kwargs: Any) -> Tensor:
@@ -546,13 +550,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
       raise RuntimeError(f"setitem: this tensor of shape {self.shape} is an expanded view: its elements share memory")
-    if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad):
-      raise NotImplementedError("setitem: a tensor that requires grad can't be written into or written")
-    view, tensor_idx = basic_index(self, indices)
+    if self.requires_grad or getattr(v, "requires_grad", None): raise NotImplementedError("setitem with requires_grad")
+    target, tensor_idx = basic_index(self, indices)
     value = v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)
-    if tensor_idx: value = setitem_value(view, tensor_idx, value)  # tensor indices: all of view written, a few changed
-    if not state.is_realized(view.uop): raise RuntimeError("setitem: a Variable index can't say where to write")
-    target = Tensor(view.uop)  # a handle of its own: self's node is put aside during the write
+    if tensor_idx: value = setitem_value(target, tensor_idx, value)  # tensor indices: all of it written, a few changed
+    if not state.is_realized(target.uop): raise RuntimeError("setitem: a Variable index can't say where to write")
+    target = Tensor(target.uop)  # a handle of its own (self's node is put aside during the write), the view let go
     # self's old contents needn't be copied aside for the write (state.snapshot_before): a value read from self is
     # computed first, and self, which follows its storage, lets go of its old version node meanwhile
     chain, base = state.view_chain(self.uop)
@@ -663,7 +666,8 @@ def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType,
     return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
   buf = Buffer(device, prod(shape), dtype)
   if data: buf.copyin(memoryview(data))
-  return UOp(Ops.BUFFER, dtype, (), buf).reshape(shape)
+  ret = UOp(Ops.BUFFER, dtype, (), buf)
+  return ret if len(shape) == 1 else ret.reshape(shape)  # (a buffer's node has its shape already)
 
 def _node_in(t: Tensor, root: UOp, nodes: set[UOp] | None = None) -> UOp | None:
   """The node of t (now or before a realize) that appears in root's graph."""

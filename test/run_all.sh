@@ -18,6 +18,7 @@ python -m pytest -n 2 -q test
 # on an AVX-512 host, the CPU op tests again with AVX2 code (CPU_ISA): tiles sized for 16 registers instead of 32
 if python -c "import sys; from fusegrad.runtime.ops_cpu import host_isas; sys.exit('avx512' not in host_isas())"; then
   CPU_ISA=avx2 python -m pytest -n 2 -q test/test_ops.py test/test_ops_nn.py test/test_compile.py
+  CPU_ISA=avx2 python -m pytest -q test/test_ops_linalg.py -k "bigger_than_the_cache"
 fi
 DEV=PYTHON SPEC=1 python -m pytest -n 2 -q $OPS test/test_random.py test/test_nn.py test/test_optim.py
 if python -c "from fusegrad import Device; Device['CL']" 2>/dev/null; then

@@ -1,17 +1,22 @@
 """CPU_ISA and the machine model: each instruction set the host runs gets kernels whose register tiles fit its vector
-registers. For the MNIST step's convolutions (forward, both gradients) and a matmul, the heuristic's kernel compiled
-for the ISA has its tile within the machine model, computes with vector multiply-adds (SSE4: vector multiplies) and,
-compiled by clang for AVX2 or AVX-512, has no spill (stack reference of a vector register) in its hot loop."""
-import dataclasses, re, shutil, subprocess, tempfile
+registers. For the MNIST step's convolutions (forward, both gradients, from the step's schedule) and a 512 matmul,
+the heuristic's kernel compiled for the ISA has its tile within the machine model, computes with vector multiply-adds
+(SSE4: vector multiplies) and, compiled by clang for AVX2 or AVX-512, has no spill (stack reference of a vector
+register) in its hot loop."""
+import dataclasses, functools, re, shutil, subprocess, tempfile
 import pytest
-from fusegrad import Tensor, Device
-from fusegrad.helpers import Context
+from fusegrad import Tensor, Device, dtypes
+from fusegrad.nn.state import get_parameters
+from fusegrad.uop.ops import UOp, Ops
+from fusegrad.helpers import Context, ansistrip, prod
 from fusegrad.codegen import Kernel, get_program
+from fusegrad.codegen.kernel import range_size
 from fusegrad.codegen.fold import fold_reduces
 from fusegrad.codegen.heuristic import hand_coded_optimizations, _reduce_loads, tile_registers
 from fusegrad.codegen.lower import merge_axes, simplify_gated_loads
 from fusegrad.runtime import ops_cpu
 from fusegrad.runtime.ops_cpu import ClangCompiler, cpu_isa, cpu_machine, host_isas, find_c_compiler
+from examples.beautiful_mnist import Model
 
 pytestmark = pytest.mark.skipif(Device.DEFAULT != "CPU" or not host_isas(), reason="x86 CPU instruction sets")
 
@@ -29,18 +34,22 @@ def test_each_isa_has_its_flags_and_its_cache_key():
   if "avx2" in compilers: assert "-mno-avx512f" in compilers["avx2"].args
   if "avx512" in compilers: assert "-mprefer-vector-width=512" in compilers["avx512"].args
 
-def _mnist_kernels() -> list[tuple[str, object]]:
-  """(name, AST) of the biggest kernel of a 256 matmul and of each convolution of the MNIST model (forward, input
-  gradient, weight gradient), batch 512 as in its step (scheduled, never run)."""
+@functools.cache
+def _mnist_kernels() -> list[tuple[str, UOp]]:
+  """(name, AST) of the biggest kernel of a 512 matmul (one of the bench's sizes: b packed in panels, the wide tile)
+  and of the MNIST step's convolutions: its kernels of over 2e8 iterations (forward, input and weight gradients, split
+  reduces included), batch 512, from the step's own schedule (scheduled, never run)."""
   ren = Device["CPU"].renderer
-  def biggest(t: Tensor): return max(t.schedule(), key=lambda si: get_program(si.ast, ren).flops).ast
-  out = [("matmul", biggest(Tensor.empty(256, 256) @ Tensor.empty(256, 256)))]
-  for cin, cout, k, hw in ((32, 32, 5, 24), (32, 64, 3, 12)):
-    x, w = Tensor.empty(512, cin, hw, hw, requires_grad=True), Tensor.empty(cout, cin, k, k, requires_grad=True)
-    y = x.conv2d(w)
-    out.append((f"conv{cin}-{cout} forward", biggest(y)))
-    y.sum().backward()
-    out += [(f"conv{cin}-{cout} input grad", biggest(x.grad)), (f"conv{cin}-{cout} weight grad", biggest(w.grad))]
+  def biggest(t: Tensor) -> UOp: return max(t.schedule(), key=lambda si: get_program(si.ast, ren).flops).ast
+  out = [("matmul", biggest(Tensor.empty(512, 512) @ Tensor.empty(512, 512)))]
+  model = Model()
+  for p in get_parameters(model): p.replace(Tensor.empty(*p.shape, requires_grad=True))  # no init kernels
+  with Tensor.train():
+    loss = model(Tensor.empty(512, 1, 28, 28, dtype=dtypes.uint8)).sparse_categorical_crossentropy(
+      Tensor.empty(512, dtype=dtypes.int32)).backward()
+  for si in loss.schedule(*[p.grad for p in get_parameters(model) if p.grad is not None]):
+    if prod(range_size(u) for u in si.ast.toposort() if u.op is Ops.RANGE) > 2e8:
+      out.append((ansistrip(Kernel(si.ast, ren).name), si.ast))
   return out
 
 def hot_loop(lib: bytes) -> list[str]:
@@ -67,12 +76,13 @@ def test_mnist_kernels_fit_the_registers(isa):
   # clang's code only: gcc keeps a few operands on the stack; SSE4 (no FMA, two-operand multiplies) needs copies the
   # model counts roughly
   checks_spills = "clang" in ops_cpu.compiler_version(tuple(cc)).lower() and machine.fma_units > 0
+  assert len(_mnist_kernels()) >= 12  # the matmul, the first conv's forward and weight gradient, 3 of each other conv
   for name, ast in _mnist_kernels():
-    k = Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren)  # type: ignore[arg-type]
+    k = Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren)
     opts = hand_coded_optimizations(k)
     for o in opts: k.apply_opt(o)
     assert tile_registers(k, _reduce_loads(k)) <= machine.vector_registers, (name, opts)
-    p = get_program(ast, ren, opts)  # type: ignore[arg-type]
+    p = get_program(ast, ren, opts)
     loop = hot_loop(compiler.compile(p.src))
     vector_ops = [t for t in loop if re.match(r"vfmadd\d+ps" if isa != "sse4" else r"mulps", t)]
     assert vector_ops, f"{name} ({isa}): no vector multiply-adds in the hot loop:\n" + "\n".join(loop)

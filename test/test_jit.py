@@ -614,6 +614,13 @@ def test_error_views_of_one_buffer():
   t = realized(rand_np(2, 3, seed=0))
   with pytest.raises(JitError, match="same buffer"): jit(t[0], t[1])
 
+def test_first_call_is_a_warm_up_with_any_shapes():  # as tinygrad (its KV-cache test: a prompt, then one token)
+  jit = TinyJit(lambda a: (a * 2).sum(1).realize())
+  first, later = rand_np(2, 3, seed=0), [rand_np(2, 1, seed=i) for i in range(3)]
+  np.testing.assert_allclose(jit(realized(first)).numpy(), (first * 2).sum(1), rtol=1e-6)
+  for a in later: np.testing.assert_allclose(jit(realized(a)).numpy(), (a * 2).sum(1), rtol=1e-6)
+  with pytest.raises(JitError, match="inputs changed since the capture"): jit(realized(first))
+
 def test_error_jit_inside_jit():  # as tinygrad's test_jit_jit_error: the inner capture would be left out of the outer
   f = TinyJit(lambda t: t + 1)
   g = TinyJit(lambda t: f(t) * 3)

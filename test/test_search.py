@@ -89,7 +89,28 @@ def test_starts_from_the_heuristic_and_stops_early(fresh, monkeypatch, tmp_path)
     cache_reset()
     with Context(CACHEDB=str(tmp_path / f"{budget}.db")):  # an empty cache: searched again
       assert search.beam_search(k.copy(), 2).applied_opts == heuristic
-    assert timed[0] == (1 if min_time else 2)  # the heuristic's kernel (and the one without opts)
+    assert timed[0] == 1  # the heuristic's kernel only
+
+def test_a_lucky_candidate_is_timed_again_and_the_total_budget_ends_searches(fresh, monkeypatch, tmp_path):
+  """A candidate timed faster than the heuristic's once but slower when the two are timed again by turns doesn't win;
+  once the process's TOTAL is spent, kernels keep the heuristic's opts without timing anything, uncached."""
+  k = kernel(make("elementwise"))
+  heuristic = hand_coded_optimizations(k) + pick_compiler(k)
+  runs: dict[tuple, int] = {}
+  def lucky_once(r, *a, **kw):  # every candidate: 0.5 s on its first run, 2 s later; the heuristic's: 1 s
+    ident = tuple(r.p.applied_opts) if r is not None else ()
+    runs[ident] = runs.get(ident, 0) + 1
+    return 1.0 if list(ident) == heuristic else 0.5 if runs[ident] == 1 else 2.0
+  monkeypatch.setattr(search, "time_kernel", lucky_once)
+  monkeypatch.setattr(search, "TOTAL", [60.0])
+  assert search.beam_search(k.copy(), 2).applied_opts == heuristic
+  assert len(runs) > 1 and 0 < search.TOTAL[0] < 60.0  # candidates were timed; the search's time was counted
+  monkeypatch.setattr(search, "TOTAL", [0.0])
+  runs.clear()
+  cache_reset()
+  with Context(CACHEDB=str(tmp_path / "spent.db")):  # an empty cache: it would be searched again
+    assert search.beam_search(k.copy(), 2).applied_opts == heuristic and not runs
+    assert search._cached_opts(search.search_key(k, 2)) is None
 
 def test_heuristic_actions_are_candidates():
   """Every opt the heuristic applies (vector widths, upcasts, unrolls, threads, the compiler) is one BEAM tries."""

@@ -228,6 +228,27 @@ def test_assign_into_slice_view():
   m[2, ::-1].assign(Tensor.arange(4).float()).realize()
   assert m.tolist() == [[0, 1, 0, 0], [0, 2, 0, 0], [3, 2, 1, 0]]
 
+def test_assign_through_a_view_left_behind_writes_the_tensor_as_torch():  # no realize of the view: it is not kept
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  t, tt = Tensor(a).contiguous().realize(), torch.tensor(a)
+  t.shrink(((1, 3), (1, 3))).assign(Tensor.ones(2, 2))
+  tt[1:3, 1:3].copy_(torch.ones(2, 2))
+  t.permute(1, 0)[3].assign(Tensor([7.0, 8.0, 9.0]))
+  tt.t()[3].copy_(torch.tensor([7.0, 8.0, 9.0]))
+  s = t.sum()  # built between two writes: the value of then
+  t[::2, 0].assign(Tensor([-1.0, -2.0]))
+  tt[::2, 0].copy_(torch.tensor([-1.0, -2.0]))
+  np.testing.assert_equal(t.numpy(), tt.numpy())
+  assert s.item() == tt.sum().item() + 1 + 2 + 8  # -1, -2 were 0, 8
+
+def test_assign_through_a_bitcast_view_as_torch():  # torch: x.view(dtype) shares memory, copy_ writes through it
+  a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+  bits = np.array([4.0, 3.0], np.float32).view(np.int32)
+  t, tt = Tensor(a).realize(), torch.tensor(a)
+  t[1:3].bitcast(dtypes.int32).bitcast(dtypes.uint32).assign(Tensor(bits.view(np.uint32)))
+  tt[1:3].view(torch.int32).copy_(torch.tensor(bits))
+  np.testing.assert_equal(t.numpy(), tt.numpy())
+
 def test_assign_broadcast_and_cast():
   x = Tensor.zeros(2, 3).contiguous().realize()
   x.assign(5)

@@ -114,3 +114,9 @@ def test_random_ops_assigns_and_realizes_against_numpy(seed):
     for _ in range(25): model.step()
     model.check_all()
   except AssertionError as e: raise AssertionError(" ".join(model.log)) from e
+
+def test_contiguous_of_a_write_with_a_reader_of_the_old_value():  # tinygrad's test_assign_diamond_contiguous
+  a = Tensor.ones(4).contiguous().realize()
+  times_a = a * 3  # reads a before the write
+  a.assign(Tensor.full((4,), 2.0))
+  np.testing.assert_equal((a.contiguous() + times_a - 1).numpy(), np.full(4, 2.0 + 3.0 - 1.0))  # it read 1, not 2

@@ -327,20 +327,21 @@ def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: li
     reads[n] = read
   return becomes, reads, [(ast, [bufs[r] for r in refs]) for ast, refs in p.kernels]
 
-def plan_schedule(outs: list[UOp]) -> Schedule | tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]:
+def plan_schedule(outs: list[UOp], quick_only: bool = False) -> Any:
   """The quick path's result for outs (see quick_schedule) when their graph has a plan, else cached_schedule(outs)
-  (and a plan made from it for the next graph of the same key, where one can be). STATE.quick: key -> QuickPlan, or
-  None where that key's graphs go the general way."""
-  if not SCHEDULE_CACHE.value or STATE.capturing or (k := quick_key(outs)) is None:
-    return cached_schedule(outs)
+  (and a plan made from it for the next graph of the same key, where one can be), or with quick_only None. STATE.quick:
+  key -> QuickPlan, or None where that key's graphs go the general way."""
+  if not SCHEDULE_CACHE.value or STATE.captures or (k := quick_key(outs)) is None:
+    return None if quick_only else cached_schedule(outs)
   key, nodes, bufs = k
   quick = STATE.quick
-  if key in quick:
-    if (p := quick[key]) is None: return cached_schedule(outs)
+  if (p := quick.get(key, False)) is not False:  # (the key is hashed anew at each use: as few uses as can be)
+    if p is None: return None if quick_only else cached_schedule(outs)
     quick.move_to_end(key)
     CacheStats.hits += 1
     CacheStats.quick += 1
     return quick_schedule(p, outs, nodes, bufs)
+  if quick_only: return None
   sched = cached_schedule(outs)
   quick[key] = _quick_plan(sched, nodes, bufs)
   while len(quick) > max(SCHEDULE_CACHE.value, 0): quick.popitem(last=False)

@@ -124,7 +124,7 @@ class ExecItem:
     debug = DEBUG.value >= 2
     runner = self.runner
     et = runner(self.bufs, vv, wait=wait or debug)
-    if self.mem < 0: self.mem = sum(b.size * b.dtype.itemsize for b in self.bufs)
+    if self.mem < 0: self.mem = sum([b.size * b.dtype.itemsize for b in self.bufs])
     GlobalCounters.global_ops += runner.flops
     GlobalCounters.global_mem += self.mem
     if isinstance(runner, CompiledRunner): GlobalCounters.kernel_count += 1
@@ -155,7 +155,7 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
   for ast, bufs in kernels:
     runner, params = get_runner(bufs[0].device, ast, len(bufs))
     items.append(ExecItem(runner, bufs + params if params else bufs))
-  if any(ei.runner.prg is None for ei in items): compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
+  if None in [ei.runner.prg for ei in items]: compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
   return items
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
@@ -186,8 +186,8 @@ def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None
   times = []
   for ei in items:
     if STATE.captures: STATE.captures[-1].items.append(ei)
-    times.append(ei.run(var_vals, wait=bool(VIZ)))
-  if VIZ: viz_record("realize", items=[_viz_item(ei, et) for ei, et in zip(items, times)])
+    times.append(ei.run(var_vals, wait=bool(VIZ.value)))
+  if VIZ.value: viz_record("realize", items=[_viz_item(ei, et) for ei, et in zip(items, times)])
   if items and DEBUG.value >= 3: dprint(3, f"ran {len(items)} schedule items")  # (no f-string made otherwise)
 
 def _viz_item(ei: ExecItem, et: float | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from fusegrad.engine.state import STATE, MAY_FOLLOW
 def realize_all(tensors: Sequence[Any]) -> None:
   """Compute the tensors together (one schedule, so shared work is done once), with the index checks of their graphs.
   A tensor that computed the same value as another live tensor gets its own copy of it (state.claim_storage)."""
+  if len(tensors) == 1 and _realize_quick(tensors[0]): return
   if spread := [t for t in tensors if multi.needs_lowering(t._uop)]:
     _realize_multi(spread)
     tensors = [t for t in tensors if not any(t is m for m in spread)]
@@ -31,6 +32,13 @@ def realize_all(tensors: Sequence[Any]) -> None:
   if copies:
     for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
     realize_all(copies)
+
+def _realize_quick(t: Any) -> bool:
+  """realize_all([t]) for a lazy t whose graph has a quick plan (engine/cache.py: nothing in it is on several devices,
+  stored, copied or written), when nothing else must see the realize (hooks, index checks): realize_all's checks
+  skipped. False when not done."""
+  if (u := t._uop).op in MAY_FOLLOW or STATE.realize_hooks or STATE.index_checks: return False
+  return (plan := engine_cache.plan_schedule([u], quick_only=True)) is not None and not _run_quick([t], *plan)
 
 def resolve(t: Any, becomes: dict[UOp, UOp] | None = None) -> bool:
   """Point t at the buffer its value was computed into, if it was (becomes: what a schedule just computed, else look
@@ -68,27 +76,31 @@ def _realize(todo: list[Any]) -> list[Any]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage).
   Every kernel is compiled before anything is remembered: a compile error leaves every tensor as it was."""
   sched = engine_cache.plan_schedule([t.uop for t in todo])
-  if type(sched) is tuple:  # the quick path (engine/cache.py): kernels that write nothing older, no Schedule
-    becomes, reads, kernels = sched
-    items = engine_realize.lower_kernels(kernels)
-    state.remember(becomes, reads)
-    copies = []
-    for t in todo:
-      if (view := becomes.get(lazy := t._uop)) is not None and (buf := state.view_base(view).arg).owner is None:
-        t.uop = view  # a buffer the plan made: no other tensor's (what resolve does, quickly)
-        _remember_lazy_def(t, lazy)
-        state.own(buf, t)
-      elif not resolve(t, becomes): copies.append(t)
-  else:
-    assert isinstance(sched, engine_schedule.Schedule)
-    items = engine_realize.lower_schedule(sched.items)
-    state.remember(sched.becomes, sched.reads_input)
-    copies = [t for t in todo if not resolve(t, sched.becomes)]
-    overwritten = sched.overwritten
-    del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
-    def copy_aside(dest: Buffer, src: Buffer) -> Any:
-      return engine_realize.lower_schedule_item(engine_schedule.copy_item(dest, src))
-    items = state.snapshot_before(overwritten, items, copy_aside)
+  if type(sched) is tuple: return _run_quick(todo, *sched)  # (engine/cache.py) kernels that write nothing older
+  assert isinstance(sched, engine_schedule.Schedule)
+  items = engine_realize.lower_schedule(sched.items)
+  state.remember(sched.becomes, sched.reads_input)
+  copies = [t for t in todo if not resolve(t, sched.becomes)]
+  overwritten = sched.overwritten
+  del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
+  def copy_aside(dest: Buffer, src: Buffer) -> Any:
+    return engine_realize.lower_schedule_item(engine_schedule.copy_item(dest, src))
+  return _run(state.snapshot_before(overwritten, items, copy_aside), copies)
+
+def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool], kernels: list) -> list[Any]:
+  """_realize's quick path: a plan's kernels (engine/cache.py quick_schedule), no Schedule."""
+  items = engine_realize.lower_kernels(kernels)
+  state.remember(becomes, reads)
+  copies = []
+  for t in todo:
+    if (view := becomes.get(lazy := t._uop)) is not None and (buf := state.view_base(view).arg).owner is None:
+      t.uop = view  # a buffer the plan made: no other tensor's (what resolve does, quickly)
+      _remember_lazy_def(t, lazy)
+      state.own(buf, t)
+    elif not resolve(t, becomes): copies.append(t)
+  return _run(items, copies)
+
+def _run(items: list, copies: list[Any]) -> list[Any]:
   try: engine_realize.run_exec_items(items)
   except Exception:
     state.forget({ei.bufs[0] for ei in items})

@@ -418,7 +418,8 @@ def schedule_graph(g: Graph) -> Schedule:
       steps.extend(_assign_steps(n, target, becomes, g.holes))
       becomes[n] = steps[-1].writes = state.new_version(target)
       newer[view_base(target).arg] = view_base(becomes[n])
-    elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)):
+    elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)) and \
+         view_base(src).arg not in newer:  # (a buffer this schedule writes: a copy, ordered after the write)
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
     else:
       buf = Buffer(n.device or "CPU", n.size, n.dtype)
@@ -513,9 +514,24 @@ def _order(steps: list[_Step], scheduled: set[UOp], becomes: dict[UOp, UOp]) -> 
         done[i] = True
         order.append(i)
       else: stack.extend([(i, True)] + [(d, False) for d in sorted(deps[i], reverse=True) if not done[d]])
+  if len({st.item.bufs[0].device for st in steps}) > 1: order = _by_level(steps, order, deps)
   position = {i: k for k, i in enumerate(order)}
   assert all(position[d] < position[i] for i in order for d in deps[i]), "the schedule's dependencies have a cycle"
   return [steps[i] for i in order]
+
+def _by_level(steps: list[_Step], order: list[int], deps: list[set[int]]) -> list[int]:
+  """order re-sorted by each step's depth, stably, for steps on several devices (whose queues run at once): depth first,
+  a device's part of a reduce came whole before the copy to the next device, and so in that device's queue before its
+  own part: the workers took turns. A step stays after those before it that write what it reads or read what it
+  writes (a read through a node that became another node's buffer is not in deps)."""
+  level: dict[int, int] = {}
+  written, read = dict[Buffer, int](), dict[Buffer, int]()  # the level of the last write into / read of each buffer
+  for i in order:
+    out, *ins = steps[i].item.bufs
+    level[i] = 1 + max([level[d] for d in deps[i]] + [written.get(b, 0) for b in (out, *ins)] + [read.get(out, 0)])
+    written[out] = level[i]
+    read.update((b, max(read.get(b, 0), level[i])) for b in ins)
+  return sorted(order, key=level.__getitem__)
 
 def _all_deps(i: int, deps: list[set[int]]) -> set[int]:
   seen, stack = set(), list(deps[i])

@@ -1,5 +1,6 @@
 """Linear algebra composed from matmuls and elementwise ops: QR, SVD, Newton-Schulz (docs/developer/tensor.md)."""
 from __future__ import annotations
+import itertools
 from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes, least_upper_float
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError
@@ -121,10 +122,7 @@ class LinalgMixin:
     x = self.transpose(-1, -2) if tall else self
     x = x / (x.square().sum((-2, -1), keepdim=True).sqrt() + eps)
     for _ in range(steps):
-      gram = power = x @ x.transpose(-1, -2)
-      poly = params[1] * gram
-      for p in params[2:]:
-        power = power @ gram
-        poly = poly + p * power
-      x = params[0] * x + poly @ x
+      gram = x @ x.transpose(-1, -2)
+      powers = list(itertools.accumulate([gram] * (len(params) - 1), lambda a, g: a @ g))  # A, A A, A A A ...
+      x = params[0] * x + sum((p * a for p, a in zip(params[2:], powers[1:])), params[1] * gram) @ x
     return x.transpose(-1, -2) if tall else x

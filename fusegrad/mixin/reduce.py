@@ -98,8 +98,8 @@ class ReduceMixin:
     if unbiased is not None: correction = int(unbiased)
     self._axes(axis, "var")
     squares = (self - self.mean(axis, keepdim=True)).square()
-    n = self.numel() // max(squares.sum(axis, keepdim=keepdim).numel(), 1)
     total = squares.sum(axis, keepdim)
+    n = self.numel() // max(total.numel(), 1)
     return total / max(n - correction, 0)  # as torch: inf (or nan for 0/0) when correction leaves nothing
   def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
           unbiased: bool | None = None) -> Tensor:

@@ -316,26 +316,16 @@ def _reducer(fn: Callable[[Tensor, Any, bool], Tensor], keep_dtype: bool = True)
     ret = _reduce(x, axes, keepdims, noop_with_empty_axes, fn)
     return ret.cast(x.dtype) if keep_dtype else ret
   return reduce
-def _empty_ok(fn: Callable, empty: str) -> Callable[[Tensor, Any, bool], Tensor]:
-  """A max/min reduction that gives the dtype's lowest ("min") or highest ("max") value over zero elements."""
-  def red(x: Tensor, ax: Any, k: bool) -> Tensor:
-    if x.numel() == 0:
-      shape = [1 if i in ax else s for i, s in enumerate(x.shape)] if k else \
-        [s for i, s in enumerate(x.shape) if i not in ax]
-      value = dtypes.min(x.dtype) if empty == "min" else dtypes.max(x.dtype)
-      return Tensor.full(shape, value, dtype=x.dtype)
-    return fn(x, ax, k)
-  return red
 OPS["ReduceSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k))
 OPS["ReduceMean"] = _reducer(lambda x, a, k: x.mean(a, keepdim=k))
-OPS["ReduceMax"] = _reducer(_empty_ok(lambda x, a, k: x.max(a, keepdim=k), "min"))
-OPS["ReduceMin"] = _reducer(_empty_ok(lambda x, a, k: x.min(a, keepdim=k), "max"))
+OPS["ReduceMax"] = _reducer(lambda x, a, k: x.max(a, keepdim=k))  # over nothing: the lowest value, as ONNX
+OPS["ReduceMin"] = _reducer(lambda x, a, k: x.min(a, keepdim=k))  # over nothing: the highest value
 OPS["ReduceProd"] = _reducer(lambda x, a, k: x.prod(a, keepdim=k))
 OPS["ReduceL1"] = _reducer(lambda x, a, k: x.abs().sum(a, keepdim=k))
 OPS["ReduceL2"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k).sqrt())
 OPS["ReduceSumSquare"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k))
 OPS["ReduceLogSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k).log())
-OPS["ReduceLogSumExp"] = _reducer(_empty_ok(lambda x, a, k: x.logsumexp(a, keepdim=k), "min"))
+OPS["ReduceLogSumExp"] = _reducer(lambda x, a, k: x.logsumexp(a, keepdim=k))
 
 # *** softmax family ***
 def _softmax_like(x: Tensor, axis: int | None, opset: int, fn: Callable[[Tensor, int], Tensor]) -> Tensor:

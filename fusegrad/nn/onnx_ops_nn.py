@@ -310,14 +310,13 @@ def GRU(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens:
         layout: int = 0, linear_before_reset: int = 0) -> tuple:
   f = _acts(activations, ["Sigmoid", "Tanh"], activation_alpha, activation_beta, w.shape[0])
   def cell(d: int, xw: Tensor, st: list[Tensor], rr: Tensor, rb: Tensor) -> list[Tensor]:
-    h, hid = st[0], st[0].shape[-1]
+    h = st[0]
     xz, xr, xh = xw.chunk(3, -1)
     rz, rr_, rh = rr.chunk(3, 0)
     bz, br, bh = rb.chunk(3, -1)
     z, rg = f[2 * d](xz + h.matmul(rz.T) + bz), f[2 * d](xr + h.matmul(rr_.T) + br)
     if linear_before_reset: ht = f[2 * d + 1](xh + rg * (h.matmul(rh.T) + bh))
     else: ht = f[2 * d + 1](xh + (rg * h).matmul(rh.T) + bh)
-    del hid
     return [(1 - z) * ht + z * h]
   return _recurrent(x, w, r, b, sequence_lens, [initial_h], direction, layout, 3, cell)
 
@@ -339,8 +338,8 @@ def LSTM(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens
   return _recurrent(x, w, r, b, sequence_lens, [initial_h, initial_c], direction, layout, 4, cell)
 
 # *** losses ***
-def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int | None, reduction: str) -> Tensor:
-  c = logp.shape[1]
+def NegativeLogLikelihoodLoss(logp: Tensor, target: Tensor, weight: Tensor | None = None,
+                              ignore_index: int | None = None, reduction: str = "mean") -> Tensor:
   t = target.cast(dtypes.int32)
   keep = (t != ignore_index) if ignore_index is not None else Tensor.ones(*t.shape, dtype=dtypes.bool)
   safe = keep.where(t, 0)
@@ -348,17 +347,13 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int 
   w = weight.gather(0, safe.reshape(-1)).reshape(safe.shape) if weight is not None else Tensor.ones(*t.shape)
   w = keep.where(w.cast(logp.dtype), 0)
   loss = picked * w
-  del c
   if reduction == "none": return loss
   if reduction == "sum": return loss.sum()
   return loss.sum() / w.sum()
-def NegativeLogLikelihoodLoss(x: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
-                              reduction: str = "mean") -> Tensor:
-  return _nll(x, target, weight, ignore_index, reduction)
 def SoftmaxCrossEntropyLoss(scores: Tensor, labels: Tensor, weights: Tensor | None = None,
                             ignore_index: int | None = None, reduction: str = "mean", n_outputs: int = 1) -> Any:
   logp = scores.log_softmax(1)
-  loss = _nll(logp, labels, weights, ignore_index, reduction)
+  loss = NegativeLogLikelihoodLoss(logp, labels, weights, ignore_index, reduction)
   return loss if n_outputs == 1 else (loss, logp)
 
 # *** quantization ***

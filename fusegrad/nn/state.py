@@ -72,13 +72,7 @@ def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> di
 def get_parameters(obj: Any) -> list[Tensor]:
   """Every Tensor reachable from obj (see get_state_dict), each once, in a stable order:
   `SGD(get_parameters(model))`."""
-  seen: set[int] = set()
-  ret = []
-  for t in get_state_dict(obj).values():
-    if id(t) not in seen:
-      seen.add(id(t))
-      ret.append(t)
-  return ret
+  return list({id(t): t for t in get_state_dict(obj).values()}.values())  # a tensor under two names: once
 
 class StateDictError(RuntimeError, KeyError, ValueError):
   """load_state_dict found missing or unexpected keys or wrong shapes. It is a RuntimeError like torch's error, and a

@@ -358,8 +358,6 @@ class ClangRenderer(CStyleLanguage):
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
     t, f = self.render_dtype(dt), self.render_dtype(from_dt)
     return f"({{union {{ {f} a; {t} b; }} u_; u_.a = ({f})({x}); u_.b;}})"
-  def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
-    return "\n".join(prelude + [f"void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
   def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
                          inner: list[str]) -> tuple[list[str], list[str]]:
     """An OpenMP loop calling the body in a function of its own: there the pointers stay `restrict` and the compiler

@@ -57,15 +57,13 @@ class Worker:
 
 _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
 
-def _copy_when_ready(ready: threading.Event, copied: threading.Event, dest: int, src: int, nbytes: int) -> None:
-  try:
-    ready.wait()
-    ctypes.memmove(dest, src, nbytes)
-  finally: copied.set()
+def _snapshot(ready: threading.Event, staging: int, src: int, nbytes: int) -> None:
+  try: ctypes.memmove(staging, src, nbytes)
+  finally: ready.set()
 
-def _hold_until_copied(ready: threading.Event, copied: threading.Event) -> None:
-  ready.set()
-  copied.wait()
+def _copy_when_ready(ready: threading.Event, dest: int, staging: int, nbytes: int) -> None:
+  ready.wait()
+  ctypes.memmove(dest, staging, nbytes)
 
 class CPUAllocator(Allocator):
   """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
@@ -96,15 +94,17 @@ class CPUAllocator(Allocator):
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def queue_copy(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int) -> bool:
     """Copy src (on this CPU device or another) into dest in order with both devices' kernels, the host not waiting:
-    dest's worker copies once src's worker has run the kernels queued before, and src's worker goes on once the copy
-    is done (its next kernel may overwrite src). False (nothing done) where a device has no worker."""
+    src's worker copies src into a staging buffer once it has run the kernels queued before (its next kernel may
+    overwrite src) and goes on, and dest's worker copies that into dest once it is there. Only dest's worker waits, and
+    only for src's data (a rendezvous of the two, src's worker held until dest's copied, stalled both about a third
+    of a data-parallel MNIST step). False (nothing done) where a device has no worker."""
     other = getattr(src_allocator, "worker", None)
     if self.worker is None or not isinstance(other, Worker): return False
     if other is self.worker: self.worker.launch(ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
     else:
-      ready, copied = threading.Event(), threading.Event()
-      other.launch(_hold_until_copied, (ready, copied), ())
-      self.worker.launch(_copy_when_ready, (ready, copied, dest.addr, src.addr, nbytes), (dest, src))
+      ready, staging = threading.Event(), self.alloc(nbytes)
+      other.launch(_snapshot, (ready, staging.addr, src.addr, nbytes), (src, staging))
+      self.worker.launch(_copy_when_ready, (ready, dest.addr, staging.addr, nbytes), (dest, staging))
     return True
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if self.worker is not None: self.worker.sync()

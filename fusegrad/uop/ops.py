@@ -1,6 +1,6 @@
 """The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed (docs/developer/README.md)."""
 from __future__ import annotations
-import itertools, math, re, struct, weakref
+import functools, itertools, math, re, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Sequence
 from fusegrad.dtype import DType, dtypes
@@ -66,17 +66,17 @@ def _arg_key(arg: Any) -> Any:
   if type(arg) is float: return ("f", _pack_d(arg))
   return arg
 
-def _uninterned(ref: weakref.KeyedRef) -> None:
+def _uninterned(key: tuple, ref: weakref.ReferenceType) -> None:
   if UOp is None: return  # interpreter shutdown: the module's globals are gone, and so is the table
-  if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
+  if UOp._interned.get(key) is ref: del UOp._interned[key]
 
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
-_shaped_consts: dict[tuple, UOp] = {}  # (dtype, value key, shape, device) -> the broadcast constant (UOp.const)
+_consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) -> the constant made (UOp.const)
 
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
   __slots__ = ("op", "dtype", "src", "arg", "_cache", "__weakref__")
-  _interned: dict[tuple, weakref.KeyedRef] = {}  # key -> the node, weakly (a dead node's entry goes: _uninterned)
+  _interned: dict[tuple, weakref.ReferenceType] = {}  # key -> the node, weakly (a dead node's entry goes: _uninterned)
   op: Ops
   dtype: DType
   src: tuple[UOp, ...]
@@ -88,7 +88,7 @@ class UOp:
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
-    new = weakref.KeyedRef(ret, _uninterned, key)
+    new = weakref.ref(ret, functools.partial(_uninterned, key))  # (a KeyedRef is 2 Python calls: 2.4x slower)
     if (ref := UOp._interned.setdefault(key, new)) is not new:  # another thread made it meanwhile: one node stays
       if (other := ref()) is not None: return other
       UOp._interned[key] = new
@@ -157,13 +157,15 @@ class UOp:
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
     """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
-    val = dtypes.as_const(val, dtype)
-    if shape is not None and (ret := _shaped_consts.get(key := (dtype, _arg_key(val), tuple(shape), device))):
-      return ret  # the 4 nodes of a tensor constant (Tensor + 1 makes one), kept for the next use
-    ret = UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), val)
-    if shape is None: return ret
-    if len(_shaped_consts) >= 256: _shaped_consts.clear()
-    ret = _shaped_consts[key] = ret.reshape((1,) * len(shape)).expand(shape)
+    # kept for the next use, by the Python number given (converting it is most of the cost; a tensor constant, as
+    # Tensor + 1 makes, is 4 nodes)
+    key = (dtype, type(val), _arg_key(val), None if shape is None else tuple(shape), device)
+    if type(val) in (int, float, bool) and (ret := _consts.get(key)) is not None: return ret
+    ret = UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), dtypes.as_const(val, dtype))
+    if shape is not None: ret = ret.reshape((1,) * len(shape)).expand(shape)
+    if type(val) in (int, float, bool):
+      if len(_consts) >= 4096: _consts.clear()
+      _consts[key] = ret
     return ret
   def const_like(self, val: Any) -> UOp:
     """A constant of this node's dtype (and, for tensor-graph nodes, its shape and device)."""
@@ -306,13 +308,15 @@ class UOp:
 def derived(u: UOp, key: str, fn: Callable[[UOp], Any]) -> Any:
   """fn(u), computed once and kept in u._cache[key]. fn may ask the same of u's sources: those without it get it first,
   sources before users, so a deep graph needs no deep recursion (where fn fails, fn(u) fails or doesn't need it)."""
-  if (ret := u._cache.get(key, _MISSING)) is not _MISSING: return ret
-  if any(key not in s._cache for s in u.src):
-    for n in u.toposort(gate=lambda n: key not in n._cache)[:-1]:
-      if key not in n._cache:
-        try: n._cache[key] = fn(n)
-        except Exception: pass
-  ret = u._cache[key] = fn(u)
+  if (ret := (cache := u._cache).get(key, _MISSING)) is not _MISSING: return ret
+  for s in u.src:  # (a loop, not any(): this runs for every node made)
+    if key not in s._cache:
+      for n in u.toposort(gate=lambda n: key not in n._cache)[:-1]:
+        if key not in n._cache:
+          try: n._cache[key] = fn(n)
+          except Exception: pass
+      break
+  ret = cache[key] = fn(u)
   return ret
 _MISSING = object()
 
@@ -342,6 +346,7 @@ def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index)
 
 # *** shape inference for the lazy graph ***
 def _infer_shape(u: UOp) -> tuple[int, ...]:
+  if u.op in GroupOp.ALU: return u.src[0].shape  # (the most common, first)
   if u.op is Ops.BUFFER: return (u.arg.size,)
   if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE) or u.op in _KERNEL_OPS: return ()  # scalars
   if u.op in (Ops.RESHAPE, Ops.EXPAND): return u.arg
@@ -366,7 +371,9 @@ def _infer_device(u: UOp) -> str | None:
   if u.op is Ops.BUFFER: return u.arg.device
   if u.op is Ops.MULTI: return tuple(s.device for s in u.src)  # type: ignore[return-value]
   if u.op in _KERNEL_OPS: return None
-  return next((d for s in u.src if (d := s.device) is not None), None)
+  for s in u.src:
+    if (d := s.device) is not None: return d
+  return None
 
 # *** value bounds, for the simplifier ***
 def _min_max(u: UOp) -> tuple[Any, Any]:
