@@ -8,7 +8,7 @@ devices of one process (a sum over the sharded axis, the ring of copies in fuseg
 import os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np
-from fusegrad import Tensor, TinyJit
+from fusegrad import Tensor, TinyJit, Device
 from fusegrad.helpers import getenv
 
 REPEATS, MAX_MB = getenv("REPEATS", 5), getenv("MAX_MB", 64)
@@ -45,8 +45,11 @@ def devices(n: int) -> None:
   for size in SIZES:
     x = Tensor.ones(n, size // 4).contiguous().shard(devs, axis=0).realize()
     step = TinyJit(lambda x: x.sum(0).realize())  # replays the kernels and copies (a realized sum isn't computed again)
-    for _ in range(3): step(x)
-    t = best(lambda: step(x))
+    def run() -> None:
+      step(x)
+      for d in devs: Device[d].synchronize()  # each device's worker is done (step() only queues the launches)
+    for _ in range(3): run()
+    t = best(run)
     print(f"{size:10d} {t * 1e6:8.0f}us {2 * (n - 1) / n * size / t / 1e9:8.3f}")
 
 if __name__ == "__main__":

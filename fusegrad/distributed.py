@@ -142,8 +142,7 @@ def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) ->
     for p, g in zip(bucket, flat.split([p.numel() for p in bucket])): p.grad = g.reshape(p.shape).cast(p.dtype)
 
 def _summed(t: Tensor) -> Tensor:
-  """t summed across ranks, with a gradient: every rank's loss depends on the sum, so the gradient of a rank's share is
-  the sum of every rank's gradient of the sum (all-reduced inside backward())."""
+  """t summed across ranks; the gradient of each rank's share is every rank's gradient of the sum, all-reduced."""
   total = all_reduce(t.detach().contiguous().realize())
   return Tensor(with_rule((total + (t - t.detach())).uop, (t.uop,),
                           lambda g, n, t: (all_reduce(Tensor(g).contiguous().realize()).uop,)))
@@ -155,8 +154,7 @@ class SyncBatchNorm(nn.BatchNorm):
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     mean, var = super().calc_stats(x)
     if not _is_training(): return mean, var  # eval without running statistics: each rank's own (as torch)
-    n = x.numel() // x.shape[1]
-    total = _summed(Tensor.stack(mean * n, (var + mean.square()) * n, mean.detach().full_like(n)).float())
+    total = _summed(Tensor.stack(mean, var + mean.square(), mean.ones_like()).float() * (x.numel() // x.shape[1]))
     self._count, mean = total[2], total[0] / total[2]
     return mean, total[1] / total[2] - mean.square()
   def _update_running_stats(self, mean: Tensor, var: Tensor, n: int | Tensor) -> None:

@@ -71,7 +71,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
     elif type(data) is list and data and (types := set(map(type, data))) <= _NUMBERS:  # flat, as below, quickly
-      dt = dtype or (dtypes.default_float if float in types and int not in types else dtypes.from_py(data))
+      # a float among numbers int64 holds: the default float (dtypes.from_py's rule, without a walk per element)
+      quick = float in types and -2 ** 63 <= min(data) and max(data) < 2 ** 63
+      dt = dtype or (dtypes.default_float if quick else dtypes.from_py(data))
       uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)

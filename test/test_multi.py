@@ -184,6 +184,16 @@ def test_jit_replays_multi_device_step(devices):
   np.testing.assert_allclose(np.stack(got), np.stack(want))
   np.testing.assert_allclose(got_w, want_w)
 
+def test_devices_compute_their_parts_before_the_copies():
+  """In a reduce across devices (a ring of three) each device computes its part before the copies between them (in
+  depth-first order a device's part came after the copy into it, and CPU workers took turns); the sum is still right."""
+  devices, x = ("PYTHON:1", "PYTHON:2", "PYTHON:3"), rand(6, 6)
+  step = TinyJit(lambda t: (t.exp() * 2).sum(0).realize())
+  for _ in range(3): out = step(Tensor(x).shard(devices, 0).realize())
+  np.testing.assert_allclose(out.numpy(), (np.exp(x) * 2).sum(0), rtol=1e-5)
+  first_copy = next(i for i, ei in enumerate(step.jit_cache) if "copy" in ei.runner.name)
+  assert {ei.bufs[0].device for ei in step.jit_cache[:first_copy]} == set(devices)
+
 def test_debug_shows_each_kernels_device(capsys):
   devices = DEVICE_SETS[1]
   with Context(DEBUG=2): (Tensor([1.0, 2.0]).shard(devices, 0) + 1).realize()

@@ -68,6 +68,9 @@ def all_reduce(parts: tuple[UOp, ...], op: Ops) -> tuple[UOp, ...]:
   so device i ends with the whole of chunk i+1; n-1 more steps pass the finished chunks round (all-gather)."""
   n, shape, devices = len(parts), parts[0].shape, [_device(p) for p in parts]
   if n == 1: return parts
+  if n == 2:  # each sends its whole part: the ring's bytes in one round, not two (the same sum on both, in one order)
+    return tuple(parts[0].copy_to_device(d).alu(op, parts[1]) if i else parts[0].alu(op, parts[1].copy_to_device(d))
+                 for i, d in enumerate(devices))
   size = prod(shape)
   c = -(-size // n)
   flat = [p.reshape((size,)).pad(((0, c * n - size),)) for p in parts]

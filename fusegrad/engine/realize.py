@@ -168,7 +168,9 @@ def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   try:
     for si in schedule:
       items.append(ei := lower_schedule_item(si))
-      if (key := batch_add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])):
+      # (not beside a BEAM search, whose candidates are compiled and timed on the same cores)
+      if (key := batch_add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])) \
+         and BEAM < 1:
         started += batch_start(key, todo.pop(key))
   except BaseException:
     with contextlib.suppress(Exception): batch_load(started)  # reap the compiler processes, keep the first error

@@ -520,10 +520,8 @@ def _order(steps: list[_Step], scheduled: set[UOp], becomes: dict[UOp, UOp]) -> 
   return [steps[i] for i in order]
 
 def _by_level(steps: list[_Step], order: list[int], deps: list[set[int]]) -> list[int]:
-  """order re-sorted by each step's depth, stably, for steps on several devices (whose queues run at once): depth first,
-  a device's part of a reduce came whole before the copy to the next device, and so in that device's queue before its
-  own part: the workers took turns. A step stays after those before it that write what it reads or read what it
-  writes (a read through a node that became another node's buffer is not in deps)."""
+  """order re-sorted by depth (stably) for steps on several devices, so each computes its part of a reduce before
+  the copy into it waits. A step stays after those that write what it reads or read what it writes before it."""
   level: dict[int, int] = {}
   written, read = dict[Buffer, int](), dict[Buffer, int]()  # the level of the last write into / read of each buffer
   for i in order:

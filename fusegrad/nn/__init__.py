@@ -91,9 +91,10 @@ class Conv2d(_ConvNd):
   Weight and bias are initialized uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels // groups * prod(k).
 
   `Conv2d(1, 2, 3, padding=1)(Tensor.ones(1, 1, 5, 5)).shape` is (1, 2, 5, 5)."""
+  _spatial_dims = 2  # the spatial axes an int kernel_size stands for (a tuple gives its own count)
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros"):
-    super().__init__(self._spatial_dims(), kernel_size, stride, padding, dilation, groups, in_channels, out_channels)
+    super().__init__(self._spatial_dims, kernel_size, stride, padding, dilation, groups, in_channels, out_channels)
     if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
       raise ValueError(f"{type(self).__name__}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
                        f"not {padding_mode!r}")
@@ -106,9 +107,6 @@ class Conv2d(_ConvNd):
     bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
     self.weight = _uniform_param((out_channels, in_channels // groups, *self.kernel_size), bound)
     self.bias = _uniform_param((out_channels,), bound) if bias else None
-
-  @staticmethod
-  def _spatial_dims() -> int: return 2
 
   def __call__(self, x: Tensor) -> Tensor:
     if self.padding_mode == "zeros":
@@ -132,8 +130,7 @@ class Conv1d(Conv2d):
   (out_channels, in_channels // groups, kernel_size). Same arguments and initialization as Conv2d.
 
   `Conv1d(2, 4, 3)(Tensor.ones(1, 2, 8)).shape` is (1, 4, 6)."""
-  @staticmethod
-  def _spatial_dims() -> int: return 1
+  _spatial_dims = 1
 
 class ConvTranspose2d(_ConvNd):
   """2-d transposed convolution (torch.nn.ConvTranspose2d); weight is (in_channels, out_channels // groups,
@@ -142,17 +139,15 @@ class ConvTranspose2d(_ConvNd):
   Initialization as torch: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = out_channels // groups * prod(k).
 
   `ConvTranspose2d(1, 1, 2, stride=2)(Tensor.ones(1, 1, 3, 3)).shape` is (1, 1, 6, 6)."""
+  _spatial_dims = 2  # the spatial axes an int kernel_size stands for (a tuple gives its own count)
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                padding: Any = 0, output_padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True):
-    super().__init__(self._spatial_dims(), kernel_size, stride, padding, dilation, groups, in_channels, out_channels)
+    super().__init__(self._spatial_dims, kernel_size, stride, padding, dilation, groups, in_channels, out_channels)
     self.output_padding = output_padding
     fan_in = out_channels // groups * prod(self.kernel_size)
     bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
     self.weight = _uniform_param((in_channels, out_channels // groups, *self.kernel_size), bound)
     self.bias = _uniform_param((out_channels,), bound) if bias else None
-
-  @staticmethod
-  def _spatial_dims() -> int: return 2
 
   def __call__(self, x: Tensor, output_size: tuple[int, ...] | list[int] | None = None) -> Tensor:
     output_padding = self.output_padding if output_size is None else self._padding_for(x, output_size)
@@ -177,8 +172,7 @@ class ConvTranspose1d(ConvTranspose2d):
   (in_channels, out_channels // groups, kernel_size). Same arguments and initialization as ConvTranspose2d.
 
   `ConvTranspose1d(2, 3, 3)(Tensor.ones(1, 2, 4)).shape` is (1, 3, 6)."""
-  @staticmethod
-  def _spatial_dims() -> int: return 1
+  _spatial_dims = 1
 
 # *** normalization ***
 class BatchNorm:

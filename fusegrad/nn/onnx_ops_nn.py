@@ -9,8 +9,8 @@ from fusegrad.dtype import dtypes
 from fusegrad.nn.onnx_ops import OPS, Seq, register_ops, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather
 
 # *** convolution and pooling ***
-def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int], pads: Any, auto_pad: str,
-          ceil_mode: int = 0) -> list[tuple[int, int]]:
+def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int], pads: Any,
+          auto_pad: str) -> list[tuple[int, int]]:
   """(before, after) per spatial axis from ONNX pads [b1, b2, .., e1, e2, ..] or auto_pad."""
   n = len(kernel)
   if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -24,20 +24,20 @@ def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int]
   p = _ints(pads)
   return [(p[i], p[i + n]) for i in range(n)]
 
-def _conv_args(x: Tensor, w_shape: tuple, kernel_shape: Any, strides: Any, dilations: Any) -> tuple:
+def _conv_args(w_shape: tuple, kernel_shape: Any, strides: Any, dilations: Any) -> tuple:
   n = len(w_shape) - 2
   k = _ints(kernel_shape) or list(w_shape[2:])
   return k, _ints(strides) or [1] * n, _ints(dilations) or [1] * n
 
 def Conv(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
          kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
-  k, s, d = _conv_args(x, w.shape, kernel_shape, strides, dilations)
+  k, s, d = _conv_args(w.shape, kernel_shape, strides, dilations)
   return x.conv2d(w, b, groups=group, stride=s, dilation=d, padding=_pads(x, k, s, d, pads, auto_pad))
 
 def ConvTranspose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None,
                   group: int = 1, kernel_shape: Any = None, output_padding: Any = None, output_shape: Any = None,
                   pads: Any = None, strides: Any = None) -> Tensor:
-  k, s, d = _conv_args(x, w.shape, kernel_shape, strides, dilations)
+  k, s, d = _conv_args(w.shape, kernel_shape, strides, dilations)
   n = len(k)
   op_ = _ints(output_padding) or [0] * n
   if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):

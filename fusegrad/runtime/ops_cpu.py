@@ -13,19 +13,14 @@ class CPUBuffer:
   __slots__ = ("raw", "addr", "nbytes")
   def __init__(self, raw: Any, addr: int, nbytes: int): self.raw, self.addr, self.nbytes = raw, addr, nbytes
 
-HUGE_PAGES_FROM = 1 << 26  # bytes: buffers this big are mapped in huge pages
-
 def _big_mapping(nbytes: int) -> mmap.mmap:
-  """Private anonymous memory; buffers of HUGE_PAGES_FROM bytes and more in 2 MB pages where the OS allows (transparent
-  huge pages): fewer TLB misses when a kernel streams them (64 MB: softmax 12.3 -> 10 ms, `(a*b+c).relu()` 24.6 -> 29
-  GB/s) and one fault per 2 MB. Smaller ones stay in 4 KB pages: the MNIST step (buffers up to 38 MB) runs as fast
-  without, and a fresh huge page can cost far more to fault in (the OS zeroes 2 MB that, in a VM, the host may have
-  to back first): its first step spent 2-2.5 s of system time faulting them in right after the compilers exited,
-  0.2 s with 4 KB pages."""
-  m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) if hasattr(mmap, "MAP_ANONYMOUS") else \
-    mmap.mmap(-1, nbytes)
-  if nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"): m.madvise(mmap.MADV_HUGEPAGE)
-  return m
+  """Private anonymous memory in 4 KB pages. Transparent huge pages (MADV_HUGEPAGE) made kernels streaming 64 MB
+  faster (softmax 12.3 -> 10 ms, `(a*b+c).relu()` 24.6 -> 29 GB/s), but a fresh huge page can cost far more to fault in
+  (the OS zeroes 2 MB that, in a VM, the host may have to back first): the README job's first evaluation (10,000
+  images, buffers up to 737 MB) spent 6.7-10.4 s of system time on it against 0.4-0.5 s in 4 KB pages, and its later
+  runs were no faster (2.3-2.4 s of CPU either way)."""
+  if not hasattr(mmap, "MAP_ANONYMOUS"): return mmap.mmap(-1, nbytes)
+  return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 class Worker:
   """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
@@ -57,13 +52,16 @@ class Worker:
 
 _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
 
-def _snapshot(ready: threading.Event, staging: int, src: int, nbytes: int) -> None:
-  try: ctypes.memmove(staging, src, nbytes)
+def _snapshot(ready: threading.Event, copied: threading.Event, staging: int, src: int, nbytes: int) -> None:
+  try: ctypes.memmove(staging, src, nbytes) if staging else None
   finally: ready.set()
+  if not staging: copied.wait()
 
-def _copy_when_ready(ready: threading.Event, dest: int, staging: int, nbytes: int) -> None:
-  ready.wait()
-  ctypes.memmove(dest, staging, nbytes)
+def _copy_when_ready(ready: threading.Event, copied: threading.Event, dest: int, src: int, nbytes: int) -> None:
+  try:
+    ready.wait()
+    ctypes.memmove(dest, src, nbytes)
+  finally: copied.set()
 
 class CPUAllocator(Allocator):
   """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
@@ -94,17 +92,15 @@ class CPUAllocator(Allocator):
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def queue_copy(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int) -> bool:
     """Copy src (on this CPU device or another) into dest in order with both devices' kernels, the host not waiting:
-    src's worker copies src into a staging buffer once it has run the kernels queued before (its next kernel may
-    overwrite src) and goes on, and dest's worker copies that into dest once it is there. Only dest's worker waits, and
-    only for src's data (a rendezvous of the two, src's worker held until dest's copied, stalled both about a third
-    of a data-parallel MNIST step). False (nothing done) where a device has no worker."""
+    src's worker copies src to a staging buffer once it ran what came before and goes on, dest's waits for that (from
+    1 MB src's worker waits till dest's copied: a second copy cost more). False where a device has no worker."""
     other = getattr(src_allocator, "worker", None)
     if self.worker is None or not isinstance(other, Worker): return False
     if other is self.worker: self.worker.launch(ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
     else:
-      ready, staging = threading.Event(), self.alloc(nbytes)
-      other.launch(_snapshot, (ready, staging.addr, src.addr, nbytes), (src, staging))
-      self.worker.launch(_copy_when_ready, (ready, dest.addr, staging.addr, nbytes), (dest, staging))
+      ready, copied, staging = threading.Event(), threading.Event(), self.alloc(nbytes) if nbytes < 2 ** 20 else src
+      other.launch(_snapshot, (ready, copied, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
+      self.worker.launch(_copy_when_ready, (ready, copied, dest.addr, staging.addr, nbytes), (dest, staging))
     return True
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if self.worker is not None: self.worker.sync()

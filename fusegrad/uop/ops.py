@@ -326,7 +326,6 @@ def bottom_up(root: UOp, fn: Callable[[UOp], Any], where: Callable[[UOp], bool])
   for n in root.toposort(gate=lambda n: n is root or where(n))[:-1]:
     if where(n): fn(n)
 
-_SCALAR_LEAVES = {Ops.DEFINE_VAR, Ops.BIND}
 _KERNEL_OPS = {Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE,
                Ops.REDUCE, Ops.ENDRANGE, Ops.BARRIER, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
 

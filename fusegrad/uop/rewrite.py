@@ -55,9 +55,6 @@ class UPat:
   def where(self, x: UPat, y: UPat) -> UPat: return UPat(Ops.WHERE, src=(self, x, y))
   def cast(self, dtype: DType | None = None, name: str | None = None) -> UPat:
     return UPat(Ops.CAST, dtype, (self,), name=name)
-  def named(self, name: str) -> UPat:
-    self.name = name
-    return self
   def __repr__(self) -> str:
     return f"UPat({set(self.ops) if self.ops else None}, name={self.name!r}, src={self.src!r}, arg={self.arg!r})"
 

@@ -306,19 +306,20 @@ def test_gated_load_index_keeps_inner_loads_gated():
 # *** the matmul heuristic: 16 vector accumulators, column panels outside the row tiles, b packed in panels ***
 VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), machine=AVX512, upcast_max=256, threads=2)
 
-@pytest.mark.parametrize("expr,kernels", [("a @ b", 2), ("a.T @ b", 3), ("a @ b.T", 2), ("c @ c.transpose(1, 2)", 2)])
-def test_matmul_heuristic_tiles_and_orders(expr, kernels):
+@pytest.mark.parametrize("expr,kernels,panels", [("a @ b", 2, 16), ("d.T @ b", 3, 16), ("a @ b.T", 2, 16),
+                                                  ("c @ c.transpose(1, 2)", 2, 32)])
+def test_matmul_heuristic_tiles_and_orders(expr, kernels, panels):
   if not Device.get_available("CPU")[0]: pytest.skip("needs the CPU device, whose machine model asks for panels")
-  a, b, c = (Tensor.empty(*s, device="CPU") for s in [(512, 512), (512, 512), (2, 512, 512)])
+  a, b, c, d = (Tensor.empty(*s, device="CPU") for s in [(1024, 512), (512, 512), (2, 1024, 512), (512, 1024)])
   sched = eval(expr).schedule()
-  assert len(sched) == kernels  # b's column panels are packed first (a.T is made rows first), then the matmul
+  assert len(sched) == kernels  # b's column panels are packed first (d.T is made rows first), then the matmul
   k = Kernel(merge_axes(fold_reduces(sched[-1].ast)), VEC_CPU)
   opts = hand_coded_optimizations(k)
   for o in opts: k.apply_opt(o)
   assert k.upcast_size() == 16 * 16 and OptOps.SWAP in [o.op for o in opts]
   outer = sorted((r for r in k.ranges_of(AxisType.GLOBAL, AxisType.THREAD)), key=lambda r: r.arg[0])
-  # a (1 MB) in 2 blocks of 256 rows (half the model's 1 MB L2 each) outside the column tiles, the row tiles inside
-  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [2, 512 // 32, 256 // 8]
+  # a (2 MB) in 2 blocks of 512 rows (each the model's 1 MB L2) outside the column panels, the row tiles inside
+  assert [r.src[0].arg for r in outer] == ([2] if "c" in expr else []) + [2, panels, 512 // 8]
 
 @pytest.mark.parametrize("shape", [((256, 128), (128, 512)), ((3, 256, 64), (64, 1024)), ((256, 1024), (1024, 96)),
                                    ((256, 320), (320, 250))])  # 250 columns: the last panel padded
