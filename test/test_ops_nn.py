@@ -51,6 +51,8 @@ def test_conv2d_uint8_input_weight_grad():
   out = Tensor(x).conv2d(fw)
   assert out.dtype == dtypes.float32
   out.backward(Tensor(g))
+  # one kernel reads the bytes (the cast); the conv and its weight gradient read its floats
+  assert sum(any(b.dtype == dtypes.uint8 for b in si.bufs) for si in Tensor.schedule(out, fw.grad)) == 1
   want = F.conv2d(torch.tensor(x).float(), torch.tensor(w)).numpy()
   np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-3)
   np.testing.assert_allclose(fw.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-2)

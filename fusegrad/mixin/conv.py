@@ -125,9 +125,10 @@ class ConvMixin:
       if any(s != 1 for s in s_): raise ArgumentError("conv2d: padding='same' needs stride 1")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for d, k in zip(d_, k_)]
     pads = _resolve_pads(padding, n, "conv2d")
-    # integer input, float weights (raw pixels): cast first, as the product would, so the gradient rule below applies
+    # integer input, float weights (raw pixels): cast first, as the product would, so the gradient rule below applies;
+    # once, into a buffer, not in every load of every output tile (gcc converts byte vectors lane by lane: 5x slower)
     if dtype is None and dtypes.is_float(weight.dtype) and not dtypes.is_float(self.dtype):
-      self = self.cast(weight.dtype)
+      self = self.cast(weight.dtype).contiguous()
     if weight.requires_grad and not type(self).no_grad and cin_g % 8 == 0 and (cout // groups) % 8 == 0:
       self = _channel_last(self)  # as the weight gradient reads it: stored so once, where it is computed, not copied
     x = _pad_last(self, pads)._pool(k_, s_, d_, "conv2d")  # (bs, cin, *o, *k)

@@ -4,7 +4,6 @@ Why: docs/developer/tensor.md, "Numerics"."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from fusegrad.helpers import flatten, prod
-from fusegrad.uop.ops import Ops
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 
@@ -56,9 +55,6 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, cha
   bs, cout, o_ = g.shape[0], g.shape[1], g.shape[2:]
   groups, cin_g = a.groups, w_shape[1]
   if channel_last: x = _channel_last(x)
-  # an input cast from narrower values (raw pixels) is read by every output tile: cast once, not per load (a fused
-  # cast loads the bytes one by one: MNIST's conv1 weight gradient ran at 13 GFLOPS)
-  elif x.uop.op is Ops.CAST and x.uop.src[0].dtype.itemsize < x.dtype.itemsize: x = x.contiguous()
   xw = x.pad(((0, 0), (0, 0), *a.pads))._pool(k_, a.stride, a.dilation)  # (bs, cin, *o, *k)
   chunk = _batch_chunk(bs, (x.numel() + g.numel()) // bs * g.dtype.itemsize, prod(w_shape) * g.dtype.itemsize)
   xw = xw.reshape(bs // chunk, chunk, groups, 1, cin_g, *o_, *k_)
