@@ -13,14 +13,20 @@ class CPUBuffer:
   __slots__ = ("raw", "addr", "nbytes")
   def __init__(self, raw: Any, addr: int, nbytes: int): self.raw, self.addr, self.nbytes = raw, addr, nbytes
 
+HUGE_PAGES_FROM = 1 << 26  # bytes: buffers this big are mapped in huge pages
+
 def _big_mapping(nbytes: int) -> mmap.mmap:
-  """Private anonymous memory in 4 KB pages. Transparent huge pages (MADV_HUGEPAGE) made kernels streaming 64 MB
-  faster (softmax 12.3 -> 10 ms, `(a*b+c).relu()` 24.6 -> 29 GB/s), but a fresh huge page can cost far more to fault in
-  (the OS zeroes 2 MB that, in a VM, the host may have to back first): the README job's first evaluation (10,000
-  images, buffers up to 737 MB) spent 6.7-10.4 s of system time on it against 0.4-0.5 s in 4 KB pages, and its later
-  runs were no faster (2.3-2.4 s of CPU either way)."""
-  if not hasattr(mmap, "MAP_ANONYMOUS"): return mmap.mmap(-1, nbytes)
-  return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+  """Private anonymous memory; buffers of HUGE_PAGES_FROM bytes and more in 2 MB pages where the OS allows (transparent
+  huge pages): fewer TLB misses when a kernel streams them (64 MB: softmax 12.3 -> 10 ms, `(a*b+c).relu()` 24.6 -> 29
+  GB/s) and one fault per 2 MB. Smaller ones stay in 4 KB pages: the MNIST step (buffers up to 38 MB) runs as fast
+  without, and a fresh huge page can cost far more to fault in (the OS zeroes 2 MB that, in a VM, the host may have
+  to back first): its first step spent 2-2.5 s of system time faulting them in right after the compilers exited,
+  0.2 s with 4 KB pages. The README job's first evaluation (buffers up to 737 MB) pays that once: 4.5-6.3 s against
+  1.5-2 s in 4 KB pages in this VM, later evaluations as fast; without them sums over 64 MB ran 1.4-1.8x slower."""
+  m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) if hasattr(mmap, "MAP_ANONYMOUS") else \
+    mmap.mmap(-1, nbytes)
+  if nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"): m.madvise(mmap.MADV_HUGEPAGE)
+  return m
 
 class Worker:
   """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
