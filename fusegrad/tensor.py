@@ -552,7 +552,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
       raise RuntimeError(f"setitem: this tensor of shape {self.shape} is an expanded view: its elements share memory")
-    if self.requires_grad or getattr(v, "requires_grad", None): raise NotImplementedError("setitem with requires_grad")
+    if self.requires_grad or getattr(v, "requires_grad", None): raise NotImplementedError(
+        f"setitem: writing into or from a tensor that requires grad (target {self.shape}) would lose its graph; detach")
     target, tensor_idx = basic_index(self, indices)
     value = v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)
     if tensor_idx: value = setitem_value(target, tensor_idx, value)  # tensor indices: all of it written, a few changed
