@@ -405,6 +405,18 @@ def test_variable_index_out_of_range_refused():
   i = Variable("k", 0, 1).bind(0)
   with pytest.raises(IndexError, match="constant length"): X[i:2 * i + 1]
 
+@pytest.mark.parametrize("index", ["v:v+1, :", "v:v+1", "1:3, v:v+1", "v:v+2, 0:1"])
+def test_assign_through_variable_slice(index):
+  """cache[v:v+1, :].assign(x), a window cut by indexing at a Variable, writes into cache as the same shrink does (the
+  write was lost); numpy with v's value is the reference."""
+  from fusegrad import Variable
+  cache, ref = Tensor.arange(12).reshape(4, 3).float().contiguous().realize(), np.arange(12.0).reshape(4, 3)
+  v = Variable("v", 0, 2).bind(1)
+  ref_index = index.replace("v", "1")
+  eval(f"cache[{index}]", {"cache": cache, "v": v}).assign(Tensor(np.full(eval(f"ref[{ref_index}]").shape, -1.0)))
+  exec(f"ref[{ref_index}] = -1")
+  np.testing.assert_equal(cache.numpy(), ref)
+
 def test_assign_through_variable_shrink(count_compiles):
   """A KV cache written at a Variable position (`cache.shrink((None, (p, p + 2), None)).assign(x)`), under TinyJit and
   lazily: the writes land in the cache's buffer, one compiled kernel set for every position."""

@@ -52,9 +52,16 @@ def _check_index(t: Tensor, i: Any) -> Any:
   return i
 
 def getitem(t: Tensor, indices: Any) -> Tensor:
-  """t[indices]: basic indexing as views, then advanced indexing for the tensor indices (see the module doc)."""
+  """t[indices]: basic indexing as views, then advanced indexing for the tensor indices (see the module doc). Slices
+  alone, one at a Variable position (`cache[v:v+1, :]`), make a window that assign() writes through, as shrink's."""
   x, tensor_idx = basic_index(t, indices)
-  return _advanced(x, tensor_idx) if tensor_idx else x
+  if tensor_idx: return _advanced(x, tensor_idx)
+  idx = indices if isinstance(indices, tuple) else (indices,)
+  if all(isinstance(i, slice) and i.step is None for i in idx) and any(_is_symbolic(i) for i in idx):
+    windows[x.uop] = (t.uop, tuple((0 if i.start is None else i.start, n if i.stop is None else i.stop)
+                                   if _is_symbolic(i) else i.indices(n)[:2] for i, n in zip(idx, t.shape)) +
+                      tuple((0, n) for n in t.shape[len(idx):]))
+  return x
 
 def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor]]]:
   """t with the ints, slices, None and ... of indices applied (a view), and the tensor indices left, with their axes."""
@@ -112,10 +119,8 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
 windows: weakref.WeakKeyDictionary[UOp, tuple[UOp, tuple]] = weakref.WeakKeyDictionary()
 
 def symbolic_shrink(x: Tensor, arg: Sequence[tuple[Any, Any] | None]) -> Tensor:
-  """x.shrink(arg) where a start or end is a Variable expression: a gather, remembered in windows."""
-  ret = x[tuple(slice(None) if a is None else slice(*a) for a in arg)]
-  windows[ret.uop] = (x.uop, tuple((0, n) if a is None else tuple(a) for a, n in zip(arg, x.shape)))
-  return ret
+  """x.shrink(arg) where a start or end is a Variable expression: a gather, remembered in windows (by getitem)."""
+  return x[tuple(slice(None) if a is None else slice(*a) for a in arg)]
 
 def assign_window(target: Tensor, value: Tensor) -> bool:
   """Write value through target, a window of symbolic_shrink, into the buffer it was cut from (False: target is no
