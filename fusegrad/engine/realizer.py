@@ -29,16 +29,21 @@ def realize_all(tensors: Sequence[Any]) -> None:
       bases = [state.view_base(f.uop) for f in flags]
       STATE.captures[-1].flags += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
     if flags: engine_realize.verify_index_checks(checks, [f.item() for f in flags])
-  if copies:
-    for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
-    realize_all(copies)
+  if copies: _realize_copies(copies)
+
+def _realize_copies(copies: list[Any]) -> None:
+  """Each tensor gets its own copy of the value another live tensor holds (state.claim_storage)."""
+  for t in copies: t.uop = t.uop.copy_to_device(t.device, clone=True)
+  realize_all(copies)
 
 def _realize_quick(t: Any) -> bool:
   """realize_all([t]) for a lazy t whose graph has a quick plan (engine/cache.py: nothing in it is on several devices,
   stored, copied or written), when nothing else must see the realize (hooks, index checks): realize_all's checks
   skipped. False when not done."""
   if (u := t._uop).op in MAY_FOLLOW or STATE.realize_hooks or STATE.index_checks: return False
-  return (plan := engine_cache.plan_schedule([u], quick_only=True)) is not None and not _run_quick([t], *plan)
+  if (plan := engine_cache.plan_schedule([u], quick_only=True)) is None: return False
+  if copies := _run_quick([t], *plan): _realize_copies(copies)  # (not a second run of the plan's kernels)
+  return True
 
 def resolve(t: Any, becomes: dict[UOp, UOp] | None = None) -> bool:
   """Point t at the buffer its value was computed into, if it was (becomes: what a schedule just computed, else look
