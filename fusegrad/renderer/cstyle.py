@@ -128,7 +128,8 @@ class CStyleLanguage(Renderer):
 
   def render_prelude(self, uops: list[UOp]) -> list[str]: return []
   def prefetch_bytes(self, uops: list[UOp]) -> int:
-    """How far ahead of each vector load in a loop the kernel asks for memory (0: it doesn't)."""
+    """How far ahead of each vector load in a loop the kernel asks for memory (0: it doesn't), for loads that range over
+    more than the L2 (the others hit in cache)."""
     return 0
   def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
                          inner: list[str]) -> tuple[list[str], list[str]]:
@@ -196,7 +197,7 @@ class CStyleLanguage(Renderer):
       elif u.op is Ops.LOAD:
         names[u] = new_name("val")
         addr = self.render_address(u.src[1], src[0], names)
-        if prefetch and depth > 1 and u.dtype.count > 1:
+        if prefetch and depth > 1 and u.dtype.count > 1 and u.src[1].vmax * u.dtype.scalar().itemsize > self.machine.l2:
           line(f"__builtin_prefetch({addr[0]}+{addr[1]}+{prefetch // u.dtype.scalar().itemsize});")
         access = self.render_load(u, *addr)
         # other extras order only (BARRIER)
