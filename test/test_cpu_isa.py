@@ -2,7 +2,7 @@
 registers. For the MNIST step's convolutions (forward, both gradients, from the step's schedule) and a 512 matmul,
 the heuristic's kernel compiled for the ISA has its tile within the machine model, computes with vector multiply-adds
 (SSE4: vector multiplies) and, compiled by clang for AVX2 or AVX-512, has no spill (stack reference of a vector
-register) in its hot loop."""
+register) in its hot loop. The max pool gradients' comparison counts have no jump in their hot loop."""
 import dataclasses, functools, re, shutil, subprocess, tempfile
 import pytest
 from fusegrad import Tensor, Device, dtypes
