@@ -430,8 +430,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       # a view of a tensor (torch's views share its memory): a write of the whole top tensor (the part outside the
       # view kept) lands in every tensor of the chain; a plain write of a part of a buffer (below) is cheaper
       top, mask = path[-1][0], _unview(Tensor.full(self.shape, True, device=self.device), path[0][1])
-      top.assign(_unview(x, path[0][1]) if whole else mask.where(_unview(x, path[0][1]), top))
-      for t, chain in path[:-1]: t.uop, t._view_of = state.rebuild(top.uop, chain), (top, top.uop)
+      _follow(path, top.assign(_unview(x, path[0][1]) if whole else mask.where(_unview(x, path[0][1]), top)))
       return self
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
@@ -563,6 +562,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
+    if self._view_of is not None and not _writable(self.uop) and (path := _view_path(self)[0]):
+      _follow(path, path[-1][0].replace(path[-1][0].contiguous().realize()))  # the top gets a buffer, written below
     self.realize()
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
@@ -682,6 +683,10 @@ def _view_path(view: Tensor) -> tuple[list[tuple[Tensor, list[UOp]]], bool]:
     return [(t, c) for t in ups[:k] if (c := ops_over(t.uop, old)) is not None] + [(ups[k], [])], \
       all(c.op is not Ops.SHRINK for c in chain)
   return [], False
+
+def _follow(path: list[tuple[Tensor, list[UOp]]], top: Tensor) -> None:
+  """Each view of the path (see _view_path) rebuilt on its top's new node."""
+  for t, chain in path[:-1]: t.uop, t._view_of = state.rebuild(top.uop, chain), (top, top.uop)
 
 def _unview(x: Tensor, chain: list[UOp]) -> Tensor:
   """x in the shape the view chain (outermost first) was made from: zeros where it shrank, its padding dropped."""

@@ -263,6 +263,29 @@ def test_assign_through_a_view_of_a_value_without_buffer_as_numpy(make):  # a co
     np.testing.assert_equal(v.numpy(), view(ref))
     np.testing.assert_equal(before.numpy(), old + 0.5)
 
+@pytest.mark.parametrize("make", ["const", "lazy", "buffer"])
+def test_setitem_on_a_view_writes_its_tensor_as_numpy(make):  # a view of a constant or lazy value: it was lost
+  t = {"const": Tensor.zeros(3, 4), "lazy": Tensor.arange(12).reshape(3, 4).float() + 1,
+       "buffer": Tensor.zeros(3, 4).contiguous().realize()}[make]
+  ref = np.zeros((3, 4), np.float32) if make != "lazy" else np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+  v, nv = t.permute(1, 0)[1:], ref.T[1:]
+  before = t + 0.5
+  v[0, 1:] = 5.0
+  nv[0, 1:] = 5.0
+  v[2] = Tensor([7.0, 8.0, 9.0])
+  nv[2] = [7.0, 8.0, 9.0]
+  np.testing.assert_equal(t.numpy(), ref)
+  np.testing.assert_equal(v.numpy(), nv)
+  assert before.numpy().sum() == (0.5 * 12 if make != "lazy" else 78 + 6)
+
+def test_assign_into_a_padded_tensor_as_torch():  # pad (eye is built by one) makes a new tensor, not a view
+  e, te = Tensor.eye(3), torch.eye(3)
+  e[0].assign(Tensor([5.0, 6.0, 7.0]))
+  te[0].copy_(torch.tensor([5.0, 6.0, 7.0]))
+  e[1, 2] = 4.0
+  te[1, 2] = 4.0
+  np.testing.assert_equal(e.numpy(), te.numpy())
+
 def test_assign_through_a_bitcast_view_as_torch():  # torch: x.view(dtype) shares memory, copy_ writes through it
   a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
   bits = np.array([4.0, 3.0], np.float32).view(np.int32)

@@ -193,7 +193,7 @@ class MovementMixin:
     x = self.shrink(cut) if any(b < 0 or a < 0 for b, a in pairs) else self
     grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
     if all(b == 0 and a == 0 for b, a in grow): return x
-    padded = x._view(x.uop.pad(grow))
+    padded = x._new(x.uop.pad(grow))  # a new tensor, as torch's pad (not a view: writes into it stay in it)
     if value == 0: return padded
     inside = type(self)(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
     return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
