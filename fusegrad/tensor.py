@@ -678,7 +678,7 @@ def _view_path(view: Tensor) -> tuple[list[tuple[Tensor, list[UOp]]], bool]:
     while u is not top and u.op in GroupOp.Movement: ops, u = ops + [u], u.src[0]
     return ops if u is top else None
   for k in range(len(ups) - 1, 0, -1):
-    old = ups[k - 1]._view_of[1]  # type: ignore[index]
+    old = state.current(ups[k - 1]._view_of[1])  # type: ignore[index]  # (a buffer: its newest version)
     if (chain := ops_over(view.uop, old)) is None or any(c.op is Ops.EXPAND for c in chain): continue
     return [(t, c) for t in ups[:k] if (c := ops_over(t.uop, old)) is not None] + [(ups[k], [])], \
       all(c.op is not Ops.SHRINK for c in chain)

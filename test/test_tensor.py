@@ -278,6 +278,19 @@ def test_setitem_on_a_view_writes_its_tensor_as_numpy(make):  # a view of a cons
   np.testing.assert_equal(v.numpy(), nv)
   assert before.numpy().sum() == (0.5 * 12 if make != "lazy" else 78 + 6)
 
+def test_writes_through_views_after_a_setitem_on_the_view_as_numpy():  # the buffer's version changed in between
+  t, ref = Tensor.zeros(4).contiguous().realize(), np.zeros(4, np.float32)
+  w, nw = t.reshape(2, 2), ref.reshape(2, 2)
+  w[...] = Tensor([[1.0, 2.0], [3.0, 4.0]])
+  nw[...] = [[1, 2], [3, 4]]
+  w.flip(0)[...] = Tensor([[5.0, 6.0], [7.0, 8.0]])
+  np.flip(nw, 0)[...] = [[5, 6], [7, 8]]
+  w.realize()
+  w.flip(0).assign(Tensor([[9.0, 10.0], [11.0, 12.0]]))
+  np.flip(nw, 0)[...] = [[9, 10], [11, 12]]
+  np.testing.assert_equal(t.numpy(), ref)
+  np.testing.assert_equal(w.numpy(), nw)
+
 def test_assign_into_a_padded_tensor_as_torch():  # pad (eye is built by one) makes a new tensor, not a view
   e, te = Tensor.eye(3), torch.eye(3)
   e[0].assign(Tensor([5.0, 6.0, 7.0]))
