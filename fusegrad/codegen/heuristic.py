@@ -86,7 +86,10 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   the next one's loads (AVX2's 6x2 tile unrolled by 2: 2048 matmul 92 -> 95 GFLOPS, 1 thread; gcc spills at 4)."""
   vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
   lanes = range_size(vec) if vec is not None else 1
-  steps = prod(range_size(u) for u in k.ranges_of(AxisType.UNROLL)) if _big_matmul(k) else 1
+  unroll, red = k.ranges_of(AxisType.UNROLL), [r for _, r in _red_axes(k)]
+  split = len(unroll) == len(red) == 1 and all(  # one reduce axis: a loop of unrolled steps
+    k.stride(ld, red[0]) == (k.stride(ld, unroll[0]) or 0) * range_size(unroll[0]) for ld in _reduce_loads(k))
+  steps = range_size(unroll[0]) if split and _big_matmul(k) else 1
   def regs(ld: UOp) -> int:
     n = prod(range_size(u) for u in k.ranges_of(AxisType.UPCAST, AxisType.LANES, *[AxisType.UNROLL] * (steps == 1))
              if k.stride(ld, u) != 0)
