@@ -116,3 +116,29 @@ def test_freed_big_buffers_are_reused_with_right_values():
   assert b._buffer()._buf.addr == addr  # the same memory again
   np.testing.assert_equal(b.numpy(), np.full(n, 3, np.float32))
   assert alloc.pooled <= alloc.POOL_BYTES
+
+def _asked_for_huge_pages(addr: int) -> bool:
+  """Whether the mapping holding addr was madvised MADV_HUGEPAGE (its VmFlags in /proc/self/smaps hold "hg")."""
+  inside = False
+  with open("/proc/self/smaps") as f:
+    for line in f:
+      if "-" in (first := line.split(" ", 1)[0]) and ":" not in first:
+        lo, hi = (int(x, 16) for x in first.split("-"))
+        inside = lo <= addr < hi
+      elif inside and line.startswith("VmFlags:"): return "hg" in line.split()
+  raise AssertionError(f"no mapping holds {addr:#x}")
+
+def test_huge_pages_only_for_big_buffers_the_host_fills(monkeypatch):
+  # data copied in from the host (a data set, weights) is read again and again: 2 MB pages; a kernel's output is left
+  # in 4 KB pages, which are cheaper to fault in fresh (the README job's evaluation)
+  import mmap
+  from fusegrad.runtime import ops_cpu
+  if Device.DEFAULT != "CPU" or not hasattr(mmap, "MADV_HUGEPAGE") or not os.path.exists("/proc/self/smaps"):
+    pytest.skip("Linux's transparent huge pages, on the CPU device")
+  monkeypatch.setattr(ops_cpu, "HUGE_PAGES_FROM", 1 << 21)
+  n = (1 << 21) // 4 + 48  # a size no other test frees into the pool
+  a = Tensor(np.arange(n, dtype=np.float32)).realize()
+  b = (a + 1).realize()
+  assert _asked_for_huge_pages(a._buffer()._buf.addr)
+  assert not _asked_for_huge_pages(b._buffer()._buf.addr)
+  np.testing.assert_equal(b.numpy(), np.arange(n, dtype=np.float32) + 1)
