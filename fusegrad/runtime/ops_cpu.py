@@ -25,8 +25,8 @@ def _huge_pages(handle: CPUBuffer) -> None:
   again, as NumPy does for its arrays), ask for 2 MB pages (transparent huge pages): fewer TLB misses when a kernel
   streams it (64 MB sums: 2.8-3.3 -> 1.9-2.1 ms) and one fault per 2 MB. Kernel outputs stay in 4 KB pages: a fresh
   huge page can cost far more to fault in. In this VM (Firecracker, whose balloon takes back free 2 MB blocks) it costs
-  8 ms/MB, against 0.5 ms/MB for 4 KB pages: the README job's first evaluation (1 GB of fresh buffers) spent 4.5-6.3 s
-  instead of 1.5-2 s, for softmax and layernorm rows 10-20% faster."""
+  8 ms/MB, against 0.5 ms/MB for 4 KB pages: the README job's first evaluation (1 GB of fresh outputs) took 4.5-6.3 s
+  in huge pages, 1.5-2 s without; 64 MB outputs in huge pages made softmax and layernorm only 10-20% faster."""
   if isinstance(handle.raw, mmap.mmap) and handle.nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
     handle.raw.madvise(mmap.MADV_HUGEPAGE)
 
