@@ -128,7 +128,7 @@ def _asked_for_huge_pages(addr: int) -> bool:
       elif inside and line.startswith("VmFlags:"): return "hg" in line.split()
   raise AssertionError(f"no mapping holds {addr:#x}")
 
-def test_huge_pages_only_for_big_buffers_the_host_fills(monkeypatch):
+def test_huge_pages_for_big_buffers_the_host_fills_or_reuses(monkeypatch):
   # data copied in from the host (a data set, weights) is read again and again: 2 MB pages; a kernel's output is left
   # in 4 KB pages, which are cheaper to fault in fresh (the README job's evaluation)
   import mmap
@@ -142,3 +142,12 @@ def test_huge_pages_only_for_big_buffers_the_host_fills(monkeypatch):
   assert _asked_for_huge_pages(a._buffer()._buf.addr)
   assert not _asked_for_huge_pages(b._buffer()._buf.addr)
   np.testing.assert_equal(b.numpy(), np.arange(n, dtype=np.float32) + 1)
+  # a buffer handed out of the pool a second time (a TinyJit replay's output) is hot: mapped again in huge pages
+  alloc, nbytes = Device["CPU"].allocator, n * 4 + 64
+  handles = [alloc.alloc(nbytes)]
+  for _ in range(3):
+    alloc.free(handles[-1], nbytes)
+    handles.append(alloc.alloc(nbytes))
+  assert [_asked_for_huge_pages(h.addr) for h in handles] == [False, False, True, True]
+  assert handles[0].addr == handles[1].addr != handles[2].addr == handles[3].addr
+  alloc.free(handles[-1], nbytes)
