@@ -151,3 +151,17 @@ def test_huge_pages_for_big_buffers_the_host_fills_or_reuses(monkeypatch):
   assert [_asked_for_huge_pages(h.addr) for h in handles] == [False, False, True, True]
   assert handles[0].addr == handles[1].addr != handles[2].addr == handles[3].addr
   alloc.free(handles[-1], nbytes)
+
+def test_realized_view_does_not_keep_its_source_graph():
+  # a view remembers the tensor it was made from (a write through it reaches that tensor); once realized into a
+  # buffer of its own, it must not keep that tensor's lazy graph alive: the graph reads w, so overwriting w would
+  # copy w's old contents aside for it
+  from fusegrad import GlobalCounters
+  w, x = Tensor.rand(64, 64).realize(), Tensor.rand(8, 64).realize()
+  out = (lambda: (x @ w).relu().reshape(-1))().realize()
+  expected = np.maximum(x.numpy() @ w.numpy(), 0).reshape(-1)
+  gc.collect()
+  before = GlobalCounters.mem_used
+  for _ in range(3): w.assign(w - 1).realize()
+  assert GlobalCounters.mem_used == before
+  np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5)
