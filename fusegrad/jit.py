@@ -520,7 +520,8 @@ class function:
     STATE.realize_hooks.append(refuse_inputs)
     try:
       stand = iter(stand_ins)
-      ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
+      def swap(v: Any) -> Any: return next(stand) if isinstance(v, Tensor) else v
+      ret = self.fxn(*_map_leaves(list(args), swap), **_map_leaves({k: kwargs[k] for k in sorted(kwargs)}, swap))
     finally:
       _rng_hooks.pop()
       _assign_hooks.pop()
@@ -600,28 +601,25 @@ def _hashable(x: Any, where: str) -> Any:
                     "the trace's signature; pass it as a Tensor, or as numbers, strings or tuples") from None
   return (type(x), x)  # the type too: f(x, 1) and f(x, 1.0) build different graphs
 
-def _remake(x: list | tuple, values: Any) -> Any:
-  """A list or tuple of the same type as x (a NamedTuple too) holding values."""
-  if isinstance(x, tuple) and hasattr(x, "_fields"): return type(x)(*values)
-  return type(x)(values)
-
-def _swap(x: Any, stand_ins: Any) -> Any:
-  if isinstance(x, Tensor): return next(stand_ins)
-  if isinstance(x, (list, tuple)): return _remake(x, [_swap(v, stand_ins) for v in x])
-  if isinstance(x, dict): return {k: _swap(v, stand_ins) for k, v in x.items()}
-  return x
+def _map_leaves(x: Any, fn: Callable[[Any], Any]) -> Any:
+  """x with fn applied to everything in it that is not a list, tuple (a NamedTuple too) or dict, in _leaves' order."""
+  if isinstance(x, (list, tuple)):
+    values = [_map_leaves(v, fn) for v in x]
+    return type(x)(*values) if isinstance(x, tuple) and hasattr(x, "_fields") else type(x)(values)
+  if isinstance(x, dict): return {k: _map_leaves(v, fn) for k, v in x.items()}
+  return fn(x)
 
 def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
-  if isinstance(x, Tensor): return _Spread(x.uop.arg, len(x.uop.src)) if x.uop.op is Ops.MULTI else Tensor
-  if isinstance(x, (list, tuple)): return _remake(x, [_structure(v) for v in x])
-  if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
-  return x
+  def marker(v: Any) -> Any:
+    if not isinstance(v, Tensor): return v
+    return _Spread(v.uop.arg, len(v.uop.src)) if v.uop.op is Ops.MULTI else Tensor
+  return _map_leaves(x, marker)
 
-def _rebuild(structure: Any, tensors: Any) -> Any:
-  if structure is Tensor: return next(tensors)
-  if isinstance(structure, _Spread):
-    return Tensor._wrap(multi.multi(tuple(next(tensors).uop for _ in range(structure.n)), structure.axis))
-  if isinstance(structure, (list, tuple)): return _remake(structure, [_rebuild(v, tensors) for v in structure])
-  if isinstance(structure, dict): return {k: _rebuild(v, tensors) for k, v in structure.items()}
-  return structure
+def _rebuild(structure: Any, tensors: Iterator) -> Any:
+  """structure (of _structure) with the next of tensors at each marker."""
+  def fill(v: Any) -> Any:
+    if v is Tensor: return next(tensors)
+    if isinstance(v, _Spread): return Tensor._wrap(multi.multi(tuple(next(tensors).uop for _ in range(v.n)), v.axis))
+    return v
+  return _map_leaves(structure, fill)
