@@ -252,6 +252,20 @@ def test_copies_wait_for_both_devices():
     want = (want @ want.T) * 0.01 + 1
   np.testing.assert_allclose(a.numpy(), want, rtol=1e-4)
 
+@needs_cpu
+def test_jit_replays_copies_between_workers():
+  """A replay's copies between CPU workers are bound once (runtime/ops_cpu.py copy_launcher) and queued again at each
+  replay, with no wait on the host: a small one through a staging buffer, one of 1 MB and more from its source; each
+  replay's values arrive, results of earlier replays keep theirs."""
+  step = TinyJit(lambda a, b: ((a + 1).to("CPU:2") * 2 + (b + 1).to("CPU:2")).realize())
+  outs, wants = [], []
+  for i in range(5):
+    x, y = rand(300_000, seed=i), rand(1, seed=10 + i)  # 1.2 MB, 4 bytes
+    outs.append(step(Tensor(x, device="CPU:1").realize(), Tensor(y, device="CPU:1").realize()))
+    wants.append((x + 1) * 2 + (y + 1))
+  assert sum("copy" in ei.runner.name for ei in step.jit_cache) == 2
+  for out, want in zip(outs, wants): np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+
 FORK_SCRIPT = """
 import os
 import numpy as np
