@@ -8,10 +8,11 @@ CPU_THREADS threads per kernel, CPU:1..n with one each (each runs its kernels on
 and step are examples/beautiful_mnist.py's (Adam, global batch BS=128), on random data, in one TinyJit step (under MPI
 with DataParallel's gradient averaging inside it); STEPS timed steps after 3 warm-up ones, medians printed.
 
-Each setup's line also gives the CPU time per step of the main thread (which queues the devices' launches; on one
-device it runs the kernels), of the process, and of each device's worker thread with the share of the step it was idle
-(its CPU time against the step's wall time): on a busy machine wall times follow the CPU each setup gets, CPU times
-don't.
+Each setup's line also gives per step, for the main thread (which queues the devices' launches; on one device it runs
+the kernels, with OpenMP's threads) and each device's worker thread: its CPU time, its time waiting for a core (Linux
+schedstat), and the share of the step it was idle (neither: waiting for work, for the GIL or for the other device).
+On a busy machine wall times follow the CPU each setup gets, and a worker also idles while the thread it waits for
+waits for a core.
 """
 import os, statistics, sys, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -94,30 +95,38 @@ def main() -> None:
   kernels_at_once(devices)
   setups = {f"1 device, {THREADS} threads": make_step(("CPU",)), f"{shard} devices, 1 thread each": make_step(devices)}
   times: dict[str, list[float]] = {name: [] for name in setups}
-  cpu: dict[str, dict[str, list[float]]] = {name: {} for name in setups}  # setup -> thread -> CPU s per step
+  use: dict[str, dict[str, list[tuple[float, float]]]] = {name: {} for name in setups}  # thread -> (CPU, queued)
   for i in range(STEPS + 3):
     for name, run in setups.items():
-      before = cpu_times()
+      before = thread_times()
       t = run()
       if i < 3: continue
       times[name].append(t)
-      for thread, after in cpu_times().items(): cpu[name].setdefault(thread, []).append(after - before.get(thread, 0))
+      for th, (cpu, queued) in thread_times().items():
+        use[name].setdefault(th, []).append((cpu - before.get(th, (0, 0))[0], queued - before.get(th, (0, 0))[1]))
   meds = {name: statistics.median(ts) for name, ts in times.items()}
   for name, med in meds.items():
-    use = {thread: statistics.median(ts) for thread, ts in cpu[name].items()}
-    workers = ", ".join(f"{d} {use[d] * 1e3:.1f} ms (idle {1 - use[d] / med:.0%})" for d in devices
-                        if "1 thread" in name)
-    print(f"{name:28s} {1 / med:5.2f} steps/s ({med * 1e3:.0f} ms per step, batch {BS}); CPU per step: main thread "
-          f"{use['main'] * 1e3:.1f} ms, process {use['process'] * 1e3:.0f} ms" + (f"; {workers}" if workers else ""))
+    mine = ["main"] + [d for d in devices if "1 thread" in name]
+    cpu, queued = ({th: statistics.median(x[k] for x in use[name][th]) for th in mine} for k in (0, 1))
+    threads = ", ".join(f"{th} {cpu[th] * 1e3:.1f} ms CPU + {queued[th] * 1e3:.1f} waiting for a core (idle "
+                        f"{1 - (cpu[th] + queued[th]) / med:.0%})" for th in mine)
+    print(f"{name:28s} {1 / med:5.2f} steps/s ({med * 1e3:.0f} ms per step, batch {BS}); per step: {threads}")
   (one, one_med), (_, many_med) = meds.items()
   print(f"{shard} devices / 1 device: {one_med / many_med:.2f}x (load average {os.getloadavg()[0]:.1f})")
 
-def cpu_times() -> dict[str, float]:
-  """CPU seconds so far: of this (main) thread, of the process, and of each device's worker thread (by device)."""
-  ret = {"main": time.thread_time(), "process": time.process_time()}
+def thread_times() -> dict[str, tuple[float, float]]:
+  """Seconds so far (on a CPU, waiting in the run queue for one) of this (main) thread and of each device's worker
+  thread (by device), from Linux's /proc schedstat (elsewhere: CPU time alone). A thread neither running nor queued is
+  idle: it waits for work or for another thread."""
+  ret = {}
   for t in threading.enumerate():
-    if t.name.startswith("fusegrad ") and t.ident is not None and hasattr(time, "pthread_getcpuclockid"):
-      ret[t.name[9:]] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    name = "main" if t is threading.current_thread() else t.name[9:] if t.name.startswith("fusegrad ") else None
+    if name is None or t.native_id is None: continue
+    try:
+      with open(f"/proc/self/task/{t.native_id}/schedstat") as f: stat = f.read().split()
+      cpu, queued = int(stat[0]) * 1e-9, int(stat[1]) * 1e-9
+    except OSError: cpu, queued = (time.thread_time() if name == "main" else 0.0), 0.0
+    ret[name] = (cpu, queued)
   return ret
 
 if __name__ == "__main__": main()
