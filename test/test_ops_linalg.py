@@ -111,8 +111,9 @@ def test_matvec_bigger_than_the_cache(a, b):
   # operands over half the L2 cache with one output axis: the matmul heuristic's cache blocking has no rows to block
   helper_test_op([a, b], lambda x, y: x @ y, atol=1e-4, rtol=1e-4, forward_only=True)
 
-@pytest.mark.parametrize("a,b", [((390, 512), (512, 544)), ((768, 768), (768, 768))])
+@pytest.mark.parametrize("a,b", [((390, 512), (512, 544)), ((768, 768), (768, 768)), ((1030, 1024), (1024, 528))])
 def test_matmul_bigger_than_the_cache(a, b):
   # operands over half the L2 cache: b packed in panels, the register tile as tall as the registers allow (rows 390 and
-  # 768: 6 x 2 vectors with AVX2's 16 registers), 768's rows blocked to the L2 (run again with CPU_ISA=avx2 in CI)
+  # 768: 6 x 2 vectors with AVX2's 16 registers), 768's rows blocked to the L2 (run again with CPU_ISA=avx2 in CI);
+  # 1030 rows: neither 6 nor 8 divide them, the tiles and the L2 blocks are padded (PADTO)
   helper_test_op([a, b], lambda x, y: x @ y, atol=1e-3, rtol=1e-4, forward_only=True)

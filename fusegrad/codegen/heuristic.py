@@ -120,8 +120,12 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       if broadcast: out.append((i, r, broadcast, contiguous, vector, loads))
     return out
   wide = _big_matmul(k)  # _matmul_panels doubles the vector's columns: the other axes leave room for that
+  def upcast(i: int, amt: int) -> list[Opt]:  # a big matmul's rows: padded to a tile that doesn't divide them
+    return ([Opt(OptOps.PADTO, i, amt)] if wide and range_size(k.output_axes()[i]) % amt else []) + \
+      [Opt(OptOps.UPCAST, i, amt)]
   def fits(i: int, amt: int) -> bool:
-    try: trial = k.copy().apply_opt(Opt(OptOps.UPCAST, i, amt))
+    trial = k.copy()
+    try: trial = [trial.apply_opt(o) for o in upcast(i, amt)][-1]
     except KernelOptError: return False
     doubled = trial.upcast_size() // vec + 1 if wide and done else 0  # as many accumulators more, and a column operand
     return tile_registers(trial, operands(trial)) + doubled <= k.ren.machine.vector_registers and \
@@ -132,11 +136,12 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       # the vector first (a vector of loads before one of stores, then the longest); then the axes left share the
       # registers (up to 8 for the last one; a big matmul's rows: the most that fit, 6 x 2 vectors with 16 registers)
       first = vector and not done
+      rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
       amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
-      amt = next((a for a in amounts if range_size(r) % a == 0 and fits(i, a)), None)
+      amt = next((a for a in amounts if (range_size(r) % a == 0 or rows) and fits(i, a)), None)
       key = (first and loads, amt if first else 0, broadcast, contiguous)
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
-    if best is None or not _try(k, Opt(OptOps.UPCAST, best[1], best[2]), opts): break
+    if best is None or not all(_try(k, o, opts) for o in upcast(best[1], best[2])): break
     done.add(best[3])
   # then a second vector along the output's vector axis where the registers allow: one more vector load per reduce
   # step for as many accumulators as the broadcasts of more rows (MNIST's conv weight gradient: 16x8 to 32x8, 1.25x)
@@ -183,10 +188,13 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   i, (outer, inner), batch = len(_out_axes(k)) - 2, k.output_axes()[-2:], k.output_axes()[:-2]
   streamed = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0 and r not in batch)
                  for ld in _reduce_loads(k) if k.stride(ld, inner) != 0 and k.stride(ld, outer) == 0) * itemsize
-  blocks = next((b for b in (2, 4, 8, 16, 32) if streamed // b <= k.ren.machine.l2 and range_size(inner) % b == 0
+  # rows padded to whole blocks where these don't divide them (PADTO); the rows of a padded tile count in streamed
+  # (2052 for 2048): a block up to 1/16 over the L2 is as fast
+  blocks = next((b for b in (2, 4, 8, 16, 32) if streamed // b <= k.ren.machine.l2 * 17 // 16
                  and range_size(inner) // b >= 8), None)
-  if streamed > k.ren.machine.l2 and blocks and _try(k, Opt(OptOps.SPLIT, i + 1, range_size(inner) // blocks),
-                                                           opts):
+  if streamed <= k.ren.machine.l2 or not blocks or range_size(inner) % blocks and \
+     not _try(k, Opt(OptOps.PADTO, i + 1, blocks), opts): return
+  if _try(k, Opt(OptOps.SPLIT, i + 1, range_size(k.output_axes()[i + 1]) // blocks), opts):
     _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
 
 def _column_reduce(k: Kernel, opts: list[Opt]) -> None:

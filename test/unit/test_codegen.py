@@ -74,6 +74,9 @@ class TestOpts:
     [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UNROLL, 0, 4)],
     [Opt(OptOps.SPLIT, 0, 4), Opt(OptOps.SWAP, 0, 1)],  # row blocks outside the columns, the rows of a block inside
     [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.SPLIT, 1, 2), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.UNROLL, 0, 2)],
+    [Opt(OptOps.PADTO, 0, 3), Opt(OptOps.UPCAST, 0, 3)],  # 8 rows run as 9: the last one stores row 7 again
+    [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.PADTO, 0, 3), Opt(OptOps.UPCAST, 0, 3), Opt(OptOps.PADTO, 0, 2),
+     Opt(OptOps.SPLIT, 0, 2), Opt(OptOps.SWAP, 0, 1)],  # 3 row tiles padded to 2 blocks of 2
   ], ids=str)
   def test_matmul(self, opts):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -207,6 +210,8 @@ class TestBadOpts:
     (Opt(OptOps.UPCAST, 1, 32), "can't split"),
     (Opt(OptOps.SWAP, 0, 0), "two different output axes"),
     (Opt(OptOps.SWAP, 0, 2), "two different output axes"),
+    (Opt(OptOps.PADTO, 0, 4), "no padding of an axis of 8"),
+    (Opt(OptOps.PADTO, 1, 32), "no padding of an axis of 16"),
   ], ids=str)
   def test_invalid(self, opt, msg):
     si = kernel_of(Tensor(A) @ Tensor(B))
@@ -225,6 +230,12 @@ class TestBadOpts:
       get_program(si.ast, renderer(), opts=[Opt(OptOps.LOCAL, 0, 2)])
     with pytest.raises(KernelOptError, match="no workgroups|no shared memory"):
       get_program(si.ast, renderer(), opts=[Opt(OptOps.GROUP, 0, 4)])
+
+  def test_padto_refuses_a_kernel_that_reads_what_it_writes(self):
+    x = Tensor(A).realize()
+    si = kernel_of(x.assign(x * 2 + 1))  # a repeated store of row 7 would double it twice
+    with pytest.raises(KernelOptError, match="loads a buffer it stores"):
+      get_program(si.ast, renderer(), opts=[Opt(OptOps.PADTO, 0, 5)])
 
   def test_failed_opt_leaves_kernel_unchanged(self):
     si = kernel_of(Tensor(A) @ Tensor(B))
