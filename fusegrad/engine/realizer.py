@@ -73,8 +73,8 @@ def _realize_multi(tensors: list[Any]) -> None:
   lowered = {t: multi.lower(t.uop) for t in tensors}
   parts = {t: [type(t)._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
   axes = {t: m.arg if m.op is Ops.MULTI else False for t, m in lowered.items()}
-  # while the parts run, the tensors hold no graph autograd doesn't need (_remember_lazy_def), so the versions their
-  # assigns overwrite are not copied aside for nothing (state.snapshot_before); the nodes they held, weakly
+  # while the parts run, the tensors hold a NOOP, not graphs autograd doesn't need (_remember_lazy_def): the versions
+  # their assigns overwrite aren't copied aside for nothing. No graph may be built from them meanwhile (threads.md)
   lazies = {t: t.uop for t in tensors if t._requires_grad and id(t) not in STATE.grad_tensors}
   olds = {t: weakref.ref(t._uop) for t in tensors}
   del lowered
