@@ -140,9 +140,11 @@ class Context(contextlib.ContextDecorator):
 DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: schedule and opts, 4: source, 5: IR")
 DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")
 BEAM = ContextVar("BEAM", 0, "beam width for the kernel optimization search; 0 uses the heuristic")
+IGNORE_BEAM_CACHE = ContextVar("IGNORE_BEAM_CACHE", 0, "1: BEAM searches again instead of reading the result it stored")
 NOOPT = ContextVar("NOOPT", 0, "1: apply no kernel optimizations at all")
 SPEC = ContextVar("SPEC", 0, "1: check the kernel IR against codegen/spec.py after every lowering pass")
 JIT = ContextVar("JIT", 1, "0: TinyJit runs the function every time instead of replaying kernels")
+CAPTURING = ContextVar("CAPTURING", 1, "0: kernels run while TinyJit captures are not captured (not replayed)")
 DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "", "default float dtype (HALF, BFLOAT16, FLOAT64 ...), read at import into"
                            " dtypes.default_float (which code may set too); empty: float32")
 TRAINING = ContextVar("TRAINING", 0, "1: layers such as dropout and batchnorm behave as in training")

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits, checked_ints
-from fusegrad.helpers import prod, fetch, TRAINING, WeakList
+from fusegrad.helpers import prod, fetch, TRAINING, WeakList, argsort
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state, multi, realizer, schedule as engine_schedule
 from fusegrad.engine.state import STATE, MAY_FOLLOW
@@ -47,7 +47,8 @@ def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, GatherMixin, LossMixin, SortMixin,
              LinalgMixin, CreationMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
-  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "__weakref__")
+  # _view_of: (the tensor a movement op made this one from, its node then): a write through this view reaches it
+  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "_view_of", "__weakref__")
   training: ClassVar[bool] = False
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0  # (the random numbers' counter is STATE.rng_counter)
@@ -58,6 +59,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     self.grad: Tensor | None = None
     self._old_uops: WeakList | None = None
     self._requires_grad: bool | None = None
+    self._view_of: tuple[Tensor, UOp] | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
     if isinstance(data, range): data = list(data)
@@ -166,12 +168,17 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
+  def _view(self, uop: UOp) -> Tensor:
+    """A result of a movement op (uop): a view of this tensor, which a write through it reaches (see assign)."""
+    ret = self._new(uop)
+    ret._view_of = (self, self._uop)
+    return ret
   @staticmethod
   def _wrap(uop: UOp, const: bool = False) -> Tensor:
     """Tensor(uop), without looking at what else the argument could be (the many small tensors an op makes). const: a
     broadcast constant, which backward never gives a gradient, so it isn't registered for backward."""
     ret = object.__new__(Tensor)
-    ret.grad, ret._old_uops, ret._requires_grad, ret._uop = None, None, None, uop
+    ret.grad, ret._old_uops, ret._requires_grad, ret._uop, ret._view_of = None, None, None, uop, None
     if not const and dtypes.is_float(uop.dtype): STATE.float_tensors.add(ret)
     return ret
 
@@ -418,6 +425,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       return self.replace(viewed.assign(x.bitcast(viewed.dtype)).realize().bitcast(self.dtype))
     for hook in _assign_hooks: hook(self)
     if assign_window(self, x): return self if _assign_hooks else self.realize()  # a window at a Variable: see below
+    path, whole = _view_path(self) if self._view_of is not None and self.uop is not x.uop else ([], False)
+    if path and (whole or _assign_hooks or not _writable(self.uop)) and not isinstance(self.device, tuple):
+      # a view of a tensor (torch's views share its memory): a write of the whole top tensor (the part outside the
+      # view kept) lands in every tensor of the chain; a plain write of a part of a buffer (below) is cheaper
+      top, mask = path[-1][0], _unview(Tensor.full(self.shape, True, device=self.device), path[0][1])
+      _follow(path, top.assign(_unview(x, path[0][1]) if whole else mask.where(_unview(x, path[0][1]), top)))
+      return self
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
     if not _writable(self.uop) or self.uop is x.uop:
@@ -548,6 +562,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
+    if self._view_of is not None and not _writable(self.uop) and (path := _view_path(self)[0]):
+      _follow(path, path[-1][0].replace(path[-1][0].contiguous().realize()))  # the top gets a buffer, written below
     self.realize()
     if state.view_base(self.uop).op is Ops.CONST: self.uop = self.contiguous().realize().uop  # a constant gets a buffer
     if any(u.op is Ops.EXPAND and u.size > u.src[0].size for u in state.view_chain(self.uop)[0]):
@@ -650,6 +666,37 @@ def _own(u: UOp) -> UOp:
   """u, or a write of its value into a fresh buffer when u is a lazy value or a constant (see Tensor._own_node)."""
   if (state.is_realized(u) and state.view_base(u).op is not Ops.CONST) or u.size == 0: return u
   return Tensor.empty(u.shape, dtype=u.dtype, device=u.device).uop.assign(u)
+
+def _view_path(view: Tensor) -> tuple[list[tuple[Tensor, list[UOp]]], bool]:
+  """The tensors view was made from by movement ops (`_view_of`) up to the highest one, the top, that view's node is
+  still a view of, each with its ops over the top (outermost first), the top last; and whether view covers the whole
+  top (no shrink). Empty if there is none, or view is expanded (its elements share memory)."""
+  ups = [view]
+  while (link := ups[-1]._view_of) is not None: ups.append(link[0])
+  def ops_over(u: UOp, top: UOp) -> list[UOp] | None:
+    ops: list[UOp] = []
+    while u is not top and u.op in GroupOp.Movement: ops, u = ops + [u], u.src[0]
+    return ops if u is top else None
+  for k in range(len(ups) - 1, 0, -1):
+    old = state.current(ups[k - 1]._view_of[1])  # type: ignore[index]  # (a buffer: its newest version)
+    if (chain := ops_over(view.uop, old)) is None or any(c.op is Ops.EXPAND for c in chain): continue
+    return [(t, c) for t in ups[:k] if (c := ops_over(t.uop, old)) is not None] + [(ups[k], [])], \
+      all(c.op is not Ops.SHRINK for c in chain)
+  return [], False
+
+def _follow(path: list[tuple[Tensor, list[UOp]]], top: Tensor) -> None:
+  """Each view of the path (see _view_path) rebuilt on its top's new node."""
+  for t, chain in path[:-1]: t.uop, t._view_of = state.rebuild(top.uop, chain), (top, top.uop)
+
+def _unview(x: Tensor, chain: list[UOp]) -> Tensor:
+  """x in the shape the view chain (outermost first) was made from: zeros where it shrank, its padding dropped."""
+  for c in chain:
+    if c.op is Ops.RESHAPE: x = x.reshape(c.src[0].shape)
+    elif c.op is Ops.PERMUTE: x = x.permute(argsort(c.arg))
+    elif c.op is Ops.FLIP: x = x.flip([i for i, f in enumerate(c.arg) if f])
+    elif c.op is Ops.PAD: x = x.shrink([(b, b + s) for (b, _), s in zip(c.arg, c.src[0].shape)])
+    else: x = x.pad([(b, s - e) for (b, e), s in zip(c.arg, c.src[0].shape)])
+  return x
 
 def _writable(u: UOp) -> bool:
   """True when u is a view of a buffer (or of a write into one), or a MULTI of such views: assign writes into it."""

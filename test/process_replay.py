@@ -86,9 +86,9 @@ def git(*args: str, cwd: pathlib.Path) -> str:
   return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 def record_ref(repo: pathlib.Path, ref: str, workloads: list[str], cache: pathlib.Path) -> list[pathlib.Path]:
-  """The recordings of workloads on a git ref (kept per commit in cache)."""
-  sha = git("rev-parse", ref, cwd=repo)
-  paths = [cache / f"{sha}-{w}.jsonl" for w in workloads]
+  """The recordings of workloads on a git ref (kept per commit and CPU_ISA in cache: each ISA renders other kernels)."""
+  sha, isa = git("rev-parse", ref, cwd=repo), os.environ.get("CPU_ISA", "")
+  paths = [cache / f"{sha}{'-' + isa if isa else ''}-{w}.jsonl" for w in workloads]
   if all(p.exists() for p in paths): return paths
   with tempfile.TemporaryDirectory() as tmp:
     tree = pathlib.Path(tmp) / "ref"

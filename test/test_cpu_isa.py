@@ -2,7 +2,7 @@
 registers. For the MNIST step's convolutions (forward, both gradients, from the step's schedule) and a 512 matmul,
 the heuristic's kernel compiled for the ISA has its tile within the machine model, computes with vector multiply-adds
 (SSE4: vector multiplies) and, compiled by clang for AVX2 or AVX-512, has no spill (stack reference of a vector
-register) in its hot loop."""
+register) in its hot loop. The max pool gradients' comparison counts have no jump in their hot loop."""
 import dataclasses, functools, re, shutil, subprocess, tempfile
 import pytest
 from fusegrad import Tensor, Device, dtypes
@@ -35,10 +35,11 @@ def test_each_isa_has_its_flags_and_its_cache_key():
   if "avx512" in compilers: assert "-mprefer-vector-width=512" in compilers["avx512"].args
 
 @functools.cache
-def _mnist_kernels() -> list[tuple[str, UOp]]:
+def _mnist_kernels(min_iterations: float = 2e8) -> list[tuple[str, UOp]]:
   """(name, AST) of the biggest kernel of a 512 matmul (one of the bench's sizes: b packed in panels, the wide tile)
   and of the MNIST step's convolutions: its kernels of over 2e8 iterations (forward, input and weight gradients, split
-  reduces included), batch 512, from the step's own schedule (scheduled, never run)."""
+  reduces included; min_iterations=0: all its reduce kernels), batch 512, from the step's own schedule (scheduled,
+  never run)."""
   ren = Device["CPU"].renderer
   def biggest(t: Tensor) -> UOp: return max(t.schedule(), key=lambda si: get_program(si.ast, ren).flops).ast
   out = [("matmul", biggest(Tensor.empty(512, 512) @ Tensor.empty(512, 512)))]
@@ -48,7 +49,8 @@ def _mnist_kernels() -> list[tuple[str, UOp]]:
     loss = model(Tensor.empty(512, 1, 28, 28, dtype=dtypes.uint8)).sparse_categorical_crossentropy(
       Tensor.empty(512, dtype=dtypes.int32)).backward()
   for si in loss.schedule(*[p.grad for p in get_parameters(model) if p.grad is not None]):
-    if prod(range_size(u) for u in si.ast.toposort() if u.op is Ops.RANGE) > 2e8:
+    if si.ast.op is Ops.SINK and any(u.op is Ops.REDUCE for u in si.ast.toposort()) and \
+       prod(range_size(u) for u in si.ast.toposort() if u.op is Ops.RANGE) > min_iterations:
       out.append((ansistrip(Kernel(si.ast, ren).name), si.ast))
   return out
 
@@ -88,3 +90,19 @@ def test_mnist_kernels_fit_the_registers(isa):
     assert vector_ops, f"{name} ({isa}): no vector multiply-adds in the hot loop:\n" + "\n".join(loop)
     spills = [t for t in loop if "(%rsp" in t and "mm" in t]
     assert not checks_spills or not spills, f"{name} ({isa}): {len(spills)} spills in the hot loop, opts {opts}"
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
+@pytest.mark.parametrize("isa", host_isas())
+def test_counting_comparisons_does_not_jump(isa):
+  """The MNIST step's max pool gradients count the inputs equal to the max (a bool cast to float, summed): the hot loop
+  has no conditional jump but its own back edge. clang at AVX2 once vectorized the comparisons and then set each float
+  from a jump per mask bit (33 in the loop, mispredicted: 4x slower)."""
+  cc = find_c_compiler()
+  ren = dataclasses.replace(Device["CPU"].renderer, machine=cpu_machine(isa))
+  compiler = ClangCompiler(cc, ops_cpu.openmp_works(cc), isa)
+  counted = [ast for _, ast in _mnist_kernels(0) if any(u.op is Ops.CAST and u.src[0].dtype == dtypes.bool and
+                                                        u.dtype == dtypes.float32 for u in ast.toposort())]
+  assert len(counted) >= 2  # both pools' backward
+  for ast in counted:
+    loop = hot_loop(compiler.compile(get_program(ast, ren).src))
+    assert len([t for t in loop if re.match(r"j(?!mp)", t)]) == 1, "\n".join(loop)

@@ -342,6 +342,29 @@ def test_kv_cache(jit):
   assert np.abs(want_kv[:5]).min() > 0 and not want_kv[5].any()
 
 @pytest.mark.parametrize("jit", [False, True])
+def test_writes_through_views_of_a_buffer(jit):
+  """A cache written through views of it (a slice, a shrink, a permute, a reshape: tinygrad's KV cache writes
+  `cache[:, start:end].assign(x)`): the traced call writes the buffer as the plain call does (the writes were lost)."""
+  def step(c, x):
+    c[1:3, 0:2].assign(x)
+    c.shrink(((0, 1), None)).assign(x[0:1, 0:1].expand(1, 3) + 1)
+    c.permute(1, 0)[2].assign(x.reshape(4) * 3)
+    c.reshape(12)[10:12].assign(x[0] - 4)
+    return [c * 2 + 1]
+  for traced in (False, True):
+    c = Tensor.zeros(4, 3).contiguous().realize()
+    f = function(step) if traced else step
+    if jit: f = TinyJit(f)
+    outs = [f(c, Tensor(rand_np(2, 2, seed=i)))[0].numpy() for i in range(4)]
+    if not traced: want, want_c = outs, c.numpy()
+  np.testing.assert_allclose(np.array(outs), np.array(want), rtol=1e-6)
+  np.testing.assert_allclose(c.numpy(), want_c, rtol=1e-6)
+  x, ref = rand_np(2, 2, seed=3), np.zeros((4, 3), np.float32)  # the last call's writes, in numpy
+  ref[1:3, 0:2], ref[0:1] = x, x[0, 0] + 1
+  ref.T[2], ref.reshape(12)[10:12] = x.reshape(4) * 3, x[0] - 4
+  np.testing.assert_allclose(want_c, ref, rtol=1e-6)
+
+@pytest.mark.parametrize("jit", [False, True])
 @pytest.mark.parametrize("make_opt", [lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps, lr=0.01)])
 def test_optimizer_step_traced(make_opt, jit):
   """Forward, backward and the optimizer's lazy step all inside the traced call: weights, optimizer state and grads

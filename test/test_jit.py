@@ -49,6 +49,16 @@ def test_softmax_of_matmul():
     return e / e.sum(1, keepdims=True)
   check_calls(lambda x, w: (x @ w).softmax(axis=1), lambda i: (rand_np(3, 5, seed=i), rand_np(5, 4, seed=9 + i)), ref)
 
+def test_kernels_run_with_capturing_off_are_not_replayed():
+  """tinygrad's Context(CAPTURING=0) inside a jitted function: those kernels run at the capture, not in replays."""
+  side = Tensor.zeros(2).contiguous().realize()
+  @TinyJit
+  def f(a):
+    with Context(CAPTURING=0): side.assign(side + 1).realize()
+    return (a * 2).realize()
+  for i in range(4): np.testing.assert_equal(f(Tensor([i, 1.0])).numpy(), [2 * i, 2])
+  assert len(f.jit_cache) == 1 and side.tolist() == [2.0, 2.0]  # the warm-up and the capture ran it, no replay
+
 def test_first_and_capture_calls_return_results():
   jit = TinyJit(lambda a: a * a)
   for i in range(3):

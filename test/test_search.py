@@ -71,6 +71,8 @@ def test_search_result_cached_by_itself(fresh):
   assert n > 0
   second = search.beam_search(k.copy(), 2)
   assert fresh[0] == n and second.applied_opts == first.applied_opts
+  with Context(IGNORE_BEAM_CACHE=1): search.beam_search(k.copy(), 2)  # tinygrad's flag: the cache is not read
+  assert fresh[0] > n
 
 def test_starts_from_the_heuristic_and_stops_early(fresh, monkeypatch, tmp_path):
   """The heuristic's kernel is in the first beam (the result is never slower); a kernel it makes fast enough, or a

@@ -241,6 +241,64 @@ def test_assign_through_a_view_left_behind_writes_the_tensor_as_torch():  # no r
   np.testing.assert_equal(t.numpy(), tt.numpy())
   assert s.item() == tt.sum().item() + 1 + 2 + 8  # -1, -2 were 0, 8
 
+@pytest.mark.parametrize("make", ["const", "realized const", "lazy", "lazy realized after the view", "buffer"])
+def test_assign_through_a_view_of_a_value_without_buffer_as_numpy(make):  # a constant or lazy value has no buffer
+  # numpy's views share memory as torch's do (and np.flip is one); writes through each view, a realize in between
+  views = [lambda t: t[1:3, 1:3], lambda t: t.shrink(((0, 2), None)) if isinstance(t, Tensor) else t[0:2],
+           lambda t: t.permute(1, 0)[3] if isinstance(t, Tensor) else t.T[3], lambda t: t.reshape(2, 6)[1],
+           lambda t: t.flip(1)[0] if isinstance(t, Tensor) else np.flip(t, 1)[0], lambda t: t[::2, ::3],
+           lambda t: t.reshape(12), lambda t: t.reshape(2, 2, 3).permute(2, 0, 1)[1:, 1]
+           if isinstance(t, Tensor) else t.reshape(2, 2, 3).transpose(2, 0, 1)[1:, 1]]
+  for view in views:
+    ref = np.ones((3, 4), np.float32) if make.endswith("const") else np.arange(12, dtype=np.float32).reshape(3, 4) * 2
+    t = Tensor.ones(3, 4) if make.endswith("const") else Tensor.arange(12).reshape(3, 4).float() * 2
+    if make in ("realized const", "buffer"): t = (t.contiguous() if make == "buffer" else t).realize()
+    v, old = view(t), ref.copy()
+    if make.endswith("view"): t.realize()
+    before = t + 0.5  # built before the write: the value of then
+    val = np.random.default_rng(0).standard_normal(view(ref).shape).astype(np.float32)
+    v.assign(Tensor(val))
+    view(ref)[...] = val
+    np.testing.assert_equal(t.numpy(), ref)
+    np.testing.assert_equal(v.numpy(), view(ref))
+    np.testing.assert_equal(before.numpy(), old + 0.5)
+
+@pytest.mark.parametrize("make", ["const", "lazy", "buffer"])
+def test_setitem_on_a_view_writes_its_tensor_as_numpy(make):  # a view of a constant or lazy value: it was lost
+  t = {"const": Tensor.zeros(3, 4), "lazy": Tensor.arange(12).reshape(3, 4).float() + 1,
+       "buffer": Tensor.zeros(3, 4).contiguous().realize()}[make]
+  ref = np.zeros((3, 4), np.float32) if make != "lazy" else np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+  v, nv = t.permute(1, 0)[1:], ref.T[1:]
+  before = t + 0.5
+  v[0, 1:] = 5.0
+  nv[0, 1:] = 5.0
+  v[2] = Tensor([7.0, 8.0, 9.0])
+  nv[2] = [7.0, 8.0, 9.0]
+  np.testing.assert_equal(t.numpy(), ref)
+  np.testing.assert_equal(v.numpy(), nv)
+  assert before.numpy().sum() == (0.5 * 12 if make != "lazy" else 78 + 6)
+
+def test_writes_through_views_after_a_setitem_on_the_view_as_numpy():  # the buffer's version changed in between
+  t, ref = Tensor.zeros(4).contiguous().realize(), np.zeros(4, np.float32)
+  w, nw = t.reshape(2, 2), ref.reshape(2, 2)
+  w[...] = Tensor([[1.0, 2.0], [3.0, 4.0]])
+  nw[...] = [[1, 2], [3, 4]]
+  w.flip(0)[...] = Tensor([[5.0, 6.0], [7.0, 8.0]])
+  np.flip(nw, 0)[...] = [[5, 6], [7, 8]]
+  w.realize()
+  w.flip(0).assign(Tensor([[9.0, 10.0], [11.0, 12.0]]))
+  np.flip(nw, 0)[...] = [[9, 10], [11, 12]]
+  np.testing.assert_equal(t.numpy(), ref)
+  np.testing.assert_equal(w.numpy(), nw)
+
+def test_assign_into_a_padded_tensor_as_torch():  # pad (eye is built by one) makes a new tensor, not a view
+  e, te = Tensor.eye(3), torch.eye(3)
+  e[0].assign(Tensor([5.0, 6.0, 7.0]))
+  te[0].copy_(torch.tensor([5.0, 6.0, 7.0]))
+  e[1, 2] = 4.0
+  te[1, 2] = 4.0
+  np.testing.assert_equal(e.numpy(), te.numpy())
+
 def test_assign_through_a_bitcast_view_as_torch():  # torch: x.view(dtype) shares memory, copy_ writes through it
   a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
   bits = np.array([4.0, 3.0], np.float32).view(np.int32)

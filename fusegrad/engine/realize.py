@@ -8,7 +8,7 @@ from typing import Any
 from fusegrad.device import Buffer, Device
 from fusegrad.dtype import dtypes, float_to_bf16_bits
 from fusegrad.helpers import DEBUG, GlobalCounters, colored, ansilen, time_to_str, dprint
-from fusegrad.helpers import PROGRAM_CACHE, BEAM, NOOPT, COMPILE_CHUNK, VIZ, viz_record, ansistrip
+from fusegrad.helpers import PROGRAM_CACHE, BEAM, NOOPT, COMPILE_CHUNK, VIZ, viz_record, ansistrip, CAPTURING
 from fusegrad.uop.ops import UOp, Ops, _arg_key
 from fusegrad.renderer import Renderer
 from fusegrad.codegen import ProgramSpec, get_program
@@ -187,7 +187,7 @@ def run_exec_items(items: list[ExecItem], var_vals: dict[UOp, int] | None = None
   first call); TinyJit, if capturing, records them."""
   times = []
   for ei in items:
-    if STATE.captures: STATE.captures[-1].items.append(ei)
+    if STATE.captures and CAPTURING: STATE.captures[-1].items.append(ei)
     times.append(ei.run(var_vals, wait=bool(VIZ.value)))
   if VIZ.value: viz_record("realize", items=[_viz_item(ei, et) for ei, et in zip(items, times)])
   if items and DEBUG.value >= 3: dprint(3, f"ran {len(items)} schedule items")  # (no f-string made otherwise)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib, json, math, time
 from fusegrad.dtype import DType
 from fusegrad.device import Buffer, Device, CompileError
-from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG
+from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG, IGNORE_BEAM_CACHE
 from fusegrad.uop.ops import UOp, Ops, pretty_print
 from fusegrad.renderer import Renderer
 from fusegrad.codegen import PREPARE, program_for, optimize
@@ -97,7 +97,7 @@ def search_key(k: Kernel, width: int) -> str:
 def beam_search(k: Kernel, width: int) -> Kernel:
   """Grow the opts list one action at a time, keeping the `width` fastest kernels, until nothing gets faster."""
   key = search_key(k, width)
-  if (cached := _cached_opts(key)) is not None:
+  if not IGNORE_BEAM_CACHE and (cached := _cached_opts(key)) is not None:
     try:
       ret = k.copy()
       for o in cached: ret.apply_opt(o)

@@ -33,7 +33,7 @@ def _stride(x: Tensor, axis: int, step: int) -> Tensor:
   count = (n + step - 1) // step
   if step == 1 or n <= 1: return x
   pad = tuple((0, count * step - n) if i == axis else (0, 0) for i in range(x.ndim))
-  x = x.pad(pad).reshape(x.shape[:axis] + (count, step) + x.shape[axis + 1:])
+  x = x._view(x.uop.pad(pad)).reshape(x.shape[:axis] + (count, step) + x.shape[axis + 1:])  # a view: see Tensor.assign
   x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
   return x.reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
 

@@ -131,7 +131,7 @@ class MovementMixin:
       raise ShapeError(f"reshape: bad shape {tuple(new)} for {self.shape}")
     if prod(new) != self.numel():
       raise ShapeError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
-    return self._new(self.uop.reshape(tuple(new)))
+    return self._view(self.uop.reshape(tuple(new)))
   def view(self: Tensor, *shape: Any) -> Tensor:
     """The same as reshape: `x.view(2, -1)`."""
     return self.reshape(*shape)
@@ -146,7 +146,7 @@ class MovementMixin:
     order = tuple(_distinct_axes(order, self.ndim, "permute"))
     if sorted(order) != list(range(self.ndim)):
       raise ShapeError(f"permute: {order} is not a permutation of {self.ndim} axes")
-    return self._new(self.uop.permute(order))
+    return self._view(self.uop.permute(order))
   def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
     """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size.
 
@@ -159,7 +159,7 @@ class MovementMixin:
     target = tuple(p if s == -1 else s for p, s in zip(padded, new))
     if any(p != s and p != 1 for p, s in zip(padded, target)):
       raise ShapeError(f"expand: can't expand {self.shape} to {tuple(new)}")
-    return self._new(self.reshape(padded).uop.expand(target))
+    return self._view(self.reshape(padded).uop.expand(target))
   def expand_as(self: Tensor, other: Tensor) -> Tensor:
     """Expand to other's shape."""
     return self.expand(other.shape)
@@ -172,7 +172,7 @@ class MovementMixin:
     full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
     if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)):
       raise ShapeError(f"shrink: bad range {full} for {self.shape}")
-    return self._new(self.uop.shrink(full))  # type: ignore[arg-type]
+    return self._view(self.uop.shrink(full))  # type: ignore[arg-type]
   def pad(self: Tensor, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad with `value` (or reflect/replicate/circular). padding is ((before, after), ...) per axis, or flat
     (left, right, top, bottom, ...) from the last axis as in torch.nn.functional.pad. Negative pads cut."""
@@ -193,7 +193,7 @@ class MovementMixin:
     x = self.shrink(cut) if any(b < 0 or a < 0 for b, a in pairs) else self
     grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
     if all(b == 0 and a == 0 for b, a in grow): return x
-    padded = x._new(x.uop.pad(grow))
+    padded = x._new(x.uop.pad(grow))  # a new tensor, as torch's pad (not a view: writes into it stay in it)
     if value == 0: return padded
     inside = type(self)(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
     return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
@@ -237,7 +237,7 @@ class MovementMixin:
   def flip(self: Tensor, axis: Any, *args: Any) -> Tensor:
     """Reverse the order along the given axes."""
     axes = set(_distinct_axes(argfix(axis, *args), self.ndim, "flip"))
-    return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+    return self._view(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
     """Swap two axes: `x.transpose(0, 1)`."""
     order = list(range(self.ndim))
