@@ -116,3 +116,52 @@ def test_freed_big_buffers_are_reused_with_right_values():
   assert b._buffer()._buf.addr == addr  # the same memory again
   np.testing.assert_equal(b.numpy(), np.full(n, 3, np.float32))
   assert alloc.pooled <= alloc.POOL_BYTES
+
+def _asked_for_huge_pages(addr: int) -> bool:
+  """Whether the mapping holding addr was madvised MADV_HUGEPAGE (its VmFlags in /proc/self/smaps hold "hg")."""
+  inside = False
+  with open("/proc/self/smaps") as f:
+    for line in f:
+      if "-" in (first := line.split(" ", 1)[0]) and ":" not in first:
+        lo, hi = (int(x, 16) for x in first.split("-"))
+        inside = lo <= addr < hi
+      elif inside and line.startswith("VmFlags:"): return "hg" in line.split()
+  raise AssertionError(f"no mapping holds {addr:#x}")
+
+def test_huge_pages_for_big_buffers_the_host_fills_or_reuses(monkeypatch):
+  # data copied in from the host (a data set, weights) is read again and again: 2 MB pages; a kernel's output is left
+  # in 4 KB pages, which are cheaper to fault in fresh (the README job's evaluation)
+  import mmap
+  from fusegrad.runtime import ops_cpu
+  if Device.DEFAULT != "CPU" or not hasattr(mmap, "MADV_HUGEPAGE") or not os.path.exists("/proc/self/smaps"):
+    pytest.skip("Linux's transparent huge pages, on the CPU device")
+  monkeypatch.setattr(ops_cpu, "HUGE_PAGES_FROM", 1 << 21)
+  n = (1 << 21) // 4 + 48  # a size no other test frees into the pool
+  a = Tensor(np.arange(n, dtype=np.float32)).realize()
+  b = (a + 1).realize()
+  assert _asked_for_huge_pages(a._buffer()._buf.addr)
+  assert not _asked_for_huge_pages(b._buffer()._buf.addr)
+  np.testing.assert_equal(b.numpy(), np.arange(n, dtype=np.float32) + 1)
+  # a buffer handed out of the pool a second time (a TinyJit replay's output) is hot: mapped again in huge pages
+  alloc, nbytes = Device["CPU"].allocator, n * 4 + 64
+  handles = [alloc.alloc(nbytes)]
+  for _ in range(3):
+    alloc.free(handles[-1], nbytes)
+    handles.append(alloc.alloc(nbytes))
+  assert [_asked_for_huge_pages(h.addr) for h in handles] == [False, False, True, True]
+  assert handles[0].addr == handles[1].addr != handles[2].addr == handles[3].addr
+  alloc.free(handles[-1], nbytes)
+
+def test_realized_view_does_not_keep_its_source_graph():
+  # a view remembers the tensor it was made from (a write through it reaches that tensor); once realized into a
+  # buffer of its own, it must not keep that tensor's lazy graph alive: the graph reads w, so overwriting w would
+  # copy w's old contents aside for it
+  from fusegrad import GlobalCounters
+  w, x = Tensor.rand(64, 64).realize(), Tensor.rand(8, 64).realize()
+  out = (lambda: (x @ w).relu().reshape(-1))().realize()
+  expected = np.maximum(x.numpy() @ w.numpy(), 0).reshape(-1)
+  gc.collect()
+  before = GlobalCounters.mem_used
+  for _ in range(3): w.assign(w - 1).realize()
+  assert GlobalCounters.mem_used == before
+  np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5)

@@ -59,7 +59,16 @@ def resolve(t: Any, becomes: dict[UOp, UOp] | None = None) -> bool:
   if new is lazy: return True
   t.uop = new
   _remember_lazy_def(t, lazy)
-  return state.claim_storage(t, lazy)
+  if not state.claim_storage(t, lazy): return False
+  _forget_view_source(t)
+  return True
+
+def _forget_view_source(t: Any) -> None:
+  """A view realized into storage of its own no longer shares memory with the tensor it was made from (Tensor.assign
+  writes through _view_of): drop the link, which would keep that tensor's graph, and the buffers it reads, alive."""
+  if t._view_of is not None and (b := state.view_base(t.uop)).op is Ops.BUFFER \
+     and (ref := b.arg.base.owner) is not None and ref() is t:
+    t._view_of = None
 
 def _remember_lazy_def(t: Any, lazy: UOp) -> None:
   """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives."""
@@ -111,6 +120,7 @@ def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool],
       t.uop = view  # a buffer the plan made: no other tensor's (what resolve does, quickly)
       _remember_lazy_def(t, lazy)
       state.own(buf, t)
+      _forget_view_source(t)
     elif not resolve(t, becomes): copies.append(t)
   return _run(items, copies)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer, Device
-from fusegrad.helpers import dprint, prod, SPLIT_REDUCEOP
+from fusegrad.helpers import dprint, prod, PROGRAM_CACHE, SPLIT_REDUCEOP
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state
@@ -318,8 +318,11 @@ class KernelBuilder:
       if valid is not None and simplify(valid) is not UOp.const(dtypes.bool, True):
         raise ValueError(f"assign: can't assign into a padded view of shape {target.shape}")
       idx = flat_index(tidxs, base.shape)
-    ast = simplify(UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, idx, val)),)))
-    return self._drop_unused_buffers(ast)
+    built = state.STATE.built
+    built[raw := UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, idx, val)),))] = None
+    built.move_to_end(raw)
+    while len(built) > max(PROGRAM_CACHE.value, 1): built.popitem(last=False)
+    return self._drop_unused_buffers(simplify(raw))
 
   def _drop_unused_buffers(self, ast: UOp) -> UOp:
     """Simplification can remove every load of a buffer (a read that padding hides): renumber the rest."""

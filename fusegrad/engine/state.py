@@ -30,6 +30,9 @@ class Realization:
   programs: OrderedDict = field(default_factory=OrderedDict)  # realize.get_runner: (device, AST) -> program, LRU
   templates: OrderedDict = field(default_factory=OrderedDict)  # cache.cached_schedule: graph key -> Template, LRU
   quick: OrderedDict = field(default_factory=OrderedDict)  # cache.plan_schedule: quick key -> QuickPlan | None, LRU
+  # schedule.build: recent kernels as built, before simplify, kept alive with the simplified form each node keeps
+  # (simplify's memo), so a graph scheduled again (a TinyJit's capture) finds its kernels simplified; LRU
+  built: OrderedDict = field(default_factory=OrderedDict)
   index_checks: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # node -> [IndexCheck]
   lazy_defs: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # see realizer.with_lazy_defs
   # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those in its graph)
@@ -44,7 +47,7 @@ class Realization:
   def capturing(self) -> bool: return bool(self.captures)
   def reset(self) -> None:
     """Drop the caches and pending index checks (tests: as a new process would start; versions and memo stay)."""
-    for d in (self.programs, self.templates, self.quick, self.index_checks): d.clear()
+    for d in (self.programs, self.templates, self.quick, self.built, self.index_checks): d.clear()
 
 STATE = Realization()
 

@@ -10,23 +10,27 @@ from fusegrad.renderer.cstyle import ClangRenderer
 
 class CPUBuffer:
   """Host memory aligned to 64 bytes; `addr` is what kernels get."""
-  __slots__ = ("raw", "addr", "nbytes")
-  def __init__(self, raw: Any, addr: int, nbytes: int): self.raw, self.addr, self.nbytes = raw, addr, nbytes
+  __slots__ = ("raw", "addr", "nbytes", "reuses")
+  def __init__(self, raw: Any, addr: int, nbytes: int, reuses: int = 0):
+    self.raw, self.addr, self.nbytes, self.reuses = raw, addr, nbytes, reuses  # reuses: times handed out of the pool
 
-HUGE_PAGES_FROM = 1 << 26  # bytes: buffers this big are mapped in huge pages
+HUGE_PAGES_FROM = 1 << 26  # bytes: buffers this big, read or written again and again, in huge pages (_huge_pages)
 
 def _big_mapping(nbytes: int) -> mmap.mmap:
-  """Private anonymous memory; buffers of HUGE_PAGES_FROM bytes and more in 2 MB pages where the OS allows (transparent
-  huge pages): fewer TLB misses when a kernel streams them (64 MB: softmax 12.3 -> 10 ms, `(a*b+c).relu()` 24.6 -> 29
-  GB/s) and one fault per 2 MB. Smaller ones stay in 4 KB pages: the MNIST step (buffers up to 38 MB) runs as fast
-  without, and a fresh huge page can cost far more to fault in (the OS zeroes 2 MB that, in a VM, the host may have
-  to back first): its first step spent 2-2.5 s of system time faulting them in right after the compilers exited,
-  0.2 s with 4 KB pages. The README job's first evaluation (buffers up to 737 MB) pays that once: 4.5-6.3 s against
-  1.5-2 s in 4 KB pages in this VM, later evaluations as fast; without them sums over 64 MB ran 1.4-1.8x slower."""
-  m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) if hasattr(mmap, "MAP_ANONYMOUS") else \
+  """Private anonymous memory, zeroed by the OS page by page as it is touched."""
+  return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) if hasattr(mmap, "MAP_ANONYMOUS") else \
     mmap.mmap(-1, nbytes)
-  if nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"): m.madvise(mmap.MADV_HUGEPAGE)
-  return m
+
+def _huge_pages(handle: CPUBuffer) -> None:
+  """Ask for 2 MB pages (transparent huge pages) for a buffer of HUGE_PAGES_FROM bytes and more that is read or written
+  again and again, before it is touched: one the host fills (a data set, weights, an input, as NumPy does for its
+  arrays), or one handed out of the pool a second time (a TinyJit replay's output). Fewer TLB misses when a kernel
+  streams it (64 MB sums: 2.8-3.3 -> 1.9-2.1 ms; softmax 33 -> 27 CPU-ms) and one fault per 2 MB. Other kernel outputs
+  stay in 4 KB pages: a fresh huge page can cost far more to fault in. In this VM (Firecracker, whose balloon takes
+  back free 2 MB blocks) it costs 8 ms/MB against 0.5 ms/MB for 4 KB pages: the README job's first evaluation (1 GB
+  of fresh outputs) took 4.5-6.3 s in huge pages, 1.5-2 s without."""
+  if isinstance(handle.raw, mmap.mmap) and handle.nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
+    handle.raw.madvise(mmap.MADV_HUGEPAGE)
 
 class Worker:
   """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
@@ -84,19 +88,25 @@ class CPUAllocator(Allocator):
     self.pool: dict[int, list[CPUBuffer]] = {}
     self.pooled = 0
   def alloc(self, nbytes: int) -> CPUBuffer:
+    reuses = 0
     if (free := self.pool.get(nbytes)):
       self.pooled -= nbytes
-      return free.pop()
-    raw = (ctypes.c_uint8 * (nbytes + 64)).from_buffer(_big_mapping(nbytes + 64)) if nbytes >= 2 ** 20 else \
-      (ctypes.c_uint8 * (nbytes + 64))()
-    addr = ctypes.addressof(raw)
-    return CPUBuffer(raw, addr + (-addr % 64), nbytes)
+      (old := free.pop()).reuses += 1
+      # handed out a second time (a TinyJit replay's fresh output): hot, worth mapping again in huge pages
+      if old.reuses != 2 or nbytes < HUGE_PAGES_FROM: return old
+      reuses = old.reuses
+    raw = _big_mapping(nbytes + 64) if nbytes >= 2 ** 20 else (ctypes.c_uint8 * (nbytes + 64))()
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(raw) if isinstance(raw, mmap.mmap) else raw)
+    ret = CPUBuffer(raw, addr + (-addr % 64), nbytes, reuses)
+    if reuses: _huge_pages(ret)
+    return ret
   def free(self, handle: CPUBuffer, nbytes: int) -> None:
     if nbytes < 2 ** 20 or self.pooled + nbytes > self.POOL_BYTES: return
     self.pool.setdefault(nbytes, []).append(handle)
     self.pooled += nbytes
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
     if self.worker is not None: self.worker.sync()
+    _huge_pages(dest)
     if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
     elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
