@@ -8,16 +8,16 @@ CPU_THREADS threads per kernel, CPU:1..n with one each (each runs its kernels on
 and step are examples/beautiful_mnist.py's (Adam, global batch BS=128), on random data, in one TinyJit step (under MPI
 with DataParallel's gradient averaging inside it); STEPS timed steps after 3 warm-up ones, medians printed.
 
-On a busy machine the wall times follow the CPU time each setup costs, so the last line estimates the steps on idle
-cores from CPU times alone: each launch's thread CPU time, replayed through the devices' queues and the copies'
-waits as if each worker had a core of its own, against the 2-thread CPU's kernels (its OpenMP master thread's CPU
-time per kernel, where the kernel's work is split between the threads).
+Each setup's line also gives per step, for the main thread (which queues the devices' launches; on one device it runs
+the kernels, with OpenMP's threads) and each device's worker thread: its CPU time, its time waiting for a core (Linux
+schedstat), and the share of the step it was idle (neither: waiting for work, for the GIL or for the other device).
+On a busy machine wall times follow the CPU each setup gets, and a worker also idles while the thread it waits for
+waits for a core.
 """
-import os, statistics, sys, time
+import os, statistics, sys, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from fusegrad import Tensor, TinyJit, Device, nn, Context, distributed as dist
 from fusegrad.helpers import getenv
-from fusegrad.runtime import ops_cpu
 from examples.beautiful_mnist import Model
 
 BS, STEPS, THREADS = getenv("BS", 128), getenv("STEPS", 10), getenv("CPU_THREADS", 2)
@@ -69,59 +69,6 @@ def kernels_at_once(devices: tuple[str, ...], n: int = 768) -> None:
   print(f"{len(devices)} matmuls {n}x{n}, one per device: " +
         ", ".join(f"{name} {statistics.median(ts) * 1e3:.0f} ms" for name, ts in times.items()))
 
-def idle_estimate(devices: tuple[str, ...]) -> None:
-  """Step times on idle cores estimated from CPU time (see the module's docstring)."""
-  launches: list[tuple[str, str, int | None, float]] = []  # (device, function, its copy's event, thread CPU time)
-  kernels: list[float] = []  # the 2-thread CPU's kernels: the calling (master) thread's CPU time
-  launch, call = ops_cpu.Worker.launch, ops_cpu.CPUProgram.__call__
-  def timed_launch(self, fxn, args, keep):
-    name = getattr(fxn, "__name__", "")
-    key = id(args[0]) if name in ("_snapshot", "_copy_when_ready") else None
-    def run(*a):
-      st = time.thread_time()
-      fxn(*a)
-      launches.append((self.device, name, key, time.thread_time() - st))
-    launch(self, run, args, keep)
-  def timed_call(self, *bufs, wait=False, **kwargs):
-    if self.worker is not None or wait: return call(self, *bufs, wait=wait, **kwargs)
-    st = time.thread_time()
-    call(self, *bufs, **kwargs)
-    kernels.append(time.thread_time() - st)
-  ops_cpu.Worker.launch, ops_cpu.CPUProgram.__call__ = timed_launch, timed_call
-  try:
-    one, many = make_step(("CPU",)), make_step(devices)
-    one_times, many_times = [], []
-    for i in range(STEPS + 3):
-      kernels.clear()
-      one()
-      launches.clear()
-      many()
-      for d in devices: Device[d].synchronize()
-      if i >= 3: one_times.append(sum(kernels)), many_times.append(_replay(list(launches), devices))
-  finally: ops_cpu.Worker.launch, ops_cpu.CPUProgram.__call__ = launch, call
-  one_med, many_med = statistics.median(one_times), statistics.median(many_times)
-  print(f"estimated on idle cores: 1 device {one_med * 1e3:.0f} ms, {len(devices)} devices {many_med * 1e3:.0f} ms per "
-        f"step ({one_med / many_med:.2f}x)")
-
-def _replay(launches: list[tuple[str, str, int | None, float]], devices: tuple[str, ...]) -> float:
-  """When the last worker would finish with a core each: launches run in their queue's order, each taking its CPU
-  time, and a copy starts once the source's snapshot of it is done."""
-  queues = {d: [e for e in launches if e[0] == d] for d in devices}
-  clock, pos, snapshots = dict.fromkeys(devices, 0.0), dict.fromkeys(devices, 0), {}
-  while any(pos[d] < len(queues[d]) for d in devices):
-    moved = False
-    for d in devices:
-      while pos[d] < len(queues[d]):
-        _, name, key, cost = queues[d][pos[d]]
-        if name == "_copy_when_ready":
-          if key not in snapshots: break  # waits for the other worker
-          clock[d] = max(clock[d], snapshots[key])
-        clock[d] += cost
-        pos[d], moved = pos[d] + 1, True
-        if name == "_snapshot": snapshots[key] = clock[d]
-    assert moved, "the queues wait for each other"
-  return max(clock.values())
-
 def main() -> None:
   if "OMPI_COMM_WORLD_SIZE" in os.environ:
     dist.init()
@@ -148,13 +95,38 @@ def main() -> None:
   kernels_at_once(devices)
   setups = {f"1 device, {THREADS} threads": make_step(("CPU",)), f"{shard} devices, 1 thread each": make_step(devices)}
   times: dict[str, list[float]] = {name: [] for name in setups}
+  use: dict[str, dict[str, list[tuple[float, float]]]] = {name: {} for name in setups}  # thread -> (CPU, queued)
   for i in range(STEPS + 3):
     for name, run in setups.items():
-      if (t := run()) and i >= 3: times[name].append(t)
+      before = thread_times()
+      t = run()
+      if i < 3: continue
+      times[name].append(t)
+      for th, (cpu, queued) in thread_times().items():
+        use[name].setdefault(th, []).append((cpu - before.get(th, (0, 0))[0], queued - before.get(th, (0, 0))[1]))
   meds = {name: statistics.median(ts) for name, ts in times.items()}
-  for name, med in meds.items(): print(f"{name:28s} {1 / med:5.2f} steps/s ({med * 1e3:.0f} ms per step, batch {BS})")
+  for name, med in meds.items():
+    mine = ["main"] + [d for d in devices if "1 thread" in name]
+    cpu, queued = ({th: statistics.median(x[k] for x in use[name][th]) for th in mine} for k in (0, 1))
+    threads = ", ".join(f"{th} {cpu[th] * 1e3:.1f} ms CPU + {queued[th] * 1e3:.1f} waiting for a core (idle "
+                        f"{1 - (cpu[th] + queued[th]) / med:.0%})" for th in mine)
+    print(f"{name:28s} {1 / med:5.2f} steps/s ({med * 1e3:.0f} ms per step, batch {BS}); per step: {threads}")
   (one, one_med), (_, many_med) = meds.items()
-  print(f"{shard} devices / 1 device: {one_med / many_med:.2f}x")
-  idle_estimate(devices)
+  print(f"{shard} devices / 1 device: {one_med / many_med:.2f}x (load average {os.getloadavg()[0]:.1f})")
+
+def thread_times() -> dict[str, tuple[float, float]]:
+  """Seconds so far (on a CPU, waiting in the run queue for one) of this (main) thread and of each device's worker
+  thread (by device), from Linux's /proc schedstat (elsewhere: CPU time alone). A thread neither running nor queued is
+  idle: it waits for work or for another thread."""
+  ret = {}
+  for t in threading.enumerate():
+    name = "main" if t is threading.current_thread() else t.name[9:] if t.name.startswith("fusegrad ") else None
+    if name is None or t.native_id is None: continue
+    try:
+      with open(f"/proc/self/task/{t.native_id}/schedstat") as f: stat = f.read().split()
+      cpu, queued = int(stat[0]) * 1e-9, int(stat[1]) * 1e-9
+    except OSError: cpu, queued = (time.thread_time() if name == "main" else 0.0), 0.0
+    ret[name] = (cpu, queued)
+  return ret
 
 if __name__ == "__main__": main()

@@ -257,9 +257,8 @@ def from_numpy(npdtype: Any) -> DType:
   import numpy as np
   npdtype = np.dtype(npdtype)
   if npdtype.kind == "V" and npdtype.itemsize == 2 or str(npdtype) == "bfloat16": return dtypes.bfloat16
-  lookup = {"?": dtypes.bool, "b": dtypes.int8, "B": dtypes.uint8, "h": dtypes.int16, "H": dtypes.uint16,
-            "i": dtypes.int32, "I": dtypes.uint32, "l": dtypes.int64, "q": dtypes.int64, "L": dtypes.uint64,
-            "Q": dtypes.uint64, "e": dtypes.float16, "f": dtypes.float32, "d": dtypes.float64}
+  # a dtype's fmt is numpy's type character too (and C's long is 64 bits on the platforms numpy builds for here)
+  lookup = {**{dt.fmt: dt for dt in dtypes.all if dt.fmt is not None}, "l": dtypes.int64, "L": dtypes.uint64}
   if npdtype.char not in lookup: raise TypeError(f"numpy dtype {npdtype} has no fusegrad equivalent")
   return lookup[npdtype.char]
 

@@ -460,8 +460,7 @@ class tqdm:
     self.n, self.i = self.n + n, self.i + 1
     if self.disable or (not close and self.i % self.skip != 0): return
     elapsed = time.perf_counter() - self.st
-    ncols = (80 if not sys.stderr.isatty()
-             else os.get_terminal_size().columns if hasattr(os, "get_terminal_size") else 80)
+    ncols = os.get_terminal_size().columns if sys.stderr.isatty() else 80
     if self.i / max(elapsed, 1e-9) > self.rate and self.i:
       self.skip = max(int(self.i / max(elapsed, 1e-9)) // self.rate, 1)
     def fmt(t: float) -> str:

@@ -186,7 +186,7 @@ class TinyJit(Generic[ReturnType]):
     if STATE.captures: raise JitError("TinyJit: having TinyJit inside another TinyJit is not supported (as tinygrad)")
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
       # the very inputs of the last call: nothing to check again
-      return self._replay([a for a in args if type(a) is Tensor], self._last[1], var_vals)
+      return self._replay(_parts([a for a in args if type(a) is Tensor]), self._last[1], var_vals)
     inputs, binds, static = _split_args(args, kwargs)
     Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
     inputs = _parts(inputs)
@@ -223,8 +223,7 @@ class TinyJit(Generic[ReturnType]):
     copied at each call."""
     self._last = None
     if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
-    if any(isinstance(a, Tensor) and a.uop.op is Ops.MULTI for a in args): return  # its parts are the inputs
-    if any(u is not n for u, n in zip([a.uop for a in args if isinstance(a, Tensor)], nodes)): return
+    if any(p.uop is not n for p, n in zip(_parts([a for a in args if isinstance(a, Tensor)]), nodes)): return
     if any(id(b.base) in self.written for b in bufs): return  # results fed back in (h = step(h))
     self._last = (tuple(weakref.ref(a.uop) if isinstance(a, Tensor) else a.src[0] for a in args), bufs)
 
@@ -307,15 +306,11 @@ class TinyJit(Generic[ReturnType]):
     swaps = [(cache[i].bufs, j, k) for i, j, k in self.input_slots]
     outs = [(cache[slots[0][0]].bufs[slots[0][1]], [cache[k].bufs for k, _ in slots], [j for _, j in slots])
             for slots in self.out_slots.values()]
-    calls: list[Any] = []
-    for ei in cache:
-      r = ei.runner
-      if isinstance(r, CompiledRunner) and not r.p.vars and r.prg is not None:
-        calls.append((r.prg, ei.bufs, r.p.global_size, r.p.local_size))
-      else: calls.append(ei)
-    direct = [ei for ei, c in zip(cache, calls) if type(c) is tuple]  # the others count themselves in run()
+    calls: list[Any] = [_bind(ei) for ei in cache]
+    direct = [ei for ei, c in zip(cache, calls) if c is not ei]  # the others count themselves in run()
     plan = _Plan(cache, swaps, outs, calls, sum(ei.runner.flops for ei in direct), sum(ei.mem for ei in direct),
-                 len(direct))
+                 sum(isinstance(ei.runner, CompiledRunner) for ei in direct),
+                 sorted({i for i, _, _ in self.input_slots} | {k for s in self.out_slots.values() for k, _ in s}))
     self._plan_cache = plan
     return plan
 
@@ -340,9 +335,10 @@ class TinyJit(Generic[ReturnType]):
     if DEBUG.value >= 2:
       for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     else:
+      for i in plan.rebind: plan.calls[i] = _bind(self.jit_cache[i])  # (their buffers were swapped)
       for c in plan.calls:
-        if type(c) is tuple: c[0](*[b._buf for b in c[1]], global_size=c[2], local_size=c[3])
-        else: c.run(var_vals, jit=True)
+        if type(c) is ExecItem: c.run(var_vals, jit=True)
+        else: c()
       GlobalCounters.global_ops += plan.flops
       GlobalCounters.global_mem += plan.mem
       GlobalCounters.kernel_count += plan.kernels
@@ -380,10 +376,21 @@ class _Plan:
   items: list[ExecItem]  # the jit_cache it was made for
   swaps: list[tuple[list[Buffer], int, int]]  # (an item's buffer list, position, input index)
   outs: list[tuple[Buffer, list[list[Buffer]], list[int]]]  # per fresh result: its buffer, where it goes
-  calls: list[Any]  # per item: (program, buffers, global size, local size), or the ExecItem to run
+  calls: list[Any]  # per item: its kernel's launch, bound (_bind), or the ExecItem to run
   flops: int
   mem: int
   kernels: int
+  rebind: list[int]  # the items bound again at each replay (their buffers are swapped)
+
+def _bind(ei: ExecItem) -> Any:
+  """ei's launch as a call of nothing, bound once: a kernel's (the program's own launcher where it has one), or a copy
+  the devices queue (CopyRunner.launcher); else ei itself, run through ExecItem.run."""
+  r, handles = ei.runner, [b._buf for b in ei.bufs]
+  if isinstance(r, CompiledRunner) and not r.p.vars and r.prg is not None:
+    launcher = getattr(r.prg, "launcher", None)
+    return (launcher(*handles) if launcher is not None else None) or \
+      functools.partial(r.prg, *handles, global_size=r.p.global_size, local_size=r.p.local_size)
+  return (r.launcher(ei.bufs) if isinstance(r, CopyRunner) else None) or ei
 
 def _same(a: Any, b: Any) -> bool:
   """a and b are the same value (of the same type: 1 and 1.0 build different graphs); objects compare by identity
@@ -520,7 +527,8 @@ class function:
     STATE.realize_hooks.append(refuse_inputs)
     try:
       stand = iter(stand_ins)
-      ret = self.fxn(*_swap(list(args), stand), **_swap({k: kwargs[k] for k in sorted(kwargs)}, stand))
+      def swap(v: Any) -> Any: return next(stand) if isinstance(v, Tensor) else v
+      ret = self.fxn(*_map_leaves(list(args), swap), **_map_leaves({k: kwargs[k] for k in sorted(kwargs)}, swap))
     finally:
       _rng_hooks.pop()
       _assign_hooks.pop()
@@ -600,28 +608,25 @@ def _hashable(x: Any, where: str) -> Any:
                     "the trace's signature; pass it as a Tensor, or as numbers, strings or tuples") from None
   return (type(x), x)  # the type too: f(x, 1) and f(x, 1.0) build different graphs
 
-def _remake(x: list | tuple, values: Any) -> Any:
-  """A list or tuple of the same type as x (a NamedTuple too) holding values."""
-  if isinstance(x, tuple) and hasattr(x, "_fields"): return type(x)(*values)
-  return type(x)(values)
-
-def _swap(x: Any, stand_ins: Any) -> Any:
-  if isinstance(x, Tensor): return next(stand_ins)
-  if isinstance(x, (list, tuple)): return _remake(x, [_swap(v, stand_ins) for v in x])
-  if isinstance(x, dict): return {k: _swap(v, stand_ins) for k, v in x.items()}
-  return x
+def _map_leaves(x: Any, fn: Callable[[Any], Any]) -> Any:
+  """x with fn applied to everything in it that is not a list, tuple (a NamedTuple too) or dict, in _leaves' order."""
+  if isinstance(x, (list, tuple)):
+    values = [_map_leaves(v, fn) for v in x]
+    return type(x)(*values) if isinstance(x, tuple) and hasattr(x, "_fields") else type(x)(values)
+  if isinstance(x, dict): return {k: _map_leaves(v, fn) for k, v in x.items()}
+  return fn(x)
 
 def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""
-  if isinstance(x, Tensor): return _Spread(x.uop.arg, len(x.uop.src)) if x.uop.op is Ops.MULTI else Tensor
-  if isinstance(x, (list, tuple)): return _remake(x, [_structure(v) for v in x])
-  if isinstance(x, dict): return {k: _structure(v) for k, v in x.items()}
-  return x
+  def marker(v: Any) -> Any:
+    if not isinstance(v, Tensor): return v
+    return _Spread(v.uop.arg, len(v.uop.src)) if v.uop.op is Ops.MULTI else Tensor
+  return _map_leaves(x, marker)
 
-def _rebuild(structure: Any, tensors: Any) -> Any:
-  if structure is Tensor: return next(tensors)
-  if isinstance(structure, _Spread):
-    return Tensor._wrap(multi.multi(tuple(next(tensors).uop for _ in range(structure.n)), structure.axis))
-  if isinstance(structure, (list, tuple)): return _remake(structure, [_rebuild(v, tensors) for v in structure])
-  if isinstance(structure, dict): return {k: _rebuild(v, tensors) for k, v in structure.items()}
-  return structure
+def _rebuild(structure: Any, tensors: Iterator) -> Any:
+  """structure (of _structure) with the next of tensors at each marker."""
+  def fill(v: Any) -> Any:
+    if v is Tensor: return next(tensors)
+    if isinstance(v, _Spread): return Tensor._wrap(multi.multi(tuple(next(tensors).uop for _ in range(v.n)), v.axis))
+    return v
+  return _map_leaves(structure, fill)

@@ -297,7 +297,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     >>> Tensor(2.5).tolist()
     2.5
     """
-    if 0 in self.shape: return _nested([], self.shape)
+    if 0 in self.shape: return _empty_nested(self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
     if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
     mv = self.data()
@@ -725,9 +725,6 @@ def _node_in(t: Tensor, root: UOp, nodes: set[UOp] | None = None) -> UOp | None:
   if t.uop in nodes: return t.uop
   return next((u for u in (t._old_uops or ()) if u in nodes), None)
 
-def _nested(vals: list, shape: tuple[int, ...]) -> Any:
-  if not shape: return vals[0]
-  if shape[0] == 0: return []
-  step = prod(shape[1:])
-  if not step: return [_nested([], shape[1:])] * shape[0]
-  return [_nested(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+def _empty_nested(shape: tuple[int, ...]) -> list:
+  """What tolist gives for a zero-size shape: nested lists, empty at the first axis of size 0."""
+  return [] if shape[0] == 0 else [_empty_nested(shape[1:])] * shape[0]

@@ -14,8 +14,9 @@ needs_cpu = pytest.mark.skipif(not Device.get_available("CPU")[0], reason="needs
 
 @pytest.fixture
 def fresh_cache(tmp_path):
-  """A new, empty disk cache for the test."""
+  """A new, empty disk cache for the test, and no program compiled in this process before (as a new process)."""
   cache_reset()
+  STATE.reset()
   with Context(CACHEDB=str(tmp_path / "cache.db"), DISABLE_COMPILER_CACHE=0): yield tmp_path
   cache_reset()
 

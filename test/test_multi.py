@@ -184,6 +184,30 @@ def test_jit_replays_multi_device_step(devices):
   np.testing.assert_allclose(np.stack(got), np.stack(want))
   np.testing.assert_allclose(got_w, want_w)
 
+def test_data_parallel_step_copies_aside_what_one_device_does():
+  """Each device's part of a data-parallel step copies aside (engine/state.py snapshot_before) the versions that one
+  device's step does, no more: while the parts of an optimizer step run, the tensors spread over devices no longer hold
+  the old versions of their momentum and running statistics (which were all copied, at each replay)."""
+  def same_device_copies(devices) -> int:
+    Tensor.manual_seed(3)
+    layers = [nn.Linear(3, 4), nn.BatchNorm(4)]
+    if devices:
+      for t in get_state_dict(layers).values(): t.to_(devices).realize()
+    opt = SGD(get_parameters(layers), lr=0.1, momentum=0.9)
+    x, y = Tensor(rand(4, 3)), Tensor([0, 1, 3, 2])
+    if devices: x, y = x.shard(devices, 0), y.shard(devices, 0)
+    @TinyJit
+    def step(x: Tensor, y: Tensor) -> Tensor:
+      with Tensor.train():
+        opt.zero_grad()
+        loss = layers[1](layers[0](x)).sparse_categorical_crossentropy(y).backward()
+        opt.step()
+        return loss
+    for _ in range(3): step(x.realize(), y.realize())
+    return sum("copy" in ei.runner.name and ei.bufs[0].device == ei.bufs[1].device for ei in step.jit_cache)
+
+  with Context(DEV="PYTHON"): assert same_device_copies(DEVICE_SETS[1]) == 2 * same_device_copies(None)
+
 def test_devices_compute_their_parts_before_the_copies():
   """In a reduce across devices (a ring of three) each device computes its part before the copies between them (in
   depth-first order a device's part came after the copy into it, and CPU workers took turns); the sum is still right."""
@@ -227,6 +251,20 @@ def test_copies_wait_for_both_devices():
     a = ((a @ a.T) * 0.01 + 1).to(f"CPU:{1 + (i + 1) % 2}").realize()
     want = (want @ want.T) * 0.01 + 1
   np.testing.assert_allclose(a.numpy(), want, rtol=1e-4)
+
+@needs_cpu
+def test_jit_replays_copies_between_workers():
+  """A replay's copies between CPU workers are bound once (runtime/ops_cpu.py copy_launcher) and queued again at each
+  replay, with no wait on the host: a small one through a staging buffer, one of 1 MB and more from its source; each
+  replay's values arrive, results of earlier replays keep theirs."""
+  step = TinyJit(lambda a, b: ((a + 1).to("CPU:2") * 2 + (b + 1).to("CPU:2")).realize())
+  outs, wants = [], []
+  for i in range(5):
+    x, y = rand(300_000, seed=i), rand(1, seed=10 + i)  # 1.2 MB, 4 bytes
+    outs.append(step(Tensor(x, device="CPU:1").realize(), Tensor(y, device="CPU:1").realize()))
+    wants.append((x + 1) * 2 + (y + 1))
+  assert sum("copy" in ei.runner.name for ei in step.jit_cache) == 2
+  for out, want in zip(outs, wants): np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
 
 FORK_SCRIPT = """
 import os

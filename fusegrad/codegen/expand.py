@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.uop.symbolic import simplify
-from fusegrad.codegen.kernel import range_kind, range_size
+from fusegrad.codegen.kernel import range_kind, range_size, ranges_in
 
 def _combos(ranges: list[UOp]) -> list[dict[UOp, UOp]]:
   values = itertools.product(*(range(range_size(r)) for r in ranges))
@@ -54,12 +54,7 @@ def expand_unrolled(sink: UOp) -> UOp:
     src = tuple(memo[s] for s in node.src)
     if node.op is Ops.REDUCE and any(range_kind(r) in (AxisType.UNROLL, AxisType.LANES) for r in src[1:]):
       memo[node] = _expand_reduce(node, src[0], src[1:])
-    elif node.op is Ops.SINK:
-      stores: list[UOp] = []
-      for store in src:
-        upcast = sorted((r for r in store.toposort() if r.op is Ops.RANGE and range_kind(r) is AxisType.UPCAST),
-                        key=lambda r: r.arg[0])
-        stores.extend(copies(store, upcast))
-      memo[node] = node.replace(src=tuple(stores))
+    elif node.op is Ops.SINK:  # each store copied for every value of its UPCAST ranges
+      memo[node] = node.replace(src=tuple(c for store in src for c in copies(store, ranges_in(store, AxisType.UPCAST))))
     else: memo[node] = node if src == node.src else node.replace(src=src)
   return simplify(memo[sink])

@@ -34,11 +34,8 @@ def _atoms(cond: UOp, positive: bool) -> list[tuple[UOp, bool]] | None:
   """cond (or its negation) as a conjunction of (comparison, holds) atoms; None if it isn't one."""
   if cond.op is Ops.CMPNE and cond.src[1].op is Ops.CONST and cond.src[1].arg is True:
     return _atoms(cond.src[0], not positive)
-  if cond.op is Ops.AND and cond.dtype == dtypes.bool and positive:
-    a, b = _atoms(cond.src[0], True), _atoms(cond.src[1], True)
-    return None if a is None or b is None else a + b
-  if cond.op is Ops.OR and cond.dtype == dtypes.bool and not positive:
-    a, b = _atoms(cond.src[0], False), _atoms(cond.src[1], False)
+  if cond.op is (Ops.AND if positive else Ops.OR) and cond.dtype == dtypes.bool:  # not (a or b) is not a and not b
+    a, b = _atoms(cond.src[0], positive), _atoms(cond.src[1], positive)
     return None if a is None or b is None else a + b
   return [(cond, positive)]
 

@@ -48,6 +48,10 @@ def reduce_parts(red: UOp) -> tuple[tuple[UOp, ...], tuple[UOp, ...]]:
   n = next((i for i, s in enumerate(red.src) if s.op is Ops.RANGE), len(red.src))
   return red.src[:n], red.src[n:]
 def range_size(r: UOp) -> int: return r.src[0].arg
+def ranges_in(ast: UOp, *kinds: AxisType) -> list[UOp]:
+  """The RANGEs under ast (only those of the given kinds, if any), in id order: the order their loops nest in."""
+  rs = [u for u in ast.toposort() if u.op is Ops.RANGE and (not kinds or range_kind(u) in kinds)]
+  return sorted(rs, key=lambda r: r.arg[0])
 
 def index_stride(idx: UOp, r: UOp) -> int | None:
   """How far idx moves when r grows by one (None: not linear in r)."""
@@ -172,9 +176,7 @@ class Kernel:
   def _check_local_dims(self, ast: UOp, opt: Opt) -> None:
     """Workgroup dimensions must fit the device: as many as local_max has, each within its limit (the last local
     axis becomes lidx0, see codegen/lower.py to_launch_dims)."""
-    local = sorted((u for u in ast.toposort()
-                    if u.op is Ops.RANGE and range_kind(u) in (AxisType.LOCAL, AxisType.GROUP)),
-                   key=lambda r: r.arg[0])
+    local = ranges_in(ast, AxisType.LOCAL, AxisType.GROUP)
     limits = self.ren.local_max or ()
     if len(local) > len(limits): raise KernelOptError(f"{opt}: more than {len(limits)} workgroup dimensions")
     for dim, r in enumerate(reversed(local)):

@@ -28,11 +28,9 @@ class _Linearizer:
       self.inner[u] = frozenset().union(*(self.inner[s] | ({s} if s.op is Ops.REDUCE else set()) for s in u.src))
 
   def run(self) -> list[UOp]:
-    for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): self.add(u)
-    for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): self.add(u)
-    for u in sorted((u for u in self.nodes if u.op is Ops.SPECIAL), key=lambda u: u.arg): self.add(u)
-    # shared memory (DEFINE_LOCAL) is declared at kernel scope
-    for u in sorted((u for u in self.nodes if u.op is Ops.DEFINE_LOCAL), key=lambda u: u.arg): self.add(u)
+    # buffers, variables, launch indices and shared memory (declared at kernel scope) first, each kind in arg order
+    for op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.DEFINE_LOCAL):
+      for u in sorted((u for u in self.nodes if u.op is op), key=lambda u: u.arg): self.add(u)
     # threaded loops go outermost (one parallel region per kernel), then the rest in axis order
     outer = sorted(self.deps[self.sink], key=lambda r: (range_kind(r) is not AxisType.THREAD, r.arg[0]))
     for r in outer: self.open_loop(r)

@@ -4,13 +4,14 @@ simplify_gated_loads, merge_axes, lower_group_reduces, to_launch_dims, decompose
 cleanup pm_lowered: see the pass table in docs/developer/codegen.md."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes, DType, PtrDType
+from fusegrad.helpers import prod
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index
 from fusegrad.codegen.expand import tree_reduce
 from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 from fusegrad.uop.symbolic import simplify, split_terms, build_sum
-from fusegrad.codegen.kernel import range_kind, range_size, replace_range, reduce_parts
+from fusegrad.codegen.kernel import range_kind, range_size, ranges_in, replace_range, reduce_parts
 
 def _count_divmod(ast: UOp) -> int: return sum(1 for u in ast.toposort() if u.op in (Ops.IDIV, Ops.MOD))
 
@@ -26,8 +27,7 @@ def merge_axes(ast: UOp) -> UOp:
   changed = True
   while changed:
     changed = False
-    rs = [u for u in ast.toposort() if u.op is Ops.RANGE]
-    outputs = sorted((r for r in rs if range_kind(r) is AxisType.GLOBAL), key=lambda r: r.arg[0])
+    outputs = ranges_in(ast, AxisType.GLOBAL)
     pairs = list(zip(outputs, outputs[1:]))
     for red in (u for u in ast.toposort() if u.op is Ops.REDUCE):
       ranges = reduce_parts(red)[1]
@@ -116,15 +116,14 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   else they stay loops (GLOBAL ranges render as loops: renaming them LOOP would rebuild, and simplify again, every
   node of the kernel). Too many output axes are merged into the first ones."""
   if ren.global_max is None: return ast
-  ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+  ranges = ranges_in(ast)
   glbl = [r for r in ranges if range_kind(r) is AxisType.GLOBAL]
   def too_big(rs: list[UOp]) -> bool:
     return any(range_size(r) > m for r, m in zip(reversed(rs), ren.global_max))  # type: ignore[arg-type]
   # too many axes, or an axis over its dimension's limit (CUDA's y and z stop at 65535): merge the two outermost
   while len(glbl) > len(ren.global_max) or (len(glbl) > 1 and too_big(glbl)):
     ast = _merge(ast, glbl[0], glbl[1])
-    glbl = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) is AxisType.GLOBAL),
-                  key=lambda r: r.arg[0])
+    glbl = ranges_in(ast, AxisType.GLOBAL)
   # fewer axes than dimensions, one over its dimension's limit (WebGPU's x stops at 65535): split it in two
   while len(glbl) < len(ren.global_max) and (split := _launch_split(glbl, ren.global_max)) is not None:
     r, inner_size = split
@@ -132,7 +131,7 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
                 (max(u.arg[0] for u in ranges) + 1, AxisType.GLOBAL))
     outer = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, range_size(r) // inner_size),), r.arg)
     ast = simplify(replace_range(ast, r, outer * inner_size + inner, (outer, inner)))
-    ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    ranges = ranges_in(ast)
     glbl = [r for r in ranges if range_kind(r) is AxisType.GLOBAL]
   local = [r for r in ranges if range_kind(r) in (AxisType.LOCAL, AxisType.GROUP)]
   mapping = {r: UOp(Ops.SPECIAL, dtypes.index, (), (f"gidx{i}", range_size(r))) for i, r in enumerate(reversed(glbl))}
@@ -150,8 +149,7 @@ def lower_group_reduces(ast: UOp) -> UOp:
                    for r in reduce_parts(u)[1] if range_kind(r) is AxisType.GROUP},
                   key=lambda r: r.arg[0])
   if not groups: return ast
-  local = sorted((u for u in ast.toposort() if u.op is Ops.RANGE and range_kind(u) in (AxisType.LOCAL, AxisType.GROUP)),
-                 key=lambda r: r.arg[0])
+  local = ranges_in(ast, AxisType.LOCAL, AxisType.GROUP)
   tid = flat_index(local, [range_size(r) for r in local])  # this thread's slot in the workgroup
   next_id = max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE) + 1
   replace: dict[UOp, UOp] = {}
@@ -161,9 +159,10 @@ def lower_group_reduces(ast: UOp) -> UOp:
     kept = tuple(r for r in ranges if r not in groups)
     mine = tuple(r for r in ranges if r in groups)
     partial = UOp(Ops.REDUCE, red.dtype, values + kept, red.arg) if kept else tree_reduce(red.arg, list(values))
-    smem = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(local=True), (), (f"temp{i}", range_size_prod(local)))
+    smem = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(local=True), (), (f"temp{i}", prod(range_size(r) for r in local)))
     barrier = UOp(Ops.BARRIER, dtypes.void, (UOp(Ops.STORE, dtypes.void, (smem, tid, partial)),))
-    j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, range_size_prod(mine)),), (next_id + i, AxisType.REDUCE))
+    positions = UOp.const(dtypes.index, prod(range_size(r) for r in mine))
+    j = UOp(Ops.RANGE, dtypes.index, (positions,), (next_id + i, AxisType.REDUCE))
     digits, rest = {}, j
     for r in reversed(mine):  # j enumerates the group positions: its digits stand for the group ranges
       digits[r], rest = rest % range_size(r), rest // range_size(r)
@@ -174,11 +173,6 @@ def lower_group_reduces(ast: UOp) -> UOp:
   for g in groups: first = first & g.ne(0).logical_not()
   stores = [st.replace(src=st.src[:3] + ((st.src[3] & first) if len(st.src) > 3 else first,)) for st in ast.src]
   return simplify(ast.replace(src=tuple(stores)))
-
-def range_size_prod(rs: list[UOp] | tuple[UOp, ...]) -> int:
-  ret = 1
-  for r in rs: ret *= range_size(r)
-  return ret
 
 # *** THREEFRY as 32-bit integer ops ***
 def _rotl(x: UOp, r: int) -> UOp: return (x.alu(Ops.SHL, x.const_like(r))) | (x.alu(Ops.SHR, x.const_like(32 - r)))

@@ -11,12 +11,6 @@ from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType
 from typing import Sequence
 
-# the range roles no longer allowed once a pass has run (a pass not listed removes none)
-_GONE_AFTER: dict[str, set[AxisType]] = {
-  "expand": {AxisType.UPCAST, AxisType.UNROLL, AxisType.LANES},
-  "launch_dims": {AxisType.UPCAST, AxisType.UNROLL, AxisType.LANES},
-}
-
 class SpecError(Exception):
   """A lowering stage produced an AST its spec forbids."""
 
@@ -39,7 +33,7 @@ def check_stage(done: Sequence[str], ast: UOp, ren: Renderer) -> None:
   stage = done[-1]
   if ast.op is not Ops.SINK or any(s.op is not Ops.STORE for s in ast.src):
     raise SpecError(f"after {stage}: not a SINK of STOREs")
-  gone = set().union(*(_GONE_AFTER.get(name, set()) for name in done))
+  gone = {AxisType.UPCAST, AxisType.UNROLL, AxisType.LANES} if "expand" in done else set()  # range roles left behind
   if "launch_dims" in done and ren.global_max is not None: gone |= {AxisType.GLOBAL, AxisType.LOCAL}
   for u in ast.toposort():
     _check_node(u)

@@ -8,7 +8,7 @@ from fusegrad.dtype import DType, dtypes
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp, bottom_up
 from fusegrad.uop.symbolic import simplify
-from fusegrad.codegen.kernel import range_kind, range_size, index_stride
+from fusegrad.codegen.kernel import range_kind, range_size, index_stride, reduce_parts
 from fusegrad.codegen.expand import tree_reduce
 
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
@@ -21,7 +21,6 @@ def _contiguous(access: UOp, r: UOp) -> bool:
   return index_stride(access.src[1], r) == 1 and not any(r in g.toposort() for g in gates)
 
 def _lanes(u: UOp, r: UOp) -> list[UOp]: return [u.substitute({r: UOp.const(r.dtype, i)}) for i in range(range_size(r))]
-def _values(red: UOp) -> list[UOp]: return [s for s in red.src if s.op is not Ops.RANGE]
 def broadcast(u: UOp, n: int) -> UOp: return UOp(Ops.VECTORIZE, u.dtype.vec(n), (u,) * n)
 
 class _Vectorizer:
@@ -43,9 +42,9 @@ class _Vectorizer:
       ret = UOp(Ops.CAST, u.dtype.vec(self.n), (self.load(u.src[0]),))  # raw pixels: one load of n bytes, converted
     elif u.op in GroupOp.Vector and self.any_real([self.vec(s) for s in u.src]):
       ret = UOp(u.op, u.dtype.vec(self.n), tuple(self.full(self.vec(s)) for s in u.src), u.arg)
-    elif u.op is Ops.REDUCE and u.arg in GroupOp.Vector and self.any_real([self.vec(s) for s in _values(u)]):
-      vals = _values(u)
-      ret = UOp(Ops.REDUCE, u.dtype.vec(self.n), tuple(self.full(self.vec(v)) for v in vals) + u.src[len(vals):], u.arg)
+    elif u.op is Ops.REDUCE and u.arg in GroupOp.Vector and self.any_real([self.vec(s) for s in reduce_parts(u)[0]]):
+      vals, ranges = reduce_parts(u)
+      ret = UOp(Ops.REDUCE, u.dtype.vec(self.n), tuple(self.full(self.vec(v)) for v in vals) + ranges, u.arg)
     else: ret = self.by_lane(u)
     self.memo[u] = ret
     return ret
@@ -131,8 +130,8 @@ def vectorize_lanes(sink: UOp) -> UOp:
     new = node if src == node.src else node.replace(src=src)
     if new.op is Ops.REDUCE and (r := _lanes_range(new)) is not None and new.arg in GroupOp.Vector:
       v = _Vectorizer(r)
-      vals = [s for s in new.src if s.op is not Ops.RANGE]
-      ranges = tuple(s for s in new.src[len(vals):] if s is not r)
+      vals, all_ranges = reduce_parts(new)
+      ranges = tuple(s for s in all_ranges if s is not r)
       vec_vals = [v.full(v.vec(x)) for x in vals]
       acc = UOp(Ops.REDUCE, new.dtype.vec(v.n), tuple(vec_vals) + ranges, new.arg) if ranges else \
         tree_reduce(new.arg, vec_vals)
@@ -167,8 +166,8 @@ def _split(u: UOp, memo: dict[UOp, list[UOp]]) -> list[UOp]:
                + tuple(_devec(s, memo) for s in u.src[2:]), u.arg) for i in range(n)]
   elif u.op is Ops.GEP: ret = [_split(u.src[0], memo)[u.arg]]
   elif u.op is Ops.REDUCE:
-    vals = [s for s in u.src if s.op is not Ops.RANGE]
-    ret = [UOp(Ops.REDUCE, scalar, tuple(_lane(v, i, memo) for v in vals) + u.src[len(vals):], u.arg)
+    vals, ranges = reduce_parts(u)
+    ret = [UOp(Ops.REDUCE, scalar, tuple(_lane(v, i, memo) for v in vals) + ranges, u.arg)
            for i in range(n)]
   else: ret = [UOp(u.op, scalar, tuple(_lane(s, i, memo) for s in u.src), u.arg) for i in range(n)]
   memo[u] = ret

@@ -3,7 +3,7 @@
 A tensor spread over devices is MULTI(src=(one node per device), arg=axis): axis None is replicated, an int axis is
 split in equal consecutive parts. `lower` has one rule per kind of op (the table in docs/devices.md)."""
 from __future__ import annotations
-import weakref
+import functools, weakref
 from fusegrad.helpers import prod
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 
@@ -50,13 +50,14 @@ def gather(m: UOp, device: str) -> UOp:
   """All of a MULTI's values on one device: the parts copied there and put side by side."""
   parts = [s if s.device == device else s.copy_to_device(device) for s in m.src]
   if m.arg is None: return next((s for s in m.src if s.device == device), parts[0])
-  ret = None
-  for i, p in enumerate(parts):  # part i padded to its place in the whole, the padded parts added: one kernel
-    k = p.shape[m.arg]
-    p = p.pad(tuple((i * k, (len(parts) - 1 - i) * k) if a == m.arg else (0, 0) for a in range(len(p.shape))))
-    ret = p if ret is None else ret.alu(Ops.ADD, p)
-  assert ret is not None
-  return ret
+  return _side_by_side(parts, m.arg)
+
+def _side_by_side(parts: list[UOp], axis: int) -> UOp:
+  """parts (of one size) put side by side along axis: each padded to its place in the whole, then added (one kernel)."""
+  k, n = parts[0].shape[axis], len(parts)
+  padded = [p.pad(tuple((i * k, (n - 1 - i) * k) if a == axis else (0, 0) for a in range(len(p.shape))))
+            for i, p in enumerate(parts)]
+  return functools.reduce(lambda a, b: a.alu(Ops.ADD, b), padded)
 
 def replicate(m: UOp) -> UOp:
   """m replicated: every device gathers all the parts."""
@@ -76,19 +77,12 @@ def all_reduce(parts: tuple[UOp, ...], op: Ops) -> tuple[UOp, ...]:
   flat = [p.reshape((size,)).pad(((0, c * n - size),)) for p in parts]
   chunks = [[f.shrink(((j * c, (j + 1) * c),)) for j in range(n)] for f in flat]
   for step in range(n - 1):
-    sends = [(i, (i - step) % n) for i in range(n)]
-    for i, j in sends:
-      dst = (i + 1) % n
-      chunks[dst][j] = chunks[i][j].copy_to_device(devices[dst]).alu(op, chunks[dst][j])
+    for i, j in [(i, (i - step) % n) for i in range(n)]:
+      chunks[(i + 1) % n][j] = chunks[i][j].copy_to_device(devices[(i + 1) % n]).alu(op, chunks[(i + 1) % n][j])
   for step in range(n - 1):
     for i, j in [(i, (i + 1 - step) % n) for i in range(n)]:
       chunks[(i + 1) % n][j] = chunks[i][j].copy_to_device(devices[(i + 1) % n])
-  out = []
-  for row in chunks:
-    whole = row[0].pad(((0, c * (n - 1)),))
-    for j in range(1, n): whole = whole.alu(Ops.ADD, row[j].pad(((j * c, c * (n - 1 - j)),)))
-    out.append(whole.shrink(((0, size),)).reshape(shape))
-  return tuple(out)
+  return tuple(_side_by_side(row, 0).shrink(((0, size),)).reshape(shape) for row in chunks)
 
 def _reshape_axis(old: tuple[int, ...], axis: int, new: tuple[int, ...], n: int) -> int | None:
   """The axis of new that the split axis becomes, if each part stays one block of it (else None)."""

@@ -3,6 +3,7 @@ engine/state.py and docs/developer/realize.md). A tensor here is any handle with
 `_requires_grad`, `device`); the tensors it makes (index flags, per-device parts) come from the handles' `_wrap`.
 """
 from __future__ import annotations
+import weakref
 from typing import Any, Sequence
 from fusegrad.device import Buffer
 from fusegrad.uop.ops import UOp, Ops
@@ -80,11 +81,19 @@ def _realize_multi(tensors: list[Any]) -> None:
   realized together, and the tensor becomes the MULTI of their buffers (or the one buffer gathered into)."""
   lowered = {t: multi.lower(t.uop) for t in tensors}
   parts = {t: [type(t)._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
-  realize_all([p for ps in parts.values() for p in ps])
-  for t, m in lowered.items():
-    lazy = t.uop
-    t.uop = multi.multi(tuple(p.uop for p in parts[t]), m.arg) if m.op is Ops.MULTI else parts[t][0].uop
-    _remember_lazy_def(t, lazy)
+  axes = {t: m.arg if m.op is Ops.MULTI else False for t, m in lowered.items()}
+  # while the parts run, the tensors hold a NOOP, not graphs autograd doesn't need (_remember_lazy_def): the versions
+  # their assigns overwrite aren't copied aside for nothing. No graph may be built from them meanwhile (threads.md)
+  lazies = {t: t.uop for t in tensors if t._requires_grad and id(t) not in STATE.grad_tensors}
+  olds = {t: weakref.ref(t._uop) for t in tensors}
+  del lowered
+  for t in tensors: t._uop = UOp(Ops.NOOP)
+  try: realize_all([p for ps in parts.values() for p in ps])
+  finally:
+    for t, axis in axes.items():
+      if (old := olds[t]()) is not None: t._uop = old  # (the setter remembers it: graphs built before refer to it)
+      t.uop = multi.multi(tuple(p.uop for p in parts[t]), axis) if axis is not False else parts[t][0].uop
+  for t, lazy in lazies.items(): _remember_lazy_def(t, lazy)
 
 def _realize(todo: list[Any]) -> list[Any]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage).

@@ -81,11 +81,16 @@ class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
   def __init__(self, device: str, src_device: str, nbytes: int):
     super().__init__(colored(f"copy {nbytes:8d}, {device[:9]:>9s} <- {src_device[:9]:9s}", "yellow"), device)
+  def launcher(self, bufs: list[Buffer]) -> Callable[[], None] | None:
+    """The copy as a call of nothing queuing it, where the devices queue copies (CPU workers: copy_launcher)."""
+    dest, src = bufs
+    if (make := getattr(Device[dest.device].allocator, "copy_launcher", None)) is None: return None
+    return make(dest._buf, Device[src.device].allocator, src._buf, dest.nbytes)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     dest, src = bufs
     st = time.perf_counter()
     src_alloc, dest_alloc = Device[src.device].allocator, Device[dest.device].allocator
-    if hasattr(dest_alloc, "queue_copy") and dest_alloc.queue_copy(dest._buf, src_alloc, src._buf, dest.nbytes): pass
+    if (launch := self.launcher(bufs)) is not None: launch()
     elif hasattr(src_alloc, "as_memoryview"): dest.copyin(src_alloc.as_memoryview(src._buf))
     elif hasattr(dest_alloc, "as_memoryview"): src.copyout(dest_alloc.as_memoryview(dest._buf))
     else: dest.copyin(memoryview(src.as_bytes()))

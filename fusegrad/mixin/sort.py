@@ -16,8 +16,7 @@ class SortMixin:
     largest value, as in torch), by counting the elements that go before it."""
     n = self.shape[-1]
     a, b = self.unsqueeze(-1), self.unsqueeze(-2)  # a: the element i, b: every other element j
-    if descending: before = b > a
-    else: before = b < a
+    before = b > a if descending else b < a
     if dtypes.is_float(self.dtype):
       a_nan, b_nan = a.isnan(), b.isnan()
       before = (before | (b_nan & a_nan.logical_not())) if descending else (before | (a_nan & b_nan.logical_not()))

@@ -298,22 +298,20 @@ class GroupNorm:
     if self.weight is not None: y = y * _channel_view(self.weight, x.ndim)
     return y + _channel_view(self.bias, x.ndim) if self.bias is not None else y
 
-class InstanceNorm:
+class InstanceNorm(GroupNorm):
   """Instance normalization (torch.nn.InstanceNorm1d/2d/3d without running stats): every channel of every sample of
-  (N, C, *) input normalized over its positions; then per-channel weight and bias (ones, zeros) when affine.
+  (N, C, *) input normalized over its positions (GroupNorm with a group per channel); then per-channel weight and bias
+  (ones, zeros) when affine.
 
   `InstanceNorm(3)(Tensor.rand(2, 3, 4, 4)).shape` is (2, 3, 4, 4)."""
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
-    self.num_features, self.eps, self.affine = num_features, eps, affine
-    self.weight = _param(Tensor.ones(num_features)) if affine else None
-    self.bias = _param(Tensor.zeros(num_features)) if affine else None
+    super().__init__(num_features, num_features, eps, affine)
+    self.num_features = num_features
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 3 or x.shape[1] != self.num_features:
       raise ValueError(f"InstanceNorm: input of shape {x.shape} should be (N, {self.num_features}, *spatial)")
-    y = x.reshape(x.shape[0], self.num_features, -1).layernorm(-1, self.eps).reshape(x.shape)
-    if self.weight is not None: y = y * _channel_view(self.weight, x.ndim)
-    return y + _channel_view(self.bias, x.ndim) if self.bias is not None else y
+    return super().__call__(x)
 
 class RMSNorm:
   """Root-mean-square normalization over the last axes (torch.nn.RMSNorm): x / sqrt(mean(x^2) + eps) * weight

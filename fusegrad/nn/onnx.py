@@ -1,7 +1,7 @@
 """Run ONNX models with fusegrad's lazy Tensor (docs/onnx.md). The ops are in nn/onnx_ops*.py, one small function
 each in the OPS registry."""
 from __future__ import annotations
-import inspect, os, time
+import functools, inspect, os, time
 from collections import ChainMap
 from typing import Any, Callable, Mapping
 from fusegrad.tensor import Tensor
@@ -106,10 +106,8 @@ class OnnxRunner:
 _DOMAINS = ("ai.onnx", "ai.onnx.preview", "ai.onnx.preview.training", "ai.onnx.ml")  # all served by OPS
 DEBUG_NODES = False  # set to True to print each node's build time
 
-_PARAMS: dict[Callable, set[str]] = {}
-def _params(fn: Callable) -> set[str]:
-  if fn not in _PARAMS: _PARAMS[fn] = set(inspect.signature(fn).parameters)
-  return _PARAMS[fn]
+@functools.cache
+def _params(fn: Callable) -> set[str]: return set(inspect.signature(fn).parameters)
 
 def _optional_input(i: Any) -> bool:
   return i.type.HasField("optional_type")

@@ -170,13 +170,10 @@ def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "lin
     if padding_mode == "border": p = p.maximum(0).minimum(size - 1)
     elif padding_mode == "reflection":
       p = _reflect(p, 0, size - 1) if align_corners else _reflect(p, -0.5, size - 0.5).maximum(0).minimum(size - 1)
+    lo = p.floor()
     if mode == "nearest": taps = [(p.round(), None)]
-    elif mode in ("linear", "bilinear"):
-      lo = p.floor()
-      taps = [(lo, 1 - (p - lo)), (lo + 1, p - lo)]
-    else:
-      lo = p.floor()
-      taps = [(lo + k, _cubic((p - lo - k).abs())) for k in (-1, 0, 1, 2)]
+    elif mode in ("linear", "bilinear"): taps = [(lo, 1 - (p - lo)), (lo + 1, p - lo)]
+    else: taps = [(lo + k, _cubic((p - lo - k).abs())) for k in (-1, 0, 1, 2)]
     if padding_mode != "zeros": taps = [(i.maximum(0).minimum(size - 1), w) for i, w in taps]
     taps_per_axis.append(taps)
   flat = x.reshape(n, c, -1)

@@ -357,7 +357,6 @@ def SoftmaxCrossEntropyLoss(scores: Tensor, labels: Tensor, weights: Tensor | No
   return loss if n_outputs == 1 else (loss, logp)
 
 # *** quantization ***
-def _quant_range(dt: Any) -> tuple[int, int]: return dtypes.min(dt), dtypes.max(dt)
 def QuantizeLinear(x: Tensor, y_scale: Tensor, y_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0,
                    output_dtype: int = 0, saturate: int = 1, precision: int = 0) -> Tensor:
   dt = y_zero_point.dtype if y_zero_point is not None else onnx_dtype(output_dtype) if output_dtype else dtypes.uint8
@@ -366,7 +365,7 @@ def QuantizeLinear(x: Tensor, y_scale: Tensor, y_zero_point: Tensor | None = Non
   scale = _per_axis(y_scale, a, x.ndim) if y_scale.ndim == 1 and y_scale.numel() > 1 else y_scale.reshape(())
   zp = 0 if y_zero_point is None else (_per_axis(y_zero_point, a, x.ndim) if y_zero_point.ndim == 1 and
                                        y_zero_point.numel() > 1 else y_zero_point.reshape(())).cast(dtypes.float32)
-  lo, hi = _quant_range(dt)
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
   return ((x.cast(dtypes.float32) / scale.cast(dtypes.float32)).round() + zp).maximum(lo).minimum(hi).cast(dt)
 def DequantizeLinear(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0,
                      output_dtype: int = 0, precision: int = 0) -> Tensor:

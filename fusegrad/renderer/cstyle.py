@@ -17,9 +17,6 @@ def known_dtype(dt: DType) -> DType:
 # the libm function of each math op
 MATH_FNS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
-def _signed_idiv(a: str, b: str) -> str: return f"(({b})==0?0:({b})==-1?(0-({a})):({a})/({b}))"
-def _signed_mod(a: str, b: str) -> str: return f"(({b})==0||({b})==-1?0:({a})%({b}))"
-
 @dataclass(frozen=True)
 class CStyleLanguage(Renderer):
   kernel_prefix: str = ""
@@ -83,7 +80,8 @@ class CStyleLanguage(Renderer):
     # never trap on x/0 or INT_MIN/-1
     if op in (Ops.IDIV, Ops.MOD) and not (u.src[1].op is Ops.CONST and u.src[1].arg > 0):
       if dtypes.is_unsigned(dt): return f"(({b})==0?0:({a}){'/' if op is Ops.IDIV else '%'}({b}))"
-      return _signed_idiv(a, b) if op is Ops.IDIV else _signed_mod(a, b)
+      if op is Ops.IDIV: return f"(({b})==0?0:({b})==-1?(0-({a})):({a})/({b}))"
+      return f"(({b})==0||({b})==-1?0:({a})%({b}))"
     if dt == dtypes.bool and op in (Ops.ADD, Ops.MUL): op = Ops.OR if op is Ops.ADD else Ops.AND  # not 1+1 == 2
     if op in self.code_for_op: return self.code_for_op[op].format(*src)
     raise NotImplementedError(f"{type(self).__name__} can't render {op}")

@@ -48,6 +48,13 @@ fn fg_64_to_f32(a: u64v, signed: bool) -> f32 {
   let r = f32(v.y) * 4294967296.0f + f32(v.x); return select(r, -r, neg);
 }"""
 
+# ops on 64-bit integers by those helpers: {0} {1} {2} the operands, {s} whether they are signed, {n} a shift count
+WIDE_OPS = {
+  Ops.ADD: "fg_add64({0}, {1})", Ops.MUL: "fg_mul64({0}, {1})", Ops.MULACC: "fg_add64(fg_mul64({0}, {1}), {2})",
+  Ops.CMPNE: "any({0} != {1})", Ops.CMPLT: "fg_lt64({0}, {1}, {s})", Ops.WHERE: "select({2}, {1}, {0})",
+  Ops.MAX: "select({1}, {0}, fg_lt64({1}, {0}, {s}))", Ops.SHL: "fg_shl64({0}, {n})",
+  Ops.SHR: "fg_shr64({0}, {n}, {s})"}
+
 # float16 without shader-f16: f32 registers, rounded to float16 after each op and stored as 16-bit lanes of u32 words
 # (pack2x16float's result is undefined beyond float16's range: those values become infinities here first)
 HALF_HELPER = """fn fg_half(x: f32) -> u32 {
@@ -137,22 +144,13 @@ class WGSLRenderer(CStyleLanguage):
     return f"{fn}({x})" if dtypes.is_float(dt) else f"{fn}(f32({x}))"
 
   def render_wide_alu(self, u: UOp, src: list[str]) -> str:
-    """An op on 64-bit integers (vec2<u32>), by the helpers of I64_HELPERS."""
-    op, signed = u.op, u.src[0].dtype == dtypes.int64
-    sgn = "true" if signed else "false"
-    a, b = src[0], src[1] if len(src) > 1 else ""
-    if op in (Ops.AND, Ops.OR, Ops.XOR): return self.code_for_op[op].format(a, b)
-    if op is Ops.WHERE: return f"select({src[2]}, {b}, {a})"
-    if op is Ops.ADD: return f"fg_add64({a}, {b})"
-    if op is Ops.MUL: return f"fg_mul64({a}, {b})"
-    if op is Ops.MULACC: return f"fg_add64(fg_mul64({a}, {b}), {src[2]})"
-    if op is Ops.CMPNE: return f"any({a} != {b})"
-    if op is Ops.CMPLT: return f"fg_lt64({a}, {b}, {sgn})"
-    if op is Ops.MAX: return f"select({b}, {a}, fg_lt64({b}, {a}, {sgn}))"
-    count = f"{b}.x" if u.src[1].dtype in WIDE else f"u32({b})"
-    if op is Ops.SHL: return f"fg_shl64({a}, {count})"
-    if op is Ops.SHR: return f"fg_shr64({a}, {count}, {sgn})"
-    raise UnsupportedDTypeError(f"{op.name} on dtype {u.src[0].dtype.name} is not supported on device {self.device}")
+    """An op on 64-bit integers (vec2<u32>): WIDE_OPS, or the bitwise ops of code_for_op (word by word)."""
+    if u.op in (Ops.AND, Ops.OR, Ops.XOR): return self.code_for_op[u.op].format(*src)
+    if u.op not in WIDE_OPS:
+      raise UnsupportedDTypeError(f"{u.op.name} on dtype {u.src[0].dtype.name} is not supported on device "
+                                  f"{self.device}")
+    count = "" if u.op not in (Ops.SHL, Ops.SHR) else f"{src[1]}.x" if u.src[1].dtype in WIDE else f"u32({src[1]})"
+    return WIDE_OPS[u.op].format(*src, s="true" if u.src[0].dtype == dtypes.int64 else "false", n=count)
 
   def render_alu(self, u: UOp, src: list[str]) -> str:
     op, dt = u.op, u.dtype

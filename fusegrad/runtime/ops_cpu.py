@@ -43,7 +43,7 @@ class Worker:
   def start(self) -> None:
     """A new queue and thread (also in a forked child, where the parent's thread doesn't exist)."""
     _workers.add(self)
-    self.queue: queue.Queue = queue.Queue()
+    self.queue: queue.SimpleQueue = queue.SimpleQueue()
     self.error: BaseException | None = None
     threading.Thread(target=self._loop, name=f"fusegrad {self.device}", daemon=True).start()
   def _loop(self) -> None:
@@ -52,26 +52,30 @@ class Worker:
       try: fxn(*args)
       except BaseException as e: self.error = self.error or e
       del fxn, args, keep  # the buffers are free to go before the next launch comes
-      self.queue.task_done()
   def launch(self, fxn: Callable, args: tuple, keep: tuple) -> None: self.queue.put((fxn, args, keep))
   def sync(self) -> None:
-    self.queue.join()
+    (done := threading.Lock()).acquire()  # (the queue and the locks launches wait on are C code, as SimpleQueue)
+    self.launch(done.release, (), ())
+    done.acquire()  # released by the worker once it ran every launch before
     if self.error is not None:
       error, self.error = self.error, None
       raise RuntimeError(f"{self.device}: a kernel run by its worker thread failed: {error}") from error
 
 _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
 
-def _snapshot(ready: threading.Event, copied: threading.Event, staging: int, src: int, nbytes: int) -> None:
+def _snapshot(full: threading.Lock, free: threading.Lock, staging: int, src: int, nbytes: int) -> None:
+  free.acquire()  # dest's worker read what the staging buffer held
   try: ctypes.memmove(staging, src, nbytes) if staging else None
-  finally: ready.set()
-  if not staging: copied.wait()
+  finally: full.release()
+  if not staging:  # src itself is read: it stays as it is till dest's worker copied it
+    free.acquire()
+    free.release()
 
-def _copy_when_ready(ready: threading.Event, copied: threading.Event, dest: int, src: int, nbytes: int) -> None:
+def _copy_when_ready(full: threading.Lock, free: threading.Lock, dest: int, src: int, nbytes: int) -> None:
   try:
-    ready.wait()
+    full.acquire()
     ctypes.memmove(dest, src, nbytes)
-  finally: copied.set()
+  finally: free.release()
 
 class CPUAllocator(Allocator):
   """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
@@ -106,18 +110,23 @@ class CPUAllocator(Allocator):
     if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
     elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
-  def queue_copy(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int) -> bool:
-    """Copy src (on this CPU device or another) into dest in order with both devices' kernels, the host not waiting:
-    src's worker copies src to a staging buffer once it ran what came before and goes on, dest's waits for that (from
-    1 MB src's worker waits till dest's copied: a second copy cost more). False where a device has no worker."""
-    other = getattr(src_allocator, "worker", None)
-    if self.worker is None or not isinstance(other, Worker): return False
-    if other is self.worker: self.worker.launch(ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
-    else:
-      ready, copied, staging = threading.Event(), threading.Event(), self.alloc(nbytes) if nbytes < 2 ** 20 else src
-      other.launch(_snapshot, (ready, copied, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
-      self.worker.launch(_copy_when_ready, (ready, copied, dest.addr, staging.addr, nbytes), (dest, staging))
-    return True
+  def copy_launcher(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer,
+                    nbytes: int) -> Callable[[], None] | None:
+    """Queues the copy of src (on this CPU device or another) into dest in order with both devices' kernels when
+    called, again at each call (a TinyJit replay binds it once): src's worker copies src to a staging buffer once
+    dest's read the last copy and goes on, dest's waits for that (from 1 MB src's worker waits till dest's copied: a
+    second copy cost more). None where a device has no worker."""
+    mine, other = self.worker, getattr(src_allocator, "worker", None)
+    if mine is None or not isinstance(other, Worker): return None
+    if other is mine: return functools.partial(mine.launch, ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
+    full, free, staging = threading.Lock(), threading.Lock(), self.alloc(nbytes) if nbytes < 2 ** 20 else src
+    full.acquire()  # released once the staging buffer holds src
+    snapshot = (_snapshot, (full, free, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
+    copy = (_copy_when_ready, (full, free, dest.addr, staging.addr, nbytes), (dest, staging))
+    def launch() -> None:
+      other.launch(*snapshot)
+      mine.launch(*copy)
+    return launch
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if self.worker is not None: self.worker.sync()
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
@@ -390,6 +399,12 @@ class CPUProgram:
     st = time.perf_counter()
     self.fxn(*[b.addr for b in bufs], *vals)
     return time.perf_counter() - st
+
+  def launcher(self, *bufs: CPUBuffer) -> Callable[[], Any] | None:
+    """Its launch on bufs as a call of nothing (a TinyJit replay binds it once); None where __call__ must check."""
+    if self.lib.uses_libgomp or self.nargs != (len(bufs), 0): return None
+    if self.worker is None: return functools.partial(self.fxn, *[b.addr for b in bufs])
+    return functools.partial(self.worker.launch, self.fxn, tuple(b.addr for b in bufs), (self.lib, *bufs))
 
 class CPUDevice(Compiled):
   """CPU runs kernels in the calling thread; CPU:1, CPU:2 ... each on a worker thread of its own (Worker), so the

@@ -31,11 +31,14 @@ def _truncate_list(vals: list, dtype: DType) -> list:
   elif dtypes.is_int(dtype) and vals and dtypes.min(dtype) <= min(vals) and max(vals) <= dtypes.max(dtype): return vals
   return [truncate(v, dtype) for v in vals]
 
+def _columns(*vals: Value) -> list[list]:
+  """The values as lists of one entry per thread (a scalar repeated); at least one of them is a list."""
+  n = next(len(v) for v in vals if isinstance(v, list))
+  return [v if isinstance(v, list) else [v] * n for v in vals]
+
 def _alu(op: Ops, dtype: DType, args: list[Value]) -> Value:
-  lists = [a for a in args if isinstance(a, list)]
-  if not lists: return exec_alu(op, dtype, args)
-  n = len(lists[0])
-  cols = [a if isinstance(a, list) else [a] * n for a in args]
+  if not any(isinstance(a, list) for a in args): return exec_alu(op, dtype, args)
+  cols = _columns(*args)
   if op is Ops.SHL and dtypes.is_int(dtype): cols[1] = [b % (dtype.itemsize * 8) for b in cols[1]]
   return _truncate_list(list(map(python_alu[op], *cols)), dtype)
 
@@ -138,11 +141,8 @@ class PythonProgram:
     idx, gate = args[0], (args[1] if len(args) > 1 else True)
     zero = 0.0 if dtypes.is_float(dtype) else (False if dtype == dtypes.bool else 0)
     if not isinstance(idx, list) and not isinstance(gate, list): return mv[idx] if gate else zero
-    n = len(idx) if isinstance(idx, list) else len(gate)
-    idxs = idx if isinstance(idx, list) else [idx] * n
-    if gate is True: return [mv[i] for i in idxs]
-    gates = gate if isinstance(gate, list) else [gate] * n
-    return [mv[i] if g else zero for i, g in zip(idxs, gates)]
+    if gate is True: return [mv[i] for i in idx]
+    return [mv[i] if g else zero for i, g in zip(*_columns(idx, gate))]
 
   @staticmethod
   def _store(mv: Any, args: list[Value]) -> None:
@@ -150,8 +150,7 @@ class PythonProgram:
     if not any(isinstance(a, list) for a in (idx, val, gate)):
       if gate: mv[idx] = val
       return
-    n = next(len(a) for a in (idx, val, gate) if isinstance(a, list))
-    for i, v, g in zip(*(a if isinstance(a, list) else [a] * n for a in (idx, val, gate))):
+    for i, v, g in zip(*_columns(idx, val, gate)):
       if g: mv[i] = v
 
 class PythonAllocator(Allocator):
