@@ -311,9 +311,9 @@ def _quick_plan(sched: Schedule, nodes: list[UOp], key_bufs: list[Buffer]) -> Qu
                    [sched.reads_input[n] for n in sched.becomes])
 
 Kernels = list[tuple[UOp, list[Buffer]]]
+Quick = tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]  # quick_schedule's result: becomes, reads, kernels
 
-def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: list[Buffer]) -> \
-    tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]:
+def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: list[Buffer]) -> Quick:
   """What plan p computes for the graph of nodes: (what each node becomes, Graph.reads_input of those, the kernels
   with their buffers). outs, the graph's outputs, is for SCHEDULE_CACHE_CHECK (test/schedule_check.py schedules them
   afresh to compare)."""
@@ -327,7 +327,7 @@ def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: li
     reads[n] = read
   return becomes, reads, [(ast, [bufs[r] for r in refs]) for ast, refs in p.kernels]
 
-def plan_schedule(outs: list[UOp], quick_only: bool = False) -> Any:
+def plan_schedule(outs: list[UOp], quick_only: bool = False) -> Schedule | Quick | None:
   """The quick path's result for outs (see quick_schedule) when their graph has a plan, else cached_schedule(outs)
   (and a plan made from it for the next graph of the same key, where one can be), or with quick_only None. STATE.quick:
   key -> QuickPlan, or None where that key's graphs go the general way."""

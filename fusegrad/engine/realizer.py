@@ -43,6 +43,7 @@ def _realize_quick(t: Any) -> bool:
   skipped. False when not done."""
   if (u := t._uop).op in MAY_FOLLOW or STATE.realize_hooks or STATE.index_checks: return False
   if (plan := engine_cache.plan_schedule([u], quick_only=True)) is None: return False
+  assert type(plan) is tuple  # (quick_only: a quick plan's result or None)
   if copies := _run_quick([t], *plan): _realize_copies(copies)  # (not a second run of the plan's kernels)
   return True
 
