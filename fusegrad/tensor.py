@@ -429,8 +429,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if path and (whole or _assign_hooks or not _writable(self.uop)) and not isinstance(self.device, tuple):
       # a view of a tensor (torch's views share its memory): a write of the whole top tensor (the part outside the
       # view kept) lands in every tensor of the chain; a plain write of a part of a buffer (below) is cheaper
-      top, mask = path[-1][0], _unview(Tensor.full(self.shape, True, device=self.device), path[0][1])
-      _follow(path, top.assign(_unview(x, path[0][1]) if whole else mask.where(_unview(x, path[0][1]), top)))
+      top, new = path[-1][0], _unview(x, path[0][1])
+      if not whole: new = _unview(Tensor.full(self.shape, True, device=self.device), path[0][1]).where(new, top)
+      _follow(path, top.assign(new))
       return self
     # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
     # constant) there is nothing to write into, so rebind
