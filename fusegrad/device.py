@@ -156,12 +156,14 @@ class Buffer:
     if self._buf is not None or self._base is not None: raise RuntimeError("use_pointer: the buffer has memory already")
     self._buf, self._external = Device[self.device].allocator.from_pointer(ptr, self.nbytes), True
     return self
+  def deallocate(self) -> None:
+    """Free the memory now (the next use allocates again); a view's is its base's, the caller's is left alone."""
+    if getattr(self, "_buf", None) is None or self._base is not None or getattr(self, "_external", False): return
+    GlobalCounters.mem_used -= (nbytes := self.size * self.dtype.itemsize)
+    Device[self.device].allocator.free(self._buf, max(nbytes, 1))
+    self._buf = None
   def __del__(self) -> None:
-    if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None: return
-    if getattr(self, "_external", False): return  # the caller's memory (use_pointer)
-    try:
-      GlobalCounters.mem_used -= (nbytes := self.size * self.dtype.itemsize)
-      Device[self.device].allocator.free(self._buf, max(nbytes, 1))
+    try: self.deallocate()
     except Exception: pass  # interpreter shutdown
   def copyin(self, data: memoryview | bytes | bytearray) -> Buffer:
     mv = memoryview(data).cast("B")
