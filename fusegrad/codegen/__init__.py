@@ -153,10 +153,10 @@ def estimate_flops(uops: list[UOp]) -> int:
   multiply-add is two)."""
   index_nodes: set[UOp] = set()
   for u in uops:
-    if u.op in (Ops.LOAD, Ops.STORE):
-      index_nodes.update(x for s in u.src[1:2] + u.src[3:] for x in s.toposort() if x.op is not Ops.LOAD)
-  mult = prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)
-  flops, stack = 0, [mult]
+    if u.op in (Ops.LOAD, Ops.STORE):  # the address and the gate (a load's bool source, a store's fourth)
+      addr = u.src[1:2] + (u.src[3:] if u.op is Ops.STORE else tuple(s for s in u.src[2:] if s.dtype == dtypes.bool))
+      index_nodes.update(x for s in addr for x in s.toposort() if x.op is not Ops.LOAD)
+  flops, stack = 0, [prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)]  # (the launch grid's size)
   for u in uops:
     if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: stack.pop()
