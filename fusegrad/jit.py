@@ -157,12 +157,12 @@ class TinyJit(Generic[ReturnType]):
 
   def free_intermediates(self) -> None:
     """Free the buffers the kernels write that no node holds (intermediates); the next replay allocates them again."""
-    bases = {id(ei.bufs[0].base): ei.bufs[0].base for ei in self.jit_cache}
-    held = {id(r.base if isinstance(r, Buffer) else r.arg.base) for r in gc.get_referrers(*bases.values())
-            if type(r) is Buffer or (type(r) is UOp and r.op is Ops.BUFFER)}  # (a Buffer referring to one: a view)
-    for b in bases.values():
-      if id(b) not in held: b.deallocate()
-    self._plan_cache = None  # (its launches hold the old memory)
+    with RUN_LOCK:  # (not while another thread replays)
+      bases = {id(ei.bufs[0].base): ei.bufs[0].base for ei in self.jit_cache}
+      held = {id(r.base if isinstance(r, Buffer) else r.arg.base) for r in gc.get_referrers(*bases.values())
+              if type(r) is Buffer or (type(r) is UOp and r.op is Ops.BUFFER)}  # (a Buffer referring to one: a view)
+      for b in (b for b in bases.values() if id(b) not in held): b.deallocate()
+      self._plan_cache = None  # (its launches hold the old memory)
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
