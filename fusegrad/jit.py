@@ -165,10 +165,8 @@ class TinyJit(Generic[ReturnType]):
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
     """As a method: each instance gets a TinyJit of its own (two models must not replay each other's kernels)."""
     if obj is None: return self  # looked up on the class
-    entry = self._per_instance.get(id(obj))
-    if entry is None:
-      entry = self._per_instance[id(obj)] = self._bind(obj)
-    return entry[1]
+    if id(obj) not in self._per_instance: self._per_instance[id(obj)] = self._bind(obj)
+    return self._per_instance[id(obj)][1]
 
   def _bind(self, obj: Any) -> tuple[Any, TinyJit]:
     """A TinyJit of the method bound to obj, holding obj weakly (forgotten with it) where obj allows weak references."""

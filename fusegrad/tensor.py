@@ -305,8 +305,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if 0 in self.shape: return _empty_nested(self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
     if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
-    mv = self.data()
-    vals = mv.tolist()
+    vals = self.data().tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals
   def item(self) -> Any:
     """The value of a one-element tensor as a Python scalar."""

@@ -68,13 +68,12 @@ class CopyBetweenWorkers:
   once dest's read the last copy and goes on, dest's waits for that; from 1 MB src's worker waits till dest's copied
   src itself (a second copy cost more). bind() points it at other buffers, keeping the staging buffer and locks."""
   def __init__(self, src_worker: Worker, dest_worker: Worker, staging: CPUBuffer | None) -> None:
-    self.workers, self.staging = (src_worker, dest_worker), staging
-    self.full, self.free = threading.Lock(), threading.Lock()
-    self.full.acquire()  # released once the staging buffer holds src
+    self.workers, self.staging, self.locks = (src_worker, dest_worker), staging, (threading.Lock(), threading.Lock())
+    self.locks[0].acquire()  # (full, free): full is released once the staging buffer holds src
   def bind(self, dest: CPUBuffer, src: CPUBuffer, nbytes: int) -> CopyBetweenWorkers:
-    staging, locks = self.staging or src, (self.full, self.free)
-    self.snapshot = (_snapshot, (*locks, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
-    self.copy = (_copy_when_ready, (*locks, dest.addr, staging.addr, nbytes), (dest, staging))
+    staging = self.staging or src
+    self.snapshot = (_snapshot, (*self.locks, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
+    self.copy = (_copy_when_ready, (*self.locks, dest.addr, staging.addr, nbytes), (dest, staging))
     return self
   def __call__(self) -> None:  # (launches queued before keep the buffers they were bound to)
     self.workers[0].launch(*self.snapshot)
