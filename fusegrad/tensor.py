@@ -321,8 +321,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     self._buffer().copyout(ret.data)  # straight into the array: one copy
     return ret
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-    ret = self.numpy()
-    return ret if dtype is None else ret.astype(dtype)
+    return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     """This tensor on another device (a copy, lazily); a tuple of devices: a copy on each (see shard). A tensor spread

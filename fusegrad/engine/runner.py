@@ -82,8 +82,7 @@ class CopyRunner(Runner):
   def __init__(self, device: str, src_device: str, nbytes: int):
     super().__init__(colored(f"copy {nbytes:8d}, {device[:9]:>9s} <- {src_device[:9]:9s}", "yellow"), device)
   def launcher(self, bufs: list[Buffer], old: Any = None) -> Callable[[], None] | None:
-    """The copy as a call of nothing queuing it, where the devices queue copies (CPU workers: copy_launcher, which
-    keeps the staging buffer of old, the launcher bound before for the same item)."""
+    """The copy as a call of nothing queuing it, where the devices queue copies (copy_launcher; old: the last one)."""
     dest, src = bufs
     if (make := getattr(Device[dest.device].allocator, "copy_launcher", None)) is None: return None
     return make(dest._buf, Device[src.device].allocator, src._buf, dest.nbytes, old)
