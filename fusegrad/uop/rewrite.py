@@ -83,8 +83,9 @@ class PatternMatcher:
     return None
 
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000,
-                  memo: str | None = None) -> UOp:
+                  memo: str | None = None, once: bool = False) -> UOp:
   """Rewrite bottom-up to a fixed point: sources first, then the node, until no rule matches anywhere.
+  once: a rule's replacement is final, not walked again (a table whose replacements hold nothing it would rewrite).
   memo: a key under which each node keeps its result (in its _cache) across calls, for a table whose rules depend on
   nothing but the node (no ctx): a later call stops its walk at any node rewritten before. A node that is its own
   result keeps True (a reference to itself would be a cycle)."""
@@ -114,9 +115,9 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
       steps += 1
       if steps > max_steps: raise RuntimeError("graph_rewrite did not reach a fixed point (a rule cycle?)")
       replacement = pm.rewrite(rebuilt, ctx)
-      if replacement is None:
-        finish(rebuilt, rebuilt)
-        finish(node, rebuilt)
+      if replacement is None or once:
+        finish(rebuilt, rebuilt if replacement is None else replacement)
+        finish(node, done[rebuilt])
       else:  # the replacement may hold new nodes: rewrite it fully, then map node to the result
         stack.append((node, 2, replacement))
         stack.append((replacement, 0, None))
