@@ -64,18 +64,15 @@ class PatternMatcher:
   """An ordered table of rules, indexed by the op of each rule's root."""
   def __init__(self, rules: Sequence[Rule]):
     self.rules = list(rules)
-    self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool]]] = {}
-    # a rule with any op at its root goes into every op's list at its own place, so the table's order is kept
-    all_ops: set[Ops | None] = {None, *(op for pat, _ in self.rules if pat.ops is not None for op in pat.ops)}
-    for pat, fn in self.rules:
-      takes_ctx = "ctx" in inspect.signature(fn).parameters
-      for op in (pat.ops if pat.ops is not None else all_ops):
-        self.by_op.setdefault(op, []).append((pat, fn, takes_ctx))
+    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
+    for pat, fn in self.rules:  # a rule with any op at its root goes into every op's list: the table's order is kept
+      for op in (pat.ops if pat.ops is not None else Ops):
+        self.by_op[op].append((pat, fn, "ctx" in inspect.signature(fn).parameters))
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
 
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
     """The first rule's replacement for u, or None if no rule applies."""
-    for pat, fn, takes_ctx in self.by_op.get(u.op, self.by_op.get(None, [])):
+    for pat, fn, takes_ctx in self.by_op[u.op]:
       store: dict[str, UOp] = {}
       if pat.match(u, store):
         ret = fn(ctx=ctx, **store) if takes_ctx else fn(**store)
@@ -105,7 +102,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
       stack.append((node, 1, None))
       stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
     elif stage == 1:  # rebuild with rewritten sources, then try the rules
-      src = tuple(done[s] for s in node.src)
+      src = tuple(map(done.__getitem__, node.src))
       rebuilt = node if src == node.src else node.replace(src=src)
       if rebuilt is not node and rebuilt not in done and memo is not None and (known := rebuilt._cache.get(memo)):
         done[rebuilt] = rebuilt if known is True else known
@@ -114,7 +111,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
         continue
       steps += 1
       if steps > max_steps: raise RuntimeError("graph_rewrite did not reach a fixed point (a rule cycle?)")
-      replacement = pm.rewrite(rebuilt, ctx)
+      replacement = pm.rewrite(rebuilt, ctx) if pm.by_op[rebuilt.op] else None
       if replacement is None or once:
         finish(rebuilt, rebuilt if replacement is None else replacement)
         finish(node, done[rebuilt])
