@@ -82,11 +82,17 @@ class PatternMatcher:
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000,
                   memo: str | None = None, once: bool = False) -> UOp:
   """Rewrite bottom-up to a fixed point: sources first, then the node, until no rule matches anywhere.
-  once: a rule's replacement is final, not walked again (a table whose replacements hold nothing it would rewrite).
+  once: each node is tried once and a rule's replacement is final, not walked again (a table whose replacements hold
+  nothing it would rewrite; memo is not used).
   memo: a key under which each node keeps its result (in its _cache) across calls, for a table whose rules depend on
   nothing but the node (no ctx): a later call stops its walk at any node rewritten before. A node that is its own
   result keeps True (a reference to itself would be a cycle)."""
   done: dict[UOp, UOp] = {}
+  if once:  # one visit per node in order, sources first: no fixed point to reach
+    for node in root.toposort():
+      rebuilt = node if (src := tuple(map(done.__getitem__, node.src))) == node.src else node.replace(src=src)
+      done[node] = (pm.rewrite(rebuilt, ctx) if pm.by_op[rebuilt.op] else None) or rebuilt
+    return done[root]
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
   steps = 0
   def finish(node: UOp, result: UOp) -> None:
@@ -112,9 +118,9 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
       steps += 1
       if steps > max_steps: raise RuntimeError("graph_rewrite did not reach a fixed point (a rule cycle?)")
       replacement = pm.rewrite(rebuilt, ctx) if pm.by_op[rebuilt.op] else None
-      if replacement is None or once:
-        finish(rebuilt, rebuilt if replacement is None else replacement)
-        finish(node, done[rebuilt])
+      if replacement is None:
+        finish(rebuilt, rebuilt)
+        finish(node, rebuilt)
       else:  # the replacement may hold new nodes: rewrite it fully, then map node to the result
         stack.append((node, 2, replacement))
         stack.append((replacement, 0, None))
