@@ -151,7 +151,9 @@ def vectorize_upcasts(sink: UOp) -> UOp:
   return graph_rewrite(sink, pm_vectorize, once=True)
 
 # *** devectorize: bottom-up, so a vector op's sources are already VECTORIZEs of their lanes ***
-def _lane(s: UOp, i: int) -> UOp: return UOp(Ops.GEP, s.dtype.scalar(), (s,), i) if s.dtype.count > 1 else s
+def _lane(s: UOp, i: int) -> UOp:
+  if s.dtype.count == 1: return s
+  return s.src[i] if s.op is Ops.VECTORIZE else UOp(Ops.GEP, s.dtype.scalar(), (s,), i)
 
 def _per_lane(u: UOp) -> UOp | None:
   """A vector op (but VECTORIZE) as a VECTORIZE of one scalar op per lane, on lane i of each vector source; a vector
@@ -184,4 +186,4 @@ def devectorize(sink: UOp, ren: Renderer) -> UOp:
   """The AST with every vector split into scalars, unless the renderer holds all of the kernel's vector types."""
   vectors = {u.dtype for u in sink.toposort() if u.dtype.count > 1}
   if all(renderer_holds(ren, dt) for dt in vectors): return sink
-  return simplify(graph_rewrite(sink, pm_devectorize))
+  return simplify(graph_rewrite(sink, pm_devectorize, once=True))
