@@ -264,8 +264,9 @@ def _int32_counter(u: UOp) -> UOp | None:
   if not (all(s.op is Ops.CONST for s in u.src) and u.vmax <= 2 ** 31 - 1): return None
   return u.replace(dtype=dtypes.int32, src=tuple(s.replace(dtype=dtypes.int32) for s in u.src)).cast(dtypes.int64)
 
-def _is_widened_counter(s: UOp) -> bool:
-  return s.op is Ops.CAST and s.src[0].op in (Ops.RANGE, Ops.SPECIAL) and s.src[0].dtype == dtypes.int32
+def _counter_uses(u: UOp) -> UOp:  # the same node where no source is a widened counter: no match
+  return u.replace(src=tuple(s.src[0] if s.op is Ops.CAST and s.src[0].op in (Ops.RANGE, Ops.SPECIAL)
+                             and s.src[0].dtype == dtypes.int32 else s for s in u.src))
 
 # index math in int64 around int32 loop counters and launch indices (of sizes below 2**31): a counter's value uses
 # (ALU, CAST) get it widened, its other uses (ENDRANGE, a REDUCE's ranges) keep the counter itself
@@ -277,9 +278,7 @@ pm_int32_counters = PatternMatcher([
   # other index math -> int64
   (UPat(dtype=dtypes.index, name="u"), lambda u: u.replace(dtype=dtypes.int64)),
   # op(..., widened counter, ...) -> op(..., counter, ...) for an op that doesn't compute with it (not ALU or CAST)
-  (UPat(tuple(set(Ops) - GroupOp.ALU - {Ops.CAST}), name="u"), lambda u: u.replace(
-    src=tuple(s.src[0] if _is_widened_counter(s) else s for s in u.src)) if any(map(_is_widened_counter, u.src))
-   else None),
+  (UPat(tuple(set(Ops) - GroupOp.ALU - {Ops.CAST}), name="u"), _counter_uses),
 ])
 
 def _typed_index(ctx: DType, u: UOp) -> UOp | None:
