@@ -122,7 +122,9 @@ class UOp:
     return self.arg if self.op is Ops.MULTI else None
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
     """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
-    With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
+    With gate, the walk does not descend into the sources of nodes where gate(node) is False. A SINK (a kernel's AST,
+    walked again by every pass and opt) keeps its walk, without itself: a node that held itself would be a cycle."""
+    if gate is None and (known := self._cache.get("topo")) is not None: return [*known, self]
     visited: dict[UOp, None] = {}
     stack = [(self, iter(self.src if gate is None or gate(self) else ()))]
     while stack:
@@ -134,7 +136,9 @@ class UOp:
       else:
         stack.pop()
         visited[node] = None
-    return list(visited)
+    ret = list(visited)
+    if gate is None and self.op is Ops.SINK: self._cache["topo"] = tuple(ret[:-1])
+    return ret
 
   # *** shapes of lazy-graph nodes ***
   @property
