@@ -149,6 +149,7 @@ class UOp:
   # *** shapes of lazy-graph nodes ***
   @property
   def shape(self) -> tuple[int, ...]:
+    if (ret := self._cache.get("shape")) is not None: return ret  # (derived's first step, inline: hot)
     return derived(self, "shape", _infer_shape)
   @property
   def size(self) -> int: return prod(self.shape)
@@ -283,6 +284,7 @@ class UOp:
   def vmax(self) -> Any: return self._min_max[1]
   @property
   def _min_max(self) -> tuple[Any, Any]:
+    if (ret := self._cache.get("mm")) is not None: return ret  # (derived's first step, inline: hot)
     return derived(self, "mm", _min_max)
   def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
     """This graph with the keys of mapping replaced by their values (no simplification)."""
