@@ -4,7 +4,7 @@ Every setting fusegrad reads from the environment is declared in this file (see 
 default and one line of doc. Nothing else reads os.environ.
 """
 from __future__ import annotations
-import atexit, cProfile, contextlib, gc, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
+import atexit, cProfile, contextlib, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
 import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -205,17 +205,6 @@ def dprint(level: int, *args: Any, **kwargs: Any) -> None:
 def time_to_str(t: float, w: int = 8) -> str:
   return next((f"{t * d:{w - 2}.2f}{pr}" for d, pr in [(1, "s "), (1e3, "ms")] if t > 10 / d),
               f"{t * 1e6:{w - 3}.2f}us")
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-  """Python's cycle collector off for the block (as it was found after): scheduling and codegen make and drop millions
-  of objects, freed by reference counting, and each full collection walks every live node (18% of a cold first step)."""
-  if not gc.isenabled():
-    yield
-    return
-  gc.disable()
-  try: yield
-  finally: gc.enable()
 
 class WeakList:
   """Objects held weakly, in the order added: a list of weak references without callbacks (cheaper to add to and to

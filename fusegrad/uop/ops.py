@@ -66,9 +66,7 @@ def _arg_key(arg: Any) -> Any:
   if type(arg) is float: return ("f", _pack_d(arg))
   return arg
 
-class _Ref(weakref.ref):
-  """The intern table's weak reference to a node, with the node's key (a KeyedRef makes 2 Python calls: 2.4x slower,
-  a partial of the callback per node 2x)."""
+class _Ref(weakref.ref):  # the intern table's reference to a node, with its key (KeyedRef: 2 Python calls, slower)
   __slots__ = ("key",)
 
 def _uninterned(ref: _Ref) -> None:
