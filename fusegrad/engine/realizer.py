@@ -25,8 +25,7 @@ def realize_all(tensors: Sequence[Any]) -> None:
     checks = engine_realize.pending_index_checks([t.uop for t in todo])
     flat = [c for cs in checks.values() for c in cs]
     flags = [type(todo[0])._wrap(c.flag) for c in flat]
-    # the cycle collector waits (if on): its full collections walked every live node (18% of a cold first step)
-    collecting = gc.isenabled()
+    collecting = gc.isenabled()  # the cycle collector waits: its full collections walk every live node
     gc.disable()
     try: copies += _realize(todo + flags)
     finally:

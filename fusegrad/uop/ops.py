@@ -68,10 +68,10 @@ def _arg_key(arg: Any) -> Any:
 
 class _Ref(weakref.ref):  # the intern table's reference to a node, with its key (KeyedRef: 2 Python calls, slower)
   __slots__ = ("key",)
+  key: tuple
 
-def _uninterned(ref: _Ref) -> None:
-  if UOp is None: return  # interpreter shutdown: the module's globals are gone, and so is the table
-  if UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
+def _uninterned(ref: _Ref) -> None:  # (UOp is None at interpreter shutdown: the globals are gone, the table too)
+  if UOp is not None and UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
 
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
 _consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) -> the constant made (UOp.const)
@@ -126,9 +126,8 @@ class UOp:
     return self.arg if self.op is Ops.MULTI else None
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
     """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
-    With gate, the walk does not descend into the sources of nodes where gate(node) is False. A SINK (a kernel's AST,
-    walked again by every pass and opt) keeps its walk, without itself: a node that held itself would be a cycle."""
-    if gate is None and (known := self._cache.get("topo")) is not None: return [*known, self]
+    With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
+    if gate is None and (known := self._cache.get("topo")) is not None: return [*known, self]  # (self: no cycle)
     visited: dict[UOp, None] = {}
     stack = [(self, iter(self.src if gate is None or gate(self) else ()))]
     while stack:
@@ -141,7 +140,7 @@ class UOp:
         stack.pop()
         visited[node] = None
     ret = list(visited)
-    if gate is None and self.op is Ops.SINK: self._cache["topo"] = tuple(ret[:-1])
+    if gate is None and self.op is Ops.SINK: self._cache["topo"] = tuple(ret[:-1])  # a kernel: each pass walks it
     return ret
 
   # *** shapes of lazy-graph nodes ***
