@@ -126,7 +126,7 @@ class CPUAllocator(Allocator):
     self.pooled += nbytes
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
     if self.worker is not None: self.worker.sync()
-    _huge_pages(dest)
+    if dest.nbytes >= HUGE_PAGES_FROM: _huge_pages(dest)  # (a call saved for small ones: hot)
     if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
     elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
