@@ -112,9 +112,9 @@ def test_counting_comparisons_does_not_jump(isa):
 @pytest.mark.parametrize("isa", [i for i in host_isas() if i != "sse4"])
 def test_eval_conv_pool_kernels_do_not_spill(isa, cc):
   """The MNIST eval's conv+BatchNorm+relu+max pool kernels (the pool's max accumulators live across the conv's sum),
-  compiled by clang and by gcc: the tile doesn't spill in the hot loop (gcc at AVX2 reloads 2 values per iteration there,
-  as fast as clang). gcc's loop vectorizer once spilled the AVX-512 tile (73 stack references, 1.4x clang's time); the
-  renderer turns it off for register tiles."""
+  compiled by clang and by gcc: the tile doesn't spill in the hot loop (gcc at AVX2 reloads 2 values per iteration
+  there, as fast as clang). gcc's loop vectorizer once spilled the AVX-512 tile (73 stack references, 1.4x clang's
+  time); the renderer turns it off for register tiles."""
   ren = dataclasses.replace(Device["CPU"].renderer, machine=cpu_machine(isa))
   compiler = ClangCompiler([cc], ops_cpu.openmp_works([cc]), isa)
   model = Model()
@@ -126,4 +126,5 @@ def test_eval_conv_pool_kernels_do_not_spill(isa, cc):
   for ast in fused:
     loop = hot_loop(compiler.compile(get_program(ast, ren).src))
     spills = [t for t in loop if "(%rsp" in t and "mm" in t]
-    assert [t for t in loop if "vfmadd" in t] and len(spills) <= 2, f"{cc} {isa}: {len(spills)} spills\n" + "\n".join(loop)
+    assert [t for t in loop if "vfmadd" in t] and len(spills) <= 2, f"{cc} {isa}: {len(spills)} spills\n" + \
+      "\n".join(loop)
