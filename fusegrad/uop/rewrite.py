@@ -39,7 +39,9 @@ class UPat:
       store[self.name] = u
     if self.src is None: return True
     if len(u.src) < len(self.src) or (not self.allow_any_len and len(u.src) != len(self.src)): return False
-    return all(p.match(s, store) for p, s in zip(self.src, u.src))
+    for p, s in zip(self.src, u.src):  # (a loop, not all() of a generator: hot)
+      if not p.match(s, store): return False
+    return True
 
   # readable rule tables: UPat.var("x") + 0 builds UPat(Ops.ADD, src=(x, const 0))
   def _bin(self, op: Ops, x: Any) -> UPat: return UPat(op, src=(self, x if isinstance(x, UPat) else UPat.const(x)))
@@ -90,7 +92,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
   done: dict[UOp, UOp] = {}
   if once:  # one visit per node in order, sources first: no fixed point to reach
     for node in root.toposort():
-      rebuilt = node if (src := tuple(map(done.__getitem__, node.src))) == node.src else node.replace(src=src)
+      rebuilt = node if (src := tuple([done[s] for s in node.src])) == node.src else node.replace(src=src)
       done[node] = (pm.rewrite(rebuilt, ctx) if pm.by_op[rebuilt.op] else None) or rebuilt
     return done[root]
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
@@ -106,9 +108,9 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
         done[node] = node if known is True else known
         continue
       stack.append((node, 1, None))
-      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+      stack += [(s, 0, None) for s in reversed(node.src) if s not in done]  # (lists, not generators: hot)
     elif stage == 1:  # rebuild with rewritten sources, then try the rules
-      src = tuple(map(done.__getitem__, node.src))
+      src = tuple([done[s] for s in node.src])
       rebuilt = node if src == node.src else node.replace(src=src)
       if rebuilt is not node and rebuilt not in done and memo is not None and (known := rebuilt._cache.get(memo)):
         done[rebuilt] = rebuilt if known is True else known
