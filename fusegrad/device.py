@@ -5,7 +5,7 @@ A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
   a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
 """
 from __future__ import annotations
-import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings
+import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings, weakref
 from typing import Any, Callable
 from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
@@ -123,14 +123,16 @@ class Buffer:
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
     self._base = base
     self._buf: Any = None  # the allocator's handle, once allocated
-    # realization state, written by engine/state.py alone: the write id of the newest version of the contents (None:
-    # never written), and the tensor whose storage this is (a weak reference; None: none yet)
+    # realization state, set by engine/state.py through the methods below: the write id of the newest version of the
+    # contents (None: never written), and the tensor whose storage this is (a weak reference; None: none yet)
     self.newest_write: int | None = None
     self.owner: Callable[[], Any] | None = None
     if base is not None:
       if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
       if offset + self.nbytes > base.nbytes:
         raise ValueError(f"view of {self.nbytes} bytes at {offset} is outside a {base.nbytes}-byte buffer")
+  def written(self, write_id: int) -> None: self.newest_write = write_id
+  def claim(self, t: Any) -> None: self.owner = weakref.ref(t)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
   @property
