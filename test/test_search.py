@@ -167,3 +167,16 @@ def test_cache_key_per_isa_and_compiler():
   other_cc = dataclasses.replace(k.ren, compilers=("othercc",) + tuple(k.ren.compilers))
   keys = {search.search_key(Kernel(k.ast, ren), 2) for ren in (k.ren, other_isa, other_cc)}
   assert len(keys) == 3 and search.search_key(k, 2) != search.search_key(k, 3)
+
+def test_settings_choose_the_program_in_the_same_process():
+  """A kernel compiled once in a process is compiled again under other opt settings (NOOPT, BEAM), as the disk cache
+  keys it: Context(NOOPT=1) after a heuristic run of the same kernel gets the kernel without opts, and back."""
+  from fusegrad.engine.realize import get_runner
+  a, b = [Tensor(np.random.default_rng(i).standard_normal((64, 64), dtype=np.float32)).realize() for i in range(2)]
+  fn = KERNELS["matmul"][1]
+  ast = fn(a, b).schedule()[-1].ast
+  with Context(NOOPT=0, BEAM=0): heuristic = get_runner(a.device, ast)[0]
+  with Context(NOOPT=1, BEAM=0): plain = get_runner(a.device, ast)[0]
+  assert heuristic.p.applied_opts and not plain.p.applied_opts
+  with Context(NOOPT=0, BEAM=0): assert get_runner(a.device, ast)[0] is heuristic
+  with Context(NOOPT=1): np.testing.assert_allclose(fn(a, b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)

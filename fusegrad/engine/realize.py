@@ -53,8 +53,9 @@ def _value_consts(ast: UOp) -> list[UOp]:
   return [u for u in nodes if u.op is Ops.CONST and u.dtype != dtypes.index and u.dtype.scalar() == u.dtype
           and (dtypes.is_float(u.dtype) or dtypes.is_int(u.dtype)) and u not in steer]
 
-def _cache(key: tuple[str, UOp], value: CompiledRunner | _Structure) -> None:
-  """STATE.programs: (device, AST) -> its program; (device, AST with constants cut out) -> _Structure; LRU."""
+def _cache(key: tuple, value: CompiledRunner | _Structure) -> None:
+  """STATE.programs: (device, AST, BEAM, NOOPT) -> its program; (device, AST with constants cut out, ...) ->
+  _Structure; LRU. BEAM and NOOPT choose the opts: a kernel compiled under other settings is another program."""
   programs = STATE.programs
   programs[key] = value
   while len(programs) > max(PROGRAM_CACHE.value, 1): programs.popitem(last=False)  # unloaded once nothing uses it
@@ -84,17 +85,17 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
   Constants that change between calls become parameters (docs/developer/realize.md), so a loop over a scalar compiles
   twice."""
-  programs = STATE.programs
-  if (hit := programs.get((device, ast))) is not None:
-    programs.move_to_end((device, ast))
+  programs, settings = STATE.programs, (BEAM.value, NOOPT.value)
+  if (hit := programs.get(key := (device, ast, *settings))) is not None:
+    programs.move_to_end(key)
     return hit, []  # type: ignore[return-value]
   consts = _value_consts(ast)
   holes = {c: UOp(Ops.NOOP, c.dtype, (), ("const", k)) for k, c in enumerate(consts)}
-  skel_key = (device, ast.substitute(holes) if consts else ast)
+  skel_key = (device, ast.substitute(holes) if consts else ast, *settings)
   st = programs.get(skel_key)
   if not isinstance(st, _Structure):  # new structure: constants stay in the code
     runner = CompiledRunner(_program(ast, device))
-    _cache((device, ast), runner)
+    _cache(key, runner)
     if consts: _cache(skel_key, _Structure(tuple(_arg_key(c.arg) for c in consts)))
     return runner, []
   programs.move_to_end(skel_key)
@@ -102,7 +103,7 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   params = sorted(changed)
   limit = Device[device].renderer.max_buffers
   if limit is not None and nbufs + len(params) > limit:  # more than the device binds: constants stay in the code
-    _cache((device, ast), runner := CompiledRunner(_program(ast, device)))
+    _cache(key, runner := CompiledRunner(_program(ast, device)))
     return runner, []
   if st.runner is None or changed != st.params:
     loads = {consts[k]: UOp(Ops.LOAD, consts[k].dtype, (UOp(Ops.DEFINE_GLOBAL, consts[k].dtype.ptr(), (), nbufs + j),
