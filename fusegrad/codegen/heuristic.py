@@ -5,7 +5,7 @@ from fusegrad.helpers import prod
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
-from fusegrad.codegen.vectorize import vector_range
+from fusegrad.codegen.vectorize import vector_range, loads_contiguous
 
 # A kernel of fewer iterations (all its loops) on a device without workgroups runs in microseconds whatever its opts:
 # it keeps only those that make vectors (the lanes of a reduce, the elementwise vectors), not the tiles and unrolling
@@ -69,14 +69,6 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
        and _try(k, Opt(OptOps.LANES, last, amt), opts):
       return
 
-def _loads_contiguous(k: Kernel, r: UOp) -> bool:
-  """Every load of the reduce that moves along output axis r is contiguous in it (and one does): r can be a vector of
-  loads even where the output is not contiguous in it (codegen/vectorize.py stores it lane by lane; loads after the
-  reduce, once per output, go lane by lane too)."""
-  inner = k.ranges_of(AxisType.REDUCE, AxisType.LANES, AxisType.UNROLL)
-  moving = [ld for ld in k.loads() if k.stride(ld, r) != 0 and any(rr in ld.toposort() for rr in inner)]
-  return bool(moving) and all(k.stride(ld, r) == 1 and not any(r in g.toposort() for g in ld.src[2:]) for ld in moving)
-
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   """Registers a register tile holds through one (unrolled) reduce step: its accumulators (vectors along the range
   codegen/vectorize.py makes a vector, or scalars) and the operands `loads` loaded for them. An operand takes one
@@ -120,7 +112,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     for i, r in _out_axes(k):
       if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
-      contiguous, loads = k.stride(store, r) == 1, _loads_contiguous(k, r)
+      contiguous, loads = k.stride(store, r) == 1, loads_contiguous(k.ast, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
       vector = contiguous or (long_reduce and loads)
       if broadcast: out.append((i, r, broadcast, contiguous, vector, loads))
