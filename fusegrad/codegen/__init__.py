@@ -17,7 +17,7 @@ from fusegrad.codegen.expand import expand_unrolled
 from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered
 from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, simplify_gated_loads
 from fusegrad.codegen.linearize import linearize
-from fusegrad.codegen.fold import fold_reduces
+from fusegrad.codegen.fold import fold_reduces, bound_gated_reduces
 from fusegrad.codegen.vectorize import vectorize_upcasts, devectorize
 from fusegrad.codegen.spec import check_stage
 
@@ -48,6 +48,7 @@ class ProgramSpec:
 # threefry and bfloat16 are lowered on final values; devectorize sees every vector op; the cleanup types indices last.
 # codegen/spec.py states what each stage's output may hold (checked after each pass when SPEC=1).
 LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
+  ("bound_gates", lambda ast, ren: ast if ren.global_max else bound_gated_reduces(ast)),
   ("vectorize", lambda ast, ren: vectorize_upcasts(ast)),
   ("expand", lambda ast, ren: expand_unrolled(ast)),
   ("group_reduce", lambda ast, ren: lower_group_reduces(ast)),
@@ -158,7 +159,7 @@ def estimate_flops(uops: list[UOp]) -> int:
   mult = prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)
   flops, stack = 0, [mult]
   for u in uops:
-    if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].arg)
+    if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].vmax)  # (at most: a bounded loop may run less)
     elif u.op is Ops.ENDRANGE: stack.pop()
     elif u.op in GroupOp.ALU and u not in index_nodes:
       flops += stack[-1] * (2 if u.op is Ops.MULACC else 1) * u.dtype.count

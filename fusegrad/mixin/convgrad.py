@@ -73,8 +73,12 @@ def conv_rule(a: ConvArgs, tensor: type[Tensor]):
     layout, pads = _channel_last if cl else tensor.contiguous, _grad_pads(a, wt.shape[2:], xt.shape[2:], gt.shape[2:])
     # one copy serves both (not for a first layer's few channels, whose input needs no gradient)
     if cl and all(s == 1 for s in a.stride) and all(p >= 0 for pp in pads for p in pp):
-      gp = layout(gt.pad(pads))
-      gt = gp.shrink(tuple((p, p + size) for (p, _), size in zip(pads, gt.shape)))
+      # the last axis padded in memory, the others as a view: codegen turns the gate of their padding into loop bounds
+      # (fold.bound_gated_reduces), so no multiply-add reads a padded row
+      last = [(0, 0)] * (len(pads) - 1) + pads[-1:]
+      buf = layout(gt.pad(last))
+      gp = buf.pad(pads[:-1] + [(0, 0)])
+      gt = buf.shrink(tuple((p, p + size) for (p, _), size in zip(last, gt.shape)))
     else:
       gt = layout(gt)
       gp = layout(_dilate(gt, a.stride).pad(pads))
