@@ -85,7 +85,7 @@ def _divmod_in_one_period(idx: UOp, bounds: dict[UOp, tuple[int, int]]) -> dict[
       if c <= 0 or len(coeffs) != len(terms) or any(coeffs.get(t) != c * k for t, k in x_terms): continue
       rest = build_sum([(t, k) for t, k in terms if t not in dict(x_terms)], const - c * x_const, u.src[0])
       q = (c * lo + rest.vmin) // m
-      if q == (c * hi + rest.vmax) // m:
+      if c * lo + rest.vmin >= 0 and q == (c * hi + rest.vmax) // m:  # (non-negative: C's division truncates)
         sub[u] = u.src[0] - q * m if u.op is Ops.MOD else UOp.const(u.dtype, q)
         break
   return sub
