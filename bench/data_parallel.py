@@ -8,9 +8,11 @@ CPU_THREADS threads per kernel, CPU:1..n with one each (each runs its kernels on
 and step are examples/beautiful_mnist.py's (Adam, global batch BS=128), on random data, in one TinyJit step (under MPI
 with DataParallel's gradient averaging inside it); STEPS timed steps after 3 warm-up ones, medians printed.
 
-Each setup's line also gives per step, for the main thread (which queues the devices' launches; on one device it runs
-the kernels, with OpenMP's threads) and each device's worker thread: its CPU time, its time waiting for a core (Linux
-schedstat), and the share of the step it was idle (neither: waiting for work, for the GIL or for the other device).
+Each setup's line also gives per step the process's CPU time (all its threads: on a busy machine a fairer comparison
+of the two setups' work than their wall times), and for the main thread (which queues the devices' launches; on one
+device it runs the kernels, with OpenMP's threads) and each device's worker thread: its CPU time, its time waiting for
+a core (Linux schedstat), and the share of the step it was idle (neither: waiting for work, for the GIL or for the
+other device).
 On a busy machine wall times follow the CPU each setup gets, and a worker also idles while the thread it waits for
 waits for a core.
 """
@@ -95,13 +97,15 @@ def main() -> None:
   kernels_at_once(devices)
   setups = {f"1 device, {THREADS} threads": make_step(("CPU",)), f"{shard} devices, 1 thread each": make_step(devices)}
   times: dict[str, list[float]] = {name: [] for name in setups}
+  process_cpu: dict[str, list[float]] = {name: [] for name in setups}  # every thread's, OpenMP's included
   use: dict[str, dict[str, list[tuple[float, float]]]] = {name: {} for name in setups}  # thread -> (CPU, queued)
   for i in range(STEPS + 3):
     for name, run in setups.items():
-      before = thread_times()
+      before, cpu_before = thread_times(), time.process_time()
       t = run()
       if i < 3: continue
       times[name].append(t)
+      process_cpu[name].append(time.process_time() - cpu_before)
       for th, (cpu, queued) in thread_times().items():
         use[name].setdefault(th, []).append((cpu - before.get(th, (0, 0))[0], queued - before.get(th, (0, 0))[1]))
   meds = {name: statistics.median(ts) for name, ts in times.items()}
@@ -110,7 +114,8 @@ def main() -> None:
     cpu, queued = ({th: statistics.median(x[k] for x in use[name][th]) for th in mine} for k in (0, 1))
     threads = ", ".join(f"{th} {cpu[th] * 1e3:.1f} ms CPU + {queued[th] * 1e3:.1f} waiting for a core (idle "
                         f"{1 - (cpu[th] + queued[th]) / med:.0%})" for th in mine)
-    print(f"{name:28s} {1 / med:5.2f} steps/s ({med * 1e3:.0f} ms per step, batch {BS}); per step: {threads}")
+    print(f"{name:28s} {1 / med:5.2f} steps/s ({med * 1e3:.0f} ms per step, batch {BS}); per step: process "
+          f"{statistics.median(process_cpu[name]) * 1e3:.1f} ms CPU; {threads}")
   (one, one_med), (_, many_med) = meds.items()
   print(f"{shard} devices / 1 device: {one_med / many_med:.2f}x (load average {os.getloadavg()[0]:.1f})")
 

@@ -35,8 +35,7 @@ def init(timeout: float | None = None) -> None:
 def _abort_job(kind: type, value: BaseException, tb: Any) -> None:
   """An uncaught error in one rank ends every rank (the others would wait for it forever)."""
   sys.__excepthook__(kind, value, tb)
-  sys.stderr.write(f"fusegrad.distributed: rank {rank()} failed; aborting the MPI job\n")
-  sys.stderr.flush()
+  print(f"fusegrad.distributed: rank {rank()} failed; aborting the MPI job", file=sys.stderr, flush=True)
   _comm.Abort(1)
 
 def _world() -> Any:

@@ -165,10 +165,8 @@ class TinyJit(Generic[ReturnType]):
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
     """As a method: each instance gets a TinyJit of its own (two models must not replay each other's kernels)."""
     if obj is None: return self  # looked up on the class
-    entry = self._per_instance.get(id(obj))
-    if entry is None:
-      entry = self._per_instance[id(obj)] = self._bind(obj)
-    return entry[1]
+    if id(obj) not in self._per_instance: self._per_instance[id(obj)] = self._bind(obj)
+    return self._per_instance[id(obj)][1]
 
   def _bind(self, obj: Any) -> tuple[Any, TinyJit]:
     """A TinyJit of the method bound to obj, holding obj weakly (forgotten with it) where obj allows weak references."""
@@ -335,7 +333,7 @@ class TinyJit(Generic[ReturnType]):
     if DEBUG.value >= 2:
       for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     else:
-      for i in plan.rebind: plan.calls[i] = _bind(self.jit_cache[i])  # (their buffers were swapped)
+      for i in plan.rebind: plan.calls[i] = _bind(self.jit_cache[i], plan.calls[i])  # (their buffers were swapped)
       for c in plan.calls:
         if type(c) is ExecItem: c.run(var_vals, jit=True)
         else: c()
@@ -382,15 +380,15 @@ class _Plan:
   kernels: int
   rebind: list[int]  # the items bound again at each replay (their buffers are swapped)
 
-def _bind(ei: ExecItem) -> Any:
+def _bind(ei: ExecItem, old: Any = None) -> Any:
   """ei's launch as a call of nothing, bound once: a kernel's (the program's own launcher where it has one), or a copy
-  the devices queue (CopyRunner.launcher); else ei itself, run through ExecItem.run."""
+  the devices queue (CopyRunner.launcher, given old, ei's launch bound before); else ei itself, run by ExecItem.run."""
   r, handles = ei.runner, [b._buf for b in ei.bufs]
   if isinstance(r, CompiledRunner) and not r.p.vars and r.prg is not None:
     launcher = getattr(r.prg, "launcher", None)
     return (launcher(*handles) if launcher is not None else None) or \
       functools.partial(r.prg, *handles, global_size=r.p.global_size, local_size=r.p.local_size)
-  return (r.launcher(ei.bufs) if isinstance(r, CopyRunner) else None) or ei
+  return (r.launcher(ei.bufs, old) if isinstance(r, CopyRunner) else None) or ei
 
 def _same(a: Any, b: Any) -> bool:
   """a and b are the same value (of the same type: 1 and 1.0 build different graphs); objects compare by identity

@@ -27,6 +27,7 @@ from fusegrad.mixin.linalg import LinalgMixin
 from fusegrad.mixin.indexing import getitem, assign_window, basic_index, setitem_value
 
 _NUMBERS = {int, float}
+_LOOK_CLOSER = MAY_FOLLOW | {Ops.MULTI, Ops.NOOP}  # nodes Tensor.uop may replace
 
 def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.). numbers: values are
@@ -104,10 +105,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   @property
   def uop(self) -> UOp:
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
-    if (u := self._uop).op is Ops.MULTI and any(state.current(s) is not s for s in u.src):
-      self.uop = multi.multi(tuple(state.current(s) for s in u.src), u.arg)
-    if (u := self._uop).op not in MAY_FOLLOW: return u  # (what state.current gives such a node, quickly)
-    if (new := state.current(u)) is not u: self.uop = new
+    if (u := self._uop).op not in _LOOK_CLOSER: return u  # (what state.current gives such a node, quickly)
+    if u.op is Ops.NOOP:  # a stand-in while a realize spreads it over devices (realizer._realize_multi): wait for it
+      with RUN_LOCK:  # (held by that realize)
+        if self._uop.op is Ops.NOOP: raise RuntimeError("a tensor spread over devices was read by its own realize")
+        return self.uop
+    if u.op is Ops.MULTI:
+      if any(state.current(s) is not s for s in u.src): self.uop = multi.multi(tuple(map(state.current, u.src)), u.arg)
+    elif (new := state.current(u)) is not u: self.uop = new
     return self._uop
   @uop.setter
   def uop(self, new: UOp) -> None:
@@ -300,8 +305,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if 0 in self.shape: return _empty_nested(self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
     if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
-    mv = self.data()
-    vals = mv.tolist()
+    vals = self.data().tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals
   def item(self) -> Any:
     """The value of a one-element tensor as a Python scalar."""
@@ -317,8 +321,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     self._buffer().copyout(ret.data)  # straight into the array: one copy
     return ret
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-    ret = self.numpy()
-    return ret if dtype is None else ret.astype(dtype)
+    return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     """This tensor on another device (a copy, lazily); a tuple of devices: a copy on each (see shard). A tensor spread

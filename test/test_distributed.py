@@ -3,6 +3,7 @@ batch, also with the ranks on two "hosts" (network namespaces joined by a veth p
 (raises, is killed, hangs) ends the job with an error; init() without mpi4py says what to install."""
 import contextlib, os, pathlib, shutil, subprocess, sys
 import pytest
+from fusegrad import Tensor, distributed as dist
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 try:
@@ -39,6 +40,13 @@ def test_init_without_mpi():
   r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                      text=True, timeout=120)
   assert r.returncode != 0 and "needs MPI" in r.stderr and "pip install mpi4py" in r.stderr
+
+def test_all_reduce_refuses_what_it_cant_reduce():
+  """Checked before any MPI call, so without mpirun too (differently shaped tensors across ranks: distributed_check)."""
+  with pytest.raises(ValueError, match="must be realized"): dist.all_reduce(Tensor.ones(2) + 1)
+  spread = Tensor.ones(4).shard(("PYTHON:1", "PYTHON:2"), 0).realize()
+  with pytest.raises(ValueError, match="must be realized on one device"): dist.broadcast(spread)
+  with pytest.raises(ValueError, match="op must be 'sum' or 'mean'"): dist.all_reduce(Tensor.ones(2).realize(), "max")
 
 # the remote shell Open MPI starts a rank on another host with: here the host is a network namespace
 AGENT = """#!/bin/sh

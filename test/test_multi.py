@@ -6,6 +6,8 @@ import pytest
 from fusegrad import Tensor, Device, TinyJit, Context, nn
 from fusegrad.nn.optim import SGD, Adam
 from fusegrad.nn.state import get_parameters, get_state_dict
+from fusegrad.engine.state import STATE
+from fusegrad.runtime.ops_cpu import CopyBetweenWorkers
 
 def cpu_works() -> bool: return Device.get_available("CPU")[0]
 
@@ -224,6 +226,29 @@ def test_debug_shows_each_kernels_device(capsys):
   out = capsys.readouterr().out
   assert "PYTHON:1" in out and "PYTHON:2" in out
 
+def test_reading_a_tensor_while_a_realize_spreads_it():
+  """While a realize spreads tensors over devices they hold a stand-in (engine/realizer.py _realize_multi): another
+  thread that reads one meanwhile gets its shape and device, and waits for the realize to build from it; the
+  realizing thread itself may not read it."""
+  devices, x, seen = DEVICE_SETS[1], rand(4, 2), {}
+  w = Tensor(x).shard(devices, 0) * 2
+  def read() -> None:
+    seen["shape"], seen["device"] = w.shape, w.device
+    seen["values"] = (w + 1).sum(1).numpy()
+  reader = threading.Thread(target=read)
+  def meanwhile(_) -> None:
+    if reader.ident is not None: return
+    reader.start()
+    reader.join(0.5)
+    seen["waited"] = reader.is_alive()
+    with pytest.raises(RuntimeError, match="its own realize"): w + 1
+  STATE.realize_hooks.append(meanwhile)
+  try: w.realize()
+  finally: STATE.realize_hooks.remove(meanwhile)
+  reader.join(60)
+  assert seen["waited"] and seen["shape"] == (4, 2) and seen["device"] == devices
+  np.testing.assert_allclose(seen["values"], (x * 2 + 1).sum(1), rtol=1e-6)
+
 # *** CPU devices run their kernels at once (runtime/ops_cpu.py Worker) ***
 needs_cpu = pytest.mark.skipif(not cpu_works(), reason="needs a C compiler")
 
@@ -254,16 +279,19 @@ def test_copies_wait_for_both_devices():
 
 @needs_cpu
 def test_jit_replays_copies_between_workers():
-  """A replay's copies between CPU workers are bound once (runtime/ops_cpu.py copy_launcher) and queued again at each
-  replay, with no wait on the host: a small one through a staging buffer, one of 1 MB and more from its source; each
-  replay's values arrive, results of earlier replays keep theirs."""
-  step = TinyJit(lambda a, b: ((a + 1).to("CPU:2") * 2 + (b + 1).to("CPU:2")).realize())
-  outs, wants = [], []
+  """A replay's copies between CPU workers are bound once (runtime/ops_cpu.py CopyBetweenWorkers) and queued again at
+  each replay, with no wait on the host: a small one through a staging buffer, one of 1 MB and more from its source;
+  those that read an input or write a result are bound again to this replay's buffers, keeping their staging buffer.
+  Each replay's values arrive, results of earlier replays keep theirs."""
+  step = TinyJit(lambda a, b: (((a + 1).to("CPU:2") * 2 + (b + 1).to("CPU:2")).realize(), b.to("CPU:2").realize()))
+  outs, wants, stagings = [], [], []
   for i in range(5):
     x, y = rand(300_000, seed=i), rand(1, seed=10 + i)  # 1.2 MB, 4 bytes
-    outs.append(step(Tensor(x, device="CPU:1").realize(), Tensor(y, device="CPU:1").realize()))
-    wants.append((x + 1) * 2 + (y + 1))
-  assert sum("copy" in ei.runner.name for ei in step.jit_cache) == 2
+    outs += step(Tensor(x, device="CPU:1").realize(), Tensor(y, device="CPU:1").realize())
+    wants += [(x + 1) * 2 + (y + 1), y]
+    if step.captured: stagings.append([id(c.staging) for c in step._plan().calls if isinstance(c, CopyBetweenWorkers)])
+  assert sum("copy" in ei.runner.name for ei in step.jit_cache) == 3 and len(stagings[0]) == 3
+  assert all(s == stagings[0] for s in stagings)
   for out, want in zip(outs, wants): np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
 
 FORK_SCRIPT = """

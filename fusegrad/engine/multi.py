@@ -95,9 +95,8 @@ def _align(s: UOp, axis: int | None, n: int) -> tuple[UOp, ...]:
   """s as n per-device parts split on axis (s not a MULTI: a device-free node, the same on every device)."""
   if s.op is not Ops.MULTI: return (s,) * n
   if s.arg == axis: return s.src
-  if axis is None: return replicate(s).src
   full = replicate(s).src
-  return tuple(f.shrink(_part(f.shape, axis, i, n)) for i, f in enumerate(full))
+  return full if axis is None else tuple(f.shrink(_part(f.shape, axis, i, n)) for i, f in enumerate(full))
 
 def _per_device(n: UOp, m: UOp, arg_of: tuple | None = None) -> UOp:
   """n applied to each part of m, keeping m's axis (arg_of: a per-part arg)."""

@@ -83,12 +83,12 @@ def _realize_multi(tensors: list[Any]) -> None:
   lowered = {t: multi.lower(t.uop) for t in tensors}
   parts = {t: [type(t)._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
   axes = {t: m.arg if m.op is Ops.MULTI else False for t, m in lowered.items()}
-  # while the parts run, the tensors hold a NOOP, not graphs autograd doesn't need (_remember_lazy_def): the versions
-  # their assigns overwrite aren't copied aside for nothing. No graph may be built from them meanwhile (threads.md)
+  # while the parts run, the tensors hold a NOOP of their shape, not graphs autograd doesn't need (_remember_lazy_def):
+  # the versions their assigns overwrite aren't copied aside for nothing. Tensor.uop waits for the realize meanwhile
   lazies = {t: t.uop for t in tensors if t._requires_grad and id(t) not in STATE.grad_tensors}
   olds = {t: weakref.ref(t._uop) for t in tensors}
   del lowered
-  for t in tensors: t._uop = UOp(Ops.NOOP)
+  for t in tensors: t._uop = UOp(Ops.NOOP, t.dtype, (UOp(Ops.DEVICE, arg=t.device),), t.shape)
   try: realize_all([p for ps in parts.values() for p in ps])
   finally:
     for t, axis in axes.items():

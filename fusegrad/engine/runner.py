@@ -81,11 +81,11 @@ class CopyRunner(Runner):
   """Moves a whole buffer between devices (or within one, for clone)."""
   def __init__(self, device: str, src_device: str, nbytes: int):
     super().__init__(colored(f"copy {nbytes:8d}, {device[:9]:>9s} <- {src_device[:9]:9s}", "yellow"), device)
-  def launcher(self, bufs: list[Buffer]) -> Callable[[], None] | None:
-    """The copy as a call of nothing queuing it, where the devices queue copies (CPU workers: copy_launcher)."""
+  def launcher(self, bufs: list[Buffer], old: Any = None) -> Callable[[], None] | None:
+    """The copy as a call of nothing queuing it, where the devices queue copies (copy_launcher; old: the last one)."""
     dest, src = bufs
     if (make := getattr(Device[dest.device].allocator, "copy_launcher", None)) is None: return None
-    return make(dest._buf, Device[src.device].allocator, src._buf, dest.nbytes)
+    return make(dest._buf, Device[src.device].allocator, src._buf, dest.nbytes, old)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     dest, src = bufs
     st = time.perf_counter()

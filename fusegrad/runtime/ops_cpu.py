@@ -63,6 +63,22 @@ class Worker:
 
 _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
 
+class CopyBetweenWorkers:
+  """A copy between two devices' workers, queued on both at each call: src's worker copies src to a staging buffer
+  once dest's read the last copy and goes on, dest's waits for that; from 1 MB src's worker waits till dest's copied
+  src itself (a second copy cost more). bind() points it at other buffers, keeping the staging buffer and locks."""
+  def __init__(self, src_worker: Worker, dest_worker: Worker, staging: CPUBuffer | None) -> None:
+    self.workers, self.staging, self.locks = (src_worker, dest_worker), staging, (threading.Lock(), threading.Lock())
+    self.locks[0].acquire()  # (full, free): full is released once the staging buffer holds src
+  def bind(self, dest: CPUBuffer, src: CPUBuffer, nbytes: int) -> CopyBetweenWorkers:
+    staging = self.staging or src
+    self.snapshot = (_snapshot, (*self.locks, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
+    self.copy = (_copy_when_ready, (*self.locks, dest.addr, staging.addr, nbytes), (dest, staging))
+    return self
+  def __call__(self) -> None:  # (launches queued before keep the buffers they were bound to)
+    self.workers[0].launch(*self.snapshot)
+    self.workers[1].launch(*self.copy)
+
 def _snapshot(full: threading.Lock, free: threading.Lock, staging: int, src: int, nbytes: int) -> None:
   free.acquire()  # dest's worker read what the staging buffer held
   try: ctypes.memmove(staging, src, nbytes) if staging else None
@@ -110,23 +126,17 @@ class CPUAllocator(Allocator):
     if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
     elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
-  def copy_launcher(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer,
-                    nbytes: int) -> Callable[[], None] | None:
+  def copy_launcher(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int,
+                    old: Any = None) -> Callable[[], None] | None:
     """Queues the copy of src (on this CPU device or another) into dest in order with both devices' kernels when
-    called, again at each call (a TinyJit replay binds it once): src's worker copies src to a staging buffer once
-    dest's read the last copy and goes on, dest's waits for that (from 1 MB src's worker waits till dest's copied: a
-    second copy cost more). None where a device has no worker."""
+    called, again at each call (a TinyJit replay binds it once; for swapped buffers again, on the old launcher: its
+    staging buffer and locks are kept). None where a device has no worker."""
     mine, other = self.worker, getattr(src_allocator, "worker", None)
     if mine is None or not isinstance(other, Worker): return None
     if other is mine: return functools.partial(mine.launch, ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
-    full, free, staging = threading.Lock(), threading.Lock(), self.alloc(nbytes) if nbytes < 2 ** 20 else src
-    full.acquire()  # released once the staging buffer holds src
-    snapshot = (_snapshot, (full, free, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
-    copy = (_copy_when_ready, (full, free, dest.addr, staging.addr, nbytes), (dest, staging))
-    def launch() -> None:
-      other.launch(*snapshot)
-      mine.launch(*copy)
-    return launch
+    if not isinstance(old, CopyBetweenWorkers):
+      old = CopyBetweenWorkers(other, mine, self.alloc(nbytes) if nbytes < 2 ** 20 else None)
+    return old.bind(dest, src, nbytes)
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if self.worker is not None: self.worker.sync()
     if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)

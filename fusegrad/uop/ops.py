@@ -347,6 +347,7 @@ def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index)
 def _infer_shape(u: UOp) -> tuple[int, ...]:
   if u.op in GroupOp.ALU: return u.src[0].shape  # (the most common, first)
   if u.op is Ops.BUFFER: return (u.arg.size,)
+  if u.op is Ops.NOOP and u.src: return u.arg  # a tensor's stand-in (engine/realizer.py _realize_multi)
   if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE) or u.op in _KERNEL_OPS: return ()  # scalars
   if u.op in (Ops.RESHAPE, Ops.EXPAND): return u.arg
   if u.op is Ops.PERMUTE: return tuple(u.src[0].shape[i] for i in u.arg)
@@ -369,7 +370,7 @@ def _infer_device(u: UOp) -> str | None:
   if u.op is Ops.COPY: return u.arg[0]
   if u.op is Ops.BUFFER: return u.arg.device
   if u.op is Ops.MULTI: return tuple(s.device for s in u.src)  # type: ignore[return-value]
-  if u.op in _KERNEL_OPS: return None
+  if u.op in _KERNEL_OPS: return u.src[0].arg if u.op is Ops.NOOP and u.src else None  # (a tensor's stand-in)
   for s in u.src:
     if (d := s.device) is not None: return d
   return None
