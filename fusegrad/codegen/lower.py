@@ -70,26 +70,6 @@ def _recentered_divmod(x: UOp, hi: int) -> dict[UOp, UOp]:
   if not (E.vmin > -m and E.vmax < m and m + E.vmin > hi): return {}
   return {x: E, UOp(Ops.IDIV, X.dtype, (X, x.src[1])): Q}
 
-def _divmod_in_one_period(idx: UOp, bounds: dict[UOp, tuple[int, int]]) -> dict[UOp, UOp]:
-  """X % m and X // m in idx where X is c*x + rest for a bounded x and stays within one multiple of m while x does:
-  (896*r2 + 896*r5 + rest - 3584) % size, given 4 <= r2 + r5 < 24, is the sum itself (a view's padded rows)."""
-  sub: dict[UOp, UOp] = {}
-  for u in idx.toposort():
-    if u.op not in (Ops.MOD, Ops.IDIV) or u.src[1].op is not Ops.CONST or not isinstance(m := u.src[1].arg, int) \
-       or m <= 0: continue
-    terms, const = split_terms(u.src[0])
-    coeffs = dict(terms)
-    for x, (lo, hi) in bounds.items():
-      x_terms, x_const = split_terms(x)
-      c = coeffs.get(x_terms[0][0], 0) // x_terms[0][1] if x_terms else 0
-      if c <= 0 or len(coeffs) != len(terms) or any(coeffs.get(t) != c * k for t, k in x_terms): continue
-      rest = build_sum([(t, k) for t, k in terms if t not in dict(x_terms)], const - c * x_const, u.src[0])
-      q = (c * lo + rest.vmin) // m
-      if c * lo + rest.vmin >= 0 and q == (c * hi + rest.vmax) // m:  # (non-negative: C's division truncates)
-        sub[u] = u.src[0] - q * m if u.op is Ops.MOD else UOp.const(u.dtype, q)
-        break
-  return sub
-
 def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
   """idx simplified knowing gate holds (a load's address only matters when its gate is true): the expressions the
   gate bounds become bounded placeholders while simplifying. Loads inside idx stay as they are (opaque placeholders):
@@ -103,11 +83,13 @@ def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
     if x.op is Ops.MOD and x.src[1].op is Ops.CONST and (sub := _recentered_divmod(x, hi)):
       idx = simplify(idx.substitute(sub))
       bounds[sub[x]] = (max(lo, 0), hi)  # where the gate holds, E is X % m
-  idx = simplify(idx.substitute(_divmod_in_one_period(idx, bounds)))
-  bounds = {x: b for x, b in bounds.items() if x in idx.toposort()}
   stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi))
               for i, (x, (lo, hi)) in enumerate(bounds.items())}
-  ret = simplify(simplify(idx.substitute(stand_in)).substitute({v: x for x, v in stand_in.items()}))
+  # a bounded sum r + rest that idx holds term by term (896*r2 + 896*r5 in a padded view's rows): r as the sum - rest
+  nodes = idx.toposort()
+  firsts = {x: t[0][0] for x in stand_in if x not in nodes and len(t := split_terms(x)[0]) > 1 and t[0][1] == 1}
+  sub = {x: v for x, v in stand_in.items() if x in nodes} | {r: stand_in[x] - (x - r) for x, r in firsts.items()}
+  ret = simplify(simplify(idx.substitute(sub)).substitute({v: x for x, v in stand_in.items()}))
   return ret.substitute({v: u for u, v in loads.items()})
 
 def _gated_load(ld: UOp, idx: UOp, gate: UOp) -> UOp | None:
