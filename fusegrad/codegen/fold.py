@@ -121,8 +121,6 @@ def fold_reduces(ast: UOp) -> UOp:
   return simplify(graph_rewrite(ast, pm_fold_reduces))
 
 # *** loops over the span a gate allows ***
-OUTER = (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD)  # kinds of range that are loops around a kernel's reduces
-
 def _gate(v: UOp) -> UOp | None:
   """A condition the product v is zero without (the gate of a load or of a where with a zero that it multiplies)."""
   if v.op is Ops.LOAD and len(v.src) > 2 and v.src[2].dtype == dtypes.bool: return v.src[2]
@@ -131,26 +129,28 @@ def _gate(v: UOp) -> UOp | None:
   return _gate(v.src[0]) if v.op is Ops.CAST else None
 
 def _bound_reduce(red: UOp) -> UOp | None:
-  """The sum over its first loop r that a factor's gate bounds, the loop running over the span the gate allows only
-  (its bounds from loops outside r), the factor ungated on r; None when no loop is bounded so."""
+  """The sum with its first loop r that the gate of a factor bounds by loops outside r running over that span only,
+  every condition on r dropped; None when there is no such loop."""
   values, ranges = reduce_parts(red)
-  if len(values) != 1 or (gate := _gate(values[0])) is None or (atoms := _atoms(gate, True)) is None:
-    return None
+  if len(values) != 1 or (gate := _gate(values[0])) is None or (atoms := _atoms(gate, True)) is None: return None
   for i, r in enumerate(ranges):
-    bounds = _bounds(atoms, r) if range_kind(r) is AxisType.REDUCE and r.src[0].op is Ops.CONST else None
-    if bounds is None or bounds[3] is not None or not (bounds[1] or bounds[2]): continue
-    lower, upper = bounds[1], bounds[2]
-    if any(x.op is Ops.RANGE and range_kind(x) not in OUTER and x not in ranges[:i]
-           for b in lower + upper for x in b.toposort()): continue
-    lo, hi = _span(r, lower, upper)
+    found = _bounds(atoms, r) if range_kind(r) is AxisType.REDUCE and r.src[0].op is Ops.CONST else None
+    outer = {*ranges[:i], *(x for x in red.toposort() if x.op is Ops.RANGE and range_kind(x) in OUTER)}
+    if found is None or found[3] is not None or not (found[1] or found[2]) or \
+       any(x.op is Ops.RANGE and x not in outer for b in found[1] + found[2] for x in b.toposort()): continue
+    lo, hi = _span(r, found[1], found[2])
     spanned = UOp(Ops.RANGE, r.dtype, (simplify((hi - lo).maximum(0)),), r.arg)
-    # every condition on r holds in the span, in this factor's gate and wherever else it is tested (a load's own gate)
+    # each condition on r holds in the span, in the gate and wherever else it is tested (a load's own gate)
     value = values[0].substitute({atom: UOp.const(dtypes.bool, holds) for atom, holds in atoms if r in atom.toposort()})
     return red.replace(src=(value.substitute({r: spanned + lo}), *ranges[:i], spanned, *ranges[i + 1:]))
   return None
 
+OUTER = (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD)  # loops around a kernel's reduces
+pm_bound_gates = PatternMatcher([
+  (UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _bound_reduce),  # sum over r of gate(lo <= r + e < hi) * v -> over span
+])
+
 def bound_gated_reduces(ast: UOp) -> UOp:
-  """Where launch dimensions are loops (a CPU), a sum over a loop r of a product with a load gated by
-  lo <= r + e < hi (e from the loops outside r) loops over [max(lo - e, 0), min(hi - e, n)) and loads ungated: a
-  convolution's input gradient does no multiply-add on a padded row. (Launch dimensions would diverge.)"""
-  return simplify(graph_rewrite(ast, PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _bound_reduce)])))
+  """Where launch dimensions are loops (a CPU; threads would diverge), a sum over r of a product gated by
+  lo <= r + e < hi loops over [max(lo - e, 0), min(hi - e, n)) only: a convolution skips its padded rows."""
+  return simplify(graph_rewrite(ast, pm_bound_gates))
