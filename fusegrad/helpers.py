@@ -207,9 +207,9 @@ def time_to_str(t: float, w: int = 8) -> str:
               f"{t * 1e6:{w - 3}.2f}us")
 
 class WeakList:
-  """Objects held weakly, in the order added: a list of weak references without callbacks (cheaper to add to and to
-  let go of than a WeakSet, for objects made all the time), the dead ones dropped as the list grows past limit."""
-  def __init__(self, limit: int = 1024) -> None:
+  """Objects held weakly, in the order added: weak references without callbacks (cheaper than a WeakSet), the dead
+  dropped as the list grows past limit (small: they go before the cycle collector's old generations take them in)."""
+  def __init__(self, limit: int = 64) -> None:
     self.refs: list[weakref.ReferenceType] = []
     self.least = self.limit = limit
   def add(self, x: Any) -> None:

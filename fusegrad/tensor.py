@@ -65,7 +65,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
     if isinstance(data, range): data = list(data)
     if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file: its bytes, as uint8
-    if isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
+    if type(data) is list and data and (types := set(map(type, data))) <= _NUMBERS:  # flat: the common case, first
+      # a float among numbers int64 holds: the default float (dtypes.from_py's rule, without a walk per element)
+      quick = float in types and -2 ** 63 <= min(data) and max(data) < 2 ** 63
+      dt = dtype or (dtypes.default_float if quick else dtypes.from_py(data))
+      uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
+    elif isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
     elif isinstance(data, (bool, int, float)): uop = _scalar(data, dtype or dtypes.from_py(data), (), device)
@@ -73,11 +78,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       raw = bytes(data)
       uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
       if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
-    elif type(data) is list and data and (types := set(map(type, data))) <= _NUMBERS:  # flat, as below, quickly
-      # a float among numbers int64 holds: the default float (dtypes.from_py's rule, without a walk per element)
-      quick = float in types and -2 ** 63 <= min(data) and max(data) < 2 ** 63
-      dt = dtype or (dtypes.default_float if quick else dtypes.from_py(data))
-      uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
       if any(isinstance(x, Tensor) for x in flat):

@@ -106,3 +106,25 @@ def test_counting_comparisons_does_not_jump(isa):
   for ast in counted:
     loop = hot_loop(compiler.compile(get_program(ast, ren).src))
     assert len([t for t in loop if re.match(r"j(?!mp)", t)]) == 1, "\n".join(loop)
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
+@pytest.mark.parametrize("cc", [c for c in ("clang", "gcc") if shutil.which(c)])
+@pytest.mark.parametrize("isa", [i for i in host_isas() if i != "sse4"])
+def test_eval_conv_pool_kernels_do_not_spill(isa, cc):
+  """The MNIST eval's conv+BatchNorm+relu+max pool kernels (the pool's max accumulators live across the conv's sum),
+  compiled by clang and by gcc: the tile doesn't spill in the hot loop (gcc at AVX2 reloads 2 values per iteration
+  there, as fast as clang). gcc's loop vectorizer once spilled the AVX-512 tile (73 stack references, 1.4x clang's
+  time); the renderer turns it off for register tiles."""
+  ren = dataclasses.replace(Device["CPU"].renderer, machine=cpu_machine(isa))
+  compiler = ClangCompiler([cc], ops_cpu.openmp_works([cc]), isa)
+  model = Model()
+  for p in get_parameters(model): p.replace(Tensor.empty(*p.shape))
+  fused = [si.ast for si in model(Tensor.empty(512, 1, 28, 28)).schedule()
+           if si.ast.op is Ops.SINK and sum(u.op is Ops.REDUCE for u in si.ast.toposort()) >= 2 and
+           prod(range_size(u) for u in si.ast.toposort() if u.op is Ops.RANGE) > 1e8]
+  assert len(fused) == 2  # both convolution blocks
+  for ast in fused:
+    loop = hot_loop(compiler.compile(get_program(ast, ren).src))
+    spills = [t for t in loop if "(%rsp" in t and "mm" in t]
+    assert [t for t in loop if "vfmadd" in t] and len(spills) <= 2, f"{cc} {isa}: {len(spills)} spills\n" + \
+      "\n".join(loop)

@@ -3,7 +3,7 @@ engine/state.py and docs/developer/realize.md). A tensor here is any handle with
 `_requires_grad`, `device`); the tensors it makes (index flags, per-device parts) come from the handles' `_wrap`.
 """
 from __future__ import annotations
-import weakref
+import gc, weakref
 from typing import Any, Sequence
 from fusegrad.device import Buffer
 from fusegrad.uop.ops import UOp, Ops
@@ -25,7 +25,11 @@ def realize_all(tensors: Sequence[Any]) -> None:
     checks = engine_realize.pending_index_checks([t.uop for t in todo])
     flat = [c for cs in checks.values() for c in cs]
     flags = [type(todo[0])._wrap(c.flag) for c in flat]
-    copies += _realize(todo + flags)
+    collecting = gc.isenabled()  # the cycle collector waits: its full collections walk every live node
+    gc.disable()
+    try: copies += _realize(todo + flags)
+    finally:
+      if collecting: gc.enable()
     if flags and STATE.captures:  # TinyJit replays read these flags' buffers again
       bases = [state.view_base(f.uop) for f in flags]
       STATE.captures[-1].flags += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]

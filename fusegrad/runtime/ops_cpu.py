@@ -93,6 +93,8 @@ def _copy_when_ready(full: threading.Lock, free: threading.Lock, dest: int, src:
     ctypes.memmove(dest, src, nbytes)
   finally: free.release()
 
+_small_array = functools.lru_cache(256)(lambda n: ctypes.c_uint8 * n)
+
 class CPUAllocator(Allocator):
   """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
   of GiBs). Freed big buffers are kept, up to POOL_BYTES, and handed out again for the same size (their contents are
@@ -104,6 +106,9 @@ class CPUAllocator(Allocator):
     self.pool: dict[int, list[CPUBuffer]] = {}
     self.pooled = 0
   def alloc(self, nbytes: int) -> CPUBuffer:
+    if nbytes < 2 ** 20:  # zeroed ctypes memory (array types made once per size); only big buffers are pooled (free)
+      addr = ctypes.addressof(raw := _small_array(nbytes + 64)())
+      return CPUBuffer(raw, addr + (-addr % 64), nbytes)
     reuses = 0
     if (free := self.pool.get(nbytes)):
       self.pooled -= nbytes
@@ -111,8 +116,7 @@ class CPUAllocator(Allocator):
       # handed out a second time (a TinyJit replay's fresh output): hot, worth mapping again in huge pages
       if old.reuses != 2 or nbytes < HUGE_PAGES_FROM: return old
       reuses = old.reuses
-    raw = _big_mapping(nbytes + 64) if nbytes >= 2 ** 20 else (ctypes.c_uint8 * (nbytes + 64))()
-    addr = ctypes.addressof(ctypes.c_char.from_buffer(raw) if isinstance(raw, mmap.mmap) else raw)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(raw := _big_mapping(nbytes + 64)))
     ret = CPUBuffer(raw, addr + (-addr % 64), nbytes, reuses)
     if reuses: _huge_pages(ret)
     return ret
@@ -122,7 +126,7 @@ class CPUAllocator(Allocator):
     self.pooled += nbytes
   def copyin(self, dest: CPUBuffer, src: memoryview) -> None:
     if self.worker is not None: self.worker.sync()
-    _huge_pages(dest)
+    if dest.nbytes >= HUGE_PAGES_FROM: _huge_pages(dest)  # (a call saved for small ones: hot)
     if type(src.obj) is bytes and src.nbytes == len(src.obj): ctypes.memmove(dest.addr, src.obj, src.nbytes)  # as is
     elif src.nbytes: ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer_copy(src) if src.readonly else
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
@@ -139,7 +143,8 @@ class CPUAllocator(Allocator):
     return old.bind(dest, src, nbytes)
   def copyout(self, dest: memoryview, src: CPUBuffer) -> None:
     if self.worker is not None: self.worker.sync()
-    if dest.nbytes: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
+    if dest.nbytes <= 4096: dest[:] = ctypes.string_at(src.addr, dest.nbytes)  # small: 2 copies beat a ctypes view
+    else: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
   def offset(self, handle: CPUBuffer, offset: int, nbytes: int) -> CPUBuffer:
     return CPUBuffer(handle.raw, handle.addr + offset, nbytes)
   def from_pointer(self, ptr: int, nbytes: int) -> CPUBuffer: return CPUBuffer(None, ptr, nbytes)

@@ -1,6 +1,6 @@
 """The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed (docs/developer/README.md)."""
 from __future__ import annotations
-import functools, itertools, math, re, struct, weakref
+import itertools, math, re, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Sequence
 from fusegrad.dtype import DType, dtypes
@@ -66,9 +66,12 @@ def _arg_key(arg: Any) -> Any:
   if type(arg) is float: return ("f", _pack_d(arg))
   return arg
 
-def _uninterned(key: tuple, ref: weakref.ReferenceType) -> None:
-  if UOp is None: return  # interpreter shutdown: the module's globals are gone, and so is the table
-  if UOp._interned.get(key) is ref: del UOp._interned[key]
+class _Ref(weakref.ref):  # the intern table's reference to a node, with its key (KeyedRef: 2 Python calls, slower)
+  __slots__ = ("key",)
+  key: tuple
+
+def _uninterned(ref: _Ref) -> None:  # (UOp is None at interpreter shutdown: the globals are gone, the table too)
+  if UOp is not None and UOp._interned.get(ref.key) is ref: del UOp._interned[ref.key]
 
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
 _consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) -> the constant made (UOp.const)
@@ -88,7 +91,8 @@ class UOp:
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
-    new = weakref.ref(ret, functools.partial(_uninterned, key))  # (a KeyedRef is 2 Python calls: 2.4x slower)
+    new = _Ref(ret, _uninterned)
+    new.key = key
     if (ref := UOp._interned.setdefault(key, new)) is not new:  # another thread made it meanwhile: one node stays
       if (other := ref()) is not None: return other
       UOp._interned[key] = new
@@ -123,6 +127,7 @@ class UOp:
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
     """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
     With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
+    if gate is None and (known := self._cache.get("topo")) is not None: return [*known, self]  # (self: no cycle)
     visited: dict[UOp, None] = {}
     stack = [(self, iter(self.src if gate is None or gate(self) else ()))]
     while stack:
@@ -134,11 +139,14 @@ class UOp:
       else:
         stack.pop()
         visited[node] = None
-    return list(visited)
+    ret = list(visited)
+    if gate is None and self.op is Ops.SINK: self._cache["topo"] = tuple(ret[:-1])  # a kernel: each pass walks it
+    return ret
 
   # *** shapes of lazy-graph nodes ***
   @property
   def shape(self) -> tuple[int, ...]:
+    if (ret := self._cache.get("shape")) is not None: return ret  # (derived's first step, inline: hot)
     return derived(self, "shape", _infer_shape)
   @property
   def size(self) -> int: return prod(self.shape)
@@ -273,6 +281,7 @@ class UOp:
   def vmax(self) -> Any: return self._min_max[1]
   @property
   def _min_max(self) -> tuple[Any, Any]:
+    if (ret := self._cache.get("mm")) is not None: return ret  # (derived's first step, inline: hot)
     return derived(self, "mm", _min_max)
   def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
     """This graph with the keys of mapping replaced by their values (no simplification)."""

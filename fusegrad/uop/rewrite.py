@@ -39,7 +39,9 @@ class UPat:
       store[self.name] = u
     if self.src is None: return True
     if len(u.src) < len(self.src) or (not self.allow_any_len and len(u.src) != len(self.src)): return False
-    return all(p.match(s, store) for p, s in zip(self.src, u.src))
+    for p, s in zip(self.src, u.src):  # (a loop, not all() of a generator: hot)
+      if not p.match(s, store): return False
+    return True
 
   # readable rule tables: UPat.var("x") + 0 builds UPat(Ops.ADD, src=(x, const 0))
   def _bin(self, op: Ops, x: Any) -> UPat: return UPat(op, src=(self, x if isinstance(x, UPat) else UPat.const(x)))
@@ -102,9 +104,9 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
         done[node] = node if known is True else known
         continue
       stack.append((node, 1, None))
-      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+      stack += [(s, 0, None) for s in reversed(node.src) if s not in done]  # (lists, not generators: hot)
     elif stage == 1:  # rebuild with rewritten sources, then try the rules
-      src = tuple(done[s] for s in node.src)
+      src = tuple([done[s] for s in node.src])
       rebuilt = node if src == node.src else node.replace(src=src)
       if rebuilt is not node and rebuilt not in done and memo is not None and (known := rebuilt._cache.get(memo)):
         done[rebuilt] = rebuilt if known is True else known

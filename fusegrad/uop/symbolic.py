@@ -41,7 +41,7 @@ def build_sum(terms: list[Term], const: int, like: UOp) -> UOp:
   return ret if const == 0 else UOp(Ops.ADD, like.dtype, (ret, UOp.const(like.dtype, const)))
 
 def combine_terms(terms: list[Term]) -> list[Term]:
-  """Like terms added up; (y//c)*c*k + (y%c)*k becomes y*k."""
+  """Like terms added up; (y//c)*c*k + (y%c)*k becomes y*k, ((y//c)%d)*c*k + (y%c)*k becomes (y%(c*d))*k."""
   acc: dict[UOp, int] = {}
   for t, c in terms: acc[t] = acc.get(t, 0) + c
   changed = True
@@ -53,6 +53,15 @@ def combine_terms(terms: list[Term]) -> list[Term]:
         if div in acc and acc[div] == c * t.src[1].arg:
           del acc[t], acc[div]
           acc[t.src[0]] = acc.get(t.src[0], 0) + c
+          changed = True
+          break
+        # ((y//c)%d)*c*k + (y%c)*k -> (y%(c*d))*k: a flattened (64,3,3) axis's r//3%3*3 + r%3 -> r%9
+        outer = next((u for u in acc if u.op is Ops.MOD and u.src[0] == div and u.src[1].op is Ops.CONST and
+                      u.src[1].arg > 0 < t.src[1].arg and acc[u] == c * t.src[1].arg), None)
+        if outer is not None:
+          del acc[t], acc[outer]
+          merged = t.src[0] % (t.src[1].arg * outer.src[1].arg)
+          acc[merged] = acc.get(merged, 0) + c
           changed = True
           break
   return [(t, c) for t, c in acc.items() if c != 0]

@@ -41,6 +41,10 @@ class TestDivMod:
     assert_same_values((r0 * 5 + r2) % 8 % 4, got)
     assert got.render().count("%") == 1, got.render()
   def test_div_mod_recombine(self): check((r0 // 4) * 4 + r0 % 4, "r0")
+  def test_flattened_axis_recombines(self):  # a (2,3,3) axis flattened to 18: (r//9)*9 + ((r//3)%3)*3 + r%3 -> r
+    r = rng(3, 18)
+    check((r // 9) * 9 + ((r // 3) % 3) * 3 + r % 3, "r3")
+    check(((r // 3) % 3) * 6 + (r % 3) * 2 + 1, "(((r3%9)*2)+1)")
   def test_div_by_one(self): check(r0 // 1, "r0")
   def test_mod_by_one(self): check(r0 % 1, "0")
   def test_offset_that_may_carry_stays(self):
