@@ -5,7 +5,7 @@ A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
   a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
 """
 from __future__ import annotations
-import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings
+import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings, weakref
 from typing import Any, Callable
 from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
@@ -123,14 +123,16 @@ class Buffer:
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
     self._base = base
     self._buf: Any = None  # the allocator's handle, once allocated
-    # realization state, written by engine/state.py alone: the write id of the newest version of the contents (None:
-    # never written), and the tensor whose storage this is (a weak reference; None: none yet)
+    # realization state, set by engine/state.py through the methods below: the write id of the newest version of the
+    # contents (None: never written), and the tensor whose storage this is (a weak reference; None: none yet)
     self.newest_write: int | None = None
     self.owner: Callable[[], Any] | None = None
     if base is not None:
       if base._base is not None: raise ValueError("a buffer view can't have a view as its base")
       if offset + self.nbytes > base.nbytes:
         raise ValueError(f"view of {self.nbytes} bytes at {offset} is outside a {base.nbytes}-byte buffer")
+  def written(self, write_id: int) -> None: self.newest_write = write_id
+  def claim(self, t: Any) -> None: self.owner = weakref.ref(t)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
   @property
@@ -156,12 +158,14 @@ class Buffer:
     if self._buf is not None or self._base is not None: raise RuntimeError("use_pointer: the buffer has memory already")
     self._buf, self._external = Device[self.device].allocator.from_pointer(ptr, self.nbytes), True
     return self
+  def deallocate(self) -> None:
+    """Free the memory now (the next use allocates again); a view's is its base's, the caller's is left alone."""
+    if getattr(self, "_buf", None) is None or self._base is not None or getattr(self, "_external", False): return
+    GlobalCounters.mem_used -= (nbytes := self.size * self.dtype.itemsize)
+    Device[self.device].allocator.free(self._buf, max(nbytes, 1))
+    self._buf = None
   def __del__(self) -> None:
-    if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None: return
-    if getattr(self, "_external", False): return  # the caller's memory (use_pointer)
-    try:
-      GlobalCounters.mem_used -= (nbytes := self.size * self.dtype.itemsize)
-      Device[self.device].allocator.free(self._buf, max(nbytes, 1))
+    try: self.deallocate()
     except Exception: pass  # interpreter shutdown
   def copyin(self, data: memoryview | bytes | bytearray) -> Buffer:
     mv = memoryview(data).cast("B")

@@ -1,7 +1,7 @@
 """TinyJit: run a function once, capture the kernels it launches the second time, and replay them after that.
 `function` traces the graph a function builds once per input signature and reuses it."""
 from __future__ import annotations
-import dataclasses, functools, math, struct, weakref
+import dataclasses, functools, gc, math, struct, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Generic, Iterator, TypeVar
 from fusegrad.device import Buffer, RUN_LOCK
@@ -154,6 +154,15 @@ class TinyJit(Generic[ReturnType]):
   def captured(self) -> TinyJit | None:
     """The capture once there is one (its kernels are `jit_cache`), else None; as tinygrad's `jit.captured`."""
     return self if self.cnt >= 2 else None
+
+  def free_intermediates(self) -> None:
+    """Free the buffers the kernels write that no node holds (intermediates); the next replay allocates them again."""
+    with RUN_LOCK:  # (not while another thread replays)
+      bases = {id(ei.bufs[0].base): ei.bufs[0].base for ei in self.jit_cache}
+      held = {id(r.base if isinstance(r, Buffer) else r.arg.base) for r in gc.get_referrers(*bases.values())
+              if type(r) is Buffer or (type(r) is UOp and r.op is Ops.BUFFER)}  # (a Buffer referring to one: a view)
+      for b in (b for b in bases.values() if id(b) not in held): b.deallocate()
+      self._plan_cache = None  # (its launches hold the old memory)
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
@@ -383,7 +392,7 @@ class _Plan:
 def _bind(ei: ExecItem, old: Any = None) -> Any:
   """ei's launch as a call of nothing, bound once: a kernel's (the program's own launcher where it has one), or a copy
   the devices queue (CopyRunner.launcher, given old, ei's launch bound before); else ei itself, run by ExecItem.run."""
-  r, handles = ei.runner, [b._buf for b in ei.bufs]
+  r, handles = ei.runner, [b.allocate()._buf for b in ei.bufs]  # (allocated again after free_intermediates)
   if isinstance(r, CompiledRunner) and not r.p.vars and r.prg is not None:
     launcher = getattr(r.prg, "launcher", None)
     return (launcher(*handles) if launcher is not None else None) or \

@@ -250,6 +250,15 @@ class TestGlobalCounters:
     (a @ b).realize()
     assert GlobalCounters.global_ops == 2 * 32 * 48 * 40
 
+  def test_gather_counts_no_address_ops(self):
+    """A gather only loads: the row address and the gate that keeps it in range are not operations (as tinygrad's)."""
+    w, idx = Tensor.rand(20, 30).realize(), Tensor([[1, 5, 9, 11], [12, 19, 8, 1]]).realize()
+    with Context(CHECK_INDEX=0, NOOPT=1):  # (the index check is a kernel of its own, which counts its compares)
+      GlobalCounters.reset()
+      out = w[idx].realize()
+    assert GlobalCounters.kernel_count == 1 and GlobalCounters.global_ops == 0
+    np.testing.assert_equal(out.numpy(), w.numpy()[idx.numpy()])
+
   def test_time_with_debug(self):
     GlobalCounters.reset()
     with Context(DEBUG=2): (Tensor([1.0, 2.0]) * 3).realize()

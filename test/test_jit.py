@@ -842,3 +842,27 @@ def test_writes_to_outside_state_read_only_through_results():
   np.testing.assert_allclose(np.array(got), np.array(want))
   np.testing.assert_allclose(got_acc, want_acc)
   np.testing.assert_allclose(got_b, want_b)
+
+def test_free_intermediates_keeps_results_inputs_and_parameters():
+  # tinygrad's captured.free_intermediates(): the buffers only the capture holds are freed, allocated again by the next
+  # replay; the last results (one a view of an intermediate), the inputs and a parameter written in place keep theirs
+  w, ext = realized(np.zeros(5, np.float32)), Tensor([1.0, 24, 23, 45, 1])
+  def step(x):
+    t1 = (x * 2).contiguous().realize()
+    t2 = (t1 + ext).contiguous().realize()
+    w.assign(w + x).realize()
+    return (t2 * 3).sum().contiguous().realize(), t1.reshape(5, 1)
+  jit, x_np = TinyJit(step), rand_np(5, seed=0)
+  for _ in range(3): s, v = jit(Tensor(x_np))
+  def want(x: np.ndarray) -> tuple[float, np.ndarray]: return float(((x * 2 + ext.numpy()) * 3).sum()), x * 2
+  for _ in range(2):
+    before = GlobalCounters.mem_used
+    jit.captured.free_intermediates()
+    assert before - GlobalCounters.mem_used == 5 * 4  # t2 alone (t1 is a result's storage)
+    np.testing.assert_allclose(s.item(), want(x_np)[0], rtol=1e-5)
+    np.testing.assert_allclose(v.numpy().ravel(), want(x_np)[1])
+    x2 = rand_np(5, seed=1)
+    s2, v2 = jit(Tensor(x2))
+    np.testing.assert_allclose(s2.item(), want(x2)[0], rtol=1e-5)
+    np.testing.assert_allclose(v2.numpy().ravel(), want(x2)[1])
+  np.testing.assert_allclose(w.numpy(), 3 * x_np + 2 * x2, rtol=1e-5)

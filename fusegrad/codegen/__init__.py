@@ -43,21 +43,19 @@ class ProgramSpec:
     """Which of the device's compilers builds the source (OptOps.COMPILER; 0: the default)."""
     return next((o.arg for o in self.applied_opts if o.op is OptOps.COMPILER), 0)
 
-# Steps 3-6 as a table of passes over one IR (a kernel AST), each taking the AST and the renderer. Order: vectors are
-# made before expansion copies what is left (copies of a vector stay vectors); launch dims need the final ranges;
-# threefry and bfloat16 are lowered on final values; devectorize sees every vector op; the cleanup types indices last.
-# codegen/spec.py states what each stage's output may hold (checked after each pass when SPEC=1).
+# Steps 3-6 as a table of passes over one IR (a kernel AST), each taking the AST and the renderer, in this order for
+# the reason beside each. codegen/spec.py states what each stage's output may hold (SPEC=1 checks it per pass).
 LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
-  ("bound_gates", lambda ast, ren: ast if ren.global_max else bound_gated_reduces(ast)),
-  ("vectorize", lambda ast, ren: vectorize_upcasts(ast)),
-  ("expand", lambda ast, ren: expand_unrolled(ast)),
-  ("group_reduce", lambda ast, ren: lower_group_reduces(ast)),
-  ("launch_dims", to_launch_dims),
-  ("threefry", lambda ast, ren: ast if ren.native_threefry else decompose_threefry(ast)),
-  ("bfloat16", lambda ast, ren: ast if ren.supports_bfloat16 else emulate_bfloat16(ast)),
-  ("devectorize", devectorize),
+  ("bound_gates", lambda ast, ren: ast if ren.global_max else bound_gated_reduces(ast)),  # on whole loads
+  ("vectorize", lambda ast, ren: vectorize_upcasts(ast)),  # before expand: the copies of a vector stay vectors
+  ("expand", lambda ast, ren: expand_unrolled(ast)),  # while the opts' ranges are still ranges
+  ("group_reduce", lambda ast, ren: lower_group_reduces(ast)),  # on final reduces, while LOCAL/GROUP are ranges
+  ("launch_dims", to_launch_dims),  # the ranges are final here
+  ("threefry", lambda ast, ren: ast if ren.native_threefry else decompose_threefry(ast)),  # on final values
+  ("bfloat16", lambda ast, ren: ast if ren.supports_bfloat16 else emulate_bfloat16(ast)),  # every bfloat16 op is made
+  ("devectorize", devectorize),  # after every pass that makes vector ops
   ("cleanup", lambda ast, ren: resolve_index_dtype(graph_rewrite(simplify(ast), pm_lowered), ren.index64_ranges)),
-)
+)  # cleanup last: types index arithmetic that every pass above may add
 
 # Steps 0-1, in order: folding first, so that merged axes never hide a reduce it could remove
 PREPARE: tuple[tuple[str, Callable[[UOp], UOp]], ...] = (
@@ -154,10 +152,10 @@ def estimate_flops(uops: list[UOp]) -> int:
   multiply-add is two)."""
   index_nodes: set[UOp] = set()
   for u in uops:
-    if u.op in (Ops.LOAD, Ops.STORE):
-      index_nodes.update(x for s in u.src[1:2] + u.src[3:] for x in s.toposort() if x.op is not Ops.LOAD)
-  mult = prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)
-  flops, stack = 0, [mult]
+    if u.op in (Ops.LOAD, Ops.STORE):  # the address and the gate (a load's bool source, a store's fourth)
+      addr = u.src[1:2] + (u.src[3:] if u.op is Ops.STORE else tuple(s for s in u.src[2:] if s.dtype == dtypes.bool))
+      index_nodes.update(x for s in addr for x in s.toposort() if x.op is not Ops.LOAD)
+  flops, stack = 0, [prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)]  # (the launch grid's size)
   for u in uops:
     if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].vmax)  # (at most: a bounded loop may run less)
     elif u.op is Ops.ENDRANGE: stack.pop()

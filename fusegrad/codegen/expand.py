@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.uop.symbolic import simplify
-from fusegrad.codegen.kernel import range_kind, range_size, ranges_in
+from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
+from fusegrad.codegen.kernel import range_kind, range_size, ranges_in, reduce_parts
 
 def _combos(ranges: list[UOp]) -> list[dict[UOp, UOp]]:
   values = itertools.product(*(range(range_size(r)) for r in ranges))
@@ -35,26 +36,32 @@ def tree_reduce(op: Ops, vals: list[UOp]) -> UOp:
             for i in range(0, len(vals), 2)]
   return vals[0]
 
+_COPIED = (AxisType.LANES, AxisType.UNROLL)  # a reduce's ranges that become copies
+
 def _expand_reduce(red: UOp, value: UOp, ranges: tuple[UOp, ...]) -> UOp:
   """A REDUCE without its UNROLL and LANES ranges. Each LANES value gets its own accumulator (partial sums over the
   loops left, combined after them); within one, the UNROLL copies are added in one after another (a chain of fused
   multiply-adds)."""
   lanes = [r for r in ranges if range_kind(r) is AxisType.LANES]
   unrolled = [r for r in ranges if range_kind(r) is AxisType.UNROLL]
-  kept = tuple(r for r in ranges if range_kind(r) not in (AxisType.LANES, AxisType.UNROLL))
+  kept = tuple(r for r in ranges if range_kind(r) not in _COPIED)
   def accumulator(v: UOp) -> UOp:
     vs = copies(v, unrolled)
     return tree_reduce(red.arg, vs) if not kept else UOp(Ops.REDUCE, red.dtype, tuple(vs) + kept, red.arg)
   return tree_reduce(red.arg, [accumulator(v) for v in copies(value, lanes)])
 
+def _expand_reduce_rule(red: UOp) -> UOp | None:
+  (value, *_), ranges = reduce_parts(red)
+  return _expand_reduce(red, value, ranges) if any(range_kind(r) in _COPIED for r in ranges) else None
+
+pm_expand = PatternMatcher([
+  # reduce over UNROLL or LANES ranges -> copies of its value, combined (partial sums over the loops left)
+  (UPat(Ops.REDUCE, name="red"), _expand_reduce_rule),
+  # sink(store, ...) -> sink(a copy of each store per value of its UPCAST ranges, ...)
+  (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(
+    src=tuple(c for store in sink.src for c in copies(store, ranges_in(store, AxisType.UPCAST))))),
+])
+
 def expand_unrolled(sink: UOp) -> UOp:
   """The AST with no UPCAST, UNROLL or LANES ranges left."""
-  memo: dict[UOp, UOp] = {}
-  for node in sink.toposort():
-    src = tuple(memo[s] for s in node.src)
-    if node.op is Ops.REDUCE and any(range_kind(r) in (AxisType.UNROLL, AxisType.LANES) for r in src[1:]):
-      memo[node] = _expand_reduce(node, src[0], src[1:])
-    elif node.op is Ops.SINK:  # each store copied for every value of its UPCAST ranges
-      memo[node] = node.replace(src=tuple(c for store in src for c in copies(store, ranges_in(store, AxisType.UPCAST))))
-    else: memo[node] = node if src == node.src else node.replace(src=src)
-  return simplify(memo[sink])
+  return simplify(graph_rewrite(sink, pm_expand, once=True))

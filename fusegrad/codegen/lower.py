@@ -260,23 +260,29 @@ def resolve_index_dtype(ast: UOp, ranges64: bool = True) -> UOp:
   nodes = [u for u in ast.toposort() if u.dtype == dtypes.index]
   if not nodes: return ast
   wide = any(u.vmin < -2 ** 31 or u.vmax > 2 ** 31 - 1 for u in nodes)
-  if wide and not ranges64: return _int32_counters(ast)
+  if wide and not ranges64: return graph_rewrite(ast, pm_int32_counters)
   return graph_rewrite(ast, pm_index_dtype, ctx=dtypes.int64 if wide else dtypes.int32)
 
-def _int32_counters(ast: UOp) -> UOp:
-  """Index math in int64 around int32 loop counters and launch indices (of sizes below 2**31): a counter's value
-  uses (ALU, CAST) get it widened, its other uses (ENDRANGE, a REDUCE's ranges) keep the counter itself."""
-  memo: dict[UOp, UOp] = {}
-  counters: dict[UOp, UOp] = {}
-  for u in ast.toposort():
-    src = tuple(memo[s] if s not in counters or u.op in GroupOp.ALU | {Ops.CAST} else counters[s] for s in u.src)
-    if u.dtype != dtypes.index: memo[u] = u if src == u.src else u.replace(src=src)
-    elif u.op is Ops.DEFINE_VAR: memo[u] = u.replace(dtype=dtypes.int32).cast(dtypes.int64)
-    elif u.op in (Ops.RANGE, Ops.SPECIAL) and all(s.op is Ops.CONST for s in u.src) and u.vmax <= 2 ** 31 - 1:
-      counters[u] = u.replace(dtype=dtypes.int32, src=tuple(s.replace(dtype=dtypes.int32) for s in u.src))
-      memo[u] = counters[u].cast(dtypes.int64)
-    else: memo[u] = u.replace(dtype=dtypes.int64, src=src)
-  return memo[ast]
+def _int32_counter(u: UOp) -> UOp | None:
+  if not (all(s.op is Ops.CONST for s in u.src) and u.vmax <= 2 ** 31 - 1): return None
+  return u.replace(dtype=dtypes.int32, src=tuple(s.replace(dtype=dtypes.int32) for s in u.src)).cast(dtypes.int64)
+
+def _counter_uses(u: UOp) -> UOp:  # the same node where no source is a widened counter: no match
+  return u.replace(src=tuple(s.src[0] if s.op is Ops.CAST and s.src[0].op in (Ops.RANGE, Ops.SPECIAL)
+                             and s.src[0].dtype == dtypes.int32 else s for s in u.src))
+
+# index math in int64 around int32 loop counters and launch indices (of sizes below 2**31): a counter's value uses
+# (ALU, CAST) get it widened, its other uses (ENDRANGE, a REDUCE's ranges) keep the counter itself
+pm_int32_counters = PatternMatcher([
+  # variable -> an int32 parameter widened to int64
+  (UPat(Ops.DEFINE_VAR, dtypes.index, name="u"), lambda u: u.replace(dtype=dtypes.int32).cast(dtypes.int64)),
+  # counter of a constant size below 2**31 -> an int32 counter widened to int64
+  (UPat((Ops.RANGE, Ops.SPECIAL), dtypes.index, name="u"), _int32_counter),
+  # other index math -> int64
+  (UPat(dtype=dtypes.index, name="u"), lambda u: u.replace(dtype=dtypes.int64)),
+  # op(..., widened counter, ...) -> op(..., counter, ...) for an op that doesn't compute with it (not ALU or CAST)
+  (UPat(tuple(set(Ops) - GroupOp.ALU - {Ops.CAST}), name="u"), _counter_uses),
+])
 
 def _typed_index(ctx: DType, u: UOp) -> UOp | None:
   if u.dtype != dtypes.index: return None

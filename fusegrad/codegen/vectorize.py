@@ -3,11 +3,11 @@ devectorize splits the vectors a renderer can't hold into one scalar per lane.
 
 See docs/developer/codegen.md (passes 3a and 5b)."""
 from __future__ import annotations
-import functools
 from fusegrad.dtype import DType, dtypes
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp, bottom_up
 from fusegrad.uop.symbolic import simplify
+from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 from fusegrad.codegen.kernel import range_kind, range_size, index_stride, reduce_parts
 from fusegrad.codegen.expand import tree_reduce
 
@@ -121,70 +121,62 @@ def _lanes_range(red: UOp) -> UOp | None:
   return next((r for r in red.src if r.op is Ops.RANGE and range_kind(r) is AxisType.LANES
                and range_size(r) in (2, 4, 8, 16) and red.dtype in VECTOR_DTYPES), None)
 
-def vectorize_lanes(sink: UOp) -> UOp:
+def _vector_accumulator(red: UOp) -> UOp | None:
   """A REDUCE over a LANES range keeps one vector accumulator (lane i sums the iterations where the range is i) and
   adds its lanes up after the loops: a sum along a contiguous axis loads and adds whole vectors."""
-  memo: dict[UOp, UOp] = {}
-  for node in sink.toposort():
-    src = tuple(memo[s] for s in node.src)
-    new = node if src == node.src else node.replace(src=src)
-    if new.op is Ops.REDUCE and (r := _lanes_range(new)) is not None and new.arg in GroupOp.Vector:
-      v = _Vectorizer(r)
-      vals, all_ranges = reduce_parts(new)
-      ranges = tuple(s for s in all_ranges if s is not r)
-      vec_vals = [v.full(v.vec(x)) for x in vals]
-      acc = UOp(Ops.REDUCE, new.dtype.vec(v.n), tuple(vec_vals) + ranges, new.arg) if ranges else \
-        tree_reduce(new.arg, vec_vals)
-      new = tree_reduce(new.arg, [UOp(Ops.GEP, new.dtype, (acc,), i) for i in range(v.n)])
-    memo[node] = new
-  return memo[sink]
+  if (r := _lanes_range(red)) is None or red.arg not in GroupOp.Vector: return None
+  v = _Vectorizer(r)
+  vals, all_ranges = reduce_parts(red)
+  ranges = tuple(s for s in all_ranges if s is not r)
+  vec_vals = [v.full(v.vec(x)) for x in vals]
+  acc = UOp(Ops.REDUCE, red.dtype.vec(v.n), tuple(vec_vals) + ranges, red.arg) if ranges else \
+    tree_reduce(red.arg, vec_vals)
+  return tree_reduce(red.arg, [UOp(Ops.GEP, red.dtype, (acc,), i) for i in range(v.n)])
+
+def _vector_store(st: UOp) -> list[UOp]:
+  return [st] if st.op is not Ops.STORE or (r := vector_range(st)) is None else _Vectorizer(r).store(st)
+
+# bottom-up and once: the reduces are vectors before a store's value is
+pm_vectorize = PatternMatcher([
+  # reduce over a LANES range -> the lanes of a vector accumulator, added
+  (UPat(Ops.REDUCE, name="red"), _vector_accumulator),
+  # sink(store, ...) -> sink(store of a vector value, or one store per lane of it, ...)
+  (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(src=tuple(v for st in sink.src for v in _vector_store(st)))),
+])
 
 def vectorize_upcasts(sink: UOp) -> UOp:
   """Each STORE whose address is contiguous in an UPCAST range computes and writes that range as one vector. Kernels
   with a GROUP reduce (shared memory holds scalars) stay as they are."""
   if any(u.op is Ops.RANGE and range_kind(u) is AxisType.GROUP for u in sink.toposort()): return sink
-  sink = vectorize_lanes(sink)
-  stores: list[UOp] = []
-  for st in sink.src:
-    r = vector_range(st) if st.op is Ops.STORE else None
-    stores.extend([st] if r is None else _Vectorizer(r).store(st))
-  return sink.replace(src=tuple(stores))
+  return graph_rewrite(sink, pm_vectorize, once=True)
 
-# *** devectorize ***
-def _lane(u: UOp, i: int, memo: dict[UOp, list[UOp]]) -> UOp:
-  return _split(u, memo)[i] if u.dtype.count > 1 else u
+# *** devectorize: bottom-up, so a vector op's sources are already VECTORIZEs of their lanes ***
+def _lane(s: UOp, i: int) -> UOp:
+  if s.dtype.count == 1: return s
+  return s.src[i] if s.op is Ops.VECTORIZE else UOp(Ops.GEP, s.dtype.scalar(), (s,), i)
 
-def _split(u: UOp, memo: dict[UOp, list[UOp]]) -> list[UOp]:
-  """The n scalar nodes lane 0..n-1 of vector node u stands for."""
-  if (ret := memo.get(u)) is not None: return ret
-  bottom_up(u, functools.partial(_devec_any, memo=memo), lambda n: n not in memo and n.op in GroupOp.ALU)
-  n, scalar = u.dtype.count, u.dtype.scalar()
-  if u.op is Ops.VECTORIZE: ret = [_devec(s, memo) for s in u.src]
-  elif u.op is Ops.CONST: ret = [UOp.const(scalar, u.arg)] * n
-  elif u.op is Ops.LOAD:
-    ret = [UOp(Ops.LOAD, scalar, (u.src[0], u.src[1] + i if i else u.src[1])
-               + tuple(_devec(s, memo) for s in u.src[2:]), u.arg) for i in range(n)]
-  elif u.op is Ops.GEP: ret = [_split(u.src[0], memo)[u.arg]]
-  elif u.op is Ops.REDUCE:
-    vals, ranges = reduce_parts(u)
-    ret = [UOp(Ops.REDUCE, scalar, tuple(_lane(v, i, memo) for v in vals) + ranges, u.arg)
-           for i in range(n)]
-  else: ret = [UOp(u.op, scalar, tuple(_lane(s, i, memo) for s in u.src), u.arg) for i in range(n)]
-  memo[u] = ret
-  return ret
+def _per_lane(u: UOp) -> UOp | None:
+  """A vector op (but VECTORIZE) as a VECTORIZE of one scalar op per lane, on lane i of each vector source; a vector
+  load reads consecutive addresses."""
+  if u.dtype.count == 1: return None
+  def src(i: int) -> tuple[UOp, ...]:
+    if u.op is not Ops.LOAD: return tuple(_lane(s, i) for s in u.src)
+    return (u.src[0], u.src[1] + i if i else u.src[1]) + u.src[2:]
+  return UOp(Ops.VECTORIZE, u.dtype, tuple(UOp(u.op, u.dtype.scalar(), src(i), u.arg) for i in range(u.dtype.count)))
 
-def _devec_any(u: UOp, memo: dict[UOp, list[UOp]]) -> None: _split(u, memo) if u.dtype.count > 1 else _devec(u, memo)
+def _store_lanes(st: UOp) -> tuple[UOp, ...]:
+  if st.op is not Ops.STORE or st.src[2].op is not Ops.VECTORIZE: return (st,)
+  return tuple(st.replace(src=(st.src[0], st.src[1] + i if i else st.src[1], v) + st.src[3:])
+               for i, v in enumerate(st.src[2].src))
 
-def _devec(u: UOp, memo: dict[UOp, list[UOp]]) -> UOp:
-  """A scalar node with every vector below it split (u itself must be scalar)."""
-  if u.dtype.count > 1: raise ValueError(f"{u.op} of {u.dtype} where a scalar was expected")
-  if (ret := memo.get(u)) is not None: return ret[0]
-  bottom_up(u, functools.partial(_devec_any, memo=memo), lambda n: n not in memo and n.op in GroupOp.ALU)
-  if u.op is Ops.GEP: return _split(u.src[0], memo)[u.arg]
-  src = tuple(_devec(s, memo) for s in u.src)
-  ret = u if src == u.src else u.replace(src=src)
-  memo[u] = [ret]
-  return ret
+pm_devectorize = PatternMatcher([
+  # lane i of VECTORIZE(x0, x1, ...) -> xi
+  (UPat(Ops.GEP, src=(UPat(Ops.VECTORIZE, name="v"),), name="g"), lambda g, v: v.src[g.arg]),
+  # op on vectors -> VECTORIZE(op on lane 0, op on lane 1, ...)
+  (UPat(tuple(set(Ops) - {Ops.VECTORIZE, Ops.GEP}), name="u"), _per_lane),
+  # sink(store(buf, idx, VECTORIZE(x0, x1, ...))) -> sink(store(buf, idx, x0), store(buf, idx + 1, x1), ...)
+  (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(src=tuple(t for st in sink.src for t in _store_lanes(st)))),
+])
 
 def renderer_holds(ren: Renderer, dt: DType) -> bool:
   """True when the renderer can write vectors of dt's length and scalar type (bool vectors: masks of float32 lanes)."""
@@ -194,13 +186,4 @@ def devectorize(sink: UOp, ren: Renderer) -> UOp:
   """The AST with every vector split into scalars, unless the renderer holds all of the kernel's vector types."""
   vectors = {u.dtype for u in sink.toposort() if u.dtype.count > 1}
   if all(renderer_holds(ren, dt) for dt in vectors): return sink
-  memo: dict[UOp, list[UOp]] = {}
-  stores: list[UOp] = []
-  for st in sink.src:
-    if st.op is Ops.STORE and st.src[2].dtype.count > 1:
-      vals = _split(st.src[2], memo)
-      extra = tuple(_devec(g, memo) for g in st.src[3:])
-      stores.extend(st.replace(src=(st.src[0], st.src[1] + i if i else st.src[1], v) + extra)
-                    for i, v in enumerate(vals))
-    else: stores.append(_devec(st, memo))
-  return simplify(sink.replace(src=tuple(stores)))
+  return simplify(graph_rewrite(sink, pm_devectorize, once=True))

@@ -75,7 +75,7 @@ def is_realized(u: UOp) -> bool:
   return view_base(u).op in (Ops.BUFFER, Ops.CONST)
 
 # *** versions of a buffer ***
-# the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write, written only here); read by
+# the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write, set only from here); read by
 # every lookup of a buffer's node, so a plain attribute rather than a weak dictionary
 def newest_write(buf: Buffer) -> int | None: return buf.newest_write
 _write_ids = itertools.count(1)
@@ -98,7 +98,7 @@ def rewritten(bufs: list[Buffer]) -> None:
   """bufs were written outside a schedule (a TinyJit replay): each gets a new newest version, so that a graph built
   after reads the new contents instead of a value computed before from the old ones (a tensor viewing a buffer
   follows it: `current`)."""
-  for b in bufs: b.base.newest_write = next(_write_ids)
+  for b in bufs: b.base.written(next(_write_ids))
 
 def version_id(v: UOp) -> tuple[Buffer, int | None]:
   """(buffer, write id) of a version node: which contents it names, even after the node itself is gone."""
@@ -192,7 +192,7 @@ def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None
   for n, view in becomes.items():
     if n.op is Ops.ASSIGN:
       base = view_base(view)
-      base.arg.newest_write = base.src[0].arg
+      base.arg.written(base.src[0].arg)
     # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
     # codegen can still fold it into index math (a gather reads one element per output); unless made contiguous
     if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) or _reads_input(n, reads_input): memo[n] = Realized(view, STATE.epoch)
@@ -226,11 +226,11 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
 
 # *** storage ownership ***
 # the tensor whose storage a buffer is (the first one realized into it) is kept on the Buffer, as a weak reference
-# (Buffer.owner, written only here; None: none yet)
+# (Buffer.owner, set only from here; None: none yet)
 
 def own(buf: Buffer, t: Any) -> None:
   """Record tensor t as the owner of buf, a buffer no tensor owns yet."""
-  buf.owner = weakref.ref(t)
+  buf.claim(t)
 
 def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
   """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""
@@ -253,6 +253,6 @@ def claim_storage(t: Any, lazy: UOp) -> bool:
   owner = ref() if ref is not None else None
   owner_base = view_base(owner.uop) if owner is not None else None
   if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
-    buf.owner = weakref.ref(t)
+    buf.claim(t)
     return True
   return buf in buffers_read(lazy, resolve_root=False)

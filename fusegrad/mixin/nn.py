@@ -95,7 +95,7 @@ class NNMixin:
                   scale_factor: float | tuple[float, ...] | None = None) -> Tensor:
     """Resize the last len(size) axes, as torch.nn.functional.interpolate on (batch, channels, *spatial) inputs:
     mode 'linear' (also 'bilinear', 'trilinear'), 'nearest' or 'nearest-exact'. An int size or a scale_factor
-    applies to every axis after the first two. An integer tensor gives one of its dtype (linear: rounded).
+    applies to every axis after the first two. An integer tensor keeps its dtype (linear: rounded; uint8 as torch).
 
     `Tensor([[[1.0, 3.0]]]).interpolate((4,)).tolist()` is [[[1.0, 1.5, 2.5, 3.0]]]."""
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
@@ -105,14 +105,16 @@ class NNMixin:
     if align_corners and mode != "linear":
       raise ArgumentError("interpolate: align_corners only goes with mode 'linear'")
     sizes, scales = _resize_plan(self.shape, size, scale_factor)
-    x = self if dtypes.is_float(self.dtype) or mode != "linear" else self.cast(dtypes.default_float)
-    for axis, o, scale in zip(range(self.ndim - len(sizes), self.ndim), sizes, scales):
+    fixed = mode == "linear" and self.dtype == dtypes.uint8  # torch's uint8 rule: fixed point, axis by axis
+    x = self if dtypes.is_float(self.dtype) or mode != "linear" or fixed else self.cast(dtypes.default_float)
+    for axis, o, scale in reversed(list(zip(range(self.ndim - len(sizes), self.ndim), sizes, scales))):
       i = x.shape[axis]
       dst = type(self).arange(o, device=self.device, dtype=dtypes.float32)
       along = [o if a == axis else 1 for a in range(x.ndim)]
       out_shape = tuple(o if a == axis else s for a, s in enumerate(x.shape))
       def at(idx: Tensor) -> Tensor: return x.gather(axis, idx.reshape(along).expand(out_shape))
-      if mode == "linear":
+      if fixed: x = _uint8_linear(x, at, along, i, o, scale, align_corners)
+      elif mode == "linear":
         if align_corners: src = dst * ((i - 1) / (o - 1)) if o > 1 else dst * 0
         else: src = ((dst + 0.5) * scale - 0.5).maximum(0)
         low = src.floor().cast(dtypes.int32).minimum(i - 1)
@@ -184,6 +186,18 @@ def _resize_plan(shape: tuple[int, ...], size: Ints | None, scale_factor: float 
   if any(o <= 0 for o in sizes):
     raise ShapeError(f"interpolate: scale_factor {scale_factor} leaves no output of {shape}")
   return sizes, tuple(1 / f for f in factors)
+
+def _uint8_linear(x: Tensor, at: Any, along: list[int], i: int, o: int, scale: float, align_corners: bool) -> Tensor:
+  """One axis of x's uint8 linear resize as torch computes it (`at` gathers along it): two weights in fixed point of
+  the most bits (up to 15) that keep them below 2**15, the sum rounded and clipped to uint8 before the next axis."""
+  src = [d * (i - 1) / max(o - 1, 1) if align_corners else max((d + 0.5) * scale - 0.5, 0.0) for d in range(o)]
+  low = [min(math.floor(s), i - 1) for s in src]
+  frac = [min(max(s - lo, 0.0), 1.0) for s, lo in zip(src, low)]
+  bits = 14 if any(int(max(f, 1 - f) * (1 << 15) + 0.5) >= 1 << 15 for f in frac) else 15
+  def ints(v: list[int]) -> Tensor: return type(x)(v, device=x.device, dtype=dtypes.int32)
+  w0, w1 = (ints([int(f * (1 << bits) + 0.5) for f in fs]).reshape(along) for fs in ([1 - f for f in frac], frac))
+  total = at(ints(low)) * w0 + at(ints([min(v + 1, i - 1) for v in low])) * w1  # (uint8 * int32: int32)
+  return ((total + (1 << (bits - 1))) // (1 << bits)).clip(0, 255).cast(dtypes.uint8)
 
 def _einsum_term(term: str, t: Tensor | None, ell: list[str], formula: str) -> str:
   """The letters of one einsum term with '...' spelled out as placeholder letters (right-aligned for an operand)."""

@@ -66,18 +66,15 @@ class PatternMatcher:
   """An ordered table of rules, indexed by the op of each rule's root."""
   def __init__(self, rules: Sequence[Rule]):
     self.rules = list(rules)
-    self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool]]] = {}
-    # a rule with any op at its root goes into every op's list at its own place, so the table's order is kept
-    all_ops: set[Ops | None] = {None, *(op for pat, _ in self.rules if pat.ops is not None for op in pat.ops)}
-    for pat, fn in self.rules:
-      takes_ctx = "ctx" in inspect.signature(fn).parameters
-      for op in (pat.ops if pat.ops is not None else all_ops):
-        self.by_op.setdefault(op, []).append((pat, fn, takes_ctx))
+    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
+    for pat, fn in self.rules:  # a rule with any op at its root goes into every op's list: the table's order is kept
+      for op in (pat.ops if pat.ops is not None else Ops):
+        self.by_op[op].append((pat, fn, "ctx" in inspect.signature(fn).parameters))
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
 
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
     """The first rule's replacement for u, or None if no rule applies."""
-    for pat, fn, takes_ctx in self.by_op.get(u.op, self.by_op.get(None, [])):
+    for pat, fn, takes_ctx in self.by_op[u.op]:
       store: dict[str, UOp] = {}
       if pat.match(u, store):
         ret = fn(ctx=ctx, **store) if takes_ctx else fn(**store)
@@ -85,12 +82,19 @@ class PatternMatcher:
     return None
 
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000,
-                  memo: str | None = None) -> UOp:
+                  memo: str | None = None, once: bool = False) -> UOp:
   """Rewrite bottom-up to a fixed point: sources first, then the node, until no rule matches anywhere.
+  once: each node is tried once and a rule's replacement is final, not walked again (a table whose replacements hold
+  nothing it would rewrite; memo is not used).
   memo: a key under which each node keeps its result (in its _cache) across calls, for a table whose rules depend on
   nothing but the node (no ctx): a later call stops its walk at any node rewritten before. A node that is its own
   result keeps True (a reference to itself would be a cycle)."""
   done: dict[UOp, UOp] = {}
+  if once:  # one visit per node in order, sources first: no fixed point to reach
+    for node in root.toposort():
+      rebuilt = node if (src := tuple([done[s] for s in node.src])) == node.src else node.replace(src=src)
+      done[node] = (pm.rewrite(rebuilt, ctx) if pm.by_op[rebuilt.op] else None) or rebuilt
+    return done[root]
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
   steps = 0
   def finish(node: UOp, result: UOp) -> None:
@@ -115,7 +119,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
         continue
       steps += 1
       if steps > max_steps: raise RuntimeError("graph_rewrite did not reach a fixed point (a rule cycle?)")
-      replacement = pm.rewrite(rebuilt, ctx)
+      replacement = pm.rewrite(rebuilt, ctx) if pm.by_op[rebuilt.op] else None
       if replacement is None:
         finish(rebuilt, rebuilt)
         finish(node, rebuilt)

@@ -153,6 +153,16 @@ class TestGraphRewrite:
     want = x
     for _ in range(2500): want = want + const(1)
     assert graph_rewrite(e, pm_fold) is want  # every *1 gone, no recursion limit hit
+  def test_once_takes_a_replacement_as_final(self):
+    # x -> y, y -> z: once, x becomes y (not walked again) and the y already there becomes z; the users are rebuilt
+    pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, arg=("x", 0, 100)), lambda: y),
+                         (UPat(Ops.DEFINE_VAR, arg=("y", 0, 100)), lambda: z)])
+    assert graph_rewrite(x + y, pm, once=True) is y + z
+    assert graph_rewrite(x + y, pm) is z + z
+    # a replacement's own foldable nodes stay (without once: 15); its users are tried, on the rebuilt node
+    pm = pm_fold + PatternMatcher([(UPat(Ops.DEFINE_VAR, arg=("x", 0, 100)), lambda: const(1) + const(2))])
+    assert graph_rewrite(x * const(5), pm, once=True) is (const(1) + const(2)) * const(5)
+    assert graph_rewrite(const(2) * const(3) + x, pm, once=True) is const(6) + (const(1) + const(2))
   def test_cycle_is_an_error(self):
     pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, arg=("x", 0, 100)), lambda: y),
                          (UPat(Ops.DEFINE_VAR, arg=("y", 0, 100)), lambda: x)])
