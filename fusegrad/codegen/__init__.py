@@ -17,7 +17,7 @@ from fusegrad.codegen.expand import expand_unrolled
 from fusegrad.codegen.lower import merge_axes, to_launch_dims, decompose_threefry, emulate_bfloat16, pm_lowered
 from fusegrad.codegen.lower import lower_group_reduces, resolve_index_dtype, simplify_gated_loads
 from fusegrad.codegen.linearize import linearize
-from fusegrad.codegen.fold import fold_reduces
+from fusegrad.codegen.fold import fold_reduces, bound_gated_reduces
 from fusegrad.codegen.vectorize import vectorize_upcasts, devectorize
 from fusegrad.codegen.spec import check_stage
 
@@ -46,6 +46,7 @@ class ProgramSpec:
 # Steps 3-6 as a table of passes over one IR (a kernel AST), each taking the AST and the renderer, in this order for
 # the reason beside each. codegen/spec.py states what each stage's output may hold (SPEC=1 checks it per pass).
 LOWERING: tuple[tuple[str, Callable[[UOp, Renderer], UOp]], ...] = (
+  ("bound_gates", lambda ast, ren: ast if ren.global_max else bound_gated_reduces(ast)),  # on whole loads
   ("vectorize", lambda ast, ren: vectorize_upcasts(ast)),  # before expand: the copies of a vector stay vectors
   ("expand", lambda ast, ren: expand_unrolled(ast)),  # while the opts' ranges are still ranges
   ("group_reduce", lambda ast, ren: lower_group_reduces(ast)),  # on final reduces, while LOCAL/GROUP are ranges
@@ -156,7 +157,7 @@ def estimate_flops(uops: list[UOp]) -> int:
       index_nodes.update(x for s in addr for x in s.toposort() if x.op is not Ops.LOAD)
   flops, stack = 0, [prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)]  # (the launch grid's size)
   for u in uops:
-    if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].arg)
+    if u.op is Ops.RANGE: stack.append(stack[-1] * u.src[0].vmax)  # (at most: a bounded loop may run less)
     elif u.op is Ops.ENDRANGE: stack.pop()
     elif u.op in GroupOp.ALU and u not in index_nodes:
       flops += stack[-1] * (2 if u.op is Ops.MULACC else 1) * u.dtype.count

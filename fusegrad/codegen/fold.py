@@ -3,7 +3,8 @@
 The folded forms: docs/developer/codegen.md (pass 0, fold_reduces)."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.ops import UOp, Ops, AxisType
+from fusegrad.codegen.kernel import range_kind, reduce_parts
 from fusegrad.uop.symbolic import simplify
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 
@@ -47,16 +48,8 @@ def _gate_loads(v: UOp, valid: UOp) -> UOp:
 
 def _is_zero(u: UOp) -> bool: return u.op is Ops.CONST and u.arg == 0 and not isinstance(u.arg, bool)
 
-def fold_one(value: UOp, r: UOp) -> UOp | None:
-  """The sum of value over range r, without a loop; None when it doesn't have a foldable form."""
-  n = r.src[0].arg
-  if r not in value.toposort(): return value * UOp.const(value.dtype, n)  # sum of something that doesn't change: v*n
-  if value.op is not Ops.WHERE: return None
-  cond, a, b = value.src
-  if _is_zero(b): v, atoms = a, _atoms(cond, True)
-  elif _is_zero(a): v, atoms = b, _atoms(cond, False)
-  else: return None
-  if atoms is None: return None
+def _bounds(atoms: list[tuple[UOp, bool]], r: UOp) -> tuple[list[UOp], list[UOp], list[UOp], UOp | None] | None:
+  """The atoms as (conditions free of r, bounds r >= b, bounds r < b, e for r == e); None for another atom on r."""
   residual, lower, upper, equal = [], [], [], None
   for atom, holds in atoms:
     if r not in atom.toposort():
@@ -72,22 +65,36 @@ def fold_one(value: UOp, r: UOp) -> UOp | None:
       equal = bound
     elif (coeff == 1) == holds: upper.append(bound if coeff == 1 else bound + 1)  # r < bound
     else: lower.append(bound if coeff == 1 else bound + 1)  # r >= bound
-  if equal is not None:  # sum of where(r == e, v, 0): v at r = e, if e is in range
-    e = equal
+  return residual, lower, upper, equal
+
+def _span(r: UOp, lower: list[UOp], upper: list[UOp]) -> tuple[UOp, UOp]:
+  """(lo, count): r in [lo, lo + count) = [max(lower..., 0), min(upper..., n)) is what the bounds allow."""
+  lo, hi = UOp.const(r.dtype, 0), UOp.const(r.dtype, r.src[0].arg)
+  for x in lower: lo = lo.maximum(x.cast(r.dtype))
+  for x in upper: hi = hi.minimum(x.cast(r.dtype))
+  return lo, (hi - lo).maximum(0)
+
+def fold_one(value: UOp, r: UOp) -> UOp | None:
+  """The sum of value over range r, without a loop; None when it doesn't have a foldable form."""
+  n = r.src[0].arg
+  if r not in value.toposort(): return value * UOp.const(value.dtype, n)  # sum of something that doesn't change: v*n
+  if value.op is not Ops.WHERE: return None
+  cond, a, b = value.src
+  if _is_zero(b): v, atoms = a, _atoms(cond, True)
+  elif _is_zero(a): v, atoms = b, _atoms(cond, False)
+  else: return None
+  if atoms is None or (found := _bounds(atoms, r)) is None: return None
+  residual, lower, upper, e = found
+  if e is not None:  # sum of where(r == e, v, 0): v at r = e, if e is in range
     valid = (e < 0).logical_not() & (e < n)
     for lo in lower: valid = valid & (e < lo).logical_not()
     for hi in upper: valid = valid & (e < hi)
     for c in residual: valid = valid & c
-    e_idx = e.cast(r.dtype) if e.dtype != r.dtype else e
-    picked = _gate_loads(v.substitute({r: e_idx}), valid)
+    picked = _gate_loads(v.substitute({r: e.cast(r.dtype) if e.dtype != r.dtype else e}), valid)
     return valid.where(picked, UOp.const(v.dtype, 0))
   if r in v.toposort(): return None
   # sum of where(lo <= r < hi, v, 0) with v free of r: v times the count of r in [max(lo, 0), min(hi, n))
-  lo = UOp.const(r.dtype, 0)
-  for x in lower: lo = lo.maximum(x.cast(r.dtype))
-  hi = UOp.const(r.dtype, n)
-  for x in upper: hi = hi.minimum(x.cast(r.dtype))
-  count = (hi - lo).maximum(0)
+  _, count = _span(r, lower, upper)
   ret = v * count.cast(v.dtype)
   for c in residual: ret = c.where(ret, UOp.const(v.dtype, 0))
   return ret
@@ -108,3 +115,33 @@ pm_fold_reduces = PatternMatcher([
 def fold_reduces(ast: UOp) -> UOp:
   """Every sum that can be computed without its loops (see the module doc), folded."""
   return simplify(graph_rewrite(ast, pm_fold_reduces))
+
+# *** loops over the span a gate allows ***
+OUTER_LOOPS = (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD)  # the kinds of range that are loops around a reduce
+def _gate(v: UOp) -> UOp | None:
+  """A condition the product v is zero without (the gate of a load or of a where with a zero that it multiplies)."""
+  if v.op is Ops.LOAD and len(v.src) > 2 and v.src[2].dtype == dtypes.bool: return v.src[2]
+  if v.op is Ops.WHERE and _is_zero(v.src[2]): return v.src[0]
+  if v.op is Ops.MUL: return _gate(v.src[0]) or _gate(v.src[1])
+  return _gate(v.src[0]) if v.op is Ops.CAST else None
+
+def _bound_reduce(red: UOp) -> UOp | None:
+  """The sum with its first loop r that a factor's gate bounds (by outer loops) run over that span only, or None."""
+  values, ranges = reduce_parts(red)
+  if len(values) != 1 or (gate := _gate(values[0])) is None or (atoms := _atoms(gate, True)) is None: return None
+  for i, r in enumerate(ranges):
+    found = _bounds(atoms, r) if range_kind(r) is AxisType.REDUCE and r.src[0].op is Ops.CONST else None
+    outer = {*ranges[:i], *(x for x in red.toposort() if x.op is Ops.RANGE and range_kind(x) in OUTER_LOOPS)}
+    if found is None or found[3] is not None or not (found[1] or found[2]) or \
+       any(x.op is Ops.RANGE and x not in outer for b in found[1] + found[2] for x in b.toposort()): continue
+    lo, count = _span(r, found[1], found[2])
+    spanned = UOp(Ops.RANGE, r.dtype, (simplify(count),), r.arg)
+    # each condition on r holds in the span, in the gate and wherever else it is tested (a load's own gate)
+    value = values[0].substitute({atom: UOp.const(dtypes.bool, holds) for atom, holds in atoms if r in atom.toposort()})
+    return red.replace(src=(value.substitute({r: spanned + lo}), *ranges[:i], spanned, *ranges[i + 1:]))
+  return None
+
+def bound_gated_reduces(ast: UOp) -> UOp:
+  """(Where launch dimensions are loops.) A sum over r of a product gated by lo <= r + e < hi loops over
+  [max(lo - e, 0), min(hi - e, n)) only: a convolution skips its padded rows (docs/developer/codegen.md, pass 2b)."""
+  return simplify(graph_rewrite(ast, PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _bound_reduce)])))

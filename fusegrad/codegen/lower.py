@@ -83,10 +83,13 @@ def simplify_given_valid(idx: UOp, gate: UOp) -> UOp:
     if x.op is Ops.MOD and x.src[1].op is Ops.CONST and (sub := _recentered_divmod(x, hi)):
       idx = simplify(idx.substitute(sub))
       bounds[sub[x]] = (max(lo, 0), hi)  # where the gate holds, E is X % m
-  bounds = {x: b for x, b in bounds.items() if x in idx.toposort()}
   stand_in = {x: UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{i}", lo, hi))
               for i, (x, (lo, hi)) in enumerate(bounds.items())}
-  ret = simplify(simplify(idx.substitute(stand_in)).substitute({v: x for x, v in stand_in.items()}))
+  # a bounded sum r + rest that idx holds term by term (896*r2 + 896*r5 in a padded view's rows): r as the sum - rest
+  nodes = idx.toposort()
+  firsts = {x: t[0][0] for x in stand_in if x not in nodes and len(t := split_terms(x)[0]) > 1 and t[0][1] == 1}
+  sub = {x: v for x, v in stand_in.items() if x in nodes} | {r: stand_in[x] - (x - r) for x, r in firsts.items()}
+  ret = simplify(simplify(idx.substitute(sub)).substitute({v: x for x, v in stand_in.items()}))
   return ret.substitute({v: u for u, v in loads.items()})
 
 def _gated_load(ld: UOp, idx: UOp, gate: UOp) -> UOp | None:

@@ -6,7 +6,7 @@ from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, flatten, make_tuple
 from fusegrad.gradient import with_rule, with_materialized_grad
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, _resolve_axis
-from fusegrad.mixin.convgrad import ConvArgs, conv_rule, _channel_last
+from fusegrad.mixin.convgrad import ConvArgs, conv_rule, _channel_last, _dilate
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
@@ -170,13 +170,7 @@ class ConvMixin:
     # (cin, rcout, *k) -> (groups, cin_g, rcout, *k) -> (groups * rcout, cin_g, *k), kernel flipped
     w = weight.reshape(groups, cin // groups, rcout, *k_).transpose(1, 2).reshape(groups * rcout, cin // groups, *k_)
     w = w.flip(*range(2, 2 + n))
-    x = self
-    for j, s in enumerate(s_):  # s-1 zeros after every element but the last: (.., i) -> (.., i, s) -> (.., (i-1)*s+1)
-      if s == 1: continue
-      axis, i = 2 + j, x.shape[2 + j]
-      x = x.unsqueeze(axis + 1).pad(tuple((0, s - 1) if a == axis + 1 else (0, 0) for a in range(x.ndim + 1)))
-      x = x.reshape(*x.shape[:axis], i * s, *x.shape[axis + 2:]).shrink(
-        tuple((0, (i - 1) * s + 1) if a == axis else None for a in range(x.ndim - 1)))
+    x = _dilate(self, s_)  # s-1 zeros between neighbours: (.., i) -> (.., (i-1)*s+1)
     conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), d, k, o in zip(pads, d_, k_, op_)]
     return x.conv2d(w, bias, groups=groups, dilation=d_, padding=conv_pads)
 

@@ -2,15 +2,14 @@
 
 Why: docs/developer/tensor.md, "Numerics"."""
 from __future__ import annotations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from fusegrad.helpers import flatten, prod
 if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 
-class ConvArgs:
-  """What conv2d resolved: groups, stride, dilation and (before, after) padding per spatial axis."""
-  def __init__(self, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...], pads: list[tuple[int, int]]):
-    self.groups, self.stride, self.dilation, self.pads = groups, stride, dilation, pads
+# what conv2d resolved: groups, stride, dilation and (before, after) padding per spatial axis
+ConvArgs = NamedTuple("ConvArgs", [("groups", int), ("stride", tuple[int, ...]), ("dilation", tuple[int, ...]),
+                                   ("pads", list[tuple[int, int]])])
 
 def _dilate(g: Tensor, stride: tuple[int, ...]) -> Tensor:
   """s - 1 zeros between neighbours along each spatial axis: (..., o) -> (..., (o - 1) * s + 1)."""
@@ -73,8 +72,11 @@ def conv_rule(a: ConvArgs, tensor: type[Tensor]):
     layout, pads = _channel_last if cl else tensor.contiguous, _grad_pads(a, wt.shape[2:], xt.shape[2:], gt.shape[2:])
     # one copy serves both (not for a first layer's few channels, whose input needs no gradient)
     if cl and all(s == 1 for s in a.stride) and all(p >= 0 for pp in pads for p in pp):
-      gp = layout(gt.pad(pads))
-      gt = gp.shrink(tuple((p, p + size) for (p, _), size in zip(pads, gt.shape)))
+      # the last axis padded in memory, the rows as a view whose gate codegen makes loop bounds (bound_gated_reduces)
+      last = [(0, 0)] * (len(pads) - 1) + pads[-1:]
+      buf = layout(gt.pad(last))
+      gp = buf.pad(pads[:-1] + [(0, 0)])
+      gt = buf.shrink(tuple((p, p + size) for (p, _), size in zip(last, gt.shape)))
     else:
       gt = layout(gt)
       gp = layout(_dilate(gt, a.stride).pad(pads))

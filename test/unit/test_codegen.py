@@ -314,6 +314,19 @@ def test_gated_load_index_keeps_inner_loads_gated():
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   assert loads and all(len(u.src) > 2 and u.src[2].op is not Ops.CONST for u in loads), "a load lost its gate"
 
+@pytest.mark.parametrize("padding", [2, (1, 0)])
+def test_padded_conv_loops_over_the_rows_inside(padding):
+  """A convolution of a padded view, where launch dimensions are loops: the sum over the kernel's rows runs over the
+  rows inside the input only (a loop whose end depends on the output row) and the values stay torch's."""
+  import torch
+  if renderer().global_max is not None: pytest.skip("launch dimensions are loops only on the CPU")
+  x, w = RNG.standard_normal((2, 3, 9, 7)).astype(np.float32), RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+  si = kernel_of(Tensor(x).conv2d(Tensor(w), padding=padding))
+  p = get_program(si.ast, renderer())
+  assert any(u.op is Ops.RANGE and u.src[0].op is not Ops.CONST for u in p.uops), "no loop bounded by the padding"
+  want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=padding).numpy()
+  np.testing.assert_allclose(run_program(si, p).reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+
 # *** the matmul heuristic: 16 vector accumulators, column panels outside the row tiles, b packed in panels ***
 VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), machine=AVX512, upcast_max=256, threads=2)
 
