@@ -98,7 +98,8 @@ def _reads_no_memory(r: UOp) -> bool:
 
 def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]) -> bool:
   """True when every path from r leads, with no expand on the way, to the same one node that gets a buffer: then r is
-  computed inside that node's kernel, once per output (x.sum(1).relu() uses the sum three times, in one expression)."""
+  computed inside that node's kernel, once per output (x.sum(1).relu() uses the sum three times, in one expression).
+  Not through a pad for a sum over 3+ axes (a conv's): its im2col index math under the pad's gate doesn't simplify."""
   roots: set[UOp] = set()
   seen, stack = {r}, [r]
   while stack:
@@ -106,7 +107,7 @@ def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]
     users = consumers.get(n, [])
     if not users: return False
     for u in users:
-      if _expands(u) or u.op is Ops.SINK: return False
+      if _expands(u) or u.op is Ops.SINK or (u.op is Ops.PAD and len(r.arg[1]) > 2): return False
       if u in want: roots.add(u)
       elif u not in seen:
         seen.add(u)
