@@ -141,7 +141,8 @@ def _bound_reduce(red: UOp) -> UOp | None:
     return red.replace(src=(value.substitute({r: spanned + lo}), *ranges[:i], spanned, *ranges[i + 1:]))
   return None
 
+pm_bound_reduces = PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _bound_reduce)])
+
 def bound_gated_reduces(ast: UOp) -> UOp:
-  """(Where launch dimensions are loops.) A sum over r of a product gated by lo <= r + e < hi loops over
-  [max(lo - e, 0), min(hi - e, n)) only: a convolution skips its padded rows (docs/developer/codegen.md, pass 2b)."""
-  return simplify(graph_rewrite(ast, PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _bound_reduce)])))
+  """(CPU) A sum of a product gated by lo <= r + e < hi loops over that span of r only (codegen.md, pass 2b)."""
+  return simplify(graph_rewrite(ast, pm_bound_reduces))

@@ -54,8 +54,7 @@ def _value_consts(ast: UOp) -> list[UOp]:
           and (dtypes.is_float(u.dtype) or dtypes.is_int(u.dtype)) and u not in steer]
 
 def _cache(key: tuple, value: CompiledRunner | _Structure) -> None:
-  """STATE.programs: (device, AST, BEAM, NOOPT) -> its program; (device, AST with constants cut out, ...) ->
-  _Structure; LRU. BEAM and NOOPT choose the opts: a kernel compiled under other settings is another program."""
+  """STATE.programs (LRU): (device, AST, BEAM, NOOPT) -> program; (device, AST less constants, ...) -> _Structure."""
   programs = STATE.programs
   programs[key] = value
   while len(programs) > max(PROGRAM_CACHE.value, 1): programs.popitem(last=False)  # unloaded once nothing uses it
