@@ -131,7 +131,7 @@ def test_lamb_adam_is_adamw():
   assert_steps_close(got, run_torch(lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.1, eps=1e-8)))
 
 def lars_rule(lr, momentum=0.9, weight_decay=1e-4, nesterov=False, classic=True, tcoef=0.001):
-  """The rule in LARS's docstring, in float64."""
+  """The rule of LARS in docs/optim.md, in float64."""
   bufs = {}
   def rule(t, i, p, g):
     p_norm, g_norm = np.linalg.norm(p), np.linalg.norm(g)

@@ -11,8 +11,7 @@ from fusegrad.uop.ops import Ops
 from fusegrad.engine import state
 
 def _fresh(value: Tensor) -> Tensor:
-  """value written into a new buffer of its own. (Two equal expressions, such as two Tensor.zeros(3).contiguous(),
-  are one node and would realize into one shared buffer; state that is assigned to must never be shared.)"""
+  """value written into a new buffer of its own (two equal expressions are one node: they would share a buffer)."""
   if isinstance(value.device, tuple): return value.clone().requires_grad_(False)  # on several devices: split alike
   return Tensor.empty(value.shape, dtype=value.dtype, device=value.device, requires_grad=False).assign(value)
 
@@ -35,13 +34,8 @@ def _give_own_buffers(params: list[Tensor]) -> None:
   Tensor.realize_all(todo)
 
 class Optimizer:
-  """The base of every optimizer: holds the parameters and the learning rate, zeroes gradients, schedules steps.
-
-  A parameter whose requires_grad is None is switched to True. Parameters with requires_grad=False (is_param False)
-  are kept as `buffers`: they are never updated, but a step realizes them too (so lazily updated running statistics
-  get computed).
-  A parameter whose .grad is None at a step is left unchanged, as in PyTorch.
-  """
+  """The base of every optimizer: holds the parameters (requires_grad=False ones as `buffers`) and the learning rate,
+  zeroes gradients, schedules steps (docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float):
     params = list(params)
     name = type(self).__name__
@@ -64,8 +58,7 @@ class Optimizer:
     self.lr = Tensor([float(lr)], dtype=dtypes.float32, device=self.device, requires_grad=False)
 
   def _zeros_like(self, p: Tensor) -> Tensor:
-    """A state tensor for parameter p: zeros of its shape, dtype and device (split like p on several devices), in a
-    buffer of its own."""
+    """Zeros like parameter p (split like p on several devices), in a buffer of its own: a state tensor."""
     zeros = Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device)
     if p.uop.op is Ops.MULTI and p.uop.arg is not None: zeros = zeros.shard(p.device, p.uop.arg)  # type: ignore[arg-type]
     return _fresh(zeros)
@@ -137,16 +130,8 @@ def _check_range(name: str, what: str, value: float, low: float, high: float = m
   if not ok: raise ValueError(f"{name}: invalid {what} {value!r}")
 
 class SGD(Optimizer):
-  """Stochastic gradient descent, as torch.optim.SGD (without dampening):
-
-    g = grad + weight_decay * p
-    b = momentum * b + g                      (when momentum != 0; b starts at zero)
-    g = g + momentum * b if nesterov else b
-    p = p - lr * g
-
-  With classic=True the learning rate is applied before the momentum ("classic" momentum):
-  b = momentum * b + lr * g; p = p - b (or p - (lr * g + momentum * b) with nesterov).
-  """
+  """Stochastic gradient descent, as torch.optim.SGD without dampening; classic=True applies the learning rate before
+  the momentum (the rule: docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
                nesterov: bool = False, classic: bool = False):
     super().__init__(params, lr)
@@ -176,17 +161,8 @@ class SGD(Optimizer):
     return p - g
 
 class LARS(SGD):
-  """LARS, layer-wise adaptive rate scaling (You et al. 2017, arXiv:1708.03888): SGD on the gradient of each
-  parameter scaled by its trust ratio r. For each parameter p with gradient g:
-
-    r = tcoef * ||p|| / (||g|| + weight_decay * ||p||)   (1.0 when ||p|| or ||g|| is 0, and always when tcoef == 0)
-    g' = g + weight_decay * p
-    classic=True:   b = momentum * b + lr * r * g';  p = p - (lr * r * g' + momentum * b if nesterov else b)
-    classic=False:  b = momentum * b + g';           p = p - lr * r * (g' + momentum * b if nesterov else b)
-
-  (r scales the learning rate, as in tinygrad: before the momentum when classic, after it otherwise. Norms are
-  Frobenius norms over the whole parameter; b starts at zero; without momentum b is skipped and p moves by
-  lr * r * g'.) With tcoef=0 this is SGD with the same arguments."""
+  """LARS (You et al. 2017, arXiv:1708.03888): SGD with each parameter's learning rate scaled by its trust ratio
+  tcoef * ||p|| / (||g|| + weight_decay * ||p||) (the rule: docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
                nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
     _check_range("LARS", "tcoef", tcoef, 0.0)
@@ -205,16 +181,8 @@ class LARS(SGD):
     return self._descend(i, p, g, scale=r)
 
 class LAMB(Optimizer):
-  """LAMB (You et al. 2019, arXiv:1904.00962); with adam=True it is Adam with decoupled weight decay (AdamW).
-
-    m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2       (moments start at zero)
-    m_hat = m / (1 - b1^t);  v_hat = v / (1 - b2^t)                 (t: the step number, from 1)
-    u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p
-    r = ||p|| / ||u||  (1.0 when either norm is 0; always 1.0 when adam=True)
-    p = p - lr * r * u
-
-  The step counters are the tensors b1_t = b1^t and b2_t = b2^t (tinygrad's names).
-  """
+  """LAMB (You et al. 2019, arXiv:1904.00962); with adam=True it is AdamW. The step counters are the tensors
+  b1_t = b1^t and b2_t = b2^t (the rule: docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
                weight_decay: float = 0.0, adam: bool = False):
     super().__init__(params, lr)
@@ -254,12 +222,7 @@ class LAMB(Optimizer):
     return p - self._lr(p) * trust * up
 
 class Adam(LAMB):
-  """Adam (Kingma & Ba, arXiv:1412.6980), as torch.optim.Adam: weight_decay is L2, added to the gradient.
-
-    g = grad + weight_decay * p
-    m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
-    p = p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-  """
+  """Adam (Kingma & Ba, arXiv:1412.6980), as torch.optim.Adam: weight_decay is L2, added to the gradient."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                weight_decay: float = 0.0):
     super().__init__(params, lr, b1, b2, eps, weight_decay=0.0, adam=True)
@@ -267,11 +230,7 @@ class Adam(LAMB):
     self.l2 = weight_decay
 
 class AdamW(LAMB):
-  """AdamW (Loshchilov & Hutter, arXiv:1711.05101), as torch.optim.AdamW: the weight decay is decoupled.
-
-    p = p * (1 - lr * weight_decay)
-    then the Adam step (without L2) on p.
-  """
+  """AdamW (Loshchilov & Hutter, arXiv:1711.05101), as torch.optim.AdamW: the weight decay is decoupled."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                weight_decay: float = 0.01):
     super().__init__(params, lr, b1, b2, eps, weight_decay=weight_decay, adam=True)
@@ -283,17 +242,8 @@ def newton_schulz(g: Tensor, steps: int = 5, coefficients: tuple[float, float, f
   return g.newton_schulz(steps, coefficients, eps)
 
 class Muon(Optimizer):
-  """Muon (Keller Jordan, 2024: "Muon: An optimizer for hidden layers in neural networks"), the published rule:
-
-    b = momentum * b + (1 - momentum) * g                  (b starts at zero)
-    u = (1 - momentum) * g + momentum * b if nesterov else b
-    O = newton_schulz(u as a matrix (rows, -1), ns_steps)   (coefficients a, b, c = 3.4445, -4.7750, 2.0315)
-    p = p * (1 - lr * weight_decay) - lr * max(1, rows / cols) ** 0.5 * O
-
-  Muon is meant for weight matrices (conv weights are flattened to (out, -1)); use another optimizer for biases and
-  gains (a 1-D parameter is treated as a column, which only normalizes it), e.g. OptimizerGroup(Muon(...), AdamW(...)).
-  The iteration runs in the parameter's dtype (float32 for lower precisions), not bfloat16 as in the reference code.
-  """
+  """Muon (Keller Jordan, 2024), for weight matrices: momentum, orthogonalized by newton_schulz (the rule, and what
+  to use for biases: docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
                ns_steps: int = 5, ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS,
                nesterov: bool = True, eps: float = 1e-7):  # tinygrad's argument order; its and torch's defaults
