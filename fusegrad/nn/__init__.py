@@ -49,10 +49,8 @@ class Linear:
     return x.linear(self.weight.T, self.bias)
 
 class Embedding:
-  """A lookup table (torch.nn.Embedding): integer indices of any shape -> their rows of weight
-  (vocab_size, embed_size), initialized from a standard normal like torch. The output's shape is
-  idx.shape + (embed_size,). Indices must be in [0, vocab_size): realizing the result of an out-of-range index
-  raises IndexError.
+  """A lookup table (torch.nn.Embedding): integer indices of any shape -> their rows of weight (vocab_size, embed_size),
+  initialized from a standard normal; realizing the result of an index outside [0, vocab_size) raises IndexError.
 
   `Embedding(10, 3)(Tensor([[1, 2]])).shape` is (1, 2, 3)."""
   def __init__(self, vocab_size: int, embed_size: int):
@@ -71,18 +69,25 @@ class Embedding:
 
 # *** convolutions ***
 class _ConvNd:
-  """What Conv and ConvTranspose layers share: the hyperparameters, stored as given (tinygrad's attributes)."""
-  def __init__(self, n: int, kernel_size: int | tuple[int, ...], stride: Any, padding: Any, dilation: Any, groups: int,
-               in_channels: int, out_channels: int):
+  """What Conv and ConvTranspose layers share: the hyperparameters, stored as given (tinygrad's attributes), and the
+  parameters, initialized uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch."""
+  _spatial_dims = 2  # the spatial axes an int kernel_size stands for (a tuple gives its own count)
+  def __init__(self, kernel_size: int | tuple[int, ...], stride: Any, padding: Any, dilation: Any, groups: int,
+               in_channels: int, out_channels: int, bias: bool, transposed: bool):
     name = type(self).__name__
     if groups <= 0 or in_channels % groups or out_channels % groups:
       raise ValueError(f"{name}: in_channels {in_channels} and out_channels {out_channels} must be divisible by "
                        f"groups {groups}")
-    self.kernel_size = make_tuple(kernel_size, n)
+    self.kernel_size = make_tuple(kernel_size, self._spatial_dims)
     if any(not isinstance(k, int) or k <= 0 for k in self.kernel_size):
       raise ValueError(f"{name}: kernel_size {kernel_size!r} must be positive ints")
     self.in_channels, self.out_channels = in_channels, out_channels
     self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+    rows, cols = (in_channels, out_channels) if transposed else (out_channels, in_channels)
+    fan_in = cols // groups * prod(self.kernel_size)
+    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    self.weight = _uniform_param((rows, cols // groups, *self.kernel_size), bound)
+    self.bias = _uniform_param((out_channels,), bound) if bias else None
 
 class Conv2d(_ConvNd):
   """2-d convolution (torch.nn.Conv2d) over (N, C, H, W) or unbatched (C, H, W) input; weight is
@@ -91,10 +96,9 @@ class Conv2d(_ConvNd):
   Weight and bias are initialized uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels // groups * prod(k).
 
   `Conv2d(1, 2, 3, padding=1)(Tensor.ones(1, 1, 5, 5)).shape` is (1, 2, 5, 5)."""
-  _spatial_dims = 2  # the spatial axes an int kernel_size stands for (a tuple gives its own count)
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros"):
-    super().__init__(self._spatial_dims, kernel_size, stride, padding, dilation, groups, in_channels, out_channels)
+    super().__init__(kernel_size, stride, padding, dilation, groups, in_channels, out_channels, bias, transposed=False)
     if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
       raise ValueError(f"{type(self).__name__}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
                        f"not {padding_mode!r}")
@@ -103,10 +107,6 @@ class Conv2d(_ConvNd):
     if padding == "same" and any(s != 1 for s in make_tuple(stride, len(self.kernel_size))):
       raise ValueError(f"{type(self).__name__}: padding='same' needs stride 1, got stride {stride}")
     self.padding_mode = padding_mode
-    fan_in = in_channels // groups * prod(self.kernel_size)
-    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    self.weight = _uniform_param((out_channels, in_channels // groups, *self.kernel_size), bound)
-    self.bias = _uniform_param((out_channels,), bound) if bias else None
 
   def __call__(self, x: Tensor) -> Tensor:
     if self.padding_mode == "zeros":
@@ -139,15 +139,10 @@ class ConvTranspose2d(_ConvNd):
   Initialization as torch: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = out_channels // groups * prod(k).
 
   `ConvTranspose2d(1, 1, 2, stride=2)(Tensor.ones(1, 1, 3, 3)).shape` is (1, 1, 6, 6)."""
-  _spatial_dims = 2  # the spatial axes an int kernel_size stands for (a tuple gives its own count)
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                padding: Any = 0, output_padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True):
-    super().__init__(self._spatial_dims, kernel_size, stride, padding, dilation, groups, in_channels, out_channels)
+    super().__init__(kernel_size, stride, padding, dilation, groups, in_channels, out_channels, bias, transposed=True)
     self.output_padding = output_padding
-    fan_in = out_channels // groups * prod(self.kernel_size)
-    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    self.weight = _uniform_param((in_channels, out_channels // groups, *self.kernel_size), bound)
-    self.bias = _uniform_param((out_channels,), bound) if bias else None
 
   def __call__(self, x: Tensor, output_size: tuple[int, ...] | list[int] | None = None) -> Tensor:
     output_padding = self.output_padding if output_size is None else self._padding_for(x, output_size)
@@ -176,13 +171,8 @@ class ConvTranspose1d(ConvTranspose2d):
 
 # *** normalization ***
 class BatchNorm:
-  """Batch normalization over axis 1 (the channels) of (N, C, *) input, as torch.nn.BatchNorm1d/2d/3d.
-
-  In training (`Tensor.training`, `with Tensor.train():`) it normalizes with the batch's mean and biased variance and,
-  with track_running_stats, updates running_mean and running_var (unbiased variance) by momentum (None: a cumulative
-  average) and counts num_batches_tracked. The updates are lazy assigns into the stats' own buffers: they run when
-  the stats are realized (an optimizer step realizes them), and under TinyJit on every replay. In eval it normalizes
-  with the running stats (or the batch's when track_running_stats is False).
+  """Batch normalization over axis 1 (the channels) of (N, C, *) input, as torch.nn.BatchNorm1d/2d/3d: the batch's
+  statistics in training (updating the running ones by lazy assigns), the running ones in eval (docs/nn.md).
 
   `BatchNorm(3)(Tensor.ones(2, 3, 4, 4)).shape` is (2, 3, 4, 4)."""
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
@@ -299,9 +289,8 @@ class GroupNorm:
     return y + _channel_view(self.bias, x.ndim) if self.bias is not None else y
 
 class InstanceNorm(GroupNorm):
-  """Instance normalization (torch.nn.InstanceNorm1d/2d/3d without running stats): every channel of every sample of
-  (N, C, *) input normalized over its positions (GroupNorm with a group per channel); then per-channel weight and bias
-  (ones, zeros) when affine.
+  """Instance normalization (torch.nn.InstanceNorm1d/2d/3d without running stats): GroupNorm with a group per channel,
+  each channel of each sample normalized over its positions.
 
   `InstanceNorm(3)(Tensor.rand(2, 3, 4, 4)).shape` is (2, 3, 4, 4)."""
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
