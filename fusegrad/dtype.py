@@ -83,6 +83,12 @@ class dtypes(metaclass=_DTypesMeta):
   # index arithmetic inside kernels: never wraps as far as the simplifier is concerned; codegen renders it as int32,
   # or as int64 in kernels whose indices can pass 2**31 (see codegen/lower.py resolve_index_dtype)
   index: Final[DType] = DType(-2, 8, "index", "q")
+  floats: Final = (float16, bfloat16, float32, float64)
+  uints: Final = (uint8, uint16, uint32, uint64)
+  sints: Final = (int8, int16, int32, int64)
+  ints: Final = uints + sints
+  int8s, int16s, int32s, int64s = (uint8, int8), (uint16, int16), (uint32, int32), (uint64, int64)  # (unsigned, signed)
+  all: Final = (bool,) + ints + floats
 
   @staticmethod
   def is_float(x: DType) -> builtins.bool: return x.scalar() in _FLOATS
@@ -133,20 +139,7 @@ class dtypes(metaclass=_DTypesMeta):
     return {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}[dtype]
   @staticmethod
   def fields() -> dict[str, DType]: return DTYPES_DICT
-  floats: tuple[DType, ...] = ()
-  uints: tuple[DType, ...] = ()
-  sints: tuple[DType, ...] = ()
-  ints: tuple[DType, ...] = ()
-  all: tuple[DType, ...] = ()
 
-dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
-dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
-dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
-dtypes.ints = dtypes.uints + dtypes.sints
-# (unsigned, signed) of each size, as tinygrad names them
-dtypes.int8s, dtypes.int16s = (dtypes.uint8, dtypes.int8), (dtypes.uint16, dtypes.int16)  # type: ignore[attr-defined]
-dtypes.int32s, dtypes.int64s = (dtypes.uint32, dtypes.int32), (dtypes.uint64, dtypes.int64)  # type: ignore[attr-defined]
-dtypes.all = (dtypes.bool,) + dtypes.ints + dtypes.floats
 # the same sets for membership tests by hash (codegen asks these about every constant it makes)
 _FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)
 
