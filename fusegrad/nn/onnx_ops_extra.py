@@ -7,15 +7,9 @@ import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
 from fusegrad.nn.onnx_ops import register_ops, _ints, _scalar, _axis, _per_axis
-from fusegrad.nn.onnx_ops_nn import Conv, QuantizeLinear
+from fusegrad.nn.onnx_ops_nn import Conv, QuantizeLinear, _dequant
 
 # *** quantized products ***
-def _dequant(x: Tensor, scale: Tensor, zp: Tensor | None, axis: int) -> Tensor:
-  """(x - zp) * scale in float32, with a per-axis scale and zero point laid along axis."""
-  along = lambda t: _per_axis(t, _axis(axis, x.ndim), x.ndim) if t.ndim == 1 and t.numel() > 1 else t.reshape(())
-  shifted = x.cast(dtypes.float32) - (along(zp).cast(dtypes.float32) if zp is not None else 0)
-  return shifted * along(scale).cast(dtypes.float32)
-
 def QLinearMatMul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor, b: Tensor, b_scale: Tensor, b_zero_point: Tensor,
                   y_scale: Tensor, y_zero_point: Tensor) -> Tensor:
   y = _dequant(a, a_scale, a_zero_point, -2).matmul(_dequant(b, b_scale, b_zero_point, -1))
