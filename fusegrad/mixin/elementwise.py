@@ -16,28 +16,24 @@ if TYPE_CHECKING:
 LOG2_E, LN_2 = 1 / math.log(2), math.log(2)
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
+# the errors users catch, each also the class torch raises for the same input (docs/developer/tensor.md)
 class DTypeError(TypeError, NotImplementedError):
-  """An op got a dtype it can't work on (a float to a bitwise op, bools to sub). A TypeError, and the
-  NotImplementedError (a RuntimeError) torch raises for the same mistakes, so code written against either catches it."""
+  """An op got a dtype it can't work on (a float to a bitwise op, bools to sub)."""
 
 class ArgumentError(ValueError, RuntimeError):
-  """An op got an argument it can't work on (an unknown rounding mode, an int to a negative power); a ValueError,
-  and a RuntimeError as in torch."""
+  """An op got an argument it can't work on (an unknown rounding mode, an int to a negative power)."""
 
 class ShapeError(ValueError, RuntimeError):
-  """Shapes that don't fit together (matmul, broadcasting, reshape, cat): a ValueError, and the RuntimeError torch
-  raises for the same inputs."""
+  """Shapes that don't fit together (matmul, broadcasting, reshape, cat)."""
 
 class UnsupportedError(ArgumentError, NotImplementedError):
-  """An unknown mode (pad, interpolate) or a dtype an op has no meaning for: torch's NotImplementedError."""
+  """An unknown mode (pad, interpolate) or a dtype an op has no meaning for."""
 
 class EmptyReduceError(IndexError, ShapeError):
-  """max/min/argmax over a zero-size axis, which has no identity: torch's IndexError when the axis is named, its
-  RuntimeError when the whole tensor is reduced."""
+  """max/min/argmax over a zero-size axis, which has no identity."""
 
 def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
-  """axis as an index in [0, ndim) (negative counts from the end); raises IndexError naming the op and the axis when
-  it is out of range, as torch."""
+  """axis as an index in [0, ndim) (negative counts from the end); IndexError naming op and axis when out of range."""
   if not -max(ndim, 1) <= axis < max(ndim, 1):
     raise IndexError(f"{op}: {name} {axis} is out of range for a tensor with {ndim} dims")
   return axis % max(ndim, 1)
@@ -150,10 +146,8 @@ class ElementwiseMixin:
     """float16 and bfloat16 as float32 (for steps that amplify rounding, like exp's x * log2(e)); others as they are."""
     return self.cast(dtypes.float32) if self.dtype in (dtypes.float16, dtypes.bfloat16) else self
   def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self ** x (x ** self if reverse): `Tensor([-2., 3.]) ** 2` is [4., 9.].
-
-    An integer exponent (a Python int, or a whole float) multiplies, so negative bases and 0 ** 0 come out exact;
-    other exponents go through exp2(e * log2|b|) with IEEE pow's special cases. int ** int stays int."""
+    """self ** x (x ** self if reverse), int ** int staying int: `Tensor([-2., 3.]) ** 2` is [4., 9.]. A whole number
+    exponent multiplies (negative bases and 0 ** 0 come out exact), others go through _pow_float."""
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and _small_whole(x):
       if isinstance(x, float): base = self._float()
       else: base = self.cast(dtypes.default_int) if self.dtype == dtypes.bool else self  # bool ** 2 is an int (torch)
@@ -593,11 +587,10 @@ def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = No
   return b._new(with_rule(ret.uop, (b.uop, e.uop), rule), e)  # requires grad as b ** e does
 
 def _pow_float(b: Tensor, e: Tensor) -> Tensor:
-  """b ** e for float tensors of one shape and dtype, with IEEE pow's special cases.
-
-  |b| ** e is exp2(e * log2|b|), times -1 for a negative base to an odd power and times nan for a negative base to a
-  fractional one (a product, so the gradient is nan there too, as in torch). A zero or infinite base is answered by a
-  `where` (inf, 0, or 1 for 0 ** 0), so log2(0) = -inf never reaches the gradient, which is 0 there."""
+  """b ** e for float tensors of one shape and dtype, with IEEE pow's special cases: |b| ** e is exp2(e * log2|b|),
+  times -1 for a negative base to an odd power, times nan for a negative base to a fractional one (a product, so the
+  gradient is nan there too, as in torch); a zero or infinite base is answered by a `where`, so log2(0) = -inf never
+  reaches the gradient."""
   zero, infinite = b == 0, b.isinf()
   mag = (e * (zero | infinite).where(1.0, b.abs()).log2()).exp2()
   inf, nought, nan = b._const(math.inf), b._const(0.0), b._const(math.nan)  # nan for e = 0: fixed below
