@@ -61,10 +61,9 @@ def _wait(request: Any, what: str) -> None:
     if polls > 1000: time.sleep(0.0001)  # a quick answer is polled for; a slow one lets the others run
 
 class _Collective(Runner):
-  """An MPI collective as a step of a realize, so TinyJit captures it with the kernels and replays it: ExecItems with
-  buffers [dest, src] and this runner come in pairs. The first call of a pair starts the collective on a host copy of
-  src (op "sum" or "mean": an all-reduce; an int: a broadcast from that rank); the second waits for it and writes the
-  result into dest. Kernels (gathering the next bucket of gradients) run while the network works."""
+  """An MPI collective as a step of a realize, so TinyJit replays it (docs/devices.md): of a pair of calls on
+  [dest, src], the first starts it on a host copy of src (op "sum", "mean", or an int: a broadcast from that rank), the
+  second waits and writes dest."""
   def __init__(self, op: str | int, device: str, nbytes: int):
     super().__init__(f"mpi {'broadcast' if isinstance(op, int) else op} {nbytes:8d}", device)
     self.op, self.pending = op, list[tuple[Any, Any]]()
@@ -125,9 +124,8 @@ def broadcast_parameters(params: list[Tensor], root: int = 0) -> None:
   for p in params: broadcast(p, root)
 
 def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) -> None:
-  """Replace each parameter's .grad by its mean over the ranks. The gradients go in buckets of about bucket_bytes:
-  each bucket's reduction starts as soon as its bytes are copied out, while the next bucket is gathered. Works inside
-  a TinyJit step."""
+  """Replace each parameter's .grad by its mean over the ranks, in buckets of about bucket_bytes (each reduced while
+  the next is gathered); works inside a TinyJit step."""
   grads = [p for p in params if p.grad is not None]
   Tensor.realize_all([p.grad for p in grads if p.grad is not None])
   buckets: list[list[Tensor]] = [[]]
@@ -148,8 +146,7 @@ def _summed(t: Tensor) -> Tensor:
 
 class SyncBatchNorm(nn.BatchNorm):
   """nn.BatchNorm over the global batch, as torch's SyncBatchNorm: in training the ranks' counts, sums and sums of
-  squares are all-reduced (and so are their gradients in backward()), so outputs, input gradients, running statistics
-  and the weight gradients summed over the ranks equal those of one process on the whole batch."""
+  squares are all-reduced, and so are their gradients (docs/devices.md)."""
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     mean, var = super().calc_stats(x)
     if not _is_training(): return mean, var  # eval without running statistics: each rank's own (as torch)

@@ -27,9 +27,8 @@ class ExportError(ValueError):
 
 @contextlib.contextmanager
 def browser_kernels(dev: Compiled) -> Iterator[None]:
-  """Kernels compiled for WebGPU's default limits (the WGSL renderer's defaults) while inside, with register tiles of
-  at most BROWSER_UPCAST elements; the programs compiled before for the adapter's own limits are set aside meanwhile
-  and come back after."""
+  """Kernels compiled for WebGPU's default limits and register tiles of at most BROWSER_UPCAST elements while inside
+  (the programs compiled for the adapter's own limits are set aside meanwhile)."""
   renderer, programs = dev.renderer, STATE.programs.copy()
   dev.renderer = WGSLRenderer(device=renderer.device, upcast_max=BROWSER_UPCAST)
   STATE.programs.clear()
@@ -106,13 +105,7 @@ def _io(bufs: _Buffers, t: Tensor) -> dict[str, Any]:
 def webgpu(fn: Callable[..., Any], example_inputs: Sequence[Tensor], out_dir: str | pathlib.Path,
            device: str = "WEBGPU") -> dict[str, Any]:
   """Export fn (a function of Tensors, or a TinyJit) for the browser: kernels/*.wgsl, model.safetensors and model.js
-  in out_dir (see docs/webgpu.md). example_inputs fix the input shapes and dtypes (copied to the device).
-  Returns the manifest model.js holds (kernels, buffers, inputs, outputs).
-
-  ```python
-  fusegrad.export.webgpu(lambda x: model(x).softmax(), [Tensor.zeros(1, 1, 28, 28)], "web/")
-  ```
-  """
+  in out_dir (docs/webgpu.md). example_inputs fix the input shapes and dtypes; returns the manifest model.js holds."""
   if not all(isinstance(t, Tensor) for t in example_inputs):
     raise ExportError("export: example_inputs must be Tensors (one per input of the function)")
   dev = Device[device]

@@ -1,8 +1,6 @@
 """Small helpers shared by every stage: flags, counters, printing, caching, downloads, progress bars.
 
-Every setting fusegrad reads from the environment is declared in this file (see "Flags" below), with its
-default and one line of doc. Nothing else reads os.environ.
-"""
+Every setting fusegrad reads from the environment is declared here ("Flags" below); nothing else reads os.environ."""
 from __future__ import annotations
 import atexit, cProfile, contextlib, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
 import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
@@ -95,9 +93,8 @@ def getenv(key: str, default: Any = 0) -> Any:
   return default if val is None else _convert(key, val, default)
 
 class ContextVar:
-  """A flag read once from the environment, overridable with `with Context(NAME=value)`. Numeric flags are >= 0.
-  A module above helpers that owns the flag's meaning may set `parse` (value -> value, ValueError on garbage), as
-  dtype.py does for DEFAULT_FLOAT so that it also takes a DType; it then re-checks the value read at import."""
+  """A flag read once from the environment, overridable with `with Context(NAME=value)`; numeric flags are >= 0. The
+  module that owns a flag's meaning may set `parse` (value -> value, ValueError on garbage), as dtype.py does."""
   _cache: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any, doc: str = ""):
     if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
@@ -314,9 +311,7 @@ def _connect(path: pathlib.Path | str) -> sqlite3.Connection:
   return conn
 
 def _db() -> sqlite3.Connection:
-  """The cache's connection. CACHEDB naming a file that isn't a fusegrad cache raises (the file is left alone); a
-  damaged fusegrad cache (or, at the default path, any file that isn't one) is set aside with a warning (as
-  NAME.damaged) and started again; a cache that can't be written falls back to memory with one warning."""
+  """The cache's connection; what happens to a foreign, damaged or read-only file: docs/developer/runtime.md."""
   global _db_connection
   if _db_connection is not None: return _db_connection
   path = _cache_path()
@@ -387,9 +382,8 @@ def _new_file_mode() -> int:
   return 0o666 & ~mask
 
 def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
-  """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename.
-  A symlink is written through (its target is replaced); the file keeps the mode of the one it replaces (a new file
-  gets open()'s). A failure removes the temp file; a killed process leaves at most a hidden `.NAME.*.tmp` beside it."""
+  """Write a file so that a crash never leaves it half written: a temp file in the same folder, then rename. A symlink
+  is written through; the file keeps the mode of the one it replaces (a new file gets open()'s)."""
   path = pathlib.Path(os.path.realpath(path))
   try: mode = path.stat().st_mode & 0o7777
   except FileNotFoundError: mode = _new_file_mode()
