@@ -61,8 +61,7 @@ class LinalgMixin:
 
   def svd(self: Tensor, full_matrices: bool = True, sweeps: int = 8) -> tuple[Tensor, Tensor, Tensor]:
     """U, S, Vh with self = U @ diag(S) @ Vh, S descending, as torch.linalg.svd (signs of singular vectors may
-    differ). One-sided Jacobi: `sweeps` rounds of rotations that make every pair of columns orthogonal, the pairs of a
-    round taken n // 2 at a time. full_matrices: U (m, m) and Vh (n, n), else U (m, k), Vh (k, n) with k = min(m, n).
+    differ), by `sweeps` rounds of one-sided Jacobi. full_matrices: U (m, m) and Vh (n, n), else U (m, k), Vh (k, n).
 
     `Tensor([[3.0, 0.0], [0.0, -4.0]]).svd()[1].tolist()` is [4.0, 3.0]."""
     a = self._matrix_float("svd")
@@ -81,10 +80,7 @@ class LinalgMixin:
     return u, s, v.transpose(-1, -2)
 
   def _jacobi_columns(self: Tensor, sweeps: int) -> tuple[Tensor, Tensor]:
-    """(U, V) with self @ V = U, V orthogonal and U's columns mutually orthogonal (Hestenes' one-sided Jacobi).
-    The columns sit in two rows, top and bottom, and each round rotates every top[i], bottom[i] pair at once; between
-    rounds they move round a circle with top[0] fixed (Brent and Luk), so n - 1 rounds meet every pair once: a product
-    with a permutation matrix, exact. float32 converges in about 5 sweeps for small matrices."""
+    """(U, V) with self @ V = U, V orthogonal and U's columns mutually orthogonal (docs/developer/tensor.md)."""
     n = self.shape[-1]
     a = self.pad(((0, 0),) * (self.ndim - 1) + ((0, 1),)) if n % 2 else self  # a zero column evens the pairs
     k, lead, dev = a.shape[-1] // 2, a.shape[:-2], a.device
@@ -110,13 +106,8 @@ class LinalgMixin:
 
   def newton_schulz(self: Tensor, steps: int = 5, params: tuple[float, ...] = MUON_COEFFICIENTS,
                     eps: float = 1e-7) -> Tensor:
-    """An approximate orthogonalization of the matrices in the last two axes (their U V^T, singular values pushed near
-    1) by the Newton-Schulz iteration of the odd polynomial with coefficients params (tinygrad's Tensor.newton_schulz;
-    Muon's quintic by default):
-
-      X = G / (||G||_F + eps)                    (transposed first if G has more rows than columns)
-      repeat `steps` times:  A = X X^T;  X = p0 X + (p1 A + p2 A A + ...) X
-    """
+    """An approximate orthogonalization (U V^T) of the matrices in the last two axes by `steps` Newton-Schulz iterations
+    of the odd polynomial with coefficients params, Muon's quintic by default (docs/developer/tensor.md)."""
     if self.ndim < 2: raise ShapeError(f"newton_schulz: needs a matrix, got shape {self.shape}")
     tall = self.shape[-2] > self.shape[-1]
     x = self.transpose(-1, -2) if tall else self
