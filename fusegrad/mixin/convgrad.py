@@ -22,9 +22,8 @@ def _dilate(g: Tensor, stride: tuple[int, ...]) -> Tensor:
   return x.shrink(tuple((0, p) for p in pre) + tuple((0, (o - 1) * s + 1) for o, s in zip(o_, stride)))
 
 def input_grad(gp: Tensor, w: Tensor, a: ConvArgs) -> Tensor:
-  """d conv / d x: dx[b, c, i] = sum of g[b, cout, o] w[cout, c, k] over the couts of c's group and the (o, k) with
-  i + pad = o*s + k*d. That is gp, the output gradient dilated and padded by d*(k-1) - pad before (and up to the
-  input's size after) (_grad_pads), convolved with w transposed per group and flipped."""
+  """d conv / d x: gp, the output gradient dilated by the stride and padded (_grad_pads), convolved with w transposed
+  per group and flipped."""
   n, k_, cout, cin_g, groups = len(a.stride), w.shape[2:], w.shape[0], w.shape[1], a.groups
   # (cout, cin_g, *k) -> (groups, rcout, cin_g, *k) -> (groups * cin_g, rcout, *k), kernel flipped
   wt = w.reshape(groups, cout // groups, cin_g, *k_).transpose(1, 2).reshape(groups * cin_g, cout // groups, *k_)
@@ -46,10 +45,8 @@ def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int) -> int:
   return max((c for c in divisors if c * image_bytes <= 1 << 20), default=min(divisors, default=bs))
 
 def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, channel_last: bool) -> Tensor:
-  """d conv / d w: dw[cout, c, k] = sum over (b, o) of g[b, cout, o] * x_padded[b, group's c, o*s + k*d]. A big batch
-  is summed in chunks first (one kernel, the chunks its outer loop), then over the chunks (a small second kernel).
-  With g and x channel-last the kernel is a matmul over (b, o) per kernel offset: a vector of output channels times
-  input channels broadcast, both from contiguous loads."""
+  """d conv / d w: dw[cout, c, k] = sum over (b, o) of g[b, cout, o] * x_padded[b, group's c, o*s + k*d], a big batch
+  summed in chunks first (one kernel), then over the chunks (a small second kernel)."""
   n, k_ = len(a.stride), w_shape[2:]
   bs, cout, o_ = g.shape[0], g.shape[1], g.shape[2:]
   groups, cin_g = a.groups, w_shape[1]
@@ -63,9 +60,8 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, cha
   return dw.reshape(cout, cin_g, *k_)
 
 def conv_rule(a: ConvArgs, tensor: type[Tensor]):
-  """The derivative rule of a conv2d result (before the bias) for gradient.with_rule. The output gradient is computed
-  once into a buffer (both gradients read it, and what produces it is often long: a norm's and a pool's backward),
-  channel-last where both channel counts fill vectors, and padded for the input gradient (stride 1) then."""
+  """The derivative rule of a conv2d result (before the bias) for gradient.with_rule: the output gradient goes once
+  into a buffer both gradients read (channel-last where both channel counts fill vectors)."""
   def rule(g, n, xu, wu):
     gt, xt, wt = tensor(g), tensor(xu), tensor(wu)
     cl = wt.shape[1] % 8 == 0 and (wt.shape[0] // a.groups) % 8 == 0
