@@ -45,10 +45,6 @@ class _PoolArgs(NamedTuple):
   pads: list[tuple[int, int]]
   extra: list[int]
 
-def _counted_span(plane: Sequence[int], pads: Sequence[tuple[int, int]], include_pad: bool) -> list[tuple[int, int]]:
-  """Per axis, the [lo, hi) cells (in padded coordinates) that count in an average: the input, or input and padding."""
-  return [(0, pb + i + pa) if include_pad else (pb, pb + i) for i, (pb, pa) in zip(plane, pads)]
-
 class ConvMixin:
   __slots__ = ()
   # *** sliding windows ***
@@ -151,8 +147,7 @@ class ConvMixin:
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
                        dilation: Ints = 1, padding: Any = 0, output_padding: Ints = 0) -> Tensor:
     """N-d transposed convolution as torch.nn.functional.conv_transpose{1,2,3}d: x (batch, cin, *spatial), weight
-    (cin, cout // groups, *kernel). Zeros go between input elements (stride), then a convolution with the flipped
-    kernel; output size (i-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1."""
+    (cin, cout // groups, *kernel); zeros between inputs (stride), then a convolution with the flipped kernel."""
     n = weight.ndim - 2
     if n >= 1 and self.ndim == n + 1:  # unbatched (cin, *spatial)
       return (self.unsqueeze(0).conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
@@ -263,8 +258,9 @@ class ConvMixin:
     axes = tuple(range(-n, 0))
     x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
     total = _pad_last(x, all_pads)._pool(k_, s_, d_).sum(axes)
-    # the divisor: how many cells of each window count, per axis (small host-made tensors: no extra kernel)
-    spans = _counted_span(self.shape[-n:], pads, count_include_pad)
+    # the divisor: how many cells of each window count, per axis (small host-made tensors: no extra kernel); the cells
+    # [lo, hi) that count, in padded coordinates, are the input's, or the input's and the padding's
+    spans = [(0, pb + i + pa) if count_include_pad else (pb, pb + i) for i, (pb, pa) in zip(self.shape[-n:], pads)]
     per_axis = [[sum(lo <= o * s + q * d < hi for q in range(k)) for o in range(out)]
                 for out, (lo, hi), k, s, d in zip(total.shape[-n:], spans, k_, s_, d_)]
     if all(len(set(c)) == 1 for c in per_axis): return total / prod(c[0] for c in per_axis)

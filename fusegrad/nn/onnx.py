@@ -19,9 +19,8 @@ class OnnxError(NotImplementedError):
   """An op, op version or attribute this runner doesn't handle."""
 
 class OnnxRunner:
-  """Loads an ONNX model (a path, bytes or an onnx.ModelProto) and runs it: `runner({name: array or Tensor})` returns
-  {output name: Tensor}. Initializers become Tensors once, at load time; external data is read from next to the
-  file (or from base_dir for a ModelProto). device: where the tensors live (default Device.DEFAULT)."""
+  """Loads an ONNX model (a path, bytes or an onnx.ModelProto; external data next to the file or in base_dir) onto
+  device and runs it: `runner({name: array or Tensor})` returns {output name: Tensor} (docs/onnx.md)."""
   def __init__(self, model: Any, device: str | None = None, base_dir: str | None = None):
     import onnx
     if isinstance(model, (str, os.PathLike)):
@@ -40,7 +39,7 @@ class OnnxRunner:
 
   def __call__(self, inputs: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
     feeds = {**(inputs or {}), **kw}
-    missing = [n for n, i in self.inputs.items() if n not in feeds and not _optional_input(i)]
+    missing = [n for n, i in self.inputs.items() if n not in feeds and not i.type.HasField("optional_type")]
     if missing: raise ValueError(f"OnnxRunner: missing inputs {missing}; the model takes {list(self.inputs)}")
     unknown = [n for n in feeds if n not in self.inputs and n not in self.initializers]
     if unknown: raise ValueError(f"OnnxRunner: unknown inputs {unknown}; the model takes {list(self.inputs)}")
@@ -108,9 +107,6 @@ DEBUG_NODES = False  # set to True to print each node's build time
 
 @functools.cache
 def _params(fn: Callable) -> set[str]: return set(inspect.signature(fn).parameters)
-
-def _optional_input(i: Any) -> bool:
-  return i.type.HasField("optional_type")
 
 class _on_device:
   """Makes device the default for the tensors an op creates from nothing (Range, ConstantOfShape...), then restores."""
