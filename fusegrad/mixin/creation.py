@@ -67,9 +67,8 @@ class CreationMixin:
     return x.requires_grad_(requires_grad)
   @classmethod
   def from_blob(cls: type[Tensor], ptr: int, shape: tuple[int, ...], **kwargs: Any) -> Tensor:
-    """A tensor on the memory at address ptr, without copying or owning it (the caller keeps it alive as long as the
-    tensor lives); dtype= and device= (CPU or PYTHON) as for Tensor.empty: `Tensor.from_blob(arr.ctypes.data, (2, 3))`.
-    Writes to the tensor (assign, an optimizer step) write into that memory."""
+    """A tensor on the memory at address ptr (CPU or PYTHON), without copying or owning it; writes to the tensor write
+    into that memory. dtype= and device= as for Tensor.empty: `Tensor.from_blob(arr.ctypes.data, (2, 3))`."""
     ret = cls.empty(*shape, **kwargs)
     state.view_base(ret.uop).arg.use_pointer(ptr)
     return ret
@@ -81,9 +80,8 @@ class CreationMixin:
     cls._seed, STATE.rng_counter = int(seed), 0
   @classmethod
   def _random_bits(cls: type[Tensor], n: int, device: str | None) -> Tensor:
-    """n uint32 random words, fresh on every call: Threefry of (counter + i) under the seed. The seed and counter
-    come from a small buffer of their own (not constants in the kernel), so every call runs the same compiled
-    kernel, and TinyJit can write the next counter into it before each replay."""
+    """n uint32 random words, fresh on every call: Threefry of (counter + i) under the seed, both read from a small
+    buffer (not kernel constants), so every call runs the same kernel and TinyJit can set the counter per replay."""
     state = cls([cls._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter], dtype=dtypes.uint64, device=device)
     for hook in _rng_hooks: hook(state, STATE.rng_counter)
     STATE.rng_counter += n

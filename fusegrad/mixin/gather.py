@@ -11,8 +11,7 @@ if TYPE_CHECKING:
   from fusegrad.tensor import Tensor
 
 class ClassIdError(IndexError, ArgumentError):
-  """one_hot: a class id outside [0, num_classes); an IndexError as other out-of-range indices, and the ValueError
-  and RuntimeError (torch) that a bad argument is."""
+  """one_hot: a class id outside [0, num_classes): an IndexError as other out-of-range indices, and an ArgumentError."""
 
 class GatherMixin:
   __slots__ = ()
@@ -120,8 +119,8 @@ class GatherMixin:
 
   # *** selections with a data-dependent length ***
   def _select_slots(self: Tensor, mask: Tensor, size: int | None, op: str) -> Tensor:
-    """(size, n) bool: slot j picks the j-th true element of mask (flattened, n elements). Without size, the number
-    of true elements is read back (a sync, as in torch). Compares every slot with every element: for modest sizes."""
+    """(size, n) bool: slot j picks the j-th true element of mask (flattened, n elements); without size, the number
+    of true elements is read back (a sync, as in torch)."""
     m = mask.flatten() if mask.ndim else mask.reshape(1)
     if m.dtype != dtypes.bool: raise TypeError(f"{op}: the mask must be bool, got {m.dtype}")
     if size is None: size = int(m.sum().item())

@@ -1,5 +1,4 @@
-"""Losses, composed from Tensor methods: negative log-likelihood, cross entropy, binary cross entropy.
-"""
+"""Losses, composed from Tensor methods: negative log-likelihood, cross entropy, binary cross entropy."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes
@@ -14,7 +13,6 @@ def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
   if reduction == "sum": return x.sum()
   if reduction == "mean": return x.mean()
   raise ArgumentError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
-
 
 class LossMixin:
   __slots__ = ()

@@ -1,5 +1,4 @@
-"""Network ops composed from Tensor methods: normalization, dropout, attention, resampling (interpolate) and einsum.
-"""
+"""Network ops composed from Tensor methods: normalization, dropout, attention, resampling (interpolate) and einsum."""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
@@ -65,9 +64,8 @@ class NNMixin:
                                    dropout_p: float = 0.0, is_causal: bool = False, enable_gqa: bool = False,
                                    scale: float | None = None) -> Tensor:
     """softmax(q @ k^T * scale + mask) @ v for q = x (..., L, E), k (..., S, E), v (..., S, Ev), as
-    torch.nn.functional.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added;
-    is_causal keeps the lower triangle; a row with nothing kept gives 0. Dropout (of the weights) applies in training
-    only, as Tensor.dropout."""
+    torch.nn.functional.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added; a row with
+    nothing kept gives 0."""
     if min(self.ndim, key.ndim, value.ndim) < 2 or key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
       raise ShapeError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape}, value {value.shape} "
                        "don't fit")

@@ -229,8 +229,7 @@ class ReduceMixin:
     x = self if dtypes.is_float(self.dtype) else self.cast(sum_acc_dtype(self.dtype))
     return x._cumulative(axis, "prod")
   def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
-    """(values, indices) of the running maximum along axis, as torch.cummax: the index is the last position holding
-    the running maximum (a nan, once seen, stays the maximum). Indices are int32.
+    """(values, int32 indices) of the running maximum along axis, as torch.cummax (a nan, once seen, stays the maximum).
 
     `Tensor([1, 3, 2, 3]).cummax()` is ([1, 3, 3, 3], [0, 1, 1, 3])."""
     return self._cum_extreme(axis, largest=True)
@@ -252,8 +251,7 @@ class ReduceMixin:
     indices = hit.where(pos, 0)._cumulative(axis, "max")
     return values.cast(self.dtype), indices
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
-    """log(cumsum(exp(x))) along axis, computed stably (each running sum is a logsumexp, blocks merged with
-    logaddexp), so small early values are not lost to a large later one; -inf inputs count as zero weight.
+    """log(cumsum(exp(x))) along axis, each running sum a logsumexp (small early values survive a large later one).
 
     `Tensor([0.0, 0.0]).logcumsumexp()` is [0.0, 0.693]."""
     x = self if dtypes.is_float(self.dtype) else self.cast(least_upper_float(self.dtype))
@@ -314,8 +312,7 @@ class ReduceMixin:
   def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
   def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: DType | None = None) -> Tensor:
-    """x @ weight (+ bias); weight is (in, out). A 1-D weight scales elementwise. dtype: the matmul's accumulation
-    dtype, as in dot."""
+    """x @ weight (+ bias), weight (in, out) (a 1-D weight scales elementwise); dtype: the accumulation dtype."""
     x = self * weight if weight.ndim == 1 else self.dot(weight, dtype)
     return x + bias if bias is not None else x
   def sequential(self: Tensor, layers: list[Callable[[Tensor], Tensor]]) -> Tensor:

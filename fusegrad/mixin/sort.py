@@ -1,5 +1,4 @@
-"""Sorting: sort, argsort and topk, built from comparisons of every pair (a rank per element).
-"""
+"""Sorting: sort, argsort and topk, built from comparisons of every pair (a rank per element)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes
@@ -44,7 +43,6 @@ class SortMixin:
 
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along dim; ties keep their order, nan sorts last (first when descending).
-    It compares every pair along dim: for modest sizes.
 
     `Tensor([3, 1, 2]).sort()[0].tolist()` is [1, 2, 3]."""
     n = self.shape[_resolve_axis(dim, self.ndim, "sort")] if self.ndim else 1
@@ -56,8 +54,7 @@ class SortMixin:
 
   def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True, *,
            sorted: bool | None = None) -> tuple[Tensor, Tensor]:
-    """(values, indices) of the k largest (or smallest) elements along dim, always in sorted order (which sorted_,
-    tinygrad's name, or sorted, torch's, allows).
+    """(values, indices) of the k largest (or smallest) elements along dim, always sorted (sorted_, sorted ignored).
 
     `Tensor([1, 5, 3]).topk(2)[1].tolist()` is [1, 2]."""
     return self._sorted_top(k, dim, largest, "topk")
