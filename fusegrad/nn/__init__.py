@@ -24,7 +24,9 @@ def _buffer(value: Tensor) -> Tensor:
   """A non-trainable state tensor (running statistics) in a buffer of its own, updated with assign()."""
   return _fresh(value).requires_grad_(False)
 
-def _uniform_param(shape: tuple[int, ...], bound: float) -> Tensor:
+def _uniform_param(shape: tuple[int, ...], fan_in: int) -> Tensor:
+  """A parameter initialized as torch's weights and biases: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+  bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
   return _param(Tensor.uniform(*shape, low=-bound, high=bound))
 
 def _channel_view(t: Tensor, ndim: int) -> Tensor:
@@ -33,15 +35,13 @@ def _channel_view(t: Tensor, ndim: int) -> Tensor:
 
 # *** linear and embedding ***
 class Linear:
-  """y = x @ weight.T + bias (torch.nn.Linear); weight is (out_features, in_features). Both are initialized
-  uniform(-1/sqrt(in_features), 1/sqrt(in_features)), as torch's kaiming_uniform_(a=sqrt(5)) gives.
+  """y = x @ weight.T + bias (torch.nn.Linear); weight is (out_features, in_features).
 
   `Linear(3, 2)(Tensor.ones(4, 3)).shape` is (4, 2)."""
   def __init__(self, in_features: int, out_features: int, bias: bool = True):
     self.in_features, self.out_features = in_features, out_features
-    bound = 1 / math.sqrt(in_features) if in_features > 0 else 0.0
-    self.weight = _uniform_param((out_features, in_features), bound)
-    self.bias = _uniform_param((out_features,), bound) if bias else None
+    self.weight = _uniform_param((out_features, in_features), in_features)
+    self.bias = _uniform_param((out_features,), in_features) if bias else None
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim == 0 or x.shape[-1] != self.in_features:
@@ -70,7 +70,7 @@ class Embedding:
 # *** convolutions ***
 class _ConvNd:
   """What Conv and ConvTranspose layers share: the hyperparameters, stored as given (tinygrad's attributes), and the
-  parameters, initialized uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch."""
+  parameters."""
   _spatial_dims = 2  # the spatial axes an int kernel_size stands for (a tuple gives its own count)
   def __init__(self, kernel_size: int | tuple[int, ...], stride: Any, padding: Any, dilation: Any, groups: int,
                in_channels: int, out_channels: int, bias: bool, transposed: bool):
@@ -85,15 +85,13 @@ class _ConvNd:
     self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
     rows, cols = (in_channels, out_channels) if transposed else (out_channels, in_channels)
     fan_in = cols // groups * prod(self.kernel_size)
-    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    self.weight = _uniform_param((rows, cols // groups, *self.kernel_size), bound)
-    self.bias = _uniform_param((out_channels,), bound) if bias else None
+    self.weight = _uniform_param((rows, cols // groups, *self.kernel_size), fan_in)
+    self.bias = _uniform_param((out_channels,), fan_in) if bias else None
 
 class Conv2d(_ConvNd):
   """2-d convolution (torch.nn.Conv2d) over (N, C, H, W) or unbatched (C, H, W) input; weight is
   (out_channels, in_channels // groups, *kernel_size). A kernel_size tuple of another length makes it N-d.
   padding: an int, one int per axis, 'valid' or 'same'; padding_mode 'zeros', 'reflect', 'replicate' or 'circular'.
-  Weight and bias are initialized uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels // groups * prod(k).
 
   `Conv2d(1, 2, 3, padding=1)(Tensor.ones(1, 1, 5, 5)).shape` is (1, 2, 5, 5)."""
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
@@ -136,7 +134,6 @@ class ConvTranspose2d(_ConvNd):
   """2-d transposed convolution (torch.nn.ConvTranspose2d); weight is (in_channels, out_channels // groups,
   *kernel_size). Output size per axis: (i-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1, or pass
   output_size to the call to choose among the sizes the stride allows (as torch does).
-  Initialization as torch: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = out_channels // groups * prod(k).
 
   `ConvTranspose2d(1, 1, 2, stride=2)(Tensor.ones(1, 1, 3, 3)).shape` is (1, 1, 6, 6)."""
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
@@ -325,16 +322,15 @@ class RMSNorm:
 class LSTMCell:
   """One LSTM step (torch.nn.LSTMCell): `h, c = cell(x, (h, c))` with x (N, input_size) or (input_size,); the
   state defaults to zeros. Gates i, f, g, o in that order along the 4*hidden_size rows of weight_ih
-  (4h, input_size) and weight_hh (4h, h); every parameter is initialized uniform(-1/sqrt(h), 1/sqrt(h)).
+  (4h, input_size) and weight_hh (4h, h).
 
   `LSTMCell(3, 5)(Tensor.rand(2, 3))[0].shape` is (2, 5)."""
   def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
     self.input_size, self.hidden_size = input_size, hidden_size
-    bound = 1 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
-    self.weight_ih = _uniform_param((4 * hidden_size, input_size), bound)
-    self.weight_hh = _uniform_param((4 * hidden_size, hidden_size), bound)
-    self.bias_ih = _uniform_param((4 * hidden_size,), bound) if bias else None
-    self.bias_hh = _uniform_param((4 * hidden_size,), bound) if bias else None
+    self.weight_ih = _uniform_param((4 * hidden_size, input_size), hidden_size)
+    self.weight_hh = _uniform_param((4 * hidden_size, hidden_size), hidden_size)
+    self.bias_ih = _uniform_param((4 * hidden_size,), hidden_size) if bias else None
+    self.bias_hh = _uniform_param((4 * hidden_size,), hidden_size) if bias else None
 
   def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
     if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
