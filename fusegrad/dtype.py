@@ -13,8 +13,7 @@ class DType:
   name: str
   fmt: str | None  # struct / memoryview format character; None for bfloat16 (stored as raw 16 bits)
   count: int = 1
-  # equality and hashing run for every node built: the fields' tuple and a hash of ints (the same in every process)
-  # are computed once
+  # equality and hashing run for every node built: the fields' tuple and a hash of ints are computed once
   def __post_init__(self) -> None:
     object.__setattr__(self, "_key", self._fields())
     object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count)))
@@ -52,8 +51,7 @@ class PtrDType(DType):
   def __repr__(self) -> str: return f"{self.base!r}.ptr({'local=True' if self.local else ''})"
 
 class _DTypesMeta(type):
-  """Gives `dtypes` its one computed name: default_float follows the DEFAULT_FLOAT flag, so that
-  `with Context(DEFAULT_FLOAT=dtypes.half):` changes it for the block, as in tinygrad."""
+  """Gives `dtypes` its one computed name: default_float follows the DEFAULT_FLOAT flag (Context changes it)."""
   @property
   def default_float(cls) -> DType: return DEFAULT_FLOAT.value
   @default_float.setter
@@ -152,8 +150,7 @@ NAMED_DTYPES: dict[str, DType] = {
   **DTYPES_DICT}
 
 def _parse_default_float(val: Any) -> DType:
-  """The float dtype a DEFAULT_FLOAT value names: a float DType itself, or its name in any case (as tinygrad:
-  DEFAULT_FLOAT=HALF); float32 when it is empty. ValueError for anything else."""
+  """The float dtype a DEFAULT_FLOAT value names: a float DType, its name in any case (HALF), or "" for float32."""
   if isinstance(val, str) and val == "": return dtypes.float32
   dt = val if isinstance(val, DType) else NAMED_DTYPES.get(val.lower()) if isinstance(val, str) else None
   if dt is None or not dtypes.is_float(dt) or isinstance(dt, PtrDType):
@@ -183,9 +180,8 @@ class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
   """An integer // or % by zero: a ZeroDivisionError (Python's) and a RuntimeError (torch's)."""
 
 def checked_ints(values: list, dtype: DType) -> None:
-  """ConversionOverflowError unless every Python value converts to the integer dtype as torch's creation allows: an int
-  or float in its range (a float is truncated after: 255.5 doesn't fit uint8, -0.5 fits int8 only); bools fit. As in
-  torch, a negative int down to -max wraps into uint8/16/32 (-1 is 255 in uint8): the one wrap torch does itself."""
+  """ConversionOverflowError unless every Python value converts to the integer dtype as torch's creation allows: in its
+  range (a float before truncation), or a negative int down to -max into uint8/16/32 (torch's one wrap)."""
   lo, hi = dtypes.min(dtype), dtypes.max(dtype)
   ilo = -hi if dtypes.is_unsigned(dtype) and dtype.itemsize < 8 else lo
   if all(type(v) is int for v in values) and (not values or (ilo <= min(values) and max(values) <= hi)): return

@@ -269,8 +269,7 @@ def _cache_path() -> pathlib.Path: return pathlib.Path(CACHEDB.value) if CACHEDB
 _APPLICATION_ID = 0x66677264  # "fgrd", in the header of every cache file (PRAGMA application_id, byte 68)
 
 def _cache_file_kind(path: pathlib.Path) -> str:
-  """'new' (nothing there, or an empty file), 'ours' (a fusegrad cache, maybe damaged: its header says so, or its first
-  page holds our table's schema) or 'foreign' (anything else: never used nor overwritten when CACHEDB names it)."""
+  """'new' (nothing there, or an empty file), 'ours' (a fusegrad cache, maybe damaged) or 'foreign' (anything else)."""
   if not path.exists() or (path.is_file() and path.stat().st_size == 0): return "new"
   if not path.is_file(): return "foreign"
   with open(path, "rb") as f: head = f.read(1 << 16)
@@ -285,9 +284,8 @@ def _cache_file_kind(path: pathlib.Path) -> str:
   return "ours" if found else "foreign"
 
 def _damage(path: pathlib.Path) -> str | None:
-  """Why the SQLite file at path is damaged, from its header alone (cheap), or None: shorter than the pages its header
-  counts (valid when bytes 92-96 match the change counter at 24-28). Only for a cache at rest: while another process
-  has it open (its NAME-wal exists), a checkpoint writes the new header before it grows the file."""
+  """Why the SQLite file at path is damaged, from its header alone, or None: shorter than the pages its header counts.
+  Only for a cache at rest: while a process has it open (NAME-wal exists), a checkpoint writes the header first."""
   if path.with_name(path.name + "-wal").exists(): return None
   with open(path, "rb") as f: head = f.read(100)
   page_size, pages, size = int.from_bytes(head[16:18], "big"), int.from_bytes(head[28:32], "big"), path.stat().st_size

@@ -94,8 +94,7 @@ def LpPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: A
 
 def MaxUnpool(x: Tensor, indices: Tensor, output_shape: Any = None, kernel_shape: Any = None, pads: Any = None,
               strides: Any = None) -> Tensor:
-  k = _ints(kernel_shape)
-  s, p = _ints(strides) or [1] * len(k), _pads(x, k, [1] * len(k), [1] * len(k), pads, "NOTSET")
+  k, s, _, p = _pool_prep(x, kernel_shape, strides, None, pads, "NOTSET")
   out = _ints(output_shape)[2:] if output_shape is not None else None
   if out is None: out = [(i - 1) * st - a - b + kk for i, st, (a, b), kk in zip(x.shape[2:], s, p, k)]
   return x.max_unpool2d(indices % math.prod(out), tuple(k), tuple(s), 1, 0, output_size=out)

@@ -80,9 +80,8 @@ class Optimizer:
     Tensor.realize_all(self.schedule_step())
 
   def schedule_step(self) -> list[Tensor]:
-    """Build the update lazily and return the tensors to realize for it: the state, the parameters and the buffers.
-    `Tensor.realize(loss, *opt.schedule_step())` computes the loss and the step in one schedule. As in tinygrad, only in
-    training mode (`with Tensor.train():`, `Context(TRAINING=1)`)."""
+    """Build the update lazily and return the tensors to realize for it (state, parameters, buffers), in training mode:
+    `Tensor.realize(loss, *opt.schedule_step())` computes the loss and the step in one schedule."""
     if not _is_training():
       raise RuntimeError(f"{type(self).__name__}: a step outside training mode; step inside `with Tensor.train():` or "
                          "`with Context(TRAINING=1):`")
