@@ -38,12 +38,12 @@ def _pad_last(x: Tensor, pads: Sequence[tuple[int, int]], value: float = 0.0) ->
   return x.pad(((0, 0),) * (x.ndim - len(pads)) + tuple(pads), value=value)
 
 class _PoolArgs(NamedTuple):
-  """Pooling arguments resolved per spatial axis; extra is the right padding ceil_mode adds (<= 0 otherwise)."""
+  """Pooling arguments per spatial axis; padded: pads plus the right padding ceil_mode adds (<= 0 otherwise)."""
   kernel: tuple[int, ...]
   stride: tuple[int, ...]
   dilation: tuple[int, ...]
   pads: list[tuple[int, int]]
-  extra: list[int]
+  padded: list[tuple[int, int]]
 
 class ConvMixin:
   __slots__ = ()
@@ -177,7 +177,7 @@ class ConvMixin:
   # *** pooling ***
   def _pool_setup(self: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool,
                   op: str) -> _PoolArgs:
-    """(kernel, stride, dilation, padding per axis, extra right padding per axis that ceil_mode needs)."""
+    """(kernel, stride, dilation, padding per axis, and the padding with the extra right padding ceil_mode needs)."""
     k_ = make_tuple(kernel_size, 2)
     n = len(k_)
     s_ = k_ if stride is None or stride == () or stride == [] else _tuple(stride, n, "stride", op)
@@ -196,7 +196,7 @@ class ConvMixin:
       o = (-(-span // s) if ceil_mode else span // s) + 1
       if ceil_mode and (o - 1) * s >= i + pb: o -= 1  # torch: the last window must start inside the input or left pad
       extra.append((o - 1) * s + d * (k - 1) + 1 - (i + pb + pa))  # > 0 only in ceil mode
-    return _PoolArgs(k_, s_, d_, pads, extra)
+    return _PoolArgs(k_, s_, d_, pads, [(pb, pa + e) for (pb, pa), e in zip(pads, extra)])
 
   def max_pool2d(self: Tensor, kernel_size: Ints = (2, 2), stride: Ints | None = None, dilation: Ints = 1,
                  padding: Any = 0, ceil_mode: bool = False,
@@ -205,10 +205,8 @@ class ConvMixin:
     padding counts as -inf. With return_indices, also the flat index (int32) of each max within its input plane.
 
     `Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()` is [[[[5, 7], [13, 15]]]]."""
-    k_, s_, d_, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
-    lowest = dtypes.min(self.dtype)
-    all_pads = [(pb, pa + e) for (pb, pa), e in zip(pads, extra)]
-    windows = _pad_last(self, all_pads, lowest)._pool(k_, s_, d_)
+    k_, s_, d_, _, all_pads = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
+    windows = _pad_last(self, all_pads, dtypes.min(self.dtype))._pool(k_, s_, d_)
     axes = tuple(range(-len(k_), 0))
     ret = windows.max(axes)
     if dtypes.is_float(ret.dtype):  # the gradient into a buffer: a norm's backward before the pool reads it many times
@@ -252,14 +250,13 @@ class ConvMixin:
                  padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Mean over windows of the last len(kernel_size) axes, as torch.nn.functional.avg_pool{1,2,3}d: with
     count_include_pad the padding counts in the divisor (but not the extra cells ceil_mode adds)."""
-    k_, s_, d_, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
+    k_, s_, d_, pads, all_pads = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
     n = len(k_)
-    all_pads = [(pb, pa + e) for (pb, pa), e in zip(pads, extra)]
     axes = tuple(range(-n, 0))
     x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
     total = _pad_last(x, all_pads)._pool(k_, s_, d_).sum(axes)
-    # the divisor: how many cells of each window count, per axis (small host-made tensors: no extra kernel); the cells
-    # [lo, hi) that count, in padded coordinates, are the input's, or the input's and the padding's
+    # the divisor: how many cells of each window count, per axis (small host-made tensors: no extra kernel), counting
+    # the cells [lo, hi) of the input, or of the input and its padding (in padded coordinates)
     spans = [(0, pb + i + pa) if count_include_pad else (pb, pb + i) for i, (pb, pa) in zip(self.shape[-n:], pads)]
     per_axis = [[sum(lo <= o * s + q * d < hi for q in range(k)) for o in range(out)]
                 for out, (lo, hi), k, s, d in zip(total.shape[-n:], spans, k_, s_, d_)]

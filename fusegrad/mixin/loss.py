@@ -16,7 +16,6 @@ def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
 
 class LossMixin:
   __slots__ = ()
-  # *** losses ***
   def _class_targets(self: Tensor, Y: Tensor, axis: int, weight: Tensor | None, ignore_index: int | None,
                      op: str) -> tuple[Tensor, Tensor, Tensor]:
     """For integer targets Y (self's shape without the class axis): the one-hot mask along axis, the class weights

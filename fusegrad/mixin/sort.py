@@ -9,7 +9,6 @@ if TYPE_CHECKING:
 
 class SortMixin:
   __slots__ = ()
-  # *** sorting ***
   def _rank(self: Tensor, descending: bool) -> Tensor:
     """For x (..., n): each element's position in the sorted order (stable: ties keep their order; nan sorts as the
     largest value, as in torch), by counting the elements that go before it."""
