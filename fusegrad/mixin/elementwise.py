@@ -248,16 +248,14 @@ class ElementwiseMixin:
     """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error).
 
     >>> [round(v, 4) for v in Tensor([0.0, 1.0, -1.0]).exp().tolist()]
-    [1.0, 2.7183, 0.3679]
-    """
+    [1.0, 2.7183, 0.3679]"""
     x = self._float()
     return x._wide().mul(LOG2_E)._apply(Ops.EXP2).cast(x.dtype)
   def exp2(self: Tensor) -> Tensor:
     """2 ** x, elementwise.
 
     >>> Tensor([0.0, 1.0, 3.0]).exp2().tolist()
-    [1.0, 2.0, 8.0]
-    """
+    [1.0, 2.0, 8.0]"""
     return self._float()._apply(Ops.EXP2)
   def expm1(self: Tensor) -> Tensor:
     """exp(x) - 1."""
@@ -266,8 +264,7 @@ class ElementwiseMixin:
     """Natural logarithm (-inf at 0, nan below).
 
     >>> [round(v, 4) for v in Tensor([1.0, 2.718281828, 0.5]).log().tolist()]
-    [0.0, 1.0, -0.6931]
-    """
+    [0.0, 1.0, -0.6931]"""
     return self._float()._apply(Ops.LOG2).mul(LN_2)
   def log2(self: Tensor) -> Tensor:
     """Base-2 logarithm."""
@@ -375,8 +372,7 @@ class ElementwiseMixin:
     """self > x, elementwise (a bool tensor).
 
     >>> Tensor([1, 2, 3]).gt(2).tolist()
-    [False, False, True]
-    """
+    [False, False, True]"""
     return self > x
   def le(self: Tensor, x: Any) -> Tensor:
     """self <= x."""
@@ -452,8 +448,7 @@ class ElementwiseMixin:
     """max(x, 0), with gradient 0 at 0 (nan passes through).
 
     >>> Tensor([-1.0, 0.0, 2.0]).relu().tolist()
-    [0.0, 0.0, 2.0]
-    """
+    [0.0, 0.0, 2.0]"""
     return (self <= 0).where(0, self)
   def relu6(self: Tensor) -> Tensor:
     """min(max(x, 0), 6) (gradient 0 at both bounds, as torch)."""

@@ -118,8 +118,7 @@ class MovementMixin:
     """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`.
 
     >>> Tensor.arange(6).reshape(2, -1).tolist()
-    [[0, 1, 2], [3, 4, 5]]
-    """
+    [[0, 1, 2], [3, 4, 5]]"""
     new = list(argfix(shape, *args))
     if new.count(-1) > 1: raise ShapeError(f"reshape: only one size may be -1, got {tuple(new)} for {self.shape}")
     new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
@@ -139,8 +138,7 @@ class MovementMixin:
     """Reorder the axes: `x.permute(1, 0)` transposes a matrix.
 
     >>> Tensor.arange(6).reshape(1, 2, 3).permute(2, 0, 1).shape
-    (3, 1, 2)
-    """
+    (3, 1, 2)"""
     order = argfix(order, *args)
     if len(order) != self.ndim: raise ShapeError(f"permute: {order} has {len(order)} dims, the tensor {self.shape}")
     order = tuple(_distinct_axes(order, self.ndim, "permute"))
@@ -151,8 +149,7 @@ class MovementMixin:
     """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size.
 
     >>> Tensor([[1], [2]]).expand(2, 3).tolist()
-    [[1, 1, 1], [2, 2, 2]]
-    """
+    [[1, 1, 1], [2, 2, 2]]"""
     new = argfix(shape, *args)
     if len(new) < self.ndim or any(s < -1 for s in new): raise ShapeError(f"expand: can't expand {self.shape} to {new}")
     padded = (1,) * (len(new) - self.ndim) + self.shape
@@ -277,16 +274,14 @@ class MovementMixin:
     """Insert a size-1 axis at dim (negative counts from the end).
 
     >>> Tensor([1, 2]).unsqueeze(0).shape, Tensor([1, 2]).unsqueeze(-1).shape
-    ((1, 2), (2, 1))
-    """
+    ((1, 2), (2, 1))"""
     d = _resolve_axis(dim, self.ndim + 1, "unsqueeze")
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
     """Join tensors along an existing axis: Tensor.cat(a, b, dim=1), a.cat(b, dim=1) or Tensor.cat([a, b], dim=1).
 
     >>> Tensor.cat(Tensor([[1, 2]]), Tensor([[3, 4]]), dim=1).tolist()
-    [[1, 2, 3, 4]]
-    """
+    [[1, 2, 3, 4]]"""
     tensors = [*self, *args] if isinstance(self, (list, tuple)) else [self, *args]
     if not tensors: raise ArgumentError("cat: needs at least one tensor")
     self = tensors[0]
@@ -309,8 +304,7 @@ class MovementMixin:
     """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b]).
 
     >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist()
-    [[1, 3], [2, 4]]
-    """
+    [[1, 3], [2, 4]]"""
     if isinstance(self, (list, tuple)):
       if len(args) == 1 and isinstance(args[0], int): args, dim = (), args[0]  # torch's Tensor.stack([a, b], 1)
       if not self and not args: raise ArgumentError("stack: needs at least one tensor")

@@ -49,8 +49,7 @@ class ReduceMixin:
     """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32.
 
     >>> Tensor([[1, 2], [3, 4]]).sum(axis=1).tolist()
-    [3, 7]
-    """
+    [3, 7]"""
     given = dtype if dtype is not None else acc_dtype
     acc = to_dtype(given) if given is not None else sum_acc_dtype(self.dtype)
     ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
@@ -65,8 +64,7 @@ class ReduceMixin:
     """Largest value over axes.
 
     >>> Tensor([[1, 5], [7, 2]]).max(axis=1).tolist()
-    [5, 7]
-    """
+    [5, 7]"""
     if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis, keepdim).cast(dtypes.bool)
     return self._reduce(Ops.MAX, axis, keepdim)
   def min(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
@@ -86,8 +84,7 @@ class ReduceMixin:
     """Average over axes (ints give a float).
 
     >>> Tensor([[1, 2], [3, 4]]).mean(axis=0).tolist()
-    [2.0, 3.0]
-    """
+    [2.0, 3.0]"""
     out_dtype, _ = least_upper_float(self.dtype), self._axes(axis, "mean")
     total = self.cast(out_dtype).sum(axis, keepdim)
     count = self.numel() // max(total.numel(), 1) if self.numel() else 0
@@ -124,8 +121,7 @@ class ReduceMixin:
     """Index of the (first) largest value; over the flattened tensor if axis is None.
 
     >>> Tensor([[1, 9, 3], [7, 2, 7]]).argmax(axis=1).tolist()
-    [1, 0]
-    """
+    [1, 0]"""
     return self._argmax(axis, keepdim, "argmax")
   def _argmax(self: Tensor, axis: int | None, keepdim: bool, op: str) -> Tensor:
     if axis is None:
@@ -163,8 +159,7 @@ class ReduceMixin:
     """exp(x) / sum(exp(x)) along axis, computed stably.
 
     >>> Tensor([[0.0, 0.0], [0.0, 2e9]]).softmax().tolist()
-    [[0.5, 0.5], [0.0, 1.0]]
-    """
+    [[0.5, 0.5], [0.0, 1.0]]"""
     x = self.cast(dtype) if dtype is not None else self
     _resolve_axis(axis, x.ndim, "softmax")  # a bad axis raises, even on an empty tensor
     if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
@@ -306,8 +301,7 @@ class ReduceMixin:
     """Matrix product self @ x (x @ self if reverse).
 
     >>> Tensor([[1.0, 2.0]]).matmul(Tensor([[3.0], [4.0]])).tolist()
-    [[11.0]]
-    """
+    [[11.0]]"""
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
