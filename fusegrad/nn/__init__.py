@@ -35,9 +35,7 @@ def _channel_view(t: Tensor, ndim: int) -> Tensor:
 
 # *** linear and embedding ***
 class Linear:
-  """y = x @ weight.T + bias (torch.nn.Linear); weight is (out_features, in_features).
-
-  `Linear(3, 2)(Tensor.ones(4, 3)).shape` is (4, 2)."""
+  """y = x @ weight.T + bias (torch.nn.Linear); weight is (out_features, in_features)."""
   def __init__(self, in_features: int, out_features: int, bias: bool = True):
     self.in_features, self.out_features = in_features, out_features
     self.weight = _uniform_param((out_features, in_features), in_features)
@@ -50,9 +48,7 @@ class Linear:
 
 class Embedding:
   """A lookup table (torch.nn.Embedding): integer indices of any shape -> their rows of weight (vocab_size, embed_size),
-  initialized from a standard normal; realizing the result of an index outside [0, vocab_size) raises IndexError.
-
-  `Embedding(10, 3)(Tensor([[1, 2]])).shape` is (1, 2, 3)."""
+  initialized from a standard normal; realizing the result of an index outside [0, vocab_size) raises IndexError."""
   def __init__(self, vocab_size: int, embed_size: int):
     self.vocab_sz, self.embed_sz = vocab_size, embed_size
     self.weight = _param(Tensor.randn(vocab_size, embed_size))
@@ -91,9 +87,7 @@ class _ConvNd:
 class Conv2d(_ConvNd):
   """2-d convolution (torch.nn.Conv2d) over (N, C, H, W) or unbatched (C, H, W) input; weight is
   (out_channels, in_channels // groups, *kernel_size). A kernel_size tuple of another length makes it N-d.
-  padding: an int, one int per axis, 'valid' or 'same'; padding_mode 'zeros', 'reflect', 'replicate' or 'circular'.
-
-  `Conv2d(1, 2, 3, padding=1)(Tensor.ones(1, 1, 5, 5)).shape` is (1, 2, 5, 5)."""
+  padding: an int, one int per axis, 'valid' or 'same'; padding_mode 'zeros', 'reflect', 'replicate' or 'circular'."""
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros"):
     super().__init__(kernel_size, stride, padding, dilation, groups, in_channels, out_channels, bias, transposed=False)
@@ -125,17 +119,13 @@ def _symmetric_pads(padding: Any, kernel: tuple[int, ...], dilation: tuple[int, 
 
 class Conv1d(Conv2d):
   """1-d convolution (torch.nn.Conv1d) over (N, C, L) or unbatched (C, L) input; weight is
-  (out_channels, in_channels // groups, kernel_size). Same arguments and initialization as Conv2d.
-
-  `Conv1d(2, 4, 3)(Tensor.ones(1, 2, 8)).shape` is (1, 4, 6)."""
+  (out_channels, in_channels // groups, kernel_size). Same arguments and initialization as Conv2d."""
   _spatial_dims = 1
 
 class ConvTranspose2d(_ConvNd):
   """2-d transposed convolution (torch.nn.ConvTranspose2d); weight is (in_channels, out_channels // groups,
   *kernel_size). Output size per axis: (i-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1, or pass
-  output_size to the call to choose among the sizes the stride allows (as torch does).
-
-  `ConvTranspose2d(1, 1, 2, stride=2)(Tensor.ones(1, 1, 3, 3)).shape` is (1, 1, 6, 6)."""
+  output_size to the call to choose among the sizes the stride allows (as torch does)."""
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                padding: Any = 0, output_padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True):
     super().__init__(kernel_size, stride, padding, dilation, groups, in_channels, out_channels, bias, transposed=True)
@@ -161,17 +151,13 @@ class ConvTranspose2d(_ConvNd):
 
 class ConvTranspose1d(ConvTranspose2d):
   """1-d transposed convolution (torch.nn.ConvTranspose1d) over (N, C, L); weight is
-  (in_channels, out_channels // groups, kernel_size). Same arguments and initialization as ConvTranspose2d.
-
-  `ConvTranspose1d(2, 3, 3)(Tensor.ones(1, 2, 4)).shape` is (1, 3, 6)."""
+  (in_channels, out_channels // groups, kernel_size). Same arguments and initialization as ConvTranspose2d."""
   _spatial_dims = 1
 
 # *** normalization ***
 class BatchNorm:
   """Batch normalization over axis 1 (the channels) of (N, C, *) input, as torch.nn.BatchNorm1d/2d/3d: the batch's
-  statistics in training (updating the running ones by lazy assigns), the running ones in eval (docs/nn.md).
-
-  `BatchNorm(3)(Tensor.ones(2, 3, 4, 4)).shape` is (2, 3, 4, 4)."""
+  statistics in training (updating the running ones by lazy assigns), the running ones in eval (docs/nn.md)."""
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
                momentum: float | None = 0.1):
     self.num_features, self.eps, self.momentum = sz, eps, momentum
@@ -237,9 +223,7 @@ BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
 
 class LayerNorm:
   """Normalization over the last len(normalized_shape) axes (torch.nn.LayerNorm): (x - mean) / sqrt(var + eps),
-  biased variance, then * weight + bias (ones and zeros of normalized_shape) when elementwise_affine.
-
-  `LayerNorm(4)(Tensor.rand(2, 4)).shape` is (2, 4)."""
+  biased variance, then * weight + bias (ones and zeros of normalized_shape) when elementwise_affine."""
   def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True,
                bias: bool = True):
     self.normalized_shape: tuple[int, ...] = make_tuple(normalized_shape, 1)
@@ -257,9 +241,7 @@ class LayerNorm:
     return x + self.bias if self.bias is not None else x
 
 class LayerNorm2d(LayerNorm):
-  """LayerNorm over the channels (axis 1) of (N, C, H, W) input, at every position (as in ConvNeXt).
-
-  `LayerNorm2d(3)(Tensor.rand(1, 3, 2, 2)).shape` is (1, 3, 2, 2)."""
+  """LayerNorm over the channels (axis 1) of (N, C, H, W) input, at every position (as in ConvNeXt)."""
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2: raise ValueError(f"LayerNorm2d: input of shape {x.shape} should be (N, C, ...)")
     last = tuple(range(2, x.ndim)) + (1,)
@@ -268,9 +250,7 @@ class LayerNorm2d(LayerNorm):
 
 class GroupNorm:
   """Group normalization (torch.nn.GroupNorm): the channels of (N, C, *) input split into num_groups groups, each
-  normalized over its channels and all positions; then per-channel weight and bias (ones, zeros) when affine.
-
-  `GroupNorm(2, 4)(Tensor.rand(1, 4, 3)).shape` is (1, 4, 3)."""
+  normalized over its channels and all positions; then per-channel weight and bias (ones, zeros) when affine."""
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
     if num_groups <= 0 or num_channels % num_groups:
       raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by num_groups {num_groups}")
@@ -287,9 +267,7 @@ class GroupNorm:
 
 class InstanceNorm(GroupNorm):
   """Instance normalization (torch.nn.InstanceNorm1d/2d/3d without running stats): GroupNorm with a group per channel,
-  each channel of each sample normalized over its positions.
-
-  `InstanceNorm(3)(Tensor.rand(2, 3, 4, 4)).shape` is (2, 3, 4, 4)."""
+  each channel of each sample normalized over its positions."""
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
     super().__init__(num_features, num_features, eps, affine)
     self.num_features = num_features
@@ -301,9 +279,7 @@ class InstanceNorm(GroupNorm):
 
 class RMSNorm:
   """Root-mean-square normalization over the last axes (torch.nn.RMSNorm): x / sqrt(mean(x^2) + eps) * weight
-  (ones of dim) when elementwise_affine. Half-precision input is normalized in float32.
-
-  `RMSNorm(4)(Tensor.rand(2, 4)).shape` is (2, 4)."""
+  (ones of dim) when elementwise_affine. Half-precision input is normalized in float32."""
   def __init__(self, dim: int | tuple[int, ...], eps: float = 1e-6, elementwise_affine: bool = True):
     self.normalized_shape: tuple[int, ...] = make_tuple(dim, 1)
     self.eps, self.elementwise_affine = eps, elementwise_affine
@@ -322,9 +298,7 @@ class RMSNorm:
 class LSTMCell:
   """One LSTM step (torch.nn.LSTMCell): `h, c = cell(x, (h, c))` with x (N, input_size) or (input_size,); the
   state defaults to zeros. Gates i, f, g, o in that order along the 4*hidden_size rows of weight_ih
-  (4h, input_size) and weight_hh (4h, h).
-
-  `LSTMCell(3, 5)(Tensor.rand(2, 3))[0].shape` is (2, 5)."""
+  (4h, input_size) and weight_hh (4h, h)."""
   def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
     self.input_size, self.hidden_size = input_size, hidden_size
     self.weight_ih = _uniform_param((4 * hidden_size, input_size), hidden_size)
