@@ -85,7 +85,6 @@ class ConvMixin:
   def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
     """All slices of length size along dim, every step elements, as a new last axis (torch.Tensor.unfold; tinygrad's
     argument names).
-
     `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
     d = _resolve_axis(dim, self.ndim, "unfold") if self.ndim else 0
     x = self.reshape(1) if self.ndim == 0 else self
@@ -103,7 +102,6 @@ class ConvMixin:
     """N-d cross-correlation as torch.nn.functional.conv{1,2,3}d: x (batch, cin, *spatial), weight
     (cout, cin // groups, *kernel), bias (cout,). padding: an int, one per spatial axis, a flat torch-style tuple
     (left, right, top, bottom), 'valid' or 'same'. One reduce kernel.
-
     `Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()` is [[[[4.0, 4.0], [4.0, 4.0]]]]."""
     n = weight.ndim - 2
     if n >= 1 and self.ndim == n + 1:  # unbatched (cin, *spatial)
@@ -203,7 +201,6 @@ class ConvMixin:
                  return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Max over windows of the last len(kernel_size) axes (2 for an int), as torch.nn.functional.max_pool{1,2,3}d;
     padding counts as -inf. With return_indices, also the flat index (int32) of each max within its input plane.
-
     `Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()` is [[[[5, 7], [13, 15]]]]."""
     k_, s_, d_, _, all_pads = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
     windows = _pad_last(self, all_pads, dtypes.min(self.dtype))._pool(k_, s_, d_)

@@ -397,7 +397,6 @@ class ElementwiseMixin:
     return ret | (a.isnan() & b.isnan()) if equal_nan else ret
   def allclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """Whether isclose holds everywhere, as torch.allclose: a Python bool (so it realizes the comparison).
-
     `Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-6]))` is True."""
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
   def isfinite(self: Tensor) -> Tensor:

@@ -18,7 +18,6 @@ class GatherMixin:
   # *** one-hot, gather, scatter ***
   def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
     """Integer class ids -> a trailing axis of num_classes with 1 at the id (-1: max id + 1, which reads the data).
-
     `Tensor([0, 2]).one_hot(3).tolist()` is [[1, 0, 0], [0, 0, 1]]."""
     if not dtypes.is_int(self.dtype): raise DTypeError(f"one_hot: needs an integer tensor, not {self.dtype}")
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
@@ -51,7 +50,6 @@ class GatherMixin:
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """Values picked along dim by index (torch.gather): `out[i][j] = x[index[i][j]][j]` for dim 0; index has as many
     dims as x, sizes at most x's.
-
     `Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()` is [[1, 1], [4, 3]]."""
     d = _resolve_axis(dim, self.ndim, "gather")
     mask = self._index_mask(index, d, "gather")
@@ -131,7 +129,6 @@ class GatherMixin:
   def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
     """The elements where mask (broadcast to self's shape) is true, in order, as a 1-D tensor (torch.masked_select).
     With size, the result has exactly size elements (truncated, or padded with fill_value) and nothing is read back.
-
     `Tensor([1, 2, 3, 4]).masked_select(Tensor([True, False, True, False])).tolist()` is [1, 3]."""
     shape = broadcast_shape(self.shape, mask.shape, op="masked_select")
     x, m = self._broadcast_to(shape), mask._broadcast_to(shape)
@@ -141,7 +138,6 @@ class GatherMixin:
   def nonzero(self: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
     """The indices of the non-zero elements, one row (of ndim coordinates) each, in order: shape (count, ndim), int32
     (torch.nonzero). With size, exactly size rows (truncated, or padded with fill_value) and nothing is read back.
-
     `Tensor([[0, 1], [2, 0]]).nonzero().tolist()` is [[0, 1], [1, 0]]."""
     pick = self._select_slots(self != 0, size, "nonzero")
     flat = pick.where(type(self).arange(max(self.numel(), 1), device=self.device).reshape(1, -1), 0).sum(1)

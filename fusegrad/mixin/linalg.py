@@ -38,7 +38,6 @@ class LinalgMixin:
     """Q, R with self = Q @ R, Q's columns orthonormal and R upper triangular, as torch.linalg.qr (Householder
     reflections, so R's diagonal has LAPACK's signs). mode "complete" (tinygrad's, the default): Q (m, m), R (m, n);
     "reduced" (torch's default): Q (m, k), R (k, n) with k = min(m, n).
-
     `Tensor([[3.0, 1.0], [4.0, 2.0]]).qr()[1].tolist()` is about [[-5.0, -2.2], [0.0, -0.4]]."""
     if mode not in ("reduced", "complete"): raise ArgumentError(f"qr: mode must be 'reduced' or 'complete': {mode!r}")
     r = self._matrix_float("qr")
@@ -62,7 +61,6 @@ class LinalgMixin:
   def svd(self: Tensor, full_matrices: bool = True, sweeps: int = 8) -> tuple[Tensor, Tensor, Tensor]:
     """U, S, Vh with self = U @ diag(S) @ Vh, S descending, as torch.linalg.svd (signs of singular vectors may
     differ), by `sweeps` rounds of one-sided Jacobi. full_matrices: U (m, m) and Vh (n, n), else U (m, k), Vh (k, n).
-
     `Tensor([[3.0, 0.0], [0.0, -4.0]]).svd()[1].tolist()` is [4.0, 3.0]."""
     a = self._matrix_float("svd")
     m, n = a.shape[-2:]

@@ -48,7 +48,6 @@ class LossMixin:
                     weight: Tensor | None = None, ignore_index: int = -100) -> Tensor:
     """Cross entropy of logits x (classes on axis 1, or 0 for a 1-D x) against class indices or class probabilities
     Y, as torch.nn.functional.cross_entropy (label smoothing mixes in the uniform distribution).
-
     `Tensor([[0.0, 0.0]]).cross_entropy(Tensor([1])).item()` is log(2)."""
     if not 0.0 <= label_smoothing <= 1.0:
       raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")

@@ -35,7 +35,6 @@ class NNMixin:
 
   def normalize(self: Tensor, p: float = 2.0, dim: int | tuple[int, ...] = 1, eps: float = 1e-12) -> Tensor:
     """x / max(norm_p(x over dim), eps), as torch.nn.functional.normalize (p may be inf, -inf or 0 too).
-
     `Tensor([[3.0, 4.0]]).normalize().tolist()` is [[0.6, 0.8]]."""
     dims = tuple(_resolve_axis(d, self.ndim, "normalize") for d in argfix(dim))
     x = self if dtypes.is_float(self.dtype) else self.float()
@@ -94,7 +93,6 @@ class NNMixin:
     """Resize the last len(size) axes, as torch.nn.functional.interpolate on (batch, channels, *spatial) inputs:
     mode 'linear' (also 'bilinear', 'trilinear'), 'nearest' or 'nearest-exact'. An int size or a scale_factor
     applies to every axis after the first two. An integer tensor keeps its dtype (linear: rounded; uint8 as torch).
-
     `Tensor([[[1.0, 3.0]]]).interpolate((4,)).tolist()` is [[[1.0, 1.5, 2.5, 3.0]]]."""
     mode = "linear" if mode in ("bilinear", "trilinear") else mode
     if mode not in ("linear", "nearest", "nearest-exact"):

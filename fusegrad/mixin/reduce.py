@@ -225,12 +225,10 @@ class ReduceMixin:
     return x._cumulative(axis, "prod")
   def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
     """(values, int32 indices) of the running maximum along axis, as torch.cummax (a nan, once seen, stays the maximum).
-
     `Tensor([1, 3, 2, 3]).cummax()` is ([1, 3, 3, 3], [0, 1, 1, 3])."""
     return self._cum_extreme(axis, largest=True)
   def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
     """(values, indices) of the running minimum along axis, as torch.cummin (ties and nan as in cummax).
-
     `Tensor([3, 1, 2, 1]).cummin()` is ([3, 1, 1, 1], [0, 1, 1, 3])."""
     return self._cum_extreme(axis, largest=False)
   def _cum_extreme(self: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
@@ -247,7 +245,6 @@ class ReduceMixin:
     return values.cast(self.dtype), indices
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
     """log(cumsum(exp(x))) along axis, each running sum a logsumexp (small early values survive a large later one).
-
     `Tensor([0.0, 0.0]).logcumsumexp()` is [0.0, 0.693]."""
     x = self if dtypes.is_float(self.dtype) else self.cast(least_upper_float(self.dtype))
     return x._cumulative(axis, "logsumexp")

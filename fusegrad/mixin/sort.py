@@ -42,7 +42,6 @@ class SortMixin:
 
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along dim; ties keep their order, nan sorts last (first when descending).
-
     `Tensor([3, 1, 2]).sort()[0].tolist()` is [1, 2, 3]."""
     n = self.shape[_resolve_axis(dim, self.ndim, "sort")] if self.ndim else 1
     return self._sorted_top(n, dim, descending, "sort")
@@ -54,6 +53,5 @@ class SortMixin:
   def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True, *,
            sorted: bool | None = None) -> tuple[Tensor, Tensor]:
     """(values, indices) of the k largest (or smallest) elements along dim, always sorted (sorted_, sorted ignored).
-
     `Tensor([1, 5, 3]).topk(2)[1].tolist()` is [1, 2]."""
     return self._sorted_top(k, dim, largest, "topk")
