@@ -1,7 +1,6 @@
-"""Data parallel training across processes and machines over MPI (Open MPI through mpi4py).
-
-Every rank holds the whole model and trains on its slice of the batch; gradients are averaged across ranks after
-backward(). The API, how to run it and what a failure does: docs/devices.md."""
+"""Data parallel training across processes and machines over MPI (Open MPI through mpi4py): every rank holds the
+whole model and trains on its slice of the batch; gradients are averaged across ranks after backward(). The API, how
+to run it and what a failure does: docs/devices.md."""
 from __future__ import annotations
 import sys, time, zlib
 from typing import Any

@@ -1,6 +1,5 @@
-"""Small helpers shared by every stage: flags, counters, printing, caching, downloads, progress bars.
-
-Every setting fusegrad reads from the environment is declared here ("Flags" below); nothing else reads os.environ."""
+"""Small helpers shared by every stage: flags, counters, printing, caching, downloads, progress bars. Every setting
+fusegrad reads from the environment is declared here ("Flags" below); nothing else reads os.environ."""
 from __future__ import annotations
 import atexit, cProfile, contextlib, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
 import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref

@@ -1,5 +1,4 @@
 """Reduce folding: sums whose loop variable is pinned or bounded by the condition of a `where` are computed directly.
-
 The folded forms: docs/developer/codegen.md (pass 0, fold_reduces)."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes

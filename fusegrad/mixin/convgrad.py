@@ -1,6 +1,5 @@
-"""conv2d's derivative rule: both gradients of a convolution written as convolution-shaped reduces.
-
-Why: docs/developer/tensor.md, "Numerics"."""
+"""conv2d's derivative rule: both gradients of a convolution written as convolution-shaped reduces (why:
+docs/developer/tensor.md, "Numerics")."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 from fusegrad.helpers import flatten, prod

@@ -1,6 +1,5 @@
-"""Elementwise math, comparisons and activations, composed from the ALU primitives.
-
-How each form avoids overflow and which gradient it has at a kink: docs/developer/tensor.md, "Numerics"."""
+"""Elementwise math, comparisons and activations, composed from the ALU primitives (how each form avoids overflow and
+which gradient it has at a kink: docs/developer/tensor.md, "Numerics")."""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable

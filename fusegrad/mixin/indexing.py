@@ -1,6 +1,5 @@
-"""Tensor indexing: ints, slices with any step, None, Ellipsis, integer tensors and bound Variables.
-
-See docs/developer/tensor.md ("Indexing at a Variable", "Numerics")."""
+"""Tensor indexing: ints, slices with any step, None, Ellipsis, integer tensors and bound Variables (see
+docs/developer/tensor.md, "Indexing at a Variable" and "Numerics")."""
 from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Sequence

@@ -1,6 +1,5 @@
-"""Optimizers: SGD, LARS, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules.
-
-Every piece of state lives in a realized Tensor that each step updates with `.assign()` (docs/optim.md)."""
+"""Optimizers: SGD, LARS, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules; every piece of
+state lives in a realized Tensor that each step updates with `.assign()` (docs/optim.md)."""
 from __future__ import annotations
 import math
 from typing import Iterable

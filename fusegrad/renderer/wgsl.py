@@ -1,5 +1,4 @@
 """WGSL, the WebGPU shading language: a dialect of the C-style renderer (its tables and a few hooks, no render loop).
-
 How it differs from C (packed narrow integers, int64 as vec2<u32>): docs/developer/renderer.md and docs/webgpu.md."""
 from __future__ import annotations
 import math

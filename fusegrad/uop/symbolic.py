@@ -1,7 +1,6 @@
-"""Algebraic simplification: constant folding, identities, and integer index algebra using value bounds.
-
-Each rule is one line with a `# before -> after` comment; the longer ones are named functions returning None for "no
-match". See docs/developer/codegen.md."""
+"""Algebraic simplification: constant folding, identities, and integer index algebra using value bounds. Each rule is
+one line with a `# before -> after` comment; the longer ones are named functions returning None for "no match". See
+docs/developer/codegen.md."""
 from __future__ import annotations
 import math
 from typing import Any
