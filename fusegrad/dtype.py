@@ -78,8 +78,7 @@ class dtypes(metaclass=_DTypesMeta):
   char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
   # defaults (tinygrad's: Tensor([1, 2]) is int32, Tensor([1.0]) is float32)
   default_int: DType = int32
-  # index arithmetic inside kernels: never wraps as far as the simplifier is concerned; codegen renders it as int32,
-  # or as int64 in kernels whose indices can pass 2**31 (see codegen/lower.py resolve_index_dtype)
+  # index arithmetic inside kernels: never wraps; int32, or int64 where indices pass 2**31 (codegen/lower.py)
   index: Final[DType] = DType(-2, 8, "index", "q")
   floats: Final = (float16, bfloat16, float32, float64)
   uints: Final = (uint8, uint16, uint32, uint64)
@@ -143,11 +142,8 @@ _FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), froze
 
 DTYPES_DICT: dict[str, DType] = {dt.name: dt for dt in dtypes.all}
 # the names users write: "float32", "int8", torch-style aliases too
-NAMED_DTYPES: dict[str, DType] = {
-  "bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16,
-  "int32": dtypes.int32, "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64,
-  "float16": dtypes.float16, "bfloat16": dtypes.bfloat16, "float32": dtypes.float32, "float64": dtypes.float64,
-  **DTYPES_DICT}
+NAMED_DTYPES: dict[str, DType] = {**{n: getattr(dtypes, n) for n in ("bool", "int8", "uint8", "int16", "uint16",
+  "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64")}, **DTYPES_DICT}
 
 def _parse_default_float(val: Any) -> DType:
   """The float dtype a DEFAULT_FLOAT value names: a float DType, its name in any case (HALF), or "" for float32."""

@@ -21,8 +21,7 @@ def _distinct_axes(axes: Sequence[int], ndim: int, op: str) -> list[int]:
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 # *** rearrange formulas (einops notation) ***
-# One axis of a formula side: a bare name ("b", or "..." for the axes an ellipsis stands for) or a parenthesized group
-# of names (a tuple; () for "()" or a bare "1", a unit axis).
+# one axis of a formula side: a name ("b", or "..." for an ellipsis) or a group of names (() for "()" or "1": unit)
 _Axis = Union[str, tuple[str, ...]]
 
 def _parse_side(formula: str, side: str, where: str) -> list[_Axis]:

@@ -38,8 +38,7 @@ class ReduceMixin:
     if self.ndim == 0: return self._new(self.uop)  # a 0-d tensor reduced over its axis 0 (or -1) is itself, as torch
     empty = tuple(a for a in axes if self.shape[a] == 0)
     x = self
-    if empty:  # an empty sum is 0, an empty product 1, an empty max the dtype's least value (-inf: tinygrad's, where
-      # torch raises): one identity element, padded on (so gradients are zeros)
+    if empty:  # one identity element padded on (gradients are zeros): 0, 1, or the least value (tinygrad's max)
       ident = {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype))
       x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=ident)
     ret = x._new(x.uop.r(op, axes))

@@ -146,6 +146,5 @@ class WebGPUDevice(Compiled):
   @property
   def is_accelerator(self) -> bool: return self.adapter_type not in ("CPU", "cpu")
   def synchronize(self) -> None:
-    # reading a word back waits for everything submitted before it (the queue runs in order); wgpu 0.32's
-    # on_submitted_work_done_sync raises a TypeError with the wgpu-native it bundles
+    # reading a word back waits for all submitted before it (on_submitted_work_done_sync raises in wgpu 0.32)
     self.gpu.queue.read_buffer(self.sync_buf, 0, 4)
