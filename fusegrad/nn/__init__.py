@@ -192,9 +192,7 @@ class BatchNorm:
 
   def _with_rule(self, x: Tensor, out: Tensor) -> Tensor:
     """out (x normalized with its own batch statistics), differentiated as torch does: two per-channel sums of the
-    output gradient dy, s1 = sum(dy) and s2 = sum(dy * xhat) (the bias's and weight's gradients), then
-    dx = weight * invstd * (dy - (s1 + xhat * s2) / n), not the primitives' four sums through mean and variance.
-    The rule reads only its arguments (the statistics recomputed from x are the same nodes as the forward's)."""
+    output gradient instead of the primitives' four (docs/developer/autograd.md)."""
     axes, n, params = tuple(a for a in range(x.ndim) if a != 1), x.numel() // x.shape[1], (self.weight, self.bias)
     def rule(g: UOp, _: UOp, xu: UOp, *ps: UOp) -> tuple[UOp, ...]:
       dy, xt, weight = Tensor(g), Tensor(xu), Tensor(ps[0]) if self.weight is not None else None

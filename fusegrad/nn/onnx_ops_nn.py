@@ -6,7 +6,8 @@ from typing import Any, Callable
 import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
-from fusegrad.nn.onnx_ops import Seq, register_ops, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather
+from fusegrad.nn.onnx_ops import Seq, register_ops, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather, Elu, \
+  HardSigmoid, LeakyRelu, ThresholdedRelu
 
 # *** convolution and pooling ***
 def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int], pads: Any,
@@ -247,13 +248,11 @@ def Upsample(x: Tensor, scales: Any = None, mode: str = "nearest") -> Tensor:
                 mode, coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 # *** recurrent layers ***
-_ACT: dict[str, Callable[[Tensor, float, float], Tensor]] = {
+_ACT: dict[str, Callable[[Tensor, float, float], Tensor]] = {  # the ops of these names, with alpha a and beta b
   "Sigmoid": lambda x, a, b: x.sigmoid(), "Tanh": lambda x, a, b: x.tanh(), "Relu": lambda x, a, b: x.relu(),
-  "Affine": lambda x, a, b: x * a + b, "LeakyRelu": lambda x, a, b: (x < 0).where(x * a, x),
-  "ThresholdedRelu": lambda x, a, b: (x > a).where(x, 0), "ScaledTanh": lambda x, a, b: (x * b).tanh() * a,
-  "HardSigmoid": lambda x, a, b: (x * a + b).maximum(0).minimum(1), "Elu": lambda x, a, b: (x > 0).where(
-    x, (x.exp() - 1) * a), "Softsign": lambda x, a, b: x.softsign(), "Softplus": lambda x, a, b: x.softplus(),
-}
+  "Affine": lambda x, a, b: x * a + b, "LeakyRelu": lambda x, a, b: LeakyRelu(x, a), "HardSigmoid": HardSigmoid,
+  "ThresholdedRelu": lambda x, a, b: ThresholdedRelu(x, a), "ScaledTanh": lambda x, a, b: (x * b).tanh() * a,
+  "Elu": lambda x, a, b: Elu(x, a), "Softsign": lambda x, a, b: x.softsign(), "Softplus": lambda x, a, b: x.softplus()}
 _ACT_DEFAULT_ALPHA = {"LeakyRelu": 0.01, "ThresholdedRelu": 1.0, "HardSigmoid": 0.2, "Elu": 1.0}
 _ACT_DEFAULT_BETA = {"HardSigmoid": 0.5}
 
