@@ -306,15 +306,12 @@ def ScatterND(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "non
 def Einsum(*xs: Tensor, equation: str = "") -> Tensor: return Tensor.einsum(equation, *xs)
 
 # *** reductions ***
-def _reduce(x: Tensor, axes: Any, keepdims: int, noop: int, fn: Callable[[Tensor, Any, bool], Tensor]) -> Tensor:
-  ax = _ints(axes)
-  if not ax and noop: return x
-  ax_t = tuple(_axis(a, x.ndim) for a in ax) if ax else tuple(range(x.ndim))
-  return fn(x, ax_t, bool(keepdims))
-def _reducer(fn: Callable[[Tensor, Any, bool], Tensor], keep_dtype: bool = True) -> Callable:
+def _reducer(fn: Callable[[Tensor, Any, bool], Tensor]) -> Callable:
+  """The op of a reduce fn(x, axes, keepdim): all axes when none are given (but none with noop_with_empty_axes)."""
   def reduce(x: Tensor, axes: Any = None, keepdims: int = 1, noop_with_empty_axes: int = 0) -> Tensor:
-    ret = _reduce(x, axes, keepdims, noop_with_empty_axes, fn)
-    return ret.cast(x.dtype) if keep_dtype else ret
+    ax = _ints(axes)
+    if not ax and noop_with_empty_axes: return x
+    return fn(x, tuple(_axis(a, x.ndim) for a in ax) if ax else tuple(range(x.ndim)), bool(keepdims)).cast(x.dtype)
   return reduce
 OPS["ReduceSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k))
 OPS["ReduceMean"] = _reducer(lambda x, a, k: x.mean(a, keepdim=k))
