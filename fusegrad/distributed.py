@@ -96,8 +96,7 @@ def _collective(t: Tensor, op: str | int, what: str) -> Tensor:
   return t.replace(out)
 
 def _check_same(t: Tensor, what: str) -> None:
-  """ValueError unless every rank passes a tensor of the same shape and dtype: one small Allreduce of a signature (its
-  minimum and maximum over the ranks differ when a rank's does)."""
+  """ValueError unless every rank passes a tensor of the same shape and dtype (one small Allreduce of a signature)."""
   mine = (tuple(t.shape), t.dtype.name)
   sig = np.array([len(t.shape), prod(t.shape), zlib.crc32(repr(mine).encode())], np.int64)
   both = np.concatenate([sig, -sig])

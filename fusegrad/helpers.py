@@ -73,8 +73,7 @@ def to_function_name(s: str) -> str:
 
 # *** flags ***
 def _convert(key: str, val: Any, default: Any) -> Any:
-  """val (a string from the environment, or a value given to Context) as the type of default; ValueError naming key
-  and what it accepts otherwise."""
+  """val (from the environment or Context) as the type of default; ValueError naming key and what it takes otherwise."""
   if isinstance(default, bool):
     return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
   kind = type(default)

@@ -3,8 +3,7 @@ selections with a data-dependent length (masked_select, nonzero)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from fusegrad.dtype import dtypes
-from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError, _resolve_axis, \
-  broadcast_shape
+from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError, _resolve_axis, broadcast_shape
 from fusegrad.mixin.indexing import check_indices
 
 if TYPE_CHECKING:

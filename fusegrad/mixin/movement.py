@@ -56,8 +56,7 @@ def _names(axes: list[_Axis]) -> list[str]:
   return [n for a in axes for n in ((a,) if isinstance(a, str) else a)]
 
 def _expand_ellipsis(axes: list[_Axis], names: list[str]) -> list[tuple[str, ...]]:
-  """The side with "..." replaced by `names` (each its own axis when bare, all in the group when inside one), and
-  every axis as a group."""
+  """The side with "..." replaced by `names` (bare: an axis each; in a group: all in it), every axis as a group."""
   out: list[tuple[str, ...]] = []
   for a in axes:
     if a == "...": out.extend((n,) for n in names)

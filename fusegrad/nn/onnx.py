@@ -68,7 +68,7 @@ class OnnxRunner:
       fn = OPS.get(node.op_type) if domain in _DOMAINS else None
       if fn is None:
         raise OnnxError(f"ONNX op {domain}.{node.op_type} (node {node.name!r}, opset {opset}) is not supported by "
-                        f"fusegrad")
+                        "fusegrad")
       args = [scope[n] if n else None for n in node.input]
       kw = {a.name: self._attribute(a) for a in node.attribute}
       params = _params(fn)

@@ -18,8 +18,7 @@ def QLinearMatMul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor, b: Tensor, b
 def ConvInteger(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None,
                 **attrs: Any) -> Tensor:
   xi = x.cast(dtypes.int32) - (x_zero_point.cast(dtypes.int32) if x_zero_point is not None else 0)
-  wi = w.cast(dtypes.int32) - (_per_axis(w_zero_point, 0, w.ndim).cast(dtypes.int32) if w_zero_point is not None
-                               else 0)
+  wi = w.cast(dtypes.int32) - (_per_axis(w_zero_point, 0, w.ndim).cast(dtypes.int32) if w_zero_point is not None else 0)
   return Conv(xi, wi, **attrs)
 
 def QLinearConv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor, w: Tensor, w_scale: Tensor, w_zero_point: Tensor,
@@ -222,8 +221,7 @@ def NonMaxSuppression(boxes: Tensor, scores: Tensor, max_output_boxes_per_class:
 
 def CausalConvWithState(x: Tensor, weight: Tensor, bias: Tensor | None = None, past_state: Tensor | None = None,
                         activation: str = "none") -> tuple:
-  """A depthwise 1-d convolution over (batch, channels, length) that sees k-1 steps of past_state (zeros when
-  absent) first; also returns the last k-1 steps as the next state."""
+  """A depthwise 1-d convolution on (batch, channels, length) after k-1 past steps (or zeros), and the new state."""
   b, c, _ = x.shape
   k = weight.shape[2]
   past = past_state if past_state is not None else Tensor.zeros(b, c, k - 1, dtype=x.dtype)

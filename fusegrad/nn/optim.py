@@ -148,8 +148,7 @@ class SGD(Optimizer):
     return self._descend(i, p, g)
 
   def _descend(self, i: int, p: Tensor, g: Tensor, scale: Tensor | None = None) -> Tensor:
-    """p moved against g (the gradient, weight decay included) with momentum and the learning rate (times scale, where
-    given: it goes wherever the learning rate goes); assigns b[i]."""
+    """p moved against g with momentum and the learning rate (times scale, if given); assigns b[i]."""
     lr = self._lr(p) if scale is None else self._lr(p) * scale
     if self.classic: g = g * lr
     if self.momentum:
