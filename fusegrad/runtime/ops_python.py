@@ -118,14 +118,11 @@ class PythonProgram:
           values[r] = counters[r]
           pc = self.loop_start[pc] + 1
           continue
-      elif op is Ops.LOAD:
+      elif op is Ops.LOAD or op is Ops.STORE:  # (index, value if a store, gate), the index offset into shared memory
         args = [values[s] for s in u.src[1:] if s.op is not Ops.BARRIER]
         if u.src[0] in local_base: args[0] = _alu(Ops.ADD, dtypes.index, [args[0], local_base[u.src[0]]])
-        values[u] = self._load(views[u.src[0]], args, u.dtype)
-      elif op is Ops.STORE:
-        args = [values[s] for s in u.src[1:]]
-        if u.src[0] in local_base: args[0] = _alu(Ops.ADD, dtypes.index, [args[0], local_base[u.src[0]]])
-        self._store(views[u.src[0]], args)
+        if op is Ops.LOAD: values[u] = self._load(views[u.src[0]], args, u.dtype)
+        else: self._store(views[u.src[0]], args)
       elif op is Ops.DEFINE_ACC: values[u] = values[u.src[0]]
       elif op is Ops.ASSIGN: values[u.src[0]] = values[u] = values[u.src[1]]
       elif op is Ops.CAST: values[u] = _map(_cast, values[u.src[0]], u.dtype)
