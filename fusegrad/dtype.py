@@ -201,8 +201,7 @@ _promo_lattice: dict[DType, list[DType]] = {
   dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32], dtypes.float32: [dtypes.float64],
   dtypes.float64: []}
 
-def _upper_set(dt: DType) -> set[DType]:
-  return {dt}.union(*(_upper_set(up) for up in _promo_lattice[dt]))
+def _upper_set(dt: DType) -> set[DType]: return {dt}.union(*(_upper_set(up) for up in _promo_lattice[dt]))
 
 def least_upper_dtype(*ds: DType) -> DType:
   """The smallest dtype that all of ds promote to: int8+uint8 -> int16, int32+float16 -> float16."""

@@ -188,8 +188,7 @@ def colored(st: str, color: str | None, background: bool = False) -> str:
   colors = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
   return f"\u001b[{10 * background + 60 * (color.upper() == color) + 30 + colors.index(color.lower())}m{st}\u001b[0m"
 
-def ansistrip(s: str) -> str:
-  return re.sub(r"\x1b\[(K|.*?m)", "", s)
+def ansistrip(s: str) -> str: return re.sub(r"\x1b\[(K|.*?m)", "", s)
 
 def ansilen(s: str) -> int: return len(ansistrip(s))
 
@@ -259,8 +258,7 @@ _CACHE_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {_CACHE_TABLE} (tbl TEXT, key TEXT
                  "PRIMARY KEY (tbl, key))")
 _db_connection: sqlite3.Connection | None = None
 
-def cache_dir() -> pathlib.Path:
-  return pathlib.Path(CACHE_DIR.value or pathlib.Path.home() / ".cache") / "fusegrad"
+def cache_dir() -> pathlib.Path: return pathlib.Path(CACHE_DIR.value or pathlib.Path.home() / ".cache") / "fusegrad"
 
 def _cache_path() -> pathlib.Path: return pathlib.Path(CACHEDB.value) if CACHEDB.value else cache_dir() / "cache.db"
 

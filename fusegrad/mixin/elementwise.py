@@ -564,8 +564,7 @@ def _small_whole(x: int | float) -> bool:
   """True for exponents pow multiplies out: whole numbers up to 64 in size."""
   return math.isfinite(x) and x == int(x) and abs(x) <= 64
 
-def _as_bool(x: Any) -> Any:
-  return x.bool() if hasattr(x, "bool") else bool(x)
+def _as_bool(x: Any) -> Any: return x.bool() if hasattr(x, "bool") else bool(x)
 
 def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = None) -> Tensor:
   """ret = b ** e, differentiated as torch does (its primitives would give 0 or nan at infinite and zero bases):

@@ -35,8 +35,7 @@ def _ints(v: Any) -> list[int]:
   if isinstance(v, Tensor): v = v.tolist()
   return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)]
 
-def _scalar(v: Any) -> Any:
-  return v.reshape(-1)[0].item() if isinstance(v, Tensor) else v
+def _scalar(v: Any) -> Any: return v.reshape(-1)[0].item() if isinstance(v, Tensor) else v
 
 def _axis(a: int, ndim: int) -> int: return a + ndim if a < 0 else a
 
@@ -163,8 +162,7 @@ def Unsqueeze(x: Tensor, axes: Any = None) -> Tensor:
   return x.reshape(shape)
 def Transpose(x: Tensor, perm: list[int] | None = None) -> Tensor:
   return x.permute(perm if perm is not None else list(range(x.ndim))[::-1])
-def Concat(*xs: Tensor, axis: int = 0) -> Tensor:
-  return xs[0].cat(*xs[1:], dim=axis) if len(xs) > 1 else xs[0]
+def Concat(*xs: Tensor, axis: int = 0) -> Tensor: return xs[0].cat(*xs[1:], dim=axis) if len(xs) > 1 else xs[0]
 def Split(x: Tensor, split: Any = None, axis: int = 0, num_outputs: int | None = None, n_outputs: int = 1) -> tuple:
   a, n = _axis(axis, x.ndim), num_outputs or n_outputs
   sizes = _ints(split) if split is not None else [-(-x.shape[a] // n)] * (n - 1)

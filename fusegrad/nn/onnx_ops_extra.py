@@ -74,8 +74,7 @@ def SwiGLU(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor: return a * (a * 
 def AffineGrid(theta: Tensor, size: Tensor, align_corners: int = 0) -> Tensor:
   sz = _ints(size)
   spatial = sz[2:]
-  def coords(n: int) -> np.ndarray:
-    return np.linspace(-1, 1, n) if align_corners else (np.arange(n) * 2 + 1) / n - 1
+  def coords(n: int) -> np.ndarray: return np.linspace(-1, 1, n) if align_corners else (np.arange(n) * 2 + 1) / n - 1
   mesh = np.meshgrid(*[coords(n) for n in spatial], indexing="ij")[::-1]  # x first (the last axis), then y (, z)
   base = np.stack([*mesh, np.ones(spatial)], -1).reshape(-1, len(spatial) + 1).astype(np.float32)
   grid = Tensor(base).cast(theta.dtype).matmul(theta.transpose(1, 2))  # (N, H*W, dims)

@@ -24,10 +24,9 @@ class WebGPUAllocator(Allocator):
   def free(self, handle: WebGPUBuffer, nbytes: int) -> None: handle.buffer.destroy()
   def copyin(self, dest: WebGPUBuffer, src: memoryview) -> None:
     if not src.nbytes: return
+    data = bytes(src)
     if src.nbytes % 4:  # the word holding the tail keeps the bytes after it (another view's)
-      tail = self.copy_out_words(dest, src.nbytes // 4 * 4, 4)
-      data = bytes(src) + tail[src.nbytes % 4:]
-    else: data = bytes(src)
+      data += self.copy_out_words(dest, src.nbytes // 4 * 4, 4)[src.nbytes % 4:]
     staging = self.dev.gpu.create_buffer_with_data(data=data, usage=self.dev.wgpu.BufferUsage.COPY_SRC)
     encoder = self.dev.gpu.create_command_encoder()
     encoder.copy_buffer_to_buffer(staging, 0, dest.buffer, dest.offset, len(data))
