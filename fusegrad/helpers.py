@@ -74,8 +74,7 @@ def to_function_name(s: str) -> str:
 # *** flags ***
 def _convert(key: str, val: Any, default: Any) -> Any:
   """val (from the environment or Context) as the type of default; ValueError naming key and what it takes otherwise."""
-  if isinstance(default, bool):
-    return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
+  if isinstance(default, bool): return val not in ("", "0", "false", "False") if isinstance(val, str) else bool(val)
   kind = type(default)
   if isinstance(val, bool) and kind in (int, float): return kind(val)  # Context(TRAINING=True) is TRAINING=1
   if isinstance(val, kind): return val

@@ -10,8 +10,7 @@ from fusegrad.mixin.convgrad import ConvArgs, conv_rule, _channel_last, _dilate
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 def _tuple(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...]:
   """x as one int per spatial axis; raises naming op when it is the wrong length."""

@@ -3,8 +3,7 @@ docs/developer/tensor.md, "Numerics")."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 from fusegrad.helpers import flatten, prod
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 # what conv2d resolved: groups, stride, dilation and (before, after) padding per spatial axis
 ConvArgs = NamedTuple("ConvArgs", [("groups", int), ("stride", tuple[int, ...]), ("dilation", tuple[int, ...]),

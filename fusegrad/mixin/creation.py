@@ -10,8 +10,7 @@ from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedErr
 from fusegrad.engine import state
 from fusegrad.engine.state import STATE
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 # called with (state tensor, counter value) for every random draw: TinyJit records the draws it captures
 _rng_hooks: list[Callable[[Tensor, int], None]] = []

@@ -9,8 +9,7 @@ from fusegrad.gradient import with_rule
 from fusegrad.helpers import CHECK_INDEX
 from fusegrad.engine.realize import add_index_check, IndexCheck
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 LOG2_E, LN_2 = 1 / math.log(2), math.log(2)
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805

@@ -6,8 +6,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError, _resolve_axis, broadcast_shape
 from fusegrad.mixin.indexing import check_indices
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 class ClassIdError(IndexError, ArgumentError):
   """one_hot: a class id outside [0, num_classes): an IndexError as other out-of-range indices, and an ArgumentError."""

@@ -11,8 +11,7 @@ from fusegrad.mixin.elementwise import broadcast_shape
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.uop.symbolic import simplify
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: bool = True,
                   ignore: int | None = None, what: str = "index", error: type[Exception] = IndexError) -> Tensor:
@@ -80,8 +79,7 @@ def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor
   squeeze: list[int] = []
   tensor_idx: list[tuple[int, Tensor]] = []  # (axis of x after basic indexing, index tensor)
   for i in idx_list:
-    if i is None:
-      x = x.reshape(x.shape[:axis] + (1,) + x.shape[axis:])
+    if i is None: x = x.reshape(x.shape[:axis] + (1,) + x.shape[axis:])
     elif isinstance(i, int):
       size = x.shape[axis]
       if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {size}")

@@ -5,8 +5,7 @@ from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes, least_upper_float
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 

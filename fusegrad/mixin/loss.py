@@ -5,8 +5,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError
 from fusegrad.mixin.indexing import check_indices
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
   if reduction == "none": return x

@@ -9,8 +9,7 @@ from fusegrad.uop.ops import UOp
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError, _resolve_axis
 from fusegrad.mixin.indexing import symbolic_shrink
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 def _distinct_axes(axes: Sequence[int], ndim: int, op: str) -> list[int]:
   """axes resolved, each at most once (torch's RuntimeError, naming the repeated one, otherwise)."""
@@ -162,8 +161,7 @@ class MovementMixin:
     """Keep [start, end) on each axis (None keeps the whole axis). start and end may be bound Variables (expressions of
     them) with a constant end - start: `x.shrink(((i, i + 4), None))` (a gather, see mixin/indexing.py)."""
     if len(arg) != self.ndim: raise ShapeError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
-    if any(isinstance(b, UOp) for a in arg if a is not None for b in a):
-      return symbolic_shrink(self, arg)
+    if any(isinstance(b, UOp) for a in arg if a is not None for b in a): return symbolic_shrink(self, arg)
     full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
     if any(not 0 <= b <= e <= s for (b, e), s in zip(full, self.shape)):
       raise ShapeError(f"shrink: bad range {full} for {self.shape}")

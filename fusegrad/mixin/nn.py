@@ -8,8 +8,7 @@ from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedErr
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 class NNMixin:
   __slots__ = ()
@@ -78,8 +77,7 @@ class NNMixin:
       if attn_mask is not None:
         raise ArgumentError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
       attn_mask = type(self).ones(*qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
-    if attn_mask is not None:
-      qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+    if attn_mask is not None: qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     # softmax, except that a row masked out entirely gets weights 0 (not nan), as torch
     top = qk.max(-1, keepdim=True).detach()
     e = (qk - (top == -math.inf).where(0, top)).exp()

@@ -8,8 +8,7 @@ from fusegrad.helpers import make_tuple, ceildiv
 from fusegrad.uop.ops import Ops
 from fusegrad.mixin.elementwise import ArgumentError, EmptyReduceError, ShapeError, _resolve_axis, broadcast_shape
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 CUM_BLOCK = 256  # cumulative ops over longer axes work in blocks of this size
 LONG_CUM_BLOCK = 16  # and over axes longer than 2**16, in blocks of this size

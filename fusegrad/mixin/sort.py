@@ -4,8 +4,7 @@ from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes
 from fusegrad.mixin.elementwise import ShapeError, _resolve_axis
 
-if TYPE_CHECKING:
-  from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 class SortMixin:
   __slots__ = ()

@@ -271,8 +271,7 @@ def ArgMin(x: Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int =
 def _cum(x: Tensor, axis: Tensor, exclusive: int, reverse: int, fn: str, identity: int) -> Tensor:
   a = _axis(int(_scalar(axis)), x.ndim)
   if reverse: x = x.flip(a)
-  if exclusive:
-    x = x.pad([(1, -1) if d == a else (0, 0) for d in range(x.ndim)], value=identity)
+  if exclusive: x = x.pad([(1, -1) if d == a else (0, 0) for d in range(x.ndim)], value=identity)
   y = getattr(x, fn)(a)
   return (y.flip(a) if reverse else y).cast(x.dtype)
 def CumSum(x: Tensor, axis: Tensor, exclusive: int = 0, reverse: int = 0) -> Tensor:

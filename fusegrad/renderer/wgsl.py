@@ -101,8 +101,7 @@ class WGSLRenderer(CStyleLanguage):
     if dt.scalar() in WIDE and dt.count == 1: return "u64v"
     scalar = WGSL_TYPES.get(known_dtype(dt.scalar()))
     if scalar == "f16" and not self.supports_float16: scalar = "f32"  # stored in 16-bit lanes (see _packed)
-    if scalar is None:
-      raise UnsupportedDTypeError(f"dtype {dt.scalar().name} is not supported on device {self.device}")
+    if scalar is None: raise UnsupportedDTypeError(f"dtype {dt.scalar().name} is not supported on device {self.device}")
     return scalar if dt.count == 1 else f"vec{dt.count}<{scalar}>"
 
   def supports_dtype(self, dt: DType) -> bool:
