@@ -13,7 +13,8 @@ class DType:
   name: str
   fmt: str | None  # struct / memoryview format character; None for bfloat16 (stored as raw 16 bits)
   count: int = 1
-  # equality and hashing run for every node built: the fields' tuple and a hash of ints are computed once
+  # equality and hashing run for every node built: the fields' tuple and a hash of ints (the same in every process)
+  # are computed once
   def __post_init__(self) -> None:
     object.__setattr__(self, "_key", self._fields())
     object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count)))
