@@ -30,11 +30,12 @@ class _Device:
     import fusegrad.runtime
     return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
   def canonicalize(self, device: str | None) -> str:
-    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT, a tuple name by name. ValueError for
-    anything not NAME or NAME:index of a known backend (index: decimal digits)."""
+    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', 'disk:/a/file' -> 'DISK:/a/file', None -> Device.DEFAULT, a
+    tuple name by name. ValueError for anything not NAME or NAME:index of a known backend (index: decimal digits)."""
     if device is None: return self.DEFAULT
     if isinstance(device, tuple): return tuple(self.canonicalize(d) for d in device)  # type: ignore[return-value]
     if isinstance(device, str) and (known := self._canonical.get(device)) is not None: return known
+    if isinstance(device, str) and device[:5].upper() == "DISK:" and device[5:]: return f"DISK:{device[5:]}"
     if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):
       raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
     name, num = m[1].upper(), int(m[2] or 0)
@@ -279,6 +280,7 @@ class Compiled:
       if not 0 < index <= len(self._others): raise ValueError(f"{self.device} has no compiler {index}")
       self._made[index] = self._others[index - 1]()
     return self._made[index]
+  runs_kernels = True  # False: a device data is only copied to and from (DISK, a file)
   fork_safe = True  # False: the driver doesn't work in a child forked after it opened (Device refuses it there)
   @property
   def is_accelerator(self) -> bool:

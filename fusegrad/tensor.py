@@ -45,6 +45,10 @@ def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None
   if dtypes.is_int(dtype): checked_ints([value], dtype)
   return UOp.const(dtype, value, shape, device)
 
+def _computes(t: Tensor) -> bool:
+  """False for a tensor on a device that computes nothing (DISK: data is only copied to and from it)."""
+  return isinstance(t.device, tuple) or Device[t.device].runs_kernels
+
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, GatherMixin, LossMixin, SortMixin,
              LinalgMixin, CreationMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
@@ -62,9 +66,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     self._requires_grad: bool | None = None
     self._view_of: tuple[Tensor, UOp] | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, pathlib.Path):  # a file: its bytes as dtype (uint8), on the disk device (mapped, not read)
+      n, dtype = data.stat().st_size // (dtype or dtypes.uint8).itemsize, dtype or dtypes.uint8
+      data = UOp(Ops.BUFFER, dtype, (), Buffer(f"DISK:{data.resolve()}", n, dtype)).reshape((n,))
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
     if isinstance(data, range): data = list(data)
-    if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file: its bytes, as uint8
     if type(data) is list and data and (types := set(map(type, data))) <= _NUMBERS:  # flat: the common case, first
       # a float among numbers int64 holds: the default float (dtypes.from_py's rule, without a walk per element)
       quick = float in types and -2 ** 63 <= min(data) and max(data) < 2 ** 63
@@ -283,6 +289,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
     if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
       return base.arg  # already in order
+    if base.op is Ops.BUFFER and engine_schedule.contiguous_offset(u) is not None: return engine_schedule.run_buffer(u)
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
@@ -332,7 +339,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if isinstance(self.device, tuple): return self._new(multi.gather_node(self.uop, device))
     ret = self._new(self.uop.copy_to_device(device))
     if self.grad is not None: ret.grad = self.grad.to(device)
-    return ret
+    return ret.realize() if not Device[device].runs_kernels else ret  # (into a file: written now)
   def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
     """Move this tensor to another device in place."""
     self.uop = self.to(device).uop
@@ -373,7 +380,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def bitcast(self, dtype: DType | str) -> Tensor:
     """Reinterpret the bits as another dtype (the last axis rescales if the sizes differ)."""
     dtype = to_dtype(dtype)
-    if dtype.itemsize != self.dtype.itemsize:
+    if dtype.itemsize != self.dtype.itemsize or not _computes(self):
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
         raise ShapeError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
       # the bytes reread as another dtype: a view of the realized buffer (element-wise kernels can't change sizes)
@@ -414,6 +421,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
 
   def assign(self, x: Any) -> Tensor:
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
+    if not _computes(self): return self._write_file(x)
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.device != self.device:
       raise ShapeError(f"assign: value is on device {x.device}, target on device {self.device}")
@@ -445,6 +453,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     # spread over devices: one write per device now, each followed like a one-device write (see uop)
     self.uop = multi.lower(self.uop.assign(x.uop)) if isinstance(self.device, tuple) else self.uop.assign(x.uop)
     return self.realize() if part and not _assign_hooks else self  # now (unless traced): the whole is what is read
+  def _write_file(self, x: Any) -> Tensor:
+    """assign into a tensor on a device that computes nothing (a file): x, computed where it is (given as a list or an
+    array: on the default device), is copied into this tensor's bytes now."""
+    x = (x if isinstance(x, Tensor) else Tensor(x)).cast(self.dtype)
+    if x.shape != self.shape: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
+    (dest := self._buffer()).copyin(x._buffer().as_bytes())
+    state.rewritten([dest])  # (what reads this tensor from now on reads the new bytes)
+    return self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
     if x.shape != self.shape: raise ShapeError(f"replace: shape {x.shape} != {self.shape}")
@@ -566,6 +582,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
+    if not _computes(self):  # (into a file: a slice of it)
+      self[indices]._write_file(v)
+      return
     if self._view_of is not None and not _writable(self.uop) and (path := _view_path(self)[0]):
       _follow(path, path[-1][0].replace(path[-1][0].contiguous().realize()))  # the top gets a buffer, written below
     self.realize()
