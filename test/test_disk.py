@@ -66,3 +66,16 @@ def test_read_only_file(data_file):
     if os.access(data_file, os.W_OK): pytest.skip("root writes read-only files")
     np.testing.assert_equal(Tensor(data_file)[:4].numpy(), [0, 1, 2, 3])
   finally: os.chmod(data_file, stat.S_IRUSR | stat.S_IWUSR)
+
+def test_safetensors_read_through_the_file(tmp_path):
+  from fusegrad.nn.state import safe_save, safe_load, safe_load_metadata
+  x = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+  safe_save({"x": Tensor(x), "i": Tensor([5, -6], dtype=dtypes.int16)}, fn := tmp_path / "m.safetensors")
+  t, start, header = safe_load_metadata(fn)
+  assert t.device == f"DISK:{fn}"
+  a, b = header["x"]["data_offsets"]
+  np.testing.assert_equal(t[start + a:start + b].bitcast(dtypes.float32).reshape(3, 4).to("CPU").numpy(), x)
+  loaded = safe_load(fn)
+  fn.write_bytes(b"\0" * fn.stat().st_size)  # what safe_load gave is its own copy
+  np.testing.assert_equal(loaded["x"].numpy(), x)
+  assert loaded["i"].tolist() == [5, -6] and loaded["x"].device == Device.DEFAULT
