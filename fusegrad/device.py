@@ -119,6 +119,7 @@ class OutOfMemoryError(MemoryError, RuntimeError):
 
 class Buffer:
   """size elements of dtype on a device. Memory is allocated on first use; a Buffer with a base is a view into it."""
+  _pending: bytes | None = None  # the contents to copy in when it is allocated (copyin_later)
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
@@ -152,6 +153,13 @@ class Buffer:
         raise OutOfMemoryError(f"{self.device}: out of memory: tried to allocate {self.nbytes} bytes "
                                f"({self.nbytes / 2**30:.2f} GiB) for {self.size} elements of {self.dtype} ({e})") from e
       GlobalCounters.mem_used += nbytes
+      if self._pending is not None: allocator.copyin(self._buf, memoryview(self._pending))
+      self._pending = None
+    return self
+  def copyin_later(self, data: bytes) -> Buffer:
+    """copyin when first used: until then nothing is allocated (a tensor made from data and never used costs no device
+    memory, as in tinygrad)."""
+    self._pending = data
     return self
   def use_pointer(self, ptr: int) -> Buffer:
     """Use the memory at address ptr (nbytes on this device, owned by the caller, who keeps it alive) instead of

@@ -255,7 +255,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     with RUN_LOCK:
-      try: realizer.realize_all(tensors)
+      try:
+        realizer.realize_all(tensors)
+        for t in tensors:  # memory of their own now, data made on the host in it (Buffer.copyin_later)
+          if (b := state.view_base(t._uop)).op is Ops.BUFFER: b.arg.allocate()
       except OutOfMemoryError as e:
         shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
         raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
@@ -738,7 +741,7 @@ def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType,
   if isinstance(device := Device.canonicalize(device), tuple):
     return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
   buf = Buffer(device, prod(shape), dtype)
-  if data: buf.copyin(memoryview(data))
+  if data: buf.copyin_later(bytes(data))
   ret = UOp(Ops.BUFFER, dtype, (), buf)
   return ret if len(shape) == 1 else ret.reshape(shape)  # (a buffer's node has its shape already)
 
