@@ -79,3 +79,15 @@ def test_safetensors_read_through_the_file(tmp_path):
   fn.write_bytes(b"\0" * fn.stat().st_size)  # what safe_load gave is its own copy
   np.testing.assert_equal(loaded["x"].numpy(), x)
   assert loaded["i"].tolist() == [5, -6] and loaded["x"].device == Device.DEFAULT
+
+def test_load_state_dict_from_files(tmp_path):
+  from fusegrad import nn
+  from fusegrad.nn.state import load_state_dict
+  w, b = np.arange(12, dtype=np.float32).reshape(3, 4), np.ones(3, np.float32)
+  Tensor(w).to(f"disk:{tmp_path}/w")
+  Tensor(b).to(f"disk:{tmp_path}/b")
+  layer = nn.Linear(4, 3)
+  load_state_dict(layer, {"weight": Tensor.empty(3, 4, device=f"disk:{tmp_path}/w"),
+                          "bias": Tensor.empty(3, device=f"disk:{tmp_path}/b")}, verbose=False)
+  assert layer.weight.device == Device.DEFAULT
+  np.testing.assert_equal(layer(Tensor.ones(1, 4)).numpy(), np.ones((1, 4), np.float32) @ w.T + b)
