@@ -296,11 +296,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
+  def _computable(self) -> Tensor:
+    """This tensor, or on a device that computes nothing (a file) a copy of it on the default device."""
+    return self if _computes(self) else self.to(Device.DEFAULT)
   def data(self) -> memoryview:
     """The values as a memoryview with this tensor's shape (bfloat16, and float16 before Python 3.12, come out as
     float32)."""
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
-      return self.cast(dtypes.float32).data()
+      return self._computable().cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
     with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
@@ -314,7 +317,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """
     if 0 in self.shape: return _empty_nested(self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
-    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
+    if self.dtype == dtypes.float16: return self._computable().cast(dtypes.float32).tolist()
     vals = self.data().tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals
   def item(self) -> Any:
@@ -325,7 +328,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
-    if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
+    if dtype == dtypes.bfloat16: return self._computable().cast(dtypes.float32).numpy()
     if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
     ret = np.empty(shape, dtype=to_numpy(dtype))
     self._buffer().copyout(ret.data)  # straight into the array: one copy

@@ -91,3 +91,11 @@ def test_load_state_dict_from_files(tmp_path):
                           "bias": Tensor.empty(3, device=f"disk:{tmp_path}/b")}, verbose=False)
   assert layer.weight.device == Device.DEFAULT
   np.testing.assert_equal(layer(Tensor.ones(1, 4)).numpy(), np.ones((1, 4), np.float32) @ w.T + b)
+
+def test_bfloat16_file_reads_as_float32(tmp_path):
+  x = np.array([10000, -1, -1000, -10000, 20], np.float32)
+  (fn := tmp_path / "bf").write_bytes((x.view(np.uint32) >> 16).astype(np.uint16).tobytes())  # truncated to bfloat16
+  ref = ((x.view(np.uint32) >> 16) << 16).view(np.float32)  # [9984, -1, -1000, -9984, 20], tinygrad's test's values
+  t = Tensor.empty(5, dtype=dtypes.bfloat16, device=f"disk:{fn}")
+  np.testing.assert_equal(t.numpy(), ref)
+  assert t.tolist() == ref.tolist() and t.to("CPU").float().tolist() == ref.tolist()
