@@ -292,7 +292,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
     if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
       return base.arg  # already in order
-    if base.op is Ops.BUFFER and engine_schedule.contiguous_offset(u) is not None: return engine_schedule.run_buffer(u)
+    if base.op is Ops.BUFFER and not _computes(self) and engine_schedule.contiguous_offset(u) is not None:
+      return engine_schedule.run_buffer(u)  # a run of a file: a view of it (elsewhere a kernel makes views aligned)
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
