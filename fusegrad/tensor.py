@@ -345,8 +345,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if isinstance(device, tuple): return self.shard(device)
     if isinstance(self.device, tuple): return self._new(multi.gather_node(self.uop, device))
     ret = self._new(self.uop.copy_to_device(device))
+    if not Device[device].runs_kernels: return ret.realize()  # into a file: written now (a .grad would overwrite it)
     if self.grad is not None: ret.grad = self.grad.to(device)
-    return ret.realize() if not Device[device].runs_kernels else ret  # (into a file: written now)
+    return ret
   def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
     """Move this tensor to another device in place."""
     self.uop = self.to(device).uop

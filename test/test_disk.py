@@ -99,3 +99,9 @@ def test_bfloat16_file_reads_as_float32(tmp_path):
   t = Tensor.empty(5, dtype=dtypes.bfloat16, device=f"disk:{fn}")
   np.testing.assert_equal(t.numpy(), ref)
   assert t.tolist() == ref.tolist() and t.to("CPU").float().tolist() == ref.tolist()
+
+def test_copy_to_disk_of_a_tensor_with_grad(tmp_path):
+  x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+  (x * x).sum().backward()
+  d = x.to(f"disk:{tmp_path}/g")  # the file holds the values (a copy of the gradient there would share the file)
+  assert d.grad is None and d.tolist() == [1.0, 2.0, 3.0] and x.grad.tolist() == [2.0, 4.0, 6.0]
