@@ -258,7 +258,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       try:
         realizer.realize_all(tensors)
         for t in tensors:  # memory of their own now, data made on the host in it (Buffer.copyin_later)
-          if (b := state.view_base(t._uop)).op is Ops.BUFFER: b.arg.allocate()
+          if (b := state.view_base(t._uop)).op is Ops.BUFFER and b.arg.size: b.arg.allocate()
       except OutOfMemoryError as e:
         shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
         raise OutOfMemoryError(f"{e}, realizing {shapes}") from e

@@ -33,6 +33,8 @@ def test_path_tensor_is_the_file_mapped(data_file):
   np.testing.assert_equal(Tensor(data_file, dtype=dtypes.int32).numpy(), ref.view(np.int32))
   np.testing.assert_equal(Tensor(data_file, device="CPU").numpy(), ref)
   with pytest.raises(FileNotFoundError): Tensor(data_file.parent / "missing")
+  (empty := data_file.parent / "empty").write_bytes(b"")
+  assert Tensor(empty).realize().shape == (0,) and Tensor(empty).tolist() == [] and empty.stat().st_size == 0
 
 def test_copy_to_disk_writes_the_file(tmp_path):
   x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
