@@ -30,11 +30,12 @@ class _Device:
     import fusegrad.runtime
     return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
   def canonicalize(self, device: str | None) -> str:
-    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', None -> Device.DEFAULT, a tuple name by name. ValueError for
-    anything not NAME or NAME:index of a known backend (index: decimal digits)."""
+    """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', 'disk:/a/file' -> 'DISK:/a/file', None -> Device.DEFAULT, a
+    tuple name by name. ValueError for anything not NAME or NAME:index of a known backend (index: decimal digits)."""
     if device is None: return self.DEFAULT
     if isinstance(device, tuple): return tuple(self.canonicalize(d) for d in device)  # type: ignore[return-value]
     if isinstance(device, str) and (known := self._canonical.get(device)) is not None: return known
+    if isinstance(device, str) and device[:5].upper() == "DISK:" and device[5:]: return f"DISK:{device[5:]}"
     if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):
       raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
     name, num = m[1].upper(), int(m[2] or 0)
@@ -118,6 +119,7 @@ class OutOfMemoryError(MemoryError, RuntimeError):
 
 class Buffer:
   """size elements of dtype on a device. Memory is allocated on first use; a Buffer with a base is a view into it."""
+  _pending: bytes | None = None  # the contents to copy in when it is allocated (copyin_later)
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
@@ -151,6 +153,13 @@ class Buffer:
         raise OutOfMemoryError(f"{self.device}: out of memory: tried to allocate {self.nbytes} bytes "
                                f"({self.nbytes / 2**30:.2f} GiB) for {self.size} elements of {self.dtype} ({e})") from e
       GlobalCounters.mem_used += nbytes
+      if self._pending is not None: allocator.copyin(self._buf, memoryview(self._pending))
+      self._pending = None
+    return self
+  def copyin_later(self, data: bytes) -> Buffer:
+    """copyin when first used: until then nothing is allocated (a tensor made from data and never used costs no device
+    memory, as in tinygrad)."""
+    self._pending = data
     return self
   def use_pointer(self, ptr: int) -> Buffer:
     """Use the memory at address ptr (nbytes on this device, owned by the caller, who keeps it alive) instead of
@@ -279,6 +288,7 @@ class Compiled:
       if not 0 < index <= len(self._others): raise ValueError(f"{self.device} has no compiler {index}")
       self._made[index] = self._others[index - 1]()
     return self._made[index]
+  runs_kernels = True  # False: a device data is only copied to and from (DISK, a file)
   fork_safe = True  # False: the driver doesn't work in a child forked after it opened (Device refuses it there)
   @property
   def is_accelerator(self) -> bool:

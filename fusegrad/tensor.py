@@ -45,6 +45,10 @@ def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None
   if dtypes.is_int(dtype): checked_ints([value], dtype)
   return UOp.const(dtype, value, shape, device)
 
+def _computes(t: Tensor) -> bool:
+  """False for a tensor on a device that computes nothing (DISK: data is only copied to and from it)."""
+  return isinstance(t.device, tuple) or Device[t.device].runs_kernels
+
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, GatherMixin, LossMixin, SortMixin,
              LinalgMixin, CreationMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
@@ -62,9 +66,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     self._requires_grad: bool | None = None
     self._view_of: tuple[Tensor, UOp] | None = None
     dtype = to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, pathlib.Path):  # a file: its bytes as dtype (uint8), on the disk device (mapped, not read)
+      n, dtype = data.stat().st_size // (dtype or dtypes.uint8).itemsize, dtype or dtypes.uint8
+      data = UOp(Ops.BUFFER, dtype, (), Buffer(f"DISK:{data.resolve()}", n, dtype)).reshape((n,))
     device = Device.canonicalize(device) if device is not None or not isinstance(data, UOp) else None
     if isinstance(data, range): data = list(data)
-    if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file: its bytes, as uint8
     if type(data) is list and data and (types := set(map(type, data))) <= _NUMBERS:  # flat: the common case, first
       # a float among numbers int64 holds: the default float (dtypes.from_py's rule, without a walk per element)
       quick = float in types and -2 ** 63 <= min(data) and max(data) < 2 ** 63
@@ -249,7 +255,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def realize_all(tensors: Sequence[Tensor]) -> None:
     """Compute the given tensors together (one schedule, so shared work is done once)."""
     with RUN_LOCK:
-      try: realizer.realize_all(tensors)
+      try:
+        realizer.realize_all(tensors)
+        for t in tensors:  # memory of their own now, data made on the host in it (Buffer.copyin_later)
+          if (b := state.view_base(t._uop)).op is Ops.BUFFER and b.arg.size: b.arg.allocate()
       except OutOfMemoryError as e:
         shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
         raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
@@ -283,14 +292,19 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
     if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
       return base.arg  # already in order
+    if base.op is Ops.BUFFER and not _computes(self) and engine_schedule.contiguous_offset(u) is not None:
+      return engine_schedule.run_buffer(u)  # a run of a file: a view of it (elsewhere a kernel makes views aligned)
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
+  def _computable(self) -> Tensor:
+    """This tensor, or on a device that computes nothing (a file) a copy of it on the default device."""
+    return self if _computes(self) else self.to(Device.DEFAULT)
   def data(self) -> memoryview:
     """The values as a memoryview with this tensor's shape (bfloat16, and float16 before Python 3.12, come out as
     float32)."""
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
-      return self.cast(dtypes.float32).data()
+      return self._computable().cast(dtypes.float32).data()
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
     with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
@@ -304,7 +318,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """
     if 0 in self.shape: return _empty_nested(self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
-    if self.dtype == dtypes.float16: return self.cast(dtypes.float32).tolist()
+    if self.dtype == dtypes.float16: return self._computable().cast(dtypes.float32).tolist()
     vals = self.data().tolist()
     return vals[0] if not self.shape and isinstance(vals, list) else vals
   def item(self) -> Any:
@@ -315,7 +329,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
-    if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
+    if dtype == dtypes.bfloat16: return self._computable().cast(dtypes.float32).numpy()
     if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
     ret = np.empty(shape, dtype=to_numpy(dtype))
     self._buffer().copyout(ret.data)  # straight into the array: one copy
@@ -331,6 +345,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if isinstance(device, tuple): return self.shard(device)
     if isinstance(self.device, tuple): return self._new(multi.gather_node(self.uop, device))
     ret = self._new(self.uop.copy_to_device(device))
+    if not Device[device].runs_kernels: return ret.realize()  # into a file: written now (a .grad would overwrite it)
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
   def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
@@ -373,7 +388,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def bitcast(self, dtype: DType | str) -> Tensor:
     """Reinterpret the bits as another dtype (the last axis rescales if the sizes differ)."""
     dtype = to_dtype(dtype)
-    if dtype.itemsize != self.dtype.itemsize:
+    if dtype.itemsize != self.dtype.itemsize or not _computes(self):
       if not self.shape or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
         raise ShapeError(f"bitcast: can't view the last axis of {self.shape} {self.dtype} as {dtype}")
       # the bytes reread as another dtype: a view of the realized buffer (element-wise kernels can't change sizes)
@@ -414,6 +429,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
 
   def assign(self, x: Any) -> Tensor:
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
+    if not _computes(self): return self._write_file(x)
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.device != self.device:
       raise ShapeError(f"assign: value is on device {x.device}, target on device {self.device}")
@@ -445,6 +461,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     # spread over devices: one write per device now, each followed like a one-device write (see uop)
     self.uop = multi.lower(self.uop.assign(x.uop)) if isinstance(self.device, tuple) else self.uop.assign(x.uop)
     return self.realize() if part and not _assign_hooks else self  # now (unless traced): the whole is what is read
+  def _write_file(self, x: Any) -> Tensor:
+    """assign into a tensor on a device that computes nothing (a file): x, computed where it is (given as a list or an
+    array: on the default device), is copied into this tensor's bytes now."""
+    x = (x if isinstance(x, Tensor) else Tensor(x)).cast(self.dtype)
+    if x.shape != self.shape: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x.reshape(self.shape)
+    (dest := self._buffer()).copyin(x._buffer().as_bytes())
+    state.rewritten([dest])  # (what reads this tensor from now on reads the new bytes)
+    return self
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for x's value (shapes must match); no data moves."""
     if x.shape != self.shape: raise ShapeError(f"replace: shape {x.shape} != {self.shape}")
@@ -566,6 +590,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""
+    if not _computes(self):  # (into a file: a slice of it)
+      self[indices]._write_file(v)
+      return
     if self._view_of is not None and not _writable(self.uop) and (path := _view_path(self)[0]):
       _follow(path, path[-1][0].replace(path[-1][0].contiguous().realize()))  # the top gets a buffer, written below
     self.realize()
@@ -719,7 +746,7 @@ def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType,
   if isinstance(device := Device.canonicalize(device), tuple):
     return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
   buf = Buffer(device, prod(shape), dtype)
-  if data: buf.copyin(memoryview(data))
+  if data: buf.copyin_later(bytes(data))
   ret = UOp(Ops.BUFFER, dtype, (), buf)
   return ret if len(shape) == 1 else ret.reshape(shape)  # (a buffer's node has its shape already)
 

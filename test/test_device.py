@@ -417,3 +417,20 @@ class TestOutOfMemory:
     with pytest.raises(MemoryError) as e: Tensor.zeros(2**38, device="CPU").contiguous().realize()
     self.check(e.value, 2**40, "CPU", (2**38,))
     assert Tensor([1, 2], device="CPU").sum().item() == 3
+
+def test_data_goes_to_its_device_when_first_used():
+  """As tinygrad: a tensor made from data takes device memory when realized or used, not when made (nothing for one
+  never used), with the data it was made from."""
+  import gc
+  gc.collect()
+  before, x = GlobalCounters.mem_used, np.arange(1000, dtype=np.float32)
+  t = Tensor(x)
+  assert GlobalCounters.mem_used == before
+  del t
+  gc.collect()
+  assert GlobalCounters.mem_used == before
+  t = Tensor(x)
+  x[:] = -1  # taken when made
+  assert t.realize() is t and GlobalCounters.mem_used == before + 4000
+  np.testing.assert_equal(t.numpy(), np.arange(1000))
+  np.testing.assert_equal((Tensor([1.5, 2.0]) * Tensor([2.0, 3.0])).numpy(), [3.0, 6.0])

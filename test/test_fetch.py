@@ -59,14 +59,16 @@ def test_fetch_errors_and_local_paths(server, tmp_path):
   assert fetch(str(local)) == local
 
 def test_tensor_from_url_and_path(server, tmp_path):
-  """Tensor.from_url: the downloaded bytes as uint8 (gunzipped on request); Tensor(pathlib.Path): a file's bytes."""
+  """Tensor.from_url: the downloaded bytes as uint8 (gunzipped on request); Tensor(pathlib.Path): a file's bytes, on
+  the disk device, reinterpreted as dtype when given (as tinygrad's)."""
   import numpy as np
   from fusegrad import Tensor, dtypes
   t = Tensor.from_url(f"{server}/data.bin")
   assert t.dtype == dtypes.uint8 and t.shape == (len(PAYLOAD),)
   np.testing.assert_array_equal(t.numpy(), np.frombuffer(PAYLOAD, np.uint8))
   assert bytes(Tensor.from_url(f"{server}/data.gz", gunzip=True).numpy()) == PAYLOAD
-  (tmp_path / "f.bin").write_bytes(b"\x01\x02\xff")
-  assert Tensor(tmp_path / "f.bin").tolist() == [1, 2, 255]
-  assert Tensor(tmp_path / "f.bin", dtype=dtypes.float32).tolist() == [1.0, 2.0, 255.0]
+  (tmp_path / "f.bin").write_bytes(b"\x01\x02\xff\x00\x07")
+  assert Tensor(tmp_path / "f.bin").tolist() == [1, 2, 255, 0, 7] and Tensor(tmp_path / "f.bin").device.startswith("DISK:")
+  assert Tensor(tmp_path / "f.bin", dtype=dtypes.int16).tolist() == np.frombuffer(b"\x01\x02\xff\x00", np.int16).tolist()
+  assert Tensor(tmp_path / "f.bin", device="CPU").device == "CPU"
   with pytest.raises(FileNotFoundError): Tensor(tmp_path / "missing.bin")

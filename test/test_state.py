@@ -638,3 +638,16 @@ def test_load_state_dict_into_sharded_model_shards_as_the_model():  # tinygrad's
   assert layer.bias.device == devices and layer.bias.uop.axis is None
   np.testing.assert_equal(layer.weight.numpy(), w)
   np.testing.assert_equal(layer.bias.numpy(), b)
+
+def test_load_state_dict_realize_false_allocates_nothing():
+  """tinygrad's test: loading without realize allocates nothing (the layer's unused random init held no memory), and
+  the realize allocates the weight alone."""
+  from fusegrad import GlobalCounters
+  layer = nn.Linear(64, 64, bias=False)
+  sd = {"weight": Tensor.full((64, 64), 2, dtype=dtypes.uint8).contiguous().realize().float() * 0.5}
+  mem = GlobalCounters.mem_used
+  load_state_dict(layer, sd, realize=False, verbose=False)
+  assert GlobalCounters.mem_used == mem
+  load_state_dict(layer, sd, verbose=False)
+  assert GlobalCounters.mem_used == mem + 64 * 64 * 4
+  np.testing.assert_equal(layer.weight.numpy(), np.ones((64, 64)))

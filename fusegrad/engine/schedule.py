@@ -43,7 +43,7 @@ def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN): want.add(n)
     # a copy moves one whole buffer
-    if n.op is Ops.COPY and not is_identity_view(resolve_view(n.src[0], becomes)): want.add(n.src[0])
+    if n.op is Ops.COPY and not _copied_as_is(resolve_view(n.src[0], becomes)): want.add(n.src[0])
   # an expand repeats what is below it: if that is costly elementwise work, compute it once into a buffer instead
   for n in nodes:
     if _expands(n) and (b := _movement_base(n.src[0], becomes)) not in want and _costly(b, want, becomes): want.add(b)
@@ -183,13 +183,29 @@ def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
 
 def is_identity_view(n: UOp) -> bool:
   """True when n (a view of a BUFFER) reads the whole buffer in order, so it can be used without a copy."""
-  b = view_base(n)
-  if b.op is not Ops.BUFFER or n.size != b.size: return False
-  if n is b: return True
+  return n.size == view_base(n).size and contiguous_offset(n) == 0
+
+def contiguous_offset(n: UOp) -> int | None:
+  """Where n starts when it is a view reading a run of its BUFFER's elements in order (a reshape, a slice of the first
+  axis: x[2:5], x[1]); None when it isn't."""
+  if (b := view_base(n)).op is not Ops.BUFFER: return None
+  if n is b: return 0
   ranges = [UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),), (i, AxisType.LOOP))
             for i, s in enumerate(n.shape)]
   idxs, valid = map_view(n, b, ranges)
-  return valid is None and simplify(flat_index(idxs, b.shape)) is simplify(flat_index(ranges, n.shape))
+  start = simplify(flat_index(idxs, b.shape) - flat_index(ranges, n.shape))
+  return start.arg if valid is None and start.op is Ops.CONST else None
+
+def _copied_as_is(v: UOp) -> bool:
+  """True when a copy reads v where it is: a whole buffer, or a run of one on a device that runs no kernels (a file)."""
+  return is_identity_view(v) or (view_base(v).op is Ops.BUFFER and not Device[view_base(v).arg.device].runs_kernels
+                                 and contiguous_offset(v) is not None)
+
+def run_buffer(v: UOp) -> Buffer:
+  """The buffer holding exactly the elements of v (a view reading a run of its BUFFER in order): it or a view of it."""
+  b, start = view_base(v).arg, contiguous_offset(v)
+  assert start is not None, "run_buffer of a view that isn't a run"
+  return b if start == 0 and v.size == b.size else b.view(v.size, v.dtype, start * v.dtype.itemsize)
 
 # *** movement ops as index arithmetic ***
 def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
@@ -428,8 +444,8 @@ def schedule_graph(g: Graph) -> Schedule:
     else:
       buf = Buffer(n.device or "CPU", n.size, n.dtype)
       if n.size and n.op is Ops.COPY:
-        src_buf = view_base(resolve_view(n.src[0], becomes))
-        steps.append(_Step(n, copy_item(buf, src_buf.arg), {n.src[0]}, {src_buf: 1}))
+        src = resolve_view(n.src[0], becomes)
+        steps.append(_Step(n, copy_item(buf, run_buffer(src)), {n.src[0]}, {view_base(src): 1}))
       elif n.size: steps.append(_kernel_step(n, KernelBuilder(becomes, g.holes), buf))
       becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
   realized = {n: becomes[n] for n in to_realize}

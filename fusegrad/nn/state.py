@@ -2,7 +2,7 @@
 
 See docs/state.md."""
 from __future__ import annotations
-import array, collections, io, itertools, json, pathlib, pickle, struct, time, types, zipfile
+import array, collections, io, itertools, json, mmap, pathlib, pickle, struct, time, types, zipfile
 from typing import Any, Callable, Iterator
 from fusegrad.tensor import Tensor, _make_buffer
 from fusegrad.dtype import DType, dtypes
@@ -13,14 +13,16 @@ from fusegrad.nn.optim import _fresh, _own_buffer
 Source = Tensor | str | pathlib.Path
 
 def _read_source(fn: Source, who: str) -> tuple[memoryview, str]:
-  """The bytes of a file (read once) or of a 1-D uint8 Tensor, and a name for error messages."""
+  """The bytes of a file (mapped: what is used is read from disk then) or of a 1-D uint8 Tensor, and a name for error
+  messages."""
   if isinstance(fn, Tensor):
     if fn.dtype != dtypes.uint8 or fn.ndim != 1:
       raise ValueError(f"{who}: a Tensor source must be 1-D uint8, got {fn.shape} {fn.dtype}")
     return (fn.data() if fn.numel() else memoryview(b"")), "<tensor>"
   if not isinstance(fn, (str, pathlib.Path)):
     raise TypeError(f"{who}: expected a path or a uint8 Tensor, got {type(fn).__name__}")
-  return memoryview(pathlib.Path(fn).read_bytes()), str(fn)
+  with open(fn, "rb") as f:  # (mmap refuses an empty file)
+    return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if f.seek(0, 2) else b""), str(fn)
 
 def _as_file(raw: memoryview) -> io.BytesIO:
   """raw as a file object; for a memoryview of a whole bytes object this shares its memory instead of copying it."""
@@ -186,11 +188,12 @@ def _check_safe_entry(key: str, info: Any, data_len: int, name: str) -> None:
     raise ValueError(f"{where}: data ends at {offsets[1]} but the file has {data_len} bytes of data (truncated?)")
 
 def safe_load_metadata(fn: Source) -> tuple[Tensor, int, dict[str, Any]]:
-  """(the file as a uint8 Tensor, where the data starts, the JSON header) of a .safetensors file; the header's
-  "__metadata__" entry holds the metadata written with it."""
+  """(the file as a uint8 Tensor (on the disk device, for a path: `t[a:b].bitcast(dtype).to("CPU")`), where the data
+  starts, the JSON header) of a .safetensors file; the header's "__metadata__" entry holds the metadata written with
+  it."""
   raw, name = _read_source(fn, "safe_load_metadata")
   data_start, header = _safe_header(raw, name)
-  return (fn if isinstance(fn, Tensor) else _from_bytes(raw, dtypes.uint8, (len(raw),))), data_start, header
+  return (fn if isinstance(fn, Tensor) else Tensor(pathlib.Path(fn))), data_start, header
 
 def safe_load(fn: Source) -> dict[str, Tensor]:
   """The tensors of a .safetensors file (path or uint8 Tensor of its bytes), by name:
