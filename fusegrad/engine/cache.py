@@ -15,6 +15,7 @@ from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP, ContextVar, diskcache_get, diskcache_put
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, _arg_key
 from fusegrad.uop.symbolic import simplify
+from fusegrad.codegen.cache import _DTYPES
 from fusegrad.engine import state
 from fusegrad.engine.state import STATE
 from fusegrad.engine.schedule import Graph, Schedule, ScheduleItem, collect, schedule_graph
@@ -236,7 +237,6 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
 # *** templates on disk, for the next process: JSON, checked as it is read and written (never unpickled) ***
 DISK_NODES = 256  # graphs with fewer nodes aren't looked up on disk (scheduling them costs less than the lookup)
 DISK_SECONDS = 0.01  # nor written there when they took less time than this to schedule
-_DTYPES = {dt.name: dt for dt in vars(dtypes).values() if isinstance(dt, DType)}
 
 def _enc(x: Any) -> Any:
   """x (a key part, a node's dtype or arg) as JSON: tuples and lists as lists, the rest tagged; _Uncacheable for other
@@ -244,7 +244,7 @@ def _enc(x: Any) -> Any:
   if x is None or type(x) in (bool, int, str): return x
   if type(x) in (tuple, list): return [_enc(v) for v in x]
   if type(x) in (float, bytes, Ops, AxisType): return {type(x).__name__: x.hex() if type(x) is bytes else repr(x)}
-  if type(x) is DType: return {"DType": [x.scalar().name, x.count]}
+  if type(x) is DType: return {"DType": [x.name, x.count]}
   if type(x) is PtrDType: return {"PtrDType": [_enc(x.base), x.local]}
   raise _Uncacheable
 
@@ -288,7 +288,7 @@ def _template_bytes(t: Template) -> bytes | None:
           nodes.append([u.op.name, _enc(u.dtype), _enc(u.arg), [index[s] for s in u.src]])
     rest = _enc([[index[ast] for ast, _, _ in t.items], [r for _, r, _ in t.items], t.becomes, t.overwritten, t.made,
                  t.new, t.reads_input])
-  except _Uncacheable: return None
+  except (_Uncacheable, KeyError, ValueError, TypeError): return None  # (a cache: never an error of the realize)
   data = json.dumps({"nodes": nodes, "rest": rest}).encode()
   def parts(t: Template) -> tuple:
     return [(a, r) for a, r, _ in t.items], t.becomes, t.overwritten, t.made, t.new, t.reads_input
