@@ -163,16 +163,14 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]], plan: Any = None) -> 
                   [sum([b.nbytes for b in ei.bufs]) for ei in items])
   return items
 
-def ready_runners(plan: Any) -> list[CompiledRunner] | None:
-  """The programs lower_kernels kept for a quick plan's kernels; None when they must be looked up (another BEAM or
-  NOOPT, a program unloaded since, DEBUG or VIZ showing each run)."""
+def run_ready(kernels: list[tuple[UOp, list[Buffer]]], plan: Any) -> bool:
+  """Run a quick plan's kernels with the programs lower_kernels kept for it: no ExecItems, no program lookup. False,
+  nothing run, when they must be looked up (another BEAM or NOOPT, a program unloaded since, DEBUG or VIZ showing each
+  run)."""
   if not (ready := plan.ready) or ready[0] != BEAM.value or ready[1] != NOOPT.value or DEBUG.value >= 2 or VIZ.value:
-    return None
-  return None if None in (runners := [ref() for ref in ready[2]]) else runners
-
-def run_ready(kernels: list[tuple[UOp, list[Buffer]]], runners: list[CompiledRunner], plan: Any) -> None:
-  """Run a quick plan's kernels with their programs (ready_runners): no ExecItems, no program lookup."""
-  for (_, bufs), runner, mem in zip(kernels, runners, plan.ready[3]):
+    return False
+  if None in (runners := [ref() for ref in ready[2]]): return False
+  for (_, bufs), runner, mem in zip(kernels, runners, ready[3]):
     for b in bufs:
       if b._buf is None: b.allocate()
     p = runner.p  # (CompiledRunner.__call__ without variables: a quick plan has none)
@@ -180,6 +178,7 @@ def run_ready(kernels: list[tuple[UOp, list[Buffer]]], runners: list[CompiledRun
     GlobalCounters.global_ops += runner.flops
     GlobalCounters.global_mem += mem
     GlobalCounters.kernel_count += 1
+  return True
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once

@@ -117,8 +117,10 @@ def _realize(todo: list[Any]) -> list[Any]:
 
 def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool], kernels: list, plan: Any) -> list[Any]:
   """_realize's quick path: a plan's kernels (engine/cache.py quick_schedule), no Schedule; their programs kept by the
-  plan once looked up (engine/realize.py run_ready)."""
-  if (runners := engine_realize.ready_runners(plan)) is None: items = engine_realize.lower_kernels(kernels, plan)
+  plan once looked up (engine/realize.py run_ready). They only write buffers of their own: they run before anything
+  is remembered (a failure leaves every tensor as it was)."""
+  if not engine_realize.run_ready(kernels, plan):
+    engine_realize.run_exec_items(engine_realize.lower_kernels(kernels, plan))
   state.remember(becomes, reads)
   copies = []
   for t in todo:
@@ -128,11 +130,6 @@ def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool],
       buf.claim(t)
       if t._view_of is not None: _forget_view_source(t)
     elif not resolve(t, becomes): copies.append(t)
-  if runners is None: return _run(items, copies)
-  try: engine_realize.run_ready(kernels, runners, plan)
-  except Exception:
-    state.forget({bufs[0] for _, bufs in kernels})
-    raise
   return copies
 
 def _run(items: list, copies: list[Any]) -> list[Any]:
