@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from fusegrad.device import Buffer, Device
 from fusegrad.dtype import dtypes, DType, PtrDType
-from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP, ContextVar, diskcache_get, diskcache_put
+from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP, DISABLE_COMPILER_CACHE, ContextVar, diskcache_get
+from fusegrad.helpers import diskcache_put
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, _arg_key
 from fusegrad.uop.symbolic import simplify
 from fusegrad.codegen.cache import _DTYPES
@@ -217,7 +218,7 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
     templates.move_to_end(key)
     CacheStats.hits += 1
     return instantiate(t, g, num)
-  disk = _disk_key(key) if SCHEDULE_CACHE.value and len(g.nodes) >= DISK_NODES else None
+  disk = _disk_key(key) if SCHEDULE_CACHE.value and len(g.nodes) >= DISK_NODES and not DISABLE_COMPILER_CACHE else None
   if disk is not None and (t := _template_from(diskcache_get("schedule", disk))) is not None:
     templates[key] = t
     CacheStats.hits += 1
