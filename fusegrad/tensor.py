@@ -27,7 +27,7 @@ from fusegrad.mixin.linalg import LinalgMixin
 from fusegrad.mixin.indexing import getitem, assign_window, basic_index, setitem_value
 
 _NUMBERS = {int, float}
-_DEVICE, _UOP = operator.attrgetter("device"), operator.attrgetter("uop")
+_DEVICE, _UOP, _REQUIRES_GRAD = map(operator.attrgetter, ("device", "uop", "_requires_grad"))
 _LOOK_CLOSER = MAY_FOLLOW | {Ops.MULTI, Ops.NOOP}  # nodes Tensor.uop may replace
 _FLOAT_IDS = {id(d) for d in dtypes.floats}  # (the float dtypes themselves, found without a hash in Python)
 def _is_float(dt: DType) -> bool: return id(dt) in _FLOAT_IDS or dtypes.is_float(dt)
@@ -174,7 +174,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
         names = ", ".join(sorted(map(str, devices)))
         raise ArgumentError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor._wrap(uop)
-    flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
+    flags = [self._requires_grad, *map(_REQUIRES_GRAD, others)]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
   def _view(self, uop: UOp) -> Tensor:
@@ -320,9 +320,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
-    if dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
-    if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
-    ret = np.empty(shape, dtype=to_numpy(dtype))
+    if dtype.fmt is None: return self.cast(dtypes.float32).numpy()  # bfloat16: no NumPy dtype (to_numpy's uint16)
+    if 0 in shape: return np.zeros(shape, dtype=dtype.fmt)
+    ret = np.empty(shape, dtype=dtype.fmt)  # (to_numpy's answer for the others)
     self._buffer().copyout(ret.data)  # straight into the array: one copy
     return ret
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
