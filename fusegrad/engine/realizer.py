@@ -113,7 +113,12 @@ def _realize(todo: list[Any]) -> list[Any]:
   del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
   def copy_aside(dest: Buffer, src: Buffer) -> Any:
     return engine_realize.lower_schedule_item(engine_schedule.copy_item(dest, src))
-  return _run(state.snapshot_before(overwritten, items, copy_aside), copies)
+  items = state.snapshot_before(overwritten, items, copy_aside)
+  try: engine_realize.run_exec_items(items)
+  except Exception:
+    state.forget({ei.bufs[0] for ei in items})
+    raise
+  return copies
 
 def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool], kernels: list, plan: Any) -> list[Any]:
   """_realize's quick path: a plan's kernels (engine/cache.py quick_schedule), no Schedule; their programs kept by the
@@ -130,11 +135,4 @@ def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool],
       buf.claim(t)
       if t._view_of is not None: _forget_view_source(t)
     elif not resolve(t, becomes): copies.append(t)
-  return copies
-
-def _run(items: list, copies: list[Any]) -> list[Any]:
-  try: engine_realize.run_exec_items(items)
-  except Exception:
-    state.forget({ei.bufs[0] for ei in items})
-    raise
   return copies
