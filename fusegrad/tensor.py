@@ -108,8 +108,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   @property
   def uop(self) -> UOp:
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
-    if (u := self._uop).op not in _LOOK_CLOSER: return u  # (what state.current gives such a node, quickly; and below,
-    if u.op is Ops.BUFFER and (u.src[0].arg if u.src else None) == u.arg.newest_write: return u  # a newest version)
+    # (what state.current gives them, quickly: a node it can't replace, a buffer's newest version)
+    if (u := self._uop).op not in _LOOK_CLOSER: return u
+    if u.op is Ops.BUFFER and (u.src[0].arg if u.src else None) == u.arg.newest_write: return u
     if u.op is Ops.NOOP:  # a stand-in while a realize spreads it over devices (realizer._realize_multi): wait for it
       with RUN_LOCK:  # (held by that realize)
         if self._uop.op is Ops.NOOP: raise RuntimeError("a tensor spread over devices was read by its own realize")

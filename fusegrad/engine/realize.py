@@ -157,8 +157,8 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]], plan: Any = None) -> 
     runner, params = get_runner(bufs[0].device, ast, len(bufs))
     items.append(ExecItem(runner, bufs + params if params else bufs))
   if None in [ei.runner.prg for ei in items]: compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
-  if plan is not None and all(ei.bufs is bufs for ei, (_, bufs) in zip(items, kernels)):  # (no parameters; weakly:
-    # PROGRAM_CACHE still decides what stays loaded)
+  if plan is not None and all(ei.bufs is bufs for ei, (_, bufs) in zip(items, kernels)):  # no parameter buffers
+    # (held weakly: PROGRAM_CACHE still decides what stays loaded)
     plan.ready = (BEAM.value, NOOPT.value, [weakref.ref(ei.runner) for ei in items],
                   [sum([b.nbytes for b in ei.bufs]) for ei in items])
   return items
