@@ -330,9 +330,9 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
     if (n.src[0].arg if n.src else None) != (buf := n.arg).newest_write: raise _NotQuick
     if (b := bufs.get(buf)) is None:
       b = bufs[buf] = len(bufs)
-      parts.append((buf.device, buf.size, buf.dtype))
+      parts.append((buf.device, buf.size, buf.dtype._key))  # (dtypes by their fields: see DType._key)
     pos[n] = len(entries)
-    entries.append((b, n.dtype))
+    entries.append((b, n.dtype._key))
     return
   for s in n.src:
     if s not in pos and not s._cache.get("pure"): _visit(s, depth + 1, pos, entries, bufs, parts)
@@ -349,7 +349,7 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
       pos[s] = len(entries)
       entries.append(s)
   pos[n] = len(entries)
-  entries.append((n.op, n.dtype, _arg_key(n.arg), tuple(map(pos.__getitem__, n.src))))
+  entries.append((n.op, n.dtype._key, _arg_key(n.arg), tuple(map(pos.__getitem__, n.src))))
 
 def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
   """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path; None when the graph
