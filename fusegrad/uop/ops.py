@@ -161,6 +161,7 @@ class UOp:
   @property
   def device(self) -> str | None:
     """The device a tensor-graph node lives on (None for kernel-level nodes and bare constants)."""
+    if (ret := self._cache.get("device", _MISSING)) is not _MISSING: return ret  # (derived's first step, inline: hot)
     return derived(self, "device", _infer_device)
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
