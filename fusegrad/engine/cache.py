@@ -376,7 +376,7 @@ class QuickPlan:
   made: list[tuple[str, int, Any]]  # the buffers the schedule makes (as Template)
   becomes: list[tuple[int, tuple, int, Any]]  # (node position, its views, its buffer's ref, the BUFFER node's dtype)
   reads: list[bool]  # Graph.reads_input of each node in becomes
-  ready: tuple = ()  # its kernels' programs once looked up (engine/realize.py quick_runners)
+  ready: tuple = ()  # its kernels' programs once looked up (engine/realize.py lower_kernels, run_ready)
 
 def _quick_plan(sched: Schedule, nodes: list[UOp], key_bufs: list[Buffer]) -> QuickPlan | None:
   """sched (made for the graph of nodes) as a plan, or None when it writes or copies or names other buffers."""
@@ -393,8 +393,7 @@ def _quick_plan(sched: Schedule, nodes: list[UOp], key_bufs: list[Buffer]) -> Qu
   except _Uncacheable: return None
   if any(si.ast.op is not Ops.SINK or si.var_vals for si in sched.items): return None
   if any(n not in sched.reads_input for n in sched.becomes): return None
-  return QuickPlan(kernels, ref.parts(), becomes,
-                   [sched.reads_input[n] for n in sched.becomes])
+  return QuickPlan(kernels, ref.parts(), becomes, [sched.reads_input[n] for n in sched.becomes])
 
 Kernels = list[tuple[UOp, list[Buffer]]]
 Quick = tuple[dict[UOp, UOp], dict[UOp, bool], Kernels, QuickPlan]  # quick_schedule's: becomes, reads, kernels, plan
