@@ -346,8 +346,7 @@ def cache_reset() -> None:
 
 _inherited: list[sqlite3.Connection | None] = []
 def _forget_connection_in_child() -> None:
-  """After os.fork() the child opens a connection of its own: SQLite's can't be shared across fork (the inherited one
-  is kept, never used or closed)."""
+  """After os.fork(): the child opens its own SQLite connection (one can't cross fork; the old one is never used)."""
   global _db_connection
   _inherited.append(_db_connection)
   _db_connection = None

@@ -240,8 +240,7 @@ DISK_NODES = 256  # graphs with fewer nodes aren't looked up on disk (scheduling
 DISK_SECONDS = 0.01  # nor written there when they took less time than this to schedule
 
 def _enc(x: Any) -> Any:
-  """x (a key part, a node's dtype or arg) as JSON: tuples and lists as lists, the rest tagged; _Uncacheable for other
-  types."""
+  """x (a key part, a node's dtype or arg) as JSON: tuples and lists as lists, the rest tagged (else _Uncacheable)."""
   if x is None or type(x) in (bool, int, str): return x
   if type(x) in (tuple, list): return [_enc(v) for v in x]
   if type(x) in (float, bytes, Ops, AxisType): return {type(x).__name__: x.hex() if type(x) is bytes else repr(x)}
@@ -276,8 +275,7 @@ def _disk_key(key: tuple) -> str | None:
   return hashlib.sha256("\n".join([_code_version(), flags, devices, text]).encode()).hexdigest()
 
 def _template_bytes(t: Template) -> bytes | None:
-  """t as JSON (its kernels as one table of nodes, sources by number), or None when it can't be written or doesn't
-  read back as t."""
+  """t as JSON (its kernels as one table of nodes), or None when it can't be written or doesn't read back as t."""
   index: dict[UOp, int] = {}
   nodes: list[list] = []
   try:

@@ -164,9 +164,8 @@ def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]], plan: Any = None) -> 
   return items
 
 def run_ready(kernels: list[tuple[UOp, list[Buffer]]], plan: Any) -> bool:
-  """Run a quick plan's kernels with the programs lower_kernels kept for it: no ExecItems, no program lookup. False,
-  nothing run, when they must be looked up (another BEAM or NOOPT, a program unloaded since, DEBUG or VIZ showing each
-  run)."""
+  """Run a quick plan's kernels with the programs lower_kernels kept (no ExecItem, no lookup); False, nothing run, when
+  they must be looked up (another BEAM or NOOPT, a program unloaded since, DEBUG or VIZ showing each run)."""
   if not (ready := plan.ready) or ready[0] != BEAM.value or ready[1] != NOOPT.value or DEBUG.value >= 2 or VIZ.value:
     return False
   if None in (runners := [ref() for ref in ready[2]]): return False
