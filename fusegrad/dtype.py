@@ -1,7 +1,7 @@
 """Data types: the scalar types, promotion (PyTorch's rules, tinygrad's defaults), and conversions."""
 from __future__ import annotations
 import builtins, math, struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from fusegrad.helpers import DEFAULT_FLOAT
 
@@ -14,7 +14,8 @@ class DType:
   fmt: str | None  # struct / memoryview format character; None for bfloat16 (stored as raw 16 bits)
   count: int = 1
   # equality and hashing run for every node built: the fields' tuple and a hash of ints (the same in every process)
-  # are computed once
+  # are computed once; the tuple (equal exactly when the dtypes are) keys nodes, hashed without a Python call
+  _key: tuple = field(init=False, repr=False, compare=False)
   def __post_init__(self) -> None:
     object.__setattr__(self, "_key", self._fields())
     object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count)))

@@ -332,6 +332,14 @@ def cache_reset() -> None:
   if _db_connection is not None: _db_connection.close()
   _db_connection = None
 
+_inherited: list[sqlite3.Connection | None] = []
+def _forget_connection_in_child() -> None:
+  """After os.fork(): the child opens its own SQLite connection (one can't cross fork; the old one is never used)."""
+  global _db_connection
+  _inherited.append(_db_connection)
+  _db_connection = None
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_forget_connection_in_child)
+
 def _digest(table: str, key: str, val: bytes) -> str:
   return hashlib.sha256(b"%d:%s%d:%s" % (len(table), table.encode(), len(key), key.encode()) + val).hexdigest()
 

@@ -3,7 +3,7 @@
 The math, movement, reduce, indexing and network ops live in mixin/*.py; this file holds the other creation methods,
 data access, broadcasting, assign and autograd. See docs/developer/tensor.md."""
 from __future__ import annotations
-import builtins, math, pathlib, struct, sys
+import builtins, math, operator, pathlib, struct, sys
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
@@ -27,7 +27,10 @@ from fusegrad.mixin.linalg import LinalgMixin
 from fusegrad.mixin.indexing import getitem, assign_window, basic_index, setitem_value
 
 _NUMBERS = {int, float}
+_DEVICE, _UOP, _REQUIRES_GRAD = map(operator.attrgetter, ("device", "uop", "_requires_grad"))
 _LOOK_CLOSER = MAY_FOLLOW | {Ops.MULTI, Ops.NOOP}  # nodes Tensor.uop may replace
+_FLOAT_IDS = {id(d) for d in dtypes.floats}  # (the float dtypes themselves, found without a hash in Python)
+def _is_float(dt: DType) -> bool: return id(dt) in _FLOAT_IDS or dtypes.is_float(dt)
 
 def _pack(values: list, dtype: DType, numbers: bool = False) -> bytes:
   """Python scalars packed as dtype, converting like a cast (floats truncated for ints, etc.). numbers: values are
@@ -104,14 +107,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if isinstance(data, (UOp, Tensor)) and device is not None and uop.device is not None and uop.device != device:
       uop = uop.copy_to_device(device)
     self._uop = uop
-    if dtypes.is_float(uop.dtype): STATE.float_tensors.add(self)
+    if _is_float(uop.dtype): STATE.float_tensors.add(self)
     if requires_grad is not None: self.requires_grad = requires_grad
 
   # *** the node this tensor stands for ***
   @property
   def uop(self) -> UOp:
     """The lazy node; a view of a buffer follows the buffer to its newest contents (state.current)."""
-    if (u := self._uop).op not in _LOOK_CLOSER: return u  # (what state.current gives such a node, quickly)
+    # (what state.current gives them, quickly: a node it can't replace, a buffer's newest version)
+    if (u := self._uop).op not in _LOOK_CLOSER: return u
+    if u.op is Ops.BUFFER and (u.src[0].arg if u.src else None) == u.arg.newest_write: return u
     if u.op is Ops.NOOP:  # a stand-in while a realize spreads it over devices (realizer._realize_multi): wait for it
       with RUN_LOCK:  # (held by that realize)
         if self._uop.op is Ops.NOOP: raise RuntimeError("a tensor spread over devices was read by its own realize")
@@ -170,13 +175,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
     different devices are an error here, where the
     graph is built (a constant is on every device)."""
-    if len(uop.src) > 1 and uop.op not in (Ops.ASSIGN, Ops.MULTI) and len({s.device for s in uop.src}) > 1:
+    if len(uop.src) > 1 and uop.op not in (Ops.ASSIGN, Ops.MULTI) and len(set(map(_DEVICE, uop.src))) > 1:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
         names = ", ".join(sorted(map(str, devices)))
         raise ArgumentError(f"{uop.op.name.lower()}: tensors are on different devices ({names}); move one with .to()")
     ret = Tensor._wrap(uop)
-    flags = [self._requires_grad, *[o._requires_grad for o in others]]  # True if any is, False if all are, else None
+    flags = [self._requires_grad, *map(_REQUIRES_GRAD, others)]  # True if any is, False if all are, else None
     ret._requires_grad = True if True in flags else None if None in flags else False
     return ret
   def _view(self, uop: UOp) -> Tensor:
@@ -190,7 +195,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     broadcast constant, which backward never gives a gradient, so it isn't registered for backward."""
     ret = object.__new__(Tensor)
     ret.grad, ret._old_uops, ret._requires_grad, ret._uop, ret._view_of = None, None, None, uop, None
-    if not const and dtypes.is_float(uop.dtype): STATE.float_tensors.add(ret)
+    if not const and _is_float(uop.dtype): STATE.float_tensors.add(ret)
     return ret
 
   # *** properties ***
@@ -288,7 +293,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
     chain, base = state.view_chain(u := self.uop)
     if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
-      chain, base = state.view_chain(u := self.realize().uop)
+      Tensor.realize_all([self])
+      chain, base = state.view_chain(u := self.uop)
     if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
     if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
       return base.arg  # already in order
@@ -329,9 +335,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
-    if dtype == dtypes.bfloat16: return self._computable().cast(dtypes.float32).numpy()
-    if 0 in shape: return np.zeros(shape, dtype=to_numpy(dtype))
-    ret = np.empty(shape, dtype=to_numpy(dtype))
+    if dtype.fmt is None: return self._computable().cast(dtypes.float32).numpy()  # bfloat16: no NumPy dtype
+    if 0 in shape: return np.zeros(shape, dtype=dtype.fmt)
+    ret = np.empty(shape, dtype=dtype.fmt)  # (to_numpy's answer for the others)
     self._buffer().copyout(ret.data)  # straight into the array: one copy
     return ret
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
@@ -544,7 +550,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return (idx * step + start).cast(dt).requires_grad_(requires_grad)
   # *** the primitives, with broadcasting and dtype promotion ***
   def _apply(self, op: Ops, *others: Tensor) -> Tensor:
-    return self._new(self.uop.alu(op, *[o.uop for o in others]), *others)
+    return self._new(self.uop.alu(op, *map(_UOP, others)), *others)
   def _const(self, val: Any, dtype: DType | None = None) -> Tensor:
     """A constant broadcast to this tensor's shape, on its device."""
     return Tensor(UOp.const(dtype or self.dtype, val, self.shape, self.device))

@@ -60,7 +60,7 @@ def checked_cache():
     compare(ret, cache.fill(schedule_graph(g), num))
     return ret
   def checked_quick(p, outs, nodes, bufs):
-    ret = becomes, reads, kernels = orig_quick(p, outs, nodes, bufs)
+    ret = becomes, reads, kernels, _ = orig_quick(p, outs, nodes, bufs)
     items = [ScheduleItem(ast, tuple(b)) for ast, b in kernels]
     compare(Schedule(items, becomes, [], [], reads), fresh := fresh_schedule(outs))
     assert all(reads[n] == fresh.reads_input[n] for n in becomes), "reads_input differs"

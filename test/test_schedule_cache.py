@@ -269,3 +269,22 @@ def test_quick_walk_stops_early():
   for i in range(QUICK_NODES + 5): deep = deep + z
   assert quick_key([deep.uop]) is None
   np.testing.assert_allclose(deep.numpy(), rnd(8, seed=5) * (QUICK_NODES + 6), rtol=1e-5)
+
+def test_templates_on_disk_for_the_next_process(monkeypatch):
+  """A template written to the disk cache serves the next process (STATE.reset stands for one) without scheduling,
+  and gives the kernels a fresh schedule gives (checked_cache compares); what is read is JSON, checked: anything it
+  didn't write, a pickle included, is refused."""
+  from fusegrad.engine import cache
+  monkeypatch.setattr(cache, "DISK_NODES", 0)
+  monkeypatch.setattr(cache, "DISK_SECONDS", 0.0)
+  x, w = Tensor(rnd(4, 8)).realize(), Tensor(rnd(8, 3)).realize()
+  def step(): return ((x @ w).relu().softmax() * 0.5 + x.sum(0)[:3]).numpy()
+  want = step()
+  STATE.reset()
+  calls = []
+  monkeypatch.setattr(cache, "schedule_graph", lambda g: calls.append(g) or pytest.fail("scheduled again"))
+  assert hits_of(lambda: np.testing.assert_allclose(step(), want, rtol=1e-6)) == 1 and not calls
+  import pickle
+  for bad in (pickle.dumps(cache.Template([], [], [], [], [])), b'{"nodes": [["ADD", null, null, [0]]], "rest": []}',
+              b'{"nodes": [["CONST", {"DType": ["float", 1]}, {"eval": "1"}, []]], "rest": []}', b"[]"):
+    assert cache._template_from(bad) is None

@@ -111,6 +111,30 @@ def test_fork_refuses_devices_that_dont_survive_it():
   r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=_env())
   assert r.returncode == 0 and r.stdout.split()[-1] == "7", r.stdout + r.stderr[-2000:]
 
+DISK_FORK_SCRIPT = """
+import os
+from fusegrad import Tensor, helpers
+from fusegrad.engine import cache
+from fusegrad.engine.state import STATE
+cache.DISK_NODES, cache.DISK_SECONDS = 0, 0.0
+x = Tensor.arange(64).reshape(8, 8).float().contiguous().realize()
+def step(): return ((x @ x).relu().softmax() * 0.5 + x.sum(0)).numpy().tolist()
+want, parent = step(), helpers._db()
+pid = os.fork()
+if pid == 0:
+  STATE.reset()
+  cache.schedule_graph = None  # the template comes from the disk cache, through a connection of the child's own
+  os._exit(0 if step() == want and helpers._db() is not parent else 3)
+print(os.waitpid(pid, 0)[1] >> 8)
+"""
+
+def test_fork_child_reads_the_disk_cache_with_its_own_connection(tmp_path):
+  """A forked child doesn't use the SQLite connection it inherited (SQLite's can't cross fork): it opens its own, and
+  reads the schedule templates the parent wrote."""
+  r = subprocess.run([sys.executable, "-c", DISK_FORK_SCRIPT], capture_output=True, text=True, timeout=120,
+                     env={**_env(), "DEV": "CPU", "CACHEDB": str(tmp_path / "cache.db")})
+  assert r.returncode == 0 and r.stdout.split()[-1] == "0", r.stdout + r.stderr[-2000:]
+
 # *** soak ***
 
 def _rss() -> int: return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

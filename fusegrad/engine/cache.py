@@ -6,15 +6,17 @@ schedule with its buffers and versions as references into the key. docs/develope
 details, and the quick path's. While TinyJit captures, nothing is cached or reused.
 """
 from __future__ import annotations
-import math, weakref
+import functools, hashlib, json, math, pathlib, time, weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
-from fusegrad.device import Buffer
-from fusegrad.dtype import dtypes
-from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP
-from fusegrad.uop.ops import UOp, Ops, GroupOp, _arg_key
+from fusegrad.device import Buffer, Device
+from fusegrad.dtype import dtypes, DType, PtrDType
+from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP, DISABLE_COMPILER_CACHE, ContextVar, diskcache_get
+from fusegrad.helpers import diskcache_put
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, _arg_key
 from fusegrad.uop.symbolic import simplify
+from fusegrad.codegen.cache import _DTYPES
 from fusegrad.engine import state
 from fusegrad.engine.state import STATE
 from fusegrad.engine.schedule import Graph, Schedule, ScheduleItem, collect, schedule_graph
@@ -216,15 +218,93 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
     templates.move_to_end(key)
     CacheStats.hits += 1
     return instantiate(t, g, num)
-  g.holes = num.holes
+  disk = _disk_key(key) if SCHEDULE_CACHE.value and len(g.nodes) >= DISK_NODES and not DISABLE_COMPILER_CACHE else None
+  if disk is not None and (t := _template_from(diskcache_get("schedule", disk))) is not None:
+    templates[key] = t
+    CacheStats.hits += 1
+    return instantiate(t, g, num)
+  g.holes, st = num.holes, time.perf_counter()
   sched = schedule_graph(g)
-  try: templates[key] = record(g, num, sched)
+  try: templates[key] = t = record(g, num, sched)
   except _Uncacheable:
     CacheStats.uncacheable += 1
     return fill(sched, num)
   CacheStats.misses += 1
+  if disk is not None and time.perf_counter() - st >= DISK_SECONDS and (data := _template_bytes(t)) is not None:
+    diskcache_put("schedule", disk, data)
   while len(templates) > max(SCHEDULE_CACHE.value, 0): templates.popitem(last=False)
   return fill(sched, num)
+
+# *** templates on disk, for the next process: JSON, checked as it is read and written (never unpickled) ***
+DISK_NODES = 256  # graphs with fewer nodes aren't looked up on disk (scheduling them costs less than the lookup)
+DISK_SECONDS = 0.01  # nor written there when they took less time than this to schedule
+
+def _enc(x: Any) -> Any:
+  """x (a key part, a node's dtype or arg) as JSON: tuples and lists as lists, the rest tagged (else _Uncacheable)."""
+  if x is None or type(x) in (bool, int, str): return x
+  if type(x) in (tuple, list): return [_enc(v) for v in x]
+  if type(x) in (float, bytes, Ops, AxisType): return {type(x).__name__: x.hex() if type(x) is bytes else repr(x)}
+  if type(x) is DType: return {"DType": [x.name, x.count]}
+  if type(x) is PtrDType: return {"PtrDType": [_enc(x.base), x.local]}
+  raise _Uncacheable
+
+def _dec(x: Any) -> Any:
+  """What _enc made x from (lists as tuples); ValueError, KeyError or TypeError for anything it can't have made."""
+  if type(x) is list: return tuple(map(_dec, x))
+  if type(x) is not dict: return x
+  ((tag, v),) = x.items()
+  if tag == "float": return float(v)
+  if tag == "bytes": return bytes.fromhex(v)
+  if tag in ("Ops", "AxisType"): return (Ops if tag == "Ops" else AxisType)[v.split(".")[1]]
+  if tag == "DType": return _DTYPES[v[0]].vec(v[1])
+  if tag == "PtrDType" and type(v[1]) is bool: return _dec(v[0]).ptr(v[1])
+  raise ValueError(f"not a value of a template: {x!r}")
+
+@functools.cache
+def _code_version() -> str:
+  root = pathlib.Path(__file__).resolve().parent.parent
+  return hashlib.sha256(b"".join(f.read_bytes() for f in sorted(root.rglob("*.py")))).hexdigest()
+
+def _disk_key(key: tuple) -> str | None:
+  """The disk cache's key of a graph key: with the package's code, every flag and the devices' renderers (the
+  scheduler reads their machine models); None when a part of it can't be written."""
+  try: text = json.dumps(_enc(key))
+  except _Uncacheable: return None
+  flags = " ".join(f"{k}={v.value!r}" for k, v in sorted(ContextVar._cache.items()) if k not in ("DEBUG", "VIZ"))
+  devices = " ".join(repr(Device[d].renderer) for d in sorted({p[1] for p in key[2] if p[0] == "buf"}))
+  return hashlib.sha256("\n".join([_code_version(), flags, devices, text]).encode()).hexdigest()
+
+def _template_bytes(t: Template) -> bytes | None:
+  """t as JSON (its kernels as one table of nodes), or None when it can't be written or doesn't read back as t."""
+  index: dict[UOp, int] = {}
+  nodes: list[list] = []
+  try:
+    for ast, _, var_vals in t.items:
+      if var_vals: return None
+      for u in ast.toposort():
+        if u not in index:
+          index[u] = len(nodes)
+          nodes.append([u.op.name, _enc(u.dtype), _enc(u.arg), [index[s] for s in u.src]])
+    rest = _enc([[index[ast] for ast, _, _ in t.items], [r for _, r, _ in t.items], t.becomes, t.overwritten, t.made,
+                 t.new, t.reads_input])
+  except (_Uncacheable, KeyError, ValueError, TypeError): return None  # (a cache: never an error of the realize)
+  data = json.dumps({"nodes": nodes, "rest": rest}).encode()
+  def parts(t: Template) -> tuple:
+    return [(a, r) for a, r, _ in t.items], t.becomes, t.overwritten, t.made, t.new, t.reads_input
+  return data if (back := _template_from(data)) is not None and parts(back) == parts(t) else None
+
+def _template_from(data: bytes | None) -> Template | None:
+  """The template _template_bytes wrote as data, or None for anything else."""
+  if data is None: return None
+  try:
+    d, nodes = json.loads(data), list[UOp]()
+    for op, dtype, arg, src in d["nodes"]:
+      if not all(type(i) is int and 0 <= i < len(nodes) for i in src): return None
+      nodes.append(UOp(Ops[op], _dec(dtype), tuple(nodes[i] for i in src), _dec(arg)))
+    asts, refs, becomes, overwritten, made, new, reads = _dec(d["rest"])
+    return Template([(nodes[i], r, {}) for i, r in zip(asts, refs)], list(becomes), list(overwritten), list(made),
+                    list(new), reads)
+  except (ValueError, KeyError, TypeError, AttributeError, IndexError): return None
 
 # *** the quick path: a small graph with nothing stored and no writes, from its key straight to its kernels ***
 # A node with no buffer, variable or write under it is "pure": equal pure graphs are one node (hash-consing), and none
@@ -248,15 +328,18 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
     if (n.src[0].arg if n.src else None) != (buf := n.arg).newest_write: raise _NotQuick
     if (b := bufs.get(buf)) is None:
       b = bufs[buf] = len(bufs)
-      parts.append((buf.device, buf.size, buf.dtype))
+      parts.append((buf.device, buf.size, buf.dtype._key))  # (dtypes by their fields: see DType._key)
     pos[n] = len(entries)
-    entries.append((b, n.dtype))
+    entries.append((b, n.dtype._key))
     return
   for s in n.src:
     if s not in pos and not s._cache.get("pure"): _visit(s, depth + 1, pos, entries, bufs, parts)
-  if n.op not in _IMPURE and all([s._cache.get("pure") for s in n.src]):
-    c["pure"] = True
-    return
+  if n.op not in _IMPURE:
+    for s in n.src:
+      if not s._cache.get("pure"): break
+    else:
+      c["pure"] = True
+      return
   if n.op not in _QUICK_OPS: raise _NotQuick
   c["pure"] = False
   for s in n.src:
@@ -264,7 +347,7 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
       pos[s] = len(entries)
       entries.append(s)
   pos[n] = len(entries)
-  entries.append((n.op, n.dtype, _arg_key(n.arg), tuple([pos[s] for s in n.src])))
+  entries.append((n.op, n.dtype._key, _arg_key(n.arg), tuple(map(pos.__getitem__, n.src))))
 
 def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
   """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path; None when the graph
@@ -283,7 +366,7 @@ def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
     if o not in pos:
       pos[o] = len(entries)
       entries.append(o)
-  return (tuple(entries), tuple([pos[o] for o in outs]), tuple(parts), SPLIT_REDUCEOP.value), list(pos), list(bufs)
+  return (tuple(entries), tuple(map(pos.__getitem__, outs)), tuple(parts), SPLIT_REDUCEOP.value), list(pos), list(bufs)
 
 @dataclass
 class QuickPlan:
@@ -291,6 +374,7 @@ class QuickPlan:
   made: list[tuple[str, int, Any]]  # the buffers the schedule makes (as Template)
   becomes: list[tuple[int, tuple, int, Any]]  # (node position, its views, its buffer's ref, the BUFFER node's dtype)
   reads: list[bool]  # Graph.reads_input of each node in becomes
+  ready: tuple = ()  # its kernels' programs once looked up (engine/realize.py lower_kernels, run_ready)
 
 def _quick_plan(sched: Schedule, nodes: list[UOp], key_bufs: list[Buffer]) -> QuickPlan | None:
   """sched (made for the graph of nodes) as a plan, or None when it writes or copies or names other buffers."""
@@ -307,15 +391,14 @@ def _quick_plan(sched: Schedule, nodes: list[UOp], key_bufs: list[Buffer]) -> Qu
   except _Uncacheable: return None
   if any(si.ast.op is not Ops.SINK or si.var_vals for si in sched.items): return None
   if any(n not in sched.reads_input for n in sched.becomes): return None
-  return QuickPlan(kernels, ref.parts(), becomes,
-                   [sched.reads_input[n] for n in sched.becomes])
+  return QuickPlan(kernels, ref.parts(), becomes, [sched.reads_input[n] for n in sched.becomes])
 
 Kernels = list[tuple[UOp, list[Buffer]]]
-Quick = tuple[dict[UOp, UOp], dict[UOp, bool], Kernels]  # quick_schedule's result: becomes, reads, kernels
+Quick = tuple[dict[UOp, UOp], dict[UOp, bool], Kernels, QuickPlan]  # quick_schedule's: becomes, reads, kernels, plan
 
 def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: list[Buffer]) -> Quick:
   """What plan p computes for the graph of nodes: (what each node becomes, Graph.reads_input of those, the kernels
-  with their buffers). outs, the graph's outputs, is for SCHEDULE_CACHE_CHECK (test/schedule_check.py schedules them
+  with their buffers, p). outs, the graph's outputs, is for SCHEDULE_CACHE_CHECK (test/schedule_check.py schedules them
   afresh to compare)."""
   bufs = _buffers(key_bufs, p.made)
   becomes: dict[UOp, UOp] = {}
@@ -325,7 +408,7 @@ def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: li
     for op, dt, arg in reversed(chain): u = UOp(op, dt, (u,), arg)
     becomes[n := nodes[i]] = u
     reads[n] = read
-  return becomes, reads, [(ast, [bufs[r] for r in refs]) for ast, refs in p.kernels]
+  return becomes, reads, [(ast, list(map(bufs.__getitem__, refs))) for ast, refs in p.kernels], p
 
 def plan_schedule(outs: list[UOp], quick_only: bool = False) -> Schedule | Quick | None:
   """The quick path's result for outs (see quick_schedule) when their graph has a plan, else cached_schedule(outs)

@@ -2,7 +2,7 @@
 
 The program cache, DEBUG=2's timings and TinyJit's capture: docs/developer/realize.md."""
 from __future__ import annotations
-import contextlib, math, struct
+import contextlib, math, struct, weakref
 from dataclasses import dataclass, field
 from typing import Any
 from fusegrad.device import Buffer, Device
@@ -149,14 +149,35 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   runner, params = get_runner(si.bufs[0].device, si.ast, len(si.bufs))
   return ExecItem(runner, list(si.bufs) + params, dict(si.var_vals))
 
-def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]]) -> list[ExecItem]:
-  """The ExecItems of kernels (AST, buffers) whose programs are compiled (or cached); see lower_schedule."""
+def lower_kernels(kernels: list[tuple[UOp, list[Buffer]]], plan: Any = None) -> list[ExecItem]:
+  """The ExecItems of kernels (AST, buffers) whose programs are compiled (or cached); see lower_schedule. plan (a
+  cache.QuickPlan, whose kernels these are) keeps their programs for run_ready when none takes a parameter."""
   items = []
   for ast, bufs in kernels:
     runner, params = get_runner(bufs[0].device, ast, len(bufs))
     items.append(ExecItem(runner, bufs + params if params else bufs))
   if None in [ei.runner.prg for ei in items]: compile_runners([ei.runner for ei in items])  # type: ignore[attr-defined]
+  if plan is not None and all(ei.bufs is bufs for ei, (_, bufs) in zip(items, kernels)):  # no parameter buffers
+    # (held weakly: PROGRAM_CACHE still decides what stays loaded)
+    plan.ready = (BEAM.value, NOOPT.value, [weakref.ref(ei.runner) for ei in items],
+                  [sum([b.nbytes for b in ei.bufs]) for ei in items])
   return items
+
+def run_ready(kernels: list[tuple[UOp, list[Buffer]]], plan: Any) -> bool:
+  """Run a quick plan's kernels with the programs lower_kernels kept (no ExecItem, no lookup); False, nothing run, when
+  they must be looked up (another BEAM or NOOPT, a program unloaded since, DEBUG or VIZ showing each run)."""
+  if not (ready := plan.ready) or ready[0] != BEAM.value or ready[1] != NOOPT.value or DEBUG.value >= 2 or VIZ.value:
+    return False
+  if None in (runners := [ref() for ref in ready[2]]): return False
+  for (_, bufs), runner, mem in zip(kernels, runners, ready[3]):
+    for b in bufs:
+      if b._buf is None: b.allocate()
+    p = runner.p  # (CompiledRunner.__call__ without variables: a quick plan has none)
+    runner.prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size)
+    GlobalCounters.global_ops += runner.flops
+    GlobalCounters.global_mem += mem
+    GlobalCounters.kernel_count += 1
+  return True
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
   """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once

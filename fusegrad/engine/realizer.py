@@ -113,25 +113,26 @@ def _realize(todo: list[Any]) -> list[Any]:
   del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
   def copy_aside(dest: Buffer, src: Buffer) -> Any:
     return engine_realize.lower_schedule_item(engine_schedule.copy_item(dest, src))
-  return _run(state.snapshot_before(overwritten, items, copy_aside), copies)
+  items = state.snapshot_before(overwritten, items, copy_aside)
+  try: engine_realize.run_exec_items(items)
+  except Exception:
+    state.forget({ei.bufs[0] for ei in items})
+    raise
+  return copies
 
-def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool], kernels: list) -> list[Any]:
-  """_realize's quick path: a plan's kernels (engine/cache.py quick_schedule), no Schedule."""
-  items = engine_realize.lower_kernels(kernels)
+def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool], kernels: list, plan: Any) -> list[Any]:
+  """_realize's quick path: a plan's kernels (engine/cache.py quick_schedule), no Schedule; their programs kept by the
+  plan once looked up (engine/realize.py run_ready). They only write buffers of their own: they run before anything
+  is remembered (a failure leaves every tensor as it was)."""
+  if not engine_realize.run_ready(kernels, plan):
+    engine_realize.run_exec_items(engine_realize.lower_kernels(kernels, plan))
   state.remember(becomes, reads)
   copies = []
   for t in todo:
     if (view := becomes.get(lazy := t._uop)) is not None and (buf := state.view_base(view).arg).owner is None:
       t.uop = view  # a buffer the plan made: no other tensor's (what resolve does, quickly)
-      _remember_lazy_def(t, lazy)
-      state.own(buf, t)
-      _forget_view_source(t)
+      if t._requires_grad: _remember_lazy_def(t, lazy)
+      buf.claim(t)
+      if t._view_of is not None: _forget_view_source(t)
     elif not resolve(t, becomes): copies.append(t)
-  return _run(items, copies)
-
-def _run(items: list, copies: list[Any]) -> list[Any]:
-  try: engine_realize.run_exec_items(items)
-  except Exception:
-    state.forget({ei.bufs[0] for ei in items})
-    raise
   return copies

@@ -195,7 +195,8 @@ def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None
       base.arg.written(base.src[0].arg)
     # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
     # codegen can still fold it into index math (a gather reads one element per output); unless made contiguous
-    if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) or _reads_input(n, reads_input): memo[n] = Realized(view, STATE.epoch)
+    if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) or reads_input.get(n) or _reads_input(n, reads_input):  # (known: no call)
+      memo[n] = Realized(view, STATE.epoch)
   STATE.epoch += 1
 
 def _reads_input(n: UOp, known: dict[UOp, bool]) -> bool:
@@ -226,11 +227,7 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
 
 # *** storage ownership ***
 # the tensor whose storage a buffer is (the first one realized into it) is kept on the Buffer, as a weak reference
-# (Buffer.owner, set only from here; None: none yet)
-
-def own(buf: Buffer, t: Any) -> None:
-  """Record tensor t as the owner of buf, a buffer no tensor owns yet."""
-  buf.claim(t)
+# (Buffer.owner, set by Buffer.claim only; None: none yet)
 
 def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
   """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""

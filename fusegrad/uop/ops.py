@@ -87,7 +87,7 @@ class UOp:
   _cache: dict[str, Any]  # derived facts (shape, device, bounds ...), computed once per node
 
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-    key = (op, dtype, src, ("f", _pack_d(arg)) if type(arg) is float else arg)  # _arg_key, inlined (hot)
+    key = (op, dtype._key, src, ("f", _pack_d(arg)) if type(arg) is float else arg)  # _arg_key, inlined (hot)
     if (ref := UOp._interned.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = object.__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, {}
@@ -161,13 +161,14 @@ class UOp:
   @property
   def device(self) -> str | None:
     """The device a tensor-graph node lives on (None for kernel-level nodes and bare constants)."""
+    if (ret := self._cache.get("device", _MISSING)) is not _MISSING: return ret  # (derived's first step, inline: hot)
     return derived(self, "device", _infer_device)
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
     """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
     # kept for the next use, by the Python number given (converting it is most of the cost; a tensor constant, as
     # Tensor + 1 makes, is 4 nodes)
-    key = (dtype, type(val), _arg_key(val), None if shape is None else tuple(shape), device)
+    key = (dtype._key, type(val), _arg_key(val), None if shape is None else tuple(shape), device)
     if type(val) in (int, float, bool) and (ret := _consts.get(key)) is not None: return ret
     ret = UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), dtypes.as_const(val, dtype))
     if shape is not None: ret = ret.reshape((1,) * len(shape)).expand(shape)
