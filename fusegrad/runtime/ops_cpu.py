@@ -341,7 +341,6 @@ class SharedLibrary:
       path = f.name
     try: self.dll = ctypes.CDLL(path)
     finally: os.unlink(path)
-    self.uses_libgomp = _libomp is None and b"GOMP_parallel" in lib  # gcc's OpenMP calls, bound to libgomp
     _pin_openmp()
   def __del__(self) -> None:
     dll = self.__dict__.pop("dll", None)
@@ -354,8 +353,8 @@ def _wait_policy() -> None:
   (OMP_WAIT_POLICY=PASSIVE: on a shared machine spinning workers take the cores from everyone else), but clang's
   runtime (libomp, most kernels) first spins CPU_SPIN ms (KMP_BLOCKTIME): waking a sleeping worker costs 20-100 us in
   this VM, once per kernel, so back-to-back kernels (a TinyJit replay, a matmul's panel copy then its product) keep
-  it awake. gcc's runtime (libgomp) spins without yielding and stalls a kernel for a time slice when the cores are
-  busy, so it only sleeps. An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is kept."""
+  it awake (gcc's kernels without libomp: _POOL_C, the same). An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is
+  kept."""
   os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
   if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
 
@@ -368,19 +367,81 @@ def _pin_openmp() -> None:
 
 def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
 
+# gcc's OpenMP entry points where libomp isn't installed, in place of libgomp's: its idle workers either sleep at once
+# (woken per kernel, 20-100 us in this VM, so a region's halves run one after the other: a 512 matmul at 1 thread's
+# speed) or spin without yielding (a region stalled a time slice when the cores are busy), and a forked child's first
+# region hung (the parent's workers don't exist there). These spin CPU_SPIN ms, yielding, then sleep, as libomp's do;
+# every worker takes every region (those past its team size do nothing), a region running elsewhere makes it serial.
+_POOL_C = r"""#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER, mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static void (*job)(void *); static void *arg; static unsigned gen; static int workers, team, sleepers, pending;
+static __thread int me, size = 1;
+long fg_spin_ns = 1000000;
+int omp_get_thread_num(void) { return me; }
+int omp_get_num_threads(void) { return size; }
+static long ns(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000L + t.tv_nsec; }
+static void *work(void *a) {
+  int id = (int)((long)a & 0xffff); unsigned seen = (unsigned)((long)a >> 16);
+  for (;; seen++, __atomic_sub_fetch(&pending, 1, __ATOMIC_RELEASE)) {
+    for (long t = ns(); __atomic_load_n(&gen, __ATOMIC_ACQUIRE) == seen && ns() - t < fg_spin_ns;) sched_yield();
+    pthread_mutex_lock(&mu);
+    for (sleepers++; __atomic_load_n(&gen, __ATOMIC_ACQUIRE) == seen;) pthread_cond_wait(&cv, &mu);
+    sleepers--, pthread_mutex_unlock(&mu);
+    if (id < team) me = id, size = team, job(arg);
+  }
+}
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned n, unsigned flags) {
+  int m = me, s = size;
+  if (n < 2 || n > 256 || pthread_mutex_trylock(&busy)) { me = 0, size = 1, fn(data), me = m, size = s; return; }
+  for (pthread_t t; workers < (int)n - 1 && !pthread_create(&t, 0, work, (void *)((long)gen << 16 | (workers + 1)));)
+    pthread_detach(t), workers++;
+  job = fn, arg = data, team = (int)n < workers + 1 ? (int)n : workers + 1, pending = workers;
+  __atomic_add_fetch(&gen, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&mu), sleepers ? pthread_cond_broadcast(&cv) : 0, pthread_mutex_unlock(&mu);
+  me = 0, size = team, fn(data), size = 1;
+  while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE)) sched_yield();
+  pthread_mutex_unlock(&busy);
+}
+static void forked(void) {
+  workers = sleepers = pending = 0, pthread_mutex_init(&busy, 0), pthread_mutex_init(&mu, 0), pthread_cond_init(&cv, 0);
+}
+__attribute__((constructor)) static void init(void) { pthread_atfork(0, 0, forked); }
+"""
+
+def _gomp_pool(cc: list[str]) -> ctypes.CDLL | None:
+  """_POOL_C built by cc (cached on disk per compiler) and loaded for the process; None where it doesn't build."""
+  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{_POOL_C}".encode()).hexdigest()
+  if (lib := diskcache_get("cpu_gomp_pool", key)) is None:
+    with tempfile.TemporaryDirectory() as tmp:
+      out = os.path.join(tmp, "pool.so")
+      if subprocess.run([*cc, "-O2", "-shared", "-fPIC", "-pthread", "-x", "c", "-", "-o", out], input=_POOL_C.encode(),
+                        capture_output=True).returncode: return None
+      with open(out, "rb") as f: lib = diskcache_put("cpu_gomp_pool", key, f.read())
+  with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib)
+  try: pool = ctypes.CDLL(f.name, mode=ctypes.RTLD_GLOBAL)
+  finally: os.unlink(f.name)
+  ctypes.c_long.in_dll(pool, "fg_spin_ns").value = max(CPU_SPIN.value, 0) * 1000000
+  return pool
+
 _libomp: ctypes.CDLL | None = None
-def _one_openmp_runtime() -> None:
-  """Load clang's OpenMP runtime (libomp) for the process before any kernel: gcc's kernels call its GOMP_* entry points
-  too (one pool of workers), and a forked child runs them (libgomp hangs there). docs/developer/threads.md"""
+def _one_openmp_runtime(cc: list[str]) -> bool:
+  """Load clang's OpenMP runtime (libomp) for the process before any kernel, or where it isn't installed the pool
+  above (gcc's kernels only): gcc's kernels call its GOMP_* entry points (one pool of workers), and a forked child runs
+  them. False where gcc's pool doesn't build (its kernels then run on one thread). docs/developer/threads.md"""
   global _libomp
   if _libomp is None and (path := _find_libomp()) is not None:
     try: _libomp = _openmp_runtimes["libomp"] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError: pass
+  if _libomp is None and "Free Software Foundation" in compiler_version(tuple(cc)):
+    if (pool := _gomp_pool(cc)) is None: return False
+    _libomp = _openmp_runtimes["pool"] = pool
+  return True
 
-_forked_after_libgomp = False  # set in a child forked after libgomp's workers started
 def _after_fork_in_child() -> None:
-  global _forked_after_libgomp
-  _forked_after_libgomp = _forked_after_libgomp or any(lib.uses_libgomp for lib in _loaded.values())
   for worker in _workers: worker.start()
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
 
@@ -399,10 +460,6 @@ class CPUProgram:
     self.nargs = (-1, -1)  # the argument counts fxn.argtypes was set for
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
-    if _forked_after_libgomp and self.lib.uses_libgomp:
-      raise RuntimeError(f"CPU kernel {self.name}: this process was forked after gcc's OpenMP runtime (libgomp) ran "
-                         "kernels, and libgomp can't run threads in a forked child (it would hang): install clang's "
-                         "libomp (fusegrad then uses it for gcc's kernels too), or start workers with 'spawn'")
     if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
@@ -417,7 +474,7 @@ class CPUProgram:
 
   def launcher(self, *bufs: CPUBuffer) -> Callable[[], Any] | None:
     """Its launch on bufs as a call of nothing (a TinyJit replay binds it once); None where __call__ must check."""
-    if self.lib.uses_libgomp or self.nargs != (len(bufs), 0): return None
+    if self.nargs != (len(bufs), 0): return None
     if self.worker is None: return functools.partial(self.fxn, *[b.addr for b in bufs])
     return functools.partial(self.worker.launch, self.fxn, tuple(b.addr for b in bufs), (self.lib, *bufs))
 
@@ -431,7 +488,7 @@ class CPUDevice(Compiled):
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
     if threads > 1:
       _wait_policy()
-      _one_openmp_runtime()
+      if not _one_openmp_runtime(cc): threads = 1
     # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
     # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
