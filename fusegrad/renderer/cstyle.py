@@ -334,15 +334,18 @@ class ClangRenderer(CStyleLanguage):
         self.render_dtype(dt))) for log, dt in fns]
   def render(self, name: str, uops: list[UOp]) -> str:
     """A kernel whose accumulators fill half the vector register file or more (a register tile of vectors) is compiled
-    without gcc's loop vectorizer and loop invariant motion (clang ignores these pragmas). The vectorizer vectorizes
-    nothing there but leaves the loads ordered so that the tile spills; the motion hoists the loads of a fully peeled
-    reduce (gcc's -fpeel-loops) out of the output loops they don't vary along. gcc 12, one thread, eval at batch 2000:
-    AVX-512 conv2+BatchNorm+relu+max pool 73 -> 0 spills in its hot loop, 1.4x -> 1.0x clang's time; AVX2 conv1 163 ->
-    0, 1.3x -> 1.0x. Narrower tiles (max pool's gradient, float2 accumulators) keep them: the vectorizer is 2x there."""
+    with gcc's short loops unrolled whole (peel-loops: a 3x3 convolution's rows) and without its loop vectorizer, loop
+    invariant motion and RTL GCSE (clang ignores these pragmas): the vectorizer vectorizes nothing there but orders the
+    loads so that the tile spills; the other two hoist a peeled reduce's loads (the weights' broadcasts) out of the
+    output loops they don't vary along, onto the stack. gcc 12, one thread: eval at batch 2000, AVX-512 conv2+BatchNorm+
+    relu+max pool 73 -> 0 spills in its hot loop, 1.4x -> 1.0x clang's time; AVX2 training step's conv1 forward 46 -> 0.
+    Other kernels are not peeled (a quarter of gcc's compile time of the AVX2 step, for no speed) and keep the
+    vectorizer (the max pool's gradient, float2 accumulators: 2x faster vectorized)."""
     acc_bytes = sum(u.dtype.itemsize for u in uops if u.op is Ops.DEFINE_ACC)
     if acc_bytes < self.machine.vector_registers * self.machine.vector_bytes // 2: return super().render(name, uops)
-    return "#pragma GCC push_options\n#pragma GCC optimize(\"no-tree-loop-vectorize\", \"no-tree-loop-im\")\n" + \
-      super().render(name, uops) + "#pragma GCC pop_options\n"
+    opts = '"no-tree-loop-vectorize", "no-tree-loop-im", "no-gcse", "peel-loops"'
+    return f"#pragma GCC push_options\n#pragma GCC optimize({opts})\n" + super().render(name, uops) + \
+      "#pragma GCC pop_options\n"
   def render_alu(self, u: UOp, src: list[str]) -> str:
     """Vectors: MAX as a bitwise select (C has no ?: on vectors), float exp2 and log2 as vector_exp2 and vector_log2,
     other math lane by lane."""

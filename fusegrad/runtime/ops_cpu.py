@@ -254,9 +254,10 @@ class ClangCompiler(Compiler):
     self.args[:0] = ISAS[isa][3] if isa in ISAS else []
     if openmp: self.args.insert(0, "-fopenmp")
     # gcc -O2 keeps a short loop whose body is big as a loop (a 3x3 convolution's 3 rows of 24 multiply-adds: 1.2x
-    # slower than clang's code, which unrolls it): unroll such loops whole, as -O3 would
+    # slower than clang's code, which unrolls it): the renderer asks gcc to unroll such loops of register tiles whole
+    # (peel-loops), up to this size
     if "Free Software Foundation" in compiler_version(tuple(cc)):
-      self.args[:0] = ["-fpeel-loops", "--param=max-completely-peeled-insns=1000"]
+      self.args[:0] = ["--param=max-completely-peeled-insns=1000"]
     version = compiler_version(tuple(cc)).split("\n")[0]
     key = f"{version}|{isa}|{' '.join(self.args)}|{platform.machine()}|{_cpuinfo('model name')}"
     ident = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -353,7 +354,7 @@ def _wait_policy() -> None:
   (OMP_WAIT_POLICY=PASSIVE: on a shared machine spinning workers take the cores from everyone else), but clang's
   runtime (libomp, most kernels) first spins CPU_SPIN ms (KMP_BLOCKTIME): waking a sleeping worker costs 20-100 us in
   this VM, once per kernel, so back-to-back kernels (a TinyJit replay, a matmul's panel copy then its product) keep
-  it awake (gcc's kernels without libomp: _POOL_C, the same). An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is
+  it awake (gcc's kernels without libomp: gomp_pool.c, the same). An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is
   kept."""
   os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
   if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
@@ -367,58 +368,16 @@ def _pin_openmp() -> None:
 
 def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
 
-# gcc's OpenMP entry points where libomp isn't installed, in place of libgomp's: its idle workers either sleep at once
-# (woken per kernel, 20-100 us in this VM, so a region's halves run one after the other: a 512 matmul at 1 thread's
-# speed) or spin without yielding (a region stalled a time slice when the cores are busy), and a forked child's first
-# region hung (the parent's workers don't exist there). These spin CPU_SPIN ms, yielding, then sleep, as libomp's do;
-# every worker takes every region (those past its team size do nothing), a region running elsewhere makes it serial.
-_POOL_C = r"""#include <pthread.h>
-#include <sched.h>
-#include <time.h>
-static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER, mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static void (*job)(void *); static void *arg; static unsigned gen; static int workers, team, sleepers, pending;
-static __thread int me, size = 1;
-long fg_spin_ns = 1000000;
-int omp_get_thread_num(void) { return me; }
-int omp_get_num_threads(void) { return size; }
-static long ns(void) {
-  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000L + t.tv_nsec; }
-static void *work(void *a) {
-  int id = (int)((long)a & 0xffff); unsigned seen = (unsigned)((long)a >> 16);
-  for (;; seen++, __atomic_sub_fetch(&pending, 1, __ATOMIC_RELEASE)) {
-    for (long t = ns(); __atomic_load_n(&gen, __ATOMIC_ACQUIRE) == seen && ns() - t < fg_spin_ns;) sched_yield();
-    pthread_mutex_lock(&mu);
-    for (sleepers++; __atomic_load_n(&gen, __ATOMIC_ACQUIRE) == seen;) pthread_cond_wait(&cv, &mu);
-    sleepers--, pthread_mutex_unlock(&mu);
-    if (id < team) me = id, size = team, job(arg);
-  }
-}
-void GOMP_parallel(void (*fn)(void *), void *data, unsigned n, unsigned flags) {
-  int m = me, s = size;
-  if (n < 2 || n > 256 || pthread_mutex_trylock(&busy)) { me = 0, size = 1, fn(data), me = m, size = s; return; }
-  for (pthread_t t; workers < (int)n - 1 && !pthread_create(&t, 0, work, (void *)((long)gen << 16 | (workers + 1)));)
-    pthread_detach(t), workers++;
-  job = fn, arg = data, team = (int)n < workers + 1 ? (int)n : workers + 1, pending = workers;
-  __atomic_add_fetch(&gen, 1, __ATOMIC_RELEASE);
-  pthread_mutex_lock(&mu), sleepers ? pthread_cond_broadcast(&cv) : 0, pthread_mutex_unlock(&mu);
-  me = 0, size = team, fn(data), size = 1;
-  while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE)) sched_yield();
-  pthread_mutex_unlock(&busy);
-}
-static void forked(void) {
-  workers = sleepers = pending = 0, pthread_mutex_init(&busy, 0), pthread_mutex_init(&mu, 0), pthread_cond_init(&cv, 0);
-}
-__attribute__((constructor)) static void init(void) { pthread_atfork(0, 0, forked); }
-"""
 
 def _gomp_pool(cc: list[str]) -> ctypes.CDLL | None:
-  """_POOL_C built by cc (cached on disk per compiler) and loaded for the process; None where it doesn't build."""
-  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{_POOL_C}".encode()).hexdigest()
+  """gcc's OpenMP entry points for the process where libomp isn't installed, in place of libgomp's (gomp_pool.c says
+  why), built by cc (cached on disk per compiler) and loaded; None where it doesn't build."""
+  with open(os.path.join(os.path.dirname(__file__), "gomp_pool.c")) as f: src = f.read()
+  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{src}".encode()).hexdigest()
   if (lib := diskcache_get("cpu_gomp_pool", key)) is None:
     with tempfile.TemporaryDirectory() as tmp:
       out = os.path.join(tmp, "pool.so")
-      if subprocess.run([*cc, "-O2", "-shared", "-fPIC", "-pthread", "-x", "c", "-", "-o", out], input=_POOL_C.encode(),
+      if subprocess.run([*cc, "-O2", "-shared", "-fPIC", "-pthread", "-x", "c", "-", "-o", out], input=src.encode(),
                         capture_output=True).returncode: return None
       with open(out, "rb") as f: lib = diskcache_put("cpu_gomp_pool", key, f.read())
   with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib)
