@@ -333,14 +333,12 @@ class ClangRenderer(CStyleLanguage):
       [_once(f"FG_{'LOG2' if log else 'EXP2'}_{self.render_dtype(dt)}", (vector_log2 if log else vector_exp2)(
         self.render_dtype(dt))) for log, dt in fns]
   def render(self, name: str, uops: list[UOp]) -> str:
-    """A kernel whose accumulators fill half the vector register file or more (a register tile of vectors) is compiled
-    with gcc's short loops unrolled whole (peel-loops: a 3x3 convolution's rows) and without its loop vectorizer, loop
-    invariant motion and RTL GCSE (clang ignores these pragmas): the vectorizer vectorizes nothing there but orders the
-    loads so that the tile spills; the other two hoist a peeled reduce's loads (the weights' broadcasts) out of the
-    output loops they don't vary along, onto the stack. gcc 12, one thread: eval at batch 2000, AVX-512 conv2+BatchNorm+
-    relu+max pool 73 -> 0 spills in its hot loop, 1.4x -> 1.0x clang's time; AVX2 training step's conv1 forward 46 -> 0.
-    Other kernels are not peeled (a quarter of gcc's compile time of the AVX2 step, for no speed) and keep the
-    vectorizer (the max pool's gradient, float2 accumulators: 2x faster vectorized)."""
+    """A register tile (accumulators filling half the vector registers or more) is compiled with gcc's short loops
+    unrolled whole (a 3x3 conv's rows) and without its loop vectorizer, which orders the loads so that the tile spills,
+    and loop invariant motion and RTL GCSE, which hoist the unrolled reduce's weight broadcasts out of the output loops
+    onto the stack (clang ignores the pragmas). gcc 12: eval conv2+BatchNorm+relu+max pool 73 -> 0 spills, 1.4x -> 1.0x
+    clang's time; the training step's conv1 forward at AVX2 46 -> 0. Other kernels keep them (the max pool's gradient,
+    float2 accumulators, is 2x faster vectorized); unrolling their loops too cost 1/4 of gcc's compile time."""
     acc_bytes = sum(u.dtype.itemsize for u in uops if u.op is Ops.DEFINE_ACC)
     if acc_bytes < self.machine.vector_registers * self.machine.vector_bytes // 2: return super().render(name, uops)
     opts = '"no-tree-loop-vectorize", "no-tree-loop-im", "no-gcse", "peel-loops"'

@@ -233,13 +233,8 @@ def openmp_works(cc: list[str]) -> bool:
 
 def _probe_openmp(cc: list[str]) -> bool:
   src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
-  with tempfile.TemporaryDirectory() as tmp:
-    out = os.path.join(tmp, "omp.so")
-    if subprocess.run([*cc, "-shared", "-fPIC", "-fopenmp", "-x", "c", "-", "-o", out], input=src.encode(),
-                      capture_output=True).returncode:
-      return False
-    try: return ctypes.CDLL(out).f(10) == 45
-    except OSError: return False
+  try: return _load(ClangCompiler(cc, True).compile(src)).f(10) == 45
+  except (CompileError, OSError): return False
 
 class ClangCompiler(Compiler):
   """C -> shared library for the instruction set isa (ISAS; '': the host's). The cache key holds the compiler, its
@@ -253,9 +248,8 @@ class ClangCompiler(Compiler):
     # splits 64-byte vectors into two 32-byte halves by default on some AVX-512 CPUs)
     self.args[:0] = ISAS[isa][3] if isa in ISAS else []
     if openmp: self.args.insert(0, "-fopenmp")
-    # gcc -O2 keeps a short loop whose body is big as a loop (a 3x3 convolution's 3 rows of 24 multiply-adds: 1.2x
-    # slower than clang's code, which unrolls it): the renderer asks gcc to unroll such loops of register tiles whole
-    # (peel-loops), up to this size
+    # gcc -O2 keeps a short loop with a big body as a loop (a 3x3 convolution's rows: 1.2x slower than clang's code,
+    # which unrolls it): register tiles ask gcc to unroll such loops whole (ClangRenderer.render), up to this size
     if "Free Software Foundation" in compiler_version(tuple(cc)):
       self.args[:0] = ["--param=max-completely-peeled-insns=1000"]
     version = compiler_version(tuple(cc)).split("\n")[0]
@@ -332,16 +326,17 @@ def check_elf(lib: bytes) -> None:
   shentsize, shnum = struct.unpack_from("<HH" if lib[5] == 1 else ">HH", lib, 0x3A)
   if shoff + shentsize * shnum > len(lib): raise OSError(f"truncated shared library ({len(lib)} bytes)")
 
+def _load(lib: bytes, mode: int = ctypes.DEFAULT_MODE) -> ctypes.CDLL:
+  with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib)
+  try: return ctypes.CDLL(f.name, mode=mode)
+  finally: os.unlink(f.name)
+
 class SharedLibrary:
   """A shared library loaded from its bytes: written to a temp file, loaded, and the file removed; unloaded (dlclose)
   when garbage collected, so a bounded program cache keeps the process's mappings bounded."""
   def __init__(self, lib: bytes):
     check_elf(lib)
-    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
-      f.write(lib)
-      path = f.name
-    try: self.dll = ctypes.CDLL(path)
-    finally: os.unlink(path)
+    self.dll = _load(lib)
     _pin_openmp()
   def __del__(self) -> None:
     dll = self.__dict__.pop("dll", None)
@@ -354,8 +349,7 @@ def _wait_policy() -> None:
   (OMP_WAIT_POLICY=PASSIVE: on a shared machine spinning workers take the cores from everyone else), but clang's
   runtime (libomp, most kernels) first spins CPU_SPIN ms (KMP_BLOCKTIME): waking a sleeping worker costs 20-100 us in
   this VM, once per kernel, so back-to-back kernels (a TinyJit replay, a matmul's panel copy then its product) keep
-  it awake (gcc's kernels without libomp: gomp_pool.c, the same). An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is
-  kept."""
+  it awake (gomp_pool.c's too). An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is kept."""
   os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
   if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
 
@@ -368,21 +362,11 @@ def _pin_openmp() -> None:
 
 def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
 
-
 def _gomp_pool(cc: list[str]) -> ctypes.CDLL | None:
-  """gcc's OpenMP entry points for the process where libomp isn't installed, in place of libgomp's (gomp_pool.c says
-  why), built by cc (cached on disk per compiler) and loaded; None where it doesn't build."""
+  """gomp_pool.c (why: there) built by cc and loaded for the process; None where it doesn't build."""
   with open(os.path.join(os.path.dirname(__file__), "gomp_pool.c")) as f: src = f.read()
-  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{src}".encode()).hexdigest()
-  if (lib := diskcache_get("cpu_gomp_pool", key)) is None:
-    with tempfile.TemporaryDirectory() as tmp:
-      out = os.path.join(tmp, "pool.so")
-      if subprocess.run([*cc, "-O2", "-shared", "-fPIC", "-pthread", "-x", "c", "-", "-o", out], input=src.encode(),
-                        capture_output=True).returncode: return None
-      with open(out, "rb") as f: lib = diskcache_put("cpu_gomp_pool", key, f.read())
-  with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib)
-  try: pool = ctypes.CDLL(f.name, mode=ctypes.RTLD_GLOBAL)
-  finally: os.unlink(f.name)
+  try: pool = _load(ClangCompiler(cc, False).compile_cached(src), ctypes.RTLD_GLOBAL)
+  except (CompileError, OSError): return None
   ctypes.c_long.in_dll(pool, "fg_spin_ns").value = max(CPU_SPIN.value, 0) * 1000000
   return pool
 
@@ -390,8 +374,9 @@ _libomp: ctypes.CDLL | None = None
 def _one_openmp_runtime(cc: list[str]) -> bool:
   """Load clang's OpenMP runtime (libomp) for the process before any kernel, or where it isn't installed the pool
   above (gcc's kernels only): gcc's kernels call its GOMP_* entry points (one pool of workers), and a forked child runs
-  them. False where gcc's pool doesn't build (its kernels then run on one thread). docs/developer/threads.md"""
+  them. False where the pool doesn't build (the kernels then run on one thread). docs/developer/threads.md"""
   global _libomp
+  _wait_policy()
   if _libomp is None and (path := _find_libomp()) is not None:
     try: _libomp = _openmp_runtimes["libomp"] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError: pass
@@ -445,9 +430,7 @@ class CPUDevice(Compiled):
     is_clang = "clang" in compiler_version(tuple(cc)).lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
-    if threads > 1:
-      _wait_policy()
-      if not _one_openmp_runtime(cc): threads = 1
+    if threads > 1 and not _one_openmp_runtime(cc): threads = 1
     # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
     # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
