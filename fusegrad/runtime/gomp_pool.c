@@ -3,7 +3,7 @@
    speed) or spin without yielding (a region stalled a time slice when the cores are busy), and a forked child's first
    region hung (the parent's workers don't exist there). These spin CPU_SPIN ms, yielding, then sleep, as libomp's do;
    every worker takes every region (those past its team size do nothing), a region running elsewhere makes it serial.
-   Built by the CPU device's gcc where libomp isn't installed (ops_cpu._gomp_pool). */
+   Built by the CPU device's gcc where libomp isn't installed (ops_cpu._one_openmp_runtime). */
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>

@@ -233,8 +233,16 @@ def openmp_works(cc: list[str]) -> bool:
 
 def _probe_openmp(cc: list[str]) -> bool:
   src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
-  try: return _load(ClangCompiler(cc, True).compile(src)).f(10) == 45
-  except (CompileError, OSError): return False
+  try: return (lib := _build(cc, ["-fopenmp"], src)) is not None and _load(lib).f(10) == 45
+  except OSError: return False
+
+def _build(cc: list[str], flags: list[str], src: str) -> bytes | None:
+  """A shared library built from src by cc with flags (not a kernel: no cache); None where cc fails."""
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "lib.so")
+    if subprocess.run([*cc, "-shared", "-fPIC", *flags, "-x", "c", "-", "-o", out], input=src.encode(),
+                      capture_output=True).returncode: return None
+    with open(out, "rb") as f: return f.read()
 
 class ClangCompiler(Compiler):
   """C -> shared library for the instruction set isa (ISAS; '': the host's). The cache key holds the compiler, its
@@ -344,15 +352,6 @@ class SharedLibrary:
 
 # OpenMP runtimes a kernel library brought in stay loaded: unloading one with the last library that used it, while its
 # sleeping worker threads still exist, crashes the process (gcc's libgomp beside clang's libomp)
-def _wait_policy() -> None:
-  """How OpenMP's idle workers wait between kernels (read once, when the first kernel loads the runtime). They sleep
-  (OMP_WAIT_POLICY=PASSIVE: on a shared machine spinning workers take the cores from everyone else), but clang's
-  runtime (libomp, most kernels) first spins CPU_SPIN ms (KMP_BLOCKTIME): waking a sleeping worker costs 20-100 us in
-  this VM, once per kernel, so back-to-back kernels (a TinyJit replay, a matmul's panel copy then its product) keep
-  it awake (gomp_pool.c's too). An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is kept."""
-  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-  if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
-
 _openmp_runtimes: dict[str, ctypes.CDLL] = {}
 def _pin_openmp() -> None:
   for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
@@ -362,27 +361,28 @@ def _pin_openmp() -> None:
 
 def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
 
-def _gomp_pool(cc: list[str]) -> ctypes.CDLL | None:
-  """gomp_pool.c (why: there) built by cc and loaded for the process; None where it doesn't build."""
-  with open(os.path.join(os.path.dirname(__file__), "gomp_pool.c")) as f: src = f.read()
-  try: pool = _load(ClangCompiler(cc, False).compile_cached(src), ctypes.RTLD_GLOBAL)
-  except (CompileError, OSError): return None
-  ctypes.c_long.in_dll(pool, "fg_spin_ns").value = max(CPU_SPIN.value, 0) * 1000000
-  return pool
-
 _libomp: ctypes.CDLL | None = None
 def _one_openmp_runtime(cc: list[str]) -> bool:
-  """Load clang's OpenMP runtime (libomp) for the process before any kernel, or where it isn't installed the pool
-  above (gcc's kernels only): gcc's kernels call its GOMP_* entry points (one pool of workers), and a forked child runs
-  them. False where the pool doesn't build (the kernels then run on one thread). docs/developer/threads.md"""
+  """Load clang's OpenMP runtime (libomp) for the process before any kernel, or where it isn't installed gomp_pool.c
+  (built by gcc; why: there): gcc's kernels call its GOMP_* entry points (one pool), and a forked child runs them.
+  False where the pool doesn't build (kernels then run on one thread). Idle workers sleep (OMP_WAIT_POLICY=PASSIVE:
+  spinning ones take the cores from everyone else) after spinning CPU_SPIN ms (KMP_BLOCKTIME): waking one costs 20-100
+  us in this VM, so back-to-back kernels (a TinyJit replay) keep it awake. docs/developer/threads.md"""
   global _libomp
-  _wait_policy()
+  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # (values already set are kept)
+  if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
   if _libomp is None and (path := _find_libomp()) is not None:
     try: _libomp = _openmp_runtimes["libomp"] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError: pass
   if _libomp is None and "Free Software Foundation" in compiler_version(tuple(cc)):
-    if (pool := _gomp_pool(cc)) is None: return False
-    _libomp = _openmp_runtimes["pool"] = pool
+    with open(os.path.join(os.path.dirname(__file__), "gomp_pool.c")) as f: src = f.read()
+    key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{src}".encode()).hexdigest()
+    if (lib := diskcache_get("cpu_gomp_pool", key)) is None:
+      if (lib := _build(cc, ["-O2", "-pthread"], src)) is None: return False
+      diskcache_put("cpu_gomp_pool", key, lib)
+    try: _libomp = _openmp_runtimes["pool"] = _load(lib, ctypes.RTLD_GLOBAL)
+    except OSError: return False
+    ctypes.c_long.in_dll(_libomp, "fg_spin_ns").value = max(CPU_SPIN.value, 0) * 1000000
   return True
 
 def _after_fork_in_child() -> None:
