@@ -333,16 +333,17 @@ class ClangRenderer(CStyleLanguage):
       [_once(f"FG_{'LOG2' if log else 'EXP2'}_{self.render_dtype(dt)}", (vector_log2 if log else vector_exp2)(
         self.render_dtype(dt))) for log, dt in fns]
   def render(self, name: str, uops: list[UOp]) -> str:
-    """A kernel whose accumulators fill half the vector register file or more (a register tile of vectors) is compiled
-    without gcc's loop vectorizer and loop invariant motion (clang ignores these pragmas). The vectorizer vectorizes
-    nothing there but leaves the loads ordered so that the tile spills; the motion hoists the loads of a fully peeled
-    reduce (gcc's -fpeel-loops) out of the output loops they don't vary along. gcc 12, one thread, eval at batch 2000:
-    AVX-512 conv2+BatchNorm+relu+max pool 73 -> 0 spills in its hot loop, 1.4x -> 1.0x clang's time; AVX2 conv1 163 ->
-    0, 1.3x -> 1.0x. Narrower tiles (max pool's gradient, float2 accumulators) keep them: the vectorizer is 2x there."""
+    """A register tile (accumulators filling half the vector registers or more) is compiled with gcc's short loops
+    unrolled whole (a 3x3 conv's rows) and without its loop vectorizer, which orders the loads so that the tile spills,
+    and loop invariant motion and RTL GCSE, which hoist the unrolled reduce's weight broadcasts out of the output loops
+    onto the stack (clang ignores the pragmas). gcc 12: eval conv2+BatchNorm+relu+max pool 73 -> 0 spills, 1.4x -> 1.0x
+    clang's time; the training step's conv1 forward at AVX2 46 -> 0. Other kernels keep them (the max pool's gradient,
+    float2 accumulators, is 2x faster vectorized); unrolling their loops too cost 1/4 of gcc's compile time."""
     acc_bytes = sum(u.dtype.itemsize for u in uops if u.op is Ops.DEFINE_ACC)
     if acc_bytes < self.machine.vector_registers * self.machine.vector_bytes // 2: return super().render(name, uops)
-    return "#pragma GCC push_options\n#pragma GCC optimize(\"no-tree-loop-vectorize\", \"no-tree-loop-im\")\n" + \
-      super().render(name, uops) + "#pragma GCC pop_options\n"
+    opts = '"no-tree-loop-vectorize", "no-tree-loop-im", "no-gcse", "peel-loops"'
+    return f"#pragma GCC push_options\n#pragma GCC optimize({opts})\n" + super().render(name, uops) + \
+      "#pragma GCC pop_options\n"
   def render_alu(self, u: UOp, src: list[str]) -> str:
     """Vectors: MAX as a bitwise select (C has no ?: on vectors), float exp2 and log2 as vector_exp2 and vector_log2,
     other math lane by lane."""

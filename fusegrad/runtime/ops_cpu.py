@@ -233,13 +233,16 @@ def openmp_works(cc: list[str]) -> bool:
 
 def _probe_openmp(cc: list[str]) -> bool:
   src = "int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++) s+=i;\nreturn s;}\n"
+  try: return (lib := _build(cc, ["-fopenmp"], src)) is not None and _load(lib).f(10) == 45
+  except OSError: return False
+
+def _build(cc: list[str], flags: list[str], src: str) -> bytes | None:
+  """A shared library built from src by cc with flags (not a kernel: no cache); None where cc fails."""
   with tempfile.TemporaryDirectory() as tmp:
-    out = os.path.join(tmp, "omp.so")
-    if subprocess.run([*cc, "-shared", "-fPIC", "-fopenmp", "-x", "c", "-", "-o", out], input=src.encode(),
-                      capture_output=True).returncode:
-      return False
-    try: return ctypes.CDLL(out).f(10) == 45
-    except OSError: return False
+    out = os.path.join(tmp, "lib.so")
+    if subprocess.run([*cc, "-shared", "-fPIC", *flags, "-x", "c", "-", "-o", out], input=src.encode(),
+                      capture_output=True).returncode: return None
+    with open(out, "rb") as f: return f.read()
 
 class ClangCompiler(Compiler):
   """C -> shared library for the instruction set isa (ISAS; '': the host's). The cache key holds the compiler, its
@@ -253,10 +256,10 @@ class ClangCompiler(Compiler):
     # splits 64-byte vectors into two 32-byte halves by default on some AVX-512 CPUs)
     self.args[:0] = ISAS[isa][3] if isa in ISAS else []
     if openmp: self.args.insert(0, "-fopenmp")
-    # gcc -O2 keeps a short loop whose body is big as a loop (a 3x3 convolution's 3 rows of 24 multiply-adds: 1.2x
-    # slower than clang's code, which unrolls it): unroll such loops whole, as -O3 would
+    # gcc -O2 keeps a short loop with a big body as a loop (a 3x3 convolution's rows: 1.2x slower than clang's code,
+    # which unrolls it): register tiles ask gcc to unroll such loops whole (ClangRenderer.render), up to this size
     if "Free Software Foundation" in compiler_version(tuple(cc)):
-      self.args[:0] = ["-fpeel-loops", "--param=max-completely-peeled-insns=1000"]
+      self.args[:0] = ["--param=max-completely-peeled-insns=1000"]
     version = compiler_version(tuple(cc)).split("\n")[0]
     key = f"{version}|{isa}|{' '.join(self.args)}|{platform.machine()}|{_cpuinfo('model name')}"
     ident = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -331,17 +334,17 @@ def check_elf(lib: bytes) -> None:
   shentsize, shnum = struct.unpack_from("<HH" if lib[5] == 1 else ">HH", lib, 0x3A)
   if shoff + shentsize * shnum > len(lib): raise OSError(f"truncated shared library ({len(lib)} bytes)")
 
+def _load(lib: bytes, mode: int = ctypes.DEFAULT_MODE) -> ctypes.CDLL:
+  with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib)
+  try: return ctypes.CDLL(f.name, mode=mode)
+  finally: os.unlink(f.name)
+
 class SharedLibrary:
   """A shared library loaded from its bytes: written to a temp file, loaded, and the file removed; unloaded (dlclose)
   when garbage collected, so a bounded program cache keeps the process's mappings bounded."""
   def __init__(self, lib: bytes):
     check_elf(lib)
-    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
-      f.write(lib)
-      path = f.name
-    try: self.dll = ctypes.CDLL(path)
-    finally: os.unlink(path)
-    self.uses_libgomp = _libomp is None and b"GOMP_parallel" in lib  # gcc's OpenMP calls, bound to libgomp
+    self.dll = _load(lib)
     _pin_openmp()
   def __del__(self) -> None:
     dll = self.__dict__.pop("dll", None)
@@ -349,16 +352,6 @@ class SharedLibrary:
 
 # OpenMP runtimes a kernel library brought in stay loaded: unloading one with the last library that used it, while its
 # sleeping worker threads still exist, crashes the process (gcc's libgomp beside clang's libomp)
-def _wait_policy() -> None:
-  """How OpenMP's idle workers wait between kernels (read once, when the first kernel loads the runtime). They sleep
-  (OMP_WAIT_POLICY=PASSIVE: on a shared machine spinning workers take the cores from everyone else), but clang's
-  runtime (libomp, most kernels) first spins CPU_SPIN ms (KMP_BLOCKTIME): waking a sleeping worker costs 20-100 us in
-  this VM, once per kernel, so back-to-back kernels (a TinyJit replay, a matmul's panel copy then its product) keep
-  it awake. gcc's runtime (libgomp) spins without yielding and stalls a kernel for a time slice when the cores are
-  busy, so it only sleeps. An OMP_WAIT_POLICY or KMP_BLOCKTIME already set is kept."""
-  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-  if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
-
 _openmp_runtimes: dict[str, ctypes.CDLL] = {}
 def _pin_openmp() -> None:
   for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
@@ -369,18 +362,30 @@ def _pin_openmp() -> None:
 def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
 
 _libomp: ctypes.CDLL | None = None
-def _one_openmp_runtime() -> None:
-  """Load clang's OpenMP runtime (libomp) for the process before any kernel: gcc's kernels call its GOMP_* entry points
-  too (one pool of workers), and a forked child runs them (libgomp hangs there). docs/developer/threads.md"""
+def _one_openmp_runtime(cc: list[str]) -> bool:
+  """Load clang's OpenMP runtime (libomp) for the process before any kernel, or where it isn't installed gomp_pool.c
+  (built by gcc; why: there): gcc's kernels call its GOMP_* entry points (one pool), and a forked child runs them.
+  False where the pool doesn't build (kernels then run on one thread). Idle workers sleep (OMP_WAIT_POLICY=PASSIVE:
+  spinning ones take the cores from everyone else) after spinning CPU_SPIN ms (KMP_BLOCKTIME): waking one costs 20-100
+  us in this VM, so back-to-back kernels (a TinyJit replay) keep it awake. docs/developer/threads.md"""
   global _libomp
+  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # (values already set are kept)
+  if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
   if _libomp is None and (path := _find_libomp()) is not None:
     try: _libomp = _openmp_runtimes["libomp"] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError: pass
+  if _libomp is None and "Free Software Foundation" in compiler_version(tuple(cc)):
+    with open(os.path.join(os.path.dirname(__file__), "gomp_pool.c")) as f: src = f.read()
+    key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{src}".encode()).hexdigest()
+    if (lib := diskcache_get("cpu_gomp_pool", key)) is None:
+      if (lib := _build(cc, ["-O2", "-pthread"], src)) is None: return False
+      diskcache_put("cpu_gomp_pool", key, lib)
+    try: _libomp = _openmp_runtimes["pool"] = _load(lib, ctypes.RTLD_GLOBAL)
+    except OSError: return False
+    ctypes.c_long.in_dll(_libomp, "fg_spin_ns").value = max(CPU_SPIN.value, 0) * 1000000
+  return True
 
-_forked_after_libgomp = False  # set in a child forked after libgomp's workers started
 def _after_fork_in_child() -> None:
-  global _forked_after_libgomp
-  _forked_after_libgomp = _forked_after_libgomp or any(lib.uses_libgomp for lib in _loaded.values())
   for worker in _workers: worker.start()
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
 
@@ -399,10 +404,6 @@ class CPUProgram:
     self.nargs = (-1, -1)  # the argument counts fxn.argtypes was set for
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
-    if _forked_after_libgomp and self.lib.uses_libgomp:
-      raise RuntimeError(f"CPU kernel {self.name}: this process was forked after gcc's OpenMP runtime (libgomp) ran "
-                         "kernels, and libgomp can't run threads in a forked child (it would hang): install clang's "
-                         "libomp (fusegrad then uses it for gcc's kernels too), or start workers with 'spawn'")
     if self.nargs != (len(bufs), len(vals)):  # argument types declared once: ctypes converts plain ints in C
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
@@ -417,7 +418,7 @@ class CPUProgram:
 
   def launcher(self, *bufs: CPUBuffer) -> Callable[[], Any] | None:
     """Its launch on bufs as a call of nothing (a TinyJit replay binds it once); None where __call__ must check."""
-    if self.lib.uses_libgomp or self.nargs != (len(bufs), 0): return None
+    if self.nargs != (len(bufs), 0): return None
     if self.worker is None: return functools.partial(self.fxn, *[b.addr for b in bufs])
     return functools.partial(self.worker.launch, self.fxn, tuple(b.addr for b in bufs), (self.lib, *bufs))
 
@@ -429,9 +430,7 @@ class CPUDevice(Compiled):
     is_clang = "clang" in compiler_version(tuple(cc)).lower()
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
-    if threads > 1:
-      _wait_policy()
-      _one_openmp_runtime()
+    if threads > 1 and not _one_openmp_runtime(cc): threads = 1
     # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
     # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
