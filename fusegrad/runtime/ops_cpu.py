@@ -63,8 +63,7 @@ class Worker:
       raise RuntimeError(f"{self.device}: a kernel run by its worker thread failed: {error}") from error
 
 _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
-# copies between workers held back till the snapshots called after them are queued: (dest worker, address, bytes, put)
-_held: list[tuple[Worker, int, int, Callable[[], None]]] = []
+_held: list[tuple[Worker, int, int, Callable]] = []  # CopyBetweenWorkers.held: copies held back behind snapshots
 
 class CopyBetweenWorkers:
   """A copy between two devices' workers, queued on both at each call: src's worker copies src to a staging buffer
@@ -78,13 +77,14 @@ class CopyBetweenWorkers:
     staging = self.staging or src
     self.snapshot = (_snapshot, (*self.locks, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
     self.copy = (_copy_when_ready, (*self.locks, dest.addr, staging.addr, nbytes), (dest, staging))
+    self.held = (self.workers[1], dest.addr, nbytes, functools.partial(self.workers[1].queue.put, self.copy))
     return self
   def __call__(self) -> None:  # (launches queued before keep the buffers they were bound to)
-    (src, n), (dest, m), worker = self.snapshot[1][3:], self.copy[1][2:5:2], self.workers[0]
+    worker, (src, n) = self.workers[0], self.snapshot[1][3:]
     while _held and (not self.staging or any(w is worker and a < src + n and src < a + k for w, a, k, _ in _held)):
       _held.pop(0)[3]()  # (not before a snapshot that reads what it writes, nor a rendezvous: it waits for its copy)
     worker.queue.put(self.snapshot)
-    _held.append((self.workers[1], dest, m, functools.partial(self.workers[1].queue.put, self.copy)))
+    _held.append(self.held)
     if not self.staging: _held.pop()[3]()
 
 def _snapshot(full: threading.Lock, free: threading.Lock, staging: int, src: int, nbytes: int) -> None:
