@@ -7,7 +7,7 @@ In one process the two setups take turns, one step each, so a busy machine slows
 CPU_THREADS threads per kernel, CPU:1..n with one each (each runs its kernels on a worker thread of its own). The model
 and step are examples/beautiful_mnist.py's (Adam, global batch BS=128), on random data, in one TinyJit step (under MPI
 with DataParallel's gradient averaging inside it); STEPS timed steps after 3 warm-up ones, medians printed. A step is
-timed till every device is done; the setups' losses of the first two steps are checked to be equal (within 1e-4).
+timed till every device is done; the setups' losses are checked equal: the first step's within 1e-5, the second's 1e-3.
 
 Each setup's line also gives per step the process's CPU time (all its threads: on a busy machine a fairer comparison
 of the two setups' work than their wall times), and for the main thread (which queues the devices' launches; on one
@@ -127,9 +127,10 @@ def main() -> None:
   # the same training: the first steps' losses are equal but for the order of sums (Adam moves each weight by about lr
   # whatever the size of its gradient, so the setups' weights, and their losses, drift apart a little later on)
   one_losses, many_losses = (np.array(run.losses) for run in setups.values())  # type: ignore[attr-defined]
-  np.testing.assert_allclose(many_losses[:2], one_losses[:2], rtol=1e-4)
-  print(f"losses equal: steps 1-2 within {np.max(np.abs(many_losses[:2] / one_losses[:2] - 1)):.0e}, all "
-        f"{len(one_losses)} within {np.max(np.abs(many_losses / one_losses - 1)):.0e} (relative)")
+  np.testing.assert_allclose(many_losses[:2], one_losses[:2], rtol=1e-3)
+  np.testing.assert_allclose(many_losses[0], one_losses[0], rtol=1e-5)  # the same weights
+  rel = np.abs(many_losses / one_losses - 1)
+  print(f"losses equal: step 1 within {rel[0]:.0e}, step 2 {rel[1]:.0e}, all {len(rel)} {np.max(rel):.0e} (relative)")
 
 def thread_times() -> dict[str, tuple[float, float]]:
   """Seconds so far (on a CPU, waiting in the run queue for one) of this (main) thread and of each device's worker
