@@ -334,6 +334,26 @@ def test_copy_of_a_copy_between_workers():
   Device["CPU:3"].allocator.copy_launcher(dest, Device["CPU:2"].allocator, mid, x.nbytes)()
   np.testing.assert_equal(_read("CPU:3", dest, x), x)
 
+@needs_cpu
+def test_sync_from_another_thread_during_exchanges():
+  """Another thread waiting for CPU:1 and CPU:2 again and again while TinyJit replays a step full of exchanges (the
+  copies held back behind their snapshots are queued under the realize's lock): no error, every result right."""
+  x = rand(8, 32)
+  step = TinyJit(lambda t: (t.shard(("CPU:1", "CPU:2"), axis=0) * 2).sum(0).realize())
+  stop, errors = threading.Event(), []
+  def syncing() -> None:
+    try:
+      while not stop.is_set():
+        for d in ("CPU:1", "CPU:2"): Device[d].synchronize()
+    except Exception as e: errors.append(e)
+  (other := threading.Thread(target=syncing)).start()
+  try: outs = [step(Tensor(x + i)).numpy() for i in range(30)]
+  finally:
+    stop.set()
+    other.join()
+  assert not errors
+  for i, out in enumerate(outs): np.testing.assert_allclose(out, ((x + i) * 2).sum(0), rtol=1e-5)
+
 FORK_SCRIPT = """
 import os
 import numpy as np

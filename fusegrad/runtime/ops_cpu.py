@@ -3,7 +3,7 @@ from __future__ import annotations
 import ctypes, ctypes.util, functools, hashlib, mmap, os, platform, queue, re, shlex, shutil, struct, subprocess
 import tempfile, threading, time, weakref
 from typing import Any, Callable
-from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
+from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError, RUN_LOCK
 from fusegrad.helpers import CC, CPU_ISA, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer
@@ -56,7 +56,7 @@ class Worker:
     self.queue.put((fxn, args, keep))
   def sync(self) -> None:
     (done := threading.Lock()).acquire()  # (the queue and the locks launches wait on are C code, as SimpleQueue)
-    self.launch(done.release, (), ())
+    with RUN_LOCK: self.launch(done.release, (), ())  # (it queues the copies a realize held back: under its lock)
     done.acquire()  # released by the worker once it ran every launch before
     if self.error is not None:
       error, self.error = self.error, None
