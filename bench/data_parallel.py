@@ -6,7 +6,8 @@ of an MPI job (with the time each step spends in MPI collectives).
 In one process the two setups take turns, one step each, so a busy machine slows both alike: CPU is opened with
 CPU_THREADS threads per kernel, CPU:1..n with one each (each runs its kernels on a worker thread of its own). The model
 and step are examples/beautiful_mnist.py's (Adam, global batch BS=128), on random data, in one TinyJit step (under MPI
-with DataParallel's gradient averaging inside it); STEPS timed steps after 3 warm-up ones, medians printed.
+with DataParallel's gradient averaging inside it); STEPS timed steps after 3 warm-up ones, medians printed. A step is
+timed till every device is done; the setups' losses are checked equal: the first step's within 1e-5, the second's 1e-3.
 
 Each setup's line also gives per step the process's CPU time (all its threads: on a busy machine a fairer comparison
 of the two setups' work than their wall times), and for the main thread (which queues the devices' launches; on one
@@ -17,6 +18,7 @@ On a busy machine wall times follow the CPU each setup gets, and a worker also i
 waits for a core.
 """
 import os, statistics, sys, threading, time
+import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from fusegrad import Tensor, TinyJit, Device, nn, Context, distributed as dist
 from fusegrad.helpers import getenv
@@ -44,10 +46,13 @@ def make_step(devices: tuple[str, ...], ranks: int = 1):
     opt.step()
     return loss
 
+  losses: list[float] = []
   def run() -> float:
     st = time.perf_counter()
-    step(X, Y).item()  # waits for the step
+    losses.append(step(X, Y).item())  # waits for the step on the loss's device
+    for d in devices: Device[d].synchronize()  # and on the others
     return time.perf_counter() - st
+  run.losses = losses  # type: ignore[attr-defined]
   return run
 
 def kernels_at_once(devices: tuple[str, ...], n: int = 768) -> None:
@@ -101,6 +106,7 @@ def main() -> None:
   use: dict[str, dict[str, list[tuple[float, float]]]] = {name: {} for name in setups}  # thread -> (CPU, queued)
   for i in range(STEPS + 3):
     for name, run in setups.items():
+      time.sleep(0.003)  # the other setup's threads (OpenMP's spin CPU_SPIN ms after a kernel) are idle again
       before, cpu_before = thread_times(), time.process_time()
       t = run()
       if i < 3: continue
@@ -118,6 +124,13 @@ def main() -> None:
           f"{statistics.median(process_cpu[name]) * 1e3:.1f} ms CPU; {threads}")
   (one, one_med), (_, many_med) = meds.items()
   print(f"{shard} devices / 1 device: {one_med / many_med:.2f}x (load average {os.getloadavg()[0]:.1f})")
+  # the same training: the first steps' losses are equal but for the order of sums (Adam moves each weight by about lr
+  # whatever the size of its gradient, so the setups' weights, and their losses, drift apart a little later on)
+  one_losses, many_losses = (np.array(run.losses) for run in setups.values())  # type: ignore[attr-defined]
+  np.testing.assert_allclose(many_losses[:2], one_losses[:2], rtol=1e-3)
+  np.testing.assert_allclose(many_losses[0], one_losses[0], rtol=1e-5)  # the same weights
+  rel = np.abs(many_losses / one_losses - 1)
+  print(f"losses equal: step 1 within {rel[0]:.0e}, step 2 {rel[1]:.0e}, all {len(rel)} {np.max(rel):.0e} (relative)")
 
 def thread_times() -> dict[str, tuple[float, float]]:
   """Seconds so far (on a CPU, waiting in the run queue for one) of this (main) thread and of each device's worker

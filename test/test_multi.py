@@ -294,6 +294,66 @@ def test_jit_replays_copies_between_workers():
   assert all(s == stagings[0] for s in stagings)
   for out, want in zip(outs, wants): np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
 
+def _filled(device: str, values: np.ndarray):
+  (buf := Device[device].allocator.alloc(values.nbytes))
+  Device[device].allocator.copyin(buf, memoryview(values.tobytes()))
+  return buf
+
+def _read(device: str, buf, like: np.ndarray) -> np.ndarray:
+  Device[device].allocator.copyout(memoryview(out := np.empty_like(like)).cast("B"), buf)
+  return out
+
+@needs_cpu
+def test_exchange_sends_before_it_receives():
+  """A 2-device all-reduce's pair of copies, each way between two workers: each worker queues its send (snapshot)
+  before its receive, so CPU:1 sends while CPU:2 is still busy (queued the other way round, it would wait for CPU:2's
+  send first, and send only once CPU:2 is done)."""
+  x, y = rand(4), rand(4, seed=1)
+  a1, a2, b1, b2 = _filled("CPU:1", x), _filled("CPU:2", y), _filled("CPU:1", 0 * x), _filled("CPU:2", 0 * y)
+  busy = threading.Event()
+  Device["CPU:2"].worker.launch(busy.wait, (30,), ())
+  to1 = Device["CPU:1"].allocator.copy_launcher(b1, Device["CPU:2"].allocator, a2, 16)
+  to2 = Device["CPU:2"].allocator.copy_launcher(b2, Device["CPU:1"].allocator, a1, 16)
+  to1()
+  to2()
+  Device["CPU:1"].worker.launch(lambda: None, (), ())  # a kernel after them: both copies are queued now
+  sent = to2.locks[0].acquire(timeout=10)  # (full: CPU:1's snapshot is in the staging buffer)
+  if sent: to2.locks[0].release()
+  busy.set()
+  assert sent
+  np.testing.assert_equal(_read("CPU:1", b1, x), y)
+  np.testing.assert_equal(_read("CPU:2", b2, y), x)
+
+@needs_cpu
+def test_copy_of_a_copy_between_workers():
+  """CPU:1 -> CPU:2, then that buffer CPU:2 -> CPU:3: the second's send waits for the first's receive (a send isn't
+  queued ahead of a receive into what it reads)."""
+  x = rand(1000)
+  src, mid, dest = _filled("CPU:1", x), _filled("CPU:2", 0 * x), _filled("CPU:3", 0 * x)
+  Device["CPU:2"].allocator.copy_launcher(mid, Device["CPU:1"].allocator, src, x.nbytes)()
+  Device["CPU:3"].allocator.copy_launcher(dest, Device["CPU:2"].allocator, mid, x.nbytes)()
+  np.testing.assert_equal(_read("CPU:3", dest, x), x)
+
+@needs_cpu
+def test_sync_from_another_thread_during_exchanges():
+  """Another thread waiting for CPU:1 and CPU:2 again and again while TinyJit replays a step full of exchanges (the
+  copies held back behind their snapshots are queued under the realize's lock): no error, every result right."""
+  x = rand(8, 32)
+  step = TinyJit(lambda t: (t.shard(("CPU:1", "CPU:2"), axis=0) * 2).sum(0).realize())
+  stop, errors = threading.Event(), []
+  def syncing() -> None:
+    try:
+      while not stop.is_set():
+        for d in ("CPU:1", "CPU:2"): Device[d].synchronize()
+    except Exception as e: errors.append(e)
+  (other := threading.Thread(target=syncing)).start()
+  try: outs = [step(Tensor(x + i)).numpy() for i in range(30)]
+  finally:
+    stop.set()
+    other.join()
+  assert not errors
+  for i, out in enumerate(outs): np.testing.assert_allclose(out, ((x + i) * 2).sum(0), rtol=1e-5)
+
 FORK_SCRIPT = """
 import os
 import numpy as np

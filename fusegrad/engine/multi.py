@@ -114,8 +114,7 @@ def _lower_movement(n: UOp, m: UOp) -> UOp:
       return multi(tuple(n.replace(src=(s,), arg=shape) for s in m.src), b)
   untouched = {Ops.PAD: (0, 0), Ops.SHRINK: (0, m.shape[axis]), Ops.FLIP: False}
   if n.op in untouched and n.arg[axis] == untouched[n.op]:  # the split axis is left alone
-    k = m.src[0].shape[axis]
-    local = {Ops.PAD: (0, 0), Ops.SHRINK: (0, k), Ops.FLIP: False}[n.op]
+    local = (0, m.src[0].shape[axis]) if n.op is Ops.SHRINK else n.arg[axis]
     return _per_device(n, m, (tuple(local if a == axis else x for a, x in enumerate(n.arg)),) * parts)
   return _per_device(n, replicate(m))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ctypes, ctypes.util, functools, hashlib, mmap, os, platform, queue, re, shlex, shutil, struct, subprocess
 import tempfile, threading, time, weakref
 from typing import Any, Callable
-from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError
+from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError, RUN_LOCK
 from fusegrad.helpers import CC, CPU_ISA, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer import MachineModel
 from fusegrad.renderer.cstyle import ClangRenderer
@@ -34,9 +34,8 @@ def _huge_pages(handle: CPUBuffer) -> None:
 
 class Worker:
   """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
-  at once (ctypes lets go of the GIL during the call). A queued launch holds its buffers and library (freed meanwhile,
-  they stay valid). sync() waits for every launch queued so far: the device's allocator calls it before the host reads
-  or writes its memory (a copy to another device, numpy(), copyin), and os.fork() before the child copies the memory."""
+  at once (ctypes lets go of the GIL during the call). A queued launch holds its buffers and library. sync() waits for
+  every launch queued so far: before the host reads or writes the device's memory, and before os.fork()."""
   def __init__(self, device: str) -> None:
     self.device = device
     self.start()
@@ -52,21 +51,25 @@ class Worker:
       try: fxn(*args)
       except BaseException as e: self.error = self.error or e
       del fxn, args, keep  # the buffers are free to go before the next launch comes
-  def launch(self, fxn: Callable, args: tuple, keep: tuple) -> None: self.queue.put((fxn, args, keep))
+  def launch(self, fxn: Callable, args: tuple, keep: tuple) -> None:
+    while _held: _held.pop(0)[3]()  # the copies held back go first
+    self.queue.put((fxn, args, keep))
   def sync(self) -> None:
     (done := threading.Lock()).acquire()  # (the queue and the locks launches wait on are C code, as SimpleQueue)
-    self.launch(done.release, (), ())
+    with RUN_LOCK: self.launch(done.release, (), ())  # (it queues the copies a realize held back: under its lock)
     done.acquire()  # released by the worker once it ran every launch before
     if self.error is not None:
       error, self.error = self.error, None
       raise RuntimeError(f"{self.device}: a kernel run by its worker thread failed: {error}") from error
 
 _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
+_held: list[tuple[Worker, int, int, Callable]] = []  # CopyBetweenWorkers.held: copies held back behind snapshots
 
 class CopyBetweenWorkers:
   """A copy between two devices' workers, queued on both at each call: src's worker copies src to a staging buffer
-  once dest's read the last copy and goes on, dest's waits for that; from 1 MB src's worker waits till dest's copied
-  src itself (a second copy cost more). bind() points it at other buffers, keeping the staging buffer and locks."""
+  once dest's read the last copy, and dest's waits for that (from 1 MB src's worker waits till dest's copied src itself:
+  a second copy cost more). Copies called in a row (an exchange) go after their snapshots on each worker: both send
+  before they wait. bind() points it at other buffers, keeping the staging buffer and locks."""
   def __init__(self, src_worker: Worker, dest_worker: Worker, staging: CPUBuffer | None) -> None:
     self.workers, self.staging, self.locks = (src_worker, dest_worker), staging, (threading.Lock(), threading.Lock())
     self.locks[0].acquire()  # (full, free): full is released once the staging buffer holds src
@@ -74,23 +77,26 @@ class CopyBetweenWorkers:
     staging = self.staging or src
     self.snapshot = (_snapshot, (*self.locks, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
     self.copy = (_copy_when_ready, (*self.locks, dest.addr, staging.addr, nbytes), (dest, staging))
+    self.held = (self.workers[1], dest.addr, nbytes, functools.partial(self.workers[1].queue.put, self.copy))
     return self
   def __call__(self) -> None:  # (launches queued before keep the buffers they were bound to)
-    self.workers[0].launch(*self.snapshot)
-    self.workers[1].launch(*self.copy)
+    worker, (src, n) = self.workers[0], self.snapshot[1][3:]
+    while _held and (not self.staging or any(w is worker and a < src + n and src < a + k for w, a, k, _ in _held)):
+      _held.pop(0)[3]()  # (not before a snapshot that reads what it writes, nor a rendezvous: it waits for its copy)
+    worker.queue.put(self.snapshot)
+    _held.append(self.held)
+    if not self.staging: _held.pop()[3]()
 
 def _snapshot(full: threading.Lock, free: threading.Lock, staging: int, src: int, nbytes: int) -> None:
   free.acquire()  # dest's worker read what the staging buffer held
   try: ctypes.memmove(staging, src, nbytes) if staging else None
   finally: full.release()
   if not staging:  # src itself is read: it stays as it is till dest's worker copied it
-    free.acquire()
-    free.release()
+    with free: pass
 
 def _copy_when_ready(full: threading.Lock, free: threading.Lock, dest: int, src: int, nbytes: int) -> None:
-  try:
-    full.acquire()
-    ctypes.memmove(dest, src, nbytes)
+  full.acquire()
+  try: ctypes.memmove(dest, src, nbytes)
   finally: free.release()
 
 _small_array = functools.lru_cache(256)(lambda n: ctypes.c_uint8 * n)
@@ -132,9 +138,8 @@ class CPUAllocator(Allocator):
                                   (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def copy_launcher(self, dest: CPUBuffer, src_allocator: Allocator, src: CPUBuffer, nbytes: int,
                     old: Any = None) -> Callable[[], None] | None:
-    """Queues the copy of src (on this CPU device or another) into dest in order with both devices' kernels when
-    called, again at each call (a TinyJit replay binds it once; for swapped buffers again, on the old launcher: its
-    staging buffer and locks are kept). None where a device has no worker."""
+    """Queues the copy of src (this CPU device's or another's) into dest, in order with both devices' kernels, at each
+    call (a TinyJit replay binds it once, and again on old for swapped buffers: old keeps its staging buffer)."""
     mine, other = self.worker, getattr(src_allocator, "worker", None)
     if mine is None or not isinstance(other, Worker): return None
     if other is mine: return functools.partial(mine.launch, ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
@@ -393,8 +398,7 @@ if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fo
 _loaded: weakref.WeakValueDictionary[str, SharedLibrary] = weakref.WeakValueDictionary()
 
 class CPUProgram:
-  """A compiled kernel: a function of a loaded library (which it keeps loaded), run by the device's worker if it has
-  one."""
+  """A compiled kernel: a function of a loaded library (which it keeps loaded), run by the device's worker if any."""
   def __init__(self, name: str, lib: bytes, worker: Worker | None = None):
     self.name, self.worker, key = name, worker, hashlib.sha256(lib).hexdigest()
     if (shared := _loaded.get(key)) is None: shared = _loaded[key] = SharedLibrary(lib)
@@ -408,13 +412,10 @@ class CPUProgram:
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
     if wait and self.worker is not None: self.worker.sync()  # timed here, once the worker is done
-    if not wait:
-      if self.worker is None: self.fxn(*[b.addr for b in bufs], *vals)
-      else: self.worker.launch(self.fxn, (*[b.addr for b in bufs], *vals), (self.lib, *bufs))  # loaded till it ran
-      return None
-    st = time.perf_counter()
-    self.fxn(*[b.addr for b in bufs], *vals)
-    return time.perf_counter() - st
+    st, args = time.perf_counter(), (*[b.addr for b in bufs], *vals)
+    if self.worker is None or wait: self.fxn(*args)
+    else: self.worker.launch(self.fxn, args, (self.lib, *bufs))  # (the library stays loaded till it ran)
+    return time.perf_counter() - st if wait else None
 
   def launcher(self, *bufs: CPUBuffer) -> Callable[[], Any] | None:
     """Its launch on bufs as a call of nothing (a TinyJit replay binds it once); None where __call__ must check."""
