@@ -3,7 +3,7 @@ OpenMP kernels ran (each compiler and OpenMP runtime present), and a soak of Tin
 import os, shutil, subprocess, sys, threading, time
 import numpy as np
 import pytest
-from fusegrad import Tensor, Device, dtypes
+from fusegrad import Tensor, Device
 from fusegrad.device import _Device
 import fusegrad.runtime.ops_cpu as ops_cpu
 
