@@ -89,10 +89,7 @@ def test_mnist_kernels_fit_the_registers(isa, cc):
     vector_ops = [t for t in loop if re.match(r"vfmadd\d+ps" if isa != "sse4" else r"mulps", t)]
     assert vector_ops, f"{name} ({isa}): no vector multiply-adds in the hot loop:\n" + "\n".join(loop)
     spills = [t for t in loop if "(%rsp" in t and "mm" in t]
-    # gcc keeps one of AVX2 conv4 forward's 12 accumulators on the stack (a store and a load per step) where the model
-    # leaves a register spare: one vector, not a tile too big for the registers (those spill dozens)
-    allowed = 2 if cc == "gcc" else 0
-    assert not checks_spills or len(spills) <= allowed, f"{name} ({isa}): {len(spills)} spills in the hot loop, opts {opts}"
+    assert not checks_spills or not spills, f"{name} ({isa}): {len(spills)} spills in the hot loop, opts {opts}"
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
 @pytest.mark.parametrize("isa", host_isas())
