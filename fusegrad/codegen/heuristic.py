@@ -66,7 +66,8 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   for amt in sorted(k.ren.vector_widths, reverse=True):
     if amt <= k.ren.machine.vector(itemsize) and range_size(r) % amt == 0 \
-       and _try(k, Opt(OptOps.LANES, last, amt), opts): return
+       and _try(k, Opt(OptOps.LANES, last, amt), opts):
+      return
 
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   """Registers a register tile holds through one (unrolled) reduce step: its accumulators (vectors along the range
@@ -74,8 +75,7 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   register per tile element and unrolled step it varies along (one per vector along the vector range); the smallest
   one's stay loaded while the others stream through one (and one more holds a product where the ISA has no FMA).
   A big matmul's unrolled steps run one after another: one step's operands, and a register more per further step for
-  the next one's loads (AVX2's 6x2 tile unrolled by 2: 2048 matmul 92 -> 95 GFLOPS, 1 thread; gcc spills at 4), as do
-  those of an inner reduce loop of <= 8 steps (compilers unroll it) that a load slides along as along a tile axis."""
+  the next one's loads (AVX2's 6x2 tile unrolled by 2: 2048 matmul 92 -> 95 GFLOPS, 1 thread; gcc spills at 4)."""
   vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
   lanes = range_size(vec) if vec is not None else 1
   unroll, red = k.ranges_of(AxisType.UNROLL), [r for _, r in _red_axes(k)]
@@ -88,9 +88,7 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
     return n // lanes if vec is not None and k.stride(ld, vec) == 1 else n
   footprints = sorted(regs(ld) for ld in loads)
   operands = footprints[0] + (len(footprints) > 1) + (k.ren.machine.fma_units == 0) if footprints else 0
-  slide = red and range_size(red[-1]) <= 8 and any(k.stride(ld, red[-1]) not in (0, None) and k.stride(ld, red[-1]) in
-    [k.stride(ld, u) for u in k.ranges_of(AxisType.UPCAST)] for ld in loads)  # (conv columns: AVX2's 2x6 tile spilled)
-  return k.upcast_size() // lanes + operands + steps - 1 + (range_size(red[-1]) - 1 if slide else 0)
+  return k.upcast_size() // lanes + operands + steps - 1
 
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
@@ -109,11 +107,10 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
   def candidates() -> list[tuple[int, UOp, int, bool, bool, bool]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads) for each
-    output axis worth tiling (under 8, whole, beside the vector for a long reduce: a kernel's width). A vector needs
-    the output or every load that moves along the axis to be contiguous."""
+    output axis worth tiling. A vector needs the output or every load that moves along the axis to be contiguous."""
     out = []
     for i, r in _out_axes(k):
-      if r.arg[0] in done or range_size(r) < (2 if done and long_reduce else 8): continue
+      if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
       contiguous, loads = k.stride(store, r) == 1, loads_contiguous(k.ast, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
@@ -141,14 +138,12 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     best = None
     for i, r, broadcast, contiguous, vector, loads in cands:
       # the vector first (a vector of loads before one of stores, then the longest); then the axes left share the
-      # registers (up to 8 for the last one; a big matmul's rows: the most that fit, 6 x 2 vectors with 16 registers);
-      # beside a short axis (tiled whole) the most accumulators first: more than the FMA pipeline's depth keep it full
-      first, long = vector and not done, [c for c in cands if range_size(c[1]) >= 8]
-      rows = wide and not first and len(long) == 1  # padded to the tile where it doesn't divide them (PADTO)
-      amounts = (vec, vec // 2, 4) if first else (range_size(r),) if range_size(r) < 8 else (4, 2) if len(long) > 1 \
-        else range(8, 1, -1) if wide else (8, 4, 2)
+      # registers (up to 8 for the last one; a big matmul's rows: the most that fit, 6 x 2 vectors with 16 registers)
+      first = vector and not done
+      rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
+      amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
       amt = next((a for a in amounts if (range_size(r) % a == 0 or rows) and fits(i, a)), None)
-      key = (first and loads, first, amt if len(long) < len(cands) else 0, broadcast, contiguous)
+      key = (first and loads, amt if first else 0, broadcast, contiguous)
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
     if best is None or not all(_try(k, o, opts) for o in upcast(best[1], best[2])): break
     done.add(best[3])
@@ -294,10 +289,11 @@ def _elementwise_vector_math(k: Kernel, opts: list[Opt]) -> None:
 
 def _workgroups(k: Kernel, opts: list[Opt]) -> None:
   """Workgroups along the innermost output axis, on devices that have them."""
-  if not k.ren.has_local or not _out_axes(k): return
-  i, r = _out_axes(k)[-1]
-  for amt in (16, 8, 4, 2):
-    if range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts): return
+  if not k.ren.has_local: return
+  for i, r in reversed(_out_axes(k)):
+    for amt in (16, 8, 4, 2):
+      if range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts): return
+    return
 
 def _threads(k: Kernel, opts: list[Opt]) -> None:
   """Split the outermost output loop across CPU threads when the kernel does enough work to pay for it."""
