@@ -107,3 +107,17 @@ def test_copy_to_disk_of_a_tensor_with_grad(tmp_path):
   (x * x).sum().backward()
   d = x.to(f"disk:{tmp_path}/g")  # the file holds the values (a copy of the gradient there would share the file)
   assert d.grad is None and d.tolist() == [1.0, 2.0, 3.0] and x.grad.tolist() == [2.0, 4.0, 6.0]
+
+def test_read_only_file_maps_read_only_and_refuses_to_grow(tmp_path, monkeypatch):
+  """A file that can't be opened for writing (simulated: root may write any file) is mapped read-only; a buffer larger
+  than it raises a clear error naming the file, instead of failing in ftruncate."""
+  import os
+  from fusegrad.runtime.ops_disk import DiskAllocator
+  (p := tmp_path / "ro.bin").write_bytes(b"abcd")
+  real_open = os.open
+  def no_write(path, flags, *args):
+    if flags & os.O_RDWR: raise PermissionError(path)
+    return real_open(path, flags, *args)
+  monkeypatch.setattr(os, "open", no_write)
+  assert bytes(DiskAllocator(str(p)).alloc(4)) == b"abcd"
+  with pytest.raises(ValueError, match="read-only and holds 4 bytes"): DiskAllocator(str(p)).alloc(8)

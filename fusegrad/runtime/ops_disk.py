@@ -11,7 +11,9 @@ class DiskAllocator(Allocator):
     try: fd, access = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), mmap.ACCESS_WRITE
     except PermissionError: fd, access = os.open(self.path, os.O_RDONLY), mmap.ACCESS_READ
     try:
-      if os.fstat(fd).st_size < nbytes: os.ftruncate(fd, nbytes)
+      if (size := os.fstat(fd).st_size) < nbytes and access == mmap.ACCESS_READ:
+        raise ValueError(f"{self.path} is read-only and holds {size} bytes: a buffer of {nbytes} bytes doesn't fit")
+      if size < nbytes: os.ftruncate(fd, nbytes)
       return memoryview(mmap.mmap(fd, nbytes, access=access))
     finally: os.close(fd)
   def copyin(self, dest: memoryview, src: memoryview) -> None: dest[:] = src
