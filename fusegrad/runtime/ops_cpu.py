@@ -22,13 +22,8 @@ def _big_mapping(nbytes: int) -> mmap.mmap:
     mmap.mmap(-1, nbytes)
 
 def _huge_pages(handle: CPUBuffer) -> None:
-  """Ask for 2 MB pages (transparent huge pages) for a buffer of HUGE_PAGES_FROM bytes and more that is read or written
-  again and again, before it is touched: one the host fills (a data set, weights, an input, as NumPy does for its
-  arrays), or one handed out of the pool a second time (a TinyJit replay's output). Fewer TLB misses when a kernel
-  streams it (64 MB sums: 2.8-3.3 -> 1.9-2.1 ms; softmax 33 -> 27 CPU-ms) and one fault per 2 MB. Other kernel outputs
-  stay in 4 KB pages: a fresh huge page can cost far more to fault in. In this VM (Firecracker, whose balloon takes
-  back free 2 MB blocks) it costs 8 ms/MB against 0.5 ms/MB for 4 KB pages: the README job's first evaluation (1 GB
-  of fresh outputs) took 4.5-6.3 s in huge pages, 1.5-2 s without."""
+  """Ask for 2 MB pages (transparent huge pages) for a big buffer read or written again and again, before it is
+  touched: one the host fills, or one the pool hands out a second time (why only these: docs/speed.md, "huge pages")."""
   if isinstance(handle.raw, mmap.mmap) and handle.nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
     handle.raw.madvise(mmap.MADV_HUGEPAGE)
 
@@ -102,10 +97,8 @@ def _copy_when_ready(full: threading.Lock, free: threading.Lock, dest: int, src:
 _small_array = functools.lru_cache(256)(lambda n: ctypes.c_uint8 * n)
 
 class CPUAllocator(Allocator):
-  """Big buffers (1 MB and more) are anonymous mappings: the OS hands out zeroed pages as they are touched (no memset
-  of GiBs). Freed big buffers are kept, up to POOL_BYTES, and handed out again for the same size (their contents are
-  whatever they held: like torch.empty), so a TinyJit replay that writes a fresh 64 MB output reuses pages mapped
-  already instead of faulting in new ones. Small buffers come zeroed."""
+  """Small buffers come zeroed; big ones (1 MB and more) are anonymous mappings, kept when freed (up to POOL_BYTES)
+  and handed out again for the same size, contents as they were (docs/speed.md, "Fresh outputs")."""
   POOL_BYTES = 1 << 30
   def __init__(self, worker: Worker | None = None) -> None:
     self.worker = worker  # the device's kernels run there: the host waits for them before it touches memory
@@ -368,11 +361,8 @@ def _find_libomp() -> str | None: return ctypes.util.find_library("omp")
 
 _libomp: ctypes.CDLL | None = None
 def _one_openmp_runtime(cc: list[str]) -> bool:
-  """Load clang's OpenMP runtime (libomp) for the process before any kernel, or where it isn't installed gomp_pool.c
-  (built by gcc; why: there): gcc's kernels call its GOMP_* entry points (one pool), and a forked child runs them.
-  False where the pool doesn't build (kernels then run on one thread). Idle workers sleep (OMP_WAIT_POLICY=PASSIVE:
-  spinning ones take the cores from everyone else) after spinning CPU_SPIN ms (KMP_BLOCKTIME): waking one costs 20-100
-  us in this VM, so back-to-back kernels (a TinyJit replay) keep it awake. docs/developer/threads.md"""
+  """Load one OpenMP runtime for the process before any kernel: clang's libomp, else gomp_pool.c built by gcc; False
+  where neither loads (kernels then run on one thread). Why, and the idle policy: docs/developer/threads.md."""
   global _libomp
   os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # (values already set are kept)
   if CPU_SPIN.value > 0: os.environ.setdefault("KMP_BLOCKTIME", str(CPU_SPIN.value))
