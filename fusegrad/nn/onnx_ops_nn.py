@@ -6,6 +6,7 @@ from typing import Any, Callable
 import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
+from fusegrad.mixin.conv import _pad_last
 from fusegrad.nn.onnx_ops import Seq, register_ops, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather, Elu, \
   HardSigmoid, LeakyRelu, ThresholdedRelu
 
@@ -61,7 +62,7 @@ def MaxPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: 
             pads: Any = None, storage_order: int = 0, strides: Any = None, n_outputs: int = 1) -> Any:
   k, s, d, p = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
   if n_outputs == 1:
-    if not _pads_fit(p, k, d): return _pad_spatial(x, p, dtypes.min(x.dtype)).max_pool2d(k, s, d, 0, bool(ceil_mode))
+    if not _pads_fit(p, k, d): return _pad_last(x, p, dtypes.min(x.dtype)).max_pool2d(k, s, d, 0, bool(ceil_mode))
     return x.max_pool2d(k, s, d, p, bool(ceil_mode))
   y, idx = x.max_pool2d(k, s, d, p, bool(ceil_mode), return_indices=True)
   plane = x.shape[2:]
@@ -76,20 +77,18 @@ def AveragePool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, count_i
   k, s, d, p = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
   if _pads_fit(p, k, d): return x.avg_pool2d(k, s, d, p, bool(ceil_mode), count_include_pad=bool(count_include_pad))
   # pads wider than half the kernel (fusegrad's pools refuse them): pad first, then divide by the counted cells
-  total = _pad_spatial(x, p, 0).avg_pool2d(k, s, d, 0, bool(ceil_mode))
+  total = _pad_last(x, p, 0).avg_pool2d(k, s, d, 0, bool(ceil_mode))
   if count_include_pad: return total
-  inside = _pad_spatial(Tensor.ones(*x.shape[2:], dtype=x.dtype).reshape(1, 1, *x.shape[2:]), p, 0)
+  inside = _pad_last(Tensor.ones(*x.shape[2:], dtype=x.dtype).reshape(1, 1, *x.shape[2:]), p, 0)
   return total / inside.avg_pool2d(k, s, d, 0, bool(ceil_mode))
 
 def _pads_fit(p: list[tuple[int, int]], k: list[int], d: list[int]) -> bool:
   return all(max(pp) * 2 <= dd * (kk - 1) + 1 for pp, kk, dd in zip(p, k, d))
-def _pad_spatial(x: Tensor, p: list[tuple[int, int]], value: Any) -> Tensor:
-  return x.pad([(0, 0)] * (x.ndim - len(p)) + list(p), value=value)
 
 def LpPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, kernel_shape: Any = None,
            p: int = 2, pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d, pp = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
-  powered = _pad_spatial(x.abs().pow(p), pp, 0)
+  powered = _pad_last(x.abs().pow(p), pp, 0)
   total = powered.avg_pool2d(k, s, d, 0, bool(ceil_mode), count_include_pad=True) * math.prod(k)
   return total.pow(1.0 / p)
 

@@ -111,8 +111,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     if k not in state_dict: continue
     src = state_dict[k]
     if src is not v and id(v) not in done:
-      value = src.reshape(v.shape)  # a sharded model shards what it loads as its tensor is (tinygrad's rule)
-      dev = v.device
+      value, dev = src.reshape(v.shape), v.device  # sharded as v is when v is sharded (tinygrad's rule)
       value = (value.shard(dev, v.uop.axis) if isinstance(dev, tuple) and value.device != dev else value.to(dev))
       value = value.cast(v.dtype)
       # write into v's own buffer when it has one. A constant or lazy v, or one that is the very same view of a buffer
@@ -597,14 +596,11 @@ def gguf_load(tensor: Source) -> tuple[dict[str, Any], dict[str, Tensor]]:
 
 def _gguf_tensor(raw: memoryview, name: str, data_start: int, tname: str, shape: tuple[int, ...], ggml_type: int,
                  offset: int) -> Tensor:
+  where = f"gguf_load: {name}: tensor {tname!r}"
   if ggml_type not in GGML_BLOCKS:
-    type_name = _GGML_NAMES.get(ggml_type, ggml_type)
-    raise ValueError(f"gguf_load: {name}: tensor {tname!r} has ggml type {type_name}, which is not supported")
-  n = prod(shape)
-  block, block_bytes = GGML_BLOCKS[ggml_type]
-  if n % block:
-    raise ValueError(f"gguf_load: {name}: tensor {tname!r} of {n} elements isn't a whole number of {block}-element "
-                     "blocks")
+    raise ValueError(f"{where} has ggml type {_GGML_NAMES.get(ggml_type, ggml_type)}, which is not supported")
+  (block, block_bytes), n = GGML_BLOCKS[ggml_type], prod(shape)
+  if n % block: raise ValueError(f"{where} of {n} elements isn't a whole number of {block}-element blocks")
   start, nbytes = data_start + offset, n // block * block_bytes
   if start + nbytes > len(raw):
     raise ValueError(f"gguf_load: {name}: the data of tensor {tname!r} runs past the end of the file (truncated?)")
