@@ -6,6 +6,7 @@ from collections import ChainMap
 from typing import Any, Callable, Mapping
 from fusegrad.tensor import Tensor
 from fusegrad.device import Device
+from fusegrad.helpers import Context
 from fusegrad.nn.onnx_ops import OPS, Seq, onnx_dtype
 import fusegrad.nn.onnx_ops_nn, fusegrad.nn.onnx_ops_extra  # noqa: F401  (they register more ops)
 
@@ -31,7 +32,7 @@ class OnnxRunner:
     self.model, self.base_dir, self.device = model, base_dir, Device.canonicalize(device)
     self.opset = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     self.functions = {(f.domain, f.name): f for f in model.functions}
-    with _on_device(self.device):
+    with Context(DEV=self.device):  # the device of what ops make from nothing (Range...)
       self.initializers = {t.name: tensor_from_proto(t, base_dir) for t in model.graph.initializer}
     graph_inputs = model.graph.input
     self.inputs = {i.name: i for i in graph_inputs if i.name not in self.initializers}
@@ -43,7 +44,7 @@ class OnnxRunner:
     if missing: raise ValueError(f"OnnxRunner: missing inputs {missing}; the model takes {list(self.inputs)}")
     unknown = [n for n in feeds if n not in self.inputs and n not in self.initializers]
     if unknown: raise ValueError(f"OnnxRunner: unknown inputs {unknown}; the model takes {list(self.inputs)}")
-    with _on_device(self.device):
+    with Context(DEV=self.device):
       env: dict[str, Any] = {**self.initializers, **{n: self._feed(n, v) for n, v in feeds.items()}}
       return dict(zip(self.output_names, self.run_graph(self.model.graph, env)))
 
@@ -107,14 +108,6 @@ DEBUG_NODES = False  # set to True to print each node's build time
 
 @functools.cache
 def _params(fn: Callable) -> set[str]: return set(inspect.signature(fn).parameters)
-
-class _on_device:
-  """Makes device the default for the tensors an op creates from nothing (Range, ConstantOfShape...), then restores."""
-  def __init__(self, device: str): self.device = device
-  def __enter__(self) -> None:
-    self.old = Device.DEFAULT
-    Device.set_default(self.device)
-  def __exit__(self, *exc: Any) -> None: Device.set_default(self.old)
 
 def run_onnx(path: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
   """One-shot: load path and run it on inputs, returning NumPy arrays by output name."""
