@@ -1,9 +1,5 @@
-"""Devices: the registry (Device["CPU"], Device.DEFAULT), Buffer, and the four pieces each backend provides.
-
-A backend is runtime/ops_<name>.py defining a `<Name>Device(Compiled)` made of:
-  an Allocator (alloc, free, copyin, copyout), a Compiler (source -> binary, cached on disk),
-  a Program class (launch with buffers, global/local sizes and variable values), and a Renderer.
-"""
+"""Devices: the registry (Device["CPU"], Device.DEFAULT), Buffer, and the four pieces each backend provides (a
+`<Name>Device(Compiled)` in runtime/ops_<name>.py: docs/developer/runtime.md)."""
 from __future__ import annotations
 import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings, weakref
 from typing import Any, Callable
@@ -215,11 +211,8 @@ class Allocator:
     raise NotImplementedError(f"{type(self).__name__} can't use memory at a raw address")
 
 class Compiler:
-  """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache.
-
-  The disk cache holds one entry per kernel source: its binary, or (for kernels compiled together in one batch)
-  `ref:` and the sha256 of the batch's binary, stored once under `lib:<sha256>`; a reference whose binary is gone
-  or doesn't match its hash is a miss."""
+  """Source -> binary. cachekey names the compiler and its flags; None disables the disk cache (one entry per kernel
+  source, or a `ref:` to a batch's binary: docs/developer/runtime.md, "The compile cache")."""
   def __init__(self, cachekey: str | None = None): self.cachekey = cachekey
   def compile(self, src: str) -> bytes: raise NotImplementedError
   def compile_batch(self, srcs: list[str]) -> list[bytes | CompileError]:

@@ -173,8 +173,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
     """A result tensor; it requires grad if an input does (else None if an input's is None, else False). Inputs on
-    different devices are an error here, where the
-    graph is built (a constant is on every device)."""
+    different devices are an error here, where the graph is built (a constant is on every device)."""
     if len(uop.src) > 1 and uop.op not in (Ops.ASSIGN, Ops.MULTI) and len(set(map(_DEVICE, uop.src))) > 1:
       devices = {s.device for s in uop.src if s.base.op is not Ops.CONST and s.device is not None}
       if len(devices) > 1:
