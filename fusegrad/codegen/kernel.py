@@ -48,6 +48,7 @@ def reduce_parts(red: UOp) -> tuple[tuple[UOp, ...], tuple[UOp, ...]]:
   n = next((i for i, s in enumerate(red.src) if s.op is Ops.RANGE), len(red.src))
   return red.src[:n], red.src[n:]
 def range_size(r: UOp) -> int: return r.src[0].arg
+def new_range(size: int, arg: tuple) -> UOp: return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), arg)
 def ranges_in(ast: UOp, *kinds: AxisType) -> list[UOp]:
   """The RANGEs under ast (only those of the given kinds, if any), in id order: the order their loops nest in."""
   rs = [u for u in ast.toposort() if u.op is Ops.RANGE and (not kinds or range_kind(u) in kinds)]
@@ -187,10 +188,8 @@ class Kernel:
     """r -> a*amount + b: the outer part a keeps r's role, the inner part b (amount iterations) gets the new one.
     With amount equal to r's size, r just changes role."""
     size, old_kind = range_size(r), range_kind(r)
-    def new_range(n: int, k: AxisType, rid: int) -> UOp:
-      return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (rid, k))
-    if amount == size: pieces = [new_range(size, kind, r.arg[0])]
-    else: pieces = [new_range(size // amount, old_kind, r.arg[0]), new_range(amount, kind, self._next_id)]
+    if amount == size: pieces = [new_range(size, (r.arg[0], kind))]
+    else: pieces = [new_range(size // amount, (r.arg[0], old_kind)), new_range(amount, (self._next_id, kind))]
     self._next_id += 1
     expr = pieces[0] if len(pieces) == 1 else pieces[0] * range_size(pieces[1]) + pieces[1]
     return simplify(replace_range(self.ast, r, expr, tuple(pieces)))

@@ -11,13 +11,13 @@ from fusegrad.codegen.expand import tree_reduce
 from fusegrad.uop.alu import THREEFRY_ROTATIONS, THREEFRY_PARITY
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 from fusegrad.uop.symbolic import simplify, split_terms, build_sum
-from fusegrad.codegen.kernel import range_kind, range_size, ranges_in, replace_range, reduce_parts
+from fusegrad.codegen.kernel import range_kind, range_size, ranges_in, replace_range, reduce_parts, new_range
 
 def _count_divmod(ast: UOp) -> int: return sum(1 for u in ast.toposort() if u.op in (Ops.IDIV, Ops.MOD))
 
 def _merge(ast: UOp, outer: UOp, inner: UOp) -> UOp:
   size = range_size(inner)
-  merged = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, range_size(outer) * size),), outer.arg)
+  merged = new_range(range_size(outer) * size, outer.arg)
   ast = replace_range(ast, outer, merged // size, (merged,))
   return simplify(replace_range(ast, inner, merged % size, ()))
 
@@ -130,9 +130,8 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
   # fewer axes than dimensions, one over its dimension's limit (WebGPU's x stops at 65535): split it in two
   while len(glbl) < len(ren.global_max) and (split := _launch_split(glbl, ren.global_max)) is not None:
     r, inner_size = split
-    inner = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, inner_size),),
-                (max(u.arg[0] for u in ranges) + 1, AxisType.GLOBAL))
-    outer = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, range_size(r) // inner_size),), r.arg)
+    inner = new_range(inner_size, (max(u.arg[0] for u in ranges) + 1, AxisType.GLOBAL))
+    outer = new_range(range_size(r) // inner_size, r.arg)
     ast = simplify(replace_range(ast, r, outer * inner_size + inner, (outer, inner)))
     ranges = ranges_in(ast)
     glbl = [r for r in ranges if range_kind(r) is AxisType.GLOBAL]
@@ -164,8 +163,7 @@ def lower_group_reduces(ast: UOp) -> UOp:
     partial = UOp(Ops.REDUCE, red.dtype, values + kept, red.arg) if kept else tree_reduce(red.arg, list(values))
     smem = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(local=True), (), (f"temp{i}", prod(range_size(r) for r in local)))
     barrier = UOp(Ops.BARRIER, dtypes.void, (UOp(Ops.STORE, dtypes.void, (smem, tid, partial)),))
-    positions = UOp.const(dtypes.index, prod(range_size(r) for r in mine))
-    j = UOp(Ops.RANGE, dtypes.index, (positions,), (next_id + i, AxisType.REDUCE))
+    j = new_range(prod(range_size(r) for r in mine), (next_id + i, AxisType.REDUCE))
     digits, rest = {}, j
     for r in reversed(mine):  # j enumerates the group positions: its digits stand for the group ranges
       digits[r], rest = rest % range_size(r), rest // range_size(r)
