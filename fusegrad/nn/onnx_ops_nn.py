@@ -26,20 +26,19 @@ def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int]
   p = _ints(pads)
   return [(p[i], p[i + n]) for i in range(n)]
 
-def _conv_args(w_shape: tuple, kernel_shape: Any, strides: Any, dilations: Any) -> tuple:
-  n = len(w_shape) - 2
-  k = _ints(kernel_shape) or list(w_shape[2:])
-  return k, _ints(strides) or [1] * n, _ints(dilations) or [1] * n
+def _conv_args(k: list[int], strides: Any, dilations: Any) -> tuple:
+  """(kernel, strides, dilations) per spatial axis, ONNX's defaults filled in."""
+  return k, _ints(strides) or [1] * len(k), _ints(dilations) or [1] * len(k)
 
 def Conv(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
          kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
-  k, s, d = _conv_args(w.shape, kernel_shape, strides, dilations)
+  k, s, d = _conv_args(_ints(kernel_shape) or list(w.shape[2:]), strides, dilations)
   return x.conv2d(w, b, groups=group, stride=s, dilation=d, padding=_pads(x, k, s, d, pads, auto_pad))
 
 def ConvTranspose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None,
                   group: int = 1, kernel_shape: Any = None, output_padding: Any = None, output_shape: Any = None,
                   pads: Any = None, strides: Any = None) -> Tensor:
-  k, s, d = _conv_args(w.shape, kernel_shape, strides, dilations)
+  k, s, d = _conv_args(_ints(kernel_shape) or list(w.shape[2:]), strides, dilations)
   n = len(k)
   op_ = _ints(output_padding) or [0] * n
   if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -54,8 +53,7 @@ def ConvTranspose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str =
   return x.conv_transpose2d(w, b, groups=group, stride=s, dilation=d, padding=pairs, output_padding=tuple(op_))
 
 def _pool_prep(x: Tensor, kernel_shape: Any, strides: Any, dilations: Any, pads: Any, auto_pad: str) -> tuple:
-  k = _ints(kernel_shape)
-  s, d = _ints(strides) or [1] * len(k), _ints(dilations) or [1] * len(k)
+  k, s, d = _conv_args(_ints(kernel_shape), strides, dilations)
   return k, s, d, _pads(x, k, s, d, pads, auto_pad)
 
 def MaxPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, kernel_shape: Any = None,
