@@ -259,8 +259,6 @@ _db_connection: sqlite3.Connection | None = None
 
 def cache_dir() -> pathlib.Path: return pathlib.Path(CACHE_DIR.value or pathlib.Path.home() / ".cache") / "fusegrad"
 
-def _cache_path() -> pathlib.Path: return pathlib.Path(CACHEDB.value) if CACHEDB.value else cache_dir() / "cache.db"
-
 _APPLICATION_ID = 0x66677264  # "fgrd", in the header of every cache file (PRAGMA application_id, byte 68)
 
 def _cache_file_kind(path: pathlib.Path) -> str:
@@ -307,7 +305,7 @@ def _db() -> sqlite3.Connection:
   """The cache's connection; what happens to a foreign, damaged or read-only file: docs/developer/runtime.md."""
   global _db_connection
   if _db_connection is not None: return _db_connection
-  path = _cache_path()
+  path = pathlib.Path(CACHEDB.value) if CACHEDB.value else cache_dir() / "cache.db"
   kind = _cache_file_kind(path)
   if CACHEDB.value and kind == "foreign":
     raise RuntimeError(f"CACHEDB={CACHEDB.value} is an existing file that is not a fusegrad cache: refusing to use "
