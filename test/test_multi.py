@@ -1,6 +1,6 @@
 """Tensors spread over several devices (fusegrad/engine/multi.py): every result, forward and backward, equals the
 one-device result, on CPU devices and on PYTHON devices."""
-import os, subprocess, sys, threading
+import os, subprocess, sys, threading, time
 import numpy as np
 import pytest
 from fusegrad import Tensor, Device, TinyJit, Context, nn
@@ -317,8 +317,8 @@ def test_exchange_sends_before_it_receives():
   to1()
   to2()
   Device["CPU:1"].worker.launch(lambda: None, (), ())  # a kernel after them: both copies are queued now
-  sent = to2.locks[0].acquire(timeout=10)  # (full: CPU:1's snapshot is in the staging buffer)
-  if sent: to2.locks[0].release()
+  deadline = time.monotonic() + 10  # till CPU:1's snapshot is in the staging buffer (worker_run.c: its flag full)
+  while not (sent := Device["CPU:1"].worker.lib.dll.fg_full(to2.pair)) and time.monotonic() < deadline: time.sleep(1e-3)
   busy.set()
   assert sent
   np.testing.assert_equal(_read("CPU:1", b1, x), y)
