@@ -29,10 +29,11 @@ def _huge_pages(handle: CPUBuffer) -> None:
 
 class Worker:
   """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
-  at once (ctypes lets go of the GIL during the call). A queued launch holds its buffers and library. sync() waits for
-  every launch queued so far: before the host reads or writes the device's memory, and before os.fork()."""
-  def __init__(self, device: str) -> None:
-    self.device = device
+  at once: those queued in a row in one call of C (worker_run.c, fg_run: ctypes lets go of the GIL, taken again only
+  after the last). A queued launch holds its buffers and library. sync() waits for every launch queued so far: before
+  the host reads or writes the device's memory, and before os.fork()."""
+  def __init__(self, device: str, compiler: Compiler) -> None:
+    self.device, self.lib = device, _worker_lib(compiler)  # (kept loaded while the worker lives)
     self.start()
   def start(self) -> None:
     """A new queue and thread (also in a forked child, where the parent's thread doesn't exist)."""
@@ -42,13 +43,16 @@ class Worker:
     threading.Thread(target=self._loop, name=f"fusegrad {self.device}", daemon=True).start()
   def _loop(self) -> None:
     while True:
-      fxn, args, keep = self.queue.get()
-      try: fxn(*args)
+      launches = [self.queue.get()]  # the C launches (with words) queued in a row, and the launch after them if any
+      while launches[-1][3] and not self.queue.empty(): launches.append(self.queue.get())
+      try:
+        if (words := b"".join(launch[3] for launch in launches)): self.lib.dll.fg_run(words, len(words) // 8)
+        if not launches[-1][3]: launches[-1][0](*launches[-1][1])
       except BaseException as e: self.error = self.error or e
-      del fxn, args, keep  # the buffers are free to go before the next launch comes
-  def launch(self, fxn: Callable, args: tuple, keep: tuple) -> None:
+      del launches  # the buffers are free to go before the next launch comes
+  def launch(self, fxn: Callable, args: tuple, keep: tuple, words: bytes = b"") -> None:
     while _held: _held.pop(0)[3]()  # the copies held back go first
-    self.queue.put((fxn, args, keep))
+    self.queue.put((fxn, args, keep, words))
   def sync(self) -> None:
     (done := threading.Lock()).acquire()  # (the queue and the locks launches wait on are C code, as SimpleQueue)
     with RUN_LOCK: self.launch(done.release, (), ())  # (it queues the copies a realize held back: under its lock)
@@ -64,35 +68,37 @@ class CopyBetweenWorkers:
   """A copy between two devices' workers, queued on both at each call: src's worker copies src to a staging buffer
   once dest's read the last copy, and dest's waits for that (from 1 MB src's worker waits till dest's copied src itself:
   a second copy cost more). Copies called in a row (an exchange) go after their snapshots on each worker: both send
-  before they wait. bind() points it at other buffers, keeping the staging buffer and locks."""
+  before they wait. The two halves are C (worker_run.c: fg_send, fg_receive, on a pair of flags: full and free).
+  bind() points it at other buffers, keeping the staging buffer and flags."""
   def __init__(self, src_worker: Worker, dest_worker: Worker, staging: CPUBuffer | None) -> None:
-    self.workers, self.staging, self.locks = (src_worker, dest_worker), staging, (threading.Lock(), threading.Lock())
-    self.locks[0].acquire()  # (full, free): full is released once the staging buffer holds src
+    self.workers, self.staging, self.pair = (src_worker, dest_worker), staging, ctypes.create_string_buffer(
+      src_worker.lib.dll.fg_size())
+    src_worker.lib.dll.fg_init(self.pair)  # nothing sent yet, nothing to read
   def bind(self, dest: CPUBuffer, src: CPUBuffer, nbytes: int) -> CopyBetweenWorkers:
-    staging = self.staging or src
-    self.snapshot = (_snapshot, (*self.locks, 0 if staging is src else staging.addr, src.addr, nbytes), (src, staging))
-    self.copy = (_copy_when_ready, (*self.locks, dest.addr, staging.addr, nbytes), (dest, staging))
+    staging, pair = self.staging or src, ctypes.addressof(self.pair)
+    send = (self.workers[0].lib.dll.fg_send, (pair, 0 if staging is src else staging.addr, src.addr, nbytes))
+    receive = (self.workers[1].lib.dll.fg_receive, (pair, dest.addr, staging.addr, nbytes))
+    self.snapshot, self.copy = (*send, (src, staging, self), _words(*send)), (*receive, (dest, staging, self),
+                                                                              _words(*receive))
     self.held = (self.workers[1], dest.addr, nbytes, functools.partial(self.workers[1].queue.put, self.copy))
     return self
   def __call__(self) -> None:  # (launches queued before keep the buffers they were bound to)
-    worker, (src, n) = self.workers[0], self.snapshot[1][3:]
+    worker, (src, n) = self.workers[0], self.snapshot[1][2:]
     while _held and (not self.staging or any(w is worker and a < src + n and src < a + k for w, a, k, _ in _held)):
       _held.pop(0)[3]()  # (not before a snapshot that reads what it writes, nor a rendezvous: it waits for its copy)
     worker.queue.put(self.snapshot)
     _held.append(self.held)
     if not self.staging: _held.pop()[3]()
 
-def _snapshot(full: threading.Lock, free: threading.Lock, staging: int, src: int, nbytes: int) -> None:
-  free.acquire()  # dest's worker read what the staging buffer held
-  try: ctypes.memmove(staging, src, nbytes) if staging else None
-  finally: full.release()
-  if not staging:  # src itself is read: it stays as it is till dest's worker copied it
-    with free: pass
+def _worker_lib(compiler: Compiler) -> SharedLibrary:
+  """worker_run.c, built by a CPU device's compiler (cached on disk as its kernels are), loaded for its worker (its
+  copies' halves run inside fg_run only: their arguments, 64-bit addresses, have no ctypes types declared)."""
+  with open(os.path.join(os.path.dirname(__file__), "worker_run.c")) as f: src = f.read()
+  return SharedLibrary(compiler.compile_cached(src))
 
-def _copy_when_ready(full: threading.Lock, free: threading.Lock, dest: int, src: int, nbytes: int) -> None:
-  full.acquire()
-  try: ctypes.memmove(dest, src, nbytes)
-  finally: free.release()
+def _words(fxn: Any, args: tuple[int, ...]) -> bytes:
+  """A launch of C function fxn (of at most 16 integer or pointer arguments) as fg_run (worker_run.c) reads it."""
+  return struct.pack(f"{len(args) + 2}q", ctypes.cast(fxn, ctypes.c_void_p).value or 0, len(args), *args)
 
 _small_array = functools.lru_cache(256)(lambda n: ctypes.c_uint8 * n)
 
@@ -135,7 +141,9 @@ class CPUAllocator(Allocator):
     call (a TinyJit replay binds it once, and again on old for swapped buffers: old keeps its staging buffer)."""
     mine, other = self.worker, getattr(src_allocator, "worker", None)
     if mine is None or not isinstance(other, Worker): return None
-    if other is mine: return functools.partial(mine.launch, ctypes.memmove, (dest.addr, src.addr, nbytes), (dest, src))
+    if other is mine:
+      args = (dest.addr, src.addr, nbytes)
+      return functools.partial(mine.launch, ctypes.memmove, args, (dest, src), _words(ctypes.memmove, args))
     if not isinstance(old, CopyBetweenWorkers):
       old = CopyBetweenWorkers(other, mine, self.alloc(nbytes) if nbytes < 2 ** 20 else None)
     return old.bind(dest, src, nbytes)
@@ -411,7 +419,9 @@ class CPUProgram:
     """Its launch on bufs as a call of nothing (a TinyJit replay binds it once); None where __call__ must check."""
     if self.nargs != (len(bufs), 0): return None
     if self.worker is None: return functools.partial(self.fxn, *[b.addr for b in bufs])
-    return functools.partial(self.worker.launch, self.fxn, tuple(b.addr for b in bufs), (self.lib, *bufs))
+    args = tuple(b.addr for b in bufs)
+    words = _words(self.fxn, args) if len(bufs) <= 16 else b""
+    return functools.partial(self.worker.launch, self.fxn, args, (self.lib, *bufs), words)
 
 class CPUDevice(Compiled):
   """CPU runs kernels in the calling thread; CPU:1, CPU:2 ... each on a worker thread of its own (Worker), so the
@@ -438,7 +448,7 @@ class CPUDevice(Compiled):
       except (CompileError, OSError) as e:
         dprint(1, f"CPU: {name} doesn't work ({str(e).splitlines()[0]}); {cc[0]} compiles the kernels that chose it")
         return default
-    self.worker = Worker(device) if device != "CPU" else None
+    self.worker = Worker(device, default) if device != "CPU" else None
     super().__init__(device, CPUAllocator(self.worker), renderer, default, functools.partial(CPUProgram,
                      worker=self.worker), tuple(functools.partial(other, c) for c in others))
   def synchronize(self) -> None:
