@@ -324,6 +324,8 @@ def test_indices_on_the_host_are_checked_at_the_call_as_torch():
   with pytest.raises(IndexError, match="getitem: index 5"): Tensor([1, 2, 3])[Tensor([5])]
   with pytest.raises(IndexError, match="scatter: index 7"): Tensor([[1, 2], [3, 4]]).scatter(0, Tensor([[0, 7]]), 9)
   np.testing.assert_equal(Tensor(w)[Tensor([9, 99])[:1]].numpy(), w[[9]])  # 99 isn't read
+  big = Tensor(w)[Tensor([0] * 5000 + [10])]  # more than 4096: checked by the device, when realized
+  with pytest.raises(IndexError, match="getitem: index 10"): big.numpy()
   lazy = Tensor([[1, 5]]) * 3
   y = Tensor(w)[lazy]
   with pytest.raises(IndexError, match="getitem: index 15"): y.numpy()
