@@ -313,6 +313,33 @@ def test_gather_scatter_out_of_range():
   with pytest.raises(IndexError, match="gather: index -1"): x.gather(1, Tensor([[0, -1], [1, 0]])).numpy()
   with pytest.raises(IndexError, match="scatter"): x.scatter(0, Tensor([[0, 5]]), 9).numpy()
 
+def test_indices_on_the_host_are_checked_at_the_call_as_torch():
+  """Indices made from data (not yet on the device) are checked when the op is called, as torch does, by no kernel;
+  a view of them checks only what it reads, and computed indices still raise when realized."""
+  from fusegrad import nn, Context, GlobalCounters, TinyJit
+  w = np.arange(40, dtype=np.float32).reshape(10, 4)
+  for ids in ([[1, 2], [3, 10]], [-1], [[0, 11]]):
+    _torch_raises(lambda: torch.nn.functional.embedding(torch.tensor(ids), torch.tensor(w)))
+    with pytest.raises(IndexError, match="Embedding: index"): nn.Embedding(10, 4)(Tensor(ids))  # no realize
+  with pytest.raises(IndexError, match="getitem: index 5"): Tensor([1, 2, 3])[Tensor([5])]
+  with pytest.raises(IndexError, match="scatter: index 7"): Tensor([[1, 2], [3, 4]]).scatter(0, Tensor([[0, 7]]), 9)
+  np.testing.assert_equal(Tensor(w)[Tensor([9, 99])[:1]].numpy(), w[[9]])  # 99 isn't read
+  big = Tensor(w)[Tensor([0] * 5000 + [10])]  # more than 4096: checked by the device, when realized
+  with pytest.raises(IndexError, match="getitem: index 10"): big.numpy()
+  lazy = Tensor([[1, 5]]) * 3
+  y = Tensor(w)[lazy]
+  with pytest.raises(IndexError, match="getitem: index 15"): y.numpy()
+  emb = nn.Embedding(20, 30)
+  emb.weight = Tensor.zeros_like(emb.weight).contiguous().realize()
+  with Context(NOOPT=1):
+    GlobalCounters.reset()
+    out = emb(Tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])).realize()
+  assert GlobalCounters.kernel_count == 1 and GlobalCounters.global_ops == 0  # tinygrad's count: the gather only loads
+  np.testing.assert_equal(out.numpy(), np.zeros((3, 3, 30)))
+  f = TinyJit(lambda t: Tensor(w)[t].realize())  # while TinyJit captures, each call's indices are checked on replay
+  for ids in ([1, 2], [3, 4], [5, 6]): np.testing.assert_equal(f(Tensor(ids)).numpy(), w[ids])
+  with pytest.raises(IndexError, match="index 12"): f(Tensor([0, 12])).numpy()
+
 def test_index_check_off_reads_zero():
   from fusegrad import Context
   with Context(CHECK_INDEX=0): assert Tensor([1, 2, 3])[Tensor([5, 1])].tolist() == [0, 2]

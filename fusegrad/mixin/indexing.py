@@ -19,10 +19,18 @@ def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: boo
   anything computed from result also computes the largest bad index and raises error (IndexError) if there is one.
   CHECK_INDEX=0 turns it off (bad indices read 0)."""
   if not CHECK_INDEX or idx.numel() == 0: return result
-  i = idx.detach().cast(dtypes.int64)
-  bad = (i < (-size if negative else 0)) | (i >= size)
+  i, lo = idx.detach().cast(dtypes.int64), -size if negative else 0
+  bad = (i < lo) | (i >= size)
   if ignore is not None: bad = bad & (i != ignore)
-  add_index_check(result.uop, IndexCheck(bad.where(i, dtypes.min(dtypes.int64)).max().uop, op, size, what, error))
+  check = IndexCheck(bad.where(i, dtypes.min(dtypes.int64)).max().uop, op, size, what, error)
+  u = idx.uop.src[0] if idx.uop.op is Ops.RESHAPE else idx.uop
+  # up to 4096 indices still on the host (Tensor(list), not used yet) are checked now, as torch checks at the call, with
+  # no kernel (about 40 ns an index in Python; more go to the device's check)
+  if u.op is Ops.BUFFER and u.arg._pending is not None and u.arg.size <= 4096 and dtypes.is_int(u.dtype) \
+      and not state.STATE.capturing:
+    if not lo <= min(vals := memoryview(u.arg._pending).cast(u.dtype.fmt)) or max(vals) >= size:
+      check.raise_if_set(max((v for v in vals if not lo <= v < size and v != ignore), default=-2 ** 63))
+  else: add_index_check(result.uop, check)
   return result
 
 def _stride(x: Tensor, axis: int, step: int) -> Tensor:

@@ -54,7 +54,8 @@ class NNMixin:
     if not 0 <= p <= 1: raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
     if not (type(self).training or TRAINING) or p == 0: return self
     if p == 1: return self * 0
-    keep = type(self).rand(*self.shape, device=self.device) >= p
+    # the mask in a buffer of its own (as tinygrad's): else each kernel of the backward computes its random bits again
+    keep = (type(self).rand(*self.shape, device=self.device) >= p).contiguous()
     return keep.where(self * (1 / (1 - p)), 0).cast(self.dtype)
 
   # *** attention ***
