@@ -749,7 +749,8 @@ _assign_hooks: list[Callable[[Tensor], None]] = []
 
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
-  if isinstance(device := Device.canonicalize(device), tuple):
+  """A buffer node holding data (device: a canonical name, or None for the default)."""
+  if isinstance(device := Device.DEFAULT if device is None else device, tuple):
     return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
   buf = Buffer(device, prod(shape), dtype)
   if data: buf.copyin_later(bytes(data))
