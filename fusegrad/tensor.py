@@ -333,7 +333,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return self.reshape(()).tolist()
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
-    import numpy as np
+    np: Any = sys.modules.get("numpy")  # (an import statement costs 1% of a tiny round trip)
+    if np is None: import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
     if dtype.fmt is None: return self._computable().cast(dtypes.float32).numpy()  # bfloat16: no NumPy dtype
     if 0 in shape: return np.zeros(shape, dtype=dtype.fmt)
