@@ -116,11 +116,13 @@ class OutOfMemoryError(MemoryError, RuntimeError):
 class Buffer:
   """size elements of dtype on a device. Memory is allocated on first use; a Buffer with a base is a view into it."""
   _pending: bytes | None = None  # the contents to copy in when it is allocated (copyin_later)
+  _buf: Any = None  # the allocator's handle, once allocated (class defaults: a Buffer whose __init__ failed dies too)
+  _allocator: Allocator = None  # type: ignore[assignment]  # the device's, once allocated (no lookup per use)
+  _external = False  # _buf is memory the caller owns (use_pointer): never freed here
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
     self._base = base
-    self._buf: Any = None  # the allocator's handle, once allocated
     # realization state, set by engine/state.py through the methods below: the write id of the newest version of the
     # contents (None: never written), and the tensor whose storage this is (a weak reference; None: none yet)
     self.newest_write: int | None = None
@@ -138,7 +140,7 @@ class Buffer:
   def is_allocated(self) -> bool: return self._buf is not None
   def allocate(self) -> Buffer:
     if self._buf is not None: return self
-    allocator = Device[self.device].allocator
+    self._allocator = allocator = Device[self.device].allocator
     if self._base is not None:
       self._base.allocate()
       self._buf = allocator.offset(self._base._buf, self.offset, self.nbytes)
@@ -161,30 +163,28 @@ class Buffer:
     """Use the memory at address ptr (nbytes on this device, owned by the caller, who keeps it alive) instead of
     allocating: nothing is copied and nothing is freed."""
     if self._buf is not None or self._base is not None: raise RuntimeError("use_pointer: the buffer has memory already")
-    self._buf, self._external = Device[self.device].allocator.from_pointer(ptr, self.nbytes), True
+    self._allocator = Device[self.device].allocator
+    self._buf, self._external = self._allocator.from_pointer(ptr, self.nbytes), True
     return self
   def deallocate(self) -> None:
     """Free the memory now (the next use allocates again); a view's is its base's, the caller's is left alone."""
-    if getattr(self, "_buf", None) is None or self._base is not None or getattr(self, "_external", False): return
+    if self._buf is None or self._base is not None or self._external: return
     GlobalCounters.mem_used -= (nbytes := self.size * self.dtype.itemsize)
-    Device[self.device].allocator.free(self._buf, max(nbytes, 1))
+    self._allocator.free(self._buf, max(nbytes, 1))
     self._buf = None
   def __del__(self) -> None:
+    if self._buf is None: return
     try: self.deallocate()
     except Exception: pass  # interpreter shutdown
   def copyin(self, data: memoryview | bytes | bytearray) -> Buffer:
     mv = memoryview(data).cast("B")
     if mv.nbytes != self.nbytes: raise ValueError(f"copyin of {mv.nbytes} bytes into a {self.nbytes}-byte buffer")
-    with RUN_LOCK:
-      self.allocate()
-      Device[self.device].allocator.copyin(self._buf, mv)
+    with RUN_LOCK: self.allocate()._allocator.copyin(self._buf, mv)
     return self
   def copyout(self, dest: memoryview) -> memoryview:
     dest = dest.cast("B")
     if dest.nbytes != self.nbytes: raise ValueError(f"copyout of a {self.nbytes}-byte buffer into {dest.nbytes} bytes")
-    with RUN_LOCK:
-      self.allocate()
-      Device[self.device].allocator.copyout(dest, self._buf)
+    with RUN_LOCK: self.allocate()._allocator.copyout(dest, self._buf)
     return dest
   def as_bytes(self) -> bytes:
     out = bytearray(self.nbytes)

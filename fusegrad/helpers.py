@@ -1,7 +1,7 @@
 """Small helpers shared by every stage: flags, counters, printing, caching, downloads, progress bars. Every setting
 fusegrad reads from the environment is declared here ("Flags" below); nothing else reads os.environ."""
 from __future__ import annotations
-import atexit, cProfile, contextlib, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
+import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
 import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -337,6 +337,14 @@ def _forget_connection_in_child() -> None:
   _inherited.append(_db_connection)
   _db_connection = None
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_forget_connection_in_child)
+
+@functools.cache
+def code_version(*globs: str) -> str:
+  """A hash of the package's files that match globs (under fusegrad/): a disk cache keys its entries with the version
+  of the code that made them."""
+  root = pathlib.Path(__file__).resolve().parent
+  files = sorted({f.relative_to(root).as_posix(): f for g in globs for f in root.glob(g)}.items())
+  return hashlib.sha256(b"".join(name.encode() + b"\0" + f.read_bytes() for name, f in files)).hexdigest()
 
 def _digest(table: str, key: str, val: bytes) -> str:
   return hashlib.sha256(b"%d:%s%d:%s" % (len(table), table.encode(), len(key), key.encode()) + val).hexdigest()

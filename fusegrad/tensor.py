@@ -332,7 +332,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return self.reshape(()).tolist()
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
-    import numpy as np
+    np: Any = sys.modules.get("numpy")  # (an import statement costs 1% of a tiny round trip)
+    if np is None: import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
     if dtype.fmt is None: return self._computable().cast(dtypes.float32).numpy()  # bfloat16: no NumPy dtype
     if 0 in shape: return np.zeros(shape, dtype=dtype.fmt)
@@ -748,7 +749,8 @@ _assign_hooks: list[Callable[[Tensor], None]] = []
 
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
-  if isinstance(device := Device.canonicalize(device), tuple):
+  """A buffer node holding data (device: a canonical name, or None for the default)."""
+  if isinstance(device := Device.DEFAULT if device is None else device, tuple):
     return multi.multi(tuple(_make_buffer(data, shape, dtype, d) for d in device), None)
   buf = Buffer(device, prod(shape), dtype)
   if data: buf.copyin_later(bytes(data))

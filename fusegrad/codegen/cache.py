@@ -2,20 +2,13 @@
 
 What the key holds and why: docs/developer/codegen.md, "The codegen cache"."""
 from __future__ import annotations
-import functools, hashlib, json, pathlib
+import hashlib, json
 from fusegrad.dtype import dtypes, DType
-from fusegrad.helpers import ContextVar, diskcache_get, diskcache_put
+from fusegrad.helpers import ContextVar, diskcache_get, diskcache_put, code_version
 from fusegrad.renderer import Renderer
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.codegen import ProgramSpec, ast_key
 from fusegrad.codegen.kernel import Opt, OptOps
-
-@functools.cache
-def code_version() -> str:
-  """A hash of the code that turns an AST into source (codegen, renderers, the IR and dtypes)."""
-  root = pathlib.Path(__file__).resolve().parent.parent
-  files = sorted([*root.glob("codegen/*.py"), *root.glob("renderer/*.py"), *root.glob("uop/*.py"), root / "dtype.py"])
-  return hashlib.sha256(b"".join(f.name.encode() + b"\0" + f.read_bytes() for f in files)).hexdigest()
 
 def spec_key(ast: UOp, ren: Renderer) -> str:
   """The cache key of a kernel's codegen: every node of the AST in order, the renderer and the settings."""
@@ -23,7 +16,8 @@ def spec_key(ast: UOp, ren: Renderer) -> str:
   # is covered too
   shown = ("DEBUG", "VIZ", "VIZ_PORT", "VIZ_OUT")
   flags = " ".join(f"{k}={v.value!r}" for k, v in sorted(ContextVar._cache.items()) if k not in shown)
-  return hashlib.sha256("\n".join([code_version(), repr(ren), flags, ast_key(ast)]).encode()).hexdigest()
+  code = code_version("codegen/*.py", "renderer/*.py", "uop/*.py", "dtype.py")  # what turns an AST into source
+  return hashlib.sha256("\n".join([code, repr(ren), flags, ast_key(ast)]).encode()).hexdigest()
 
 _DTYPES: dict[str, DType] = {dt.name: dt for dt in vars(dtypes).values() if isinstance(dt, DType)}
 

@@ -6,14 +6,14 @@ schedule with its buffers and versions as references into the key. docs/develope
 details, and the quick path's. While TinyJit captures, nothing is cached or reused.
 """
 from __future__ import annotations
-import functools, hashlib, json, math, pathlib, time, weakref
+import hashlib, json, math, time, weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from fusegrad.device import Buffer, Device
 from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP, DISABLE_COMPILER_CACHE, ContextVar, diskcache_get
-from fusegrad.helpers import diskcache_put
+from fusegrad.helpers import diskcache_put, code_version
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, _arg_key
 from fusegrad.uop.symbolic import simplify
 from fusegrad.codegen.cache import _DTYPES
@@ -260,11 +260,6 @@ def _dec(x: Any) -> Any:
   if tag == "PtrDType" and type(v[1]) is bool: return _dec(v[0]).ptr(v[1])
   raise ValueError(f"not a value of a template: {x!r}")
 
-@functools.cache
-def _code_version() -> str:
-  root = pathlib.Path(__file__).resolve().parent.parent
-  return hashlib.sha256(b"".join(f.read_bytes() for f in sorted(root.rglob("*.py")))).hexdigest()
-
 def _disk_key(key: tuple) -> str | None:
   """The disk cache's key of a graph key: with the package's code, every flag and the devices' renderers (the
   scheduler reads their machine models); None when a part of it can't be written."""
@@ -272,7 +267,7 @@ def _disk_key(key: tuple) -> str | None:
   except _Uncacheable: return None
   flags = " ".join(f"{k}={v.value!r}" for k, v in sorted(ContextVar._cache.items()) if k not in ("DEBUG", "VIZ"))
   devices = " ".join(repr(Device[d].renderer) for d in sorted({p[1] for p in key[2] if p[0] == "buf"}))
-  return hashlib.sha256("\n".join([_code_version(), flags, devices, text]).encode()).hexdigest()
+  return hashlib.sha256("\n".join([code_version("**/*.py"), flags, devices, text]).encode()).hexdigest()
 
 def _template_bytes(t: Template) -> bytes | None:
   """t as JSON (its kernels as one table of nodes), or None when it can't be written or doesn't read back as t."""

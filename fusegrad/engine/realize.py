@@ -118,17 +118,10 @@ class ExecItem:
   # bytes the buffers hold, counted at the first run (TinyJit swaps in buffers of the same sizes)
   mem: int = field(default=-1, repr=False)
   def run(self, var_vals: dict[UOp, int] | None = None, wait: bool = False, jit: bool = False) -> float | None:
-    for b in self.bufs:
-      if b._buf is None: b.allocate()
-    vv = self.var_vals if not var_vals else {**self.var_vals, **var_vals}
-    debug = DEBUG.value >= 2
-    runner = self.runner
-    et = runner(self.bufs, vv, wait=wait or debug)
     if self.mem < 0: self.mem = sum([b.size * b.dtype.itemsize for b in self.bufs])
-    GlobalCounters.global_ops += runner.flops
-    GlobalCounters.global_mem += self.mem
-    if isinstance(runner, CompiledRunner): GlobalCounters.kernel_count += 1
-    if et is not None: GlobalCounters.time_sum_s += et
+    debug = DEBUG.value >= 2
+    et = self.runner.run(self.bufs, self.mem, self.var_vals if not var_vals else {**self.var_vals, **var_vals},
+                         wait or debug)
     if debug: self._print(et, jit)
     return et
   def _print(self, et: float | None, jit: bool) -> None:
@@ -169,14 +162,7 @@ def run_ready(kernels: list[tuple[UOp, list[Buffer]]], plan: Any) -> bool:
   if not (ready := plan.ready) or ready[0] != BEAM.value or ready[1] != NOOPT.value or DEBUG.value >= 2 or VIZ.value:
     return False
   if None in (runners := [ref() for ref in ready[2]]): return False
-  for (_, bufs), runner, mem in zip(kernels, runners, ready[3]):
-    for b in bufs:
-      if b._buf is None: b.allocate()
-    p = runner.p  # (CompiledRunner.__call__ without variables: a quick plan has none)
-    runner.prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size)
-    GlobalCounters.global_ops += runner.flops
-    GlobalCounters.global_mem += mem
-    GlobalCounters.kernel_count += 1
+  for (_, bufs), runner, mem in zip(kernels, runners, ready[3]): runner.run(bufs, mem)
   return True
 
 def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:

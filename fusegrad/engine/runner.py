@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 from fusegrad.device import Buffer, Device, CompileError
-from fusegrad.helpers import colored
+from fusegrad.helpers import colored, GlobalCounters
 from fusegrad.uop.ops import UOp
 from fusegrad.codegen import ProgramSpec
 
@@ -14,6 +14,19 @@ class Runner:
     self.name, self.device, self.flops = name, device, flops
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     raise NotImplementedError
+  def run(self, bufs: list[Buffer], mem: int, var_vals: dict[UOp, int] | None = None,
+          wait: bool = False) -> float | None:
+    """How a realize runs it (ExecItem.run; a quick plan's kernels, which have no variables: engine/realize.py
+    run_ready): bufs allocated where they aren't yet, the run counted in GlobalCounters (mem: the bytes bufs hold).
+    A plain call (BEAM times candidates so) allocates and counts nothing."""
+    for b in bufs:
+      if b._buf is None: b.allocate()
+    et = self(bufs, var_vals or {}, wait)
+    GlobalCounters.global_ops += self.flops
+    GlobalCounters.global_mem += mem
+    if isinstance(self, CompiledRunner): GlobalCounters.kernel_count += 1
+    if et is not None: GlobalCounters.time_sum_s += et
+    return et
 
 class CompiledRunner(Runner):
   """A kernel compiled for its device: compiled on its first call, or before, with others (compile_runners)."""

@@ -198,7 +198,7 @@ def contiguous_offset(n: UOp) -> int | None:
 
 def _copied_as_is(v: UOp) -> bool:
   """True when a copy reads v where it is: a whole buffer, or a run of one on a device that runs no kernels (a file)."""
-  return is_identity_view(v) or (view_base(v).op is Ops.BUFFER and not Device[view_base(v).arg.device].runs_kernels
+  return is_identity_view(v) or ((b := view_base(v)).op is Ops.BUFFER and not Device[b.arg.device].runs_kernels
                                  and contiguous_offset(v) is not None)
 
 def run_buffer(v: UOp) -> Buffer:

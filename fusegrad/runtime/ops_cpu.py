@@ -410,10 +410,14 @@ class CPUProgram:
       self.fxn.argtypes = [ctypes.c_void_p] * len(bufs) + [ctypes.c_int] * len(vals)
       self.nargs = (len(bufs), len(vals))
     if wait and self.worker is not None: self.worker.sync()  # timed here, once the worker is done
-    st, args = time.perf_counter(), (*[b.addr for b in bufs], *vals)
-    if self.worker is None or wait: self.fxn(*args)
-    else: self.worker.launch(self.fxn, args, (self.lib, *bufs))  # (the library stays loaded till it ran)
-    return time.perf_counter() - st if wait else None
+    args = (*[b.addr for b in bufs], *vals)
+    if not wait:
+      if self.worker is None: self.fxn(*args)
+      else: self.worker.launch(self.fxn, args, (self.lib, *bufs))  # (the library stays loaded till it ran)
+      return None
+    st = time.perf_counter()
+    self.fxn(*args)
+    return time.perf_counter() - st
 
   def launcher(self, *bufs: CPUBuffer) -> Callable[[], Any] | None:
     """Its launch on bufs as a call of nothing (a TinyJit replay binds it once); None where __call__ must check."""
