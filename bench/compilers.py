@@ -35,7 +35,7 @@ def kernels() -> Iterator[tuple[str, UOp]]:
     assert x.grad is not None and w.grad is not None
     yield f"conv {cin}->{cout} {k}x{k} input grad", biggest(x.grad)
     yield f"conv {cin}->{cout} {k}x{k} weight grad", biggest(w.grad)
-  yield "row sum 2048x2048", biggest(Tensor.rand(2048, 2048).sum(axis=1))
+  yield "rand + row sum 2048x2048", biggest(Tensor.rand(2048, 2048).sum(axis=1))
 
 def seconds(runner: CompiledRunner, bufs: list) -> float:
   vals = {v: v.arg[1] for v in runner.p.vars}

@@ -329,12 +329,9 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   return opts
 
 def pick_compiler(k: Kernel) -> list[Opt]:
-  """Where the device offers gcc besides its default (clang): gcc for kernels with a load whose gate changes along a
-  reduce axis (the input gradients of convolutions: 1.3-1.4x faster than clang's code), the default elsewhere (clang's
-  matmul, conv forward and weight-gradient code is 1.1-2.3x faster). Measured with bench/compilers.py."""
-  if "gcc" not in k.ren.compilers[1:]: return []
-  red = set(k.reduce_axes())
-  gates = [s for u in k.ast.toposort() if u.op is Ops.LOAD for s in u.src[2:] if s.dtype == dtypes.bool]
-  if not any(r in red for g in gates for r in g.toposort()): return []
+  """Where the device offers gcc besides its default (clang): gcc for kernels that compute random bits (THREEFRY:
+  gcc vectorizes its uint32 rounds, clang doesn't: 5-12x), the default elsewhere (clang's matmul and convolution code
+  is as fast or 1.1x faster, and compiles faster). Measured with bench/compilers.py (docs/speed.md)."""
+  if "gcc" not in k.ren.compilers[1:] or not any(u.op is Ops.THREEFRY for u in k.ast.toposort()): return []
   opt = Opt(OptOps.COMPILER, 0, k.ren.compilers.index("gcc"))
   return [opt] if _try(k.copy(), opt, []) else []
