@@ -128,20 +128,3 @@ def test_eval_conv_pool_kernels_do_not_spill(isa, cc):
     spills = [t for t in loop if "(%rsp" in t and "mm" in t]
     assert [t for t in loop if "vfmadd" in t] and len(spills) <= 2, f"{cc} {isa}: {len(spills)} spills\n" + \
       "\n".join(loop)
-
-@pytest.mark.parametrize("isa", [i for i in host_isas() if cpu_machine(i).fma_units])
-def test_weight_gradient_keeps_the_fma_pipeline_full(isa):
-  """A 5x5 convolution's weight gradient (MNIST's conv2) keeps more vector accumulators than the FMA units times their
-  latency, within the registers: at AVX2 2 vectors of output channels x the kernel's 5 columns (10, tiled whole), not
-  x 4 input channels (8, exactly the pipeline's depth; one thread, batch 512: gcc 113.5 -> 108 ms, clang 111 -> 105),
-  unrolled along the output rows (along the columns gcc keeps the sliding broadcasts and spills)."""
-  machine = cpu_machine(isa)
-  ren = dataclasses.replace(Device["CPU"].renderer, machine=machine)
-  x, w = Tensor.empty(8, 32, 24, 24, requires_grad=True), Tensor.empty(32, 32, 5, 5, requires_grad=True)
-  x.conv2d(w).sum().backward()
-  assert w.grad is not None
-  ast = max(w.grad.schedule(), key=lambda si: get_program(si.ast, ren).flops).ast
-  k = Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren)
-  for o in hand_coded_optimizations(k): k.apply_opt(o)
-  assert machine.fma_units * machine.fma_latency < k.upcast_size() // machine.vector(4)
-  assert tile_registers(k, _reduce_loads(k)) <= machine.vector_registers

@@ -66,7 +66,8 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   for amt in sorted(k.ren.vector_widths, reverse=True):
     if amt <= k.ren.machine.vector(itemsize) and range_size(r) % amt == 0 \
-       and _try(k, Opt(OptOps.LANES, last, amt), opts): return
+       and _try(k, Opt(OptOps.LANES, last, amt), opts):
+      return
 
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   """Registers a register tile holds through one (unrolled) reduce step: its accumulators (vectors along the range
@@ -74,27 +75,20 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   register per tile element and unrolled step it varies along (one per vector along the vector range); the smallest
   one's stay loaded while the others stream through one (and one more holds a product where the ISA has no FMA).
   A big matmul's unrolled steps run one after another: one step's operands, and a register more per further step for
-  the next one's loads (AVX2's 6x2 tile unrolled by 2: 2048 matmul 92 -> 95 GFLOPS, 1 thread; gcc spills at 4). A load
-  that slides along a reduce axis compilers unroll whole (UNROLL, a loop of <= 8 steps) as along a tile axis (a
-  convolution's columns or rows) keeps its values for the next steps: one step's tile of it stays loaded, beside one
-  step's smallest other operand (gcc spilled AVX2's 2x8 x 5 kernel columns unrolled by 2 output columns: 17)."""
+  the next one's loads (AVX2's 6x2 tile unrolled by 2: 2048 matmul 92 -> 95 GFLOPS, 1 thread; gcc spills at 4)."""
   vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
   lanes = range_size(vec) if vec is not None else 1
   unroll, red = k.ranges_of(AxisType.UNROLL), [r for _, r in _red_axes(k)]
   split = len(unroll) == len(red) == 1 and all(  # one reduce axis: a loop of unrolled steps
     k.stride(ld, red[0]) == (k.stride(ld, unroll[0]) or 0) * range_size(unroll[0]) for ld in _reduce_loads(k))
   steps = range_size(unroll[0]) if split and _big_matmul(k) else 1
-  def regs(ld: UOp, unrolled: bool = steps == 1) -> int:
-    n = prod(range_size(u) for u in k.ranges_of(AxisType.UPCAST, AxisType.LANES, *[AxisType.UNROLL] * unrolled)
+  def regs(ld: UOp) -> int:
+    n = prod(range_size(u) for u in k.ranges_of(AxisType.UPCAST, AxisType.LANES, *[AxisType.UNROLL] * (steps == 1))
              if k.stride(ld, u) != 0)
     return n // lanes if vec is not None and k.stride(ld, vec) == 1 else n
-  slides = [ld for ld in loads for r in unroll + [r for r in red if range_size(r) <= 8] if k.stride(ld, r) not in
-            (0, None) and k.stride(ld, r) in [k.stride(ld, u) for u in k.ranges_of(AxisType.UPCAST)]]
   footprints = sorted(regs(ld) for ld in loads)
-  operands = footprints[0] + (len(footprints) > 1) if footprints else 0
-  if slides: operands = max(operands, sum(regs(ld, False) for ld in set(slides)) +
-                           min((regs(ld, False) for ld in loads if ld not in slides), default=0))
-  return k.upcast_size() // lanes + operands + (k.ren.machine.fma_units == 0) + steps - 1
+  operands = footprints[0] + (len(footprints) > 1) + (k.ren.machine.fma_units == 0) if footprints else 0
+  return k.upcast_size() // lanes + operands + steps - 1
 
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
@@ -113,12 +107,10 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
   def candidates() -> list[tuple[int, UOp, int, bool, bool, bool]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads) for each
-    output axis worth tiling (under 8, whole, beside the vector for a long reduce: a kernel's width). A vector needs
-    the output or every load that moves along the axis to be contiguous."""
+    output axis worth tiling. A vector needs the output or every load that moves along the axis to be contiguous."""
     out = []
     for i, r in _out_axes(k):
-      # a short axis for a long reduce: beside the vector once it is chosen, or first where the reduce is the vector
-      if r.arg[0] in done or range_size(r) < (2 if long_reduce and bool(done) != (lanes > 1) else 8): continue
+      if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
       contiguous, loads = k.stride(store, r) == 1, loads_contiguous(k.ast, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
@@ -146,16 +138,12 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     best = None
     for i, r, broadcast, contiguous, vector, loads in cands:
       # the vector first (a vector of loads before one of stores, then the longest); then the axes left share the
-      # registers (up to 8 for the last one; a big matmul's rows: the most that fit, 6 x 2 vectors with 16 registers);
-      # beside a short axis (tiled whole) the most accumulators first: more than the FMA pipeline's depth keep it full;
-      # with the reduce in lanes, the short axis first (conv1's weight gradient: 2 or 4 x 5, 1.6-1.9x faster than 8)
-      first, long = vector and not done, [c for c in cands if range_size(c[1]) >= 8]
-      rows = wide and not first and len(long) == 1  # padded to the tile where it doesn't divide them (PADTO)
-      amounts = (vec, vec // 2, 4) if first else (range_size(r),) if range_size(r) < 8 else (4, 2) if len(long) > 1 \
-        else range(8, 1, -1) if wide else (8, 4, 2)
+      # registers (up to 8 for the last one; a big matmul's rows: the most that fit, 6 x 2 vectors with 16 registers)
+      first = vector and not done
+      rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
+      amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
       amt = next((a for a in amounts if (range_size(r) % a == 0 or rows) and fits(i, a)), None)
-      key = (first and loads, first, lanes > 1 and range_size(r) < 8, amt if len(long) < len(cands) else 0, broadcast,
-             contiguous)
+      key = (first and loads, amt if first else 0, broadcast, contiguous)
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
     if best is None or not all(_try(k, o, opts) for o in upcast(best[1], best[2])): break
     done.add(best[3])
@@ -232,17 +220,16 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones entirely), as far as the register tile's operands for the
-  unrolled steps still fit the vector registers (tile_registers), else, for a register tile whose innermost loop is
-  too long for compilers to unroll whole, the next loop out (AVX2's conv2 weight gradient: a load slides along the
-  output columns as along its kernel columns, not along the rows: 5% faster with gcc and clang)."""
-  if not (red := _red_axes(k)): return
-  for last, r in reversed(red if k.ranges_of(AxisType.UPCAST) and range_size(red[-1][1]) > 8 else red[-1:]):
-    for amt in ((range_size(r),) if range_size(r) <= 8 else ()) + (4, 2):
-      try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
-      except KernelOptError: continue
-      if k.upcast_size() > 1 and tile_registers(unrolled, _reduce_loads(unrolled)) > k.ren.machine.vector_registers \
-         or _body_ops(unrolled) > BODY_OPS: continue
-      if _try(k, Opt(OptOps.UNROLL, last, amt), opts): return
+  unrolled steps still fit the vector registers (tile_registers)."""
+  if not _red_axes(k): return
+  last, r = _red_axes(k)[-1]
+  size = range_size(r)
+  for amt in ((size,) if size <= 8 else ()) + (4, 2):
+    try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
+    except KernelOptError: continue
+    if k.upcast_size() > 1 and tile_registers(unrolled, _reduce_loads(unrolled)) > k.ren.machine.vector_registers \
+       or _body_ops(unrolled) > BODY_OPS: continue
+    if _try(k, Opt(OptOps.UNROLL, last, amt), opts): return
 
 def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
   """An elementwise kernel on the CPU: a few elements per iteration of the contiguous axis."""
@@ -302,10 +289,11 @@ def _elementwise_vector_math(k: Kernel, opts: list[Opt]) -> None:
 
 def _workgroups(k: Kernel, opts: list[Opt]) -> None:
   """Workgroups along the innermost output axis, on devices that have them."""
-  if not k.ren.has_local or not _out_axes(k): return
-  i, r = _out_axes(k)[-1]
-  for amt in (16, 8, 4, 2):
-    if range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts): return
+  if not k.ren.has_local: return
+  for i, r in reversed(_out_axes(k)):
+    for amt in (16, 8, 4, 2):
+      if range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts): return
+    return
 
 def _threads(k: Kernel, opts: list[Opt]) -> None:
   """Split the outermost output loop across CPU threads when the kernel does enough work to pay for it."""

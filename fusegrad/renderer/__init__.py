@@ -23,6 +23,10 @@ class MachineModel:
   def vector(self, itemsize: int) -> int:
     """Elements of itemsize bytes in one SIMD register."""
     return max(self.vector_bytes // itemsize, 1)
+  @property
+  def accumulators(self) -> int:
+    """Independent multiply-adds in flight that keep every FMA unit busy (latency x units)."""
+    return max(self.fma_units, 1) * self.fma_latency
 
 class UnsupportedDTypeError(NotImplementedError):
   """A kernel uses a dtype its device can't compute in or store (float64 on WEBGPU); the message names both."""
