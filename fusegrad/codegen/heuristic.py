@@ -88,7 +88,11 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
     return n // lanes if vec is not None and k.stride(ld, vec) == 1 else n
   footprints = sorted(regs(ld) for ld in loads)
   operands = footprints[0] + (len(footprints) > 1) + (k.ren.machine.fma_units == 0) if footprints else 0
-  return k.upcast_size() // lanes + operands + steps - 1
+  # a short axis tiled whole that a load slides along with a reduce axis (a conv's kernel window): the compilers keep
+  # the window's overlapping values in two more registers (AVX2: clang and gcc spill without them)
+  window = any(4 < range_size(u) < 8 and any(k.stride(ld, u) and k.stride(ld, u) == k.stride(ld, r) for ld in loads
+               for r in k.ranges_of(AxisType.REDUCE, AxisType.UNROLL)) for u in k.ranges_of(AxisType.UPCAST))
+  return k.upcast_size() // lanes + operands + steps - 1 + 2 * window
 
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from

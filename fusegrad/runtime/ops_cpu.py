@@ -255,9 +255,11 @@ class ClangCompiler(Compiler):
   flags (the ISA's among them) and the CPU (flags use -march=native)."""
   def __init__(self, cc: list[str], openmp: bool, isa: str = ""):
     self.cc = cc
-    # -w: no warnings to print (the generated code has many harmless ones); -pipe: no temporary files between stages
-    self.args = ["-shared", "-O2", "-w", "-pipe", "-fPIC", "-march=native", "-fwrapv", "-fno-math-errno",
-                 "-fno-strict-aliasing", "-x", "c"]
+    # -w: no warnings to print (the generated code has many harmless ones); -pipe: no temporary files between stages;
+    # -mtune=generic: the same code on every CPU of an ISA (tiles are sized by the machine model; a CPU's own scheduling
+    # model can hoist loads until they spill: AMD Zen 4's, znver3 to gcc 12 and clang 14, spilled a conv's AVX-512 tile)
+    self.args = ["-shared", "-O2", "-w", "-pipe", "-fPIC", "-march=native", "-mtune=generic", "-fwrapv",
+                 "-fno-math-errno", "-fno-strict-aliasing", "-x", "c"]
     # the ISA's flags: on AVX-512, the kernels' vector types are as wide as the SIMD registers: keep them whole (clang
     # splits 64-byte vectors into two 32-byte halves by default on some AVX-512 CPUs)
     self.args[:0] = ISAS[isa][3] if isa in ISAS else []
