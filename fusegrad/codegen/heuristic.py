@@ -86,13 +86,20 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
     n = prod(range_size(u) for u in k.ranges_of(AxisType.UPCAST, AxisType.LANES, *[AxisType.UNROLL] * (steps == 1))
              if k.stride(ld, u) != 0)
     return n // lanes if vec is not None and k.stride(ld, vec) == 1 else n
-  footprints = sorted(regs(ld) for ld in loads)
-  operands = footprints[0] + (len(footprints) > 1) + (k.ren.machine.fma_units == 0) if footprints else 0
+  def kept(ld: UOp) -> int:  # a load sliding along a short axis tiled whole and an unrolled one (a conv's kernel
+    # window, unrolled): the compilers load each distinct value once and keep it for each step that reuses it
+    for u, r in ((u, r) for u in k.ranges_of(AxisType.UPCAST) for r in unroll if 4 < range_size(u) < 8):
+      if (s := k.stride(ld, u)) and s == k.stride(ld, r):
+        return regs(ld) // (range_size(u) * range_size(r)) * (range_size(u) + range_size(r) - 1)
+    return 1
+  footprints = sorted((regs(ld), kept(ld)) for ld in loads)
+  streamed = max(1, sum(n for _, n in footprints[1:])) if len(footprints) > 1 else 0
+  operands = footprints[0][0] + streamed + (k.ren.machine.fma_units == 0) if footprints else 0
   # a short axis tiled whole that a load slides along with a reduce axis (a conv's kernel window): the compilers keep
-  # the window's overlapping values in two more registers (AVX2: clang and gcc spill without them)
+  # the window's overlapping values in three more registers (AVX2 5x5, AVX-512 7x7: clang or gcc spill with fewer)
   window = any(4 < range_size(u) < 8 and any(k.stride(ld, u) and k.stride(ld, u) == k.stride(ld, r) for ld in loads
                for r in k.ranges_of(AxisType.REDUCE, AxisType.UNROLL)) for u in k.ranges_of(AxisType.UPCAST))
-  return k.upcast_size() // lanes + operands + steps - 1 + 2 * window
+  return k.upcast_size() // lanes + operands + steps - 1 + 3 * window
 
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
