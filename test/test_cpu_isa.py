@@ -132,8 +132,9 @@ def test_eval_conv_pool_kernels_do_not_spill(isa, cc):
 
 CONVS = [(1, 3, 16, 3, 32), (16, 16, 32, 3, 16), (128, 32, 32, 5, 28), (16, 64, 64, 1, 14), (8, 8, 8, 7, 20),
          (64, 64, 128, 3, 14)]  # (batch, in channels, out channels, kernel size, image size)
-# known spills, measured faster than the tile without them (AMD Zen 4, AVX-512, clang 14 / gcc 12, -mtune=generic):
-# the 7x7 forward's window unrolled whole (0.48 ms against 0.54 ms not unrolled), the 3x3's unrolled by gcc
+# known spills of the unroll pass, left (AMD Zen 4, AVX-512, -mtune=generic): clang's on the 7x7 forward with its
+# window unrolled whole, measured faster than not unrolled (batch 32: 0.48 against 0.54 ms); gcc's only on a 3x3
+# gradient unrolled by 3 (clang's code has none; not unrolled it is 0.81x as fast with clang)
 SPILLS = {("avx512", "clang", (8, 8, 8, 7, 20)), ("avx512", "gcc", (16, 16, 32, 3, 16))}
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
