@@ -189,7 +189,8 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   if not vec: return
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
     if k.stride(store, r) == vec and range_size(r) % 2 == 0:
-      wider = k.copy().apply_opt(Opt(OptOps.UPCAST, i, 2))
+      try: wider = k.copy().apply_opt(Opt(OptOps.UPCAST, i, 2))
+      except KernelOptError: continue  # a tile already upcast_max wide
       if tile_registers(wider, _reduce_loads(wider)) <= k.ren.machine.vector_registers:
         _try(k, Opt(OptOps.UPCAST, i, 2), opts)
   def reread(outer: UOp, inner: UOp) -> int:
