@@ -86,30 +86,16 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
     n = prod(range_size(u) for u in k.ranges_of(AxisType.UPCAST, AxisType.LANES, *[AxisType.UNROLL] * (steps == 1))
              if k.stride(ld, u) != 0)
     return n // lanes if vec is not None and k.stride(ld, vec) == 1 else n
-  def kept(ld: UOp) -> int:  # a load sliding along a short axis tiled whole and an unrolled one (a conv's kernel
-    # window, unrolled): the compilers load each distinct value once and keep it for each step that reuses it
-    for u, r in ((u, r) for u in k.ranges_of(AxisType.UPCAST) for r in unroll if 4 < range_size(u) < 8):
-      if (s := k.stride(ld, u)) and s == k.stride(ld, r):
-        return regs(ld) // (range_size(u) * range_size(r)) * (range_size(u) + range_size(r) - 1)
-    return 1
-  footprints = sorted((regs(ld), kept(ld)) for ld in loads)
-  streamed = max(1, sum(n for _, n in footprints[1:])) if len(footprints) > 1 else 0
-  operands = footprints[0][0] + streamed + (k.ren.machine.fma_units == 0) if footprints else 0
-  # a short axis tiled whole that a load slides along with a reduce axis (a conv's kernel window): the compilers keep
-  # the window's overlapping values in three more registers (AVX2 5x5, AVX-512 7x7: clang or gcc spill with fewer)
-  window = any(4 < range_size(u) < 8 and any(k.stride(ld, u) and k.stride(ld, u) == k.stride(ld, r) for ld in loads
-               for r in k.ranges_of(AxisType.REDUCE, AxisType.UNROLL)) for u in k.ranges_of(AxisType.UPCAST))
-  return k.upcast_size() // lanes + operands + steps - 1 + 3 * window
+  footprints = sorted(regs(ld) for ld in loads)
+  operands = footprints[0] + (len(footprints) > 1) + (k.ren.machine.fma_units == 0) if footprints else 0
+  return k.upcast_size() // lanes + operands + steps - 1
 
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
   registers. One axis gets a SIMD register's worth (it becomes a vector, see codegen/vectorize.py): preferably one
   every load of the reduce is contiguous in, ungated (a vector of loads), else the one the output is contiguous in.
   More axes multiply the tile while it fits the machine's vector registers with the loads of one reduce step
-  (tile_registers: 16 vector accumulators with 32 registers, AVX-512; 8 with 16, AVX2), within upcast_max. An axis of
-  5 to 7 (a 5x5 kernel's column) is taken whole after the vector: a 5x5 weight gradient's 2 vectors x 5 columns beat
-  2 x 4 input channels (batch 512, 2 threads: AVX2 67 -> 56 ms, AVX-512 52 -> 49 ms; AMD Zen 4); shorter ones
-  (a 3x3's 2 x 3) hold too few accumulators."""
+  (tile_registers: 16 vector accumulators with 32 registers, AVX-512; 8 with 16, AVX2), within upcast_max."""
   store = k.stores()[0]
   itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = max(k.ren.machine.vector(itemsize), 4)
@@ -124,7 +110,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     output axis worth tiling. A vector needs the output or every load that moves along the axis to be contiguous."""
     out = []
     for i, r in _out_axes(k):
-      if r.arg[0] in done or range_size(r) < 8 and (not done or range_size(r) <= 4): continue
+      if r.arg[0] in done or range_size(r) < 8: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
       contiguous, loads = k.stride(store, r) == 1, loads_contiguous(k.ast, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
@@ -155,8 +141,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       # registers (up to 8 for the last one; a big matmul's rows: the most that fit, 6 x 2 vectors with 16 registers)
       first = vector and not done
       rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
-      amounts = (vec, vec // 2, 4) if first else (range_size(r),) if range_size(r) < 8 else (4, 2) if len(cands) > 1 \
-        else range(8, 1, -1) if wide else (8, 4, 2)
+      amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
       amt = next((a for a in amounts if (range_size(r) % a == 0 or rows) and fits(i, a)), None)
       key = (first and loads, amt if first else 0, broadcast, contiguous)
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
