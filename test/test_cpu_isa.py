@@ -69,6 +69,10 @@ def hot_loop(lib: bytes) -> list[str]:
   bodies = [[t for a, t in ins if lo <= a <= hi] for lo, hi in inner]
   return max(bodies, key=lambda b: sum("mul" in t or "fmadd" in t for t in b), default=[])
 
+def stack_spills(loop: list[str]) -> list[str]:
+  """The instructions of loop that move a vector register to or from the stack."""
+  return [t for t in loop if "(%rsp" in t and "mm" in t]
+
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
 @pytest.mark.parametrize("cc", [c for c in ("clang", "gcc") if shutil.which(c)])
 @pytest.mark.parametrize("isa", host_isas())
@@ -89,7 +93,7 @@ def test_mnist_kernels_fit_the_registers(isa, cc):
     loop = hot_loop(compiler.compile(p.src))
     vector_ops = [t for t in loop if re.match(r"vfmadd\d+ps" if isa != "sse4" else r"mulps", t)]
     assert vector_ops, f"{name} ({isa}): no vector multiply-adds in the hot loop:\n" + "\n".join(loop)
-    spills = [t for t in loop if "(%rsp" in t and "mm" in t]
+    spills = stack_spills(loop)
     assert not checks_spills or not spills, f"{name} ({isa}): {len(spills)} spills in the hot loop, opts {opts}"
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
@@ -126,7 +130,7 @@ def test_eval_conv_pool_kernels_do_not_spill(isa, cc):
   assert len(fused) == 2  # both convolution blocks
   for ast in fused:
     loop = hot_loop(compiler.compile(get_program(ast, ren).src))
-    spills = [t for t in loop if "(%rsp" in t and "mm" in t]
+    spills = stack_spills(loop)
     assert [t for t in loop if "vfmadd" in t] and len(spills) <= 2, f"{cc} {isa}: {len(spills)} spills\n" + \
       "\n".join(loop)
 
@@ -161,5 +165,5 @@ def test_conv_kernels_of_other_shapes_fit_the_registers(isa, cc, conv, request):
     assert tile_registers(k, _reduce_loads(k)) <= ren.machine.vector_registers, opts
     assert vector_range(k.stores()[0]) is not None or k.ranges_of(AxisType.LANES), opts
     loop = hot_loop(compiler.compile(get_program(si.ast, ren, opts).src))
-    spills = [t for t in loop if "(%rsp" in t and "mm" in t]
+    spills = stack_spills(loop)
     assert not spills, f"{cc} {isa}: {len(spills)} spills, opts {opts}"
