@@ -3,6 +3,7 @@ docs/developer/tensor.md, "Numerics")."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 from fusegrad.helpers import flatten, prod
+from fusegrad.device import Device
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
 # what conv2d resolved: groups, stride, dilation and (before, after) padding per spatial axis
@@ -36,11 +37,13 @@ def _channel_last(t: Tensor) -> Tensor:
   n = t.ndim - 2
   return t.permute(0, *range(2, 2 + n), 1).contiguous().permute(0, n + 1, *range(1, n + 1))
 
-def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int) -> int:
-  """Images per partial sum of the weight gradient: the most whose input and output gradient fit in 1 MB (so the
-  kernel's many passes over them hit the cache, not memory), while all the partial sums stay within 16 MB."""
+def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int, l2: int) -> int:
+  """Images per partial sum of the weight gradient: the most whose input and output gradient fit in half the device's
+  L2 (so the kernel's many passes over them hit the cache, not the L3 or memory, and the other half holds the rest:
+  padding, partial sums, conflicts), while all the partial sums stay within 16 MB. MNIST's 5x5 weight gradient, batch
+  512, on a 1 MB L2 (Zen 4): 8 images (1 MB) -> 4, its kernels 108 -> 81 ms at AVX2, 80 -> 73 at AVX-512."""
   divisors = [c for c in range(1, bs + 1) if bs % c == 0 and bs // c * weight_bytes <= 1 << 24]
-  return max((c for c in divisors if c * image_bytes <= 1 << 20), default=min(divisors, default=bs))
+  return max((c for c in divisors if c * image_bytes <= l2 // 2), default=min(divisors, default=bs))
 
 def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, channel_last: bool) -> Tensor:
   """d conv / d w: dw[cout, c, k] = sum over (b, o) of g[b, cout, o] * x_padded[b, group's c, o*s + k*d], a big batch
@@ -50,7 +53,8 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, cha
   groups, cin_g = a.groups, w_shape[1]
   if channel_last: x = _channel_last(x)
   xw = x.pad(((0, 0), (0, 0), *a.pads))._pool(k_, a.stride, a.dilation)  # (bs, cin, *o, *k)
-  chunk = _batch_chunk(bs, (x.numel() + g.numel()) // bs * g.dtype.itemsize, prod(w_shape) * g.dtype.itemsize)
+  l2 = Device[g.device if isinstance(g.device, str) else g.device[0]].renderer.machine.l2
+  chunk = _batch_chunk(bs, (x.numel() + g.numel()) // bs * g.dtype.itemsize, prod(w_shape) * g.dtype.itemsize, l2)
   xw = xw.reshape(bs // chunk, chunk, groups, 1, cin_g, *o_, *k_)
   gw = g.reshape(bs // chunk, chunk, groups, cout // groups, 1, *o_, *[1] * n)
   dw = (xw * gw).sum((1, *range(5, 5 + n)))  # (chunks, groups, rcout, cin_g, *k)
