@@ -14,7 +14,7 @@ VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 BYTES = (dtypes.uint8, dtypes.int8)  # loaded as vectors where a cast to float32 reads them
 _RECURSED = VECTOR_DTYPES + (dtypes.bool,)  # vec reads the sources of ALU ops of these (bottom_up: deep chains)
 
-def _contiguous(access: UOp, r: UOp) -> bool:
+def is_contiguous(access: UOp, r: UOp) -> bool:
   """A LOAD or STORE moves by one element as r grows by one, and no gate of it depends on r."""
   gates = access.src[2:] if access.op is Ops.LOAD else access.src[3:]
   return index_stride(access.src[1], r) == 1 and not any(r in g.toposort() for g in gates)
@@ -27,6 +27,7 @@ class _Vectorizer:
   def __init__(self, r: UOp):
     self.r, self.n = r, range_size(r)
     self.memo: dict[UOp, UOp] = {}
+    self.shuffled: set[UOp] = set()  # VECTORIZEs of lanes of vector loads (transposed): vectors worth computing on
 
   def vec(self, u: UOp) -> UOp:
     """u as a vector of n lanes, or u itself where it does not depend on r (a scalar, the same in every lane)."""
@@ -36,11 +37,12 @@ class _Vectorizer:
     elif u.dtype == dtypes.bool and (m := self.mask(u)) is not None: ret = m
     elif u.op is Ops.WHERE and u.dtype == dtypes.float32 and (w := self.where(u)) is not None: ret = w
     elif u.dtype not in VECTOR_DTYPES: ret = self.by_lane(u)
-    elif u.op is Ops.LOAD and _contiguous(u, self.r): ret = self.load(u)
-    elif u.op is Ops.CAST and u.src[0].op is Ops.LOAD and u.src[0].dtype in BYTES and _contiguous(u.src[0], self.r):
+    elif u.op is Ops.LOAD and is_contiguous(u, self.r): ret = self.load(u)
+    elif u.op is Ops.CAST and u.src[0].op is Ops.LOAD and u.src[0].dtype in BYTES and is_contiguous(u.src[0], self.r):
       ret = UOp(Ops.CAST, u.dtype.vec(self.n), (self.load(u.src[0]),))  # raw pixels: one load of n bytes, converted
     elif u.op in GroupOp.Vector and self.any_real([self.vec(s) for s in u.src]):
       ret = UOp(u.op, u.dtype.vec(self.n), tuple(self.full(self.vec(s)) for s in u.src), u.arg)
+    elif u.op is Ops.LOAD and (t := self.transposed(u)) is not None: ret = t
     elif u.op is Ops.REDUCE and u.arg in GroupOp.Vector and self.any_real([self.vec(s) for s in reduce_parts(u)[0]]):
       vals, ranges = reduce_parts(u)
       ret = UOp(Ops.REDUCE, u.dtype.vec(self.n), tuple(self.full(self.vec(v)) for v in vals) + ranges, u.arg)
@@ -51,6 +53,25 @@ class _Vectorizer:
   def load(self, u: UOp) -> UOp:
     base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
     return UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
+  def transposed(self, u: UOp) -> UOp | None:
+    """A load that isn't contiguous in r but is in another UPCAST range q (a transpose: read along a row, written
+    along a column) as lanes taken from vectors loaded along q: lane i is lane q of the vector at r = i, q = 0. Once
+    expand gives q its values, the copies share those vector loads and gather their lanes in registers (shuffles)
+    instead of loading them one by one. None where there is no such q."""
+    q = next((q for q in u.src[1].toposort() if q.op is Ops.RANGE and q is not self.r and range_size(q) in (4, 8, 16)
+              and range_kind(q) is AxisType.UPCAST and is_contiguous(u, q)), None)
+    if q is None: return None
+    def lane(i: int) -> UOp:
+      at = u.substitute({self.r: UOp.const(self.r.dtype, i)})
+      v = UOp(Ops.LOAD, u.dtype.vec(range_size(q)), (at.src[0], simplify(at.src[1].substitute(
+        {q: UOp.const(q.dtype, 0)}))) + at.src[2:], at.arg)
+      pick = UOp(Ops.GEP, u.dtype, (v,), range_size(q) - 1)  # lane q of v, which expand's copies fold to one GEP
+      for j in reversed(range(range_size(q) - 1)):
+        pick = UOp(Ops.WHERE, u.dtype, (UOp(Ops.CMPNE, dtypes.bool, (q, UOp.const(q.dtype, j))), pick,
+                                        UOp(Ops.GEP, u.dtype, (v,), j)))
+      return pick
+    self.shuffled.add(ret := UOp(Ops.VECTORIZE, u.dtype.vec(self.n), tuple(lane(i) for i in range(self.n))))
+    return ret
   def mask(self, u: UOp) -> UOp | None:
     """Bool u (depending on r) as a mask vector computed as one, or None: a comparison of float32 vectors, or AND, OR
     or != of masks and bool constants (a relu's gradient, `x <= 0`, is `(x < 0) | ((x != 0) != True)`)."""
@@ -73,7 +94,7 @@ class _Vectorizer:
   def any_real(self, vs: list[UOp]) -> bool:
     """True if some value is a vector computed as one (not lanes gathered one by one, nor a broadcast): only then is
     an op on vectors worth it."""
-    return any(v.dtype.count == self.n and v.op is not Ops.VECTORIZE for v in vs)
+    return any(v.dtype.count == self.n and (v.op is not Ops.VECTORIZE or v in self.shuffled) for v in vs)
   def full(self, v: UOp) -> UOp: return v if v.dtype.count == self.n else broadcast(v, self.n)
   def by_lane(self, u: UOp) -> UOp:
     """Lane i of u on its own. An elementwise op on floats takes lane i of its vectorized sources (GEP), so what
@@ -90,7 +111,7 @@ class _Vectorizer:
   def store(self, st: UOp) -> list[UOp]:
     """One vector STORE where the address has stride 1 in r (and any gate does not depend on it), else one per lane."""
     val = self.vec(st.src[2])
-    if val.dtype.count == self.n and _contiguous(st, self.r):
+    if val.dtype.count == self.n and is_contiguous(st, self.r):
       base = simplify(st.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
       return [st.replace(src=(st.src[0], base, val) + st.src[3:])]
     if val.dtype.count != self.n: return _lanes(st, self.r)
@@ -102,7 +123,7 @@ def loads_contiguous(value: UOp, r: UOp) -> bool:
   gate on r). Loads outside the reduces run once per output: they may go lane by lane."""
   inner = {u for red in value.toposort() if red.op is Ops.REDUCE for u in red.toposort()}
   moving = [u for u in inner if u.op is Ops.LOAD and r in u.toposort()]
-  return bool(moving) and all(_contiguous(u, r) for u in moving)
+  return bool(moving) and all(is_contiguous(u, r) for u in moving)
 
 def vector_range(st: UOp) -> UOp | None:
   """The UPCAST range (of 2, 4, 8 or 16) a STORE's value becomes a vector along: one its address has stride 1 in, or

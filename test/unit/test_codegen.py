@@ -357,6 +357,21 @@ def test_packed_matmul_values(shape):
   xt = np.ascontiguousarray(x.swapaxes(-1, -2))  # a transposed left operand is copied to rows first
   np.testing.assert_allclose((Tensor(xt).transpose(-1, -2) @ Tensor(w)).numpy(), x @ w, atol=1e-3, rtol=1e-4)
 
+@pytest.mark.parametrize("pad", [0, 4])
+def test_transposed_loads_read_vectors(pad):
+  """A load that gathers along the store's vector but is contiguous along another upcast axis (read NCHW, written NHWC,
+  with a padding gate along that axis) reads vectors along it and takes their lanes in registers (vectorize.py,
+  transposed): vector loads of the input where the renderer has vectors, and numpy's values."""
+  x = RNG.standard_normal((2, 8, 12, 16)).astype(np.float32)
+  si = kernel_of((Tensor(x).relu() * 2).permute(0, 2, 3, 1).pad(((0, 0), (0, 0), (pad, pad), (0, 0))).contiguous())
+  n = len(axes := axes_of(si))  # (2, 12 * 16, 8) or, padded, (2, 12, 24, 8): C last (the store's), W before it
+  assert axes[-1] == (AxisType.GLOBAL, 8) and axes[-2][1] % 4 == 0
+  got, p = run_with(si, [Opt(OptOps.UPCAST, n - 1, 4), Opt(OptOps.UPCAST, n - 2, 4)])
+  want = np.pad(np.maximum(x, 0) * 2, ((0, 0), (0, 0), (0, 0), (pad, pad))).transpose(0, 2, 3, 1)
+  np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-6)
+  if 4 in renderer().vector_widths:
+    assert any(u.op is Ops.LOAD and u.dtype.count == 4 for u in p.uops), "no vector load of the transposed input"
+
 def test_small_kernels_keep_only_vector_opts():
   """Under SMALL_WORK iterations a kernel gets no register tile, unrolling or transpose tile (they only cost codegen
   and compile time there); the vector opts stay (a row sum's lanes). Bigger ones get them."""
