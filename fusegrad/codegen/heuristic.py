@@ -257,6 +257,7 @@ def _transposed_reads(k: Kernel, opts: list[Opt]) -> None:
   the padded NHWC gradient 6.2 -> 4.5 ms; at AVX2 its vectors are 8 wide, and an 8 x 4 tile was no faster."""
   if k.reduce_op or k.ren.has_local or (lanes := vector_range(st := k.stores()[0])) is None or st.src[2].op is Ops.LOAD:
     return  # (a copy: _transpose_tile)
+  if not any(k.stride(ld, lanes) not in (0, 1) for ld in k.loads()): return
   n = range_size(lanes)
   for i, r in _out_axes(k):
     if range_size(r) % n or range_size(r) < 2 * n: continue
