@@ -372,6 +372,14 @@ def test_transposed_loads_read_vectors(pad):
   if 4 in renderer().vector_widths:
     assert any(u.op is Ops.LOAD and u.dtype.count == 4 for u in p.uops), "no vector load of the transposed input"
 
+def test_small_random_kernels_stay_plain_loops():
+  """Random bits (THREEFRY) in a loop too small for threads get no upcast: gcc vectorizes the plain loop, and copies
+  would repeat the scalar rounds per element; a threaded loop (its body runs once per iteration) keeps it."""
+  def opts_of(t: Tensor) -> list[Opt]:
+    return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
+  assert not any(o.op is OptOps.UPCAST for o in opts_of(Tensor.rand(36864)))
+  assert any(o.op is OptOps.UPCAST for o in opts_of(Tensor.rand(1 << 20)))
+
 def test_small_kernels_keep_only_vector_opts():
   """Under SMALL_WORK iterations a kernel gets no register tile, unrolling or transpose tile (they only cost codegen
   and compile time there); the vector opts stay (a row sum's lanes). Bigger ones get them."""
