@@ -269,7 +269,7 @@ def _transposed_reads(k: Kernel, opts: list[Opt]) -> None:
     try: trial = k.copy().apply_opt(opt := Opt(OptOps.UPCAST, i, n))  # (a gate along r, padding, may not depend on q)
     except KernelOptError: continue
     vec, q = vector_range(trial.stores()[0]), next(u for u in trial.ranges_of(AxisType.UPCAST) if u not in k.ranges())
-    if any(trial.stride(ld, vec) not in (0, 1) and is_contiguous(ld, q) for ld in trial.loads()) \
+    if vec is not None and any(trial.stride(ld, vec) not in (0, 1) and is_contiguous(ld, q) for ld in trial.loads()) \
        and _body_ops(trial) <= BODY_OPS and _try(k, opt, opts): return
 
 def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
