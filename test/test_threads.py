@@ -161,19 +161,23 @@ def _train(steps: int, infer_in_thread: bool) -> tuple:
       opt.step()
     return loss.realize()
   outs: set[bytes] = {model(Xi).numpy().tobytes()}  # before the first step
-  stop, building = threading.Event(), threading.Lock()
+  stop, building, inferred = threading.Event(), threading.Lock(), [0]
   def infer() -> None:
     while not stop.is_set():
       # the forward reads weight, then bias: a step between the two reads would mix two steps' weights (as in torch),
       # so only building the graph takes the user's lock; realizing it runs beside the next steps
       with building: y = model(Xi)
       outs.add(y.numpy().tobytes())  # read-only: no grad, no assign
+      inferred[0] += 1
   thread = threading.Thread(target=infer)
   if infer_in_thread: thread.start()
   try:
     for i in range(steps):
       with building: loss = step()
       if not infer_in_thread: outs.add(model(Xi).numpy().tobytes())
+      elif i % 500 == 0:  # Python's locks aren't fair: every 500 steps, wait (up to 10 s) till the thread got one in
+        n, deadline = inferred[0], time.monotonic() + 10
+        while inferred[0] == n and time.monotonic() < deadline: time.sleep(0.001)
       if i == 1000: rss, files = _rss(), _open_files()
   finally:
     stop.set()
