@@ -14,6 +14,12 @@ torch.set_num_threads(1)
 
 def device_is(*names: str) -> bool: return Device.DEFAULT.split(":")[0] in names
 
+def two_devices() -> tuple[str, str]:
+  """Two devices of the default kind (f"{Device.DEFAULT}:1" and :2), or two CPU devices where the default has only one
+  (a machine with one GPU)."""
+  kind = Device.DEFAULT.split(":")[0] if Device.get_available(f"{Device.DEFAULT.split(':')[0]}:2")[0] else "CPU"
+  return f"{kind}:1", f"{kind}:2"
+
 def _torch_dtype(dt: DType) -> torch.dtype:
   return {dtypes.float32: torch.float32, dtypes.float16: torch.float16, dtypes.bfloat16: torch.bfloat16, dtypes.float64: torch.float64,
           dtypes.int8: torch.int8, dtypes.uint8: torch.uint8, dtypes.int16: torch.int16, dtypes.int32: torch.int32,

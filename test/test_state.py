@@ -9,6 +9,7 @@ import pytest
 import torch
 from fusegrad import Tensor, TinyJit, dtypes, Device, nn
 from fusegrad.nn.optim import SGD, Adam
+from test.helpers import two_devices
 from fusegrad.nn.state import (get_state_dict, get_parameters, load_state_dict, StateDictError, safe_save, safe_load,
                                safe_load_metadata, torch_load, UnsafePickleError, gguf_load)
 
@@ -628,7 +629,7 @@ def test_load_state_dict_realize_flag():
   assert not Tensor.ones(3).uop.is_realized and Tensor([1.0]).reshape(1, 1).uop.is_realized
 
 def test_load_state_dict_into_sharded_model_shards_as_the_model():  # tinygrad's rule: the model's sharding wins
-  devices = (f"{Device.DEFAULT}:1", f"{Device.DEFAULT}:2")
+  devices = two_devices()
   layer = nn.Linear(3, 4)
   layer.weight.shard_(devices, 0)
   layer.bias.shard_(devices, None)

@@ -15,7 +15,7 @@ class MachineModel:
   fma_units: int = 2               # vector multiply-adds started per cycle (0: no FMA, a multiply then an add)
   fma_latency: int = 4             # cycles before a multiply-add's result can feed the next one
   l1d: int = 32 * 1024             # bytes of L1 data cache per core
-  l2: int = 1024 * 1024            # bytes of L2 cache per core
+  l2: int = 1024 * 1024            # bytes of L2 cache per core (a GPU: the one all its multiprocessors share)
   cache_line: int = 64             # bytes
   panel_bytes: int = 0             # a big matmul's right operand is first copied into column panels this wide (0: not)
   warp_size: int = 1               # threads that run in lockstep (CUDA: 32; CPU: 1)

@@ -1,7 +1,7 @@
 """The CUDA device: CUDA C compiled to a cubin by NVRTC (or the nvcc binary), run through the driver API with ctypes
 (libcuda.so.1, no CUDA Python packages). Without a driver or a GPU, CUDADevice() raises and Device.DEFAULT moves on."""
 from __future__ import annotations
-import ctypes, ctypes.util, functools, glob, os, re, shutil, subprocess, sys, tempfile
+import ctypes, ctypes.util, dataclasses, functools, glob, os, re, shutil, subprocess, sys, tempfile
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
 from fusegrad.renderer.cstyle import CUDARenderer
@@ -163,13 +163,17 @@ class CUDADevice(Compiled):
     self.cu.call("cuDeviceGet", ctypes.byref(dev), ordinal)
     self.cu.call("cuDevicePrimaryCtxRetain", ctypes.byref(self.context), dev)
     self.make_current()
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    self.cu.call("cuDeviceGetAttribute", ctypes.byref(major), 75, dev)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-    self.cu.call("cuDeviceGetAttribute", ctypes.byref(minor), 76, dev)  # ... _MINOR
-    self.arch = f"sm_{major.value}{minor.value}"
+    def attr(n: int) -> int:  # a CU_DEVICE_ATTRIBUTE_ value
+      self.cu.call("cuDeviceGetAttribute", ctypes.byref(v := ctypes.c_int()), n, dev)
+      return v.value
+    self.arch = f"sm_{attr(75)}{attr(76)}"  # compute capability major, minor
+    # the machine model: shared memory per block (8), warp size (10), the L2 every multiprocessor shares (38)
+    ren = CUDARenderer(device=device, shared_max=attr(8))
+    ren = dataclasses.replace(ren, machine=dataclasses.replace(ren.machine, local_memory=attr(8), warp_size=attr(10),
+                                                               l2=attr(38)))
     self.events = (ctypes.c_void_p(), ctypes.c_void_p())
     for ev in self.events: self.cu.call("cuEventCreate", ctypes.byref(ev), 0)
-    super().__init__(device, CUDAAllocator(self), CUDARenderer(device=device), cuda_compiler(self.arch),
+    super().__init__(device, CUDAAllocator(self), ren, cuda_compiler(self.arch),
                      functools.partial(CUDAProgram, self))
   def make_current(self) -> None: self.cu.call("cuCtxSetCurrent", self.context)
   @property
