@@ -105,13 +105,19 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     return _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()
   reused = operands(k)
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
+  def slides(r: UOp) -> bool:  # a load moves along r as along a reduce axis (a conv's window): it keeps more loads live
+    return any(k.stride(ld, r) and any(k.stride(ld, q) == k.stride(ld, r)
+                                       for q in k.ranges_of(AxisType.REDUCE, AxisType.LANES)) for ld in k.loads())
+  # axes upcast whole (a pooled 3 x 3), for a long reduce (a max pool's gradient: 0.38 -> 0.48 ms): the kernel's own
+  short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not slides(r)}
+  half, cap = k.ren.machine.vector_registers // 2, 0
   def candidates() -> list[tuple[int, UOp, int, bool, bool, bool, int]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads, the largest
     stride of the loads that move along it) for each output axis worth tiling. A vector needs the output or every load
     that moves along the axis to be contiguous."""
     out = []
     for i, r in _out_axes(k):
-      if r.arg[0] in done or range_size(r) < 8: continue
+      if r.arg[0] in done or range_size(r) < 8 and r.arg[0] not in short: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
       contiguous, loads = k.stride(store, r) == 1, loads_contiguous(k.ast, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
@@ -124,12 +130,12 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   def upcast(i: int, amt: int) -> list[Opt]:  # a big matmul's rows: padded to a tile that doesn't divide them
     return ([Opt(OptOps.PADTO, i, amt)] if wide and range_size(k.output_axes()[i]) % amt else []) + \
       [Opt(OptOps.UPCAST, i, amt)]
-  def fits(i: int, amt: int) -> bool:
+  def fits(i: int, amt: int, registers: int = 0) -> bool:
     trial = k.copy()
     try: trial = [trial.apply_opt(o) for o in upcast(i, amt)][-1]
     except KernelOptError: return False
     doubled = trial.upcast_size() // vec + 1 if wide and done else 0  # as many accumulators more, and a column operand
-    return tile_registers(trial, operands(trial)) + doubled <= k.ren.machine.vector_registers and \
+    return tile_registers(trial, operands(trial)) + doubled <= (registers or k.ren.machine.vector_registers) and \
       _body_ops(trial) <= BODY_OPS
   def second_vector() -> None:
     """A second vector along the output's vector axis where the registers allow: one more vector load per reduce step
@@ -145,7 +151,11 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       first = vector and not done
       rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
       amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
-      amt = next((a for a in amounts if (range_size(r) % a == 0 or rows) and fits(i, a)), None)
+      # a short axis whole, the tile then in half the registers (the evaluation's conv4 + pool: 3 windows, not 8 images,
+      # 1.3x at AVX-512); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward)
+      whole = [(range_size(r), half)] * (r.arg[0] in short and not first)
+      amt = next((a for a, regs in whole + [(a, cap) for a in amounts] if (range_size(r) % a == 0 or rows)
+                  and fits(i, a, regs)), None)
       # the first axis after the vector's: the one whose loads lie nearest (a pooled conv's neighbouring windows, not
       # four images': the evaluation's conv2 1.13x at AVX2); the next in axis order (a conv's batch before its rows:
       # 1.3x for the training step's conv2 forward at AVX-512)
@@ -153,6 +163,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
     if best is None or not all(_try(k, o, opts) for o in upcast(best[1], best[2])): break
     done.add(best[3])
+    if best[3] in short: cap = half
     # the second vector right after the first, before the broadcast axes take the registers (AVX2's conv kernels:
     # 8 accumulators as 2 vectors x 4, not 1 x 8, 4-10% faster; the same at AVX-512); a big matmul's comes last
     if len(done) == 1 and not wide: second_vector()
@@ -327,10 +338,8 @@ def _workgroups(k: Kernel, opts: list[Opt]) -> None:
 
 def _threads(k: Kernel, opts: list[Opt]) -> None:
   """Split the outermost output loop across CPU threads when the kernel does enough work to pay for it."""
-  if not k.ren.threads or not _out_axes(k): return
-  work = prod(range_size(r) for r in k.ranges())
-  i, r = _out_axes(k)[0]
-  if work >= SMALL_WORK and range_size(r) >= 2: _try(k, Opt(OptOps.THREAD, i, 0), opts)
+  if k.ren.threads and _out_axes(k) and prod(range_size(r) for r in k.ranges()) >= SMALL_WORK and \
+     range_size(_out_axes(k)[0][1]) >= 2: _try(k, Opt(OptOps.THREAD, _out_axes(k)[0][0], 0), opts)
 
 def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   """Opts for a kernel, in order: grouped reduce, vector lanes of a reduce, register tiling (wider, with column tiles
