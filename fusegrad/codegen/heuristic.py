@@ -5,7 +5,7 @@ from fusegrad.helpers import prod
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
-from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous
+from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous, TRANSPOSED
 
 # A kernel of fewer iterations (all its loops) on a device without workgroups runs in microseconds whatever its opts:
 # it keeps only those that make vectors (the lanes of a reduce, the elementwise vectors), not the tiles and unrolling
@@ -273,8 +273,7 @@ def _transposed_reads(k: Kernel, opts: list[Opt]) -> None:
   the padded NHWC gradient 6.2 -> 4.5 ms; at AVX2 its vectors are 8 wide, and an 8 x 4 tile was no faster."""
   if k.reduce_op or k.ren.has_local or (lanes := vector_range(st := k.stores()[0])) is None or st.src[2].op is Ops.LOAD:
     return  # (a copy: _transpose_tile)
-  if not any(k.stride(ld, lanes) not in (0, 1) for ld in k.loads()): return
-  n = range_size(lanes)
+  if (n := range_size(lanes)) not in TRANSPOSED or all(k.stride(ld, lanes) in (0, 1) for ld in k.loads()): return
   for i, r in _out_axes(k):
     if range_size(r) % n or range_size(r) < 2 * n: continue
     try: trial = k.copy().apply_opt(opt := Opt(OptOps.UPCAST, i, n))  # (a gate along r, padding, may not depend on q)

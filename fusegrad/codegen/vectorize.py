@@ -12,6 +12,7 @@ from fusegrad.codegen.expand import tree_reduce
 
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 BYTES = (dtypes.uint8, dtypes.int8)  # loaded as vectors where a cast to float32 reads them
+TRANSPOSED = (4, 8, 16)  # the lengths of the other axis a gathering load may read its vectors along (transposed)
 _RECURSED = VECTOR_DTYPES + (dtypes.bool,)  # vec reads the sources of ALU ops of these (bottom_up: deep chains)
 
 def is_contiguous(access: UOp, r: UOp) -> bool:
@@ -58,7 +59,7 @@ class _Vectorizer:
     along a column) as lanes taken from vectors loaded along q: lane i is lane q of the vector at r = i, q = 0. Once
     expand gives q its values, the copies share those vector loads and gather their lanes in registers (shuffles)
     instead of loading them one by one. None where there is no such q."""
-    q = next((q for q in u.src[1].toposort() if q.op is Ops.RANGE and q is not self.r and range_size(q) in (4, 8, 16)
+    q = next((q for q in u.src[1].toposort() if q.op is Ops.RANGE and q is not self.r and range_size(q) in TRANSPOSED
               and range_kind(q) is AxisType.UPCAST and is_contiguous(u, q)), None)
     if q is None: return None
     def lane(i: int) -> UOp:
