@@ -108,8 +108,10 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   def slides(r: UOp) -> bool:  # a load moves along r as along a reduce axis (a conv's window): it keeps more loads live
     return any(k.stride(ld, r) and any(k.stride(ld, q) == k.stride(ld, r)
                                        for q in k.ranges_of(AxisType.REDUCE, AxisType.LANES)) for ld in k.loads())
-  # axes upcast whole (a pooled 3 x 3), for a long reduce (a max pool's gradient: 0.38 -> 0.48 ms): the kernel's own
-  short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not slides(r)}
+  # axes upcast whole (a pooled 3 x 3), for a long reduce (a max pool's gradient: 0.38 -> 0.48 ms): the kernel's own;
+  # measured on CPUs only (a GPU thread's registers are also its occupancy)
+  short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
+           and not slides(r)}
   half, cap = k.ren.machine.vector_registers // 2, 0
   def candidates() -> list[tuple[int, UOp, int, bool, bool, bool, int]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads, the largest

@@ -83,8 +83,7 @@ class ConvMixin:
 
   def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
     """All slices of length size along dim, every step elements, as a new last axis (torch.Tensor.unfold; tinygrad's
-    argument names).
-    `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
+    argument names). `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
     d = _resolve_axis(dim, self.ndim, "unfold") if self.ndim else 0
     x = self.reshape(1) if self.ndim == 0 else self
     if size > x.shape[d]: raise ShapeError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
