@@ -155,9 +155,8 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
       # a short axis whole, the tile then in half the registers (the evaluation's conv4 + pool: 3 windows, not 8 images,
       # 1.3x at AVX-512); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward)
-      whole = [(range_size(r), half)] * (r.arg[0] in short and not first)
-      amt = next((a for a, regs in whole + [(a, cap) for a in amounts] if (range_size(r) % a == 0 or rows)
-                  and fits(i, a, regs)), None)
+      tries = [(range_size(r), half)] * (not first) if r.arg[0] in short else [(a, cap) for a in amounts]
+      amt = next((a for a, regs in tries if (range_size(r) % a == 0 or rows) and fits(i, a, regs)), None)
       # the first axis after the vector's: the one whose loads lie nearest (a pooled conv's neighbouring windows, not
       # four images': the evaluation's conv2 1.13x at AVX2); the next in axis order (a conv's batch before its rows:
       # 1.3x for the training step's conv2 forward at AVX-512)
