@@ -251,13 +251,8 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
     if _try(k, Opt(OptOps.UNROLL, last, amt), opts): return
 
 def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
-  """An elementwise kernel on the CPU: a few elements per iteration of the contiguous axis. Not for random bits
-  (THREEFRY) in a loop too small for threads: their integer rounds are scalar code per element, which the copies would
-  repeat and which gcc vectorizes in a plain loop (a conv's kaiming_uniform init: 0.27 -> 0.055 ms, 14 -> 3.7 KB of C,
-  codegen 82 -> 21 ms). A threaded loop calls its body once per iteration: there the copies pay (rand 4096²: 2.7x)."""
+  """An elementwise kernel on the CPU: a few elements per iteration of the contiguous axis."""
   if k.reduce_op or k.ren.has_local: return
-  if prod(range_size(r) for r in k.ranges()) < SMALL_WORK and any(u.op is Ops.THREEFRY for u in k.ast.toposort()):
-    return
   store = k.stores()[0]
   for i, r in reversed(_out_axes(k)):
     if k.stride(store, r) == 1:
@@ -351,16 +346,21 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   steps = (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _column_reduce,
            _unroll, _elementwise_vector_math, _elementwise_upcast, _transposed_reads, _transpose_tile, _copy_order,
            _workgroups, _threads)
-  if not k.ren.has_local and prod(range_size(r) for r in k.ranges()) < SMALL_WORK:
-    steps = (_lanes, _elementwise_vector_math, _elementwise_upcast)  # see SMALL_WORK
+  if not k.ren.has_local and prod(range_size(r) for r in k.ranges()) < SMALL_WORK:  # see SMALL_WORK
+    # random bits (THREEFRY) keep a plain loop: their integer rounds are scalar code per element, which the copies of
+    # an upcast would repeat and gcc vectorizes in a plain loop (a conv's kaiming_uniform init: 0.27 -> 0.055 ms, 14 ->
+    # 3.7 KB of C). A threaded loop calls its body once per iteration: there the copies pay (rand 4096²: 2.7x).
+    steps = (_lanes, _elementwise_vector_math) + (() if _random_bits(k) else (_elementwise_upcast,))
   for step in steps:
     if step is not None: step(k, opts)
   return opts
+
+def _random_bits(k: Kernel) -> bool: return any(u.op is Ops.THREEFRY for u in k.ast.toposort())
 
 def pick_compiler(k: Kernel) -> list[Opt]:
   """Where the device offers gcc besides its default (clang): gcc for kernels that compute random bits (THREEFRY:
   gcc vectorizes its uint32 rounds, clang doesn't: 5-12x), the default elsewhere (clang's matmul and convolution code
   is as fast or 1.1x faster, and compiles faster). Measured with bench/compilers.py (docs/speed.md)."""
-  if "gcc" not in k.ren.compilers[1:] or not any(u.op is Ops.THREEFRY for u in k.ast.toposort()): return []
+  if "gcc" not in k.ren.compilers[1:] or not _random_bits(k): return []
   opt = Opt(OptOps.COMPILER, 0, k.ren.compilers.index("gcc"))
   return [opt] if _try(k.copy(), opt, []) else []

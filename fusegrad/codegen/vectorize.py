@@ -15,6 +15,11 @@ BYTES = (dtypes.uint8, dtypes.int8)  # loaded as vectors where a cast to float32
 TRANSPOSED = (4, 8, 16)  # the lengths of the other axis a gathering load may read its vectors along (transposed)
 _RECURSED = VECTOR_DTYPES + (dtypes.bool,)  # vec reads the sources of ALU ops of these (bottom_up: deep chains)
 
+def vector_load(u: UOp, r: UOp) -> UOp:
+  """LOAD u (contiguous in r) as one vector of r's size, read from where r is 0."""
+  base = simplify(u.src[1].substitute({r: UOp.const(r.dtype, 0)}))
+  return UOp(Ops.LOAD, u.dtype.vec(range_size(r)), (u.src[0], base) + u.src[2:], u.arg)
+
 def is_contiguous(access: UOp, r: UOp) -> bool:
   """A LOAD or STORE moves by one element as r grows by one, and no gate of it depends on r."""
   gates = access.src[2:] if access.op is Ops.LOAD else access.src[3:]
@@ -38,9 +43,9 @@ class _Vectorizer:
     elif u.dtype == dtypes.bool and (m := self.mask(u)) is not None: ret = m
     elif u.op is Ops.WHERE and u.dtype == dtypes.float32 and (w := self.where(u)) is not None: ret = w
     elif u.dtype not in VECTOR_DTYPES: ret = self.by_lane(u)
-    elif u.op is Ops.LOAD and is_contiguous(u, self.r): ret = self.load(u)
+    elif u.op is Ops.LOAD and is_contiguous(u, self.r): ret = vector_load(u, self.r)
     elif u.op is Ops.CAST and u.src[0].op is Ops.LOAD and u.src[0].dtype in BYTES and is_contiguous(u.src[0], self.r):
-      ret = UOp(Ops.CAST, u.dtype.vec(self.n), (self.load(u.src[0]),))  # raw pixels: one load of n bytes, converted
+      ret = UOp(Ops.CAST, u.dtype.vec(self.n), (vector_load(u.src[0], self.r),))  # raw pixels: n bytes in one load
     elif u.op in GroupOp.Vector and self.any_real([self.vec(s) for s in u.src]):
       ret = UOp(u.op, u.dtype.vec(self.n), tuple(self.full(self.vec(s)) for s in u.src), u.arg)
     elif u.op is Ops.LOAD and (t := self.transposed(u)) is not None: ret = t
@@ -51,9 +56,6 @@ class _Vectorizer:
     self.memo[u] = ret
     return ret
 
-  def load(self, u: UOp) -> UOp:
-    base = simplify(u.src[1].substitute({self.r: UOp.const(self.r.dtype, 0)}))
-    return UOp(Ops.LOAD, u.dtype.vec(self.n), (u.src[0], base) + u.src[2:], u.arg)
   def transposed(self, u: UOp) -> UOp | None:
     """A load that isn't contiguous in r but is in another UPCAST range q (a transpose: read along a row, written
     along a column) as lanes taken from vectors loaded along q: lane i is lane q of the vector at r = i, q = 0. Once
@@ -63,9 +65,7 @@ class _Vectorizer:
               and range_kind(q) is AxisType.UPCAST and is_contiguous(u, q)), None)
     if q is None: return None
     def lane(i: int) -> UOp:
-      at = u.substitute({self.r: UOp.const(self.r.dtype, i)})
-      v = UOp(Ops.LOAD, u.dtype.vec(range_size(q)), (at.src[0], simplify(at.src[1].substitute(
-        {q: UOp.const(q.dtype, 0)}))) + at.src[2:], at.arg)
+      v = vector_load(u.substitute({self.r: UOp.const(self.r.dtype, i)}), q)
       pick = UOp(Ops.GEP, u.dtype, (v,), range_size(q) - 1)  # lane q of v, which expand's copies fold to one GEP
       for j in reversed(range(range_size(q) - 1)):
         pick = UOp(Ops.WHERE, u.dtype, (UOp(Ops.CMPNE, dtypes.bool, (q, UOp.const(q.dtype, j))), pick,
