@@ -48,10 +48,8 @@ def pluralize(st: str, cnt: int) -> str:
   """pluralize("kernel", 2) is '2 kernels'."""
   return f"{cnt} {st}s" if cnt != 1 else f"1 {st}"
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
-  yes: list[T] = []
-  no: list[T] = []
-  for item in items: (yes if fn(item) else no).append(item)
-  return yes, no
+  marked = [(fn(x), x) for x in items]
+  return [x for yes, x in marked if yes], [x for yes, x in marked if not yes]
 
 def argfix(*x: Any) -> tuple:
   """Accept both f(1, 2, 3) and f((1, 2, 3)): returns the tuple."""

@@ -1,7 +1,8 @@
 """The default choice of optimizations for a kernel, from its shape and the renderer's capabilities.
 In: a Kernel. Out: a list of Opts (the kernel is not changed). The steps: docs/developer/codegen.md, "Opts"."""
 from __future__ import annotations
-from fusegrad.helpers import prod
+import math
+from fusegrad.helpers import prod, ceildiv
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size
@@ -113,6 +114,14 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
            and not slides(r)}
   half, cap = k.ren.machine.vector_registers // 2, 0
+  way = k.ren.machine.l1d // k.ren.machine.l1_ways  # the bytes between two addresses of one L1 set (4 KB on x86)
+  def crowded(r: UOp, amt: int) -> bool:
+    """amt loads along r of values read again later (for another output) of which more than half the L1's ways fall
+    in one set, their addresses a multiple of the way apart: they evict each other before they are read again (a
+    conv's 8 images of 16 KB: conv4's forward 9.0 -> 6.5 ms with 4 at AVX-512; a sum read once streams 8 as well)."""
+    return not k.ren.has_local and any(
+      ceildiv(amt, way // math.gcd(abs(s) * ld.src[0].dtype.base.itemsize, way)) > k.ren.machine.l1_ways // 2  # type: ignore[attr-defined]
+      and any(k.stride(ld, q) == 0 for _, q in _out_axes(k)) for ld in operands(k) if (s := k.stride(ld, r)))
   def candidates() -> list[tuple[int, UOp, int, bool, bool, bool, int]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads, the largest
     stride of the loads that move along it) for each output axis worth tiling. A vector needs the output or every load
@@ -156,7 +165,8 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       # a short axis whole, the tile then in half the registers (the evaluation's conv4 + pool: 3 windows, not 8 images,
       # 1.3x at AVX-512); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward)
       tries = [(range_size(r), half)] * (not first) if r.arg[0] in short else [(a, cap) for a in amounts]
-      amt = next((a for a, regs in tries if (range_size(r) % a == 0 or rows) and fits(i, a, regs)), None)
+      amt = next((a for a, regs in tries if (range_size(r) % a == 0 or rows) and not crowded(r, a)
+                  and fits(i, a, regs)), None)
       # the first axis after the vector's: the one whose loads lie nearest (a pooled conv's neighbouring windows, not
       # four images': the evaluation's conv2 1.13x at AVX2); the next in axis order (a conv's batch before its rows:
       # 1.3x for the training step's conv2 forward at AVX-512)

@@ -8,7 +8,7 @@ from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer, Device
 from fusegrad.helpers import dprint, prod, PROGRAM_CACHE, SPLIT_REDUCEOP
-from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape, postorder
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state
 from fusegrad.engine.state import view_base
@@ -400,21 +400,7 @@ def collect(outs: list[UOp]) -> Graph:
       leaves.add(n)
       return ()
     return () if n.op is Ops.BUFFER else n.src
-  # the toposort of SINK(outs) without the SINK, inlined: this walk runs at every realize
-  visited: dict[UOp, None] = {}
-  for out in outs:
-    if out in visited: continue
-    stack = [(out, iter(below(out)))]
-    while stack:
-      node, srcs = stack[-1]
-      for s in srcs:
-        if s not in visited:
-          stack.append((s, iter(below(s))))
-          break
-      else:
-        stack.pop()
-        visited[node] = None
-  return Graph(list(outs), list(visited), becomes, leaves)
+  return Graph(list(outs), list(postorder(outs, below)), becomes, leaves)
 
 def create_schedule(outs: list[UOp]) -> Schedule:
   """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""

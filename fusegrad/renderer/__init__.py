@@ -13,8 +13,8 @@ class MachineModel:
   vector_bytes: int = 16           # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512)
   vector_registers: int = 16       # SIMD registers one thread can name (16 SSE and AVX2, 32 AVX-512)
   fma_units: int = 2               # vector multiply-adds started per cycle (0: no FMA, a multiply then an add)
-  fma_latency: int = 4             # cycles before a multiply-add's result can feed the next one
   l1d: int = 32 * 1024             # bytes of L1 data cache per core
+  l1_ways: int = 8                 # its associativity: each address maps to one set of this many lines
   l2: int = 1024 * 1024            # bytes of L2 cache per core (a GPU: the one all its multiprocessors share)
   cache_line: int = 64             # bytes
   panel_bytes: int = 0             # a big matmul's right operand is first copied into column panels this wide (0: not)
@@ -23,10 +23,6 @@ class MachineModel:
   def vector(self, itemsize: int) -> int:
     """Elements of itemsize bytes in one SIMD register."""
     return max(self.vector_bytes // itemsize, 1)
-  @property
-  def accumulators(self) -> int:
-    """Independent multiply-adds in flight that keep every FMA unit busy (latency x units)."""
-    return max(self.fma_units, 1) * self.fma_latency
 
 class UnsupportedDTypeError(NotImplementedError):
   """A kernel uses a dtype its device can't compute in or store (float64 on WEBGPU); the message names both."""

@@ -1,7 +1,7 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
-import ctypes, ctypes.util, functools, hashlib, mmap, os, platform, queue, re, shlex, shutil, struct, subprocess
-import tempfile, threading, time, weakref
+import ctypes, ctypes.util, functools, hashlib, mmap, os, pathlib, platform, queue, re, shlex, shutil, struct
+import subprocess, tempfile, threading, time, weakref
 from typing import Any, Callable
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError, RUN_LOCK
 from fusegrad.helpers import CC, CPU_ISA, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
@@ -201,17 +201,16 @@ def cpu_isa() -> str:
                      f" it runs {', '.join(have) or 'none of ' + str(list(ISAS))}")
   return CPU_ISA.value
 
-def _cache_sizes() -> dict[int, int]:
-  """Bytes of the data (or unified) cache of each level of cpu0, from /sys ({} where it can't be read)."""
+def _caches() -> dict[int, tuple[int, int]]:
+  """(bytes, ways) of the data (or unified) cache of each level of cpu0, from /sys ({} where it can't be read)."""
   out, root = {}, "/sys/devices/system/cpu/cpu0/cache"
   for d in (os.listdir(root) if os.path.isdir(root) else []):
     try:
-      with open(f"{root}/{d}/level") as f: level = int(f.read())
-      with open(f"{root}/{d}/type") as f: kind = f.read().strip()
-      with open(f"{root}/{d}/size") as f: size = f.read().strip()
+      level, kind, size, ways = (pathlib.Path(root, d, n).read_text().strip()
+                                 for n in ("level", "type", "size", "ways_of_associativity"))
+      if kind in ("Data", "Unified") and size[:-1].isdigit():
+        out[int(level)] = (int(size[:-1]) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0), int(ways))
     except (OSError, ValueError): continue
-    if kind in ("Data", "Unified") and size[:-1].isdigit():
-      out[level] = int(size[:-1]) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0)
   return out
 
 def cpu_machine(isa: str) -> MachineModel:
@@ -220,10 +219,11 @@ def cpu_machine(isa: str) -> MachineModel:
   since 2013 issues two per cycle: Haswell, Zen 2-4, Sapphire Rapids), none on SSE4 (a multiply, then an add). A big
   matmul's right operand is packed into panels of a cache line (engine/schedule.py, pack_matmuls)."""
   _, vbytes, regs, _ = ISAS.get(isa, ("", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, []))
-  caches, default = _cache_sizes(), MachineModel()
+  caches, default = _caches(), MachineModel()
+  (l1d, ways), (l2, _) = caches.get(1, (default.l1d, default.l1_ways)), caches.get(2, (default.l2, 0))
   return MachineModel(isa=isa or platform.machine(), vector_bytes=vbytes, vector_registers=regs,
-                      fma_units=2 if isa in ("avx2", "avx512") else 0, l1d=caches.get(1, default.l1d),
-                      l2=caches.get(2, default.l2), panel_bytes=default.cache_line)
+                      fma_units=2 if isa in ("avx2", "avx512") else 0, l1d=l1d, l1_ways=ways or default.l1_ways, l2=l2,
+                      panel_bytes=default.cache_line)
 
 @functools.cache
 def compiler_version(cc: tuple[str, ...]) -> str:

@@ -76,6 +76,24 @@ def _uninterned(ref: _Ref) -> None:  # (UOp is None at interpreter shutdown: the
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
 _consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) -> the constant made (UOp.const)
 
+def postorder(roots: Sequence[UOp], below: Callable[[UOp], tuple[UOp, ...]]) -> dict[UOp, None]:
+  """The nodes reachable from roots through below(node), each after the nodes below it (iterative: deep graphs are
+  fine; a graph has no cycles)."""
+  visited: dict[UOp, None] = {}
+  for root in roots:
+    stack = [(root, iter(below(root)))] if root not in visited else []
+    while stack:
+      node, srcs = stack[-1]
+      for s in srcs:  # the first source not visited yet goes on the stack (none of the stack's nodes can be)
+        if s not in visited:
+          stack.append((s, iter(below(s))))
+          break
+      else:
+        stack.pop()
+        visited[node] = None
+  return visited
+def _sources(n: UOp) -> tuple[UOp, ...]: return n.src
+
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
   __slots__ = ("op", "dtype", "src", "arg", "_cache", "__weakref__")
@@ -128,18 +146,7 @@ class UOp:
     """All nodes reachable from self, sources before users (iterative: deep graphs are fine).
     With gate, the walk does not descend into the sources of nodes where gate(node) is False."""
     if gate is None and (known := self._cache.get("topo")) is not None: return [*known, self]  # (self: no cycle)
-    visited: dict[UOp, None] = {}
-    stack = [(self, iter(self.src if gate is None or gate(self) else ()))]
-    while stack:
-      node, srcs = stack[-1]
-      for s in srcs:  # the first source not visited yet goes on the stack (a graph has no cycles: none is on it)
-        if s not in visited:
-          stack.append((s, iter(s.src if gate is None or gate(s) else ())))
-          break
-      else:
-        stack.pop()
-        visited[node] = None
-    ret = list(visited)
+    ret = list(postorder((self,), _sources if gate is None else lambda n: n.src if gate(n) else ()))
     if gate is None and self.op is Ops.SINK: self._cache["topo"] = tuple(ret[:-1])  # a kernel: each pass walks it
     return ret
 
