@@ -102,13 +102,16 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   vec = max(k.ren.machine.vector(itemsize), 4)
   done: set[int] = set()
   lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
+  # lanes of at least half a register: a window sliding along them loads a vector per tap, no window stays live (MNIST's
+  # conv1 weight gradient tiles its 5 taps: 5.7-6.2 -> 3.9-4.3 ms at AVX-512, 5.9-6.2 -> 4.6-4.8 at AVX2)
+  lane_vector = lanes * 2 >= vec
   def operands(k: Kernel) -> list[UOp]:  # a matmul's bias is not in the tile
     return _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()
   reused = operands(k)
   long_reduce = prod(range_size(r) for r in k.ranges_of(AxisType.REDUCE)) >= 64
   def slides(r: UOp) -> bool:  # a load moves along r as along a reduce axis (a conv's window): it keeps more loads live
-    return any(k.stride(ld, r) and any(k.stride(ld, q) == k.stride(ld, r)
-                                       for q in k.ranges_of(AxisType.REDUCE, AxisType.LANES)) for ld in k.loads())
+    sliding = k.ranges_of(AxisType.REDUCE, *[AxisType.LANES] * (not lane_vector))
+    return any(k.stride(ld, r) and any(k.stride(ld, q) == k.stride(ld, r) for q in sliding) for ld in k.loads())
   # axes upcast whole (a pooled 3 x 3), for a long reduce (a max pool's gradient: 0.38 -> 0.48 ms): the kernel's own;
   # measured on CPUs only (a GPU thread's registers are also its occupancy)
   short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
@@ -163,8 +166,9 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
       amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
       # a short axis whole, the tile then in half the registers (the evaluation's conv4 + pool: 3 windows, not 8 images,
-      # 1.3x at AVX-512); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward)
-      tries = [(range_size(r), half)] * (not first) if r.arg[0] in short else [(a, cap) for a in amounts]
+      # 1.3x at AVX-512); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward); never
+      # as the vector, unless the reduce's lanes are the vector
+      tries = [(range_size(r), half)] * (not first or lane_vector) if r.arg[0] in short else [(a, cap) for a in amounts]
       amt = next((a for a, regs in tries if (range_size(r) % a == 0 or rows) and not crowded(r, a)
                   and fits(i, a, regs)), None)
       # the first axis after the vector's: the one whose loads lie nearest (a pooled conv's neighbouring windows, not
