@@ -119,9 +119,8 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   half, cap = k.ren.machine.vector_registers // 2, 0
   way = k.ren.machine.l1d // k.ren.machine.l1_ways  # the bytes between two addresses of one L1 set (4 KB on x86)
   def crowded(r: UOp, amt: int) -> bool:
-    """amt loads along r of values read again later (for another output) of which more than half the L1's ways fall
-    in one set, their addresses a multiple of the way apart: they evict each other before they are read again (a
-    conv's 8 images of 16 KB: conv4's forward 9.0 -> 6.5 ms with 4 at AVX-512; a sum read once streams 8 as well)."""
+    """amt loads along r, of values read again later, put more than half the L1's ways in one set (addresses a way
+    apart evict each other: a conv's 8 images of 16 KB, conv4's forward 9.0 -> 6.5 ms with 4 at AVX-512)."""
     return not k.ren.has_local and any(
       ceildiv(amt, way // math.gcd(abs(s) * ld.src[0].dtype.base.itemsize, way)) > k.ren.machine.l1_ways // 2  # type: ignore[attr-defined]
       and any(k.stride(ld, q) == 0 for _, q in _out_axes(k)) for ld in operands(k) if (s := k.stride(ld, r)))
