@@ -117,7 +117,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
            and not slides(r)}
   half, cap = k.ren.machine.vector_registers // 2, 0
-  way = k.ren.machine.l1d // k.ren.machine.l1_ways  # the bytes between two addresses of one L1 set (4 KB on x86)
+  way = max(k.ren.machine.l1d // k.ren.machine.l1_ways, 1)  # bytes between two addresses of one L1 set (4 KB on x86)
   def crowded(r: UOp, amt: int) -> bool:
     """amt loads along r, of values read again later, put more than half the L1's ways in one set (addresses a way
     apart evict each other: a conv's 8 images of 16 KB, conv4's forward 9.0 -> 6.5 ms with 4 at AVX-512)."""

@@ -206,10 +206,11 @@ def _caches() -> dict[int, tuple[int, int]]:
   out, root = {}, "/sys/devices/system/cpu/cpu0/cache"
   for d in (os.listdir(root) if os.path.isdir(root) else []):
     try:
-      level, kind, size, ways = (pathlib.Path(root, d, n).read_text().strip()
-                                 for n in ("level", "type", "size", "ways_of_associativity"))
+      level, kind, size = (pathlib.Path(root, d, n).read_text().strip() for n in ("level", "type", "size"))
+      ways = pathlib.Path(root, d, "ways_of_associativity")  # (0 where unknown)
       if kind in ("Data", "Unified") and size[:-1].isdigit():
-        out[int(level)] = (int(size[:-1]) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0), int(ways))
+        out[int(level)] = (int(size[:-1]) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0),
+                           int(ways.read_text()) if ways.exists() else 0)
     except (OSError, ValueError): continue
   return out
 
