@@ -403,35 +403,25 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(new_shape))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
   def float(self) -> Tensor:
-    """Cast to float32."""
-    return self.cast(dtypes.float32)
+    """Cast to float32."""; return self.cast(dtypes.float32)
   def half(self) -> Tensor:
-    """Cast to float16."""
-    return self.cast(dtypes.float16)
+    """Cast to float16."""; return self.cast(dtypes.float16)
   def double(self) -> Tensor:
-    """Cast to float64."""
-    return self.cast(dtypes.float64)
+    """Cast to float64."""; return self.cast(dtypes.float64)
   def int(self) -> Tensor:
-    """Cast to int32."""
-    return self.cast(dtypes.int32)
+    """Cast to int32."""; return self.cast(dtypes.int32)
   def long(self) -> Tensor:
-    """Cast to int64."""
-    return self.cast(dtypes.int64)
+    """Cast to int64."""; return self.cast(dtypes.int64)
   def bool(self) -> Tensor:
-    """Cast to bool (nonzero is True)."""
-    return self.cast(dtypes.bool)
+    """Cast to bool (nonzero is True)."""; return self.cast(dtypes.bool)
   def bfloat16(self) -> Tensor:
-    """Cast to bfloat16."""
-    return self.cast(dtypes.bfloat16)
+    """Cast to bfloat16."""; return self.cast(dtypes.bfloat16)
   def short(self) -> Tensor:
-    """Cast to int16."""
-    return self.cast(dtypes.int16)
+    """Cast to int16."""; return self.cast(dtypes.int16)
   def char(self) -> Tensor:
-    """Cast to int8."""
-    return self.cast(dtypes.int8)
+    """Cast to int8."""; return self.cast(dtypes.int8)
   def byte(self) -> Tensor:
-    """Cast to uint8."""
-    return self.cast(dtypes.uint8)
+    """Cast to uint8."""; return self.cast(dtypes.uint8)
 
   def assign(self, x: Any) -> Tensor:
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""

@@ -207,8 +207,7 @@ class ElementwiseMixin:
     if hi is not None: x = (x > hi).where(hi, x)
     return x
   def clamp(self: Tensor, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
-    """The same as clip."""
-    return self.clip(min_, max_, min=min, max=max)
+    """The same as clip."""; return self.clip(min_, max_, min=min, max=max)
   def abs(self: Tensor) -> Tensor:
     """|x|, as torch: abs(-0.0) and abs(0.0) are +0.0 and nan stays nan; the gradient is sign(x) (0 at 0 and nan)."""
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool: return self
@@ -223,11 +222,9 @@ class ElementwiseMixin:
     negative = (b < 0) | ((b == 0) & (b.reciprocal() < 0))
     return negative.where(-a.abs(), a.abs())
   def square(self: Tensor) -> Tensor:
-    """self * self."""
-    return self * self
+    """self * self."""; return self * self
   def lerp(self: Tensor, end: Any, weight: Any) -> Tensor:
-    """self + (end - self) * weight."""
-    return self + (end - self) * weight
+    """self + (end - self) * weight."""; return self + (end - self) * weight
   def logaddexp(self: Tensor, other: Any) -> Tensor:
     """log(exp(self) + exp(other)), computed without overflow."""
     a, b = self._broadcasted(other, op="logaddexp")
@@ -237,11 +234,9 @@ class ElementwiseMixin:
 
   # *** transcendental ***
   def sqrt(self: Tensor) -> Tensor:
-    """Square root (nan below 0)."""
-    return self._float()._apply(Ops.SQRT)
+    """Square root (nan below 0)."""; return self._float()._apply(Ops.SQRT)
   def rsqrt(self: Tensor) -> Tensor:
-    """1 / sqrt(self)."""
-    return self.sqrt().reciprocal()
+    """1 / sqrt(self)."""; return self.sqrt().reciprocal()
   def exp(self: Tensor) -> Tensor:
     """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error).
 
@@ -256,8 +251,7 @@ class ElementwiseMixin:
     [1.0, 2.0, 8.0]"""
     return self._float()._apply(Ops.EXP2)
   def expm1(self: Tensor) -> Tensor:
-    """exp(x) - 1."""
-    return self.exp() - 1
+    """exp(x) - 1."""; return self.exp() - 1
   def log(self: Tensor) -> Tensor:
     """Natural logarithm (-inf at 0, nan below).
 
@@ -265,30 +259,23 @@ class ElementwiseMixin:
     [0.0, 1.0, -0.6931]"""
     return self._float()._apply(Ops.LOG2).mul(LN_2)
   def log2(self: Tensor) -> Tensor:
-    """Base-2 logarithm."""
-    return self._float()._apply(Ops.LOG2)
+    """Base-2 logarithm."""; return self._float()._apply(Ops.LOG2)
   def log10(self: Tensor) -> Tensor:
-    """Base-10 logarithm."""
-    return self.log2() * (1 / math.log2(10))
+    """Base-10 logarithm."""; return self.log2() * (1 / math.log2(10))
   def log1p(self: Tensor) -> Tensor:
-    """log(1 + x)."""
-    return (self + 1).log()
+    """log(1 + x)."""; return (self + 1).log()
   def sin(self: Tensor) -> Tensor:
-    """Sine (of radians)."""
-    return self._float()._apply(Ops.SIN)
+    """Sine (of radians)."""; return self._float()._apply(Ops.SIN)
   def cos(self: Tensor) -> Tensor:
     """Cosine as 1 - 2 sin(x/2)^2: x/2 is exact, so large x lose nothing (pi/2 - x would round)."""
     s = (self._float() * 0.5).sin()
     return 1 - 2 * s * s
   def tan(self: Tensor) -> Tensor:
-    """sin(x) / cos(x)."""
-    return self.sin() / self.cos()
+    """sin(x) / cos(x)."""; return self.sin() / self.cos()
   def sinh(self: Tensor) -> Tensor:
-    """(exp(x) - exp(-x)) / 2."""
-    return (self.exp() - (-self).exp()) / 2
+    """(exp(x) - exp(-x)) / 2."""; return (self.exp() - (-self).exp()) / 2
   def cosh(self: Tensor) -> Tensor:
-    """(exp(x) + exp(-x)) / 2."""
-    return (self.exp() + (-self).exp()) / 2
+    """(exp(x) + exp(-x)) / 2."""; return (self.exp() + (-self).exp()) / 2
   def asinh(self: Tensor) -> Tensor:
     """Inverse hyperbolic sine: log(|x| + sqrt(x^2 + 1)) with the sign of x (no cancellation for x < 0)."""
     return self._float()._odd(lambda y: (y + (y * y + 1).sqrt()).log())
@@ -322,8 +309,7 @@ class ElementwiseMixin:
 
   # *** rounding ***
   def trunc(self: Tensor) -> Tensor:
-    """Round toward zero."""
-    return self._apply(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
+    """Round toward zero."""; return self._apply(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
   def floor(self: Tensor) -> Tensor:
     """Round toward minus infinity."""
     if not dtypes.is_float(self.dtype): return self
@@ -342,8 +328,7 @@ class ElementwiseMixin:
     f_is_odd = (f - (f * 0.5).floor() * 2).ne(0)
     return ((frac > 0.5) | ((frac == 0.5) & f_is_odd)).where(f + 1, f)
   def frac(self: Tensor) -> Tensor:
-    """self - trunc(self)."""
-    return self - self.trunc()
+    """self - trunc(self)."""; return self - self.trunc()
 
   # *** comparisons and logic ***
   def __lt__(self: Tensor, x: Any) -> Tensor:
@@ -357,15 +342,13 @@ class ElementwiseMixin:
     a, b = self._broadcasted(x, op="ne")
     return a._apply(Ops.CMPNE, b)
   def eq(self: Tensor, x: Any) -> Tensor:
-    """self == x (false where either is nan)."""
-    return self.ne(x).logical_not()
+    """self == x (false where either is nan)."""; return self.ne(x).logical_not()
   def __ge__(self: Tensor, x: Any) -> Tensor: return (self > x) | self.eq(x)  # not (self < x): nan >= nan is false
   def __le__(self: Tensor, x: Any) -> Tensor: return (self < x) | self.eq(x)
   def __eq__(self: Tensor, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
   def __ne__(self: Tensor, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
   def lt(self: Tensor, x: Any) -> Tensor:
-    """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""
-    return self < x
+    """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""; return self < x
   def gt(self: Tensor, x: Any) -> Tensor:
     """self > x, elementwise (a bool tensor).
 
@@ -373,14 +356,11 @@ class ElementwiseMixin:
     [False, False, True]"""
     return self > x
   def le(self: Tensor, x: Any) -> Tensor:
-    """self <= x."""
-    return self <= x
+    """self <= x."""; return self <= x
   def ge(self: Tensor, x: Any) -> Tensor:
-    """self >= x."""
-    return self >= x
+    """self >= x."""; return self >= x
   def isnan(self: Tensor) -> Tensor:
-    """True where self is nan."""
-    return self.ne(self)
+    """True where self is nan."""; return self.ne(self)
   def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
     """True where self is +inf (if detect_positive) or -inf (if detect_negative)."""
     ret = self.zeros_like(dtype=dtypes.bool)
@@ -404,14 +384,11 @@ class ElementwiseMixin:
     """True where self is zero (or False)."""
     return self.cast(dtypes.bool)._apply(Ops.CMPNE, self._const(True, dtypes.bool))
   def logical_and(self: Tensor, x: Any) -> Tensor:
-    """True where both are non-zero."""
-    return self.bool().bitwise_and(_as_bool(x))
+    """True where both are non-zero."""; return self.bool().bitwise_and(_as_bool(x))
   def logical_or(self: Tensor, x: Any) -> Tensor:
-    """True where either is non-zero."""
-    return self.bool().bitwise_or(_as_bool(x))
+    """True where either is non-zero."""; return self.bool().bitwise_or(_as_bool(x))
   def logical_xor(self: Tensor, x: Any) -> Tensor:
-    """True where exactly one is non-zero."""
-    return self.bool().bitwise_xor(_as_bool(x))
+    """True where exactly one is non-zero."""; return self.bool().bitwise_xor(_as_bool(x))
   def _bitwise(self: Tensor, op: Ops, x: Any, reverse: bool, name: str) -> Tensor:
     a, b = self._broadcasted(x, reverse, op=name)
     if dtypes.is_float(a.dtype): raise DTypeError(f"{name}: needs int or bool tensors, not {a.dtype}")
@@ -448,11 +425,9 @@ class ElementwiseMixin:
     [0.0, 0.0, 2.0]"""
     return (self <= 0).where(0, self)
   def relu6(self: Tensor) -> Tensor:
-    """min(max(x, 0), 6) (gradient 0 at both bounds, as torch)."""
-    return self.hardtanh(0, 6)
+    """min(max(x, 0), 6) (gradient 0 at both bounds, as torch)."""; return self.hardtanh(0, 6)
   def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor:
-    """x for x > 0, else neg_slope * x."""
-    return (self > 0).where(self, self * neg_slope)
+    """x for x > 0, else neg_slope * x."""; return (self > 0).where(self, self * neg_slope)
   def sigmoid(self: Tensor) -> Tensor:
     """1 / (1 + exp(-x)), from exp(-|x|) so nothing overflows in the value or the gradient."""
     x = self._float()
@@ -460,14 +435,12 @@ class ElementwiseMixin:
     e = positive.where(-x, x).exp()  # exp(-|x|), by a where so the gradient at 0 isn't cut by abs
     return positive.where(1 / (1 + e), e / (1 + e))
   def logsigmoid(self: Tensor) -> Tensor:
-    """log(sigmoid(x)) = -softplus(-x)."""
-    return -(-self).softplus()
+    """log(sigmoid(x)) = -softplus(-x)."""; return -(-self).softplus()
   def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
     """alpha * x + beta limited to [0, 1] (torch's hardsigmoid with the defaults)."""
     return (alpha * self + beta).hardtanh(0, 1)
   def tanh(self: Tensor) -> Tensor:
-    """tanh(x) = 2 sigmoid(2x) - 1."""
-    return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+    """tanh(x) = 2 sigmoid(2x) - 1."""; return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
     """x limited to [min_val, max_val]; unlike clip, the gradient is 0 at the bounds (as torch.nn.functional)."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
@@ -479,14 +452,11 @@ class ElementwiseMixin:
     inner = math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)
     return 0.5 * self * (1 + inner.tanh())
   def quick_gelu(self: Tensor) -> Tensor:
-    """x * sigmoid(1.702 x)."""
-    return self * (self * 1.702).sigmoid()
+    """x * sigmoid(1.702 x)."""; return self * (self * 1.702).sigmoid()
   def silu(self: Tensor) -> Tensor:
-    """x * sigmoid(x)."""
-    return self * self.sigmoid()
+    """x * sigmoid(x)."""; return self * self.sigmoid()
   def swish(self: Tensor) -> Tensor:
-    """The same as silu."""
-    return self.silu()
+    """The same as silu."""; return self.silu()
   def _expm1_nonpositive(self: Tensor) -> Tensor:
     """exp(min(x, 0)) - 1, with the whole gradient at 0 going to x (the elu family's negative half)."""
     return (self > 0).where(0, self).exp() - 1
@@ -506,14 +476,11 @@ class ElementwiseMixin:
     soft = (bx.relu() + (1 + negative_abs.exp()).log()) / beta
     return (bx > threshold).where(self, soft)
   def mish(self: Tensor) -> Tensor:
-    """x * tanh(softplus(x))."""
-    return self * self.softplus().tanh()
+    """x * tanh(softplus(x))."""; return self * self.softplus().tanh()
   def hardswish(self: Tensor) -> Tensor:
-    """x * relu6(x + 3) / 6."""
-    return self * (self + 3).relu6() * (1 / 6)
+    """x * relu6(x + 3) / 6."""; return self * (self + 3).relu6() * (1 / 6)
   def softsign(self: Tensor) -> Tensor:
-    """x / (1 + |x|)."""
-    return self / (1 + self.abs())
+    """x / (1 + |x|)."""; return self / (1 + self.abs())
 
   # *** operators ***
   def __neg__(self: Tensor) -> Tensor: return self.neg()
