@@ -121,9 +121,10 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   def crowded(r: UOp, amt: int) -> bool:
     """amt loads along r, of values read again later, put more than half the L1's ways in one set (addresses a way
     apart evict each other: a conv's 8 images of 16 KB, conv4's forward 9.0 -> 6.5 ms with 4 at AVX-512)."""
-    return not k.ren.has_local and any(
-      ceildiv(amt, way // math.gcd(abs(s) * ld.src[0].dtype.base.itemsize, way)) > k.ren.machine.l1_ways // 2  # type: ignore[attr-defined]
-      and any(k.stride(ld, q) == 0 for _, q in _out_axes(k)) for ld in operands(k) if (s := k.stride(ld, r)))
+    if k.ren.has_local: return False
+    reread = [ld for ld in operands(k) if any(k.stride(ld, q) == 0 for _, q in _out_axes(k))]  # (for other outputs)
+    return any(ceildiv(amt, way // math.gcd(abs(s) * ld.src[0].dtype.base.itemsize, way)) > k.ren.machine.l1_ways // 2  # type: ignore[attr-defined]
+               for ld in reread if (s := k.stride(ld, r)))
   def candidates() -> list[tuple[int, UOp, int, bool, bool, bool, int]]:
     """(axis, range, loads it broadcasts, output contiguous in it, can be a vector, a vector of loads, the largest
     stride of the loads that move along it) for each output axis worth tiling. A vector needs the output or every load
