@@ -2,6 +2,7 @@
 
 What each Opt splits and checks: docs/developer/codegen.md, "Opts"."""
 from __future__ import annotations
+import functools
 from dataclasses import dataclass
 from enum import Enum, auto
 from fusegrad.dtype import dtypes
@@ -187,12 +188,8 @@ class Kernel:
   def _split(self, r: UOp, amount: int, kind: AxisType) -> UOp:
     """r -> a*amount + b: the outer part a keeps r's role, the inner part b (amount iterations) gets the new one.
     With amount equal to r's size, r just changes role."""
-    size, old_kind = range_size(r), range_kind(r)
-    if amount == size: pieces = [new_range(size, (r.arg[0], kind))]
-    else: pieces = [new_range(size // amount, (r.arg[0], old_kind)), new_range(amount, (self._next_id, kind))]
     self._next_id += 1
-    expr = pieces[0] if len(pieces) == 1 else pieces[0] * range_size(pieces[1]) + pieces[1]
-    return simplify(replace_range(self.ast, r, expr, tuple(pieces)))
+    return split_range(self.ast, r, amount, kind, self._next_id - 1)
 
   # *** naming ***
   @property
@@ -204,6 +201,16 @@ class Kernel:
     prefix = "r" if self.reduce_op else "E"
     return (prefix + "".join(colored(f"_{range_size(r)}", colors[range_kind(r)]) for r in self.ranges())
             if self.ranges() else prefix)
+
+@functools.lru_cache(maxsize=256)
+def split_range(ast: UOp, r: UOp, amount: int, kind: AxisType, next_id: int) -> UOp:
+  """Kernel._split's new AST (kept: the heuristic tries an opt on a copy of a kernel before it applies it, and BEAM
+  applies the same first opts to many candidates; half the cold MNIST step's splits were made before)."""
+  size, old_kind = range_size(r), range_kind(r)
+  if amount == size: pieces = [new_range(size, (r.arg[0], kind))]
+  else: pieces = [new_range(size // amount, (r.arg[0], old_kind)), new_range(amount, (next_id, kind))]
+  expr = pieces[0] if len(pieces) == 1 else pieces[0] * range_size(pieces[1]) + pieces[1]
+  return simplify(replace_range(ast, r, expr, tuple(pieces)))
 
 def replace_range(ast: UOp, r: UOp, expr: UOp, pieces: tuple[UOp, ...]) -> UOp:
   """ast with range r replaced by expr in every value, and by the ranges `pieces` in the range lists of REDUCEs."""
