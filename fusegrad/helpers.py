@@ -158,7 +158,7 @@ SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elemen
                             "kernels (partial results of chunks, then their combination) so threads share it; 0: one")
 PROCESS_REPLAY = ContextVar("PROCESS_REPLAY", "", "a file: every kernel rendered appends its identity and source "
                             "(test/process_replay.py compares two runs)")
-COMPILE_CHUNK = ContextVar("COMPILE_CHUNK", 1 << 18, "bytes of new kernel source that start compiling in the "
+COMPILE_CHUNK = ContextVar("COMPILE_CHUNK", 1 << 16, "bytes of new kernel source that start compiling in the "
                            "background while codegen goes on with the rest (0: compile once codegen is done)")
 VIZ = ContextVar("VIZ", 0, "1: record each realize's kernels, codegen passes and timings; at exit, serve them to a "
                  "browser (fusegrad/viz)")
