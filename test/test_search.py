@@ -180,3 +180,14 @@ def test_settings_choose_the_program_in_the_same_process():
   assert heuristic.p.applied_opts and not plain.p.applied_opts
   with Context(NOOPT=0, BEAM=0): assert get_runner(a.device, ast)[0] is heuristic
   with Context(NOOPT=1): np.testing.assert_allclose(fn(a, b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
+
+def test_scratch_buffers_hold_data_floats_random_ints_zero():
+  """BEAM times candidates on values as data has them (code that branches on values, such as a max compiled to a jump,
+  runs on data as it will: on zeros every branch is predicted): floats random of both signs, integers zero (indices)."""
+  x, idx = Tensor.empty(64, 64), Tensor.empty(64, dtype="int32")
+  k = kernel((x + idx.reshape(64, 1).cast("float32")).relu())
+  bufs = search._buffers_for(k)
+  vals = {b.dtype.name: np.frombuffer(b.as_bytes(), dtype=np.float32 if b.dtype.name == "float" else np.int32)
+          for b in bufs[1:]}
+  assert (vals["float"] < 0).mean() > 0.4 and (vals["float"] > 0).mean() > 0.4 and len(np.unique(vals["float"])) > 1000
+  assert not vals["int"].any()

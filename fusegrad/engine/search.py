@@ -2,8 +2,8 @@
 
 In: a Kernel with no opts applied. Out: the Kernel with the best opts found applied. See docs/developer/codegen.md."""
 from __future__ import annotations
-import hashlib, json, math, time
-from fusegrad.dtype import DType
+import hashlib, json, math, random, struct, time
+from fusegrad.dtype import DType, dtypes
 from fusegrad.device import Buffer, Device, CompileError
 from fusegrad.helpers import diskcache_get, diskcache_put, dprint, DEBUG, IGNORE_BEAM_CACHE
 from fusegrad.uop.ops import UOp, Ops, pretty_print
@@ -33,12 +33,18 @@ def _buffers_for(k: Kernel) -> list[Buffer] | None:
   for u in k.ast.toposort():
     if u.op in (Ops.LOAD, Ops.STORE):
       g = u.src[0]
-      sizes[g.arg] = (max(sizes.get(g.arg, (0, None))[0], int(u.src[1].vmax) + 1),
+      sizes[g.arg] = (max(sizes.get(g.arg, (1, None))[0], int(u.src[1].vmax) + 1),
                       g.dtype.base)  # type: ignore[attr-defined]
   if sum(n * dt.itemsize for n, dt in sizes.values()) > 1 << 32: return None
-  # written once: a fresh mapping reads the kernel's shared zero page, which times as if every load hit the L1
-  return [Buffer(k.ren.device, max(n, 1), dt).allocate().copyin(bytes(max(n, 1) * dt.itemsize))
-          for _, (n, dt) in sorted(sizes.items())]
+  # written once (a fresh mapping reads the kernel's shared zero page, which times as if every load hit the L1): floats
+  # random as data are (a period of 4099, too long to predict), so code that branches on values times as it runs
+  # (gcc's jump in a max: 2x slower on data than on zeros); integers zero (they may be indices)
+  rng = random.Random(0)
+  def data(n: int, dt: DType) -> bytes:
+    if dt not in (dtypes.float16, dtypes.float32, dtypes.float64): return bytes(n * dt.itemsize)
+    block = struct.pack(f"4099{dt.fmt}", *(rng.uniform(-1, 1) for _ in range(4099)))
+    return (block * (n // 4099 + 1))[:n * dt.itemsize]
+  return [Buffer(k.ren.device, n, dt).allocate().copyin(data(n, dt)) for n, dt in (sizes[i] for i in sorted(sizes))]
 
 def compile_candidates(kernels: list[Kernel]) -> list[CompiledRunner | None]:
   """A loaded CompiledRunner for each kernel, or None where lowering or compiling failed; compiled in one batch per
