@@ -40,10 +40,10 @@ def _buffers_for(k: Kernel) -> list[Buffer] | None:
   # random as data are (a period of 4099, too long to predict), so code that branches on values times as it runs
   # (gcc's jump in a max: 2x slower on data than on zeros); integers zero (they may be indices)
   rng = random.Random(0)
-  def data(n: int, dt: DType) -> bytes:
+  def data(n: int, dt: DType) -> bytes | memoryview:
     if dt not in (dtypes.float16, dtypes.float32, dtypes.float64): return bytes(n * dt.itemsize)
     block = struct.pack(f"4099{dt.fmt}", *(rng.uniform(-1, 1) for _ in range(4099)))
-    return (block * (n // 4099 + 1))[:n * dt.itemsize]
+    return memoryview(block * (n // 4099 + 1))[:n * dt.itemsize]  # (a view: no second copy of a big buffer)
   return [Buffer(k.ren.device, n, dt).allocate().copyin(data(n, dt)) for n, dt in (sizes[i] for i in sorted(sizes))]
 
 def compile_candidates(kernels: list[Kernel]) -> list[CompiledRunner | None]:
