@@ -167,8 +167,8 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
       # a short axis whole, the tile then in half the registers (the evaluation's conv4 + pool: 3 windows, not 8 images,
       # 1.3x at AVX-512; all of them after taps over lanes, which keep no window live: conv1's weight gradient with gcc
-      # 5.0 -> 3.6 ms); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward); never as
-      # the vector, unless the reduce's lanes are the vector
+      # 5.0 -> 3.6 ms); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward); never
+      # as the vector, unless the reduce's lanes are the vector
       tries = [(range_size(r), half)] * (not first or lane_vector) if r.arg[0] in short else [(a, cap) for a in amounts]
       amt = next((a for a, regs in tries if (range_size(r) % a == 0 or rows) and not crowded(r, a)
                   and fits(i, a, regs)), None)
