@@ -25,7 +25,7 @@ def copies(root: UOp, ranges: list[UOp]) -> list[UOp]:
   out = []
   for c in combos:
     memo: dict[UOp, UOp] = dict(c)
-    for n in rebuild: memo[n] = n.replace(src=tuple(memo.get(s, s) for s in n.src))
+    for n in rebuild: memo[n] = UOp(n.op, n.dtype, tuple([memo.get(s, s) for s in n.src]), n.arg)  # (hot: no replace)
     out.append(memo.get(root, root))
   return out
 
