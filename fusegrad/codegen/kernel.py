@@ -188,8 +188,8 @@ class Kernel:
   def _split(self, r: UOp, amount: int, kind: AxisType) -> UOp:
     """r -> a*amount + b: the outer part a keeps r's role, the inner part b (amount iterations) gets the new one.
     With amount equal to r's size, r just changes role."""
-    self._next_id += 1
-    return split_range(self.ast, r, amount, kind, self._next_id - 1)
+    ret, self._next_id = split_range(self.ast, r, amount, kind, self._next_id), self._next_id + 1
+    return ret
 
   # *** naming ***
   @property
