@@ -261,8 +261,9 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
   for amt in ((size,) if size <= 8 else ()) + (4, 2):
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
     except KernelOptError: continue
-    if k.upcast_size() > 1 and tile_registers(unrolled, _reduce_loads(unrolled)) > k.ren.machine.vector_registers \
-       or _body_ops(unrolled) > BODY_OPS: continue
+    loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
+    if k.upcast_size() > 1 and not loopless and tile_registers(unrolled, _reduce_loads(unrolled)) > \
+       k.ren.machine.vector_registers or _body_ops(unrolled) > BODY_OPS: continue
     if _try(k, Opt(OptOps.UNROLL, last, amt), opts): return
 
 def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
