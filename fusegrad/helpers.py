@@ -52,11 +52,13 @@ def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], lis
   return [x for yes, x in marked if yes], [x for yes, x in marked if not yes]
 
 def argfix(*x: Any) -> tuple:
-  """Accept both f(1, 2, 3) and f((1, 2, 3)): returns the tuple."""
+  """Accept both f(1, 2, 3) and f((1, 2, 3)): the tuple, numpy integers as ints (sizes from np.prod: as torch)."""
   if x and isinstance(x[0], (tuple, list)):
     if len(x) != 1: raise ValueError(f"pass either one sequence or several values, got {x}")
-    return tuple(x[0])
-  return x
+    x = tuple(x[0])
+  return x if all(type(v) is int for v in x) else tuple(v.__index__() if _numpy_scalar(v) and hasattr(v, "__index__")
+                                                        else v for v in x)
+def _numpy_scalar(x: Any) -> bool: return type(x).__module__ == "numpy" and getattr(x, "ndim", None) == 0
 
 def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
   return (x,) * cnt if isinstance(x, int) else tuple(x)

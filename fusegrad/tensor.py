@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits, checked_ints
-from fusegrad.helpers import prod, fetch, TRAINING, WeakList, argsort
+from fusegrad.helpers import prod, fetch, TRAINING, WeakList, argsort, _numpy_scalar
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
@@ -493,6 +493,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
     shape = _shape_arg((shape,), "full")
     if isinstance(fill_value, Tensor): return fill_value.reshape((1,) * len(shape)).expand(shape)
+    if isinstance(fill_value, (list, tuple)): raise TypeError(f"full: fill_value must be a number, not {fill_value!r}")
+    if _numpy_scalar(fill_value): fill_value = fill_value.item()  # a numpy scalar acts as a Python number (as torch)
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     return Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
   @staticmethod

@@ -612,3 +612,21 @@ def test_gradient_of_a_target_nothing_flows_to_is_zero():
   x = Tensor([1.0, -2.0], requires_grad=True)
   assert x.sign().sum().gradient(x)[0].tolist() == [0.0, 0.0]  # as torch: used, derivative 0
   with pytest.raises(RuntimeError, match="not part of the graph"): x.sum().gradient(Tensor([3.0]))
+
+def test_numpy_scalars_act_as_python_numbers_as_torch():
+  """A numpy scalar (np.prod of a shape, a value read from an array) is taken where a Python number is, as torch
+  takes it: sizes (np.int64) in creation and movement ops, fill values in full/where; a sequence as a fill value is a
+  TypeError, as torch's."""
+  n, v = np.int64(2), np.float32(1.5)
+  assert Tensor.zeros(n, 3).shape == tuple(torch.zeros(n, 3).shape) == (2, 3)
+  k = np.prod((3, 4))
+  assert Tensor.ones(2, 3, 4).reshape(n, k).shape == tuple(torch.ones(2, 3, 4).reshape(n, k).shape) == (2, 12)
+  assert Tensor.ones(1, 3).expand(n, 3).shape == (2, 3) and Tensor.ones(1, 3).permute(np.int32(1), 0).shape == (3, 1)
+  np.testing.assert_equal(Tensor.full((2,), v).numpy(), torch.full((2,), v).numpy())
+  np.testing.assert_equal(Tensor.full((2,), np.array(2.5)).numpy(), torch.full((2,), 2.5).numpy())
+  cond = [True, False]
+  np.testing.assert_equal(Tensor(cond).where(v, np.float32(2)).numpy(),
+                          torch.where(torch.tensor(cond), v, np.float32(2)).numpy())
+  for bad in [(2, 3), [1]]:
+    with pytest.raises(TypeError, match="fill_value"): Tensor.full((2,), bad)
+    with pytest.raises(TypeError): torch.full((2,), bad)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype, IntegerDivisionByZeroError
 from fusegrad.uop.ops import Ops, UOp
 from fusegrad.gradient import with_rule
-from fusegrad.helpers import CHECK_INDEX
+from fusegrad.helpers import CHECK_INDEX, _numpy_scalar
 from fusegrad.engine.realize import add_index_check, IndexCheck
 
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
@@ -188,6 +188,7 @@ class ElementwiseMixin:
     if isinstance(x, type(self)): xt, yt = x._broadcasted(y, op="where")
     elif isinstance(y, type(self)): yt, xt = y._broadcasted(x, op="where")
     else:
+      x, y = (v.item() if _numpy_scalar(v) else v for v in (x, y))  # numpy scalars act as Python numbers
       dt = least_upper_dtype(dtypes.from_py(x), dtypes.from_py(y))
       xt, yt = type(self)(x, dtype=dt, device=self.device), type(self)(y, dtype=dt, device=self.device)
     shape = broadcast_shape(cond.shape, xt.shape, yt.shape, op="where")
