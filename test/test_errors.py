@@ -33,6 +33,7 @@ def _torch_ns() -> SimpleNamespace:
     randint=lambda lo, hi, shape: torch.randint(lo, hi, shape), where=torch.where,
     dtype=lambda name: getattr(torch, name, name), tensor=lambda v, dtype=None: torch.tensor(v, dtype=dtype),
     cross_entropy=lambda x, y: F.cross_entropy(x, y), bce=lambda x, y: F.binary_cross_entropy(x, y),
+    bcel=F.binary_cross_entropy_with_logits,
     interpolate=lambda x, size, mode="nearest": F.interpolate(x, size=size, mode=mode))
 
 def _tiny_ns() -> SimpleNamespace:
@@ -48,6 +49,7 @@ def _tiny_ns() -> SimpleNamespace:
     randint=lambda lo, hi, shape: Tensor.randint(*shape, low=lo, high=hi), where=lambda c, x, y: c.where(x, y),
     dtype=lambda name: getattr(dtypes, name, name), tensor=lambda v, dtype=None: Tensor(v, dtype=dtype),
     cross_entropy=lambda x, y: x.cross_entropy(y), bce=lambda x, y: x.binary_crossentropy(y),
+    bcel=lambda x, y: x.binary_crossentropy_logits(y),
     interpolate=lambda x, size, mode="nearest": x.interpolate(size, mode=mode))
 
 @dataclass(frozen=True)
@@ -241,6 +243,9 @@ CASES: list[Case] = [
   C("cross_entropy: float targets of another shape", lambda L: L.cross_entropy(x23(L), L.t((2, 1))),
     ("(2, 1)", "(2, 3)")),
   C("binary_crossentropy: shapes differ", lambda L: L.bce(x23(L).sigmoid(), L.t((3,))), ("(2, 3)", "(3,)")),
+  # (a target that broadcasts was taken, silently: torch refuses it too)
+  C("binary_crossentropy_logits: shapes differ", lambda L: L.bcel(x23(L), L.t((3,))), ("(2, 3)", "(3,)")),
+  C("binary_crossentropy_logits: shapes differ, 4", lambda L: L.bcel(x23(L), L.t((4,))), ("(2, 3)", "(4,)")),
   # interpolate
   C("interpolate: unknown mode", lambda L: L.interpolate(L.t((1, 1, 4, 4)), (2, 2), mode="bogus"), ("bogus",)),
 ]

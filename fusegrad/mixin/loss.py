@@ -83,6 +83,8 @@ class LossMixin:
                                  pos_weight: Tensor | None = None) -> Tensor:
     """Binary cross entropy of sigmoid(x) against y, computed from the logits without overflow
     (torch.nn.functional.binary_cross_entropy_with_logits); pos_weight scales the positive term."""
+    if Y.shape != self.shape:
+      raise ShapeError(f"binary_crossentropy_logits: target {Y.shape} and input {self.shape} differ")
     log_weight = 1 + (pos_weight - 1) * Y if pos_weight is not None else 1
     loss = (1 - Y) * self + log_weight * (-self).softplus()
     return _reduction(loss, reduction, "binary_crossentropy_logits")
