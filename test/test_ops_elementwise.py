@@ -393,6 +393,19 @@ def test_pow_tensor_exponent():
   check_cases([Case("-2 ** x", lambda x: (-2) ** x, [[-2.0, -1, 0, 1, 2, 3, 0.5]]),
                Case("x ** y", lambda x, y: x ** y, [[-2.0, -2, -3, -0.5], [2.0, 3, -1, 0.5]])], backward=False)
 
+@pytest.mark.parametrize("dt", ["int8", "int16", "int32", "int64", "uint8"])
+def test_pow_of_integer_tensors_is_exact_and_wraps_as_torch(dt):
+  """int ** int with a tensor exponent: exact (3 ** 19 = 1162261467; a float pow gave 1162260608), wrapping past the
+  dtype's range as torch's, negative exponents 1 for 1, +-1 for -1, 0 elsewhere; a Python base or exponent too."""
+  signed = not dt.startswith("u")
+  a = [3, 7, 2, 10, 5, -3, 13, 1, -1, -1, 0, 0, 2] if signed else [3, 7, 2, 10, 5, 254, 13, 1, 255, 0, 0, 2, 4]
+  b = [19, 11, 30, 9, 13, 19, 8, -3, -3, -2, -1, 0, 70] if signed else [19, 11, 30, 9, 13, 3, 8, 200, 255, 0, 1, 70, 3]
+  fx, fy, tx, ty = Tensor(a, dtype=getattr(dtypes, dt)), Tensor(b, dtype=getattr(dtypes, dt)), \
+    torch.tensor(a, dtype=getattr(torch, dt)), torch.tensor(b, dtype=getattr(torch, dt))
+  for got, want in [(fx ** fy, tx ** ty), (2 ** fy.abs(), 2 ** ty.abs()), (fx ** 100, tx ** 100)]:
+    assert got.dtype == getattr(dtypes, dt)
+    np.testing.assert_equal(got.numpy(), want.numpy())
+
 def test_pow_negative_base_exponent_gradient():  # d/dy x**y = x**y * log(x) is nan for x < 0 (torch)
   helper_test_op(None, lambda x: (-2) ** x, vals=[[1.0, 2.0]])
 

@@ -154,10 +154,18 @@ class ElementwiseMixin:
       b = self._float()
       return _pow_rule(b, b._const(x), b.sqrt() if x > 0 else b.rsqrt(), x)
     base, exponent = self._broadcasted(x, reverse, op="pow")
+    if dtypes.is_int(base.dtype): return base._pow_int(exponent)
     b, e = base._float()._wide(), exponent._float()._wide()
     scalar = x if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) else None
     ret = _pow_rule(b, e, _pow_float(b, e), scalar).cast(base._float().dtype)
     return ret if dtypes.is_float(base.dtype) else ret.round().cast(base.dtype)
+  def _pow_int(self: Tensor, e: Tensor) -> Tensor:
+    """self ** e of integers, exact and wrapping as torch's (a float pow rounds 3 ** 19): square and multiply over e's
+    bits; a negative e gives 1 for 1, +-1 for -1 and 0 elsewhere (as torch)."""
+    ret, acc = self._const(1), self
+    for i in range(self.dtype.itemsize * 8): ret, acc = ((e >> i) & 1).ne(0).where(ret * acc, ret), acc * acc
+    if dtypes.is_unsigned(self.dtype): return ret
+    return ((e < 0) & self.ne(1) & self.ne(-1)).where(self._const(0), ret)  # (1 and -1 come out right as they are)
   def _pow_whole(self: Tensor, n: int) -> Tensor:
     """self ** n for a whole number n, by repeated squaring."""
     if n < 0 and not dtypes.is_float(self.dtype):
