@@ -111,8 +111,7 @@ def _signature(tensors: list) -> _Signature:
 
 def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
   """What differs between the captured inputs and these, in words."""
-  if len(was.shapes) != len(now.shapes):
-    return f"{len(was.shapes)} tensor inputs at the capture, {len(now.shapes)} now"
+  if len(was.shapes) != len(now.shapes): return f"{len(was.shapes)} tensor inputs at the capture, {len(now.shapes)} now"
   for i, name in enumerate(names):
     for field in ("shape", "dtype", "device", "view"):
       old, new = getattr(was, field + "s")[i], getattr(now, field + "s")[i]

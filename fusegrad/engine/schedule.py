@@ -317,8 +317,7 @@ class KernelBuilder:
       red_idxs = tuple(r if i in axes else idx for i, (idx, r) in enumerate(zip(idxs, ranges)))
       return [(n.src[0], red_idxs, gate)], \
         lambda val: UOp(Ops.REDUCE, n.dtype, (val,) + tuple(r for r in ranges if r.op is Ops.RANGE), op)
-    if n.op in GroupOp.Elementwise:
-      return [(s, idxs, gate) for s in n.src], lambda *src: UOp(n.op, n.dtype, src, n.arg)
+    if n.op in GroupOp.Elementwise: return [(s, idxs, gate) for s in n.src], lambda *src: UOp(n.op, n.dtype, src, n.arg)
     raise RuntimeError(f"the scheduler can't lower {n.op}")
 
   def build(self, out_buf: Buffer, value: UOp, target: UOp | None = None) -> UOp:

@@ -158,8 +158,7 @@ def lookup(n: UOp, raw: bool = False) -> UOp | None:
   if (entry := memo.get(n)) is not None:
     # a capture computes values again (to record their kernels), but never a write done before it: that is history
     caps = STATE.captures
-    if not (caps and n.op not in (Ops.BUFFER, Ops.ASSIGN) and entry.epoch < caps[-1].since):
-      return entry.view
+    if not (caps and n.op not in (Ops.BUFFER, Ops.ASSIGN) and entry.epoch < caps[-1].since): return entry.view
   elif n.op is Ops.BUFFER and not raw and (cur := current(n)) is not n: return cur
   return None
 

@@ -177,8 +177,7 @@ def _check_safe_entry(key: str, info: Any, data_len: int, name: str) -> None:
   if not isinstance(shape, list) or not all(is_int(s) and s >= 0 for s in shape):
     raise ValueError(f"{where}: bad shape {shape!r}")
   ints = isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)
-  if not ints or not 0 <= offsets[0] <= offsets[1]:
-    raise ValueError(f"{where}: bad data_offsets {offsets!r}")
+  if not ints or not 0 <= offsets[0] <= offsets[1]: raise ValueError(f"{where}: bad data_offsets {offsets!r}")
   want = prod(shape) * SAFE_DTYPES[info["dtype"]].itemsize
   if offsets[1] - offsets[0] != want:
     raise ValueError(f"{where}: data_offsets {offsets} hold {offsets[1] - offsets[0]} bytes, shape {shape} needs "

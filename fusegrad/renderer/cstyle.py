@@ -225,8 +225,7 @@ class CStyleLanguage(Renderer):
         # and a bool that becomes a number: gcc jumps on `(float)(a!=b)` (max pool's gradient: a mispredicted jump per
         # element, 20x slower) but sets a _Bool variable without a jump
         inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or (u.dtype == dtypes.bool and u not in casted)
-        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
-          names[u] = expr
+        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST): names[u] = expr
         else:
           names[u] = new_name("alu" if u.op in GroupOp.ALU else "cast")
           line(self.decl.format(type=self.render_dtype(u.dtype), name=names[u], val=expr))
@@ -358,8 +357,7 @@ class ClangRenderer(CStyleLanguage):
     if u.op is Ops.WHERE and u.src[0].dtype.count > 1:  # a mask's lanes pick the bits of one value or the other
       m, a, b = src
       return f"({self.render_dtype(dt)})(({m} & (fg_mask{dt.count}){a}) | (~{m} & (fg_mask{dt.count}){b}))"
-    if dt.count == 1 or (u.op is not Ops.MAX and u.op not in MATH_FNS):
-      return super().render_alu(u, src)
+    if dt.count == 1 or (u.op is not Ops.MAX and u.op not in MATH_FNS): return super().render_alu(u, src)
     if u.op is Ops.MAX:  # (a > b or a is nan) ? a : b in each lane; a cast between vector types keeps the bits
       a, b = src
       return (f"({{__typeof__({a} > {b}) m_ = ({a} > {b}) | ({a} != {a}); "

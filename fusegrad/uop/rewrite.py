@@ -126,6 +126,5 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
       else:  # the replacement may hold new nodes: rewrite it fully, then map node to the result
         stack.append((node, 2, replacement))
         stack.append((replacement, 0, None))
-    else:
-      finish(node, done[unwrap(new)])
+    else: finish(node, done[unwrap(new)])
   return done[root]
