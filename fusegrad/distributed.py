@@ -139,7 +139,7 @@ def average_gradients(params: list[Tensor], bucket_bytes: int = BUCKET_BYTES) ->
 def _summed(t: Tensor) -> Tensor:
   """t summed across ranks; the gradient of each rank's share is every rank's gradient of the sum, all-reduced."""
   total = all_reduce(t.detach().contiguous().realize())
-  return Tensor(with_rule((total + (t - t.detach())).uop, (t.uop,),
+  return t._new(with_rule((total + (t - t.detach())).uop, (t.uop,),
                           lambda g, n, t: (all_reduce(Tensor(g).contiguous().realize()).uop,)))
 
 class SyncBatchNorm(nn.BatchNorm):

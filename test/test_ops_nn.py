@@ -138,6 +138,25 @@ def test_conv2d_gradients(x_shape, w_shape, kw, flat_pad):
   helper_test_op([x_shape, w_shape], lambda x, w: conv(F.pad(x, flat_pad), w, **kw),
                  lambda x, w: x.conv2d(w, padding=flat_pad, **kw), atol=1e-5, grad_atol=1e-4)
 
+@pytest.mark.parametrize("op", ["conv2d", "conv2d_relu", "conv3d", "max_pool2d"])
+def test_realized_conv_and_pool_results_keep_their_gradients(op):
+  """A conv or max pool result realized (printed, .numpy(), .realize()) before backward: its inputs still get their
+  gradients, as torch's (the results required grad as None, so a realize dropped the graph that made them: no grads)."""
+  rng = np.random.default_rng(3)
+  nd = 3 if op == "conv3d" else 2
+  xn, wn = rng.standard_normal((2, 3) + (6,) * nd).astype(np.float32), rng.standard_normal((4, 3) + (3,) * nd).astype(np.float32)
+  x, w, tx, tw = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True), \
+    torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+  if op == "max_pool2d": out, ref = x.max_pool2d(), F.max_pool2d(tx, 2)
+  else: out, ref = x.conv2d(w, padding=1), _TORCH_CONV[nd + 2](tx, tw, padding=1)
+  if op == "conv2d_relu": out, ref = out.relu(), ref.relu()
+  out.numpy()
+  (out * out).sum().backward()
+  (ref * ref).sum().backward()
+  assert out.requires_grad
+  np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+  if op != "max_pool2d": np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+
 def test_conv2d_second_order():
   """Gradients of the gradients: the rule's gradients are themselves differentiable (convolutions again)."""
   rng = np.random.default_rng(0)

@@ -137,7 +137,7 @@ class ConvMixin:
     ret = ret.reshape(bs, cout, *o_)
     if dtypes.is_float(ret.dtype) and self.dtype == weight.dtype == ret.dtype:  # gradients as convolutions
       rule = conv_rule(ConvArgs(groups, s_, d_, pads), type(self))
-      ret = type(self)(with_rule(ret.uop, (self.uop, weight.uop), rule))
+      ret = self._new(with_rule(ret.uop, (self.uop, weight.uop), rule), weight)  # requires grad as x and w do
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,
@@ -205,7 +205,7 @@ class ConvMixin:
     axes = tuple(range(-len(k_), 0))
     ret = windows.max(axes)
     if dtypes.is_float(ret.dtype):  # the gradient into a buffer: a norm's backward before the pool reads it many times
-      ret = type(self)(with_materialized_grad(ret.uop, (self.uop,)))
+      ret = self._new(with_materialized_grad(ret.uop, (self.uop,)))
     if not return_indices: return ret
     # the flat input-plane index of every window element, and the first one that holds the max
     plane = self.shape[-len(k_):]
