@@ -225,7 +225,8 @@ class CStyleLanguage(Renderer):
         # and a bool that becomes a number: gcc jumps on `(float)(a!=b)` (max pool's gradient: a mispredicted jump per
         # element, 20x slower) but sets a _Bool variable without a jump
         inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or (u.dtype == dtypes.bool and u not in casted)
-        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST): names[u] = expr
+        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
+          names[u] = expr
         else:
           names[u] = new_name("alu" if u.op in GroupOp.ALU else "cast")
           line(self.decl.format(type=self.render_dtype(u.dtype), name=names[u], val=expr))
