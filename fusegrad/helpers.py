@@ -58,7 +58,8 @@ def argfix(*x: Any) -> tuple:
     x = tuple(x[0])
   return x if all(type(v) is int for v in x) else tuple(v.__index__() if _numpy_scalar(v) and hasattr(v, "__index__")
                                                         else v for v in x)
-def _numpy_scalar(x: Any) -> bool: return type(x).__module__ == "numpy" and getattr(x, "ndim", None) == 0
+def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
+def _numpy_scalar(x: Any) -> bool: return _is_numpy(x) and x.ndim == 0
 
 def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
   return (x,) * cnt if isinstance(x, int) else tuple(x)

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_numpy, to_numpy
 from fusegrad.dtype import float_to_bf16_bits, checked_ints
-from fusegrad.helpers import prod, fetch, TRAINING, WeakList, argsort, _numpy_scalar
+from fusegrad.helpers import prod, fetch, TRAINING, WeakList, argsort, _numpy_scalar, _is_numpy
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
 from fusegrad.uop.ops import UOp, Ops, GroupOp
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
@@ -20,7 +20,7 @@ from fusegrad.mixin.conv import ConvMixin
 from fusegrad.mixin.gather import GatherMixin
 from fusegrad.mixin.loss import LossMixin
 from fusegrad.mixin.sort import SortMixin
-from fusegrad.mixin.creation import CreationMixin, _shape_arg, _shape_of, _flatten_list, _is_numpy
+from fusegrad.mixin.creation import CreationMixin, _shape_arg, _shape_of, _flatten_list
 from fusegrad.mixin.movement import MovementMixin
 from fusegrad.mixin.reduce import ReduceMixin
 from fusegrad.mixin.linalg import LinalgMixin
@@ -553,8 +553,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if (type(y) is float and dtypes.is_float(x.dtype)) or (type(y) is int and x.dtype != dtypes.bool):
       y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device), True)  # a Python number: x's dtype, shape, device
       return (y, x) if reverse else (x, y)
-    if _is_numpy(y) or type(y).__module__ == "numpy":  # numpy scalars act as Python numbers, arrays as tensors
-      y = y.item() if getattr(y, "ndim", 0) == 0 else Tensor(y, device=x.device)
+    if _is_numpy(y): y = y.item() if y.ndim == 0 else Tensor(y, device=x.device)  # numpy scalars act as Python numbers
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):  # a symbolic integer: an int32 scalar in the graph
         y = Tensor(y.cast(dtypes.default_int))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import DType, dtypes, to_dtype, least_upper_dtype
-from fusegrad.helpers import prod, argfix, all_int
+from fusegrad.helpers import prod, argfix, all_int, _is_numpy
 from fusegrad.uop.ops import Ops
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError
 from fusegrad.engine import state
@@ -19,8 +19,6 @@ def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
   s = argfix(*shape) if shape else ()
   if not all_int(s) or any(x < 0 for x in s): raise ShapeError(f"{op}: bad shape {s}: sizes must be non-negative ints")
   return tuple(s)
-
-def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 
 def _shape_of(data: Any) -> tuple[int, ...]:
   """The shape of a nested list; raises on ragged lists."""
