@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 from fusegrad import Tensor, TinyJit, dtypes, Device
+from fusegrad.nn import optim as fgoptim
 from fusegrad.nn.optim import Optimizer, OptimizerGroup, SGD, LARS, Adam, AdamW, LAMB, Muon, newton_schulz
 from test.helpers import two_devices
 
@@ -459,7 +460,7 @@ def test_schedule_step_returns_what_to_realize():
   for s in [opt.b1_t, opt.b2_t, *opt.m, *opt.v]: assert any(t is s for t in todo)
   Tensor.realize(loss, *todo)
   assert not np.allclose(ps[0].numpy(), W1)
-  np.testing.assert_allclose(opt.b1_t.numpy(), [0.9])
+  np.testing.assert_allclose(opt.b1_t.numpy(), [0.9] * len(ps))  # b1^t of each parameter
 
 def test_equal_constant_params_stay_independent():
   # two parameters built from the same expression must not end up sharing one buffer
@@ -539,3 +540,21 @@ def test_lamb_state_offloaded_to_another_device(adam):  # tinygrad's LAMB comput
         o.step()
   assert off.device == devices and opts[1].m[0].device == "CPU"
   np.testing.assert_allclose(off.numpy(), ref.numpy(), rtol=1e-6)
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_a_parameter_left_out_of_steps_counts_its_own_as_torch(name):
+  # torch counts each parameter's steps: one that had no gradient in a step is bias-corrected by its own count
+  rng = np.random.default_rng(0)
+  inits = [rng.standard_normal(s).astype(np.float32) for s in [(3,), (2, 2), (4,)]]
+  ps = [Tensor(a.copy(), requires_grad=True) for a in inits]
+  tps = [torch.tensor(a.copy(), requires_grad=True) for a in inits]
+  opt, topt = getattr(fgoptim, name)(ps, lr=0.1), getattr(torch.optim, name)(tps, lr=0.1)
+  for used in [(0, 1), (0, 1), (0, 2), (0, 1, 2), (1,), (0, 1, 2)]:
+    with Tensor.train():
+      opt.zero_grad()
+      sum((ps[i] * ps[i]).sum() for i in used).backward()
+      opt.step()
+    topt.zero_grad()
+    sum((tps[i] * tps[i]).sum() for i in used).backward()
+    topt.step()
+    for p, tp in zip(ps, tps): np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-5)

@@ -85,7 +85,7 @@ class Optimizer:
       raise RuntimeError(f"{type(self).__name__}: a step outside training mode; step inside `with Tensor.train():` or "
                          "`with Context(TRAINING=1):`")
     todo = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
-    if todo: self._begin_step()
+    if todo: self._begin_step([i for i, _ in todo])
     for i, p in todo:
       grad = p.grad
       assert grad is not None
@@ -99,8 +99,8 @@ class Optimizer:
     """The learning rate as a scalar on p's device."""
     return self.lr.to(p.device).reshape(())
 
-  def _begin_step(self) -> None:
-    """Update per-step state (step counters) once, before the parameters."""
+  def _begin_step(self, stepped: list[int]) -> None:
+    """Update per-step state (step counters) once, before the parameters (those numbered stepped have a gradient)."""
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
     """The new value of parameter i (p, detached) from its gradient g; assigns the parameter's own state."""
@@ -179,7 +179,7 @@ class LARS(SGD):
 
 class LAMB(Optimizer):
   """LAMB (You et al. 2019, arXiv:1904.00962); with adam=True it is AdamW. The step counters are the tensors
-  b1_t = b1^t and b2_t = b2^t (the rule: docs/optim.md)."""
+  b1_t = b1^t and b2_t = b2^t, an entry for each parameter (the rule: docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
                weight_decay: float = 0.0, adam: bool = False):
     super().__init__(params, lr)
@@ -190,24 +190,28 @@ class LAMB(Optimizer):
     _check_range(name, "weight_decay", weight_decay, 0.0)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.l2 = 0.0  # weight decay added to the gradient (Adam's, as torch.optim.Adam); wd above is decoupled
-    self.b1_t = _fresh(Tensor.ones((1,), dtype=dtypes.float32, device=self.device))
-    self.b2_t = _fresh(Tensor.ones((1,), dtype=dtypes.float32, device=self.device))
+    self.b1_t = _fresh(Tensor.ones((len(self.params),), dtype=dtypes.float32, device=self.device))
+    self.b2_t = _fresh(Tensor.ones((len(self.params),), dtype=dtypes.float32, device=self.device))
     self.m = [self._zeros_like(p) for p in self.params]
     self.v = [self._zeros_like(p) for p in self.params]
     self._realize_state()
 
   def _state(self) -> list[Tensor]: return [self.b1_t, self.b2_t, *self.m, *self.v]
 
-  def _begin_step(self) -> None:
-    self.b1_t.assign(self.b1_t * self.b1)
-    self.b2_t.assign(self.b2_t * self.b2)
+  def _begin_step(self, stepped: list[int]) -> None:
+    b1, b2, n = self.b1, self.b2, len(self.params)
+    if len(stepped) < n:  # a parameter without a gradient keeps its count (torch counts each parameter's steps)
+      took = Tensor([i in stepped for i in range(n)], device=self.b1_t.device)
+      b1, b2 = took.where(b1, 1.0), took.where(b2, 1.0)
+    self.b1_t.assign(self.b1_t * b1)
+    self.b2_t.assign(self.b2_t * b2)
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
     dev = self.m[i].device  # the state may be elsewhere (offloaded with to_("CPU")): the update is computed there
     if self.l2: g = g + self.l2 * p
     self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g.to(dev))
     self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * g.to(dev).square())
-    b1_t, b2_t = self.b1_t.to(dev).reshape(()), self.b2_t.to(dev).reshape(())
+    b1_t, b2_t = (t.to(dev)[i if t.numel() > 1 else 0] for t in (self.b1_t, self.b2_t))
     m_hat = self.m[i].float() / (1.0 - b1_t)
     v_hat = self.v[i].float() / (1.0 - b2_t)
     up = m_hat / (v_hat.sqrt() + self.eps)
