@@ -200,42 +200,33 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   # *** properties ***
   @property
   def shape(self) -> tuple[int, ...]:
-    """The size of each axis: `Tensor.zeros(2, 3).shape` is (2, 3)."""
-    return self._uop.shape
+    """The size of each axis: `Tensor.zeros(2, 3).shape` is (2, 3)."""; return self._uop.shape
   @property
   def dtype(self) -> DType:
-    """The element type."""
-    return self._uop.dtype
+    """The element type."""; return self._uop.dtype
   @property
   def device(self) -> str:
     """The device the data lives on ("CPU", "PYTHON" ...; a tuple of them for a tensor spread over several)."""
     return self._uop.device or Device.DEFAULT
   @property
   def max_shape(self) -> tuple[int, ...]:
-    """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""
-    return self.shape
+    """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""; return self.shape
   def max_numel(self) -> int:
-    """The most elements this tensor can have: its numel() (fusegrad has no symbolic shapes)."""
-    return self.numel()
+    """The most elements this tensor can have: its numel() (fusegrad has no symbolic shapes)."""; return self.numel()
   @property
   def ndim(self) -> int:
-    """The number of axes."""
-    return len(self.shape)
+    """The number of axes."""; return len(self.shape)
   def numel(self) -> int:
-    """The number of elements."""
-    return prod(self.shape)
+    """The number of elements."""; return prod(self.shape)
   def element_size(self) -> int:
-    """Bytes per element."""
-    return self.dtype.itemsize
+    """Bytes per element."""; return self.dtype.itemsize
   def nbytes(self) -> int:
-    """Bytes of all elements."""
-    return self.numel() * self.element_size()
+    """Bytes of all elements."""; return self.numel() * self.element_size()
   def size(self, dim: int | None = None) -> int | tuple[int, ...]:
     """The shape, or the size of axis dim: `x.size(-1)`."""
     return self.shape if dim is None else self.shape[_resolve_axis(dim, self.ndim, "size")]
   def is_floating_point(self) -> bool:
-    """True for float dtypes."""
-    return dtypes.is_float(self.dtype)
+    """True for float dtypes."""; return dtypes.is_float(self.dtype)
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
@@ -374,8 +365,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """The values laid out in order in their own buffer (free when they already are)."""
     return self._new(self.uop.contiguous())
   def contiguous_backward(self) -> Tensor:
-    """The same tensor (the gradient is made contiguous by the scheduler when needed)."""
-    return self
+    """The same tensor (the gradient is made contiguous by the scheduler when needed)."""; return self
   def clone(self, device: str | None = None) -> Tensor:
     """A copy with its own buffer (on device, if given): later assigns to this tensor don't change it. As in tinygrad
     (not torch), a .grad is cloned along."""
@@ -385,8 +375,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if self.grad is not None: ret.grad = self.grad.clone(device)
     return ret
   def detach(self) -> Tensor:
-    """The same values, cut off from autograd."""
-    return Tensor(self.uop.detach(), requires_grad=False)
+    """The same values, cut off from autograd."""; return Tensor(self.uop.detach(), requires_grad=False)
   def cast(self, dtype: DType | str) -> Tensor:
     """Convert to another dtype: `Tensor([1.7]).cast(dtypes.int32)` is [1]."""
     dtype = to_dtype(dtype)
@@ -513,11 +502,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     `Tensor([1.5, 2.5]).const_like(3).tolist()` is [3.0, 3.0]."""
     return Tensor.full(self.shape, value, dtype=self.dtype if dtype is None else dtype, device=self.device)
   def zeros_like(self, **kwargs: Any) -> Tensor:
-    """Zeros in this tensor's shape, dtype and device."""
-    return self.full_like(0, **kwargs)
+    """Zeros in this tensor's shape, dtype and device."""; return self.full_like(0, **kwargs)
   def ones_like(self, **kwargs: Any) -> Tensor:
-    """Ones in this tensor's shape, dtype and device."""
-    return self.full_like(1, **kwargs)
+    """Ones in this tensor's shape, dtype and device."""; return self.full_like(1, **kwargs)
   def empty_like(self, **kwargs: Any) -> Tensor:
     """Uninitialized memory in this tensor's shape, dtype and device."""
     return Tensor.empty(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})

@@ -127,8 +127,7 @@ class ElementwiseMixin:
     r = a._apply(Ops.MOD, b)
     return _nonzero_divisor((r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r), b, "mod")
   def _opposite_sign(self: Tensor, b: Tensor) -> Tensor:
-    """self is non-zero and its sign differs from b's."""
-    return self.ne(0) & ((self < 0) ^ (b < 0))
+    """self is non-zero and its sign differs from b's."""; return self.ne(0) & ((self < 0) ^ (b < 0))
   def fmod(self: Tensor, x: Any) -> Tensor:
     """Remainder with the sign of the dividend (C's fmod): `Tensor([7, -7]).fmod(3)` is [1, -1]."""
     a, b = self._broadcasted(x, op="fmod")
@@ -137,8 +136,7 @@ class ElementwiseMixin:
     """-self (logical not for bools)."""
     return self.logical_not() if self.dtype == dtypes.bool else self._apply(Ops.MUL, self._const(-1))
   def reciprocal(self: Tensor) -> Tensor:
-    """1 / self (ints give floats)."""
-    return self._float()._apply(Ops.RECIPROCAL)
+    """1 / self (ints give floats)."""; return self._float()._apply(Ops.RECIPROCAL)
   def _float(self: Tensor) -> Tensor: return self.cast(least_upper_float(self.dtype))
   def _wide(self: Tensor) -> Tensor:
     """float16 and bfloat16 as float32 (for steps that amplify rounding, like exp's x * log2(e)); others as they are."""
@@ -296,20 +294,16 @@ class ElementwiseMixin:
     low = x < 1
     return low.where(math.nan - on_one_up(-low.where(x, -2.0)), on_one_up(low.where(2.0, x)))
   def atanh(self: Tensor) -> Tensor:
-    """Inverse hyperbolic tangent: log((1 + x) / (1 - x)) / 2."""
-    return ((1 + self) / (1 - self)).log() / 2
+    """Inverse hyperbolic tangent: log((1 + x) / (1 - x)) / 2."""; return ((1 + self) / (1 - self)).log() / 2
   def atan(self: Tensor) -> Tensor:
     """arctan, by range reduction to |x| <= tan(pi/12) and a short series (error below 1e-8)."""
     return self._float()._odd(_atan_nonneg)
   def asin(self: Tensor) -> Tensor:
-    """arcsin: atan(x / sqrt(1 - x^2)) (nan outside [-1, 1])."""
-    return (self / (1 - self.square()).sqrt()).atan()
+    """arcsin: atan(x / sqrt(1 - x^2)) (nan outside [-1, 1])."""; return (self / (1 - self.square()).sqrt()).atan()
   def acos(self: Tensor) -> Tensor:
-    """arccos: pi/2 - asin(x)."""
-    return math.pi / 2 - self.asin()
+    """arccos: pi/2 - asin(x)."""; return math.pi / 2 - self.asin()
   def erf(self: Tensor) -> Tensor:
-    """The error function (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7)."""
-    return self._float()._odd(_erf_nonneg)
+    """The error function (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7)."""; return self._float()._odd(_erf_nonneg)
   def _odd(self: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
     """An odd function from its half on x >= 0: f(-x) = -f(x). The fold is a `where`, so at 0 the gradient is f'(0)."""
     negative = self < 0
@@ -387,8 +381,7 @@ class ElementwiseMixin:
     `Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-6]))` is True."""
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
   def isfinite(self: Tensor) -> Tensor:
-    """True where self is neither inf nor nan."""
-    return (self.isinf() | self.isnan()).logical_not()
+    """True where self is neither inf nor nan."""; return (self.isinf() | self.isnan()).logical_not()
   def logical_not(self: Tensor) -> Tensor:
     """True where self is zero (or False)."""
     return self.cast(dtypes.bool)._apply(Ops.CMPNE, self._const(True, dtypes.bool))
@@ -403,17 +396,13 @@ class ElementwiseMixin:
     if dtypes.is_float(a.dtype): raise DTypeError(f"{name}: needs int or bool tensors, not {a.dtype}")
     return a._apply(op, b)
   def bitwise_and(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self & x for int or bool tensors."""
-    return self._bitwise(Ops.AND, x, reverse, "bitwise_and")
+    """self & x for int or bool tensors."""; return self._bitwise(Ops.AND, x, reverse, "bitwise_and")
   def bitwise_or(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self | x for int or bool tensors."""
-    return self._bitwise(Ops.OR, x, reverse, "bitwise_or")
+    """self | x for int or bool tensors."""; return self._bitwise(Ops.OR, x, reverse, "bitwise_or")
   def bitwise_xor(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self ^ x for int or bool tensors."""
-    return self._bitwise(Ops.XOR, x, reverse, "bitwise_xor")
+    """self ^ x for int or bool tensors."""; return self._bitwise(Ops.XOR, x, reverse, "bitwise_xor")
   def xor(self: Tensor, x: Any) -> Tensor:
-    """The same as bitwise_xor."""
-    return self.bitwise_xor(x)
+    """The same as bitwise_xor."""; return self.bitwise_xor(x)
   def bitwise_not(self: Tensor) -> Tensor:
     """~self: every bit flipped (logical not for bools)."""
     if self.dtype == dtypes.bool: return self.logical_not()
@@ -470,14 +459,12 @@ class ElementwiseMixin:
     """exp(min(x, 0)) - 1, with the whole gradient at 0 going to x (the elu family's negative half)."""
     return (self > 0).where(0, self).exp() - 1
   def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
-    """x if x > 0 else alpha * (exp(x) - 1)."""
-    return (self > 0).where(self, alpha * self._expm1_nonpositive())
+    """x if x > 0 else alpha * (exp(x) - 1)."""; return (self > 0).where(self, alpha * self._expm1_nonpositive())
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
     """x if x > 0 else alpha * (exp(x / alpha) - 1)."""
     return (self > 0).where(self, alpha * (self / alpha)._expm1_nonpositive())
   def selu(self: Tensor, alpha: float = SELU_ALPHA, gamma: float = SELU_SCALE) -> Tensor:
-    """gamma * elu(x, alpha), with the self-normalizing constants by default."""
-    return gamma * self.elu(alpha)
+    """gamma * elu(x, alpha), with the self-normalizing constants by default."""; return gamma * self.elu(alpha)
   def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, computed stably; x itself where beta x > threshold, as in torch."""
     bx = self * beta

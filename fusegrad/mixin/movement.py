@@ -129,8 +129,7 @@ class MovementMixin:
       raise ShapeError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
     return self._view(self.uop.reshape(tuple(new)))
   def view(self: Tensor, *shape: Any) -> Tensor:
-    """The same as reshape: `x.view(2, -1)`."""
-    return self.reshape(*shape)
+    """The same as reshape: `x.view(2, -1)`."""; return self.reshape(*shape)
   def permute(self: Tensor, order: Any, *args: Any) -> Tensor:
     """Reorder the axes: `x.permute(1, 0)` transposes a matrix.
 
@@ -155,8 +154,7 @@ class MovementMixin:
       raise ShapeError(f"expand: can't expand {self.shape} to {tuple(new)}")
     return self._view(self.reshape(padded).uop.expand(target))
   def expand_as(self: Tensor, other: Tensor) -> Tensor:
-    """Expand to other's shape."""
-    return self.expand(other.shape)
+    """Expand to other's shape."""; return self.expand(other.shape)
   def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) on each axis (None keeps the whole axis). start and end may be bound Variables (expressions of
     them) with a constant end - start: `x.shrink(((i, i + 4), None))` (a gather, see mixin/indexing.py)."""
@@ -239,8 +237,7 @@ class MovementMixin:
     return self.permute(order)
   @property
   def T(self: Tensor) -> Tensor:
-    """All axes reversed (the transpose of a matrix)."""
-    return self.permute(tuple(reversed(range(self.ndim))))
+    """All axes reversed (the transpose of a matrix)."""; return self.permute(tuple(reversed(range(self.ndim))))
   def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge axes start_dim..end_dim into one: `Tensor.zeros(2, 3, 4).flatten(1)` has shape (2, 12)."""
     if self.ndim == 0: return self.reshape(1)

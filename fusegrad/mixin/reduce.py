@@ -73,11 +73,9 @@ class ReduceMixin:
     """An order-reversing map that is its own inverse: -x for floats, ~x for ints."""
     return -self if dtypes.is_float(self.dtype) else ~self
   def amax(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """The same as max."""
-    return self.max(axis, keepdim)
+    """The same as max."""; return self.max(axis, keepdim)
   def amin(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """The same as min."""
-    return self.min(axis, keepdim)
+    """The same as min."""; return self.min(axis, keepdim)
   def mean(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Average over axes (ints give a float).
 
@@ -103,11 +101,9 @@ class ReduceMixin:
     nonzero = v.ne(0)
     return nonzero.where(nonzero.where(v, 1).sqrt(), 0)
   def var_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
-    """(var, mean) over axes."""
-    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+    """(var, mean) over axes."""; return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
-    """(std, mean) over axes."""
-    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+    """(std, mean) over axes."""; return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """True where any element along the axes is non-zero (False over an empty axis)."""
     if 0 in self.shape: return self.bool().sum(axis, keepdim) > 0
@@ -252,8 +248,7 @@ class ReduceMixin:
     """Zero below the diagonal (of the last two axes); diagonal > 0 moves it up and right."""
     return self._triangle(diagonal, upper=True)
   def tril(self: Tensor, diagonal: int = 0) -> Tensor:
-    """Zero above the diagonal (of the last two axes)."""
-    return self._triangle(diagonal, upper=False)
+    """Zero above the diagonal (of the last two axes)."""; return self._triangle(diagonal, upper=False)
   def _triangle(self: Tensor, diagonal: int, upper: bool) -> Tensor:
     if self.ndim < 2: raise ShapeError(f"{'triu' if upper else 'tril'}: needs at least 2 dims, got shape {self.shape}")
     r, c = self.shape[-2:]
