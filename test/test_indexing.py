@@ -472,3 +472,25 @@ def test_assign_through_variable_shrink(count_compiles):
   cache.shrink(((1, 2), (q, q + 2), None)).assign(Tensor.full((1, 2, 3), 7.0))  # the window left behind: written now
   ref[1:2, 1:3] = 7
   assert cache.sum().item() == pytest.approx(ref.sum(), rel=1e-6)  # tinygrad's test_assign_slice_then_read
+
+def test_computed_index_out_of_range_fails_backward_too():
+  # the bounds check rides on what backward reads as well: the gradient of y[bad] is an IndexError, as torch's y[bad]
+  y = Tensor(np.ones(3, np.float32), requires_grad=True)
+  y[Tensor([1, 2]) * 2].sum().backward()
+  with pytest.raises(IndexError, match="out of bounds"): y.grad.numpy()
+
+def test_setitem_with_an_empty_other_axis_writes_nothing_as_torch():
+  for shape, idx in [((2, 2), (Tensor([0]), slice(2, None))), ((2, 2), (slice(2, None), Tensor([0]))),
+                     ((2, 0), (Tensor([0]),))]:
+    x, tx = Tensor.zeros(*shape).contiguous().realize(), torch.zeros(*shape)
+    x[idx] = 1.0
+    tx[tuple(torch.tensor(i.numpy()) if isinstance(i, Tensor) else i for i in idx)] = 1.0
+    np.testing.assert_equal(x.numpy(), tx.numpy())
+
+def test_empty_list_index_and_unbroadcastable_indices_as_torch():
+  assert Tensor.zeros(3, 4)[[]].shape == tuple(torch.zeros(3, 4)[[]].shape) == (0, 4)
+  x = Tensor.ones(3, 4).contiguous().realize()
+  x[[]] = 5.0
+  np.testing.assert_equal(x.numpy(), np.ones((3, 4)))
+  with pytest.raises(IndexError): torch.zeros(3, 4)[torch.tensor([0, 1]), torch.tensor([0, 1, 2])]
+  with pytest.raises(IndexError, match=r"\(2,\) and \(3,\)"): Tensor.zeros(3, 4)[Tensor([0, 1]), Tensor([0, 1, 2])]

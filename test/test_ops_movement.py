@@ -162,8 +162,14 @@ def test_repeat_interleave(): helper_test_op([(2, 3)], lambda x: x.repeat_interl
 def test_repeat_interleave_dim(): helper_test_op([(2, 3)], lambda x: x.repeat_interleave(3, dim=1))
 def test_repeat_interleave_dim0(): helper_test_op([(2, 3)], lambda x: x.repeat_interleave(2, 0))
 def test_repeat_interleave_negative(): helper_test_op([(2, 3, 2)], lambda x: x.repeat_interleave(2, dim=-2))
+def test_repeat_interleave_negative_count_raises_as_torch():
+  with pytest.raises(RuntimeError): torch.tensor([1., 2.]).repeat_interleave(-1)
+  with pytest.raises(RuntimeError, match="non-negative"): Tensor([1., 2.]).repeat_interleave(-1)
 
 # *** split / chunk / unbind ***
+def test_unbind_of_an_empty_axis_is_empty_as_torch():
+  assert Tensor.zeros(0, 4).unbind(0) == () and torch.zeros(0, 4).unbind(0) == ()
+  assert len(Tensor.zeros(4, 0).unbind(0)) == 4
 def test_split(): helper_test_op([(7, 3)], lambda x: torch.cat([p * (i + 1) for i, p in enumerate(x.split(3))]),
                                  lambda x: Tensor.cat(*[p * (i + 1) for i, p in enumerate(x.split(3))]))
 def test_split_sizes(): helper_test_op([(3, 7)], lambda x: torch.cat([p * (i + 1) for i, p in enumerate(x.split([2, 0, 5], 1))], 1),

@@ -27,8 +27,8 @@ class ShapeError(ValueError, RuntimeError):
 class UnsupportedError(ArgumentError, NotImplementedError):
   """An unknown mode (pad, interpolate) or a dtype an op has no meaning for."""
 
-class EmptyReduceError(IndexError, ShapeError):
-  """max/min/argmax over a zero-size axis, which has no identity."""
+class ShapeIndexError(IndexError, ShapeError):
+  """A shape problem torch reports as IndexError: argmax over a zero-size axis, index tensors that don't broadcast."""
 
 def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
   """axis as an index in [0, ndim) (negative counts from the end); IndexError naming op and axis when out of range."""
@@ -36,7 +36,7 @@ def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
     raise IndexError(f"{op}: {name} {axis} is out of range for a tensor with {ndim} dims")
   return axis % max(ndim, 1)
 
-def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
+def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast", error: type = ShapeError) -> tuple[int, ...]:
   """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
   if len(shapes) == 2 and shapes[0] == shapes[1]: return tuple(shapes[0])  # (the common case, quickly)
   n = max(len(s) for s in shapes)
@@ -44,7 +44,7 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
   ret = []
   for sizes in zip(*padded):
     non1 = {s for s in sizes if s != 1}
-    if len(non1) > 1: raise ShapeError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
+    if len(non1) > 1: raise error(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
     ret.append(non1.pop() if non1 else 1)
   return tuple(ret)
 

@@ -7,7 +7,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.helpers import CHECK_INDEX, prod
 from fusegrad.engine.realize import add_index_check, IndexCheck
 from fusegrad.engine import state
-from fusegrad.mixin.elementwise import broadcast_shape
+from fusegrad.mixin.elementwise import broadcast_shape, ShapeIndexError
 from fusegrad.uop.ops import UOp, Ops
 from fusegrad.uop.symbolic import simplify
 
@@ -47,7 +47,8 @@ def _check_index(t: Tensor, i: Any) -> Any:
   """One index, checked: lists and numpy arrays become Tensors on t's device, numpy integers become ints."""
   is_numpy = type(i).__module__ == "numpy" and hasattr(i, "shape")
   if is_numpy and i.shape == () and i.dtype.kind in "iu": i = int(i)
-  elif isinstance(i, (list, tuple)) or is_numpy: i = type(t)(i, device=t.device)
+  elif isinstance(i, (list, tuple)) or is_numpy:  # an empty list indexes nothing, as torch's and numpy's
+    i = type(t)(i, device=t.device, dtype=dtypes.int32 if isinstance(i, (list, tuple)) and not len(i) else None)
   if isinstance(i, type(t)):
     if i.device != t.device: i = i.to(t.device)  # as torch, an index may come from another device
     if i.dtype == dtypes.bool:
@@ -201,7 +202,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = Tru
   checked = [(idx, x.shape[a]) for a, idx in tensor_idx]
   x, tensor_idx = _split_long_axes(x, tensor_idx)
   axes = [a for a, _ in tensor_idx]
-  bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="index")
+  bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="index", error=ShapeIndexError)
   rest = [a for a in range(x.ndim) if a not in axes]
   # one mask per indexed axis: (broadcast index shape) + (axis size,), true where the index hits
   mask: Tensor | None = None
@@ -215,6 +216,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = Tru
       *[1] * len(bshape), *[n if b == a else 1 for b in axes])
     mask = hit if mask is None else mask & hit
   assert mask is not None
+  for idx, n in checked if check else []: mask = check_indices(mask, idx, n, "getitem")  # backward reads it too
   nb, nr = len(bshape), len(rest)
   before, order = _layout(tensor_idx, rest, nb)
   xp = x.permute(rest + axes)
@@ -224,9 +226,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = Tru
   mask = mask.reshape(*[1] * before, *bshape, *[1] * (nr - before), *mask.shape[nb:])
   picked = mask.where(xp, type(x)(0, dtype=x.dtype, device=x.device))
   red = tuple(range(picked.ndim - len(axes), picked.ndim))
-  out = picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
-  for idx, n in checked if check else []: out = check_indices(out, idx, n, "getitem")
-  return out
+  return picked.sum(red, dtype=x.dtype) if x.dtype != dtypes.bool else picked.any(red)
 
 def _layout(tensor_idx: list[tuple[int, Tensor]], rest: list[int], nb: int) -> tuple[int, list[int]]:
   """torch's rule for x[tensor indices]: the nb index axes replace the indexed ones if adjacent (0-d ones don't count),
@@ -241,7 +241,7 @@ def setitem_value(x: Tensor, tensor_idx: list[tuple[int, Tensor]], v: Tensor) ->
   indexed axes flattened into one and scattered into, at every position of the other axes."""
   axes = [a for a, _ in tensor_idx]
   rest = [a for a in range(x.ndim) if a not in axes]
-  bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="setitem")
+  bshape = broadcast_shape(*(i.shape for _, i in tensor_idx), op="setitem", error=ShapeIndexError)
   rest_shape, k = tuple(x.shape[a] for a in rest), prod(bshape)
   flat: Any = 0  # the position each index points at in the indexed axes, flattened
   for a, idx in tensor_idx:
@@ -251,7 +251,7 @@ def setitem_value(x: Tensor, tensor_idx: list[tuple[int, Tensor]], v: Tensor) ->
   v = v.cast(x.dtype)._broadcast_to(tuple((rest_shape + bshape)[o] for o in order))
   v = v.permute([order.index(i) for i in range(len(order))]).reshape(*rest_shape, k)
   flat = flat.reshape(*[1] * len(rest), k).expand(*rest_shape, k)
-  xr = x.permute(rest + axes).reshape(*rest_shape, -1).scatter(len(rest), flat, v)
+  xr = x.permute(rest + axes).reshape(*rest_shape, prod(x.shape[a] for a in axes)).scatter(len(rest), flat, v)
   out = xr.reshape(*rest_shape, *(x.shape[a] for a in axes)).permute([(rest + axes).index(a) for a in range(x.ndim)])
   for a, idx in tensor_idx: out = check_indices(out, idx, x.shape[a], "setitem")
   return out

@@ -319,6 +319,8 @@ class MovementMixin:
     return expanded.reshape(tuple(r * s for r, s in zip(reps, base.shape)))
   def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:
     """Repeat each element `repeats` times along dim (the flattened tensor if dim is None)."""
+    if type(repeats) is not int or repeats < 0:
+      raise ArgumentError(f"repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
     x = self.flatten() if dim is None else self
     d = 0 if dim is None else _resolve_axis(dim, self.ndim, "repeat_interleave")
     return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
@@ -344,7 +346,7 @@ class MovementMixin:
   def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices along dim, with dim removed."""
     d = _resolve_axis(dim, self.ndim, "unbind")
-    return tuple(t.squeeze(d) for t in self.split(1, d))
+    return tuple(t.squeeze(d) for t in self.split(1, d)) if self.shape[d] else ()
   def roll(self: Tensor, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
     """Shift elements along dims, wrapping around (over the flattened tensor if dims is None)."""
     if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from fusegrad.helpers import make_tuple, ceildiv
 from fusegrad.uop.ops import Ops
-from fusegrad.mixin.elementwise import ArgumentError, EmptyReduceError, ShapeError, _resolve_axis, broadcast_shape
+from fusegrad.mixin.elementwise import ArgumentError, ShapeIndexError, ShapeError, _resolve_axis, broadcast_shape
 
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
@@ -119,13 +119,13 @@ class ReduceMixin:
     return self._argmax(axis, keepdim, "argmax")
   def _argmax(self: Tensor, axis: int | None, keepdim: bool, op: str) -> Tensor:
     if axis is None:
-      if self.numel() == 0: raise EmptyReduceError(f"{op}: reduction over the zero-size tensor of shape {self.shape}")
+      if self.numel() == 0: raise ShapeIndexError(f"{op}: reduction over the zero-size tensor of shape {self.shape}")
       ret = self.flatten()._argmax(0, False, op)
       return ret.reshape((1,) * self.ndim) if keepdim else ret
     axis = _resolve_axis(axis, self.ndim, op)
     if self.ndim == 0: return self.reshape(1)._argmax(0, False, op)
     n = self.shape[axis]
-    if n == 0: raise EmptyReduceError(f"{op}: reduction over a zero-size axis of {self.shape}")
+    if n == 0: raise ShapeIndexError(f"{op}: reduction over a zero-size axis of {self.shape}")
     is_max = self == self.max(axis, keepdim=True)
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
