@@ -13,7 +13,7 @@ from fusegrad.engine.realize import ExecItem, IndexCheck, read_flags, add_index_
 from fusegrad.engine import state
 from fusegrad.engine.state import STATE
 from fusegrad.gradient import substitute_keeping_rules
-from fusegrad.tensor import Tensor, _assign_hooks, _is_training
+from fusegrad.tensor import Tensor, _assign_hooks, _assign_watchers, _is_training
 from fusegrad.mixin.creation import _rng_hooks
 from fusegrad.engine import multi
 
@@ -141,7 +141,7 @@ class TinyJit(Generic[ReturnType]):
     self.index_flags: list[tuple[Buffer, IndexCheck]] = []  # out-of-range index flags the kernels write, to read
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
-    self.sig = _signature([])  # the capture's inputs: shapes, dtypes, devices and views
+    self.sig, self.names = _signature([]), list[str]()  # the capture's inputs: shapes, dtypes, devices, views; places
     self.variables: tuple[UOp, ...] = ()
     self.out_slots: dict[int, list[tuple[int, int]]] = {}  # result position -> where its buffer is in jit_cache
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
@@ -199,21 +199,23 @@ class TinyJit(Generic[ReturnType]):
     bufs = _input_buffers(inputs, args, kwargs)
     nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
-    variables = tuple(b.src[0] for b in binds)
-    if self.cnt <= 1: _check_distinct(bufs, _input_names(args, kwargs))  # from the first call on, as tinygrad
+    variables, names = tuple(b.src[0] for b in binds), _input_names(args, kwargs)
+    if self.cnt <= 1 or any(j == 0 for _, j, _ in self.input_slots):  # (replays: when a kernel writes an input)
+      _check_distinct(bufs, names)
     if self.cnt == 0:
-      ret = self._finish(self.fxn(*args, **kwargs))
+      ret = self._finish(self._run(args, kwargs))
       self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
     if self.cnt >= 2 and sig != self.sig:
-      names = _input_names(args, kwargs)
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
+    if self.cnt >= 2 and names != self.names:  # f(x=a, y=b) after f(a, b): x would be fed where y was (as tinygrad)
+      raise JitError(f"TinyJit: the tensor arguments were {self.names} at the capture, now {names}")
     if self.cnt >= 2 and variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
     if self.cnt == 1:
       ret = self._capture(args, kwargs, inputs, bufs)
-      self.static, self.sig, self.variables = static, sig, variables
+      self.static, self.sig, self.variables, self.names = static, sig, variables, names
     else:
       if (change := _static_change(self.static, static)) is not None:
         raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
@@ -248,8 +250,18 @@ class TinyJit(Generic[ReturnType]):
       else: return None
     return var_vals
 
-  def _finish(self, ret: Any) -> Any:
-    Tensor.realize_all(_tensors_in(ret))
+  def _run(self, args: tuple, kwargs: dict) -> tuple[Any, list[Tensor]]:
+    """Call the function, noting the tensors it assigns to (their writes are part of the call: a replay repeats them
+    even when no result reads them, as a BatchNorm's running statistics)."""
+    assigned: dict[int, Tensor] = {}
+    def note(t: Tensor) -> None: assigned.setdefault(id(t), t)
+    _assign_watchers.append(note)
+    try: return self.fxn(*args, **kwargs), list(assigned.values())
+    finally: _assign_watchers.pop()
+
+  def _finish(self, ret_assigned: tuple[Any, list[Tensor]]) -> Any:
+    ret, assigned = ret_assigned
+    Tensor.realize_all(_tensors_in(ret) + assigned)
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, inputs: list, bufs: list[Buffer]) -> Any:
@@ -259,9 +271,12 @@ class TinyJit(Generic[ReturnType]):
     try:
       with state.capture() as cap:  # results from before are computed again
         self.jit_cache, self.index_flags = cap.items, cap.flags
-        ret = self._finish(self.fxn(*args, **kwargs))
+        ret = self._finish(self._run(args, kwargs))
     finally: _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
+    if bad := [(w, v) for w, v in _leaves(ret, "result") if v is not None and not isinstance(v, Tensor)]:
+      raise JitError(f"TinyJit: {_spell(bad[0][0])} is a {type(bad[0][1]).__name__}, not a Tensor: a replay would "
+                     "return the capture's value (JIT results must be Tensors or None, as tinygrad's)")
     self.rng_draws = [(_input_buffer(state, "a random state"), off) for state, off in draws]
     if self.prune: self._prune(bufs)
     self.input_slots = [(i, j, bufs.index(b)) for i, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs)
@@ -285,6 +300,7 @@ class TinyJit(Generic[ReturnType]):
       if i in self.from_inputs or base.op is not Ops.BUFFER or base.src: continue
       slots = [(k, j) for k, ei in enumerate(self.jit_cache) for j, b in enumerate(ei.bufs) if b is base.arg]
       if any(j == 0 for _, j in slots): self.out_slots[i] = slots  # written by a kernel here
+    self.written -= {id(state.view_base(self.ret_tensors[i].uop).arg.base) for i in self.out_slots}  # (new each replay)
     return self._results([state.view_base(t.uop) for t in inputs], fresh=set(self.out_slots))
 
   def _prune(self, inputs: list[Buffer]) -> None:

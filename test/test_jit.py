@@ -6,7 +6,7 @@ import functools, gc, weakref
 from typing import NamedTuple
 import numpy as np
 import pytest
-from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes
+from fusegrad import Tensor, TinyJit, Context, Device, GlobalCounters, Variable, UOp, dtypes, nn
 from fusegrad.jit import JitError, function
 from fusegrad.nn.optim import SGD, Adam
 
@@ -109,11 +109,11 @@ def test_list_and_dict_inputs():
 def test_several_outputs_in_a_structure():
   @TinyJit
   def f(a: Tensor) -> dict:
-    return {"double": a * 2, "pair": (a + 1, a.sum()), "name": "kept"}
+    return {"double": a * 2, "pair": (a + 1, a.sum()), "nothing": None}
   for i in range(CALLS):
     a = rand_np(5, seed=i)
     out = f(realized(a))
-    assert out["name"] == "kept"
+    assert out["nothing"] is None
     np.testing.assert_allclose(out["double"].numpy(), a * 2, rtol=1e-6)
     np.testing.assert_allclose(out["pair"][0].numpy(), a + 1, rtol=1e-6)
     np.testing.assert_allclose(out["pair"][1].numpy(), a.sum(), rtol=1e-5)
@@ -866,3 +866,49 @@ def test_free_intermediates_keeps_results_inputs_and_parameters():
     np.testing.assert_allclose(s2.item(), want(x2)[0], rtol=1e-5)
     np.testing.assert_allclose(v2.numpy().ravel(), want(x2)[1])
   np.testing.assert_allclose(w.numpy(), 3 * x_np + 2 * x2, rtol=1e-5)
+
+def test_a_python_number_result_is_refused_at_the_capture_as_tinygrad():
+  # a number from .item() would be the capture's on every replay: tinygrad raises "JIT return contains non-Tensor"
+  f = TinyJit(lambda x: ((x * 2).sum(), (x * 2).sum().item()))
+  f(realized(rand_np(3, seed=0)))
+  with pytest.raises(JitError, match=r"result\[1\] is a float, not a Tensor"): f(realized(rand_np(3, seed=1)))
+
+def test_tensor_arguments_keep_their_places_as_tinygrad():
+  f = TinyJit(lambda y, x: y - 2 * x)
+  for i in range(3): f(realized(rand_np(3, seed=i)), realized(rand_np(3, seed=5 + i)))
+  a, b = realized(rand_np(3, seed=20)), realized(rand_np(3, seed=21))
+  with pytest.raises(JitError, match="tensor arguments"): f(x=b, y=a)  # would feed x where y was
+  np.testing.assert_allclose(f(a, b).numpy(), rand_np(3, seed=20) - 2 * rand_np(3, seed=21), rtol=1e-6)
+
+def test_one_buffer_as_two_inputs_of_a_kernel_that_writes_one_is_refused_on_replays():
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor:
+    a.assign(b.flip(0) + 1)
+    return (a * 2).realize()
+  for i in range(3): f(realized(rand_np(6, seed=i)), realized(rand_np(6, seed=9 + i)))
+  x = realized(np.arange(6, dtype=np.float32))
+  with pytest.raises(JitError, match="same buffer"): f(x, x)
+
+def test_assigns_no_result_reads_are_replayed():
+  # a BatchNorm's running statistics (and any counter) are written on every replay, as on every eager call
+  bn, n = nn.BatchNorm(3), realized(np.zeros(1, np.float32))
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    n.assign(n + 1)
+    with Tensor.train(): return bn(x).realize()
+  xs = [rand_np(4, 3, seed=i) for i in range(6)]
+  for x in xs: f(realized(x))
+  assert n.item() == 6 and bn.num_batches_tracked.item() == 6
+  mean = np.zeros(3, np.float32)
+  for x in xs: mean = 0.9 * mean + 0.1 * x.mean(0)
+  np.testing.assert_allclose(bn.running_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
+
+def test_the_capture_result_fed_back_and_written_in_place_keeps_the_write():
+  @TinyJit
+  def f(a: Tensor, x: Tensor) -> Tensor:
+    a.assign(a + x).realize()
+    return (x * 2).realize()
+  f(realized(np.zeros(3, np.float32)), realized(np.ones(3, np.float32)))
+  r2 = f(realized(np.zeros(3, np.float32)), realized(np.ones(3, np.float32)))  # the capture's result
+  f(r2, realized(np.ones(3, np.float32)))
+  np.testing.assert_equal(r2.numpy(), [3.0, 3.0, 3.0])
