@@ -852,3 +852,15 @@ def test_pow_gradient_after_realize(f):
   y.realize().sum().backward()
   f(tx).sum().backward()
   np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+
+def test_shifts_by_the_width_or_more_as_torch():
+  # C leaves x << 32 undefined (it gave x, or 0, depending on what ran before)
+  for dt, tdt, vals in [(dtypes.int32, torch.int32, [1, -3, 100]), (dtypes.uint8, torch.uint8, [200, 7, 1]),
+                        (dtypes.int64, torch.int64, [-5, 9, 1 << 40])]:
+    x, tx = Tensor(vals, dtype=dt), torch.tensor(vals, dtype=tdt)
+    bits = tx.element_size() * 8
+    for n in (bits - 1, bits, bits + 3):
+      assert (x << n).tolist() == (tx << n).tolist() and (x >> n).tolist() == (tx >> n).tolist(), (dt, n)
+    counts = [1, bits, bits + 1]
+    c, tc = Tensor(counts, dtype=dt), torch.tensor(counts, dtype=tdt)
+    assert (x << c).tolist() == (tx << tc).tolist() and (x >> c).tolist() == (tx >> tc).tolist(), dt

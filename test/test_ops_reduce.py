@@ -387,3 +387,14 @@ def test_half_matmul_grad_accumulates_in_float(dt):
   ulp = 0.05 if dt == dtypes.float16 else 0.5
   np.testing.assert_allclose(x.grad.float().numpy(), ref, atol=ulp, rtol=1e-2)
   np.testing.assert_allclose(out.float().numpy(), (tx @ tw).double().detach().numpy(), atol=0.02, rtol=1e-2)
+
+def test_int_logsumexp_and_softmax_compute_in_float_as_torch_does_for_floats():
+  # x - max in uint8/int8 wrapped: logsumexp gave inf and 156
+  for vals, dt in [([0, 3, 1], dtypes.uint8), ([-100, 100], dtypes.int8), ([7, -2, 5], dtypes.int32)]:
+    want = torch.tensor(vals, dtype=torch.float32)
+    np.testing.assert_allclose(Tensor(vals, dtype=dt).logsumexp(0).item(), want.logsumexp(0).item(), rtol=1e-6)
+    np.testing.assert_allclose(Tensor(vals, dtype=dt).log_softmax(0).numpy(), want.log_softmax(0).numpy(), rtol=1e-6)
+
+def test_half_mean_sums_in_float32_as_torch():
+  x = Tensor([60000.0, 60000.0], dtype=dtypes.float16)
+  assert x.mean().dtype == dtypes.float16 and x.mean().item() == torch.tensor([6e4, 6e4]).half().mean().item() == 60000

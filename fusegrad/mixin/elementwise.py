@@ -394,7 +394,10 @@ class ElementwiseMixin:
   def _bitwise(self: Tensor, op: Ops, x: Any, reverse: bool, name: str) -> Tensor:
     a, b = self._broadcasted(x, reverse, op=name)
     if dtypes.is_float(a.dtype): raise DTypeError(f"{name}: needs int or bool tensors, not {a.dtype}")
-    return a._apply(op, b)
+    out, bits = a._apply(op, b), 8 * a.dtype.itemsize
+    if op not in (Ops.SHL, Ops.SHR) or (type(x) is int and not reverse and 0 <= x < bits): return out
+    fill = (a < 0).where(-1, 0).cast(a.dtype) if op is Ops.SHR and not dtypes.is_unsigned(a.dtype) else 0
+    return (b >= bits).where(fill, out)  # shifted by the width or more: 0, or the sign for >> (as torch; C leaves it)
   def bitwise_and(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self & x for int or bool tensors."""; return self._bitwise(Ops.AND, x, reverse, "bitwise_and")
   def bitwise_or(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
@@ -409,7 +412,7 @@ class ElementwiseMixin:
     if not dtypes.is_int(self.dtype): raise DTypeError(f"bitwise_not: needs an int or bool tensor, not {self.dtype}")
     return self._apply(Ops.XOR, self._const(dtypes.max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1))
   def lshift(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-    """self << x for int tensors (wraps like C's fixed-width ints)."""
+    """self << x for int tensors (wraps like C's fixed-width ints; by the width or more: 0)."""
     return self._bitwise(Ops.SHL, x, reverse, "lshift")
   def rshift(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self >> x for int tensors (arithmetic shift for signed ints)."""

@@ -82,7 +82,7 @@ class ReduceMixin:
     >>> Tensor([[1, 2], [3, 4]]).mean(axis=0).tolist()
     [2.0, 3.0]"""
     out_dtype, _ = least_upper_float(self.dtype), self._axes(axis, "mean")
-    total = self.cast(out_dtype).sum(axis, keepdim)
+    total = self.cast(out_dtype).sum(axis, keepdim, dtype=sum_acc_dtype(out_dtype))  # (half: in float32, no overflow)
     count = self.numel() // max(total.numel(), 1) if self.numel() else 0
     return (total / count if count else total * math.nan).cast(out_dtype)
   def var(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
@@ -139,6 +139,7 @@ class ReduceMixin:
   def logsumexp(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over axes, computed stably."""
     self._axes(axis, "logsumexp")
+    if not dtypes.is_float(self.dtype): return self.cast(least_upper_float(self.dtype)).logsumexp(axis, keepdim)
     if self.numel() == 0:  # log of an empty sum
       return self.sum(axis, keepdim=keepdim).full_like(-math.inf, dtype=least_upper_float(self.dtype))
     m = self.max(axis, keepdim=True)
@@ -154,14 +155,14 @@ class ReduceMixin:
 
     >>> Tensor([[0.0, 0.0], [0.0, 2e9]]).softmax().tolist()
     [[0.5, 0.5], [0.0, 1.0]]"""
-    x = self.cast(dtype) if dtype is not None else self
+    x = self.cast(dtype or least_upper_float(self.dtype))  # (ints as floats: uint8's x - max would wrap)
     _resolve_axis(axis, x.ndim, "softmax")  # a bad axis raises, even on an empty tensor
     if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
     e = (x - x.max(axis, keepdim=True).detach()).exp()
     return e / e.sum(axis, keepdim=True)
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """log(softmax(x)) along axis, computed stably."""
-    x = self.cast(dtype) if dtype is not None else self
+    x = self.cast(dtype or least_upper_float(self.dtype))
     _resolve_axis(axis, x.ndim, "log_softmax")  # a bad axis raises, even on an empty tensor
     if x.numel() == 0: return x.cast(least_upper_float(x.dtype))
     m = x - x.max(axis, keepdim=True).detach()
