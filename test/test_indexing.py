@@ -2,7 +2,7 @@
 import pytest, torch
 import torch.nn.functional as F
 import numpy as np
-from fusegrad import Tensor, dtypes
+from fusegrad import Tensor, Variable, dtypes
 from fusegrad.engine.state import STATE
 from test.helpers import helper_test_op
 
@@ -494,3 +494,17 @@ def test_empty_list_index_and_unbroadcastable_indices_as_torch():
   np.testing.assert_equal(x.numpy(), np.ones((3, 4)))
   with pytest.raises(IndexError): torch.zeros(3, 4)[torch.tensor([0, 1]), torch.tensor([0, 1, 2])]
   with pytest.raises(IndexError, match=r"\(2,\) and \(3,\)"): Tensor.zeros(3, 4)[Tensor([0, 1]), Tensor([0, 1, 2])]
+
+def test_writes_that_cannot_reach_the_buffer_at_a_variable_are_refused():
+  # x[v] at a Variable is a copy (a gather) and a reshape of a window is not the window: the assign left x unchanged
+  i = Variable("i", 0, 3)
+  a = Tensor.zeros(4).contiguous().realize()
+  with pytest.raises(IndexError, match="window"): a[i.bind(2)].assign(Tensor(5.0)).realize()
+  with pytest.raises(IndexError, match="window"): a[i.bind(2):i.bind(2) + 1].reshape(()).assign(Tensor(5.0))
+  a[i.bind(2):i.bind(2) + 1].assign(Tensor([5.0])).realize()
+  np.testing.assert_equal(a.numpy(), [0, 0, 5, 0])
+
+def test_one_variable_bound_to_two_values_in_one_kernel_is_refused():
+  i, x = Variable("i", 0, 3), Tensor([10.0, 20.0, 30.0, 40.0]).realize()
+  with pytest.raises(ValueError, match="bound to 1 and to 2"): (x[i.bind(1)] - 2 * x[i.bind(2)]).item()
+  assert (x[i.bind(1)] - 1).item() == 19 and (x[i.bind(2)] - 1).item() == 29

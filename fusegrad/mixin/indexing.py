@@ -64,6 +64,7 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
   x, tensor_idx = basic_index(t, indices)
   if tensor_idx: return _advanced(x, tensor_idx)
   idx = indices if isinstance(indices, tuple) else (indices,)
+  if any(isinstance(i, UOp) for i in idx): windows[x.uop] = None  # x[v]: a copy, which assign() must refuse
   if all(isinstance(i, slice) and i.step is None for i in idx) and any(_is_symbolic(i) for i in idx):
     windows[x.uop] = (t.uop, tuple((0 if i.start is None else i.start, n if i.stop is None else i.stop)
                                    if _is_symbolic(i) else i.indices(n)[:2] for i, n in zip(idx, t.shape)) +
@@ -122,7 +123,7 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
 
 # windows at a Variable position cut by shrink: the window's node -> (the node it was cut from, the ranges), so that
 # assign() writes through the window into that tensor's buffer, as it does through a plain shrink (a view)
-windows: weakref.WeakKeyDictionary[UOp, tuple[UOp, tuple]] = weakref.WeakKeyDictionary()
+windows: weakref.WeakKeyDictionary[UOp, tuple[UOp, tuple] | None] = weakref.WeakKeyDictionary()
 
 def symbolic_shrink(x: Tensor, arg: Sequence[tuple[Any, Any] | None]) -> Tensor:
   """x.shrink(arg) where a start or end is a Variable expression: a gather, remembered in windows (by getitem)."""
@@ -131,7 +132,14 @@ def symbolic_shrink(x: Tensor, arg: Sequence[tuple[Any, Any] | None]) -> Tensor:
 def assign_window(target: Tensor, value: Tensor) -> bool:
   """Write value through target, a window of symbolic_shrink, into the buffer it was cut from (False: target is no
   such window). Every element of the buffer is written: value's inside the window, its own value elsewhere."""
-  if (w := windows.get(target.uop)) is None or state.view_base(w[0]).op not in (Ops.BUFFER, Ops.ASSIGN): return False
+  if (w := windows.get(target.uop)) is None:  # a view of a window, or x[v]: a write would reach no buffer
+    node, parent = target.uop, target._view_of
+    while node not in windows:
+      if parent is None: return False
+      node, parent = parent[1], parent[0]._view_of
+    raise IndexError("assign: only a window x[v:v+n] (or shrink) at a Variable v writes through to x, not x[v] or a "
+                     "view of a window: write x[v:v+1] and reshape the value instead")
+  if state.view_base(w[0]).op not in (Ops.BUFFER, Ops.ASSIGN): return False
   source, ranges = type(target)(w[0]), w[1]
   inside: Tensor | None = None
   for axis, (begin, end) in enumerate(ranges):
