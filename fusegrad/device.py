@@ -65,8 +65,7 @@ class _Device:
     return [name for name in sorted(self._names) if self._try_open(name) is None]
   @property
   def default(self) -> Compiled:
-    """The default device's backend: Device[Device.DEFAULT]."""
-    return self[self.DEFAULT]
+    """The default device's backend: Device[Device.DEFAULT]."""; return self[self.DEFAULT]
   def get_available(self, device: str) -> tuple[bool, str]:
     """(works, why not) for a device name, without raising."""
     e = self._try_open(device)

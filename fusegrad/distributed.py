@@ -42,12 +42,10 @@ def _world() -> Any:
   return _comm
 
 def rank() -> int:
-  """This process's number in the job, 0 .. world_size()-1."""
-  return _world().Get_rank()
+  """This process's number in the job, 0 .. world_size()-1."""; return _world().Get_rank()
 
 def world_size() -> int:
-  """The number of processes in the job."""
-  return _world().Get_size()
+  """The number of processes in the job."""; return _world().Get_size()
 
 def _wait(request: Any, what: str) -> None:
   """Wait for a non-blocking collective, raising after TIMEOUT seconds (another rank failed or went missing)."""

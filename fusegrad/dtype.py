@@ -37,8 +37,7 @@ class DType:
   def bitsize(self) -> int: return self.itemsize * 8
   @property
   def min(self) -> Any:
-    """The smallest value: -2**(bits-1) or 0 for ints, -inf for floats, False for bool."""
-    return dtypes.min(self)
+    """The smallest value: -2**(bits-1) or 0 for ints, -inf for floats, False for bool."""; return dtypes.min(self)
   @property
   def max(self) -> Any:
     """The largest value: 2**(bits-1)-1 or 2**bits-1 for ints, inf for floats, True for bool."""

@@ -10,8 +10,7 @@ OSX, WIN = sys.platform == "darwin", sys.platform == "win32"
 
 # *** small pure functions ***
 def prod(x: Iterable[Any], start: Any = 1) -> Any:
-  """Product of an iterable (works on ints and on symbolic UOps)."""
-  return math.prod(x, start=start)
+  """Product of an iterable (works on ints and on symbolic UOps)."""; return math.prod(x, start=start)
 
 def dedup(x: Iterable[T]) -> list[T]: return list(dict.fromkeys(x))
 def all_same(items: Sequence[Any]) -> bool: return all(x == items[0] for x in items)
@@ -45,8 +44,7 @@ def get_child(obj: Any, key: str) -> Any:
   for k in key.split("."): obj = obj[int(k)] if k.isnumeric() else obj[k] if isinstance(obj, dict) else getattr(obj, k)
   return obj
 def pluralize(st: str, cnt: int) -> str:
-  """pluralize("kernel", 2) is '2 kernels'."""
-  return f"{cnt} {st}s" if cnt != 1 else f"1 {st}"
+  """pluralize("kernel", 2) is '2 kernels'."""; return f"{cnt} {st}s" if cnt != 1 else f"1 {st}"
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
   marked = [(fn(x), x) for x in items]
   return [x for yes, x in marked if yes], [x for yes, x in marked if not yes]

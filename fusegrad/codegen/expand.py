@@ -63,5 +63,4 @@ pm_expand = PatternMatcher([
 ])
 
 def expand_unrolled(sink: UOp) -> UOp:
-  """The AST with no UPCAST, UNROLL or LANES ranges left."""
-  return simplify(graph_rewrite(sink, pm_expand, once=True))
+  """The AST with no UPCAST, UNROLL or LANES ranges left."""; return simplify(graph_rewrite(sink, pm_expand, once=True))

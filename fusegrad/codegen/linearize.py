@@ -106,5 +106,4 @@ class _Linearizer:
     return update
 
 def linearize(sink: UOp) -> list[UOp]:
-  """The flat program for a lowered kernel AST."""
-  return _Linearizer(sink).run()
+  """The flat program for a lowered kernel AST."""; return _Linearizer(sink).run()

@@ -199,8 +199,7 @@ pm_threefry = PatternMatcher([
 ])
 
 def decompose_threefry(ast: UOp) -> UOp:
-  """THREEFRY as integer ALU ops, for renderers without it."""
-  return graph_rewrite(ast, pm_threefry)
+  """THREEFRY as integer ALU ops, for renderers without it."""; return graph_rewrite(ast, pm_threefry)
 
 # *** bfloat16 without hardware support: float32 registers, 16-bit memory ***
 def _bf16_bits_to_float(raw: UOp) -> UOp:

@@ -46,8 +46,7 @@ class SortMixin:
     return self._sorted_top(n, dim, descending, "sort")
 
   def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
-    """The indices that sort x along dim."""
-    return self.sort(dim, descending)[1]
+    """The indices that sort x along dim."""; return self.sort(dim, descending)[1]
 
   def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True, *,
            sorted: bool | None = None) -> tuple[Tensor, Tensor]:

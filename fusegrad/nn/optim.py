@@ -67,8 +67,7 @@ class Optimizer:
     Tensor.realize_all(self._state())
 
   def _state(self) -> list[Tensor]:
-    """Every state tensor a step writes (besides the parameters)."""
-    return []
+    """Every state tensor a step writes (besides the parameters)."""; return []
 
   def zero_grad(self) -> None:
     """Forget the gradients of all parameters (the next backward() starts from zero)."""
@@ -96,8 +95,7 @@ class Optimizer:
     return [*self._state(), *self.params, *self.buffers]
 
   def _lr(self, p: Tensor) -> Tensor:
-    """The learning rate as a scalar on p's device."""
-    return self.lr.to(p.device).reshape(())
+    """The learning rate as a scalar on p's device."""; return self.lr.to(p.device).reshape(())
 
   def _begin_step(self, stepped: list[int]) -> None:
     """Update per-step state (step counters) once, before the parameters (those numbered stepped have a gradient)."""

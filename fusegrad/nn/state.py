@@ -257,8 +257,7 @@ class _Storage:
     self.key, self.dtype, self.numel, self.data = key, dtype, numel, data
 
 def _torch_device(kind: str, index: int | None = None) -> str:
-  """torch.device("cuda", 0) as the string "cuda:0"."""
-  return str(kind) if index is None else f"{kind}:{index}"
+  """torch.device("cuda", 0) as the string "cuda:0"."""; return str(kind) if index is None else f"{kind}:{index}"
 
 def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
   """_codecs.encode as protocol-2 pickles use it to store bytes."""

@@ -21,8 +21,7 @@ class MachineModel:
   warp_size: int = 1               # threads that run in lockstep (CUDA: 32; CPU: 1)
   local_memory: int = 0            # bytes of workgroup-shared memory (0: none)
   def vector(self, itemsize: int) -> int:
-    """Elements of itemsize bytes in one SIMD register."""
-    return max(self.vector_bytes // itemsize, 1)
+    """Elements of itemsize bytes in one SIMD register."""; return max(self.vector_bytes // itemsize, 1)
 
 class UnsupportedDTypeError(NotImplementedError):
   """A kernel uses a dtype its device can't compute in or store (float64 on WEBGPU); the message names both."""
@@ -49,7 +48,6 @@ class Renderer:
   index64_ranges: bool = True      # loop counters may be int64 (False: int32, widened where index math is int64)
   compilers: tuple[str, ...] = ()  # the device's compilers, default first; OptOps.COMPILER picks another for a kernel
   def supports_dtype(self, dt: DType) -> bool:
-    """Whether kernels may hold values or buffers of dt (a scalar dtype); codegen refuses the others."""
-    return True
+    """Whether kernels may hold values or buffers of dt (a scalar dtype); codegen refuses the others."""; return True
   def render(self, name: str, uops: list[UOp]) -> str:
     raise NotImplementedError(f"{type(self).__name__} renders nothing")

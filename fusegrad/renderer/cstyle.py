@@ -118,8 +118,7 @@ class CStyleLanguage(Renderer):
     """A kernel parameter for buffer number index (written: the kernel stores to it)."""
     return f"{self.buffer_prefix}{'' if written else 'const '}{self.render_dtype(dt)}{self.buffer_suffix} {name}"
   def render_var_param(self, name: str, index: int) -> str:
-    """A kernel parameter for an int variable, parameter number index."""
-    return f"{self.arg_int_prefix} {name}"
+    """A kernel parameter for an int variable, parameter number index."""; return f"{self.arg_int_prefix} {name}"
 
   def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
     return "\n".join(prelude + [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{"] + body + ["}"]) + "\n"
@@ -136,8 +135,7 @@ class CStyleLanguage(Renderer):
     raise NotImplementedError(f"{type(self).__name__} has no threaded loops")
 
   def render_kernel_name(self, name: str, uops: list[UOp]) -> str:
-    """The kernel's name as its signature declares it (CUDA puts __launch_bounds__ in front)."""
-    return name
+    """The kernel's name as its signature declares it (CUDA puts __launch_bounds__ in front)."""; return name
 
   # *** the program ***
   def render(self, name: str, uops: list[UOp]) -> str:

@@ -313,13 +313,11 @@ class UOp:
     return self.src[0], self.src[1].arg
   @property
   def val(self) -> int:
-    """The bound value of a BIND (a Variable with a value)."""
-    return self.unbind()[1]
+    """The bound value of a BIND (a Variable with a value)."""; return self.unbind()[1]
 
   # *** printing ***
   def render(self) -> str:
-    """A short infix rendering of an index/ALU expression, e.g. '((r0*4)+r1)'."""
-    return render_expr(self)
+    """A short infix rendering of an index/ALU expression, e.g. '((r0*4)+r1)'."""; return render_expr(self)
   def __repr__(self) -> str: return pretty_print(self)
 
 def derived(u: UOp, key: str, fn: Callable[[UOp], Any]) -> Any:

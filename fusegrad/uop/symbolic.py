@@ -165,8 +165,7 @@ def bound_fold(u: UOp) -> UOp | None:
   return UOp.const(u.dtype, u.vmin) if u.vmin == u.vmax and not isinstance(u.vmin, float) else None
 
 def distribute(x: UOp, y: UOp, c: UOp) -> UOp | None:
-  """(x+y)*c -> x*c+y*c, for integer index math only."""
-  return x * c + y * c
+  """(x+y)*c -> x*c+y*c, for integer index math only."""; return x * c + y * c
 
 def swap_const(u: UOp, c: UOp, x: UOp) -> UOp | None:
   """Constants go on the right of commutative ops: 2+x -> x+2."""
