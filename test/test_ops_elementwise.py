@@ -864,3 +864,8 @@ def test_shifts_by_the_width_or_more_as_torch():
     counts = [1, bits, bits + 1]
     c, tc = Tensor(counts, dtype=dt), torch.tensor(counts, dtype=tdt)
     assert (x << c).tolist() == (tx << tc).tolist() and (x >> c).tolist() == (tx >> tc).tolist(), dt
+
+def test_clamp_with_a_nan_in_a_tensor_bound_gives_nan_as_torch():
+  x, lo, hi = [1.0, 5.0, -3.0], [math.nan, 0.0, 0.0], [2.0, math.nan, 2.0]
+  want = torch.tensor(x).clamp(torch.tensor(lo), torch.tensor(hi)).numpy()
+  np.testing.assert_equal(Tensor(x).clamp(Tensor(lo), Tensor(hi)).numpy(), want)

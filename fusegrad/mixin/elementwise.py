@@ -209,9 +209,11 @@ class ElementwiseMixin:
     gradient is 1 inside the range, bounds included: `Tensor([-2, 0, 2]).clip(-1, 1)` is [-1, 0, 1]."""
     lo, hi = min_ if min_ is not None else min, max_ if max_ is not None else max
     if lo is None and hi is None: raise ArgumentError("clip: give at least one of min_ and max_")
+    def past(out: Any, b: Any) -> Any:  # a nan in a tensor bound gives nan there, as torch
+      return out | b.isnan() if isinstance(b, type(self)) and dtypes.is_float(b.dtype) else out
     x = self
-    if lo is not None: x = (x < lo).where(lo, x)
-    if hi is not None: x = (x > hi).where(hi, x)
+    if lo is not None: x = past(x < lo, lo).where(lo, x)
+    if hi is not None: x = past(x > hi, hi).where(hi, x)
     return x
   def clamp(self: Tensor, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
     """The same as clip."""; return self.clip(min_, max_, min=min, max=max)
