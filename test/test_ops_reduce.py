@@ -398,3 +398,13 @@ def test_int_logsumexp_and_softmax_compute_in_float_as_torch_does_for_floats():
 def test_half_mean_sums_in_float32_as_torch():
   x = Tensor([60000.0, 60000.0], dtype=dtypes.float16)
   assert x.mean().dtype == dtypes.float16 and x.mean().item() == torch.tensor([6e4, 6e4]).half().mean().item() == 60000
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_gradient_goes_to_the_index_with_ties_as_torch(op):
+  # a windowed max split the gradient among ties: [2.33, 1.33, 0, 0.33] for torch's [1, 2, 0, 1]
+  for vals in ([1.0, 1.0, 0.0, 1.0], np.random.default_rng(0).integers(0, 3, 600).astype(np.float32).tolist()):
+    x, tx = Tensor(vals, requires_grad=True), torch.tensor(vals, requires_grad=True)
+    w = np.random.default_rng(1).standard_normal(len(vals)).astype(np.float32)
+    (getattr(x, op)(0)[0] * Tensor(w)).sum().backward()
+    (getattr(tx, op)(0)[0] * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-5)

@@ -237,6 +237,7 @@ class ReduceMixin:
     pos = type(self).arange(x.shape[axis], dtype=dtypes.int32, device=self.device)
     pos = pos.reshape(-1, *[1] * (x.ndim - axis - 1))
     indices = hit.where(pos, 0)._cumulative(axis, "max")
+    if dtypes.is_float(x.dtype): values = x.gather(axis, indices)  # its gradient goes to the index, as torch's
     return values.cast(self.dtype), indices
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
     """log(cumsum(exp(x))) along axis, each running sum a logsumexp (small early values survive a large later one).
