@@ -225,7 +225,7 @@ def sum_acc_dtype(dt: DType) -> DType:
 def float_to_bf16_bits(x: float) -> int:
   """Round a float to bfloat16 (round to nearest even) and return its 16 bits."""
   if math.isnan(x): return 0x7FC0
-  bits = struct.unpack("<I", struct.pack("<f", x if abs(x) < 3.5e38 else math.copysign(math.inf, x)))[0]
+  bits = struct.unpack("<I", struct.pack("<f", x if abs(x) < 3.4e38 else math.copysign(math.inf, x)))[0]
   return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 def bf16_bits_to_float(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xFFFF) << 16))[0]

@@ -83,10 +83,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
     elif isinstance(data, (bool, int, float)): uop = _scalar(data, dtype or dtypes.from_py(data), (), device)
-    elif isinstance(data, (bytes, bytearray, memoryview)):
-      raw = bytes(data)
-      uop = _make_buffer(raw, (len(raw),), dtypes.uint8, device)
-      if dtype is not None and dtype != dtypes.uint8: uop = uop.cast(dtype)
+    elif isinstance(data, (bytes, bytearray, memoryview)):  # the bytes as values of dtype (default uint8)
+      raw, dt = bytes(data), dtype or dtypes.uint8
+      if len(raw) % dt.itemsize: raise ValueError(f"Tensor: {len(raw)} bytes are not a whole number of {dt} values")
+      uop = _make_buffer(raw, (len(raw) // dt.itemsize,), dt, device)
     elif isinstance(data, (list, tuple)):
       shape, flat = _shape_of(data), _flatten_list(data)
       if any(isinstance(x, Tensor) for x in flat):
@@ -237,6 +237,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if self.numel() != 1:
       raise RuntimeError(f"bool: the truth value of a tensor with {self.numel()} elements is ambiguous")
     return bool(self.item())
+  def __contains__(self, x: Any) -> builtins.bool: return builtins.bool((self == x).any().item())  # as torch
+  __array_ufunc__ = None  # np.float64(2) * t: numpy steps aside, so t.__rmul__ makes a Tensor (as torch's)
   def __iter__(self) -> Iterator[Tensor]:
     if not self.shape: raise TypeError("iteration over a 0-d tensor")
     return (self[i] for i in range(self.shape[0]))

@@ -1,4 +1,5 @@
 """Creating tensors: from Python data, numpy and bytes, and the constructors (zeros, full, arange, linspace, eye ...)."""
+import math
 import pytest, torch
 import numpy as np
 from fusegrad import Tensor, dtypes, Device, GlobalCounters
@@ -249,3 +250,19 @@ def test_arange_past_int32_is_int64(args):
   t = Tensor.arange(*args)
   assert t.dtype == dtypes.int64 and t.tolist() == torch.arange(*args).tolist()
   assert Tensor.arange(5).dtype == dtypes.int32
+
+def test_linspace_in_its_dtype_and_exact_at_both_ends_as_torch():
+  np.testing.assert_equal(Tensor.linspace(0, 1, 7, dtype=dtypes.float64).numpy(), torch.linspace(0, 1, 7, dtype=torch.float64).numpy())
+  for a, b, n in [(0.5, 3.7, 7), (-1, 1, 5), (0, 1, 10), (3, -2.5, 8)]:
+    np.testing.assert_allclose(Tensor.linspace(a, b, n).numpy(), torch.linspace(a, b, n).numpy(), rtol=0, atol=1e-6)
+    assert Tensor.linspace(a, b, n)[-1].item() == np.float32(b)
+
+def test_bytes_are_read_as_values_of_the_dtype_as_tinygrad():
+  import struct
+  assert Tensor(struct.pack("<ff", 1.5, -2.0), dtype=dtypes.float32).tolist() == [1.5, -2.0]
+  assert Tensor(b"\x01\x02").tolist() == [1, 2] and Tensor(b"\x01\x02").dtype == dtypes.uint8
+  with pytest.raises(ValueError, match="whole number"): Tensor(b"\x01\x02\x03", dtype=dtypes.int16)
+
+def test_bfloat16_constants_beyond_its_range_are_inf():
+  assert Tensor([3.45e38], dtype=dtypes.bfloat16).tolist() == [math.inf]
+  assert (Tensor([1.0], dtype=dtypes.bfloat16) + 3.45e38).tolist() == [math.inf]

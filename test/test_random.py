@@ -265,3 +265,13 @@ def test_kolmogorov_smirnov_large_sample():  # one big draw sees biases a 2000-s
   u, z = Tensor.rand(n), Tensor.randn(n)
   assert stats.kstest(u.numpy().astype(np.float64), "uniform").pvalue > 1e-3
   assert stats.kstest(z.numpy().astype(np.float64), "norm").pvalue > 1e-3
+
+def test_randint_over_a_wide_range_uses_every_bit_and_checks_the_dtype():
+  # one float's 24 random bits made every value a multiple of 64 for high=2**30 (and none odd for 2**25 + 1)
+  Tensor.manual_seed(0)
+  r = Tensor.randint(20000, low=0, high=2 ** 30).numpy()
+  assert 0 <= r.min() and r.max() < 2 ** 30 and 0.45 < (r % 2).mean() < 0.55 and (r % 64).max() > 0
+  r = Tensor.randint(2, 3, low=-2 ** 40, high=2 ** 40, dtype=dtypes.int64).numpy()
+  assert r.shape == (2, 3) and np.abs(r).max() < 2 ** 40
+  for low, high, dt in [(0, 200, dtypes.int8), (-5, 5, dtypes.uint8)]:
+    with pytest.raises(RuntimeError, match="exceeds"): Tensor.randint(5, low=low, high=high, dtype=dt)

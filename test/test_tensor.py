@@ -630,3 +630,22 @@ def test_numpy_scalars_act_as_python_numbers_as_torch():
   for bad in [(2, 3), [1]]:
     with pytest.raises(TypeError, match="fill_value"): Tensor.full((2,), bad)
     with pytest.raises(TypeError): torch.full((2,), bad)
+
+def test_python_protocols_as_torch():
+  # t == None is False (so `t in [None]` works), `x in t` looks at every element, a numpy scalar on the left makes a
+  # Tensor, in-place ops refuse a result their dtype can't hold
+  assert (Tensor(1.0) == None) is False and (Tensor(1.0) != None) is True  # noqa: E711
+  assert Tensor(1.0) not in [None] and (torch.tensor(1.0) in [None]) is False
+  assert 4 in Tensor([[1, 2], [3, 4]]) and 5 not in Tensor([[1, 2], [3, 4]]) and 4 in torch.tensor([[1, 2], [3, 4]])
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = np.float64(2.0) * x
+  assert isinstance(y, Tensor) and isinstance(np.float64(2.0) * torch.tensor([1.0]), torch.Tensor)
+  y.sum().backward()
+  assert x.grad.tolist() == [2.0, 2.0]
+  for f in (lambda t: t.__itruediv__(2), lambda t: t.__iadd__(2.5)):
+    with pytest.raises(RuntimeError): f(torch.tensor([1, 4]))
+    with pytest.raises(RuntimeError, match="in-place"): f(Tensor([1, 4]))
+  t = Tensor([1, 4, -7])
+  t += 2
+  t //= 2
+  assert t.tolist() == [1, 3, -3] and t.dtype == dtypes.int32

@@ -3,7 +3,7 @@ so a seed gives the same values on every device) with the usual initializers."""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
-from fusegrad.dtype import DType, dtypes, to_dtype, least_upper_dtype
+from fusegrad.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float
 from fusegrad.helpers import prod, argfix, all_int, _is_numpy
 from fusegrad.uop.ops import Ops
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError
@@ -48,7 +48,8 @@ class CreationMixin:
     dt = to_dtype(dtype if dtype is not None else dtypes.default_float)
     if dt == dtypes.bool: raise UnsupportedError("linspace: a bool dtype has no evenly spaced values")
     if steps == 1: return cls([start], dtype=dt, device=device, requires_grad=requires_grad)
-    ret = cls.arange(steps, device=device) * ((stop - start) / (steps - 1)) + start
+    i, step = cls.arange(steps, device=device, dtype=least_upper_float(dt)), (stop - start) / (steps - 1)
+    ret = (i < steps // 2).where(i * step + start, stop - (steps - 1 - i) * step)  # from both ends: stop exact
     return ret.cast(dt).requires_grad_(requires_grad)
   @classmethod
   def eye(cls: type[Tensor], n: int, m: int | None = None, dtype: DType | str | None = None, device: str | None = None,
@@ -120,8 +121,11 @@ class CreationMixin:
     if not (hasattr(low, "__index__") and hasattr(high, "__index__") and dtypes.is_int(dt)):  # as tinygrad
       raise TypeError(f"randint: low, high and dtype must be integers, got {low!r}, {high!r} and {dt}")
     if high <= low: raise ArgumentError(f"randint: high ({high}) must be > low ({low})")
-    unit = cls.rand(*shape, dtype=dtypes.float64 if high - low > 2 ** 24 else dtypes.float32, **kwargs)
-    return (unit * (high - low)).floor().cast(dt) + low
+    if low < dtypes.min(dt) or high - 1 > dtypes.max(dt): raise ArgumentError(f"randint: [{low}, {high}) exceeds {dt}")
+    if high - low > 2 ** 24:  # a float holds 24 random bits: 48 from two, reduced mod the range (bias < range / 2**48)
+      words = (cls.rand(2, *argfix(*shape), **kwargs) * 2 ** 24).cast(dtypes.int64)
+      return ((words[0] * 2 ** 24 + words[1]) % (high - low) + low).cast(dt)
+    return (cls.rand(*shape, **kwargs) * (high - low)).floor().cast(dt) + low
   @classmethod
   def randperm(cls: type[Tensor], n: int, device: str | None = None, dtype: DType | str = dtypes.int32,
                **kwargs: Any) -> Tensor:

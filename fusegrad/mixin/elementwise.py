@@ -350,8 +350,8 @@ class ElementwiseMixin:
     """self == x (false where either is nan)."""; return self.ne(x).logical_not()
   def __ge__(self: Tensor, x: Any) -> Tensor: return (self > x) | self.eq(x)  # not (self < x): nan >= nan is false
   def __le__(self: Tensor, x: Any) -> Tensor: return (self < x) | self.eq(x)
-  def __eq__(self: Tensor, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
-  def __ne__(self: Tensor, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
+  def __eq__(self: Tensor, x: Any) -> Any: return self.eq(x) if x is not None else False  # (t == None: False, as torch)
+  def __ne__(self: Tensor, x: Any) -> Any: return self.ne(x) if x is not None else True
   def lt(self: Tensor, x: Any) -> Tensor:
     """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""; return self < x
   def gt(self: Tensor, x: Any) -> Tensor:
@@ -512,19 +512,24 @@ class ElementwiseMixin:
   def __rshift__(self: Tensor, x: Any) -> Tensor: return self.rshift(x)
   def __rrshift__(self: Tensor, x: Any) -> Tensor: return self.rshift(x, True)
   # in place: the one mutation, through assign
-  def __iadd__(self: Tensor, x: Any) -> Tensor: return self.assign(self + x)
-  def __isub__(self: Tensor, x: Any) -> Tensor: return self.assign(self - x)
-  def __imul__(self: Tensor, x: Any) -> Tensor: return self.assign(self * x)
-  def __itruediv__(self: Tensor, x: Any) -> Tensor: return self.assign(self / x)
-  def __ifloordiv__(self: Tensor, x: Any) -> Tensor: return self.assign(self // x)
-  def __imod__(self: Tensor, x: Any) -> Tensor: return self.assign(self % x)
-  def __ipow__(self: Tensor, x: Any) -> Tensor: return self.assign(self ** x)
-  def __iand__(self: Tensor, x: Any) -> Tensor: return self.assign(self & x)
-  def __ior__(self: Tensor, x: Any) -> Tensor: return self.assign(self | x)
-  def __ixor__(self: Tensor, x: Any) -> Tensor: return self.assign(self ^ x)
-  def __ilshift__(self: Tensor, x: Any) -> Tensor: return self.assign(self << x)
-  def __irshift__(self: Tensor, x: Any) -> Tensor: return self.assign(self >> x)
-  def __imatmul__(self: Tensor, x: Any) -> Tensor: return self.assign(self @ x)
+  def _inplace(self: Tensor, result: Tensor) -> Tensor:
+    """self.assign(result) for t += x: a float result into an int tensor, or a number into a bool one, is refused."""
+    if (dtypes.is_float(result.dtype) and not dtypes.is_float(self.dtype)) or self.dtype == dtypes.bool != result.dtype:
+      raise DTypeError(f"in-place op: result type {result.dtype} can't be cast to the tensor's {self.dtype} (as torch)")
+    return self.assign(result)
+  def __iadd__(self: Tensor, x: Any) -> Tensor: return self._inplace(self + x)
+  def __isub__(self: Tensor, x: Any) -> Tensor: return self._inplace(self - x)
+  def __imul__(self: Tensor, x: Any) -> Tensor: return self._inplace(self * x)
+  def __itruediv__(self: Tensor, x: Any) -> Tensor: return self._inplace(self / x)
+  def __ifloordiv__(self: Tensor, x: Any) -> Tensor: return self._inplace(self // x)
+  def __imod__(self: Tensor, x: Any) -> Tensor: return self._inplace(self % x)
+  def __ipow__(self: Tensor, x: Any) -> Tensor: return self._inplace(self ** x)
+  def __iand__(self: Tensor, x: Any) -> Tensor: return self._inplace(self & x)
+  def __ior__(self: Tensor, x: Any) -> Tensor: return self._inplace(self | x)
+  def __ixor__(self: Tensor, x: Any) -> Tensor: return self._inplace(self ^ x)
+  def __ilshift__(self: Tensor, x: Any) -> Tensor: return self._inplace(self << x)
+  def __irshift__(self: Tensor, x: Any) -> Tensor: return self._inplace(self >> x)
+  def __imatmul__(self: Tensor, x: Any) -> Tensor: return self._inplace(self @ x)
 
 # *** helpers: pieces of the ops above that read better as functions ***
 def _small_whole(x: int | float) -> bool:
