@@ -238,7 +238,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       raise RuntimeError(f"bool: the truth value of a tensor with {self.numel()} elements is ambiguous")
     return bool(self.item())
   def __contains__(self, x: Any) -> builtins.bool: return builtins.bool((self == x).any().item())  # as torch
-  __array_ufunc__ = None  # np.float64(2) * t: numpy steps aside, so t.__rmul__ makes a Tensor (as torch's)
+  __array_priority__ = 1000  # np.float64(2) * t: numpy defers to t.__rmul__, which makes a Tensor (as torch's)
   def __iter__(self) -> Iterator[Tensor]:
     if not self.shape: raise TypeError("iteration over a 0-d tensor")
     return (self[i] for i in range(self.shape[0]))
