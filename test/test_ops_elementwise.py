@@ -869,3 +869,22 @@ def test_clamp_with_a_nan_in_a_tensor_bound_gives_nan_as_torch():
   x, lo, hi = [1.0, 5.0, -3.0], [math.nan, 0.0, 0.0], [2.0, math.nan, 2.0]
   want = torch.tensor(x).clamp(torch.tensor(lo), torch.tensor(hi)).numpy()
   np.testing.assert_equal(Tensor(x).clamp(Tensor(lo), Tensor(hi)).numpy(), want)
+
+@pytest.mark.parametrize("op", ["expm1", "log1p", "tanh", "sinh", "asinh", "atanh", "erf", "softplus", "elu", "logsigmoid"])
+def test_accurate_near_zero_and_in_half_as_torch(op):
+  # exp(x) - 1, log(1 + x), 2 sigmoid(2x) - 1 and A&S's erf lost every digit at 1e-10 (0.0) and 0.1% at 1e-5; half
+  # intermediates gave erf(0.001) the wrong sign; asinh(1e20) overflowed
+  xs = [1e-10, -1e-5, 3e-4, 0.04, -0.3, 0.6] + ([1e20] if op == "asinh" else [-20.0] if op == "softplus" else [])
+  ref = getattr(torch.nn.functional, op) if op in ("softplus", "elu", "logsigmoid") else getattr(torch, op)
+  np.testing.assert_allclose(getattr(Tensor(xs), op)().numpy(), ref(torch.tensor(xs, dtype=torch.float64)).numpy(),
+                             rtol=3e-6, atol=0)
+  for dt in (dtypes.float16, dtypes.bfloat16):
+    got = getattr(Tensor([0.001, 0.01, -0.2], dtype=dt), op)()
+    tdt = torch.float16 if dt == dtypes.float16 else torch.bfloat16
+    want = ref(torch.tensor([0.001, 0.01, -0.2]).to(tdt).double()).to(tdt)
+    assert got.dtype == dt
+    np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=1e-2 if dt == dtypes.bfloat16 else 2e-3)
+  x, tx = Tensor([0.0, 1e-6, 0.3], requires_grad=True), torch.tensor([0.0, 1e-6, 0.3], requires_grad=True)
+  getattr(x, op)().sum().backward()
+  ref(tx).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)

@@ -30,6 +30,14 @@ class UnsupportedError(ArgumentError, NotImplementedError):
 class ShapeIndexError(IndexError, ShapeError):
   """A shape problem torch reports as IndexError: argmax over a zero-size axis, index tensors that don't broadcast."""
 
+def _in_float32(f: Callable) -> Callable:
+  """f computed in float32 for float16 and bfloat16 tensors (their intermediates would round away), as torch does."""
+  def g(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    if self.dtype not in (dtypes.float16, dtypes.bfloat16): return f(self, *args, **kwargs)
+    return f(self.float(), *args, **kwargs).cast(self.dtype)
+  g.__name__, g.__doc__ = f.__name__, f.__doc__
+  return g
+
 def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
   """axis as an index in [0, ndim) (negative counts from the end); IndexError naming op and axis when out of range."""
   if not -max(ndim, 1) <= axis < max(ndim, 1):
@@ -259,8 +267,15 @@ class ElementwiseMixin:
     >>> Tensor([0.0, 1.0, 3.0]).exp2().tolist()
     [1.0, 2.0, 8.0]"""
     return self._float()._apply(Ops.EXP2)
+  @_in_float32
   def expm1(self: Tensor) -> Tensor:
-    """exp(x) - 1."""; return self.exp() - 1
+    """exp(x) - 1, accurate near 0 (Kahan: (u - 1) x / log(u) with u = exp(x) corrects u's rounding)."""
+    x = self._float()
+    small = x.abs() < 0.5  # (beyond, exp(x) - 1 keeps its digits; a safe x in each branch where it isn't taken)
+    xs = small.where(x, 0.5)
+    d = xs.exp() - 1
+    kahan = (d == 0).where(xs, d * xs / (d == 0).where(1.0, xs.exp().log()))
+    return small.where(kahan, small.where(1.0, x).exp() - 1)
   def log(self: Tensor) -> Tensor:
     """Natural logarithm (-inf at 0, nan below).
 
@@ -271,8 +286,14 @@ class ElementwiseMixin:
     """Base-2 logarithm."""; return self._float()._apply(Ops.LOG2)
   def log10(self: Tensor) -> Tensor:
     """Base-10 logarithm."""; return self.log2() * (1 / math.log2(10))
+  @_in_float32
   def log1p(self: Tensor) -> Tensor:
-    """log(1 + x)."""; return (self + 1).log()
+    """log(1 + x), accurate near 0 (Kahan: log(u) x / (u - 1) with u = 1 + x corrects u's rounding)."""
+    x = self._float()
+    small = x.abs() < 0.5  # (beyond, log(1 + x) keeps its digits; a safe x in each branch where it isn't taken)
+    xs = small.where(x, 0.5)
+    u = xs + 1
+    return small.where((u == 1).where(xs, u.log() * xs / (u == 1).where(1.0, u - 1)), (small.where(1.0, x) + 1).log())
   def sin(self: Tensor) -> Tensor:
     """Sine (of radians)."""; return self._float()._apply(Ops.SIN)
   def cos(self: Tensor) -> Tensor:
@@ -282,12 +303,19 @@ class ElementwiseMixin:
   def tan(self: Tensor) -> Tensor:
     """sin(x) / cos(x)."""; return self.sin() / self.cos()
   def sinh(self: Tensor) -> Tensor:
-    """(exp(x) - exp(-x)) / 2."""; return (self.exp() - (-self).exp()) / 2
+    """(exp(x) - exp(-x)) / 2, as (expm1(x) - expm1(-x)) / 2 (accurate near 0)."""
+    return (self.expm1() - (-self).expm1()) / 2
   def cosh(self: Tensor) -> Tensor:
     """(exp(x) + exp(-x)) / 2."""; return (self.exp() + (-self).exp()) / 2
+  @_in_float32
   def asinh(self: Tensor) -> Tensor:
-    """Inverse hyperbolic sine: log(|x| + sqrt(x^2 + 1)) with the sign of x (no cancellation for x < 0)."""
-    return self._float()._odd(lambda y: (y + (y * y + 1).sqrt()).log())
+    """Inverse hyperbolic sine with the sign of x: log1p(y + y^2 / (1 + sqrt(1 + y^2))) for y = |x| (accurate near 0),
+    log(y) + log(2) past 1e9 (where y^2 would overflow)."""
+    def f(y: Tensor) -> Tensor:
+      big = y > 1e9  # (each branch on safe values where it isn't taken: its gradient would be nan)
+      s, b = big.where(1.0, y), big.where(y, 1.0)
+      return big.where(b.log() + math.log(2), (s + s * s / (1 + (1 + s * s).sqrt())).log1p())
+    return self._float()._odd(f)
   def acosh(self: Tensor) -> Tensor:
     """Inverse hyperbolic cosine, as log(x) + log(1 + sqrt(1 - 1/x^2)) so that x^2 can't overflow. Below 1 the value
     is nan and the gradient torch's 1/sqrt(x^2 - 1): that of -acosh(-x), plus nan (each branch gets a safe input)."""
@@ -296,7 +324,8 @@ class ElementwiseMixin:
     low = x < 1
     return low.where(math.nan - on_one_up(-low.where(x, -2.0)), on_one_up(low.where(2.0, x)))
   def atanh(self: Tensor) -> Tensor:
-    """Inverse hyperbolic tangent: log((1 + x) / (1 - x)) / 2."""; return ((1 + self) / (1 - self)).log() / 2
+    """Inverse hyperbolic tangent: log1p(2x / (1 - x)) / 2 (accurate near 0)."""
+    return (2 * self / (1 - self)).log1p() / 2
   def atan(self: Tensor) -> Tensor:
     """arctan, by range reduction to |x| <= tan(pi/12) and a short series (error below 1e-8)."""
     return self._float()._odd(_atan_nonneg)
@@ -304,6 +333,7 @@ class ElementwiseMixin:
     """arcsin: atan(x / sqrt(1 - x^2)) (nan outside [-1, 1])."""; return (self / (1 - self.square()).sqrt()).atan()
   def acos(self: Tensor) -> Tensor:
     """arccos: pi/2 - asin(x)."""; return math.pi / 2 - self.asin()
+  @_in_float32
   def erf(self: Tensor) -> Tensor:
     """The error function (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7)."""; return self._float()._odd(_erf_nonneg)
   def _odd(self: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
@@ -442,11 +472,17 @@ class ElementwiseMixin:
   def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
     """alpha * x + beta limited to [0, 1] (torch's hardsigmoid with the defaults)."""
     return (alpha * self + beta).hardtanh(0, 1)
+  @_in_float32
   def tanh(self: Tensor) -> Tensor:
-    """tanh(x) = 2 sigmoid(2x) - 1."""; return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+    """tanh(x) = 2 sigmoid(2x) - 1, and its series below |x| = 1/16 (where that difference loses digits)."""
+    x = self._float()
+    x2 = x * x
+    series = x * (1 + x2 * (-1 / 3 + x2 * (2 / 15 - x2 * 17 / 315)))
+    return (x.abs() < 0.0625).where(series, 2.0 * (2.0 * x).sigmoid() - 1)
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
     """x limited to [min_val, max_val]; unlike clip, the gradient is 0 at the bounds (as torch.nn.functional)."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
+  @_in_float32
   def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
     """GELU: x * Phi(x). approximate="tanh" (the default, as tinygrad; torch's approximate='tanh') or "none" (exact,
     with erf: torch's default)."""
@@ -462,7 +498,7 @@ class ElementwiseMixin:
     """The same as silu."""; return self.silu()
   def _expm1_nonpositive(self: Tensor) -> Tensor:
     """exp(min(x, 0)) - 1, with the whole gradient at 0 going to x (the elu family's negative half)."""
-    return (self > 0).where(0, self).exp() - 1
+    return (self > 0).where(0, self).expm1()
   def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
     """x if x > 0 else alpha * (exp(x) - 1)."""; return (self > 0).where(self, alpha * self._expm1_nonpositive())
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
@@ -470,11 +506,12 @@ class ElementwiseMixin:
     return (self > 0).where(self, alpha * (self / alpha)._expm1_nonpositive())
   def selu(self: Tensor, alpha: float = SELU_ALPHA, gamma: float = SELU_SCALE) -> Tensor:
     """gamma * elu(x, alpha), with the self-normalizing constants by default."""; return gamma * self.elu(alpha)
+  @_in_float32
   def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, computed stably; x itself where beta x > threshold, as in torch."""
     bx = self * beta
     negative_abs = (bx > 0).where(-bx, bx)  # -|bx|; at 0 its gradient pairs with relu's 0 to give 1/2
-    soft = (bx.relu() + (1 + negative_abs.exp()).log()) / beta
+    soft = (bx.relu() + negative_abs.exp().log1p()) / beta
     return (bx > threshold).where(self, soft)
   def mish(self: Tensor) -> Tensor:
     """x * tanh(softplus(x))."""; return self * self.softplus().tanh()
@@ -584,7 +621,9 @@ def _atan_nonneg(t: Tensor) -> Tensor:
   return big.where(math.pi / 2 - r, r)
 
 def _erf_nonneg(x: Tensor) -> Tensor:
-  """erf(x) for x >= 0 (Abramowitz & Stegun 7.1.26)."""
-  t = 1.0 / (1.0 + 0.3275911 * x)
+  """erf(x) for x >= 0: Abramowitz & Stegun 7.1.26, and below 0.5 the Maclaurin series (A&S's error is absolute)."""
+  t, x2 = 1.0 / (1.0 + 0.3275911 * x), x * x
   poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
-  return 1 - poly * (-x.square()).exp()
+  series = x * 1.1283791670955126 * (1 + x2 * (-1 / 3 + x2 * (1 / 10 + x2 * (-1 / 42 + x2 * (1 / 216 - x2 / 1320)))))
+  return (x < 0.5).where(series, 1 - poly * (-x2).exp())
+
