@@ -8,7 +8,7 @@ def fence(text: str) -> str:
   out: list[str] = []
   inside = False
   for line in text.split("\n"):
-    if line.startswith(">>>") and not inside: out, inside = out + ["```pycon"], True
+    if line.startswith(">>>") and not inside: out, inside = out + ["", "```pycon"], True  # (a blank line opens it)
     elif inside and not line.strip(): out, inside = out + ["```"], False
     out.append(line)
   return "\n".join(out + (["```"] if inside else []))

@@ -203,7 +203,7 @@ class TinyJit(Generic[ReturnType]):
     if self.cnt <= 1 or any(j == 0 for _, j, _ in self.input_slots):  # (replays: when a kernel writes an input)
       _check_distinct(bufs, names)
     if self.cnt == 0:
-      ret = self._finish(self._run(args, kwargs))
+      ret = self._run(args, kwargs)
       self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
     if self.cnt >= 2 and sig != self.sig:
@@ -250,18 +250,15 @@ class TinyJit(Generic[ReturnType]):
       else: return None
     return var_vals
 
-  def _run(self, args: tuple, kwargs: dict) -> tuple[Any, list[Tensor]]:
-    """Call the function, noting the tensors it assigns to (their writes are part of the call: a replay repeats them
-    even when no result reads them, as a BatchNorm's running statistics)."""
+  def _run(self, args: tuple, kwargs: dict) -> Any:
+    """Call the function; realize its results and the tensors it assigns to (a replay repeats those writes, read or
+    not: a BatchNorm's running statistics)."""
     assigned: dict[int, Tensor] = {}
     def note(t: Tensor) -> None: assigned.setdefault(id(t), t)
     _assign_watchers.append(note)
-    try: return self.fxn(*args, **kwargs), list(assigned.values())
+    try: ret = self.fxn(*args, **kwargs)
     finally: _assign_watchers.pop()
-
-  def _finish(self, ret_assigned: tuple[Any, list[Tensor]]) -> Any:
-    ret, assigned = ret_assigned
-    Tensor.realize_all(_tensors_in(ret) + assigned)
+    Tensor.realize_all(_tensors_in(ret) + list(assigned.values()))
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, inputs: list, bufs: list[Buffer]) -> Any:
@@ -271,7 +268,7 @@ class TinyJit(Generic[ReturnType]):
     try:
       with state.capture() as cap:  # results from before are computed again
         self.jit_cache, self.index_flags = cap.items, cap.flags
-        ret = self._finish(self._run(args, kwargs))
+        ret = self._run(args, kwargs)
     finally: _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
     if bad := [(w, v) for w, v in _leaves(ret, "result") if v is not None and not isinstance(v, Tensor)]:

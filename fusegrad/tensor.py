@@ -308,7 +308,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
   def tolist(self) -> Any:
     """The values as (nested) Python lists; a 0-d tensor gives a scalar.
-
     >>> Tensor([[1, 2], [3, 4]]).tolist()
     [[1, 2], [3, 4]]
     >>> Tensor(2.5).tolist()
@@ -567,7 +566,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
     """Basic and advanced indexing: ints, slices (any step), None, Ellipsis, lists and integer Tensors.
-
     >>> Tensor.arange(6).reshape(2, 3)[1, ::2].tolist()
     [3, 5]
     >>> Tensor.arange(6).reshape(2, 3)[Tensor([1, 0])].tolist()

@@ -1,7 +1,7 @@
 """Elementwise math, comparisons and activations, composed from the ALU primitives (how each form avoids overflow and
 which gradient it has at a kink: docs/developer/tensor.md, "Numerics")."""
 from __future__ import annotations
-import math
+import functools, math
 from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype, IntegerDivisionByZeroError
 from fusegrad.uop.ops import Ops, UOp
@@ -32,11 +32,9 @@ class ShapeIndexError(IndexError, ShapeError):
 
 def _in_float32(f: Callable) -> Callable:
   """f computed in float32 for float16 and bfloat16 tensors (their intermediates would round away), as torch does."""
-  def g(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    if self.dtype not in (dtypes.float16, dtypes.bfloat16): return f(self, *args, **kwargs)
-    return f(self.float(), *args, **kwargs).cast(self.dtype)
-  g.__name__, g.__doc__ = f.__name__, f.__doc__
-  return g
+  def g(x: Tensor, *a: Any, **k: Any) -> Tensor:
+    return f(x, *a, **k) if x.dtype not in (dtypes.float16, dtypes.bfloat16) else f(x.float(), *a, **k).cast(x.dtype)
+  return functools.wraps(f)(g)
 
 def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
   """axis as an index in [0, ndim) (negative counts from the end); IndexError naming op and axis when out of range."""
@@ -256,29 +254,24 @@ class ElementwiseMixin:
     """1 / sqrt(self)."""; return self.sqrt().reciprocal()
   def exp(self: Tensor) -> Tensor:
     """e ** x (x * log2(e) in at least float32: its rounding error becomes exp's relative error).
-
     >>> [round(v, 4) for v in Tensor([0.0, 1.0, -1.0]).exp().tolist()]
     [1.0, 2.7183, 0.3679]"""
     x = self._float()
     return x._wide().mul(LOG2_E)._apply(Ops.EXP2).cast(x.dtype)
   def exp2(self: Tensor) -> Tensor:
     """2 ** x, elementwise.
-
     >>> Tensor([0.0, 1.0, 3.0]).exp2().tolist()
     [1.0, 2.0, 8.0]"""
     return self._float()._apply(Ops.EXP2)
   @_in_float32
   def expm1(self: Tensor) -> Tensor:
-    """exp(x) - 1, accurate near 0 (Kahan: (u - 1) x / log(u) with u = exp(x) corrects u's rounding)."""
-    x = self._float()
-    small = x.abs() < 0.5  # (beyond, exp(x) - 1 keeps its digits; a safe x in each branch where it isn't taken)
-    xs = small.where(x, 0.5)
-    d = xs.exp() - 1
-    kahan = (d == 0).where(xs, d * xs / (d == 0).where(1.0, xs.exp().log()))
-    return small.where(kahan, small.where(1.0, x).exp() - 1)
+    """exp(x) - 1, accurate near 0: below |x| = 0.5 as Kahan's (u - 1) x / log(u) with u = exp(x), which cancels u's
+    rounding (each branch is computed on a safe x where it isn't taken: its gradient would be nan)."""
+    small = (x := self._float()).abs() < 0.5
+    d = (xs := small.where(x, 0.5)).exp() - 1
+    return small.where((d == 0).where(xs, d * xs / (d == 0).where(1.0, xs.exp().log())), small.where(1.0, x).exp() - 1)
   def log(self: Tensor) -> Tensor:
     """Natural logarithm (-inf at 0, nan below).
-
     >>> [round(v, 4) for v in Tensor([1.0, 2.718281828, 0.5]).log().tolist()]
     [0.0, 1.0, -0.6931]"""
     return self._float()._apply(Ops.LOG2).mul(LN_2)
@@ -288,11 +281,9 @@ class ElementwiseMixin:
     """Base-10 logarithm."""; return self.log2() * (1 / math.log2(10))
   @_in_float32
   def log1p(self: Tensor) -> Tensor:
-    """log(1 + x), accurate near 0 (Kahan: log(u) x / (u - 1) with u = 1 + x corrects u's rounding)."""
-    x = self._float()
-    small = x.abs() < 0.5  # (beyond, log(1 + x) keeps its digits; a safe x in each branch where it isn't taken)
-    xs = small.where(x, 0.5)
-    u = xs + 1
+    """log(1 + x), accurate near 0: below |x| = 0.5 as Kahan's log(u) x / (u - 1) with u = 1 + x (see expm1)."""
+    small = (x := self._float()).abs() < 0.5
+    u = (xs := small.where(x, 0.5)) + 1
     return small.where((u == 1).where(xs, u.log() * xs / (u == 1).where(1.0, u - 1)), (small.where(1.0, x) + 1).log())
   def sin(self: Tensor) -> Tensor:
     """Sine (of radians)."""; return self._float()._apply(Ops.SIN)
@@ -386,7 +377,6 @@ class ElementwiseMixin:
     """self < x, a bool tensor: `Tensor([1, 2, 3]) < 2` is [True, False, False]."""; return self < x
   def gt(self: Tensor, x: Any) -> Tensor:
     """self > x, elementwise (a bool tensor).
-
     >>> Tensor([1, 2, 3]).gt(2).tolist()
     [False, False, True]"""
     return self > x
@@ -453,7 +443,6 @@ class ElementwiseMixin:
   # *** activations ***
   def relu(self: Tensor) -> Tensor:
     """max(x, 0), with gradient 0 at 0 (nan passes through).
-
     >>> Tensor([-1.0, 0.0, 2.0]).relu().tolist()
     [0.0, 0.0, 2.0]"""
     return (self <= 0).where(0, self)
@@ -475,10 +464,8 @@ class ElementwiseMixin:
   @_in_float32
   def tanh(self: Tensor) -> Tensor:
     """tanh(x) = 2 sigmoid(2x) - 1, and its series below |x| = 1/16 (where that difference loses digits)."""
-    x = self._float()
-    x2 = x * x
-    series = x * (1 + x2 * (-1 / 3 + x2 * (2 / 15 - x2 * 17 / 315)))
-    return (x.abs() < 0.0625).where(series, 2.0 * (2.0 * x).sigmoid() - 1)
+    x2 = (x := self._float()) * x
+    return (x.abs() < 0.0625).where(x * (1 + x2 * (-1 / 3 + x2 * (2 / 15 - x2 * 17 / 315))), 2 * (2 * x).sigmoid() - 1)
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
     """x limited to [min_val, max_val]; unlike clip, the gradient is 0 at the bounds (as torch.nn.functional)."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))

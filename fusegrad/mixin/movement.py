@@ -113,7 +113,6 @@ class MovementMixin:
   __slots__ = ()
   def reshape(self: Tensor, shape: Any, *args: Any) -> Tensor:
     """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`.
-
     >>> Tensor.arange(6).reshape(2, -1).tolist()
     [[0, 1, 2], [3, 4, 5]]"""
     new = list(argfix(shape, *args))
@@ -132,7 +131,6 @@ class MovementMixin:
     """The same as reshape: `x.view(2, -1)`."""; return self.reshape(*shape)
   def permute(self: Tensor, order: Any, *args: Any) -> Tensor:
     """Reorder the axes: `x.permute(1, 0)` transposes a matrix.
-
     >>> Tensor.arange(6).reshape(1, 2, 3).permute(2, 0, 1).shape
     (3, 1, 2)"""
     order = argfix(order, *args)
@@ -143,7 +141,6 @@ class MovementMixin:
     return self._view(self.uop.permute(order))
   def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
     """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size.
-
     >>> Tensor([[1], [2]]).expand(2, 3).tolist()
     [[1, 1, 1], [2, 2, 2]]"""
     new = argfix(shape, *args)
@@ -265,14 +262,12 @@ class MovementMixin:
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
   def unsqueeze(self: Tensor, dim: int) -> Tensor:
     """Insert a size-1 axis at dim (negative counts from the end).
-
     >>> Tensor([1, 2]).unsqueeze(0).shape, Tensor([1, 2]).unsqueeze(-1).shape
     ((1, 2), (2, 1))"""
     d = _resolve_axis(dim, self.ndim + 1, "unsqueeze")
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
     """Join tensors along an existing axis: Tensor.cat(a, b, dim=1), a.cat(b, dim=1) or Tensor.cat([a, b], dim=1).
-
     >>> Tensor.cat(Tensor([[1, 2]]), Tensor([[3, 4]]), dim=1).tolist()
     [[1, 2, 3, 4]]"""
     tensors = [*self, *args] if isinstance(self, (list, tuple)) else [self, *args]
@@ -295,7 +290,6 @@ class MovementMixin:
     return out
   def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
     """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b]).
-
     >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist()
     [[1, 3], [2, 4]]"""
     if isinstance(self, (list, tuple)):

@@ -45,7 +45,6 @@ class ReduceMixin:
   def sum(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None,
           acc_dtype: DType | None = None) -> Tensor:
     """Sum over axes (all by default). Ints sum in at least 32 bits; half/bfloat16 accumulate in float32.
-
     >>> Tensor([[1, 2], [3, 4]]).sum(axis=1).tolist()
     [3, 7]"""
     given = dtype if dtype is not None else acc_dtype
@@ -60,7 +59,6 @@ class ReduceMixin:
     return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Largest value over axes.
-
     >>> Tensor([[1, 5], [7, 2]]).max(axis=1).tolist()
     [5, 7]"""
     if self.dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis, keepdim).cast(dtypes.bool)
@@ -78,7 +76,6 @@ class ReduceMixin:
     """The same as min."""; return self.min(axis, keepdim)
   def mean(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Average over axes (ints give a float).
-
     >>> Tensor([[1, 2], [3, 4]]).mean(axis=0).tolist()
     [2.0, 3.0]"""
     out_dtype, _ = least_upper_float(self.dtype), self._axes(axis, "mean")
@@ -113,7 +110,6 @@ class ReduceMixin:
     return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) largest value; over the flattened tensor if axis is None.
-
     >>> Tensor([[1, 9, 3], [7, 2, 7]]).argmax(axis=1).tolist()
     [1, 0]"""
     return self._argmax(axis, keepdim, "argmax")
@@ -152,7 +148,6 @@ class ReduceMixin:
     return (-x).softmax(axis)
   def softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along axis, computed stably.
-
     >>> Tensor([[0.0, 0.0], [0.0, 2e9]]).softmax().tolist()
     [[0.5, 0.5], [0.0, 1.0]]"""
     x = self.cast(dtype or least_upper_float(self.dtype))  # (ints as floats: uint8's x - max would wrap)
@@ -291,7 +286,6 @@ class ReduceMixin:
     return ret
   def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
     """Matrix product self @ x (x @ self if reverse).
-
     >>> Tensor([[1.0, 2.0]]).matmul(Tensor([[3.0], [4.0]])).tolist()
     [[11.0]]"""
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
