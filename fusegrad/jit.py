@@ -251,11 +251,9 @@ class TinyJit(Generic[ReturnType]):
     return var_vals
 
   def _run(self, args: tuple, kwargs: dict) -> Any:
-    """Call the function; realize its results and the tensors it assigns to (a replay repeats those writes, read or
-    not: a BatchNorm's running statistics)."""
+    """Call the function; realize its results and the tensors it assigns to (a replay repeats those writes)."""
     assigned: dict[int, Tensor] = {}
-    def note(t: Tensor) -> None: assigned.setdefault(id(t), t)
-    _assign_watchers.append(note)
+    _assign_watchers.append(lambda t: assigned.setdefault(id(t), t))
     try: ret = self.fxn(*args, **kwargs)
     finally: _assign_watchers.pop()
     Tensor.realize_all(_tensors_in(ret) + list(assigned.values()))
@@ -521,7 +519,9 @@ class function:
       results.append(ret)
     for t, _, is_grad in effects:
       if is_grad: t.grad = Tensor(next(new))
-      else: t.uop = next(new)
+      else:
+        t.uop = next(new)
+        for note in _assign_watchers: note(t)  # a TinyJit around the call realizes (so captures) this write
     for node, checks in trace.checks:  # out-of-range indices of this call raise too (node is in a result's graph)
       for c in checks: add_index_check(node.substitute(sub), dataclasses.replace(c, flag=c.flag.substitute(sub)))
     return _rebuild(trace.structure, iter(results))

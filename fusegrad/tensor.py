@@ -428,7 +428,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if self.uop.op is Ops.BITCAST:  # a write through a bitcast view goes into what it views, now
       viewed = Tensor(self.uop.src[0])
       return self.replace(viewed.assign(x.bitcast(viewed.dtype)).realize().bitcast(self.dtype))
-    for hook in _assign_hooks + _assign_watchers: hook(self)
+    for hook in _assign_hooks or _assign_watchers: hook(self)  # (a trace's writes are its own: not a TinyJit's)
     if assign_window(self, x): return self if _assign_hooks else self.realize()  # a window at a Variable: see below
     path, whole = _view_path(self) if self._view_of is not None and self.uop is not x.uop else ([], False)
     if path and (whole or _assign_hooks or not _writable(self.uop)) and not isinstance(self.device, tuple):
@@ -724,7 +724,7 @@ def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 # before it runs): a traced `function` records the writes it must repeat on each call, and refuses to realize its
 # stand-in inputs
 _assign_hooks: list[Callable[[Tensor], None]] = []
-_assign_watchers: list[Callable[[Tensor], None]] = []  # told of every assign, changing nothing (TinyJit's calls)
+_assign_watchers: list[Callable[[Tensor], Any]] = []  # told of every assign, changing nothing (TinyJit's calls)
 
 
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:

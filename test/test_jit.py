@@ -902,6 +902,14 @@ def test_assigns_no_result_reads_are_replayed():
   mean = np.zeros(3, np.float32)
   for x in xs: mean = 0.9 * mean + 0.1 * x.mean(0)
   np.testing.assert_allclose(bn.running_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
+  bn2 = nn.BatchNorm(3)  # the same through a traced call (@function writes its effects without assign)
+  traced = function(lambda x: bn2(x))
+  @TinyJit
+  def g(x: Tensor) -> Tensor:
+    with Tensor.train(): return traced(x).realize()
+  for x in xs: g(realized(x))
+  assert bn2.num_batches_tracked.item() == 6
+  np.testing.assert_allclose(bn2.running_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
 
 def test_the_capture_result_fed_back_and_written_in_place_keeps_the_write():
   @TinyJit
