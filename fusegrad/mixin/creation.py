@@ -3,7 +3,7 @@ so a seed gives the same values on every device) with the usual initializers."""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
-from fusegrad.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float
+from fusegrad.dtype import DType, dtypes, to_dtype, least_upper_dtype
 from fusegrad.helpers import prod, argfix, all_int, _is_numpy
 from fusegrad.uop.ops import Ops
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError
@@ -48,7 +48,7 @@ class CreationMixin:
     dt = to_dtype(dtype if dtype is not None else dtypes.default_float)
     if dt == dtypes.bool: raise UnsupportedError("linspace: a bool dtype has no evenly spaced values")
     if steps == 1: return cls([start], dtype=dt, device=device, requires_grad=requires_grad)
-    i, step = cls.arange(steps, device=device, dtype=least_upper_float(dt)), (stop - start) / (steps - 1)
+    i, step = cls.arange(steps, device=device, dtype=least_upper_dtype(dt, dtypes.float32)), (stop - start) / (steps-1)
     ret = (i < steps // 2).where(i * step + start, stop - (steps - 1 - i) * step)  # from both ends: stop exact
     return ret.cast(dt).requires_grad_(requires_grad)
   @classmethod
