@@ -11,7 +11,7 @@ from fusegrad.engine.runner import CompiledRunner
 from fusegrad.jit import TinyJit
 from fusegrad.nn.state import safe_save, _from_bytes, _SAFE_NAMES
 from fusegrad.renderer.wgsl import WGSLRenderer
-from fusegrad.tensor import Tensor
+from fusegrad.tensor import Tensor, _assign_watchers
 
 MAX_BINDING = 128 << 20  # maxStorageBufferBindingSize every WebGPU adapter grants
 OFFSET_ALIGN = 256  # minStorageBufferOffsetAlignment in browsers
@@ -39,14 +39,20 @@ def browser_kernels(dev: Compiled) -> Iterator[None]:
     STATE.programs.update(programs)
 
 def _pure(fn: Callable[..., Any]) -> Callable[..., tuple[Tensor, ...]]:
-  """fn, its results checked to be Tensors and each made a buffer of its own."""
+  """fn, its results checked to be Tensors (each in a buffer of its own), refusing writes to inputs and weights."""
   def call(*args: Tensor) -> tuple[Tensor, ...]:
-    ret = fn(*args)
+    _assign_watchers.append(_refuse_lasting)
+    try: ret = fn(*args)
+    finally: _assign_watchers.pop()
     outs = list(ret) if isinstance(ret, (tuple, list)) else [ret]
     if not outs or not all(isinstance(t, Tensor) for t in outs):
       raise ExportError(f"export: the function must return a Tensor or a tuple of Tensors, not {ret!r:.80}")
     return tuple(t.contiguous() for t in outs)
   return call
+
+def _refuse_lasting(t: Tensor) -> None:
+  if state.is_realized(t.uop): raise ExportError("export: the function writes into an input or into a tensor that "
+                                                 "outlives the call (an assign, e.g. BatchNorm's running statistics)")
 
 def _capture(fn: Callable[..., Any], inputs: list[Tensor], dev: Compiled) -> TinyJit:
   """The function captured by a TinyJit of its own on dev, with the browser's limits; ExportError for what a page
@@ -63,8 +69,6 @@ def _capture(fn: Callable[..., Any], inputs: list[Tensor], dev: Compiled) -> Tin
       raise ExportError(f"export: kernel {ei.runner.p.function_name} takes symbolic variables")
   return jit
 
-def _name(ei: Any) -> str: return f"kernel {ei.runner.p.function_name}" if hasattr(ei.runner, "p") else "a copy"
-
 class _Buffers:
   """The base buffers the kernels use, numbered in order of first use: weights (read before any kernel writes
   them), inputs and the others (intermediates and outputs)."""
@@ -78,9 +82,6 @@ class _Buffers:
         new = id(b.base) not in self.index
         i = self.number(b)
         if new and id(b.base) not in inputs_at: self.weights.append(i)
-      if id(ei.bufs[0].base) in inputs_at or self.index.get(id(ei.bufs[0].base)) in self.weights:
-        raise ExportError(f"export: {_name(ei)} writes into an input or into a tensor that outlives the "
-                          "call (an assign, e.g. BatchNorm's running statistics in training mode)")
       self.number(ei.bufs[0])
   def number(self, b: Buffer) -> int:
     base = b.base

@@ -137,8 +137,7 @@ def assign_window(target: Tensor, value: Tensor) -> bool:
     while node not in windows:
       if parent is None: return False
       node, parent = parent[1], parent[0]._view_of
-    raise IndexError("assign: only a window x[v:v+n] (or shrink) at a Variable v writes through to x, not x[v] or a "
-                     "view of a window: write x[v:v+1] and reshape the value instead")
+    raise IndexError("assign: x[v] or a view of a window at a Variable v doesn't reach x: assign to x[v:v+1] itself")
   if state.view_base(w[0]).op not in (Ops.BUFFER, Ops.ASSIGN): return False
   source, ranges = type(target)(w[0]), w[1]
   inside: Tensor | None = None
