@@ -8,9 +8,8 @@ from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size, index_stride
 from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous, TRANSPOSED
 
-# A kernel of fewer iterations (all its loops) on a device without workgroups runs in microseconds whatever its opts:
-# it keeps only those that make vectors (the lanes of a reduce, the elementwise vectors), not the tiles and unrolling
-# that copy its code (MNIST's step: 55 such kernels, 29% of its C, each copy costing codegen and compile time)
+# A kernel of fewer iterations (all loops) on a device without workgroups runs in microseconds whatever its opts: it
+# keeps those that make vectors, not tiles and unrolls that copy its code (MNIST's step: 55 such kernels, 29% of its C)
 SMALL_WORK = 1 << 16
 
 # A tile or an unroll copies each value operation of the body (index math aside) once per element it varies along:
@@ -374,9 +373,8 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
            _unroll, _elementwise_vector_math, _elementwise_upcast, _pooled_loads, _transposed_reads, _transpose_tile,
            _copy_order, _workgroups, _threads)
   if not k.ren.has_local and prod(range_size(r) for r in k.ranges()) < SMALL_WORK:  # see SMALL_WORK
-    # random bits (THREEFRY) keep a plain loop: their integer rounds are scalar code per element, which the copies of
-    # an upcast would repeat and gcc vectorizes in a plain loop (a conv's kaiming_uniform init: 0.27 -> 0.055 ms, 14 ->
-    # 3.7 KB of C). A threaded loop calls its body once per iteration: there the copies pay (rand 4096²: 2.7x).
+    # random bits (THREEFRY) keep a plain loop, which gcc vectorizes (upcast copies repeat their scalar integer rounds:
+    # kaiming_uniform 0.27 -> 0.055 ms); a threaded loop calls its body per iteration, so there copies pay (4096²: 2.7x)
     steps = (_lanes, _elementwise_vector_math) + (() if _random_bits(k) else (_elementwise_upcast,))
   for step in steps:
     if step is not None: step(k, opts)

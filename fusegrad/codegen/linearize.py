@@ -80,9 +80,8 @@ class _Linearizer:
             for i, x in enumerate(group)]
     for acc in accs: self.emit(acc)
     for r in ranges: self.open_loop(r)
-    # step by step across the accumulators (the first unrolled step of every one, then the second...), not accumulator
-    # by accumulator: a value loaded for one step dies at once, where gcc, which keeps the source's order, kept the
-    # broadcasts of all steps live and spilled the register tile (clang reorders either way)
+    # step by step across the accumulators, not accumulator by accumulator: a value loaded for a step dies at once; in
+    # the other order gcc (which keeps the source's order) kept all steps' broadcasts live and spilled the tile
     updates = list(accs)
     for step in range(max(len(reduce_parts(x)[0]) for x in group)):
       for i, x in enumerate(group):

@@ -132,8 +132,7 @@ def _filled(t: Template, num: _Numbering) -> list[tuple[UOp, tuple[int, ...] | N
 class _Refs:
   """A recorded schedule's buffers as references: i >= 0 the key's i-th buffer, -1 - j the j-th buffer the schedule
   makes (made again at each use: one not yet allocated and not a view); anything else raises _Uncacheable."""
-  def __init__(self, keyed: dict[Buffer, int]):
-    self.keyed, self.made = keyed, dict[Buffer, int]()
+  def __init__(self, keyed: dict[Buffer, int]): self.keyed, self.made = keyed, dict[Buffer, int]()
   def __call__(self, b: Buffer) -> int:
     if (i := self.keyed.get(b)) is not None: return i
     if (j := self.made.get(b)) is None:
@@ -302,10 +301,9 @@ def _template_from(data: bytes | None) -> Template | None:
   except (ValueError, KeyError, TypeError, AttributeError, IndexError): return None
 
 # *** the quick path: a small graph with nothing stored and no writes, from its key straight to its kernels ***
-# A node with no buffer, variable or write under it is "pure": equal pure graphs are one node (hash-consing), and none
-# is ever stored (state.remember keeps values that read an input), so the key names it by itself and the walk stops
-# there. The other nodes are keyed as in graph_key, every buffer being at its newest version. The plan is read off the
-# schedule the general path made for the first graph of a key.
+# A node with no buffer, variable or write under it is "pure": equal pure graphs are one node (hash-consing), never
+# stored (state.remember keeps values that read an input): the key names it and the walk stops there. Other nodes are
+# keyed as in graph_key, buffers at their newest version; the plan is the general path's for a key's first graph.
 
 QUICK_NODES = 64  # graphs deeper or with more nodes (not counting pure ones) go the general way
 _IMPURE = {Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.SINK}

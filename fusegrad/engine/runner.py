@@ -10,8 +10,7 @@ from fusegrad.codegen import ProgramSpec
 
 class Runner:
   """Something an ExecItem runs: a compiled kernel or a copy."""
-  def __init__(self, name: str, device: str, flops: int = 0):
-    self.name, self.device, self.flops = name, device, flops
+  def __init__(self, name: str, device: str, flops: int = 0): self.name, self.device, self.flops = name, device, flops
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait: bool = False) -> float | None:
     raise NotImplementedError
   def run(self, bufs: list[Buffer], mem: int, var_vals: dict[UOp, int] | None = None,

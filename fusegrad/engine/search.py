@@ -36,9 +36,8 @@ def _buffers_for(k: Kernel) -> list[Buffer] | None:
       sizes[g.arg] = (max(sizes.get(g.arg, (1, None))[0], int(u.src[1].vmax) + 1),
                       g.dtype.base)  # type: ignore[attr-defined]
   if sum(n * dt.itemsize for n, dt in sizes.values()) > 1 << 32: return None
-  # written once (a fresh mapping reads the kernel's shared zero page, which times as if every load hit the L1): floats
-  # random as data are (a period of 4099, too long to predict), so code that branches on values times as it runs
-  # (gcc's jump in a max: 2x slower on data than on zeros); integers zero (they may be indices)
+  # written once (a fresh mapping reads the shared zero page: every load an L1 hit): floats random as data are (period
+  # 4099), so code that branches on values times as it runs (gcc's jump in a max: 2x slower on data); integers zero
   rng = random.Random(0)
   def data(n: int, dt: DType) -> bytes | memoryview:
     if dt not in (dtypes.float16, dtypes.float32, dtypes.float64): return bytes(n * dt.itemsize)

@@ -31,9 +31,9 @@ class ShapeIndexError(IndexError, ShapeError):
   """A shape problem torch reports as IndexError: argmax over a zero-size axis, index tensors that don't broadcast."""
 
 def _in_float32(f: Callable) -> Callable:
-  """f computed in float32 for float16 and bfloat16 tensors (their intermediates would round away), as torch does."""
+  """f computed in float32 for float16 and bfloat16 tensors (Tensor._wide: intermediates would round away), as torch."""
   def g(x: Tensor, *a: Any, **k: Any) -> Tensor:
-    return f(x, *a, **k) if x.dtype not in (dtypes.float16, dtypes.bfloat16) else f(x.float(), *a, **k).cast(x.dtype)
+    return f(x, *a, **k) if (y := x._wide()) is x else f(y, *a, **k).cast(x.dtype)
   return functools.wraps(f)(g)
 
 def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:

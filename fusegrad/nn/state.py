@@ -326,8 +326,7 @@ class _TorchUnpickler(pickle.Unpickler):
                          f"malicious file (a tensor of size {size} with strides {stride})")
     return _strided_tensor(storage, dtype, offset, size, stride, self.name)
 
-  def rebuild_parameter(self, data: Tensor | None, requires_grad: Any = None, *args: Any) -> Tensor | None:
-    return data
+  def rebuild_parameter(self, data: Tensor | None, requires_grad: Any = None, *args: Any) -> Tensor | None: return data
 
 def _strided_tensor(storage: _Storage, dtype: DType, offset: int, size: tuple[int, ...], stride: tuple[int, ...],
                     name: str) -> Tensor | None:

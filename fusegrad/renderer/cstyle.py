@@ -96,8 +96,7 @@ class CStyleLanguage(Renderer):
   def render_bitcast(self, x: str, dt: DType, from_dt: DType) -> str:
     return f"__builtin_bit_cast({self.render_dtype(dt)}, ({self.render_dtype(from_dt)})({x}))"
 
-  def render_special(self, name: str) -> str:
-    return self.special_code[name[:4]].format(int(name[4:]))
+  def render_special(self, name: str) -> str: return self.special_code[name[:4]].format(int(name[4:]))
 
   def render_index_type(self, dt: DType) -> str:
     """Loop counters and launch indices: int32 or int64 as codegen chose (int for an unresolved index)."""
@@ -218,10 +217,9 @@ class CStyleLanguage(Renderer):
         if u.op is Ops.CAST: expr = self.render_cast(src[0], u.dtype, u.src[0].dtype)
         elif u.op is Ops.BITCAST: expr = self.render_bitcast(src[0], u.dtype, u.src[0].dtype)
         else: expr = self.render_alu(u, src)
-        # small integer expressions used once are written inline; every float result gets a variable (it rounds), and so
-        # does every int narrower than C's int (C computes those in int: only the assignment wraps them to their type),
-        # and a bool that becomes a number: gcc jumps on `(float)(a!=b)` (max pool's gradient: a mispredicted jump per
-        # element, 20x slower) but sets a _Bool variable without a jump
+        # small int expressions used once are inline; a variable for every float result (it rounds), every int narrower
+        # than C's int (C computes in int: only the assignment wraps), and a bool that becomes a number: gcc jumps on
+        # `(float)(a!=b)` (max pool's gradient: a mispredicted jump per element, 20x slower), not on a _Bool variable
         inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or (u.dtype == dtypes.bool and u not in casted)
         if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
           names[u] = expr

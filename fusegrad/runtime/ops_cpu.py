@@ -173,9 +173,8 @@ def find_c_compiler() -> list[str]:
     if shutil.which(cc): return [cc]
   raise NoCompilerError("no C compiler installed (clang, gcc or cc); install one, or set CC")
 
-# the x86 instruction sets CPU_ISA names, best first: the /proc/cpuinfo flag each needs, its SIMD register (bytes,
-# count), and the compiler flags that limit -march=native to it (gcc and clang: no AVX-512 subset without avx512f, no
-# AVX, AVX2 or FMA without avx)
+# the x86 ISAs CPU_ISA names, best first: the /proc/cpuinfo flag each needs, its SIMD register (bytes, count), and the
+# flags that limit -march=native to it (gcc, clang: no AVX-512 subset without avx512f, no AVX2 or FMA without avx)
 ISAS = {"avx512": ("avx512f", 64, 32, ["-mprefer-vector-width=512"]), "avx2": ("avx2", 32, 16, ["-mno-avx512f"]),
         "sse4": ("sse4_2", 16, 16, ["-mno-avx"])}
 
@@ -256,9 +255,8 @@ class ClangCompiler(Compiler):
   flags (the ISA's among them) and the CPU (flags use -march=native)."""
   def __init__(self, cc: list[str], openmp: bool, isa: str = ""):
     self.cc = cc
-    # -w: no warnings to print (the generated code has many harmless ones); -pipe: no temporary files between stages;
-    # -mtune=generic: the same code on every CPU of an ISA (tiles are sized by the machine model; a CPU's own scheduling
-    # model can hoist loads until they spill: AMD Zen 4's, znver3 to gcc 12 and clang 14, spilled a conv's AVX-512 tile)
+    # -w: no warnings (many harmless ones); -pipe: no temporary files; -mtune=generic: the same code on every CPU of an
+    # ISA (the machine model sizes tiles; Zen 4's scheduling model, znver3 to gcc 12, hoisted loads and spilled a tile)
     self.args = ["-shared", "-O2", "-w", "-pipe", "-fPIC", "-march=native", "-mtune=generic", "-fwrapv",
                  "-fno-math-errno", "-fno-strict-aliasing", "-x", "c"]
     # the ISA's flags: on AVX-512, the kernels' vector types are as wide as the SIMD registers: keep them whole (clang
