@@ -7,10 +7,9 @@ from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer import Renderer
 
-# *** the device registry ***
-# One thread at a time opens a backend, realizes (schedules, compiles, runs kernels) or copies data in or out: PoCL
-# crashes when two threads open it at once, and the engine's state (engine/state.py) is one per process. Reentrant:
-# a realize opens devices. See docs/developer/threads.md.
+# *** the device registry *** One thread at a time opens a backend, realizes (schedules, compiles, runs kernels) or
+# copies data in or out: PoCL crashes when two threads open it at once, and the engine's state (engine/state.py) is
+# one per process. Reentrant: a realize opens devices. See docs/developer/threads.md.
 RUN_LOCK = threading.RLock()
 
 class _Device:
@@ -27,9 +26,9 @@ class _Device:
     return [m.name[4:].upper() for m in pkgutil.iter_modules(fusegrad.runtime.__path__) if m.name.startswith("ops_")]
   def canonicalize(self, device: str | None) -> str:
     """'cpu' -> 'CPU', 'cl:0' -> 'CL', 'cl:01' -> 'CL:1', 'disk:/a/file' -> 'DISK:/a/file', None -> Device.DEFAULT, a
-    tuple name by name. ValueError for anything not NAME or NAME:index of a known backend (index: decimal digits)."""
+    tuple or list name by name (a tuple). ValueError for anything not NAME or NAME:index of a known backend."""
     if device is None: return self.DEFAULT
-    if isinstance(device, tuple): return tuple(self.canonicalize(d) for d in device)  # type: ignore[return-value]
+    if isinstance(device, (tuple, list)): return tuple(self.canonicalize(d) for d in device)  # type: ignore[return-value]
     if isinstance(device, str) and (known := self._canonical.get(device)) is not None: return known
     if isinstance(device, str) and device[:5].upper() == "DISK:" and device[5:]: return f"DISK:{device[5:]}"
     if not isinstance(device, str) or not (m := re.fullmatch(r"([A-Za-z_]+)(?::([0-9]+))?", device)):

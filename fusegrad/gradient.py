@@ -15,10 +15,10 @@ def _max_grad(g: UOp, n: UOp) -> tuple[UOp, UOp]:
 
 def _reduce_max_grad(g: UOp, n: UOp) -> tuple[UOp]:
   """d max over axes: shared equally by the elements that equal the max."""
-  x = n.src[0]
-  mask = x.ne(n.expand(x.shape)).logical_not().cast(g.dtype)
-  count = mask.r(Ops.ADD, n.arg[1])
-  return (mask * (g * count.alu(Ops.RECIPROCAL)).expand(x.shape),)
+  x, wide = n.src[0], dtypes.float32 if g.dtype.itemsize < 4 else g.dtype  # (a half count stops at 2048 exact)
+  mask = x.ne(n.expand(x.shape)).logical_not()
+  share = g.cast(wide) * mask.cast(wide).r(Ops.ADD, n.arg[1]).alu(Ops.RECIPROCAL)
+  return (mask.cast(g.dtype) * share.cast(g.dtype).expand(x.shape),)
 
 def _reduce_grad(g: UOp, n: UOp) -> tuple[UOp | None]:
   op, axes = n.arg
@@ -81,10 +81,9 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
 }
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
 
-# composites (ops built from primitives, like pow) whose derivative their primitives' rules get wrong at special values:
-# result node -> (its inputs, rule(grad of the result, result, *inputs) -> one gradient per input). The rule is used
-# instead of walking into the composite. A rule must not hold the result node or its inputs (the key is weak, and a
-# graph rebuilt by substitute_keeping_rules gives it new ones).
+# composites (pow...) whose primitives' rules get the derivative wrong at special values: result node -> (its inputs,
+# rule(grad of the result, result, *inputs) -> one gradient per input), used instead of walking into the composite. A
+# rule must not hold the result or its inputs (a weak key; substitute_keeping_rules gives a rebuilt graph new ones).
 _composite_rules: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], Callable]] = weakref.WeakKeyDictionary()
 
 def with_rule(result: UOp, inputs: tuple[UOp, ...], rule: Callable[..., tuple[UOp | None, ...]]) -> UOp:

@@ -11,16 +11,13 @@ from fusegrad.uop.ops import UOp, Ops
 from fusegrad.engine.runner import CompiledRunner, CopyRunner
 from fusegrad.engine.realize import ExecItem, IndexCheck, read_flags, add_index_check, pending_index_checks
 from fusegrad.engine import state
-from fusegrad.engine.state import STATE
+from fusegrad.engine.state import STATE, JitError
 from fusegrad.gradient import substitute_keeping_rules
 from fusegrad.tensor import Tensor, _assign_hooks, _assign_watchers, _is_training
 from fusegrad.mixin.creation import _rng_hooks
 from fusegrad.engine import multi
 
 ReturnType = TypeVar("ReturnType")
-
-class JitError(RuntimeError):
-  """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
 
 def _leaves(x: Any, where: Any) -> Iterator[tuple[Any, Any]]:
   """(where, value) for everything in x that is not a list, tuple or dict, in order; where is a path for _spell."""
@@ -461,19 +458,25 @@ class _Write:
 
   def tensor(self, inputs: list) -> Any: return inputs[self.target] if isinstance(self.target, int) else self.target()
 
-class function:
+def function(fxn: Callable | None = None, *, precompile: bool = False, precompile_backward: bool = False,
+             allow_implicit: bool = True, grad_fxn: Callable | None = None) -> Any:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
   `@function def f(x): return (x @ w).relu()`: calls give the same results (and gradients) as calling f.
 
-  The signature is the inputs' shapes, dtypes, devices and requires_grad, every other argument (which must be
-  hashable) and whether training is on; `f.traces` holds one trace per signature seen. Random numbers drawn inside
-  are fresh on every call, as without the decorator. Tensors read from the enclosing scope that are updated in place
-  (assign, optimizers) are seen with their new values; one that requires grad and is rebound to another value (a
-  lazily initialized weight that an optimizer gives a buffer) makes the trace be taken again. A tensor that doesn't
-  require grad is read as the node it was at the trace. Its assigns (running statistics, KV caches, optimizer steps:
-  to its inputs or to tensors from outside) and the gradients a backward inside it sets are repeated on every call,
-  as a plain call would make them. Other Python side effects (printing, rebinding attributes) happen only when it is
-  traced, and realizing a value computed from its inputs inside it is an error."""
+  The signature is the inputs' shapes, dtypes, devices and requires_grad, every other argument (hashable) and whether
+  training is on; `f.traces` holds one trace per signature. Random numbers drawn inside are fresh on every call.
+  Tensors from the enclosing scope updated in place (assign, optimizers) are seen with their new values; one that
+  requires grad and is rebound (a lazily initialized weight) makes the trace be taken again; others are read as the
+  node they were at the trace. Its assigns (running statistics, KV caches, optimizer steps) and the gradients a
+  backward inside it sets are repeated on every call. Other Python side effects happen only when it is traced, and
+  realizing a value computed from its inputs inside it is an error. tinygrad's keywords: precompile and
+  precompile_backward are accepted (kernels compile when first realized either way), allow_implicit=True (reading
+  tensors from outside the arguments, allowed here) too; allow_implicit=False and grad_fxn are not supported."""
+  if grad_fxn is not None or not allow_implicit:
+    raise NotImplementedError("function: grad_fxn (a custom gradient) and allow_implicit=False are not supported")
+  return (lambda f: _Function(f)) if fxn is None else _Function(fxn)
+
+class _Function:
   def __init__(self, fxn: Callable):
     self.fxn = fxn
     self.traces: dict[tuple, _Trace] = {}

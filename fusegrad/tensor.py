@@ -79,6 +79,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       quick = float in types and -2 ** 63 <= min(data) and max(data) < 2 ** 63
       dt = dtype or (dtypes.default_float if quick else dtypes.from_py(data))
       uop = _make_buffer(_pack(data, dt, True), (len(data),), dt, device)
+    elif isinstance(data, UOp) and data.dtype == dtypes.index: uop = data.cast(dtype or dtypes.default_int)  # Variable
     elif isinstance(data, UOp): uop = data if dtype is None or data.dtype == dtype else data.cast(dtype)
     elif isinstance(data, Tensor): uop = data.uop if dtype is None else data.uop.cast(dtype)
     elif data is None: uop = _make_buffer(b"", (0,), dtype or dtypes.default_float, device)
@@ -303,6 +304,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     float32)."""
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
       return self._computable().cast(dtypes.float32).data()
+    state.check_not_capturing("data()/tolist()/item()")
     if 0 in self.shape: return memoryview(b"").cast(self.dtype.fmt or "B")
     with RUN_LOCK: mv = memoryview(bytearray(self._buffer().as_bytes())).cast(self.dtype.fmt)
     return mv.cast("B").cast(self.dtype.fmt, self.shape) if self.shape else mv
@@ -327,6 +329,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     np: Any = sys.modules.get("numpy")  # (an import statement costs 1% of a tiny round trip)
     if np is None: import numpy as np
     dtype, shape = self._uop.dtype, self._uop.shape  # (a newer version of a buffer has the same dtype and shape)
+    state.check_not_capturing("numpy()")
     if dtype.fmt is None: return self._computable().cast(dtypes.float32).numpy()  # bfloat16: no NumPy dtype
     if 0 in shape: return np.zeros(shape, dtype=dtype.fmt)
     ret = np.empty(shape, dtype=dtype.fmt)  # (to_numpy's answer for the others)
@@ -373,6 +376,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if device is not None and (device := Device.canonicalize(device)) != self.device:
       ret = self._new(self.uop.copy_to_device(device))
     else: ret = self._new(self.uop.copy_to_device(self.device, clone=True))
+    if ret.requires_grad is False: ret.requires_grad = None  # a clone of a detached tensor can get a grad (tinygrad)
     if self.grad is not None: ret.grad = self.grad.clone(device)
     return ret
   def detach(self) -> Tensor:
@@ -482,6 +486,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
            **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
     shape = _shape_arg((shape,), "full")
+    if isinstance(fill_value, UOp): fill_value = Tensor(fill_value, dtype=dtype)  # a Variable
     if isinstance(fill_value, Tensor): return fill_value.reshape((1,) * len(shape)).expand(shape)
     if isinstance(fill_value, (list, tuple)): raise TypeError(f"full: fill_value must be a number, not {fill_value!r}")
     if _numpy_scalar(fill_value): fill_value = fill_value.item()  # a numpy scalar acts as a Python number (as torch)
@@ -543,8 +548,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       return (y, x) if reverse else (x, y)
     if _is_numpy(y): y = y.item() if y.ndim == 0 else Tensor(y, device=x.device)  # numpy scalars act as Python numbers
     if not isinstance(y, Tensor):
-      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):  # a symbolic integer: an int32 scalar in the graph
-        y = Tensor(y.cast(dtypes.default_int))
+      if isinstance(y, UOp) and (y.op in (Ops.BIND, Ops.DEFINE_VAR) or y.dtype == dtypes.index):  # a Variable (or an
+        y = Tensor(y.cast(x.dtype if dtypes.is_int(x.dtype) else dtypes.default_int))  # expression): as a Python int
       elif not isinstance(y, (bool, int, float)):
         raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
       else:
@@ -605,41 +610,37 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   # *** autograd ***
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None,
                materialize_grads: builtins.bool = False) -> list[Tensor]:
-    """d self / d target for each target (lazy tensors): `dx, dy = z.gradient(x, y)`."""
+    """d self / d target for each target (lazy tensors): `dx, dy = z.gradient(x, y)`. (materialize_grads: accepted
+    for torch-style calls; unused targets get zeros either way, as in tinygrad.)"""
     if gradient is None:
       if self.shape != ():
         raise RuntimeError(f"gradient: pass `gradient=` for a non-scalar output of shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape:
       raise ShapeError(f"gradient: shape {gradient.shape} doesn't match output {self.shape}")
+    if bad := [t.dtype for t in (self, *targets) if not dtypes.is_float(t.dtype)]:
+      raise RuntimeError(f"gradient: only float tensors have gradients, got {bad[0]} (as tinygrad and torch)")
     root = _with_lazy_defs(self.uop)
     target_uops = {t: _node_in(t, root) for t in targets}
     grads = compute_gradient(root, gradient.uop.cast(self.dtype), {u for u in target_uops.values() if u is not None})
-    ret = []
-    for i, t in enumerate(targets):
-      u = target_uops[t]
-      if u is None and not materialize_grads:
-        raise RuntimeError(f"gradient: target {i} (shape {t.shape}) is not part of the graph")
-      if u is None or u not in grads: ret.append(t.zeros_like())  # used, but nothing flows back (sign, argmax ...)
-      else: ret.append(Tensor(grads[u]))
-    return ret
+    # a target nothing flows back to (not in the graph, or behind sign, argmax ...) gets zeros, as tinygrad's
+    return [Tensor(grads[u]) if (u := target_uops[t]) is not None and u in grads else t.zeros_like() for t in targets]
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Add d self / d t to t.grad for every tensor t in self's graph that has requires_grad=True, or that is floating
-    point, not a constant, and has requires_grad None (the default: "if something needs it", as tinygrad):
+    """Add d self / d t to t.grad for every floating-point tensor t in self's graph that is not a constant, computed
+    ones included (as tinygrad; torch fills leaves only), requires_grad None meaning "if something needs it":
     `z = y.matmul(x).sum(); z.backward()` fills x.grad and y.grad. requires_grad=False opts out."""
     if gradient is None and self.shape != ():
       raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
     nodes = set(root.toposort())
-    wanted = [*STATE.grad_tensors.values(), *(t for t in list(STATE.float_tensors) if t._requires_grad is None
+    wanted = [*STATE.grad_tensors.values(), *(t for t in list(STATE.float_tensors) if t._requires_grad is not False
                                                 and state.view_base(t.uop).op is not Ops.CONST)]
     targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
-    if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (all constant, integer, or "
-                                       "requires_grad=False)")
+    if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (constant, int, or no grad)")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):
       if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} != tensor shape {t.shape}")
       g = g.cast(t.dtype) if g.dtype != t.dtype else g
-      t.grad = g if t.grad is None else t.grad + g
+      t.grad = g if t.grad is None else t.grad.replace(t.grad + g)  # the same .grad object accumulates (as torch)
     return self
 
 
@@ -721,8 +722,7 @@ def _writable(u: UOp) -> bool:
 def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 
 # called with the target of every assign, before it changes (and STATE.realize_hooks with the nodes of every realize
-# before it runs): a traced `function` records the writes it must repeat on each call, and refuses to realize its
-# stand-in inputs
+# before it runs): a traced `function` records the writes to repeat on each call, and refuses to realize its inputs
 _assign_hooks: list[Callable[[Tensor], None]] = []
 _assign_watchers: list[Callable[[Tensor], Any]] = []  # told of every assign, changing nothing (TinyJit's calls)
 

@@ -432,3 +432,12 @@ def test_gradients_accumulate_as_without_function():
     for i in range(3): f(Tensor(rand_np(2, 5, seed=i)))
     return w.grad.numpy()
   np.testing.assert_allclose(run(True), run(False), rtol=1e-6)
+
+def test_tinygrads_keywords():
+  w = Tensor([1.0, 2.0]).realize()
+  f = function(precompile=True, precompile_backward=True)(lambda x: x * 2)
+  np.testing.assert_allclose(f(Tensor([1.0, 3.0])).numpy(), [2.0, 6.0])
+  g = function(allow_implicit=True)(lambda x: x * w)  # w comes from the enclosing scope: allowed (always, here)
+  np.testing.assert_allclose(g(Tensor([1.0, 1.0])).numpy(), [1.0, 2.0])
+  with pytest.raises(NotImplementedError, match="grad_fxn"): function(grad_fxn=lambda *a: a)
+  with pytest.raises(NotImplementedError, match="allow_implicit=False"): function(allow_implicit=False)

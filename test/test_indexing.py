@@ -508,3 +508,24 @@ def test_one_variable_bound_to_two_values_in_one_kernel_is_refused():
   i, x = Variable("i", 0, 3), Tensor([10.0, 20.0, 30.0, 40.0]).realize()
   with pytest.raises(ValueError, match="bound to 1 and to 2"): (x[i.bind(1)] - 2 * x[i.bind(2)]).item()
   assert (x[i.bind(1)] - 1).item() == 19 and (x[i.bind(2)] - 1).item() == 29
+
+@pytest.mark.filterwarnings("ignore:Using a non-tuple sequence")
+def test_a_list_holding_sequences_slices_or_tensors_is_a_tuple_index_as_torch():
+  # torch (and tinygrad) read x[[rows, cols]] as x[rows, cols], numpy >= 1.23 as one array index
+  x_np = np.arange(20).reshape(4, 5)
+  x, xt = Tensor(x_np), torch.tensor(x_np)
+  for idx in ([[0, 0], [0, 1]], [(0, 3), (1, 2)], [[-1], [0]], [slice(None), [1, 3]], [None, 1]):
+    assert x[idx].tolist() == xt[idx].tolist(), idx
+  assert x[[Tensor([0, 0]), Tensor([0, 1])]].tolist() == [0, 1]
+  assert x[[2, 0]].tolist() == x_np[[2, 0]].tolist()  # a flat list of ints stays one index
+  y = Tensor.zeros(3, 3, dtype=dtypes.int32).contiguous()
+  y[[[0, 2], [1, 0]]] = 7
+  assert y.tolist() == [[0, 7, 0], [0, 0, 0], [7, 0, 0]]
+
+def test_variables_and_their_expressions_act_as_python_ints_with_tensors():
+  v = Variable("v", 0, 10).bind(2)
+  assert Tensor(v).dtype == dtypes.int32 and (Tensor(v) + 3).item() == 5 and Tensor(v * 4).item() == 8
+  assert (Tensor(3) * (v * 4)).item() == 24 and (Tensor([1, 2]) + (v + 1)).tolist() == [4, 5]
+  assert Tensor.full((3,), v).tolist() == [2, 2, 2]
+  assert (Tensor.ones(3, dtype=dtypes.int8) * v).dtype == dtypes.int8  # as a Python int: the tensor's dtype
+  with pytest.raises(ValueError, match="int32"): Variable("b", 0, 2 ** 40)  # a kernel argument would cut it

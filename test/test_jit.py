@@ -868,10 +868,22 @@ def test_free_intermediates_keeps_results_inputs_and_parameters():
   np.testing.assert_allclose(w.numpy(), 3 * x_np + 2 * x2, rtol=1e-5)
 
 def test_a_python_number_result_is_refused_at_the_capture_as_tinygrad():
-  # a number from .item() would be the capture's on every replay: tinygrad raises "JIT return contains non-Tensor"
-  f = TinyJit(lambda x: ((x * 2).sum(), (x * 2).sum().item()))
-  f(realized(rand_np(3, seed=0)))
-  with pytest.raises(JitError, match=r"result\[1\] is a float, not a Tensor"): f(realized(rand_np(3, seed=1)))
+  # a number would be the capture's on every replay: tinygrad raises "JIT return contains non-Tensor"
+  f = TinyJit(lambda x, k: ((x * 2).sum(), k * 1.5))
+  f(realized(rand_np(3, seed=0)), 2)
+  with pytest.raises(JitError, match=r"result\[1\] is a float, not a Tensor"): f(realized(rand_np(3, seed=1)), 2)
+
+@pytest.mark.parametrize("read", ["item", "tolist", "numpy", "masked_select", "bool"])
+def test_reading_values_during_the_capture_is_refused_as_tinygrad(read):
+  # the value read would be baked into every replay (x * 2.0 for x * x.sum().item()): tinygrad's JitError "cannot
+  # access tensor data during JIT capture"; the warm-up call (the first) runs as a plain call
+  body = {"item": lambda x: x * x.sum().item(), "tolist": lambda x: x * Tensor(x.tolist()).sum(),
+          "numpy": lambda x: x * float(x.numpy().sum()), "masked_select": lambda x: x.masked_select(x > 0.5) * 2,
+          "bool": lambda x: x * 2 if x.sum() > 0 else x * 3}[read]
+  f, x = TinyJit(lambda x: body(x).realize()), rand_np(4, seed=0)
+  np.testing.assert_allclose(f(realized(x)).numpy(), body(Tensor(x)).numpy(), rtol=1e-6)
+  with pytest.raises(JitError, match="during the capture"): f(realized(rand_np(4, seed=1)))
+  with pytest.raises(JitError, match="during the capture"): f(realized(rand_np(4, seed=2)))  # each try is refused
 
 def test_tensor_arguments_keep_their_places_as_tinygrad():
   f = TinyJit(lambda y, x: y - 2 * x)

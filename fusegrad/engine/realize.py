@@ -235,11 +235,11 @@ def pending_index_checks(roots: list[UOp]) -> dict[UOp, list[IndexCheck]]:
     if (c := index_checks.get(u)) is not None: seen[u] = c
   return seen
 
-def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[int]) -> None:
+def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[Buffer]) -> None:
   """Raise IndexError for the first flag that is set; checks that passed are dropped (their indices can't change)."""
   it = iter(flags)
   for node, checks in pending.items():
-    for c in checks: c.raise_if_set(next(it))
+    for c in checks: c.raise_if_set(int.from_bytes(next(it).as_bytes(), "little", signed=True))
     STATE.index_checks.pop(node, None)
 
 def read_flags(flags: list[tuple[Buffer, IndexCheck]]) -> None:

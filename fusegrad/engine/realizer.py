@@ -33,7 +33,7 @@ def realize_all(tensors: Sequence[Any]) -> None:
     if flags and STATE.captures:  # TinyJit replays read these flags' buffers again
       bases = [state.view_base(f.uop) for f in flags]
       STATE.captures[-1].flags += [(b.arg, c) for b, c in zip(bases, flat) if b.op is Ops.BUFFER]
-    if flags: engine_realize.verify_index_checks(checks, [f.item() for f in flags])
+    if flags: engine_realize.verify_index_checks(checks, [f._buffer() for f in flags])
   if copies: _realize_copies(copies)
 
 def _realize_copies(copies: list[Any]) -> None:

@@ -16,6 +16,13 @@ from fusegrad.uop.ops import UOp, Ops, GroupOp
 VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
 MAY_FOLLOW = VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes `current` may replace
 
+class JitError(RuntimeError):
+  """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
+
+def check_not_capturing(what: str) -> None:
+  """Reading a tensor's values while TinyJit captures is refused (as tinygrad): replays would keep the value read."""
+  if STATE.captures: raise JitError(f"TinyJit: {what} reads tensor data during the capture: replays would keep it")
+
 @dataclass
 class Capture:
   """What one TinyJit capture records: the ExecItems that run, the index flags' buffers, and the schedule number it
@@ -74,9 +81,8 @@ def is_realized(u: UOp) -> bool:
   """True when u is a view of memory that holds its values (or of a constant): realize has nothing to do."""
   return view_base(u).op in (Ops.BUFFER, Ops.CONST)
 
-# *** versions of a buffer ***
-# the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write, set only from here); read by
-# every lookup of a buffer's node, so a plain attribute rather than a weak dictionary
+# *** versions of a buffer *** the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write,
+# set only from here); read by every lookup of a buffer's node, so a plain attribute rather than a weak dictionary
 def newest_write(buf: Buffer) -> int | None: return buf.newest_write
 _write_ids = itertools.count(1)
 
@@ -224,9 +230,8 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
   if not inserts: return items
   return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)]
 
-# *** storage ownership ***
-# the tensor whose storage a buffer is (the first one realized into it) is kept on the Buffer, as a weak reference
-# (Buffer.owner, set by Buffer.claim only; None: none yet)
+# *** storage ownership *** the tensor whose storage a buffer is (the first one realized into it) is kept on the
+# Buffer, as a weak reference (Buffer.owner, set by Buffer.claim only; None: none yet)
 
 def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
   """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""

@@ -61,9 +61,8 @@ def _check_index(t: Tensor, i: Any) -> Any:
 def getitem(t: Tensor, indices: Any) -> Tensor:
   """t[indices]: basic indexing as views, then advanced indexing for the tensor indices (see the module doc). Slices
   alone, one at a Variable position (`cache[v:v+1, :]`), make a window that assign() writes through, as shrink's."""
-  x, tensor_idx = basic_index(t, indices)
+  x, tensor_idx = basic_index(t, idx := as_tuple(t, indices))
   if tensor_idx: return _advanced(x, tensor_idx)
-  idx = indices if isinstance(indices, tuple) else (indices,)
   if any(isinstance(i, UOp) for i in idx): windows[x.uop] = None  # x[v]: a copy, which assign() must refuse
   if all(isinstance(i, slice) and i.step is None for i in idx) and any(_is_symbolic(i) for i in idx):
     windows[x.uop] = (t.uop, tuple((0 if i.start is None else i.start, n if i.stop is None else i.stop)
@@ -71,10 +70,15 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
                       tuple((0, n) for n in t.shape[len(idx):]))
   return x
 
+def as_tuple(t: Tensor, idx: Any) -> tuple:
+  """The index as a tuple; a list of lists, slices, Tensors... is one (x[[rows, cols]]: x[rows, cols], as torch's)."""
+  if type(idx) is list and any(isinstance(i, (list, tuple, slice, type(t), type(None), type(...))) for i in idx):
+    return tuple(idx)
+  return idx if isinstance(idx, tuple) else (idx,)
+
 def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor]]]:
   """t with the ints, slices, None and ... of indices applied (a view), and the tensor indices left, with their axes."""
-  if not isinstance(indices, tuple): indices = (indices,)
-  idx_list: list[Any] = [_check_index(t, i) for i in indices]
+  idx_list: list[Any] = [_check_index(t, i) for i in as_tuple(t, indices)]
   consuming = [i for i in idx_list if i is not None and i is not Ellipsis]
   ellipses = [k for k, i in enumerate(idx_list) if i is Ellipsis]  # by identity: == on a Tensor is elementwise
   if len(ellipses) > 1: raise IndexError("an index can only have a single ellipsis ('...')")

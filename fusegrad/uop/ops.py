@@ -356,6 +356,8 @@ def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index)
   if not isinstance(min_val, int) or not isinstance(max_val, int):
     raise ValueError(f"Variable {name}: min and max must be ints, got {min_val!r} and {max_val!r}")
   if min_val > max_val: raise ValueError(f"Variable {name}: min {min_val} > max {max_val}")
+  if min_val < -2 ** 31 or max_val >= 2 ** 31:  # (a wider value would be cut, silently)
+    raise ValueError(f"Variable {name}: [{min_val}, {max_val}] doesn't fit in int32, which kernels take Variables as")
   return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
 
 # *** shape inference for the lazy graph ***
