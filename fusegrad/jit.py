@@ -478,8 +478,7 @@ def function(fxn: Callable | None = None, *, precompile: bool = False, precompil
 
 class _Function:
   def __init__(self, fxn: Callable):
-    self.fxn = fxn
-    self.traces: dict[tuple, _Trace] = {}
+    self.fxn, self.traces = fxn, dict[tuple, _Trace]()
     functools.update_wrapper(self, fxn)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable:

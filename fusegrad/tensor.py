@@ -633,8 +633,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
     nodes = set(root.toposort())
-    wanted = [*STATE.grad_tensors.values(), *(t for t in list(STATE.float_tensors) if t._requires_grad is not False
-                                                and state.view_base(t.uop).op is not Ops.CONST)]
+    wanted = [*STATE.grad_tensors.values(), *(t for t in list(STATE.float_tensors) if t._requires_grad is not False)]
     targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (constant, int, or no grad)")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):

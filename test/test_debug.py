@@ -42,7 +42,9 @@ def test_readme_command_debug3(cache_home):
   assert len(opts_lines(lines)) == 1 + packs, lines
   name, opts = opts_lines(lines)[-1].split(": opts ")
   assert name.startswith("r_")  # a reduce kernel
-  assert math.prod(int(s) for s in name.split("_")[1:]) == 1024 ** 3  # its loops cover N*N outputs times N terms
+  # its loops cover N*N outputs times N terms, or a little more where a register tile that doesn't divide N pads an
+  # axis (PADTO: Zen 5's 48 KB L1d gives 6-row tiles, 1024 rows padded to 1032)
+  assert 1024 ** 3 <= math.prod(int(s) for s in name.split("_")[1:]) <= 1024 ** 3 * 1.01
   assert "Opt(op=OptOps." in opts
   assert len(timing_lines(lines)) == 1 + packs, lines
   assert TIMING.match(timing_lines(lines)[-1]).group(3) == name

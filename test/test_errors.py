@@ -6,6 +6,7 @@ Each case is written once, against a small namespace `L` that is torch (with tor
 libraries see the same call. `needles` are the strings fusegrad's message must contain.
 """
 from __future__ import annotations
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -288,3 +289,12 @@ def test_tinygrad_error_classes():
   with pytest.raises(NotImplementedError, match="circular"):
     Tensor.ones(1, 1, 5, 5).pad((3, -5, 1, -5), mode="circular")
   with pytest.raises(ValueError, match="repeat"): Tensor.ones(4, 6, 3).repeat((2, 4))
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 1e10])
+def test_an_int_tensor_refuses_a_float_fill_it_cannot_hold_as_torch(value):
+  x, m = Tensor([1, 2, 3], dtype=dtypes.int32), Tensor([True, False, True])
+  with pytest.raises(RuntimeError, match="overflow"): x.masked_fill(m, value)
+  with pytest.raises(RuntimeError, match="overflow"): x.pad((1, 1), value=value)
+  with pytest.raises(RuntimeError):
+    torch.tensor([1, 2, 3], dtype=torch.int32).masked_fill(torch.tensor([True, False, True]), value)
+  assert x.masked_fill(m, 2.5).tolist() == [2, 2, 2]  # a float it can hold is truncated, as torch's

@@ -3,7 +3,7 @@ one-device result, on CPU devices, on PYTHON devices and on a mix of CPU and CL.
 import os, subprocess, sys, threading, time
 import numpy as np
 import pytest
-from fusegrad import Tensor, Device, TinyJit, Context, nn
+from fusegrad import Tensor, Device, TinyJit, Context, Variable, nn
 from fusegrad.nn.optim import SGD, Adam
 from fusegrad.nn.state import get_parameters, get_state_dict
 from fusegrad.engine.state import STATE
@@ -373,3 +373,15 @@ def test_fork_with_cpu_workers():
   r = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=120,
                      env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
   assert r.returncode == 0 and r.stdout.split()[-1] == "0", r.stdout + r.stderr[-2000:]
+
+def test_a_window_at_a_variable_of_a_sharded_tensor_reads_and_assigns():
+  devs = (f"{Device.DEFAULT}:0", f"{Device.DEFAULT}:1")
+  out = Tensor.zeros(4, 4).contiguous().realize().shard(devs, 0).realize()
+  def write(i):
+    out[:, i:i + 1].assign(Tensor.ones(4, 1).shard(devs, 0).contiguous() * 2)
+    return out[:, i:i + 1].contiguous().realize()
+  jit = TinyJit(write)
+  for k in range(4):
+    assert jit(Variable("i", 0, 3).bind(k)).tolist() == [[2.0]] * 4
+    assert out.tolist() == [[2.0] * (k + 1) + [0.0] * (3 - k)] * 4
+  assert write(Variable("i", 0, 3).bind(1)).tolist() == [[2.0]] * 4  # eager too

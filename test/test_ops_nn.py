@@ -724,3 +724,35 @@ def test_interpolate_uint8_keeps_dtype(mode):
   out = Tensor(x).interpolate((4, 5), "linear" if mode == "bilinear" else mode).numpy()
   assert out.dtype == ref.dtype == np.uint8
   np.testing.assert_allclose(out.astype(np.int32), ref.astype(np.int32), atol=1 if mode == "bilinear" else 0)
+
+def test_binary_crossentropy_gradient_at_saturated_probabilities_as_torch():
+  # a saturated sigmoid gives exactly 0.0 or 1.0: the gradient was nan (the clipped log's 0 times 1/0), torch's finite
+  p, y = np.array([0.0, 1.0, 1.0, 0.0, 0.3], np.float32), np.array([1.0, 1.0, 0.0, 0.0, 1.0], np.float32)
+  pf, yf = Tensor(p, requires_grad=True), Tensor(y, requires_grad=True)
+  pt, yt = torch.tensor(p, requires_grad=True), torch.tensor(y, requires_grad=True)
+  pf.binary_crossentropy(yf, reduction="sum").backward()
+  F.binary_cross_entropy(pt, yt, reduction="sum").backward()
+  np.testing.assert_allclose(pf.grad.numpy(), pt.grad.numpy(), rtol=1e-5)
+  np.testing.assert_allclose(yf.grad.numpy(), yt.grad.numpy(), rtol=1e-5)
+
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+def test_a_mean_over_only_ignored_targets_is_nan_with_a_zero_gradient_as_torch(op):
+  x, y = np.array([[0.5, -1.0, 2.0], [1.0, 0.0, 0.0]], np.float32), np.array([0, 0])
+  xf, xt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+  lf, lt = getattr(xf, op)(Tensor(y), ignore_index=0), getattr(F, op)(xt, torch.tensor(y), ignore_index=0)
+  lf.backward()
+  lt.backward()
+  assert math.isnan(lf.item()) and math.isnan(lt.item())
+  np.testing.assert_array_equal(xf.grad.numpy(), xt.grad.numpy())
+
+@pytest.mark.parametrize("formula,shapes", [("i->", [(0,)]), ("ij,jk->ik", [(2, 0), (0, 3)]), ("ij->j", [(0, 2)])])
+def test_einsum_over_a_zero_size_axis_is_an_empty_sum_as_torch(formula, shapes):
+  arrs = [np.ones(s, np.float32) for s in shapes]
+  ref = torch.einsum(formula, *[torch.tensor(a) for a in arrs]).numpy()
+  np.testing.assert_array_equal(Tensor.einsum(formula, *[Tensor(a) for a in arrs]).numpy(), ref)
+
+def test_float64_linear_interpolate_is_exact_to_float64():
+  x = np.random.default_rng(0).standard_normal((1, 2, 5, 7))
+  for align in (False, True):
+    ref = F.interpolate(torch.tensor(x), (4, 9), mode="bilinear", align_corners=align).numpy()
+    np.testing.assert_allclose(Tensor(x).interpolate((4, 9), "linear", align).numpy(), ref, rtol=1e-12, atol=1e-14)

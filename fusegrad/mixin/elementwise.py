@@ -36,6 +36,11 @@ def _in_float32(f: Callable) -> Callable:
     return f(x, *a, **k) if (y := x._wide()) is x else f(y, *a, **k).cast(x.dtype)
   return functools.wraps(f)(g)
 
+def _fits(x: Tensor, value: Any, op: str) -> Any:  # value; a float must fit x's integer dtype (as torch refuses)
+  if isinstance(value, float) and dtypes.is_int(x.dtype) and not dtypes.min(x.dtype) <= value <= dtypes.max(x.dtype):
+    raise ArgumentError(f"{op}: value {value} can't be converted to {x.dtype} without overflow")
+  return value
+
 def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
   """axis as an index in [0, ndim) (negative counts from the end); IndexError naming op and axis when out of range."""
   if not -max(ndim, 1) <= axis < max(ndim, 1):
@@ -209,7 +214,7 @@ class ElementwiseMixin:
   def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     """value where mask is true, else self (keeps self's dtype): `x.masked_fill(x < 0, 0)`."""
     broadcast_shape(self.shape, mask.shape, op="masked_fill")
-    return mask.where(value, self).cast(self.dtype)
+    return mask.where(_fits(self, value, "masked_fill"), self).cast(self.dtype)
   def clip(self: Tensor, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
     """Limit values to [min_, max_] (either may be None; torch's min=/max= keywords work too); nan stays nan and the
     gradient is 1 inside the range, bounds included: `Tensor([-2, 0, 2]).clip(-1, 1)` is [-1, 0, 1]."""

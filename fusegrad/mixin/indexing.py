@@ -142,7 +142,7 @@ def assign_window(target: Tensor, value: Tensor) -> bool:
       if parent is None: return False
       node, parent = parent[1], parent[0]._view_of
     raise IndexError("assign: x[v] or a view of a window at a Variable v doesn't reach x: assign to x[v:v+1] itself")
-  if state.view_base(w[0]).op not in (Ops.BUFFER, Ops.ASSIGN): return False
+  if state.view_base(w[0]).op not in (Ops.BUFFER, Ops.ASSIGN, Ops.MULTI): return False
   source, ranges = type(target)(w[0]), w[1]
   inside: Tensor | None = None
   for axis, (begin, end) in enumerate(ranges):
@@ -159,7 +159,7 @@ def assign_window(target: Tensor, value: Tensor) -> bool:
 
 def _position(x: Tensor, i: UOp | int) -> Tensor | int:
   """An int, or a Variable expression as a 0-d int32 tensor on x's device."""
-  return type(x)(i.cast(dtypes.int32), device=x.device) if isinstance(i, UOp) else i
+  return type(x)(i.cast(dtypes.int32)).to(x.device) if isinstance(i, UOp) else i
 
 def _show(i: slice) -> str:
   """A slice as it is written: 'i:(i+4):'."""

@@ -1,15 +1,19 @@
 """Losses, composed from Tensor methods: negative log-likelihood, cross entropy, binary cross entropy."""
 from __future__ import annotations
+import math
 from typing import TYPE_CHECKING
 from fusegrad.dtype import dtypes
+from fusegrad.gradient import with_rule
+from fusegrad.uop.ops import UOp
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError
 from fusegrad.mixin.indexing import check_indices
 
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
-def _reduction(x: Tensor, reduction: str, op: str) -> Tensor:
+def _reduction(x: Tensor, reduction: str, op: str, total: Tensor | None = None) -> Tensor:  # total: weights' sum
   if reduction == "none": return x
   if reduction == "sum": return x.sum()
+  if reduction == "mean" and total is not None: return (ok := total.ne(0)).where(x.sum() / ok.where(total, 1), math.nan)
   if reduction == "mean": return x.mean()
   raise ArgumentError(f"{op}: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
 
@@ -41,7 +45,7 @@ class LossMixin:
     axis = 1 if self.ndim > 1 else 0
     hot, w, w_y = self._class_targets(Y, axis, weight, ignore_index, "nll_loss")
     loss = -hot.where(self, 0).sum(axis) * w_y
-    return loss.sum() / w_y.sum() if reduction == "mean" else _reduction(loss, reduction, "nll_loss")
+    return _reduction(loss, reduction, "nll_loss", w_y.sum())
 
   def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0,
                     weight: Tensor | None = None, ignore_index: int = -100) -> Tensor:
@@ -61,7 +65,7 @@ class LossMixin:
     if label_smoothing > 0:  # plus eps/C times the weighted log-probabilities of every class
       smooth = -(logp * w).sum(axis) * (Y != ignore_index)
       loss = (1 - label_smoothing) * loss + (label_smoothing / n_cls) * smooth
-    return loss.sum() / w_y.sum() if reduction == "mean" else _reduction(loss, reduction, "cross_entropy")
+    return _reduction(loss, reduction, "cross_entropy", w_y.sum())
 
   def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,
                                       reduction: str = "mean") -> Tensor:
@@ -77,7 +81,10 @@ class LossMixin:
     """-(y log x + (1 - y) log(1 - x)) for probabilities x, the logs clamped at -100 as in torch."""
     if Y.shape != self.shape: raise ShapeError(f"binary_crossentropy: target {Y.shape} and input {self.shape} differ")
     loss = -(Y * self.log().clip(-100) + (1 - Y) * (1 - self).log().clip(-100))
-    return _reduction(loss, reduction, "binary_crossentropy")
+    def rule(g: UOp, n: UOp, xu: UOp, yu: UOp) -> tuple[UOp, UOp]:  # torch's: finite where x is 0 or 1 (not 0 * inf)
+      x, y, gt = type(self)(xu), type(self)(yu), type(self)(g)
+      return (gt * (x - y) / (x * (1 - x)).maximum(1e-12)).uop, (gt * ((1 - x).log() - x.log())).uop
+    return _reduction(loss._new(with_rule(loss.uop, (self.uop, Y.uop), rule), Y), reduction, "binary_crossentropy")
 
   def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean",
                                  pos_weight: Tensor | None = None) -> Tensor:

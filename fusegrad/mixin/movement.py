@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 from fusegrad.dtype import dtypes, least_upper_dtype
 from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
 from fusegrad.uop.ops import UOp
-from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError, _resolve_axis
+from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError, _resolve_axis, _fits
 from fusegrad.mixin.indexing import symbolic_shrink
 
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
@@ -184,7 +184,7 @@ class MovementMixin:
     padded = x._new(x.uop.pad(grow))  # a new tensor, as torch's pad (not a view: writes into it stay in it)
     if value == 0: return padded
     inside = type(self)(UOp.const(dtypes.bool, True, x.shape, x.device).pad(grow))
-    return inside.where(padded, padded._const(value))  # the value in this tensor's dtype, as torch
+    return inside.where(padded, padded._const(_fits(self, value, "pad")))  # the value in this tensor's dtype, as torch
   def _target_shape(self: Tensor, shape: Any, args: tuple, op: str) -> list[tuple[int, int]]:
     """(current, wanted) size per axis for pad_to/shrink_to; None in shape keeps an axis."""
     new = argfix(shape, *args)

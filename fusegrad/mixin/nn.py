@@ -104,7 +104,8 @@ class NNMixin:
     x = self if dtypes.is_float(self.dtype) or mode != "linear" or fixed else self.cast(dtypes.default_float)
     for axis, o, scale in reversed(list(zip(range(self.ndim - len(sizes), self.ndim), sizes, scales))):
       i = x.shape[axis]
-      dst = type(self).arange(o, device=self.device, dtype=dtypes.float32)
+      wide = mode == "linear" and x.dtype == dtypes.float64  # (float64 positions for float64 weights, as torch's)
+      dst = type(self).arange(o, device=self.device, dtype=dtypes.float64 if wide else dtypes.float32)
       along = [o if a == axis else 1 for a in range(x.ndim)]
       out_shape = tuple(o if a == axis else s for a, s in enumerate(x.shape))
       def at(idx: Tensor) -> Tensor: return x.gather(axis, idx.reshape(along).expand(out_shape))
@@ -113,7 +114,7 @@ class NNMixin:
         if align_corners: src = dst * ((i - 1) / (o - 1)) if o > 1 else dst * 0
         else: src = ((dst + 0.5) * scale - 0.5).maximum(0)
         low = src.floor().cast(dtypes.int32).minimum(i - 1)
-        frac = (src - low.cast(dtypes.float32)).clip(0, 1).reshape(along).cast(x.dtype)
+        frac = (src - low.cast(dst.dtype)).clip(0, 1).reshape(along).cast(x.dtype)
         x = at(low).lerp(at((low + 1).minimum(i - 1)), frac)
       else:
         src = dst * scale if mode == "nearest" else (dst + 0.5) * scale
@@ -148,7 +149,7 @@ class NNMixin:
         if sizes.get(c, 1) != 1 and s != 1 and sizes[c] != s:
           raise ShapeError(f"einsum: letter {c!r} of {formula!r} has sizes {sizes[c]} and {s} "
                            f"(shapes {[t.shape for t in operands]})")
-        sizes[c] = max(sizes.get(c, 1), s)
+        sizes[c] = s if sizes.get(c, 1) == 1 else sizes[c]  # (a size 1 broadcasts; 0 is a size: an empty sum)
     order = out + sorted(set(sizes) - set(out))
     aligned = []
     for t, term in zip(ops, letters):  # every operand over all the letters, in order (size 1 where it lacks one)

@@ -1,5 +1,5 @@
 """Optimizers: SGD, LARS, Adam, AdamW, LAMB and Muon, with tinygrad's names and PyTorch's update rules; every piece of
-state lives in a realized Tensor that each step updates with `.assign()` (docs/optim.md)."""
+state lives in a Tensor of its own buffer that each step updates with `.assign()` (docs/optim.md)."""
 from __future__ import annotations
 import math
 from typing import Iterable
@@ -21,16 +21,12 @@ def _own_buffer(t: Tensor) -> object | None:
   return u.arg if u.op is Ops.BUFFER else None
 
 def _give_own_buffers(params: list[Tensor]) -> None:
-  """Realize each parameter into a buffer no other parameter uses, so assign() can update it in place."""
+  """Give each parameter a buffer no other parameter uses (lazily, as tinygrad's: nothing runs before the first
+  realize), so assign() can update it in place."""
   seen: set[int] = set()
-  todo = []
   for p in params:
-    buf = _own_buffer(p)
-    if buf is None or id(buf) in seen:
-      p.replace(_fresh(p.detach()))  # replace keeps p's requires_grad
-      todo.append(p)
+    if (buf := _own_buffer(p)) is None or id(buf) in seen: p.replace(_fresh(p.detach()))  # (keeps requires_grad)
     else: seen.add(id(buf))
-  Tensor.realize_all(todo)
 
 class Optimizer:
   """The base of every optimizer: holds the parameters (requires_grad=False ones as `buffers`) and the learning rate,
@@ -61,10 +57,6 @@ class Optimizer:
     zeros = Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device)
     if p.uop.op is Ops.MULTI and p.uop.arg is not None: zeros = zeros.shard(p.device, p.uop.arg)  # type: ignore[arg-type]
     return _fresh(zeros)
-
-  def _realize_state(self) -> None:
-    """Allocate the state now, so it exists before the first step (and TinyJit sees real buffers)."""
-    Tensor.realize_all(self._state())
 
   def _state(self) -> list[Tensor]:
     """Every state tensor a step writes (besides the parameters)."""; return []
@@ -137,7 +129,6 @@ class SGD(Optimizer):
     if nesterov and momentum <= 0: raise ValueError(f"{name}: Nesterov momentum needs a momentum > 0")
     self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
     self.b = [self._zeros_like(p) for p in self.params] if momentum else []
-    self._realize_state()
 
   def _state(self) -> list[Tensor]: return self.b
 
@@ -192,7 +183,6 @@ class LAMB(Optimizer):
     self.b2_t = _fresh(Tensor.ones((len(self.params),), dtype=dtypes.float32, device=self.device))
     self.m = [self._zeros_like(p) for p in self.params]
     self.v = [self._zeros_like(p) for p in self.params]
-    self._realize_state()
 
   def _state(self) -> list[Tensor]: return [self.b1_t, self.b2_t, *self.m, *self.v]
 
@@ -253,7 +243,6 @@ class Muon(Optimizer):
     self.momentum, self.nesterov, self.ns_steps, self.wd = momentum, nesterov, ns_steps, weight_decay
     self.ns_coefficients, self.eps = tuple(ns_coefficients), eps
     self.b = [self._zeros_like(p) for p in self.params]
-    self._realize_state()
 
   def _state(self) -> list[Tensor]: return self.b
 

@@ -233,8 +233,8 @@ def compiler_version(cc: tuple[str, ...]) -> str:
 def openmp_works(cc: list[str]) -> bool:
   """True when cc can build and load a program with an OpenMP parallel loop. Probing compiles a program (about half a
   second): the answer is cached on disk per compiler command and version."""
-  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}".encode()).hexdigest()
-  if (known := diskcache_get("openmp_works", key)) in (b"0", b"1"): return known == b"1"
+  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{_find_libomp()}".encode()).hexdigest()
+  if (known := diskcache_get("openmp_works", key)) in (b"0", b"1"): return known == b"1"  # (libomp added: a new key)
   return diskcache_put("openmp_works", key, b"1" if _probe_openmp(cc) else b"0") == b"1"
 
 def _probe_openmp(cc: list[str]) -> bool:
