@@ -357,6 +357,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """This tensor spread over devices: split along axis in equal parts (part i on devices[i]), or with axis None a
     copy on each. `Tensor.arange(4).shard(("CPU:0", "CPU:1"), axis=0).device` is ('CPU', 'CPU:1') ("CPU:0" is "CPU")."""
     devices = Device.canonicalize(tuple(devices))  # type: ignore[arg-type]
+    if len(devices) == 1: return self.to(devices[0])  # one device: a plain tensor there (as tinygrad)
     if axis is not None: axis = _resolve_axis(axis, self.ndim, "shard")
     if self.device == devices: return self._new(multi.reshard(self.uop, axis))  # replicated -> split: no copies
     src = self.to(self.device[0]) if isinstance(self.device, tuple) else self
@@ -365,6 +366,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """shard in place: this tensor now lives on devices."""
     self.uop = self.shard(devices, axis).uop
     return self
+  def shard_like(self, y: Tensor) -> Tensor:  # this tensor on y's device, or devices and split axis
+    return self.shard(y.device, y.uop.axis) if isinstance(y.device, tuple) else self.to(y.device)
   def contiguous(self) -> Tensor:
     """The values laid out in order in their own buffer (free when they already are)."""
     return self._new(self.uop.contiguous())
@@ -436,14 +439,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if assign_window(self, x): return self if _assign_hooks else self.realize()  # a window at a Variable: see below
     path, whole = _view_path(self) if self._view_of is not None and self.uop is not x.uop else ([], False)
     if path and (whole or _assign_hooks or not _writable(self.uop)) and not isinstance(self.device, tuple):
-      # a view of a tensor (torch's views share its memory): a write of the whole top tensor (the part outside the
-      # view kept) lands in every tensor of the chain; a plain write of a part of a buffer (below) is cheaper
+      # a view (sharing its tensor's memory, as torch's): the whole top tensor written, so every tensor of the chain
       top, new = path[-1][0], _unview(x, path[0][1])
       if not whole: new = _unview(Tensor.full(self.shape, True, device=self.device), path[0][1]).where(new, top)
       _follow(path, top.assign(new))
       return self
-    # a view of a buffer, or of a write still pending (this one follows it): write into it; else (a lazy value or a
-    # constant) there is nothing to write into, so rebind
+    # a view of a buffer or of a pending write (this one follows it): written into; a lazy value or constant: rebound
     if not _writable(self.uop) or self.uop is x.uop:
       self.uop = x.uop
       return self
@@ -501,8 +502,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """Ones of the given shape (float32 unless dtype says otherwise): `Tensor.ones(2, 3)`."""
     return Tensor.full(_shape_arg(shape, "ones"), 1.0, **{"dtype": dtypes.default_float, **kwargs})
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
-    """fill_value in this tensor's shape, dtype and device (dtype= and device= override)."""
-    return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
+    """fill_value in this tensor's shape, dtype and device, split as it is (dtype= and device= override)."""
+    ret = Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
+    return ret.shard_like(self) if isinstance(self.device, tuple) and "device" not in kwargs else ret
   def const_like(self, value: Any, dtype: DType | str | None = None) -> Tensor:
     """value in this tensor's shape and device, in its dtype unless dtype says otherwise (no gradient link to self):
     `Tensor([1.5, 2.5]).const_like(3).tolist()` is [3.0, 3.0]."""
@@ -582,6 +584,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if not _computes(self):  # (into a file: a slice of it)
       self[indices]._write_file(v)
       return
+    if isinstance(self.device, tuple):  # on several devices: written gathered on the first, then split as it was
+      whole = self.to(self.device[0]).contiguous()
+      whole[indices] = v.to(whole.device) if isinstance(v, Tensor) else v
+      self.assign(whole.shard_like(self)).realize()
+      return
     if self._view_of is not None and not _writable(self.uop) and (path := _view_path(self)[0]):
       _follow(path, path[-1][0].replace(path[-1][0].contiguous().realize()))  # the top gets a buffer, written below
     self.realize()
@@ -595,8 +602,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if tensor_idx: value = setitem_value(target, tensor_idx, value)  # tensor indices: all of it written, a few changed
     if not state.is_realized(target.uop): raise RuntimeError("setitem: a Variable index can't say where to write")
     target = Tensor(target.uop)  # a handle of its own (self's node is put aside during the write), the view let go
-    # self's old contents needn't be copied aside for the write (state.snapshot_before): a value read from self is
-    # computed first, and self, which follows its storage, lets go of its old version node meanwhile
+    # self's old contents aren't copied aside (state.snapshot_before): a value read from self is computed first
     chain, base = state.view_chain(self.uop)
     if base.arg.base in state.buffers_read(value.uop): value.realize()
     buf, views = base.arg, [(c.op, c.dtype, c.arg) for c in chain]
@@ -633,7 +639,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
     nodes = set(root.toposort())
-    wanted = [*STATE.grad_tensors.values(), *(t for t in list(STATE.float_tensors) if t._requires_grad is not False)]
+    wanted = [*STATE.grad_tensors.values(), *(t for t in list(STATE.float_tensors) if t._requires_grad is not False
+                                                and state.view_base(t.uop).op is not Ops.CONST)]  # (shared nodes)
     targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (constant, int, or no grad)")
     for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):

@@ -529,3 +529,8 @@ def test_variables_and_their_expressions_act_as_python_ints_with_tensors():
   assert Tensor.full((3,), v).tolist() == [2, 2, 2]
   assert (Tensor.ones(3, dtype=dtypes.int8) * v).dtype == dtypes.int8  # as a Python int: the tensor's dtype
   with pytest.raises(ValueError, match="int32"): Variable("b", 0, 2 ** 40)  # a kernel argument would cut it
+
+def test_uop_variable_is_tinygrads_spelling_of_variable():
+  from fusegrad.uop.ops import UOp
+  v = UOp.variable("start_pos", 0, 3)
+  assert Tensor([10, 20, 30, 40])[v.bind(2)].item() == 30 and v.arg == ("start_pos", 0, 3)

@@ -385,3 +385,22 @@ def test_a_window_at_a_variable_of_a_sharded_tensor_reads_and_assigns():
     assert jit(Variable("i", 0, 3).bind(k)).tolist() == [[2.0]] * 4
     assert out.tolist() == [[2.0] * (k + 1) + [0.0] * (3 - k)] * 4
   assert write(Variable("i", 0, 3).bind(1)).tolist() == [[2.0]] * 4  # eager too
+
+def test_setitem_on_tensors_across_devices_as_tinygrad():
+  d4 = tuple(f"{Device.DEFAULT}:{i}" for i in range(4))
+  for axis in (0, None):
+    t = Tensor.arange(16).contiguous().realize().shard(d4, axis=axis)
+    t[1] = 99
+    t[6:10] = Tensor([7, 7, 7, 7])
+    assert t.tolist() == [0, 99, 2, 3, 4, 5, 7, 7, 7, 7, 10, 11, 12, 13, 14, 15]
+    assert t.device == Device.canonicalize(d4) and t.uop.axis == axis  # split as it was
+
+def test_like_constructors_keep_the_split_and_shard_like():
+  d2 = (f"{Device.DEFAULT}:1", f"{Device.DEFAULT}:2")
+  t = Tensor.arange(16.0).reshape(8, 2).shard(d2, axis=0)
+  for r in (t.full_like(3.0), t.zeros_like(), t.ones_like(), t.rand_like()):
+    assert r.device == Device.canonicalize(d2) and r.realize().uop.axis == 0 and r.shape == (8, 2)
+  assert t.ones_like(device="CPU").device == "CPU"
+  assert Tensor.ones(8, 2).shard_like(t).realize().uop.axis == 0 and Tensor.ones(2).shard_like(Tensor([1])).device == "CPU"
+  one = Tensor([1.0, 2.0]).shard((f"{Device.DEFAULT}:1",), 0)  # one device: a plain tensor there
+  assert one.device == f"{Device.DEFAULT}:1" and (one + Tensor([1.0, 1.0], device=one.device)).tolist() == [2.0, 3.0]

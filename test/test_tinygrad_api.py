@@ -34,7 +34,6 @@ _TYPING = "a type variable or annotation helper"
 EXCLUDED: dict[str, str] = {
   **{f"Tensor.{n}": _INTERNAL for n in ("alu", "ufix", "usum", "uprod", "as_param", "call", "callify", "custom_kernel",
                                         "invalids", "random_bits", "threefry")},
-  "Tensor.shard_like": "multi-device tensors: shard as another tensor is (fusegrad has shard and shard_)",
   **{f"Tensor.{n}": _IMAGE for n in ("image_conv2d", "image_dot")},
   "Tensor.decode_hevc_frame": "hardware HEVC video decoding (tinygrad's AMD/NV video engines)",
   "Tensor.keccak": "SHA-3 on tensors (tinygrad's SHA3 example): not implemented",

@@ -13,9 +13,7 @@ from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contig
 SMALL_WORK = 1 << 16
 
 # A tile or an unroll copies each value operation of the body (index math aside) once per element it varies along:
-# at most this many copies in all. Along the vector axis a copy is one vector operation, except for THREEFRY, ~100
-# scalar integer operations per lane once lowered. MNIST's conv gradients make under 1,000; the transformer example's
-# gradient kernel with four dropout masks fused in, tiled 256 ways, rendered 4 MB of C that took minutes to compile.
+# at most this many copies in all (a vector's copy is one operation, THREEFRY's ~100 a lane; why: "Tile rules")
 BODY_OPS, SCALAR_COST = 4096, {Ops.THREEFRY: 100}
 
 def _body_ops(k: Kernel) -> int:
@@ -101,8 +99,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   vec = max(k.ren.machine.vector(itemsize), 4)
   done: set[int] = set()
   lanes = prod(range_size(r) for r in k.ranges_of(AxisType.LANES))
-  # lanes of at least half a register: a window sliding along them loads a vector per tap, no window stays live (MNIST's
-  # conv1 weight gradient tiles its 5 taps: 5.7-6.2 -> 3.9-4.3 ms at AVX-512, 5.9-6.2 -> 4.6-4.8 at AVX2)
+  # lanes of at least half a register: a window sliding along them loads a vector per tap, no window stays live
   lane_vector = lanes * 2 >= vec
   def operands(k: Kernel) -> list[UOp]:  # a matmul's bias is not in the tile
     return _reduce_loads(k) if len(_red_axes(k)) == 1 and lanes == 1 else k.loads()
@@ -111,8 +108,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   def slides(r: UOp) -> bool:  # a load moves along r as along a reduce axis (a conv's window): it keeps more loads live
     sliding = k.ranges_of(AxisType.REDUCE, *[AxisType.LANES] * (not lane_vector))
     return any(k.stride(ld, r) and any(k.stride(ld, q) == k.stride(ld, r) for q in sliding) for ld in k.loads())
-  # axes upcast whole (a pooled 3 x 3), for a long reduce (a max pool's gradient: 0.38 -> 0.48 ms): the kernel's own;
-  # measured on CPUs only (a GPU thread's registers are also its occupancy)
+  # axes upcast whole (a pooled 3 x 3), for a long reduce, on CPUs (a GPU thread's registers are its occupancy too)
   short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
            and not slides(r)}
   half, cap = k.ren.machine.vector_registers // 2, 0
@@ -164,23 +160,18 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       first = vector and not done
       rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
       amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
-      # a short axis whole, the tile then in half the registers (the evaluation's conv4 + pool: 3 windows, not 8 images,
-      # 1.3x at AVX-512; all of them after taps over lanes, which keep no window live: conv1's weight gradient with gcc
-      # 5.0 -> 3.6 ms); not one a window slides along (its live loads, uncounted, spilled AVX2's conv4 forward); never
-      # as the vector, unless the reduce's lanes are the vector
+      # a short axis whole, the tile then in half the registers; not one a window slides along; never as the vector,
+      # unless the reduce's lanes are the vector (each rule's measurements: docs/developer/codegen.md, "Tile rules")
       tries = [(range_size(r), half)] * (not first or lane_vector) if r.arg[0] in short else [(a, cap) for a in amounts]
       amt = next((a for a, regs in tries if (range_size(r) % a == 0 or rows) and not crowded(r, a)
                   and fits(i, a, regs)), None)
-      # the first axis after the vector's: the one whose loads lie nearest (a pooled conv's neighbouring windows, not
-      # four images': the evaluation's conv2 1.13x at AVX2); the next in axis order (a conv's batch before its rows:
-      # 1.3x for the training step's conv2 forward at AVX-512)
+      # the first axis after the vector's: the one whose loads lie nearest; then the next in axis order ("Tile rules")
       key = (first and loads, amt if first else 0, broadcast, contiguous, -reach if len(done) == 1 else 0)
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
     if best is None or not all(_try(k, o, opts) for o in upcast(best[1], best[2])): break
     done.add(best[3])
     if best[3] in short and not lane_vector: cap = half
-    # the second vector right after the first, before the broadcast axes take the registers (AVX2's conv kernels:
-    # 8 accumulators as 2 vectors x 4, not 1 x 8, 4-10% faster; the same at AVX-512); a big matmul's comes last
+    # the second vector right after the first, before the broadcast axes take the registers; a big matmul's last
     if len(done) == 1 and not wide: second_vector()
   if wide: second_vector()
 

@@ -100,8 +100,9 @@ class CreationMixin:
     vals = (bits >> (32 - mant)).cast(dtypes.float32) * (2.0 ** -mant)
     return vals.cast(dt).reshape(shape).requires_grad_(requires_grad)
   def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
-    """Uniform [0, 1) numbers with this tensor's shape, dtype and device."""
-    return type(self).rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
+    """Uniform [0, 1) numbers with this tensor's shape, dtype and device (split as it is)."""
+    ret = type(self).rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
+    return ret.shard_like(self) if isinstance(self.device, tuple) and "device" not in kwargs else ret
   @classmethod
   def randn(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, requires_grad: bool | None = None,
             **kwargs: Any) -> Tensor:

@@ -403,10 +403,10 @@ class ElementwiseMixin:
     error = (a - b).abs()
     ret = (error.isfinite() & (error <= atol + rtol * b.abs())) | (a == b)
     return ret | (a.isnan() & b.isnan()) if equal_nan else ret
-  def allclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    """Whether isclose holds everywhere, as torch.allclose: a Python bool (so it realizes the comparison).
-    `Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-6]))` is True."""
-    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+  def allclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """Whether isclose holds everywhere: a 0-d bool tensor as tinygrad's (in an `if` or `assert` it acts as torch's
+    bool). `Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-6])).item()` is True."""
+    return self.isclose(other, rtol, atol, equal_nan).all()
   def isfinite(self: Tensor) -> Tensor:
     """True where self is neither inf nor nan."""; return (self.isinf() | self.isnan()).logical_not()
   def logical_not(self: Tensor) -> Tensor:

@@ -303,6 +303,7 @@ class UOp:
   def variables(self) -> list[UOp]:
     return sorted([x for x in self.toposort() if x.op is Ops.DEFINE_VAR], key=lambda v: v.arg)
   def expr(self) -> str: return self.arg[0]
+  variable = staticmethod(lambda *args, **kwargs: Variable(*args, **kwargs))  # UOp.variable: tinygrad's spelling
   def bind(self, val: int) -> UOp:
     assert self.op is Ops.DEFINE_VAR, "only a Variable can be bound"
     if not self.arg[1] <= val <= self.arg[2]:
