@@ -284,8 +284,7 @@ class TinyJit(Generic[ReturnType]):
                         if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
     self.cnt = 2
     dprint(1, colored(f"JIT captured {len(self.jit_cache)} kernels with {len(bufs)} inputs", "magenta"))
-    # results computed into buffers of their own (not written before, so nothing else holds them): each replay
-    # writes them into new buffers, so results kept from earlier calls keep their values without a copy
+    # results computed into buffers of their own (nothing else holds them): each replay writes new ones (no copy)
     self.out_slots = {}
     for i, t in enumerate(self.ret_tensors):
       base = state.view_base(t.uop)

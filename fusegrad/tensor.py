@@ -261,8 +261,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
         shapes = ", ".join(f"shape {t.shape} {t.dtype}" for t in tensors)
         raise OutOfMemoryError(f"{e}, realizing {shapes}") from e
   def schedule(self, *lst: Tensor) -> list:
-    """The kernels realize() would run, without running them."""
-    return engine_schedule.create_schedule([t.uop for t in (self, *lst)]).items
+    """The kernels realize() would run, without running them (each device's part of a tensor across devices)."""
+    lowered = [multi.lower(t.uop) for t in (self, *lst)]
+    return engine_schedule.create_schedule([p for u in lowered for p in (u.src if u.op is Ops.MULTI else (u,))]).items
 
   def schedule_linear(self, *lst: Tensor) -> list:
     """The schedule's items (see linear_with_vars), for graphs without Variables."""
@@ -287,6 +288,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     chain, base = state.view_chain(u := self.uop)
     if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
       Tensor.realize_all([self])
+      if _is_float(self.dtype): realizer.remember_lazy_def(self, u, read=True)  # (a value read keeps its graph)
       chain, base = state.view_chain(u := self.uop)
     if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
     if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
@@ -366,7 +368,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """shard in place: this tensor now lives on devices."""
     self.uop = self.shard(devices, axis).uop
     return self
-  def shard_like(self, y: Tensor) -> Tensor:  # this tensor on y's device, or devices and split axis
+  def shard_like(self, y: Tensor) -> Tensor:
+    """This tensor on y's device, or on y's devices split along y's axis (tinygrad's)."""
     return self.shard(y.device, y.uop.axis) if isinstance(y.device, tuple) else self.to(y.device)
   def contiguous(self) -> Tensor:
     """The values laid out in order in their own buffer (free when they already are)."""
@@ -487,8 +490,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
            **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`."""
     shape = _shape_arg((shape,), "full")
-    if isinstance(fill_value, UOp): fill_value = Tensor(fill_value, dtype=dtype)  # a Variable
-    if isinstance(fill_value, Tensor): return fill_value.reshape((1,) * len(shape)).expand(shape)
+    if isinstance(fill_value, (Tensor, UOp)): return Tensor(fill_value, dtype=dtype).reshape(()).expand(shape)
     if isinstance(fill_value, (list, tuple)): raise TypeError(f"full: fill_value must be a number, not {fill_value!r}")
     if _numpy_scalar(fill_value): fill_value = fill_value.item()  # a numpy scalar acts as a Python number (as torch)
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)

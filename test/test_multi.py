@@ -404,3 +404,10 @@ def test_like_constructors_keep_the_split_and_shard_like():
   assert Tensor.ones(8, 2).shard_like(t).realize().uop.axis == 0 and Tensor.ones(2).shard_like(Tensor([1])).device == "CPU"
   one = Tensor([1.0, 2.0]).shard((f"{Device.DEFAULT}:1",), 0)  # one device: a plain tensor there
   assert one.device == f"{Device.DEFAULT}:1" and (one + Tensor([1.0, 1.0], device=one.device)).tolist() == [2.0, 3.0]
+
+def test_schedule_and_linear_with_vars_of_a_graph_across_devices():
+  d2 = (f"{Device.DEFAULT}:1", f"{Device.DEFAULT}:2")
+  x = Tensor.arange(16).reshape(4, 4).realize().shard(d2, 0)[0:2].contiguous()
+  items, var_vals = x.linear_with_vars()
+  assert items and var_vals == {} and len(x.schedule_linear()) == len(items)
+  assert x.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]

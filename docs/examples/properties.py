@@ -111,6 +111,11 @@ print(x.device, (x * 10).tolist())
 x = Tensor([1.0, 2.0]).shard_(("CPU:0", "CPU:1"))  # axis None: a copy on each device
 print(x.device, x.sum().item())
 
+# %% shard_like
+w = Tensor.arange(8.0).reshape(4, 2).shard(("CPU:0", "CPU:1"), axis=0)
+g = Tensor.ones(4, 2).shard_like(w)  # on w's devices, split along w's axis 0
+print(g.device, (w + g).tolist())
+
 # %% contiguous
 x = Tensor.arange(6).reshape(2, 3).T.contiguous()  # the transposed values in their own buffer, in order
 print(len(x.schedule()), x.tolist())  # one copying kernel

@@ -209,14 +209,12 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
     a0, a1 = k.output_axes()[i:i + 2]
     if range_size(a1) >= 8 and reread(a1, a0) < reread(a0, a1):  # the outer loop gets the threads: keep it long
       _try(k, Opt(OptOps.SWAP, i, i + 1), opts)
-  # the inner loop's operand (a, streamed once per column panel) cut into blocks that fit the L2 cache, each block of
-  # rows then meeting every panel: a leaves memory once and b once per block (blocks of half the L2: 0.9x as fast)
+  # the streamed operand cut into blocks that fit the L2 cache, each meeting every panel ("Tile rules")
   if len(_out_axes(k)) < 2: return  # a matrix-vector product: one output axis, nothing to block
   i, (outer, inner), batch = len(_out_axes(k)) - 2, k.output_axes()[-2:], k.output_axes()[:-2]
   streamed = sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0 and r not in batch)
                  for ld in _reduce_loads(k) if k.stride(ld, inner) != 0 and k.stride(ld, outer) == 0) * itemsize
-  # rows padded to whole blocks where these don't divide them (PADTO); the rows of a padded tile count in streamed
-  # (2052 for 2048): a block up to 1/16 over the L2 is as fast
+  # rows padded to whole blocks (PADTO), a padded tile's rows counted; a block up to 1/16 over the L2 is as fast
   blocks = next((b for b in (2, 4, 8, 16, 32) if streamed // b <= k.ren.machine.l2 * 17 // 16
                  and range_size(inner) // b >= 8), None)
   if streamed <= k.ren.machine.l2 or not blocks or range_size(inner) % blocks and \

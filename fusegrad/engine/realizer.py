@@ -63,7 +63,7 @@ def resolve(t: Any, becomes: dict[UOp, UOp] | None = None) -> bool:
   else: new = state.resolve(lazy, state.lookup if becomes is None else becomes.get)
   if new is lazy: return True
   t.uop = new
-  _remember_lazy_def(t, lazy)
+  remember_lazy_def(t, lazy)
   if not state.claim_storage(t, lazy): return False
   _forget_view_source(t)
   return True
@@ -75,11 +75,13 @@ def _forget_view_source(t: Any) -> None:
      and (ref := b.arg.base.owner) is not None and ref() is t:
     t._view_of = None
 
-def _remember_lazy_def(t: Any, lazy: UOp) -> None:
-  """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives."""
-  if t._requires_grad and id(t) not in STATE.grad_tensors and lazy.op is not Ops.ASSIGN \
-     and t.uop not in lazy.toposort():  # (a contiguous of a whole buffer becomes that buffer: no new value)
+def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
+  """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives (also
+  requires_grad None for a value read: tinygrad's numpy() realizes a copy). A contiguous of a buffer is that buffer."""
+  if (t._requires_grad or read and t._requires_grad is None) and id(t) not in STATE.grad_tensors \
+     and lazy.op is not Ops.ASSIGN and t.uop not in lazy.toposort():
     STATE.lazy_defs[t.uop] = lazy
+    state.memo.pop(lazy)  # (its value's entry would hold the buffer node, the key, alive: a cycle, a leak per step)
 
 def _realize_multi(tensors: list[Any]) -> None:
   """Realize tensors spread over devices (or gathered from them): each one's per-device graphs (multi.lower) are
@@ -87,7 +89,7 @@ def _realize_multi(tensors: list[Any]) -> None:
   lowered = {t: multi.lower(t.uop) for t in tensors}
   parts = {t: [type(t)._wrap(s) for s in (m.src if m.op is Ops.MULTI else (m,))] for t, m in lowered.items()}
   axes = {t: m.arg if m.op is Ops.MULTI else False for t, m in lowered.items()}
-  # while the parts run, the tensors hold a NOOP of their shape, not graphs autograd doesn't need (_remember_lazy_def):
+  # while the parts run, the tensors hold a NOOP of their shape, not graphs autograd doesn't need (remember_lazy_def):
   # the versions their assigns overwrite aren't copied aside for nothing. Tensor.uop waits for the realize meanwhile
   lazies = {t: t.uop for t in tensors if t._requires_grad and id(t) not in STATE.grad_tensors}
   olds = {t: weakref.ref(t._uop) for t in tensors}
@@ -98,7 +100,7 @@ def _realize_multi(tensors: list[Any]) -> None:
     for t, axis in axes.items():
       if (old := olds[t]()) is not None: t._uop = old  # (the setter remembers it: graphs built before refer to it)
       t.uop = multi.multi(tuple(p.uop for p in parts[t]), axis) if axis is not False else parts[t][0].uop
-  for t, lazy in lazies.items(): _remember_lazy_def(t, lazy)
+  for t, lazy in lazies.items(): remember_lazy_def(t, lazy)
 
 def _realize(todo: list[Any]) -> list[Any]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage).
@@ -131,7 +133,7 @@ def _run_quick(todo: list[Any], becomes: dict[UOp, UOp], reads: dict[UOp, bool],
   for t in todo:
     if (view := becomes.get(lazy := t._uop)) is not None and (buf := state.view_base(view).arg).owner is None:
       t.uop = view  # a buffer the plan made: no other tensor's (what resolve does, quickly)
-      if t._requires_grad: _remember_lazy_def(t, lazy)
+      if t._requires_grad: remember_lazy_def(t, lazy)
       buf.claim(t)
       if t._view_of is not None: _forget_view_source(t)
     elif not resolve(t, becomes): copies.append(t)

@@ -19,8 +19,7 @@ MAY_FOLLOW = VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes `current` may repl
 class JitError(RuntimeError):
   """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
 
-def check_not_capturing(what: str) -> None:
-  """Reading a tensor's values while TinyJit captures is refused (as tinygrad): replays would keep the value read."""
+def check_not_capturing(what: str) -> None:  # reading values while TinyJit captures is refused, as tinygrad's
   if STATE.captures: raise JitError(f"TinyJit: {what} reads tensor data during the capture: replays would keep it")
 
 @dataclass
