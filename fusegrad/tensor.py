@@ -288,7 +288,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     chain, base = state.view_chain(u := self.uop)
     if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
       Tensor.realize_all([self])
-      if _is_float(self.dtype): realizer.remember_lazy_def(self, u, read=True)  # (a value read keeps its graph)
       chain, base = state.view_chain(u := self.uop)
     if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
     if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
@@ -441,7 +440,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     for hook in _assign_hooks or _assign_watchers: hook(self)  # (a trace's writes are its own: not a TinyJit's)
     if assign_window(self, x): return self if _assign_hooks else self.realize()  # a window at a Variable: see below
     path, whole = _view_path(self) if self._view_of is not None and self.uop is not x.uop else ([], False)
-    if path and (whole or _assign_hooks or not _writable(self.uop)) and not isinstance(self.device, tuple):
+    if path and (not _writable(self.uop) or (whole or _assign_hooks) and not isinstance(self.device, tuple)):
       # a view (sharing its tensor's memory, as torch's): the whole top tensor written, so every tensor of the chain
       top, new = path[-1][0], _unview(x, path[0][1])
       if not whole: new = _unview(Tensor.full(self.shape, True, device=self.device), path[0][1]).where(new, top)

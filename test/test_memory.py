@@ -165,3 +165,19 @@ def test_realized_view_does_not_keep_its_source_graph():
   for _ in range(3): w.assign(w - 1).realize()
   assert GlobalCounters.mem_used == before
   np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5)
+
+def test_a_loop_reading_the_loss_keeps_no_graph_per_step():
+  # a realized intermediate that requires grad remembers its graph for autograd (STATE.lazy_defs); the root's memo entry
+  # held the realized node, the weak key of its own entry: a cycle, one forward graph kept per step of such a loop
+  lin = nn.Linear(4, 2)
+  opt = nn.optim.SGD(nn.state.get_parameters(lin), lr=0.1)
+  with Tensor.train():
+    for _ in range(10):
+      opt.zero_grad()
+      loss = lin(Tensor.rand(8, 4)).sum()
+      loss.item()
+      loss.backward()
+      opt.step()
+  del loss
+  gc.collect()
+  assert len(STATE.lazy_defs) == 0

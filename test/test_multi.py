@@ -411,3 +411,11 @@ def test_schedule_and_linear_with_vars_of_a_graph_across_devices():
   items, var_vals = x.linear_with_vars()
   assert items and var_vals == {} and len(x.schedule_linear()) == len(items)
   assert x.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+@pytest.mark.parametrize("axis", [None, 0])
+def test_a_view_assign_into_a_sharded_constant_lands(axis):
+  # Tensor.zeros(...).shard(...) realized is still a constant per device: the write through a view was lost, silently
+  devs = (f"{Device.DEFAULT}:0", f"{Device.DEFAULT}:1")
+  out = Tensor.zeros(4, 4).shard(devs, axis).realize()
+  out[:, 2:3].assign(Tensor.ones(4, 1).contiguous().shard(devs, axis)).realize()
+  assert out.tolist() == [[0.0, 0.0, 1.0, 0.0]] * 4

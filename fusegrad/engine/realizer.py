@@ -75,11 +75,11 @@ def _forget_view_source(t: Any) -> None:
      and (ref := b.arg.base.owner) is not None and ref() is t:
     t._view_of = None
 
-def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
-  """Autograd still needs the graph that made a realized intermediate: remember it while the buffer view lives (also
-  requires_grad None for a value read: tinygrad's numpy() realizes a copy). A contiguous of a buffer is that buffer."""
-  if (t._requires_grad or read and t._requires_grad is None) and id(t) not in STATE.grad_tensors \
-     and lazy.op is not Ops.ASSIGN and t.uop not in lazy.toposort():
+def remember_lazy_def(t: Any, lazy: UOp) -> None:
+  """Autograd still needs the graph that made a realized intermediate that requires grad: remember it while the buffer
+  view lives. (A contiguous of a whole buffer becomes that buffer: no new value.)"""
+  if t._requires_grad and id(t) not in STATE.grad_tensors and lazy.op is not Ops.ASSIGN \
+     and t.uop not in lazy.toposort():
     STATE.lazy_defs[t.uop] = lazy
     state.memo.pop(lazy)  # (its value's entry would hold the buffer node, the key, alive: a cycle, a leak per step)
 
