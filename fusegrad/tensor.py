@@ -48,6 +48,10 @@ def _scalar(value: Any, dtype: DType, shape: tuple[int, ...], device: str | None
   if dtypes.is_int(dtype): checked_ints([value], dtype)
   return UOp.const(dtype, value, shape, device)
 
+def _unpickle(values: Any, dtype: DType, device: Any, grad: bool | None, axis: int | None) -> Tensor:
+  t = Tensor(values, dtype=dtype, device=device[0] if isinstance(device, tuple) else device, requires_grad=grad)
+  return t.shard(device, axis) if isinstance(device, tuple) else t
+
 def _computes(t: Tensor) -> bool:
   """False for a tensor on a device that computes nothing (DISK: data is only copied to and from it)."""
   return isinstance(t.device, tuple) or Device[t.device].runs_kernels
@@ -336,6 +340,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     ret = np.empty(shape, dtype=dtype.fmt)  # (to_numpy's answer for the others)
     self._buffer().copyout(ret.data)  # straight into the array: one copy
     return ret
+  def __reduce__(self) -> tuple:  # pickle and copy.deepcopy: a copy of the values (as torch's and tinygrad's tensors)
+    return _unpickle, (self.numpy(), self.dtype, self.device, self.requires_grad, self.uop.axis)  # (numpy() first)
   def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
     return self.numpy() if dtype is None else self.numpy().astype(dtype)
 

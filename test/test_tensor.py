@@ -692,3 +692,17 @@ def test_making_an_optimizer_runs_no_kernel_as_tinygrad():
     lin(Tensor.ones(2, 4)).sum().backward()
     opt.step()
   assert lin.weight.numpy().shape == (3, 4) and GlobalCounters.kernel_count > 0
+
+def test_pickle_and_deepcopy_copy_the_values_as_torch():
+  import copy, pickle
+  from fusegrad import nn
+  lin = nn.Linear(3, 2)
+  lin.weight.realize()
+  twin = copy.deepcopy(lin)  # a target network, an EMA copy: writes to one must not reach the other
+  twin.weight.assign(twin.weight * 0).realize()
+  assert lin.weight.abs().sum().item() > 0 and twin.weight.abs().sum().item() == 0
+  for t in (Tensor([1.0, 2.0]).realize(), Tensor.rand(3), Tensor([1, 2], dtype=dtypes.bfloat16),
+            Tensor([1.0, 2.0, 3.0, 4.0]).shard(("CPU:1", "CPU:2"), 0), Tensor([1.0], requires_grad=True)):
+    u = pickle.loads(pickle.dumps(t))
+    assert (u.tolist(), u.dtype, u.device, u.uop.axis, u.requires_grad) == (t.tolist(), t.dtype, t.device, t.uop.axis,
+                                                                           t.requires_grad)

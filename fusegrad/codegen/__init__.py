@@ -129,8 +129,7 @@ def program_for(k: Kernel, trace: Trace | None = None) -> ProgramSpec:
   uops = lower_kernel(k, trace)
   check_capabilities(k.name, uops, k.ren)
   if DEBUG >= 5: dprint(5, pretty_print(UOp(Ops.SINK, src=tuple(uops))))
-  # the function is named after the loop sizes and a hash of its source: kernels with the same loop sizes differ in
-  # name, so any of them can share a translation unit when compiled together (Compiler.start_batch)
+  # named after its loop sizes and a hash of its source, so kernels can share a translation unit (start_batch)
   src = k.ren.render(_UNNAMED, uops)
   function = f"{to_function_name(k.name)}_{hashlib.sha256(src.encode()).hexdigest()[:8]}"
   src = src.replace(_UNNAMED, function)

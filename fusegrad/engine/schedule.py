@@ -507,8 +507,7 @@ def _order(steps: list[_Step], scheduled: set[UOp], becomes: dict[UOp, UOp]) -> 
       r.item = ScheduleItem(r.item.ast, tuple(bufs), r.item.var_vals)
       del r.loads[version]
       deps[i].update(made_by[version])
-  # depth first, without a recursive closure (a reference cycle would keep the steps, and the versions they name,
-  # alive until the garbage collector runs: state.snapshot_before would copy them for nothing)
+  # depth first, with no recursive closure (its cycle would keep the versions named alive: needless snapshots)
   order: list[int] = []
   done = [False] * len(steps)
   for root in range(len(steps)):

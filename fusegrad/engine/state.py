@@ -36,8 +36,7 @@ class Realization:
   programs: OrderedDict = field(default_factory=OrderedDict)  # realize.get_runner: (device, AST) -> program, LRU
   templates: OrderedDict = field(default_factory=OrderedDict)  # cache.cached_schedule: graph key -> Template, LRU
   quick: OrderedDict = field(default_factory=OrderedDict)  # cache.plan_schedule: quick key -> QuickPlan | None, LRU
-  # schedule.build: recent kernels as built, before simplify, kept alive with the simplified form each node keeps
-  # (simplify's memo), so a graph scheduled again (a TinyJit's capture) finds its kernels simplified; LRU
+  # schedule.build: recent kernels as built, kept alive with their simplified forms (a capture finds them); LRU
   built: OrderedDict = field(default_factory=OrderedDict)
   index_checks: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # node -> [IndexCheck]
   lazy_defs: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # see realizer.with_lazy_defs
@@ -197,8 +196,7 @@ def remember(becomes: dict[UOp, UOp], reads_input: dict[UOp, bool] | None = None
     if n.op is Ops.ASSIGN:
       base = view_base(view)
       base.arg.written(base.src[0].arg)
-    # a value made of constants alone (an arange) is not looked up later: graphs that use it compute it again, so
-    # codegen can still fold it into index math (a gather reads one element per output); unless made contiguous
+    # a value of constants alone (an arange) is computed again by its users, folded into index math, unless contiguous
     if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) or reads_input.get(n) or _reads_input(n, reads_input):  # (known: no call)
       memo[n] = Realized(view, STATE.epoch)
   STATE.epoch += 1

@@ -357,8 +357,7 @@ class SharedLibrary:
     dll = self.__dict__.pop("dll", None)
     if dll is not None and _dlclose is not None: _dlclose(dll._handle)
 
-# OpenMP runtimes a kernel library brought in stay loaded: unloading one with the last library that used it, while its
-# sleeping worker threads still exist, crashes the process (gcc's libgomp beside clang's libomp)
+# OpenMP runtimes kernels brought in stay loaded: unloading one while its workers sleep crashed (libgomp beside libomp)
 _openmp_runtimes: dict[str, ctypes.CDLL] = {}
 def _pin_openmp() -> None:
   for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
