@@ -473,7 +473,7 @@ def function(fxn: Callable | None = None, *, precompile: bool = False, precompil
   tensors from outside the arguments, allowed here) too; allow_implicit=False and grad_fxn are not supported."""
   if grad_fxn is not None or not allow_implicit:
     raise NotImplementedError("function: grad_fxn (a custom gradient) and allow_implicit=False are not supported")
-  return (lambda f: _Function(f)) if fxn is None else _Function(fxn)
+  return _Function if fxn is None else _Function(fxn)
 
 class _Function:
   def __init__(self, fxn: Callable):

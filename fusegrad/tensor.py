@@ -511,7 +511,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
     """fill_value in this tensor's shape, dtype and device, split as it is (dtype= and device= override)."""
     ret = Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
-    return ret.shard_like(self) if isinstance(self.device, tuple) and "device" not in kwargs else ret
+    return ret if "device" in kwargs else ret.shard_like(self)  # (on one device: that device, ret itself)
   def const_like(self, value: Any, dtype: DType | str | None = None) -> Tensor:
     """value in this tensor's shape and device, in its dtype unless dtype says otherwise (no gradient link to self):
     `Tensor([1.5, 2.5]).const_like(3).tolist()` is [3.0, 3.0]."""

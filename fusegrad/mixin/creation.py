@@ -102,7 +102,7 @@ class CreationMixin:
   def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
     """Uniform [0, 1) numbers with this tensor's shape, dtype and device (split as it is)."""
     ret = type(self).rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
-    return ret.shard_like(self) if isinstance(self.device, tuple) and "device" not in kwargs else ret
+    return ret if "device" in kwargs else ret.shard_like(self)  # (on one device: that device, ret itself)
   @classmethod
   def randn(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, requires_grad: bool | None = None,
             **kwargs: Any) -> Tensor:

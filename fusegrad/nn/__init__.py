@@ -288,7 +288,7 @@ class RMSNorm:
     if x.shape[x.ndim - n:] != self.normalized_shape or x.ndim < n:
       raise ValueError(f"RMSNorm: input of shape {x.shape} doesn't end in {self.normalized_shape}")
     axes = tuple(range(-n, 0))
-    xf = x.float() if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+    xf = x._wide()
     y = (xf * (xf.square().mean(axes, keepdim=True) + self.eps).rsqrt()).cast(x.dtype)
     return y * self.weight if self.weight is not None else y
 

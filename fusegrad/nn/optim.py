@@ -251,7 +251,7 @@ class Muon(Optimizer):
     u = (1 - self.momentum) * g + self.momentum * self.b[i] if self.nesterov else self.b[i]
     rows = p.shape[0] if p.ndim else 1
     u = u.reshape(rows, -1)
-    if u.dtype in (dtypes.float16, dtypes.bfloat16): u = u.float()
+    u = u._wide()  # (half and bfloat16 in float32)
     ortho = newton_schulz(u, self.ns_steps, self.ns_coefficients, self.eps)  # type: ignore[arg-type]
     scale = max(1.0, u.shape[0] / u.shape[1]) ** 0.5
     lr = self._lr(p)
