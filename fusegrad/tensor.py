@@ -290,8 +290,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding exactly this tensor's elements, in order."""
     chain, base = state.view_chain(u := self.uop)
-    if not chain and base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN):  # lazy, not a view: realized, it is in order
-      Tensor.realize_all([self])
+    if base.op not in (Ops.BUFFER, Ops.CONST, Ops.ASSIGN) and all(c.op is Ops.RESHAPE for c in chain):
+      Tensor.realize_all([self])  # lazy, all of its node's elements: realized, it is in order (else a copy of the part)
+      if _is_float(self.dtype): realizer.remember_lazy_def(self, u, read=True)
       chain, base = state.view_chain(u := self.uop)
     if base.op is not Ops.BUFFER and isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # gather
     if base.op is Ops.BUFFER and (u is base or base.arg.size == u.size and all(c.op is Ops.RESHAPE for c in chain)):
@@ -328,7 +329,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def item(self) -> Any:
     """The value of a one-element tensor as a Python scalar."""
     if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, this one has {self.numel()}")
-    return self.reshape(()).tolist()
+    mv = self.data()  # (of self, not of a reshape: self is realized, so its graph's inputs are free to change)
+    return mv[(0,) * mv.ndim]
   def numpy(self) -> Any:
     """The values as a numpy array (a copy; bfloat16 comes out as float32)."""
     np: Any = sys.modules.get("numpy")  # (an import statement costs 1% of a tiny round trip)
@@ -407,26 +409,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       view = self._buffer().view(prod(new_shape), dtype, 0) if self.numel() else Buffer(self.device, 0, dtype)
       return Tensor(UOp(Ops.BUFFER, dtype, (), view).reshape(new_shape))
     return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
-  def float(self) -> Tensor:
-    """Cast to float32."""; return self.cast(dtypes.float32)
-  def half(self) -> Tensor:
-    """Cast to float16."""; return self.cast(dtypes.float16)
-  def double(self) -> Tensor:
-    """Cast to float64."""; return self.cast(dtypes.float64)
-  def int(self) -> Tensor:
-    """Cast to int32."""; return self.cast(dtypes.int32)
-  def long(self) -> Tensor:
-    """Cast to int64."""; return self.cast(dtypes.int64)
-  def bool(self) -> Tensor:
-    """Cast to bool (nonzero is True)."""; return self.cast(dtypes.bool)
-  def bfloat16(self) -> Tensor:
-    """Cast to bfloat16."""; return self.cast(dtypes.bfloat16)
-  def short(self) -> Tensor:
-    """Cast to int16."""; return self.cast(dtypes.int16)
-  def char(self) -> Tensor:
-    """Cast to int8."""; return self.cast(dtypes.int8)
-  def byte(self) -> Tensor:
-    """Cast to uint8."""; return self.cast(dtypes.uint8)
+  def float(self) -> Tensor: """Cast to float32."""; return self.cast(dtypes.float32)
+  def half(self) -> Tensor: """Cast to float16."""; return self.cast(dtypes.float16)
+  def double(self) -> Tensor: """Cast to float64."""; return self.cast(dtypes.float64)
+  def int(self) -> Tensor: """Cast to int32."""; return self.cast(dtypes.int32)
+  def long(self) -> Tensor: """Cast to int64."""; return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: """Cast to bool (nonzero is True)."""; return self.cast(dtypes.bool)
+  def bfloat16(self) -> Tensor: """Cast to bfloat16."""; return self.cast(dtypes.bfloat16)
+  def short(self) -> Tensor: """Cast to int16."""; return self.cast(dtypes.int16)
+  def char(self) -> Tensor: """Cast to int8."""; return self.cast(dtypes.int8)
+  def byte(self) -> Tensor: """Cast to uint8."""; return self.cast(dtypes.uint8)
 
   def assign(self, x: Any) -> Tensor:
     """Write x into this tensor's buffer (the one mutation; lazy like everything else). Returns self."""
@@ -684,11 +676,13 @@ def _count_up(n: int, device: str) -> Tensor:
   return (blocks + _count_up(4096, device).cast(dt).reshape(1, 4096)).reshape(m * 4096)[:n]
 
 def _with_lazy_defs(u: UOp) -> UOp:
-  """u's graph with realized intermediates replaced by the graphs that made them (STATE.lazy_defs: buffer view -> the
-  lazy node it holds the value of), so gradients reach their inputs. (The scheduler still reads those nodes from
-  their buffers: nothing is computed twice.)"""
+  """u's graph with realized intermediates replaced by the graphs that made them (STATE.lazy_defs), so gradients
+  reach their inputs (the scheduler still reads those nodes from their buffers: nothing is computed twice)."""
   if not (defs := STATE.lazy_defs): return u
-  mapping = {n: _with_lazy_defs(defs[n]) for n in u.toposort() if n in defs}
+  if None in (found := {n: defs[n] for n in u.toposort() if n in defs}).values():
+    raise RuntimeError("backward: a value it needs was computed from tensors written since (an optimizer step, an "
+                       "assign), as torch's 'modified by an inplace operation': call backward before the write")
+  mapping = {n: _with_lazy_defs(d[0]) for n, d in found.items()}
   return substitute_keeping_rules(u, mapping) if mapping else u  # pow's gradient rule stays with its node
 
 def _own(u: UOp) -> UOp:

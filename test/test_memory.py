@@ -4,7 +4,7 @@ The soak test runs SOAK_STEPS steps (300 by default; SOAK_STEPS=10000 for the lo
 import gc, os
 import numpy as np
 import pytest
-from fusegrad import Tensor, TinyJit, nn, dtypes, Context, Device
+from fusegrad import Tensor, TinyJit, nn, dtypes, Context, Device, GlobalCounters
 from fusegrad.engine import realize
 from fusegrad.engine.state import STATE
 from fusegrad.helpers import getenv
@@ -171,6 +171,8 @@ def test_a_loop_reading_the_loss_keeps_no_graph_per_step():
   # held the realized node, the weak key of its own entry: a cycle, one forward graph kept per step of such a loop
   lin = nn.Linear(4, 2)
   opt = nn.optim.SGD(nn.state.get_parameters(lin), lr=0.1)
+  gc.collect()
+  before = len(STATE.lazy_defs)  # (values read by earlier tests that are still alive keep theirs)
   with Tensor.train():
     for _ in range(10):
       opt.zero_grad()
@@ -180,4 +182,34 @@ def test_a_loop_reading_the_loss_keeps_no_graph_per_step():
       opt.step()
   del loss
   gc.collect()
-  assert len(STATE.lazy_defs) == 0
+  assert len(STATE.lazy_defs) == before
+
+def test_past_losses_kept_in_a_list_keep_no_copy_of_the_weights():
+  # a loss read with item() keeps its graph for autograd; the optimizer then overwrites the weights that graph reads:
+  # it was kept anyway, so every step copied the weights aside for it (1 MB a step here); now the write drops it
+  lin = nn.Linear(512, 512)
+  opt = nn.optim.SGD(nn.state.get_parameters(lin), lr=0.01)
+  x, losses, used = Tensor.rand(8, 512, requires_grad=False).realize(), [], []
+  with Tensor.train():
+    for order in ("item first", "step first") * 3:
+      opt.zero_grad()
+      loss = lin(x).square().mean()
+      loss.backward()
+      if order == "item first": loss.item()
+      opt.step()
+      if order == "step first": loss.item()  # (the step copies the weights aside for the lazy loss: freed once read)
+      losses.append(loss)
+      used.append(GlobalCounters.mem_used)
+  assert used[-1] - used[2] < 1024, used  # the scalar losses, not 1 MB a step
+
+def test_a_generation_loop_keeping_its_logits_copies_no_cache():
+  # the logits of each step are read and kept; the next step writes the cache they were computed from
+  cache, W, kept = Tensor.zeros(64, 1024).contiguous().realize(), Tensor.ones(1024, 8).realize(), []
+  used = []
+  for i in range(6):
+    cache[i:i+1].assign(Tensor.full((1, 1024), float(i)).contiguous()).realize()
+    logits = cache.sum(0, keepdim=True).dot(W)  # (a reshape of the matmul: realized in place by the read)
+    assert logits.numpy()[0, 0] == sum(range(i + 1)) * 1024
+    kept.append(logits)
+    used.append(GlobalCounters.mem_used)
+  assert used[-1] - used[1] < 5 * 1024, used  # the logits themselves, not a 256 KB cache copy per step

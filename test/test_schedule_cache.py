@@ -240,8 +240,8 @@ def test_quick_path_float_constants():
   assert hits_of(lambda: np.testing.assert_equal((x * 1.5).numpy(), rnd(3) * np.float32(1.5)), "quick") == 1
 
 def test_quick_path_lets_go_of_the_graph():
-  # nothing the quick path makes may keep the realized graph alive (a reference cycle would, until the collector ran):
-  # what still refers to a version of a buffer decides whether a write copies it aside first
+  # nothing the quick path makes may keep the realized graph alive once its tensor is gone (a reference cycle would,
+  # until the collector ran): what still refers to a version of a buffer decides whether a write copies it aside first
   import gc, weakref
   a = Tensor(rnd(4)).realize()
   gc.disable()
@@ -251,6 +251,7 @@ def test_quick_path_lets_go_of_the_graph():
       node = weakref.ref(t.uop)
       CacheStats.reset()
       np.testing.assert_allclose(t.numpy(), rnd(4) * 3 + 2, rtol=1e-6)
+      del t  # (a value read keeps its graph for autograd while it lives: test_autograd)
       assert node() is None and CacheStats.quick == (i > 0)
   finally: gc.enable()
 

@@ -706,3 +706,35 @@ def test_pickle_and_deepcopy_copy_the_values_as_torch():
     u = pickle.loads(pickle.dumps(t))
     assert (u.tolist(), u.dtype, u.device, u.uop.axis, u.requires_grad) == (t.tolist(), t.dtype, t.device, t.uop.axis,
                                                                            t.requires_grad)
+
+def test_reading_values_before_backward_keeps_the_gradient_path_as_tinygrad():
+  # tinygrad's gradcheck reads out.numpy() and then backpropagates through out: the read must not cut the graph
+  W = Tensor(np.full((3, 2), 0.5, dtype=np.float32))
+  for read in ("numpy", "tolist", "item"):
+    x = Tensor(np.ones((1, 3), dtype=np.float32))
+    h = x.dot(W).relu()
+    (h.sum() if read == "item" else h).__getattribute__(read)()
+    h.sum().backward()
+    assert x.grad.tolist() == [[1.0, 1.0, 1.0]], read
+
+def test_backward_through_a_value_whose_inputs_were_overwritten_raises_as_torch():
+  # torch: "one of the variables needed for gradient computation has been modified by an inplace operation" (for
+  # w * w, which saves w; fusegrad refuses whatever the op saved: it keeps no old version for autograd, see
+  # state.drop_stale_defs)
+  tw = torch.tensor([[1.0, 2.0]], requires_grad=True)
+  tleaf = tw.clone()
+  th = tleaf * tleaf
+  with torch.no_grad(): tleaf.sub_(1)
+  with pytest.raises(RuntimeError, match="inplace"): th.sum().backward()
+  w = Tensor([[1.0, 2.0]], requires_grad=True)
+  h = (w * w).realize()
+  w.assign(w - 1).realize()  # an optimizer step between the forward and the backward
+  with pytest.raises(RuntimeError, match="written since"): h.sum().backward()
+  # a value read while its input requires_grad None is a leaf again once the input is overwritten (as after realize)
+  x = Tensor([1.0, 2.0]).contiguous().realize()
+  y = x * 2
+  y.numpy()
+  x.assign(x + 1).realize()
+  z = Tensor([1.0, 1.0], requires_grad=True)
+  (y * z).sum().backward()
+  assert z.grad.tolist() == [2.0, 4.0] and x.grad is None

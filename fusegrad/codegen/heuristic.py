@@ -73,7 +73,7 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   register per tile element and unrolled step it varies along (one per vector along the vector range); the smallest
   one's stay loaded while the others stream through one (and one more holds a product where the ISA has no FMA).
   A big matmul's unrolled steps run one after another: one step's operands, and a register more per further step for
-  the next one's loads (AVX2's 6x2 tile unrolled by 2: 2048 matmul 92 -> 95 GFLOPS, 1 thread; gcc spills at 4)."""
+  the next one's loads (measured: docs/developer/codegen.md, "Tile rules")."""
   vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
   lanes = range_size(vec) if vec is not None else 1
   unroll, red = k.ranges_of(AxisType.UNROLL), [r for _, r in _red_axes(k)]
@@ -189,8 +189,7 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   hold half the L2 cache or more, on a device without workgroups (loops, not a launch grid): the vector axis upcast by
   2 again where the registers allow (AVX-512: 16 vector accumulators), then the tiled output loop whose iterations
   re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
-  tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower: a 1024
-  matmul goes from 45 to 130-150 GFLOPS on one core (with b packed in panels, engine/schedule.py)."""
+  tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower."""
   if not _big_matmul(k): return  # operands that fit in the cache together: any loop order
   store, itemsize = k.stores()[0], k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
@@ -280,8 +279,7 @@ def _transposed_reads(k: Kernel, opts: list[Opt]) -> None:
   """An elementwise kernel with loads that gather along the store's vector (a layout change fused into other work: a
   batch norm's backward read in NCHW, written NHWC for the next convolution) but are contiguous along another output
   axis: that axis upcast by as many (a square tile), so those loads read vectors along it, transposed in registers
-  (codegen/vectorize.py) instead of lane by lane. MNIST's step at AVX-512 (4 x 4 tiles): its batch norm backward into
-  the padded NHWC gradient 6.2 -> 4.5 ms; at AVX2 its vectors are 8 wide, and an 8 x 4 tile was no faster."""
+  (codegen/vectorize.py) instead of lane by lane."""
   if k.reduce_op or k.ren.has_local or (lanes := vector_range(st := k.stores()[0])) is None or st.src[2].op is Ops.LOAD:
     return  # (a copy: _transpose_tile)
   if (n := range_size(lanes)) not in TRANSPOSED or all(k.stride(ld, lanes) in (0, 1) for ld in k.loads()): return
@@ -311,8 +309,7 @@ def _copy_order(k: Kernel, opts: list[Opt]) -> None:
   """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, pack_matmul; a
   permute that keeps the last axis): the two loops around the row copy ordered so the reads move least between
   iterations (the reads then stream through memory; each write is whole cache lines anyway), when the loop that goes
-  inside is short (each of its iterations writes to another page: a few hundred stay within the TLB's reach). A
-  1024x1024 panel copy: 14 -> 24 GB/s; a 768x50272 one stays as it is (7.4 GB/s; 4.0 swapped)."""
+  inside is short (each of its iterations writes to another page: a few hundred stay within the TLB's reach)."""
   if k.reduce_op or k.ren.has_local or not k.loads() or len(_out_axes(k)) < 3: return
   st, step = k.stores()[0], k.upcast_size()
   (i, a0), (_, a1), (_, row) = _out_axes(k)[-3:]

@@ -75,12 +75,18 @@ def _forget_view_source(t: Any) -> None:
      and (ref := b.arg.base.owner) is not None and ref() is t:
     t._view_of = None
 
-def remember_lazy_def(t: Any, lazy: UOp) -> None:
+def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
   """Autograd still needs the graph that made a realized intermediate that requires grad: remember it while the buffer
-  view lives. (A contiguous of a whole buffer becomes that buffer: no new value.)"""
-  if t._requires_grad and id(t) not in STATE.grad_tensors and lazy.op is not Ops.ASSIGN \
-     and t.uop not in lazy.toposort():
-    STATE.lazy_defs[t.uop] = lazy
+  view lives and the versions it reads are the newest (state.drop_stale_defs). read: a requires_grad None value
+  realized to be read (tinygrad's numpy() leaves its graph). A contiguous of a whole buffer is that buffer."""
+  if (t._requires_grad or read and t._requires_grad is None) and id(t) not in STATE.grad_tensors \
+     and lazy.op is not Ops.ASSIGN and t.uop not in (nodes := lazy.toposort()):
+    written = {state.view_base(n.src[0]) for n in nodes if n.op is Ops.ASSIGN}  # (older versions: not read)
+    reads = tuple(b for n in nodes[:-1] if (b := state.view_base(e.view if (e := state.memo.get(n)) else n)) not in
+                  written and b.op is Ops.BUFFER)  # (not the root: its view is the key)
+    stale = any(not state.is_newest(b) for b in reads)  # (kept, it would keep an old version's copy alive)
+    if stale and not t._requires_grad: return
+    STATE.lazy_defs[t.uop] = None if stale else (lazy, bool(t._requires_grad), reads)  # (state.drop_stale_defs)
     state.memo.pop(lazy)  # (its value's entry would hold the buffer node, the key, alive: a cycle, a leak per step)
 
 def _realize_multi(tensors: list[Any]) -> None:

@@ -39,7 +39,7 @@ class Realization:
   # schedule.build: recent kernels as built, kept alive with their simplified forms (a capture finds them); LRU
   built: OrderedDict = field(default_factory=OrderedDict)
   index_checks: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # node -> [IndexCheck]
-  lazy_defs: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # see realizer.with_lazy_defs
+  lazy_defs: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # realizer.remember_lazy_def
   # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those in its graph)
   grad_tensors: weakref.WeakValueDictionary = field(default_factory=weakref.WeakValueDictionary)
   float_tensors: WeakList = field(default_factory=WeakList)
@@ -217,6 +217,7 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
                     copy_item: Callable[[Buffer, Buffer], Any]) -> list[Any]:
   """items with a copy of each overwritten version that something still refers to, just before the write (its
   index in items). Later reads of the version go to the copy."""
+  if STATE.lazy_defs: drop_stale_defs({v for ref, _ in overwritten if (v := ref()) is not None})
   inserts: dict[int, list[Any]] = {}
   for ref, i in overwritten:
     if (version := ref()) is None: continue  # nothing can read it again: overwrite in place
@@ -226,6 +227,14 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
     inserts.setdefault(i, []).append(copy_item(copy, buf))
   if not inserts: return items
   return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)]
+
+def drop_stale_defs(versions: set[UOp]) -> None:
+  """A graph kept for autograd (STATE.lazy_defs) keeps no version alive (kept losses kept the weights, a copy a step):
+  a write over one it reads drops it; a backward through it then raises if it required grad, as torch's."""
+  for k, d in list(STATE.lazy_defs.items()):
+    if d is not None and any(b in versions for b in d[2]):
+      if d[1]: STATE.lazy_defs[k] = None
+      else: del STATE.lazy_defs[k]
 
 # *** storage ownership *** the tensor whose storage a buffer is (the first one realized into it) is kept on the
 # Buffer, as a weak reference (Buffer.owner, set by Buffer.claim only; None: none yet)

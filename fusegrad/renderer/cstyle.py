@@ -330,14 +330,8 @@ class ClangRenderer(CStyleLanguage):
         self.render_dtype(dt))) for log, dt in fns]
   def render(self, name: str, uops: list[UOp]) -> str:
     """A register tile (accumulators filling half the vector registers or more) is compiled with gcc's short loops
-    unrolled whole (a 3x3 conv's rows) and without its loop vectorizer, which orders the loads so that the tile spills,
-    and loop invariant motion and RTL GCSE, which hoist the unrolled reduce's weight broadcasts out of the output loops
-    onto the stack (clang ignores the pragmas). gcc 12: eval conv2+BatchNorm+relu+max pool 73 -> 0 spills, 1.4x -> 1.0x
-    clang's time; the training step's conv1 forward at AVX2 46 -> 0. Other kernels keep them (the max pool's gradient,
-    float2 accumulators, is 2x faster vectorized); unrolling their loops too cost 1/4 of gcc's compile time. Nor do
-    tiles gain from PRE, code hoisting, value ranges, the dead store pass, CSE after loops or the second scheduling:
-    without them the MNIST step's nine biggest tiles take 35% less gcc time (1.7 -> 1.1 s) and the step runs as fast
-    (AVX-512 and AVX2, one thread). The SLP vectorizer stays: SSE4's tiles are scalar."""
+    unrolled whole and without the passes that make it spill or that it doesn't gain from (clang ignores the pragmas;
+    each pass and its measurements: docs/developer/codegen.md, "gcc's options for register tiles")."""
     acc_bytes = sum(u.dtype.itemsize for u in uops if u.op is Ops.DEFINE_ACC)
     if acc_bytes < self.machine.vector_registers * self.machine.vector_bytes // 2: return super().render(name, uops)
     opts = ('"no-tree-loop-vectorize", "no-tree-loop-im", "no-gcse", "peel-loops", "no-tree-pre", "no-tree-dse", '
