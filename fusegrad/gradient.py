@@ -107,15 +107,6 @@ def _target_inside(n: UOp, inputs: tuple[UOp, ...], targets: set[UOp]) -> bool:
   no gradient there, so the composite is walked into instead."""
   return any(m in targets for m in n.toposort(gate=lambda m: m not in inputs) if m is not n and m not in inputs)
 
-def with_materialized_grad(result: UOp, inputs: tuple[UOp, ...]) -> UOp:
-  """result, differentiated as its primitives say, but with each input's gradient computed into a buffer of its own:
-  for a gradient that is long to compute and read by several kernels (a max pool's, read by a batch norm's backward
-  sums), which would each compute it again."""
-  def rule(g: UOp, n: UOp, *ins: UOp) -> tuple[UOp | None, ...]:
-    grads = compute_gradient(n, g, set(ins), walk_into=n)
-    return tuple(grads[i].contiguous() if i in grads else None for i in ins)
-  return with_rule(result, inputs, rule)
-
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], walk_into: UOp | None = None) -> dict[UOp, UOp]:
   """Gradients of root (seeded with root_grad) for every node on a path from root to a target. walk_into: a composite
   differentiated by its primitives (its own rule asks for that)."""

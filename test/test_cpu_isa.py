@@ -36,11 +36,11 @@ def test_each_isa_has_its_flags_and_its_cache_key():
   if "avx512" in compilers: assert "-mprefer-vector-width=512" in compilers["avx512"].args
 
 @functools.cache
-def _mnist_kernels(min_iterations: float = 2e8) -> list[tuple[str, UOp]]:
+def _mnist_kernels(min_iterations: float = 2e8, reduces: bool = True) -> list[tuple[str, UOp]]:
   """(name, AST) of the biggest kernel of a 512 matmul (one of the bench's sizes: b packed in panels, the wide tile)
   and of the MNIST step's convolutions: its kernels of over 2e8 iterations (forward, input and weight gradients, split
   reduces included; min_iterations=0: all its reduce kernels), batch 512, from the step's own schedule (scheduled,
-  never run)."""
+  never run; reduces=False: its elementwise kernels too)."""
   ren = Device["CPU"].renderer
   def biggest(t: Tensor) -> UOp: return max(t.schedule(), key=lambda si: get_program(si.ast, ren).flops).ast
   out = [("matmul", biggest(Tensor.empty(512, 512) @ Tensor.empty(512, 512)))]
@@ -50,7 +50,7 @@ def _mnist_kernels(min_iterations: float = 2e8) -> list[tuple[str, UOp]]:
     loss = model(Tensor.empty(512, 1, 28, 28, dtype=dtypes.uint8)).sparse_categorical_crossentropy(
       Tensor.empty(512, dtype=dtypes.int32)).backward()
   for si in loss.schedule(*[p.grad for p in get_parameters(model) if p.grad is not None]):
-    if si.ast.op is Ops.SINK and any(u.op is Ops.REDUCE for u in si.ast.toposort()) and \
+    if si.ast.op is Ops.SINK and (not reduces or any(u.op is Ops.REDUCE for u in si.ast.toposort())) and \
        prod(range_size(u) for u in si.ast.toposort() if u.op is Ops.RANGE) > min_iterations:
       out.append((ansistrip(Kernel(si.ast, ren).name), si.ast))
   return out
@@ -68,6 +68,16 @@ def hot_loop(lib: bytes) -> list[str]:
   inner = [(lo, hi) for lo, hi in loops if not any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in loops)]
   bodies = [[t for a, t in ins if lo <= a <= hi] for lo, hi in inner]
   return max(bodies, key=lambda b: sum("mul" in t or "fmadd" in t for t in b), default=[])
+
+def function_text(lib: bytes, name: str) -> list[str]:
+  """The instructions ("address: text") of the function of lib whose symbol contains name."""
+  with tempfile.NamedTemporaryFile(suffix=".so") as f:
+    f.write(lib)
+    f.flush()
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.name], capture_output=True, text=True).stdout
+  funcs = re.split(r"\n(?=[0-9a-f]+ <)", dis)
+  return [ln.strip() for fn in funcs if re.match(rf"[0-9a-f]+ <[^>]*{name}[^>]*>:", fn) for ln in fn.splitlines()[1:]
+          if re.match(r"\s*[0-9a-f]+:", ln)]
 
 def stack_spills(loop: list[str]) -> list[str]:
   """The instructions of loop that move a vector register to or from the stack."""
@@ -97,20 +107,25 @@ def test_mnist_kernels_fit_the_registers(isa, cc):
     assert not checks_spills or not spills, f"{name} ({isa}): {len(spills)} spills in the hot loop, opts {opts}"
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
+@pytest.mark.parametrize("cc", [c for c in ("clang", "gcc") if shutil.which(c)])
 @pytest.mark.parametrize("isa", host_isas())
-def test_counting_comparisons_does_not_jump(isa):
-  """The MNIST step's max pool gradients count the inputs equal to the max (a bool cast to float, summed): the hot loop
-  has no conditional jump but its own back edge. clang at AVX2 once vectorized the comparisons and then set each float
-  from a jump per mask bit (33 in the loop, mispredicted: 4x slower)."""
-  cc = find_c_compiler()
+def test_max_pool_gradient_does_not_jump(isa, cc):
+  """The MNIST step's max pool gradients send each window's gradient to its first max: floats selected by an integer
+  comparison, which gcc compiled to a mispredicted jump per element (4x slower; the renderer now picks the bits by a
+  mask). The hot loop has no conditional jump but its own back edge. (clang at AVX2 once set each float of a counted
+  comparison from a jump per mask bit, 33 in the loop.)"""
   ren = dataclasses.replace(Device["CPU"].renderer, machine=cpu_machine(isa))
-  compiler = ClangCompiler(cc, ops_cpu.openmp_works(cc), isa)
-  counted = [ast for _, ast in _mnist_kernels(0) if any(u.op is Ops.CAST and u.src[0].dtype == dtypes.bool and
-                                                        u.dtype == dtypes.float32 for u in ast.toposort())]
-  assert len(counted) >= 2  # both pools' backward
-  for ast in counted:
-    loop = hot_loop(compiler.compile(get_program(ast, ren).src))
-    assert len([t for t in loop if re.match(r"j(?!mp)", t)]) == 1, "\n".join(loop)
+  compiler = ClangCompiler([cc], ops_cpu.openmp_works([cc]), isa)
+  def picks(u: UOp) -> bool:
+    return u.op is Ops.WHERE and u.dtype == dtypes.float32 and u.src[0].op is Ops.CMPNE and dtypes.is_int(u.src[0].src[0].dtype)
+  # (of 1e6 iterations or more: the loss's kernels select too, and their gated loads do jump)
+  picked = [ast for _, ast in _mnist_kernels(1e6, reduces=False) if any(picks(u) for u in ast.toposort())]
+  assert len(picked) >= 2  # both pools' backward
+  for ast in picked:
+    body = function_text(compiler.compile(get_program(ast, ren).src), "_body")  # (its loops may be unrolled whole)
+    jumps = [t for t in body if (m := re.match(r"j(?!mp)\w*\s+([0-9a-f]+) ", t.split(":", 1)[1].strip())) and
+             int(m.group(1), 16) > int(t.split(":")[0], 16)]
+    assert not jumps, "\n".join(body)  # (a loop's own jump goes back)
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
 @pytest.mark.parametrize("cc", [c for c in ("clang", "gcc") if shutil.which(c)])

@@ -261,6 +261,27 @@ def test_max_pool2d_return_indices(kw):
   np.testing.assert_equal(got_v.numpy(), want_v.numpy())
   np.testing.assert_equal(got_i.numpy(), want_i.numpy())
 
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_pool_ties_nan_and_inf_go_where_torch_sends_them(nd):
+  # torch's gradient goes to the first max of each window (not shared by ties: ReLU zeros, ints in float), to a nan
+  # where a window has one (its max), and never to padding, which a real -inf ties with; the indices too
+  rng, fn = np.random.default_rng(nd), {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nd]
+  for case in (0, 1, 2, 3, 7):
+    x = rng.integers(0, 3, (2, 2) + (5,) * nd).astype(np.float32)
+    x.reshape(-1)[rng.integers(0, x.size, 3)] = [np.nan, -np.inf, -np.inf] if case % 2 else [-np.inf] * 3
+    if case == 7: x[:] = -np.inf
+    kw = {"kernel_size": 2 + case % 2, "stride": 1 + case % 3 // 2, "padding": case % 4 // 2, "dilation": 1 + case // 7}
+    t = torch.tensor(x, requires_grad=True)
+    want, want_i = fn(t, **kw, return_indices=True)
+    g = rng.standard_normal(want.shape).astype(np.float32)
+    want.backward(torch.tensor(g))
+    f = Tensor(x, requires_grad=True)
+    got, got_i = f.max_pool2d(**{k: (v,) * nd if k == "kernel_size" else v for k, v in kw.items()}, return_indices=True)
+    (got * Tensor(g)).sum().backward()
+    np.testing.assert_equal(got.numpy(), want.detach().numpy())
+    np.testing.assert_equal(got_i.numpy(), want_i.numpy())
+    np.testing.assert_allclose(f.grad.numpy(), t.grad.numpy(), atol=1e-6, err_msg=str(kw))
+
 UNPOOL_CASES = [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
                 {"kernel_size": (2, 3), "stride": (2, 1)}]
 @pytest.mark.parametrize("kw", UNPOOL_CASES)

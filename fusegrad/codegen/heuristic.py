@@ -224,8 +224,7 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
 def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
   """A reduce along an axis its loads are strided in (column sums: x.sum(0)) whose output axis is contiguous in the
   store and in every load moving along it (none of them gated): that axis becomes a vector (a SIMD register of
-  columns per load and per accumulator), 4 vectors per thread. Otherwise each column is summed on its own with one
-  strided scalar load per element (x.sum(0) of 4096 x 4096 was 45x slower than x.sum(1))."""
+  columns per load and per accumulator), 4 vectors per thread, not one strided scalar load per element."""
   if not k.ren.vector_widths or not _red_axes(k) or k.upcast_size() > 1: return
   store, red = k.stores()[0], _red_axes(k)[-1][1]
   vec = k.ren.machine.vector_bytes // store.src[2].dtype.itemsize
@@ -266,9 +265,8 @@ def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
 
 def _pooled_loads(k: Kernel, opts: list[Opt]) -> None:
   """An elementwise kernel with loads at r // n (n up to 4) along an output axis r (a max pool's gradient reads the
-  pooled value and its gradient once per window): r upcast by n, so each such load serves its n outputs from a register
-  (MNIST's 2 x 2 pool gradient of 6 x 6 images: 1.09 -> 0.37 ms clang, 0.75 -> 0.40 gcc at AVX-512; 0.43 / 0.76 ->
-  0.41 / 0.40 at AVX2; a 3 x 3 pool's of 30 x 30 images 0.14 -> 0.07 ms)."""
+  pooled value and its gradient once per window): r upcast by n, so each such load serves its n outputs from a
+  register."""
   if k.reduce_op or k.ren.has_local: return
   for i, r in reversed(_out_axes(k)):
     n = next((d.src[1].arg for ld in k.loads() for d in ld.src[1].toposort() if d.op is Ops.IDIV
@@ -323,8 +321,7 @@ def _copy_order(k: Kernel, opts: list[Opt]) -> None:
 
 def _elementwise_vector_math(k: Kernel, opts: list[Opt]) -> None:
   """An elementwise kernel that computes math functions per element (softmax's exp) on a device with vectors: a whole
-  SIMD register of elements per iteration of the contiguous axis, as the functions cost more than the memory traffic
-  (softmax's last kernel: 2.2x faster with 16 floats than with 4 on AVX-512)."""
+  SIMD register of elements per iteration of the contiguous axis, as the functions cost more than the memory traffic."""
   if k.reduce_op or not k.ren.vector_widths or not any(u.op in GroupOp.Math for u in k.ast.toposort()): return
   store = k.stores()[0]
   amt = k.ren.machine.vector_bytes // store.src[2].dtype.itemsize

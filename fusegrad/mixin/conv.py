@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, flatten, make_tuple
-from fusegrad.gradient import with_rule, with_materialized_grad
+from fusegrad.gradient import with_rule, compute_gradient
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, _resolve_axis
 from fusegrad.mixin.convgrad import ConvArgs, conv_rule, _channel_last, _dilate
+from fusegrad.uop.ops import UOp
 
 Ints = int | tuple[int, ...]  # one value for every spatial axis, or one per axis
 
@@ -30,6 +31,14 @@ def _resolve_pads(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
   if len(pads) == 2 * n and all(isinstance(p, int) for p in pads):
     return [(pads[2 * i], pads[2 * i + 1]) for i in range(n)][::-1]
   raise ArgumentError(f"{op}: padding {padding!r} must be an int, {n} ints, {n} pairs or {2 * n} ints")
+
+def _first_max(windows: Tensor, m: Tensor, real: Tensor | None, k: tuple[int, ...]) -> Tensor:
+  """True at each window's (last len(k) axes) first real element that holds its max m, or is a nan (m is nan)."""
+  axes, kn, T = tuple(range(-len(k), 0)), prod(k), type(m)
+  hit = (windows == m.reshape(*m.shape, *[1] * len(k))) | (windows != windows)
+  if real is not None: hit = hit & real
+  first = kn - (hit * T.arange(kn, 0, -1, device=m.device, dtype=dtypes.int32).reshape(k)).max(axes, keepdim=True)
+  return (first == T.arange(kn, device=m.device, dtype=dtypes.int32).reshape(k)).detach()
 
 def _pad_last(x: Tensor, pads: Sequence[tuple[int, int]], value: float = 0.0) -> Tensor:
   """x padded (or cut, for negative amounts) on its last len(pads) axes."""
@@ -201,21 +210,23 @@ class ConvMixin:
     padding counts as -inf. With return_indices, also the flat index (int32) of each max within its input plane.
     `Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()` is [[[[5, 7], [13, 15]]]]."""
     k_, s_, d_, _, all_pads = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
-    windows = _pad_last(self, all_pads, dtypes.min(self.dtype))._pool(k_, s_, d_)
-    axes = tuple(range(-len(k_), 0))
-    ret = windows.max(axes)
-    if dtypes.is_float(ret.dtype):  # the gradient into a buffer: a norm's backward before the pool reads it many times
-      ret = self._new(with_materialized_grad(ret.uop, (self.uop,)))
+    low, T = dtypes.min(self.dtype), type(self)  # (padding counts as the lowest value)
+    def windows(x: Tensor, pad: Any = low) -> Tensor:  # (each window along the last len(k_) axes)
+      return _pad_last(x, all_pads, pad)._pool(k_, s_, d_)
+    real = None  # (padding ties with a real -inf: it is never the first max)
+    if any(map(any, all_pads)): real = windows(T.ones(self.shape, dtype=dtypes.bool, device=self.device), False)
+    ret = windows(self).max(axes := tuple(range(-len(k_), 0)))
+    def rule(g: UOp, n: UOp, x: UOp) -> tuple[UOp | None]:
+      # all into each window's first max, as torch's (not shared by ties), computed into a buffer of its own: a norm's
+      # backward before the pool reads it many times
+      w = windows(T._wrap(x))
+      picked = _first_max(w, T._wrap(n), real, k_).where(w, 0).sum(axes)
+      return (None if (gx := compute_gradient(picked.uop, g, {x}).get(x)) is None else gx.contiguous(),)
+    if dtypes.is_float(ret.dtype): ret = self._new(with_rule(ret.uop, (self.uop,), rule))
     if not return_indices: return ret
-    # the flat input-plane index of every window element, and the first one that holds the max
-    plane = self.shape[-len(k_):]
-    pos = type(self).arange(prod(plane), device=self.device, dtype=dtypes.int32).reshape(plane)
-    pos = _pad_last(pos, all_pads, -1)._pool(k_, s_, d_).flatten(-len(k_))
-    hit = windows.flatten(-len(k_)) == ret.unsqueeze(-1)
-    kn = pos.shape[-1]
-    countdown = type(self).arange(kn, 0, -1, device=self.device, dtype=dtypes.int32)
-    first = kn - (hit * countdown).max(-1, keepdim=True)
-    idx = (first == type(self).arange(kn, device=self.device, dtype=dtypes.int32)).where(pos, 0).sum(-1)
+    plane = self.shape[-len(k_):]  # the flat input-plane index of every window element
+    pos = windows(T.arange(prod(plane), device=self.device, dtype=dtypes.int32).reshape(plane), -1)
+    idx = _first_max(windows(self), ret, real, k_).where(pos, 0).sum(axes)
     # int32 as argmax and tinygrad (its tests compare torch's indices cast to int32), int64 where int32 can't hold them
     return ret, idx.cast(dtypes.int32 if prod(plane) < 2 ** 31 else dtypes.int64).detach()
 

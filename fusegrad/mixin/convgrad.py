@@ -40,8 +40,7 @@ def _channel_last(t: Tensor) -> Tensor:
 def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int, l2: int) -> int:
   """Images per partial sum of the weight gradient: the most whose input and output gradient fit in half the device's
   L2 (so the kernel's many passes over them hit the cache, not the L3 or memory, and the other half holds the rest:
-  padding, partial sums, conflicts), while all the partial sums stay within 16 MB. MNIST's 5x5 weight gradient, batch
-  512, on a 1 MB L2 (Zen 4): 8 images (1 MB) -> 4, its kernels 108 -> 81 ms at AVX2, 80 -> 73 at AVX-512."""
+  padding, partial sums, conflicts), while all the partial sums stay within 16 MB (docs/developer/codegen.md)."""
   divisors = [c for c in range(1, bs + 1) if bs % c == 0 and bs // c * weight_bytes <= 1 << 24]
   return max((c for c in divisors if c * image_bytes <= l2 // 2), default=min(divisors, default=bs))
 

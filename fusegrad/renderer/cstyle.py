@@ -345,6 +345,10 @@ class ClangRenderer(CStyleLanguage):
     if u.op is Ops.MAX and dt.count == 1 and dtypes.is_float(dt):  # the max, then the NaN test: gcc compiles that to
       a, b = src  # maxss and a blend, but jumps on `a > b || a != a` (a mispredicted jump per 2x2 max pool: 2x slower)
       return f"({{{self.render_dtype(dt)} m_ = {a} > {b} ? {a} : {b}; {a} != {a} ? {a} : m_;}})"
+    if u.op is Ops.WHERE and dt == dtypes.float32:  # the bits of a or b by a mask: gcc jumps on a float `c ? a : b`
+      c, a, b = src  # (a mispredicted jump per element of a max pool's gradient: 4x slower)
+      ia, ib = (self.render_bitcast(v, dtypes.int32, dt) for v in (a, b))
+      return self.render_bitcast(f"{ib} ^ (({ia} ^ {ib}) & -(int)({c}))", dt, dtypes.int32)
     if u.op is Ops.WHERE and u.src[0].dtype.count > 1:  # a mask's lanes pick the bits of one value or the other
       m, a, b = src
       return f"({self.render_dtype(dt)})(({m} & (fg_mask{dt.count}){a}) | (~{m} & (fg_mask{dt.count}){b}))"
@@ -360,8 +364,7 @@ class ClangRenderer(CStyleLanguage):
   def prefetch_bytes(self, uops: list[UOp]) -> int:
     """A quarter of the L1 where the kernel computes vector exp2 or log2 (softmax's sum of exp): the hardware prefetcher
     falls behind a loop that spends this long on each cache line (about 40 instructions per AVX2 vector: the reorder
-    buffer holds loads of 5 lines ahead, not enough to hide memory's latency). The 4096² sum of exp at AVX2, one thread:
-    23-27 ms without, 9.5-10.5 ms with (a prefetch 8-16 KB ahead; as fast at 4-32 KB)."""
+    buffer holds loads of 5 lines ahead, not enough to hide memory's latency; docs/developer/codegen.md)."""
     return self.machine.l1d // 4 if any(u.op in (Ops.EXP2, Ops.LOG2) and u.dtype.count > 1 for u in uops) else 0
   def render_load(self, u: UOp, buf: str, idx: str) -> str:
     if u.dtype.count == 1: return super().render_load(u, buf, idx)
@@ -386,8 +389,7 @@ class ClangRenderer(CStyleLanguage):
     """An OpenMP loop calling the body in a function of its own: there the pointers stay `restrict` and the compiler
     vectorizes as it would without threads. The counter arrives as `{counter}_` and is taken modulo the loop's size
     (unsigned), which changes nothing but tells the compiler its range: with -fwrapv and an index of unknown range the
-    index math stays 32-bit, each load sign-extends its own index and the registers spill (conv2's weight gradient in
-    the MNIST step: 116 ms instead of 75)."""
+    index math stays 32-bit, each load sign-extends its own index and the registers spill (see codegen.md)."""
     args, counter = ", ".join(p.split()[-1] for p in params), var.split()[-1]
     ctype = var[:-len(counter)].strip()
     body_fn = ([f"static __attribute__((noinline)) void {name}_body({', '.join(params + [f'const {var}_'])}) {{",
