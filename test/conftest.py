@@ -13,6 +13,16 @@ def pytest_configure(config):
 
 import pytest
 
+@pytest.fixture(autouse=True)
+def _keep_environ():
+  """A test leaves no environment variable behind: tinygrad (imported by the API tests) sets DEV=CL when it picks its
+  device, and the examples of test_docs, run in a subprocess after it, then put their tensors on CL."""
+  before = dict(os.environ)
+  yield
+  if os.environ != before:
+    os.environ.clear()
+    os.environ.update(before)
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
   """A test that needs a dtype the device lacks (UnsupportedDTypeError: float64 on WEBGPU) skips with that reason."""
