@@ -521,3 +521,14 @@ def test_batchnorm_torch_state_dict_round_trip(cls, tcls, shape):
   tlayer2 = tcls(3)  # and back into torch
   tlayer2.load_state_dict({k: torch.tensor(v.numpy()) for k, v in get_state_dict(layer).items()})
   assert tlayer2.num_batches_tracked.item() == 3
+
+def test_norms_keep_a_half_inputs_dtype_as_torch():
+  from fusegrad import nn
+  # float32 weights on a float16 input: torch computes in float32 and gives float16 back (fusegrad gave float32)
+  x = np.random.default_rng(0).standard_normal((2, 4, 3)).astype(np.float32)
+  pairs = [(nn.RMSNorm(3, eps=1e-6), torch.nn.RMSNorm(3, eps=1e-6)), (nn.LayerNorm(3), torch.nn.LayerNorm(3)),
+           (nn.GroupNorm(2, 4), torch.nn.GroupNorm(2, 4)), (nn.BatchNorm(4), torch.nn.BatchNorm1d(4).eval())]
+  for ours, theirs in pairs:
+    got, want = ours(Tensor(x).half()), theirs(torch.tensor(x).half()).detach()
+    assert got.dtype == dtypes.float16 and want.dtype == torch.float16, type(ours).__name__
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-3, rtol=2e-3)

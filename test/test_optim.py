@@ -558,3 +558,13 @@ def test_a_parameter_left_out_of_steps_counts_its_own_as_torch(name):
     sum((tps[i] * tps[i]).sum() for i in used).backward()
     topt.step()
     for p, tp in zip(ps, tps): np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+def test_lr_set_to_a_number_as_tinygrad():
+  # tinygrad's optimizers multiply by opt.lr, so a script may set it to a number mid-training; it raised AttributeError
+  w = Tensor([1.0, 2.0], requires_grad=True)
+  opt = SGD([w], lr=0.1)
+  with Tensor.train():
+    opt.lr = 0.25
+    (w * w).sum().backward()
+    opt.step()
+  assert w.tolist() == [0.5, 1.0]

@@ -45,9 +45,8 @@ class Optimizer:
     self.params: list[Tensor] = [p for p in params if p.requires_grad]
     self.buffers: list[Tensor] = [p for p in params if not p.requires_grad]
     if not self.params: raise ValueError(f"{name}: none of the {len(params)} parameters requires grad")
-    for p in self.params:
-      if not dtypes.is_float(p.dtype):
-        raise TypeError(f"{name}: parameter of shape {p.shape} is {p.dtype}; only float tensors can be optimized")
+    if bad := [p for p in self.params if not dtypes.is_float(p.dtype)]:
+      raise TypeError(f"{name}: parameter of shape {bad[0].shape} is {bad[0].dtype}; only floats can be optimized")
     _give_own_buffers(self.params)
     self.device = self.params[0].device
     self.lr = Tensor([float(lr)], dtype=dtypes.float32, device=self.device, requires_grad=False)
@@ -87,7 +86,8 @@ class Optimizer:
     return [*self._state(), *self.params, *self.buffers]
 
   def _lr(self, p: Tensor) -> Tensor:
-    """The learning rate as a scalar on p's device."""; return self.lr.to(p.device).reshape(())
+    """The learning rate as a scalar on p's device (`opt.lr = 0.01`, a number, works too, as in tinygrad)."""
+    return (self.lr if isinstance(self.lr, Tensor) else Tensor([float(self.lr)])).to(p.device).reshape(())
 
   def _begin_step(self, stepped: list[int]) -> None:
     """Update per-step state (step counters) once, before the parameters (those numbered stepped have a gradient)."""
