@@ -64,8 +64,10 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   Ops.SIN: lambda g, n: (g * _cos(n.src[0]),),
   Ops.CAST: _cast_grad,
   # rounding, bit reinterpretation, comparisons, integer and bit ops, random bits: no gradient flows through them
-  **{op: lambda g, n: (None,) * len(n.src) for op in (Ops.TRUNC, Ops.BITCAST, Ops.CMPLT, Ops.CMPNE, Ops.IDIV, Ops.MOD,
+  **{op: lambda g, n: (None,) * len(n.src) for op in (Ops.TRUNC, Ops.BITCAST, Ops.CMPLT, Ops.CMPNE, Ops.IDIV,
                                                         Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.THREEFRY)},
+  Ops.MOD: lambda g, n: (g, g * (n - n.src[0]) * n.src[1].alu(Ops.RECIPROCAL)) if dtypes.is_float(n.dtype) else
+           (None, None),  # fmod(a, b) = a - trunc(a / b) * b; integer % has none
   Ops.REDUCE_AXIS: _reduce_grad,
   Ops.RESHAPE: lambda g, n: (g.reshape(n.src[0].shape),),
   Ops.PERMUTE: lambda g, n: (g.permute(inverse_permutation(n.arg)),),

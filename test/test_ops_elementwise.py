@@ -340,6 +340,19 @@ def test_floordiv_like_python():
              Result("trunc div", x.div(y, rounding_mode="trunc"), t.div(u, rounding_mode="trunc")),
              Result("fmod", x.fmod(y), t.fmod(u), atol=1e-5)])
 
+@pytest.mark.skipif(Device.DEFAULT == "WEBGPU", reason="WGSL's float % is x - y * trunc(x / y), not exact")
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float16, dtypes.float64])
+def test_mod_fmod_exact_for_large_dividends(dt):
+  # %, fmod and // of floats went through self * (1/b): 1e8 % 7 gave 0 (torch 2), 1e10 % 3 gave -1024, -1 // 2**25 gave 0
+  a = [1e8, 123456789.0, 1e10, 2.0 ** 33, -1.0, -1.0, -7.0, -65504.0, 1e30, 5.5, -5.5, 7.0, -0.0]
+  b = [7.0, 10.0, 3.0, 3.0, 2.0 ** 25, 1e10, 0.001, 3.0, 7.0, -math.inf, math.inf, 7.0, 3.0]
+  if dt == dtypes.float16: a, b = [x for x in a if abs(x) <= 65504], [y for x, y in zip(a, b) if abs(x) <= 65504]
+  (x, t), (y, u) = pair(a, dt), pair(b, dt)
+  check_all([Result("%", x % y, t % u, atol=0, rtol=0), Result("fmod", x.fmod(y), t.fmod(u), atol=0, rtol=0),
+             # (a quotient of 2**24 or more is one division's rounding away: 1e8 // 7 in float32)
+             Result("//", x // y, t // u, atol=0, rtol=2e-7),  # (torch truncates the rounded -7 / 0.001: not here)
+             Result("trunc", x[:6].div(y[:6], rounding_mode="trunc"), t[:6].div(u[:6], rounding_mode="trunc"), 0, 2e-7)])
+
 def test_mod_floordiv_signs():
   va, vb = [-4, 7, 5, 4, -7, 8, -9, 0], [2, -3, 8, -2, 3, 5, -5, 3]
   results = []

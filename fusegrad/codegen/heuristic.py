@@ -114,8 +114,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   half, cap = k.ren.machine.vector_registers // 2, 0
   way = max(k.ren.machine.l1d // k.ren.machine.l1_ways, 1)  # bytes between two addresses of one L1 set (4 KB on x86)
   def crowded(r: UOp, amt: int) -> bool:
-    """amt loads along r, of values read again later, put more than half the L1's ways in one set (addresses a way
-    apart evict each other: a conv's 8 images of 16 KB, conv4's forward 9.0 -> 6.5 ms with 4 at AVX-512)."""
+    """amt loads along r, of values read again later, put more than half the L1's ways in one set (codegen.md)."""
     if k.ren.has_local: return False
     reread = [ld for ld in operands(k) if any(k.stride(ld, q) == 0 for _, q in _out_axes(k))]  # (for other outputs)
     return any(ceildiv(amt, way // math.gcd(abs(s) * ld.src[0].dtype.base.itemsize, way)) > k.ren.machine.l1_ways // 2  # type: ignore[attr-defined]
@@ -291,8 +290,7 @@ def _transposed_reads(k: Kernel, opts: list[Opt]) -> None:
 
 def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
   """A copy reading along another axis than it writes (a transpose, a.T made rows for a matmul): the read axis upcast
-  by a cache line's elements (16 floats) and the written one to as many, so each cache line read or written is used
-  whole while it is in cache (a 1024 transpose: 1.3 -> 15 GB/s)."""
+  by a cache line's elements and the written one to as many: each line read or written is used whole in cache."""
   st, step = k.stores()[0], k.upcast_size()  # step: the written axis's upcast (_elementwise_upcast)
   if k.reduce_op or k.ren.has_local or len(k.stores()) != 1 or st.src[2].op is not Ops.LOAD: return  # a copy
   line = k.ren.machine.cache_line // st.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
@@ -356,8 +354,7 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
            _unroll, _elementwise_vector_math, _elementwise_upcast, _pooled_loads, _transposed_reads, _transpose_tile,
            _copy_order, _workgroups, _threads)
   if not k.ren.has_local and prod(range_size(r) for r in k.ranges()) < SMALL_WORK:  # see SMALL_WORK
-    # random bits (THREEFRY) keep a plain loop, which gcc vectorizes (upcast copies repeat their scalar integer rounds:
-    # kaiming_uniform 0.27 -> 0.055 ms); a threaded loop calls its body per iteration, so there copies pay (4096²: 2.7x)
+    # random bits (THREEFRY) keep a plain loop, which gcc vectorizes (upcasts repeat scalar rounds; codegen.md)
     steps = (_lanes, _elementwise_vector_math) + (() if _random_bits(k) else (_elementwise_upcast,))
   for step in steps:
     if step is not None: step(k, opts)
@@ -367,8 +364,7 @@ def _random_bits(k: Kernel) -> bool: return any(u.op is Ops.THREEFRY for u in k.
 
 def pick_compiler(k: Kernel) -> list[Opt]:
   """Where the device offers gcc besides its default (clang): gcc for kernels that compute random bits (THREEFRY:
-  gcc vectorizes its uint32 rounds, clang doesn't: 5-12x), the default elsewhere (clang's matmul and convolution code
-  is as fast or 1.1x faster, and compiles faster). Measured with bench/compilers.py (docs/speed.md)."""
+  gcc vectorizes its uint32 rounds, clang doesn't), the default elsewhere (bench/compilers.py, docs/speed.md)."""
   if "gcc" not in k.ren.compilers[1:] or not _random_bits(k): return []
   opt = Opt(OptOps.COMPILER, 0, k.ren.compilers.index("gcc"))
   return [opt] if _try(k.copy(), opt, []) else []

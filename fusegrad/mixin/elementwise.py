@@ -59,6 +59,10 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast", error: type
     ret.append(non1.pop() if non1 else 1)
   return tuple(ret)
 
+def _whole(d: Tensor) -> Tensor:
+  """The whole number nearest d, which is one but for a rounding (below 2**23 a float's fraction shows it)."""
+  return (d - d.floor() > 0.5).where(d.floor() + 1, d.floor())
+
 def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
   """result of an integer division by b, checked as torch does: a zero constant raises now; a tensor b adds a flag
   (b == 0 anywhere) read when anything computed from result is realized (the index checks' mechanism, CHECK_INDEX)."""
@@ -104,24 +108,19 @@ class ElementwiseMixin:
     return a._apply(Ops.MUL, b._apply(Ops.RECIPROCAL))
   def _floordiv(self: Tensor, b: Tensor) -> Tensor:
     """floor(self / b) for two tensors of one shape and dtype (Python's //)."""
-    if dtypes.is_float(self.dtype):
-      q = (self * b.reciprocal()).floor()
-      # self * (1/b) rounds, so near an integer quotient q can be one off: the remainder's sign and size tell
-      r = self - q * b
-      too_big = (b > 0).where(r < 0, r > 0)
-      too_small = (b > 0).where(r >= b, r <= b)
-      q = too_big.where(q - 1, too_small.where(q + 1, q))
-      # Python's and torch's answers by an infinite divisor: 0, or -1 when the signs differ; inf // b is nan (b != 0)
-      nan = self.isnan() | (self.isinf() & b.ne(0))
-      return nan.where(math.nan, b.isinf().where(self._opposite_sign(b).where(-1.0, 0.0).cast(q.dtype), q))
+    if dtypes.is_float(self.dtype): return self._truncdiv(b, floor=True)
     q = self._apply(Ops.IDIV, b)
     inexact = self._apply(Ops.MOD, b).ne(0)
     return _nonzero_divisor((inexact & ((self < 0) ^ (b < 0))).where(q - 1, q), b, "floordiv")
-  def _truncdiv(self: Tensor, b: Tensor) -> Tensor:
-    """self / b rounded toward zero (C's / for ints)."""
+  def _truncdiv(self: Tensor, b: Tensor, floor: bool = False) -> Tensor:
+    """self / b rounded toward zero (C's / for ints), or toward minus infinity (floor). Floats as torch's: through fmod
+    (exact), (self - fmod(self, b)) / b is a whole number but for the division's rounding."""
     if not dtypes.is_float(self.dtype): return _nonzero_divisor(self._apply(Ops.IDIV, b), b, "idiv")
-    q = self._floordiv(b)
-    return ((q < 0) & (self - q * b).ne(0)).where(q + 1, q)
+    r, ab = self._apply(Ops.MOD, b), self.div(b)
+    d = (self - r).div(b)
+    q = _whole(r._opposite_sign(b).where(d - 1, d) if floor else d)
+    # a zero with the quotient's sign; by 0 (and inf truncated) as self / b
+    return (b.ne(0) & (self.isfinite() | floor)).where(q.ne(0).where(q, ab * 0), ab)
   def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self // x, rounding toward minus infinity as Python does: `Tensor([7, -7]) // 2` is [3, -4]."""
     a, b = self._broadcasted(x, reverse, op="floordiv")
@@ -133,16 +132,15 @@ class ElementwiseMixin:
   def mod(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """Remainder with the sign of the divisor (Python's %, torch.remainder): `Tensor([7, -7]) % 3` is [1, 2]."""
     a, b = self._broadcasted(x, reverse, op="mod")
-    if dtypes.is_float(a.dtype):  # an infinite divisor leaves a, or gives b when the signs differ (Python's %)
-      return (b.isinf() & a.isfinite()).where(a._opposite_sign(b).where(b, a), a - b * a._floordiv(b))
-    r = a._apply(Ops.MOD, b)
+    r = a._apply(Ops.MOD, b)  # (floats: fmod, exact; an infinite divisor leaves a, or gives b when the signs differ)
+    if dtypes.is_float(a.dtype): return r._opposite_sign(b).where(r + b, r)
     return _nonzero_divisor((r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r), b, "mod")
   def _opposite_sign(self: Tensor, b: Tensor) -> Tensor:
     """self is non-zero and its sign differs from b's."""; return self.ne(0) & ((self < 0) ^ (b < 0))
   def fmod(self: Tensor, x: Any) -> Tensor:
     """Remainder with the sign of the dividend (C's fmod): `Tensor([7, -7]).fmod(3)` is [1, -1]."""
     a, b = self._broadcasted(x, op="fmod")
-    return _nonzero_divisor(a._apply(Ops.MOD, b), b, "fmod") if not dtypes.is_float(a.dtype) else a - b * a._truncdiv(b)
+    return _nonzero_divisor(a._apply(Ops.MOD, b), b, "fmod") if not dtypes.is_float(a.dtype) else a._apply(Ops.MOD, b)
   def neg(self: Tensor) -> Tensor:
     """-self (logical not for bools)."""
     return self.logical_not() if self.dtype == dtypes.bool else self._apply(Ops.MUL, self._const(-1))

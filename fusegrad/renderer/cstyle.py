@@ -77,6 +77,8 @@ class CStyleLanguage(Renderer):
     b = src[1] if len(src) > 1 else ""
     if op in MATH_FNS: return self.render_math(MATH_FNS[op], a, dt)
     if op is Ops.RECIPROCAL: return f"({self.render_const(1.0, dt)}/{a})"
+    if op is Ops.MOD and dtypes.is_float(dt):  # fmod: exact, the dividend's sign (x % 0 is nan); halves in float
+      return self.render_math("fmod", f"{a}, {b}", dt if dt in (dtypes.float32, dtypes.float64) else dtypes.float32)
     # never trap on x/0 or INT_MIN/-1
     if op in (Ops.IDIV, Ops.MOD) and not (u.src[1].op is Ops.CONST and u.src[1].arg > 0):
       if dtypes.is_unsigned(dt): return f"(({b})==0?0:({a}){'/' if op is Ops.IDIV else '%'}({b}))"

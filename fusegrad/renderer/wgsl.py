@@ -154,6 +154,7 @@ class WGSLRenderer(CStyleLanguage):
     op, dt = u.op, u.dtype
     if u.src[-1].dtype in WIDE or (op is Ops.CMPLT or op is Ops.CMPNE) and u.src[0].dtype in WIDE:
       return self.render_wide_alu(u, src)
+    if op is Ops.MOD and dtypes.is_float(dt): return f"({src[0]}%{src[1]})"  # (x - y * trunc(x / y), not exact)
     if op in (Ops.IDIV, Ops.MOD):  # x/0 and x%0 are 0, as in the other backends
       zero = self.render_const(0, dt)
       return _narrow(f"select(({src[0]}{'/' if op is Ops.IDIV else '%'}{src[1]}), {zero}, ({src[1]})=={zero})", dt)

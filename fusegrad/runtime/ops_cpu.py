@@ -263,8 +263,7 @@ class ClangCompiler(Compiler):
     # splits 64-byte vectors into two 32-byte halves by default on some AVX-512 CPUs)
     self.args[:0] = ISAS[isa][3] if isa in ISAS else []
     if openmp: self.args.insert(0, "-fopenmp")
-    # gcc -O2 keeps a short loop with a big body as a loop (a 3x3 convolution's rows: 1.2x slower than clang's code,
-    # which unrolls it): register tiles ask gcc to unroll such loops whole (ClangRenderer.render), up to this size
+    # register tiles ask gcc to unroll a short loop with a big body whole (ClangRenderer.render), up to this size
     if "Free Software Foundation" in compiler_version(tuple(cc)):
       self.args[:0] = ["--param=max-completely-peeled-insns=1000"]
     version = compiler_version(tuple(cc)).split("\n")[0]

@@ -22,6 +22,8 @@ def _recip(x: float) -> float:
   if x == 0: return math.copysign(math.inf, x)
   return 1.0 / x
 
+def _fmod(a: float, b: float) -> float:  # C's fmod: exact, the dividend's sign; nan where Python's raises
+  return math.nan if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b) else math.fmod(a, b)
 def _trunc(x: Any) -> Any:
   return x if isinstance(x, float) and (math.isinf(x) or math.isnan(x)) else type(x)(math.trunc(x))
 
@@ -59,7 +61,7 @@ def threefry2x32(x: int, key: int) -> int:
 python_alu: dict[Ops, Callable[..., Any]] = {
   Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt, Ops.RECIPROCAL: _recip, Ops.TRUNC: _trunc,
   Ops.ADD: _add, Ops.MUL: _mul, Ops.MAX: _max,
-  Ops.IDIV: cdiv, Ops.MOD: cmod,  # C's / and % (toward zero, the dividend's sign); by zero 0, where C traps
+  Ops.IDIV: cdiv, Ops.MOD: lambda a, b: _fmod(a, b) if isinstance(a, float) else cmod(a, b),  # C's / % and fmod
   Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b,
   Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b,
   Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b,
