@@ -114,6 +114,14 @@ def test_std_zero_grad():
   # all equal: std is 0 and torch's gradient there is 0
   helper_test_op(None, lambda x: x.std(1, correction=0), lambda x: x.std(1, correction=0), vals=[[[1.0, 1.0, 1.0], [2.0, 0.0, 1.0]]])
   helper_test_op(None, lambda x: x.std(), lambda x: x.std(), vals=[[[float("nan"), 1.0]]], forward_only=True)
+def test_var_std_of_half_in_float32_as_torch():
+  # (x - mean)**2 of 300 is 90000, past half's 65504: the variance and std came out inf
+  for x in ([300.0, -300.0], [1000.0, -200.0, 50.0, 7.0]):
+    t = torch.tensor(x, dtype=torch.float16)
+    for ours, theirs in ((Tensor(x, dtype=dtypes.float16).var(), t.var()), (Tensor(x, dtype=dtypes.float16).std(), t.std())):
+      assert ours.dtype == dtypes.float16
+      np.testing.assert_allclose(ours.numpy().astype(np.float32), theirs.numpy().astype(np.float32), rtol=1e-3)
+
 def test_var_unbiased_false(): helper_test_op([(3, 4)], lambda x: x.var(1, unbiased=False), lambda x: x.var(1, unbiased=False))
 @pytest.mark.filterwarnings("ignore:var")
 def test_var_correction_too_large():

@@ -86,17 +86,17 @@ class ReduceMixin:
           unbiased: bool | None = None) -> Tensor:
     """Variance over axes, dividing by N - correction."""
     if unbiased is not None: correction = int(unbiased)
-    self._axes(axis, "var")
-    squares = (self - self.mean(axis, keepdim=True)).square()
-    total = squares.sum(axis, keepdim)
+    x, _ = self._float()._wide(), self._axes(axis, "var")  # (half in float32, as torch: 300**2 overflows half)
+    total = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     n = self.numel() // max(total.numel(), 1)
-    return total / max(n - correction, 0)  # as torch: inf (or nan for 0/0) when correction leaves nothing
+    # as torch: inf (or nan for 0/0) when correction leaves nothing
+    return (total / max(n - correction, 0)).cast(least_upper_float(self.dtype))
   def std(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1,
           unbiased: bool | None = None) -> Tensor:
     """Standard deviation over axes. Where it is 0 its gradient is 0 (as torch), not the inf * 0 of sqrt'."""
-    _, v = self._axes(axis, "std"), self.var(axis, keepdim, correction, unbiased)
+    _, v = self._axes(axis, "std"), self._float()._wide().var(axis, keepdim, correction, unbiased)
     nonzero = v.ne(0)
-    return nonzero.where(nonzero.where(v, 1).sqrt(), 0)
+    return nonzero.where(nonzero.where(v, 1).sqrt(), 0).cast(least_upper_float(self.dtype))
   def var_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
     """(var, mean) over axes."""; return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
