@@ -350,8 +350,14 @@ def test_mod_fmod_exact_for_large_dividends(dt):
   (x, t), (y, u) = pair(a, dt), pair(b, dt)
   check_all([Result("%", x % y, t % u, atol=0, rtol=0), Result("fmod", x.fmod(y), t.fmod(u), atol=0, rtol=0),
              # (a quotient of 2**24 or more is one division's rounding away: 1e8 // 7 in float32)
-             Result("//", x // y, t // u, atol=0, rtol=2e-7),  # (torch truncates the rounded -7 / 0.001: not here)
+             # (half: torch's -7 // 0.001 rounds -6998 up to -6996, fusegrad to even, -7000; torch truncates the
+             # rounded -7 / 0.001: not in the trunc check)
+             Result("//", x // y, t // u, atol=0, rtol=2e-7 if dt != dtypes.float16 else 1e-3),
              Result("trunc", x[:6].div(y[:6], rounding_mode="trunc"), t[:6].div(u[:6], rounding_mode="trunc"), 0, 2e-7)])
+  # and many quotients near a whole number (in half, -2968 // 3 gave -991: its steps rounded in half, torch's in float)
+  (x, t) = pair(np.random.default_rng(0).integers(-3000, 3000, 512).astype(np.float32), dt)
+  check_all([Result(f"{op} {d}", fn(x, d), fn(t, d), 0, 0) for d in (3, 7, -3, 0.75) for op, fn in
+             (("//", lambda a, d: a // d), ("%", lambda a, d: a % d), ("trunc", lambda a, d: a.div(d, rounding_mode="trunc")))])
 
 def test_mod_floordiv_signs():
   va, vb = [-4, 7, 5, 4, -7, 8, -9, 0], [2, -3, 8, -2, 3, 5, -5, 3]

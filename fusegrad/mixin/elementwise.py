@@ -116,11 +116,11 @@ class ElementwiseMixin:
     """self / b rounded toward zero (C's / for ints), or toward minus infinity (floor). Floats as torch's: through fmod
     (exact), (self - fmod(self, b)) / b is a whole number but for the division's rounding."""
     if not dtypes.is_float(self.dtype): return _nonzero_divisor(self._apply(Ops.IDIV, b), b, "idiv")
-    r, ab = self._apply(Ops.MOD, b), self.div(b)
-    d = (self - r).div(b)
-    q = _whole(r._opposite_sign(b).where(d - 1, d) if floor else d)
-    # a zero with the quotient's sign; by 0 (and inf truncated) as self / b
-    return (b.ne(0) & (self.isfinite() | floor)).where(q.ne(0).where(q, ab * 0), ab)
+    a, w = self._wide(), b._wide()  # (half in float32, as torch: its steps would round)
+    r, ab = a._apply(Ops.MOD, w), a.div(w)
+    d, zero = (a - r).div(w), ab * 0  # (a zero with the quotient's sign; by 0, and inf truncated, as self / b)
+    q = _whole(r._opposite_sign(w).where(d - 1, d) if floor else d)
+    return (w.ne(0) & (a.isfinite() | floor)).where(q.ne(0).where(q, zero), ab).cast(self.dtype)
   def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self // x, rounding toward minus infinity as Python does: `Tensor([7, -7]) // 2` is [3, -4]."""
     a, b = self._broadcasted(x, reverse, op="floordiv")
