@@ -217,7 +217,7 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
                     copy_item: Callable[[Buffer, Buffer], Any]) -> list[Any]:
   """items with a copy of each overwritten version that something still refers to, just before the write (its
   index in items). Later reads of the version go to the copy."""
-  if STATE.lazy_defs: drop_stale_defs({v for ref, _ in overwritten if (v := ref()) is not None})
+  if overwritten and STATE.lazy_defs: drop_stale_defs({v for ref, _ in overwritten if (v := ref()) is not None})
   inserts: dict[int, list[Any]] = {}
   for ref, i in overwritten:
     if (version := ref()) is None: continue  # nothing can read it again: overwrite in place
