@@ -416,3 +416,11 @@ def test_cummax_gradient_goes_to_the_index_with_ties_as_torch(op):
     (getattr(x, op)(0)[0] * Tensor(w)).sum().backward()
     (getattr(tx, op)(0)[0] * torch.tensor(w)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-5)
+
+def test_mean_dtype_as_torch():
+  # torch's mean(dtype=) casts first (an int tensor's mean in float64, a half's in float32); it raised TypeError
+  x = [[1, 2], [3, 5]]
+  for dt, tdt in ((dtypes.float64, torch.float64), (dtypes.float16, torch.float16)):
+    got, want = Tensor(x).mean(axis=1, dtype=dt), torch.tensor(x).mean(dim=1, dtype=tdt)
+    assert got.dtype == dt and got.tolist() == want.tolist()
+  assert Tensor([60000.0, 60000.0], dtype=dtypes.float16).mean(dtype=dtypes.float32).item() == 60000.0

@@ -74,11 +74,11 @@ class ReduceMixin:
     """The same as max."""; return self.max(axis, keepdim)
   def amin(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """The same as min."""; return self.min(axis, keepdim)
-  def mean(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
-    """Average over axes (ints give a float).
+  def mean(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """Average over axes (ints give a float; dtype: of self first, as torch's).
     >>> Tensor([[1, 2], [3, 4]]).mean(axis=0).tolist()
     [2.0, 3.0]"""
-    out_dtype, _ = least_upper_float(self.dtype), self._axes(axis, "mean")
+    out_dtype, _ = least_upper_float(self.dtype if dtype is None else to_dtype(dtype)), self._axes(axis, "mean")
     total = self.cast(out_dtype).sum(axis, keepdim, dtype=sum_acc_dtype(out_dtype))  # (half: in float32, no overflow)
     count = self.numel() // max(total.numel(), 1) if self.numel() else 0
     return (total / count if count else total * math.nan).cast(out_dtype)
