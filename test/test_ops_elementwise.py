@@ -910,3 +910,9 @@ def test_accurate_near_zero_and_in_half_as_torch(op):
   getattr(x, op)().sum().backward()
   ref(tx).sum().backward()
   np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+
+def test_clamp_int_tensor_with_a_float_bound_as_torch():
+  # torch promotes first: uint8 [0, 1, 2].clamp(-1, 2.5) is [0., 1., 2.]; fusegrad compared -1 in uint8 (255): [2.5] * 3
+  for vals, dt, lo, hi in (([0, 1, 2], dtypes.uint8, -1, 2.5), ([-3, 5, 1], dtypes.int32, -1.5, 2), ([0, 9], dtypes.int8, 0.5, None)):
+    x, t = pair(vals, dt)
+    check_all([Result(f"{dt} clamp({lo}, {hi})", x.clamp(lo, hi), t.clamp(lo, hi))])

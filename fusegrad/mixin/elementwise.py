@@ -220,7 +220,7 @@ class ElementwiseMixin:
     if lo is None and hi is None: raise ArgumentError("clip: give at least one of min_ and max_")
     def past(out: Any, b: Any) -> Any:  # a nan in a tensor bound gives nan there, as torch
       return out | b.isnan() if isinstance(b, type(self)) and dtypes.is_float(b.dtype) else out
-    x = self
+    x = self._float() if not dtypes.is_float(self.dtype) and any(isinstance(v, float) for v in (lo, hi)) else self
     if lo is not None: x = past(x < lo, lo).where(lo, x)
     if hi is not None: x = past(x > hi, hi).where(hi, x)
     return x
