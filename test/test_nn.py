@@ -532,3 +532,4 @@ def test_norms_keep_a_half_inputs_dtype_as_torch():
     got, want = ours(Tensor(x).half()), theirs(torch.tensor(x).half()).detach()
     assert got.dtype == dtypes.float16 and want.dtype == torch.float16, type(ours).__name__
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-3, rtol=2e-3)
+    assert ours(Tensor((x * 10).astype(np.int32))).dtype == dtypes.float32  # (ints normalize to floats, as before)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 from fusegrad.tensor import Tensor, _is_training
-from fusegrad.dtype import dtypes
+from fusegrad.dtype import dtypes, least_upper_float
 from fusegrad.helpers import prod, make_tuple
 from fusegrad.gradient import with_rule
 from fusegrad.uop.ops import UOp
@@ -178,9 +178,9 @@ class BatchNorm:
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_features:
       raise ValueError(f"{type(self).__name__}: input of shape {x.shape} should be (N, {self.num_features}, ...)")
-    training = _is_training()
+    training, dt = _is_training(), least_upper_float(x.dtype)  # (the output's: a half input's stays half, as torch)
     if not training and self.running_mean is not None and self.running_var is not None:
-      return x.batchnorm(self.weight, self.bias, self.running_mean, (self.running_var + self.eps).rsqrt()).cast(x.dtype)
+      return x.batchnorm(self.weight, self.bias, self.running_mean, (self.running_var + self.eps).rsqrt()).cast(dt)
     per_channel = x.numel() // self.num_features
     if training and per_channel <= 1:
       raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when training, got input "
@@ -188,7 +188,7 @@ class BatchNorm:
     mean, var = self.calc_stats(x)
     if training and self.track_running_stats: self._update_running_stats(mean, var, per_channel)
     out = x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
-    return (self._with_rule(x, out) if type(self).calc_stats is BatchNorm.calc_stats else out).cast(x.dtype)
+    return (self._with_rule(x, out) if type(self).calc_stats is BatchNorm.calc_stats else out).cast(dt)
 
   def _with_rule(self, x: Tensor, out: Tensor) -> Tensor:
     """out (x normalized with its own batch statistics), differentiated as torch does: two per-channel sums of the
@@ -236,7 +236,7 @@ class LayerNorm:
       raise ValueError(f"{type(self).__name__}: input of shape {x.shape} doesn't end in {self.normalized_shape}")
     y = x.layernorm(self.axis, self.eps)
     if self.weight is not None: y = y * self.weight
-    return (y + self.bias if self.bias is not None else y).cast(x.dtype)  # (float32 weights: half stays half, as torch)
+    return (y + self.bias if self.bias is not None else y).cast(least_upper_float(x.dtype))  # (half stays half)
 
 class LayerNorm2d(LayerNorm):
   """LayerNorm over the channels (axis 1) of (N, C, H, W) input, at every position (as in ConvNeXt)."""
@@ -261,7 +261,7 @@ class GroupNorm:
       raise ValueError(f"GroupNorm: input of shape {x.shape} should be (N, {self.num_channels}, ...)")
     y = x.reshape(x.shape[0], self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
     if self.weight is not None: y = y * _channel_view(self.weight, x.ndim)
-    return (y + _channel_view(self.bias, x.ndim) if self.bias is not None else y).cast(x.dtype)
+    return (y + _channel_view(self.bias, x.ndim) if self.bias is not None else y).cast(least_upper_float(x.dtype))
 
 class InstanceNorm(GroupNorm):
   """Instance normalization (torch.nn.InstanceNorm1d/2d/3d without running stats): GroupNorm with a group per channel,
@@ -290,7 +290,7 @@ class RMSNorm:
     axes = tuple(range(-n, 0))
     xf = x._wide()
     y = (xf * (xf.square().mean(axes, keepdim=True) + self.eps).rsqrt()).cast(x.dtype)
-    return (y * self.weight).cast(x.dtype) if self.weight is not None else y
+    return (y * self.weight).cast(least_upper_float(x.dtype)) if self.weight is not None else y
 
 # *** recurrent ***
 class LSTMCell:
