@@ -55,13 +55,16 @@ def _mnist_kernels(min_iterations: float = 2e8, reduces: bool = True) -> list[tu
       out.append((ansistrip(Kernel(si.ast, ren).name), si.ast))
   return out
 
-def hot_loop(lib: bytes) -> list[str]:
-  """The instructions of the innermost loop (a backward jump and what it jumps over) with the most multiplies in
-  lib."""
+def disassemble(lib: bytes) -> str:
   with tempfile.NamedTemporaryFile(suffix=".so") as f:
     f.write(lib)
     f.flush()
-    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.name], capture_output=True, text=True).stdout
+    return subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.name], capture_output=True, text=True).stdout
+
+def hot_loop(lib: bytes) -> list[str]:
+  """The instructions of the innermost loop (a backward jump and what it jumps over) with the most multiplies in
+  lib."""
+  dis = disassemble(lib)
   ins = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", dis, re.M)]
   loops = [(int(m.group(1), 16), a) for a, t in ins if (m := re.match(r"j\w+\s+([0-9a-f]+) ", t)) and
            int(m.group(1), 16) <= a]
@@ -71,11 +74,7 @@ def hot_loop(lib: bytes) -> list[str]:
 
 def function_text(lib: bytes, name: str) -> list[str]:
   """The instructions ("address: text") of the function of lib whose symbol contains name."""
-  with tempfile.NamedTemporaryFile(suffix=".so") as f:
-    f.write(lib)
-    f.flush()
-    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.name], capture_output=True, text=True).stdout
-  funcs = re.split(r"\n(?=[0-9a-f]+ <)", dis)
+  funcs = re.split(r"\n(?=[0-9a-f]+ <)", disassemble(lib))
   return [ln.strip() for fn in funcs if re.match(rf"[0-9a-f]+ <[^>]*{name}[^>]*>:", fn) for ln in fn.splitlines()[1:]
           if re.match(r"\s*[0-9a-f]+:", ln)]
 

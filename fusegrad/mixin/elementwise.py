@@ -59,10 +59,6 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast", error: type
     ret.append(non1.pop() if non1 else 1)
   return tuple(ret)
 
-def _whole(d: Tensor) -> Tensor:
-  """The whole number nearest d, which is one but for a rounding (below 2**23 a float's fraction shows it)."""
-  return (d - d.floor() > 0.5).where(d.floor() + 1, d.floor())
-
 def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
   """result of an integer division by b, checked as torch does: a zero constant raises now; a tensor b adds a flag
   (b == 0 anywhere) read when anything computed from result is realized (the index checks' mechanism, CHECK_INDEX)."""
@@ -119,7 +115,7 @@ class ElementwiseMixin:
     a, w = self._wide(), b._wide()  # (half in float32, as torch: its steps would round)
     r, ab = a._apply(Ops.MOD, w), a.div(w)
     d, zero = (a - r).div(w), ab * 0  # (a zero with the quotient's sign; by 0, and inf truncated, as self / b)
-    q = _whole(r._opposite_sign(w).where(d - 1, d) if floor else d)
+    q = (r._opposite_sign(w).where(d - 1, d) if floor else d).round()  # (whole but for a rounding)
     return (w.ne(0) & (a.isfinite() | floor)).where(q.ne(0).where(q, zero), ab).cast(self.dtype)
   def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self // x, rounding toward minus infinity as Python does: `Tensor([7, -7]) // 2` is [3, -4]."""
