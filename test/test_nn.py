@@ -533,3 +533,7 @@ def test_norms_keep_a_half_inputs_dtype_as_torch():
     assert got.dtype == dtypes.float16 and want.dtype == torch.float16, type(ours).__name__
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-3, rtol=2e-3)
     assert ours(Tensor((x * 10).astype(np.int32))).dtype == dtypes.float32  # (ints normalize to floats, as before)
+  # RMSNorm of ints came out as ints (0, 0, 1), weighted or not
+  got = nn.RMSNorm(3, elementwise_affine=False)(Tensor([[1, 2, 3]]))
+  want = torch.nn.functional.rms_norm(torch.tensor([[1.0, 2.0, 3.0]]), (3,), eps=1e-6)
+  assert got.dtype == dtypes.float32 and np.allclose(got.numpy(), want.numpy(), atol=1e-6)

@@ -289,8 +289,8 @@ class RMSNorm:
       raise ValueError(f"RMSNorm: input of shape {x.shape} doesn't end in {self.normalized_shape}")
     axes = tuple(range(-n, 0))
     xf = x._wide()
-    y = (xf * (xf.square().mean(axes, keepdim=True) + self.eps).rsqrt()).cast(x.dtype)
-    return (y * self.weight).cast(least_upper_float(x.dtype)) if self.weight is not None else y
+    y = (xf * (xf.square().mean(axes, keepdim=True) + self.eps).rsqrt()).cast(dt := least_upper_float(x.dtype))
+    return (y * self.weight).cast(dt) if self.weight is not None else y
 
 # *** recurrent ***
 class LSTMCell:
