@@ -19,9 +19,12 @@ def _keep_environ():
   device, and the examples of test_docs, run in a subprocess after it, then put their tensors on CL."""
   before = dict(os.environ)
   yield
-  if os.environ != before:
-    os.environ.clear()
-    os.environ.update(before)
+  # only the variables a test changed (pytest's own PYTEST_CURRENT_TEST aside), one by one: clearing and refilling
+  # the whole environment after every test raced PoCL's threads, which link kernels in the background (posix_spawn
+  # failed with "Bad address"; the likely cause of the DEV=CL workers that crashed in CI)
+  for key in set(os.environ) - set(before) - {"PYTEST_CURRENT_TEST"}: del os.environ[key]
+  for key, value in before.items():
+    if key != "PYTEST_CURRENT_TEST" and os.environ.get(key) != value: os.environ[key] = value
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
