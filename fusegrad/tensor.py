@@ -556,7 +556,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       else:
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
-        elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
+        elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool:  # (int64 where int32 wraps)
+          dt = dtypes.default_int if abs(y) <= dtypes.max(dtypes.default_int) else dtypes.int64
         y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device), True)  # broadcast already (as _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
       raise ArgumentError(f"{op}: tensors are on different devices ({x.device} and {y.device}); move one with .to()")

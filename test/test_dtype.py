@@ -153,6 +153,8 @@ def test_promotion_examples():
   assert (i + f).dtype == dtypes.float32 and (i * 1.5).dtype == dtypes.float32 and (1.5 - i).dtype == dtypes.float32
   assert (b + b).dtype == dtypes.bool and (b * 2).dtype == dtypes.int32 and (b * 2.0).dtype == dtypes.float32
   assert (b + i).dtype == dtypes.int32 and (b / b).dtype == dtypes.float32
+  # an int past int32 with a bool tensor is int64 (torch's), not int32 wrapped (-2147483647)
+  assert (b + 2 ** 31).tolist() == [2 ** 31 + 1, 2 ** 31] and (b * -2 ** 40).dtype == dtypes.int64
   h, bf = Tensor([1.0], dtype=dtypes.float16), Tensor([1.0], dtype=dtypes.bfloat16)
   assert (h * 2.5).dtype == dtypes.float16 and (h + i).dtype == dtypes.float16 and (h + bf).dtype == dtypes.float32
   assert (Tensor([1], dtype=dtypes.int8) * 1000).dtype == dtypes.int8  # the scalar wraps into int8, as in torch

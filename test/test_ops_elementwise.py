@@ -359,6 +359,17 @@ def test_mod_fmod_exact_for_large_dividends(dt):
   check_all([Result(f"{op} {d}", fn(x, d), fn(t, d), 0, 0) for d in (3, 7, -3, 0.75) for op, fn in
              (("//", lambda a, d: a // d), ("%", lambda a, d: a % d), ("trunc", lambda a, d: a.div(d, rounding_mode="trunc")))])
 
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16])
+def test_half_with_a_python_number_it_cant_hold_computes_in_float32_as_torch(dt):
+  # the number was made a half constant first: half / 100000 gave 0 (100000 is inf in half), half * 100000 gave nan
+  # for 0 (0 * inf), and * 0.1 rounded twice
+  (x, t) = pair([1.0, 0.0, -3.5, 1000.0, 0.3, 7.0, -0.0, 65504.0], dt)
+  cases = [("/ 100000", lambda a: a / 100000), ("* 100000", lambda a: a * 100000), ("* 0.1", lambda a: a * 0.1),
+           ("0.1 -", lambda a: 0.1 - a), ("+ 70000.0", lambda a: a + 70000.0), ("- 1e-5", lambda a: a - 1e-5),
+           ("* 3", lambda a: a * 3), ("// 0.3", lambda a: a.div(0.3, rounding_mode="floor")), ("* 2**-30", lambda a: a * 2 ** -30)]
+  check_all([Result(name, fn(x), fn(t), atol=0, rtol=0) for name, fn in cases])
+  assert (x * 0.1).dtype == dt and (100000 * x).dtype == dt
+
 def test_mod_floordiv_signs():
   va, vb = [-4, 7, 5, 4, -7, 8, -9, 0], [2, -3, 8, -2, 3, 5, -5, 3]
   results = []
@@ -916,3 +927,19 @@ def test_clamp_int_tensor_with_a_float_bound_as_torch():
   for vals, dt, lo, hi in (([0, 1, 2], dtypes.uint8, -1, 2.5), ([-3, 5, 1], dtypes.int32, -1.5, 2), ([0, 9], dtypes.int8, 0.5, None)):
     x, t = pair(vals, dt)
     check_all([Result(f"{dt} clamp({lo}, {hi})", x.clamp(lo, hi), t.clamp(lo, hi))])
+
+def test_an_int_bound_or_fill_its_dtype_cant_hold_raises_as_torch():
+  # int8.clamp(max=1000) wrapped 1000 to -24 (torch: "value cannot be converted to type int8_t without overflow"); a
+  # negative int down to -max still wraps into an unsigned dtype, as torch's
+  (x, t), (u, tu) = pair([1, 2], dtypes.int8), pair([1, 2], dtypes.uint8)
+  mask, tmask = Tensor([True, False]), torch.tensor([True, False])
+  for name, fn, tfn in [("clamp(max=1000)", lambda: x.clamp(max=1000), lambda: t.clamp(max=1000)),
+                        ("clamp(min=-129)", lambda: x.clamp(min=-129), lambda: t.clamp(min=-129)),
+                        ("uint8 clamp(-300, 2)", lambda: u.clamp(-300, 2), lambda: tu.clamp(-300, 2)),
+                        ("masked_fill 1000", lambda: x.masked_fill(mask, 1000), lambda: t.masked_fill(tmask, 1000)),
+                        ("pad value 1000", lambda: x.pad((1, 1), value=1000), lambda: F.pad(t, (1, 1), value=1000))]:
+    with pytest.raises(RuntimeError): tfn()
+    with pytest.raises(RuntimeError, match="without overflow"): fn()
+  check_all([Result("uint8 clamp(-1, 2)", u.clamp(-1, 2), tu.clamp(-1, 2), 0, 0),
+             Result("uint8 masked_fill -1", u.masked_fill(mask, -1), tu.masked_fill(tmask, -1), 0, 0),
+             Result("int8 clamp(-128, 127)", x.clamp(-128, 127), t.clamp(-128, 127), 0, 0)])

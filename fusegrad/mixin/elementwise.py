@@ -3,7 +3,7 @@ which gradient it has at a kink: docs/developer/tensor.md, "Numerics")."""
 from __future__ import annotations
 import functools, math
 from typing import TYPE_CHECKING, Any, Callable
-from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype, IntegerDivisionByZeroError
+from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype, truncate_float, IntegerDivisionByZeroError
 from fusegrad.uop.ops import Ops, UOp
 from fusegrad.gradient import with_rule
 from fusegrad.helpers import CHECK_INDEX, _numpy_scalar
@@ -36,8 +36,18 @@ def _in_float32(f: Callable) -> Callable:
     return f(x, *a, **k) if (y := x._wide()) is x else f(y, *a, **k).cast(x.dtype)
   return functools.wraps(f)(g)
 
-def _fits(x: Tensor, value: Any, op: str) -> Any:  # value; a float must fit x's integer dtype (as torch refuses)
-  if isinstance(value, float) and dtypes.is_int(x.dtype) and not dtypes.min(x.dtype) <= value <= dtypes.max(x.dtype):
+def _number_in_float32(f: Callable) -> Callable:
+  """f(x, number) computed in float32 when x is float16 or bfloat16 and the Python number isn't one of its values, as
+  torch: `half / 100000` is not 0, `half * 0.1` rounds once (the number made a half constant first: inf, 0.0999)."""
+  def g(x: Tensor, y: Any, *a: Any, **k: Any) -> Tensor:
+    if x._wide() is x or type(y) not in (int, float) or y != y: return f(x, y, *a, **k)  # (nan: any float holds it)
+    held = abs(y) < 2 ** 1023 and truncate_float(float(y), x.dtype) == y
+    return f(x, y, *a, **k) if held else f(x._wide(), y, *a, **k).cast(x.dtype)
+  return functools.wraps(f)(g)
+
+def _fits(x: Tensor, value: Any, op: str) -> Any:  # value, if it fits x's integer dtype (as torch; an int down to -max
+  lo = -dtypes.max(x.dtype) if type(value) is int and dtypes.is_unsigned(x.dtype) else dtypes.min(x.dtype)  # wraps)
+  if type(value) in (int, float) and dtypes.is_int(x.dtype) and not lo <= value <= dtypes.max(x.dtype):
     raise ArgumentError(f"{op}: value {value} can't be converted to {x.dtype} without overflow")
   return value
 
@@ -74,19 +84,23 @@ def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:
 class ElementwiseMixin:
   __slots__ = ()
   # *** arithmetic ***
+  @_number_in_float32
   def add(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self + x, broadcasting: `Tensor([1, 2]) + 1` is [2, 3]."""
     a, b = self._broadcasted(x, reverse, op="add")
     return a._apply(Ops.ADD, b)
+  @_number_in_float32
   def sub(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self - x: `Tensor([1, 2]) - 1` is [0, 1]."""
     a, b = self._broadcasted(x, reverse, op="sub")
     if a.dtype == dtypes.bool: raise DTypeError("sub: subtracting bool tensors is not supported; use logical_xor")
     return a._apply(Ops.ADD, -b)
+  @_number_in_float32
   def mul(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
     """self * x: `Tensor([1, 2]) * 3` is [3, 6]."""
     a, b = self._broadcasted(x, reverse, op="mul")
     return a._apply(Ops.MUL, b)
+  @_number_in_float32
   def div(self: Tensor, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
     """True division (ints give floats); rounding_mode 'trunc' or 'floor' rounds the quotient (ints stay ints).
     `Tensor([7, -7]).div(2, rounding_mode="floor")` is [3, -4]."""
@@ -217,6 +231,7 @@ class ElementwiseMixin:
     def past(out: Any, b: Any) -> Any:  # a nan in a tensor bound gives nan there, as torch
       return out | b.isnan() if isinstance(b, type(self)) and dtypes.is_float(b.dtype) else out
     x = self._float() if not dtypes.is_float(self.dtype) and any(isinstance(v, float) for v in (lo, hi)) else self
+    lo, hi = (b if b is None or isinstance(b, type(self)) else _fits(x, b, "clip") for b in (lo, hi))
     if lo is not None: x = past(x < lo, lo).where(lo, x)
     if hi is not None: x = past(x > hi, hi).where(hi, x)
     return x

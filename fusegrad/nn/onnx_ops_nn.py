@@ -503,7 +503,7 @@ def Attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, 
   bias = _attention_bias(q, k.shape[2], attn_mask, offset, nonpad_kv_seqlen, is_causal, left_window_size,
                          right_window_size)
   s = math.sqrt(scale if scale is not None else 1 / math.sqrt(q.shape[3]))
-  qk = (q * s).matmul((k * s).transpose(-1, -2))
+  qk = (q * q._const(s)).matmul((k * k._const(s)).transpose(-1, -2))  # (s in T, as ONNX's attributes: not float32)
   if softcap > 0: qk = (qk / softcap).tanh() * softcap
   scores = qk + bias
   extra = scores if qk_matmul_output_mode == 2 else qk
