@@ -1,7 +1,7 @@
 """TinyJit: run a function once, capture the kernels it launches the second time, and replay them after that.
 `function` traces the graph a function builds once per input signature and reuses it."""
 from __future__ import annotations
-import dataclasses, functools, gc, math, struct, weakref
+import dataclasses, functools, gc, math, struct, warnings, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Generic, Iterator, TypeVar
 from fusegrad.device import Buffer, RUN_LOCK
@@ -116,18 +116,10 @@ def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
   return f"was {was}, now {now}"
 
 class TinyJit(Generic[ReturnType]):
-  """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay.
-
-  Inputs (Tensors anywhere in the arguments, also inside lists and dicts; lazy ones are realized first) keep their
-  shapes, dtypes, devices and views; bound Variables among the arguments take each call's value. Other arguments
-  (numbers, strings) must stay what they were at the capture (JitError otherwise: the kernels were built for those
-  values). Each call returns new Tensors that later calls leave alone: a result computed into a buffer of its own
-  gets a new buffer at each replay, one written into a buffer that existed before (a parameter) is copied out. As a
-  method decorator each instance gets its own capture. `JIT=0` turns it off; `reset()` forgets the capture.
-
-  prune=True drops from the replay the kernels whose results can't change from call to call: those that read no
-  input, random state or variable, nor anything such a kernel writes (they ran at the capture; weights read that way
-  are frozen as they were then). `TinyJit(f, prune=True)` or `@functools.partial(TinyJit, prune=True)`."""
+  """Decorator: `@TinyJit def step(x): ...`. Call 1 runs normally, call 2 captures, later calls replay. Inputs keep
+  their shapes, dtypes, devices and views; bound Variables take each call's value; other arguments must stay what
+  they were. `JIT=0` turns it off; `reset()` forgets the capture; prune=True drops from the replay the kernels whose
+  results can't change from call to call. The rules in full: docs/jit.md."""
   def __init__(self, fxn: Callable[..., ReturnType], prune: bool = False):
     self.fxn, self.cnt, self.prune = fxn, 0, prune
     self.jit_cache: list[ExecItem] = []
@@ -144,6 +136,7 @@ class TinyJit(Generic[ReturnType]):
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     self._last: tuple[tuple, list[Buffer]] | None = None  # the last call's inputs and their buffers (_remember_call)
     self._plan_cache: _Plan | None = None
+    self.by_value = False  # a call made a shape from a Variable's value (x[:v]): every call runs fxn, none replays
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   @property
@@ -164,7 +157,7 @@ class TinyJit(Generic[ReturnType]):
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.index_flags = 0, [], [], [], []
     self.from_inputs, self.written, self.static, self.out_slots = {}, set(), [], {}
-    self._last, self._plan_cache = None, None
+    self._last, self._plan_cache, self.by_value = None, None, False
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -183,9 +176,16 @@ class TinyJit(Generic[ReturnType]):
     return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
-    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
+    with RUN_LOCK:  # one call at a time: a call from another thread waits
+      shapes, ret = STATE.value_shapes, self._call(*args, **kwargs)
+      if STATE.value_shapes != shapes and not self.by_value:  # a shape from a Variable's value: no capture replays it
+        self.reset()
+        self.by_value = True
+        warnings.warn(f"TinyJit: {getattr(self.fxn, '__name__', 'the function')} makes a shape from a Variable's value "
+                      "(x[:v]); shapes are never symbolic here, so every call runs it and none replays", stacklevel=2)
+      return ret
   def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
-    if not JIT: return self.fxn(*args, **kwargs)
+    if not JIT or self.by_value: return self.fxn(*args, **kwargs)
     if STATE.captures: raise JitError("TinyJit: having TinyJit inside another TinyJit is not supported (as tinygrad)")
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
       # the very inputs of the last call: nothing to check again
@@ -222,10 +222,9 @@ class TinyJit(Generic[ReturnType]):
     return ret
 
   def _remember_call(self, args: tuple, kwargs: dict, bufs: list[Buffer], nodes: list[UOp]) -> None:
-    """Keep what the fast check of the next call needs (_same_as_last): for a call whose arguments are all tensors or
-    bound variables, each tensor's node (weakly: holding it would keep a buffer's old version alive) or variable.
-    Nothing is kept when an input's node changed during the call (the checks were of the old one) or when an input is
-    copied at each call."""
+    """Keep what the fast check of the next call needs (_same_as_last): each argument's node (weakly: holding it would
+    keep a buffer's old version alive) or bound variable; nothing when an argument is neither, an input's node changed
+    during the call (the checks were of the old one) or an input is copied at each call."""
     self._last = None
     if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
     if any(p.uop is not n for p, n in zip(_parts([a for a in args if isinstance(a, Tensor)]), nodes)): return
@@ -362,10 +361,9 @@ class TinyJit(Generic[ReturnType]):
     return self._results(bases or [], fresh=self.out_slots)
 
   def _results(self, bases: list[UOp], fresh: Container[int]) -> Any:
-    """This call's results, as tensors that later calls leave alone: those that are (views of) inputs rebuilt on this
-    call's inputs (given by their bases); those in fresh on the buffers this call wrote them into (see out_slots); the
-    others (written into a buffer that existed before, such as a parameter) copied out, one copy each. A constant is
-    returned as it is."""
+    """This call's results, as tensors later calls leave alone: (views of) inputs rebuilt on this call's inputs (their
+    bases); those in fresh on the buffers this call wrote them into (out_slots); the others (written into a buffer that
+    existed before, a parameter) copied out, one copy each; a constant as it is."""
     outs = []
     for i, t in enumerate(self.ret_tensors):
       chain, base = state.view_chain(u := t.uop)
@@ -460,24 +458,15 @@ class _Write:
 def function(fxn: Callable | None = None, *, precompile: bool = False, precompile_backward: bool = False,
              allow_implicit: bool = True, grad_fxn: Callable | None = None) -> Any:
   """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
-  `@function def f(x): return (x @ w).relu()`: calls give the same results (and gradients) as calling f.
-
-  The signature is the inputs' shapes, dtypes, devices and requires_grad, every other argument (hashable) and whether
-  training is on; `f.traces` holds one trace per signature. Random numbers drawn inside are fresh on every call.
-  Tensors from the enclosing scope updated in place (assign, optimizers) are seen with their new values; one that
-  requires grad and is rebound (a lazily initialized weight) makes the trace be taken again; others are read as the
-  node they were at the trace. Its assigns (running statistics, KV caches, optimizer steps) and the gradients a
-  backward inside it sets are repeated on every call. Other Python side effects happen only when it is traced, and
-  realizing a value computed from its inputs inside it is an error. tinygrad's keywords: precompile and
-  precompile_backward are accepted (kernels compile when first realized either way), allow_implicit=True (reading
-  tensors from outside the arguments, allowed here) too; allow_implicit=False and grad_fxn are not supported."""
+  `@function def f(x): return (x @ w).relu()`: calls give the same results (and gradients) as calling f. The
+  signature, the side effects repeated and tinygrad's keywords: docs/jit.md."""
   if grad_fxn is not None or not allow_implicit:
     raise NotImplementedError("function: grad_fxn (a custom gradient) and allow_implicit=False are not supported")
   return _Function if fxn is None else _Function(fxn)
 
 class _Function:
   def __init__(self, fxn: Callable):
-    self.fxn, self.traces = fxn, dict[tuple, _Trace]()
+    self.fxn, self.traces, self.by_value = fxn, dict[tuple, _Trace](), False  # by_value: as TinyJit's, traced per value
     functools.update_wrapper(self, fxn)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable:
@@ -489,10 +478,16 @@ class _Function:
   def _call(self, *args: Any, **kwargs: Any) -> Any:
     inputs, binds, _ = _split_args(args, kwargs)
     key = (tuple((t.shape, t.dtype, t.device, bool(t.requires_grad)) for t in inputs), _is_training(),
-           _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"))
+           _hashable(args, "args"), _hashable({k: kwargs[k] for k in sorted(kwargs)}, "kwargs"),
+           tuple(b.src[1].arg for b in binds) if self.by_value else ())
     written = _written_leaves(self.traces[key]) if key in self.traces else None
     if written is None:
-      self.traces[key] = trace = self._trace(args, kwargs, inputs, binds)
+      shapes, trace = STATE.value_shapes, self._trace(args, kwargs, inputs, binds)
+      if STATE.value_shapes != shapes and not self.by_value:  # (a shape from a Variable's value: a trace per value)
+        self.by_value, self.traces = True, {}
+        key = (*key[:-1], tuple(b.src[1].arg for b in binds))
+      if self.by_value and len(self.traces) >= 16: del self.traces[next(iter(self.traces))]  # (kept: the last values')
+      self.traces[key] = trace
       return self._results(trace, inputs, {}, traced=True)
     trace = self.traces[key]
     fresh = {b: new for b in trace.buffers if (new := state.current(b)) is not b}  # buffers written since the trace
@@ -601,10 +596,9 @@ def _side_effects(trace: _Trace, inputs: list, sub: dict[UOp, UOp], traced: bool
   return ret
 
 def _written_leaves(trace: _Trace) -> dict[UOp, UOp] | None:
-  """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (the same
-  memory under a new node), to substitute; None when one stands for something else now (it was realized, replaced,
-  or has a pending assign): then the trace must be made again. So must it when a tensor whose gradient the call sets
-  had none then and has one now, or the reverse (a backward adds to a gradient that is there)."""
+  """For the tensors the trace read from outside: the BUFFER nodes that writes since the trace replaced (same memory,
+  a new node), to substitute; None when the trace must be made again: one stands for something else now (realized,
+  replaced, an assign pending), or a gradient the call sets is there now and wasn't then, or the reverse."""
   if any((t := w.tensor([])) is not None and (t.grad is None) != (w.before is None) for w in trace.grads): return None
   ret: dict[UOp, UOp] = {}
   for ref, old in trace.captured:

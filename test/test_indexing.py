@@ -1,4 +1,5 @@
 """Indexing (getitem) and setitem: basic indexing against numpy, advanced indexing against torch, forward and backward."""
+import warnings
 import pytest, torch
 import torch.nn.functional as F
 import numpy as np
@@ -425,12 +426,77 @@ def test_variable_slice_under_jit(count_compiles):
   assert len(count_compiles) == first
 
 def test_variable_index_out_of_range_refused():
-  from fusegrad import Variable
+  """A Variable whose range passes the axis (tinygrad's Variable("start_pos", 0, MAX) into a cache of MAX) is taken
+  while its value is inside: a value outside raises at the call, and at the realize of a replay that brings one."""
+  from fusegrad import Variable, TinyJit
   X = Tensor(A)
-  with pytest.raises(IndexError, match="out of bounds"): X[Variable("i", 0, 3).bind(1)]
-  with pytest.raises(IndexError, match="outside"): X[:, Variable("j", 0, 3).bind(0):Variable("j", 0, 3).bind(0) + 2]
-  i = Variable("k", 0, 1).bind(0)
-  with pytest.raises(IndexError, match="constant length"): X[i:2 * i + 1]
+  with pytest.raises(IndexError, match="outside"): X[Variable("i", 0, 3).bind(3)]
+  with pytest.raises(IndexError, match="outside"): X[:, Variable("j", 0, 3).bind(3):Variable("j", 0, 3).bind(3) + 2]
+  with pytest.raises(IndexError, match="unbound"): X[:Variable("k", 0, 3)]  # (not bound: no length to take)
+  np.testing.assert_equal(X[Variable("i", 0, 3).bind(2)].numpy(), A[2])
+  j = Variable("j", 0, 4)
+  step = TinyJit(lambda p: (X[:, p:p + 2] + 0).realize())
+  for k in range(3): np.testing.assert_equal(step(j.bind(k)).numpy(), A[:, k:k + 2])
+  with pytest.raises(IndexError, match="out of bounds"): step(j.bind(3))  # a replay: 3:5 leaves the 4 rows
+
+def test_variable_length_slices_take_the_bound_value_as_tinygrad_kv_caches():
+  """x[:v], x[i:2*i+1], shrink to (0, v + 1): the length is the bound value (no shape is symbolic here). TinyJit and
+  function then run (trace) per value, with a warning: a replay would keep the captured length."""
+  from fusegrad import Variable, TinyJit, function
+  X, v = Tensor(A), Variable("v", 1, 3)
+  np.testing.assert_equal(X[:v.bind(2)].numpy(), A[:2])
+  i = Variable("i", 0, 1).bind(1)
+  np.testing.assert_equal(X[i:2 * i + 1].numpy(), A[1:3])
+  np.testing.assert_equal(X.shrink((None, (0, v.bind(2) + 1), None)).numpy(), A[:, :3])
+  step, traced = TinyJit(lambda t, n: (t[:, :n] * 2).sum(1).realize()), function(lambda t, n: (t[:n] + 1).max(0))
+  with pytest.warns(UserWarning, match="a shape from a Variable's value"):
+    for k in (1, 3, 2, 3, 1):
+      np.testing.assert_equal(step(X, v.bind(k)).numpy(), (A[:, :k] * 2).sum(1))
+      np.testing.assert_equal(traced(X, v.bind(k)).numpy(), (A[:k] + 1).max(0))
+  assert step.by_value and len(traced.traces) == 3
+
+def test_sizes_from_bound_variables_as_tinygrad_symbolic_ops():
+  """tinygrad's test_symbolic_ops patterns: Tensor.ones(v, 3), expand, pad and reshape to a Variable's value, cat and
+  mean of value-length slices, sym_infer (tinygrad.uop.ops'); against numpy at the bound values."""
+  from fusegrad import Variable
+  from fusegrad.uop.ops import sym_infer
+  v, B = Variable("v", 1, 10), A.reshape(12, 5)
+  for k in (2, 3):
+    vk, X = v.bind(k), Tensor(B)
+    assert Tensor.ones(vk, 3).shape == (k, 3) and Tensor([[1.0], [2.0]]).expand(2, vk).shape == (2, k)
+    np.testing.assert_equal(Tensor([1.0, 2.0]).pad(((0, vk - 1),)).numpy(), np.pad([1.0, 2.0], (0, k - 1)))
+    np.testing.assert_equal(X[:vk].reshape(vk, 5).cat(X[:2]).numpy(), np.concatenate([B[:k], B[:2]]))
+    np.testing.assert_allclose(X[:vk].mean(0).numpy(), B[:k].mean(0), rtol=1e-6)
+  assert sym_infer(v * 2 + 1, {"v": 3}) == sym_infer(v * 2 + 1, {v: 3}) == 7 and sym_infer(4, {}) == 4
+  with pytest.raises(ValueError, match="unbound"): sym_infer(v + 1, {})
+
+def test_kv_cache_attention_as_tinygrad_writes_it():
+  """tinygrad's transformer decode step: the new key/value written into the cache at Variable start_pos, attention over
+  cache[:start_pos + 1]; against numpy, plain and under TinyJit."""
+  from fusegrad import Variable, TinyJit
+  MAX, H, D = 8, 2, 4
+  xs = np.random.default_rng(0).standard_normal((1, 6, H * D)).astype(np.float32)
+  def attend(self, x, start_pos):
+    bsz, seqlen, _ = x.shape
+    xk = x.reshape(bsz, seqlen, H, D)
+    if not hasattr(self, "cache_kv"): self.cache_kv = Tensor.zeros(2, bsz, MAX, H, D).contiguous().realize()
+    self.cache_kv.shrink((None, None, (start_pos, start_pos + seqlen), None, None)).assign(Tensor.stack(xk, xk)).realize()
+    keys = self.cache_kv[0].shrink((None, (0, start_pos + seqlen), None, None)) if start_pos > 0 else xk
+    out = xk.transpose(1, 2).scaled_dot_product_attention(keys.transpose(1, 2), keys.transpose(1, 2))
+    return out.transpose(1, 2).reshape(bsz, seqlen, -1).realize()
+  def want(t):
+    q, k = xs[0, t].reshape(H, D), xs[0, :t + 1].reshape(t + 1, H, D)
+    s = np.einsum("hd,thd->ht", q, k) / np.sqrt(D)
+    p = np.exp(s - s.max(1, keepdims=True))
+    return np.einsum("ht,thd->hd", p / p.sum(1, keepdims=True), k).reshape(-1)
+  for jit in (False, True):
+    layer = type("Attention", (), {"__call__": attend})()
+    call = TinyJit(layer.__call__) if jit else layer
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")  # (TinyJit's: it runs every call)
+      for t in range(6):
+        got = call(Tensor(xs[:, t:t + 1]), Variable("start_pos", 1 if t else 0, MAX).bind(t))
+        np.testing.assert_allclose(got.numpy()[0, 0], want(t), atol=1e-5, rtol=1e-5)
 
 @pytest.mark.parametrize("index", ["v:v+1, :", "v:v+1", "1:3, v:v+1", "v:v+2, 0:1"])
 def test_assign_through_variable_slice(index):

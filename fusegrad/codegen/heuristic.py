@@ -344,10 +344,9 @@ def _threads(k: Kernel, opts: list[Opt]) -> None:
      range_size(_out_axes(k)[0][1]) >= 2: _try(k, Opt(OptOps.THREAD, _out_axes(k)[0][0], 0), opts)
 
 def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
-  """Opts for a kernel, in order: grouped reduce, vector lanes of a reduce, register tiling (wider, with column tiles
-  outside, for a big matmul), vectors of columns for a strided reduce, unrolling, elementwise upcast (by a whole
-  vector for math functions; by a pool's window for loads shared across it), a second axis for loads that gather along
-  it, tiles and loop order of copies, workgroups, threads."""
+  """Opts for a kernel, in order: grouped reduce, vector lanes of a reduce, register tiling (with column tiles outside
+  for a big matmul), column vectors for a strided reduce, unrolling, elementwise upcast (a whole vector for math, a
+  pool's window for loads shared across it), a second axis for gathering loads, copies' tiles, workgroups, threads."""
   opts: list[Opt]
   k, opts = kernel.copy(), []
   steps = (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _column_reduce,

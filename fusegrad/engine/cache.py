@@ -1,10 +1,5 @@
-"""The schedule cache: a graph shaped like one scheduled before gets that schedule again, with its own buffers.
-
-The key is what scheduling depends on, without object identities (nodes by position, buffers and versions numbered
-as met; float constants other than 0, 1, -1, inf and nan are parameters filled in at each use); a template is the
-schedule with its buffers and versions as references into the key. docs/developer/scheduler.md (section 6) has the
-details, and the quick path's. While TinyJit captures, nothing is cached or reused.
-"""
+"""The schedule cache: a graph shaped like one scheduled before gets that schedule again, with its own buffers (keys,
+templates and the quick path: docs/developer/scheduler.md, section 6). While TinyJit captures, nothing is cached."""
 from __future__ import annotations
 import hashlib, json, math, time, weakref
 from collections import OrderedDict
@@ -343,10 +338,8 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
   entries.append((n.op, n.dtype._key, _arg_key(n.arg), tuple(map(pos.__getitem__, n.src))))
 
 def quick_key(outs: list[UOp]) -> tuple[tuple, list[UOp], list[Buffer]] | None:
-  """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path; None when the graph
-  isn't one (a stored value, an older version of a buffer, a write, a variable, a copy, or more than QUICK_NODES
-  nodes or levels, pure ones not counted). One walk from the outputs, sources first, not below a buffer or a node
-  known to be pure; a pure node's entry is itself, made where a node that isn't pure uses it."""
+  """(the key, the nodes by position, the buffers in the order met) of a graph for the quick path, in one walk; None
+  when the graph isn't one (docs/developer/scheduler.md, "The quick path")."""
   pos: dict[UOp, int] = {}
   entries: list[Any] = []
   bufs: dict[Buffer, int] = {}

@@ -1,7 +1,5 @@
-"""The realize procedure: compute tensors and point them at the buffers holding their values (the rule it keeps is in
-engine/state.py and docs/developer/realize.md). A tensor here is any handle with a settable `uop` (and `_uop`,
-`_requires_grad`, `device`); the tensors it makes (index flags, per-device parts) come from the handles' `_wrap`.
-"""
+"""The realize procedure: compute tensors, point them at the buffers holding their values (docs/developer/realize.md).
+A tensor here is any handle with a settable `uop` (and `_uop`, `_requires_grad`, `device`, `_wrap`)."""
 from __future__ import annotations
 import gc, weakref
 from typing import Any, Sequence

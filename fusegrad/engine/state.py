@@ -1,7 +1,5 @@
-"""Realization state: where each computed value lives, and which version of a buffer a graph reads. This module
-alone owns it (DESIGN.md, invariant 10); `STATE` holds the rest of a process's realization state in one object
-(caches, captures, index checks, autograd's registries; `STATE.reset()` for tests). The rules (versions, views,
-snapshots, `memo`): docs/developer/realize.md."""
+"""Realization state, owned by this module alone (DESIGN.md, invariant 10): where each computed value lives, which
+version of a buffer a graph reads, and `STATE`, the rest of it in one object (docs/developer/realize.md)."""
 from __future__ import annotations
 import itertools, weakref
 from collections import OrderedDict
@@ -11,7 +9,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import WeakList
-from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.ops import UOp, Ops, GroupOp, sym_infer
 
 VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
 MAY_FOLLOW = VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes `current` may replace
@@ -44,6 +42,7 @@ class Realization:
   grad_tensors: weakref.WeakValueDictionary = field(default_factory=weakref.WeakValueDictionary)
   float_tensors: WeakList = field(default_factory=WeakList)
   rng_counter: int = 0  # random numbers drawn since the seed was set (Tensor.manual_seed)
+  value_shapes: int = 0  # shapes made from a bound Variable's value (x[:v]): a capture made one can't replay others
   epoch: int = 0  # schedules remembered so far
   captures: list[Capture] = field(default_factory=list)  # TinyJit captures in progress, innermost last
   realize_hooks: list[Callable[[list[UOp]], None]] = field(default_factory=list)  # called with the nodes of a realize
@@ -55,6 +54,14 @@ class Realization:
     for d in (self.programs, self.templates, self.quick, self.built, self.index_checks): d.clear()
 
 STATE = Realization()
+
+def concrete(x: Any) -> Any:
+  """x (a size, or tuples and lists of them) with each expression of bound Variables as its value: no shape is symbolic
+  here (Tensor.ones(v, 3), x[:v]); STATE.value_shapes counts them, so TinyJit and function trace per value then."""
+  if isinstance(x, (tuple, list)): return x if all(type(v) is int for v in x) else type(x)(concrete(v) for v in x)
+  if not isinstance(x, UOp): return x
+  STATE.value_shapes += 1
+  return sym_infer(x, {})
 
 # *** views: the one walk down a chain of movement ops (and DETACH) ***
 def view_chain(u: UOp) -> tuple[list[UOp], UOp]:
@@ -249,10 +256,9 @@ def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
   return ret
 
 def claim_storage(t: Any, lazy: UOp) -> bool:
-  """Record tensor t (just realized from the node lazy) as the owner of the buffer it is a view of. False when that
-  buffer is another live tensor's storage that lazy doesn't name: equal graphs are one node, so two tensors can
-  compute the same node, and an assign to one must not change the other (t then needs a copy). Views and contiguous()
-  of a tensor share its storage on purpose."""
+  """Record tensor t (just realized from the node lazy) as the owner of the buffer it is a view of. False (t needs a
+  copy) when that is another live tensor's storage that lazy doesn't name: equal graphs are one node, and an assign to
+  one of two tensors computing it must not change the other. Views and contiguous() share storage on purpose."""
   base = view_base(t.uop)
   if base.op is not Ops.BUFFER: return True
   buf = base.arg.base

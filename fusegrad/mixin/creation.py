@@ -16,7 +16,7 @@ if TYPE_CHECKING: from fusegrad.tensor import Tensor
 _rng_hooks: list[Callable[[Tensor, int], None]] = []
 
 def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
-  s = argfix(*shape) if shape else ()
+  s = state.concrete(argfix(*shape)) if shape else ()
   if not all_int(s) or any(x < 0 for x in s): raise ShapeError(f"{op}: bad shape {s}: sizes must be non-negative ints")
   return tuple(s)
 

@@ -8,7 +8,7 @@ from fusegrad.helpers import CHECK_INDEX, prod
 from fusegrad.engine.realize import add_index_check, IndexCheck
 from fusegrad.engine import state
 from fusegrad.mixin.elementwise import broadcast_shape, ShapeIndexError
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.ops import UOp, Ops, sym_infer
 from fusegrad.uop.symbolic import simplify
 
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
@@ -100,7 +100,8 @@ def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor
       x = x.shrink(tuple((i % size, i % size + 1) if a == axis else None for a in range(x.ndim)))
       squeeze.append(axis)
     elif isinstance(i, UOp) or (isinstance(i, slice) and _is_symbolic(i)):
-      x = _advanced(x, [(axis, _symbolic_index(x, axis, i))], check=False)
+      idx, check = _symbolic_index(x, axis, i)
+      x = _advanced(x, [(axis, idx)], check=check)
       if isinstance(i, UOp): continue  # the axis is gone
     elif isinstance(i, slice): x = _slice(x, axis, i)
     else: tensor_idx.append((axis, i))
@@ -168,24 +169,26 @@ def _show(i: slice) -> str:
 
 def _is_symbolic(i: slice) -> bool: return isinstance(i.start, UOp) or isinstance(i.stop, UOp)
 
-def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> Tensor:
+def _value(e: UOp | int) -> int:
+  try: return sym_infer(e, {})
+  except ValueError as err: raise IndexError(f"a Variable slice: {err}") from None
+
+def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> tuple[Tensor, bool]:
   """The positions a Variable index (0-d) or a slice between Variable expressions (1-d) picks on axis of x, as an int32
-  tensor; its range must lie inside the axis."""
-  size = x.shape[axis]
-  if isinstance(i, UOp):
-    if i.vmin < 0 or i.vmax >= size:
-      raise IndexError(f"index {i.render()} in [{i.vmin}, {i.vmax}] is out of bounds for dimension {axis} with size "
-                       f"{size}")
-    return type(x)(i.cast(dtypes.int32), device=x.device)  # 0-d: the axis goes, as with an int
-  start, stop = 0 if i.start is None else i.start, size if i.stop is None else i.stop
-  step = 1 if i.step is None else i.step
-  n = simplify(UOp.const(dtypes.index, 0) + stop - start)
-  if n.op is not Ops.CONST or not isinstance(step, int) or step < 1:
-    raise IndexError(f"a slice with Variables needs a constant length and a positive int step, got {_show(i)}")
+  tensor, and whether a realize must check them (a range that may leave the axis while the bound value is inside). A
+  length from a value (x[:v]) is the bound value's. docs/jit.md has both rules."""
+  size, name = x.shape[axis], f"index {i.render()}" if isinstance(i, UOp) else f"slice {_show(i)}"
+  start, stop, step = (i, i + 1, 1) if isinstance(i, UOp) else (i.start, i.stop, 1 if i.step is None else i.step)
+  start, stop = 0 if start is None else start, size if stop is None else stop
+  if not isinstance(step, int) or step < 1: raise IndexError(f"{name}: a Variable slice needs a positive int step")
   lo, hi = (start.vmin, start.vmax) if isinstance(start, UOp) else (start, start)
-  if lo < 0 or hi + n.arg > size:
-    raise IndexError(f"slice {_show(i)} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
-  return type(x).arange(0, n.arg, step, device=x.device) + _position(x, start)
+  if (n := simplify(UOp.const(dtypes.index, 0) + stop - start)).op is not Ops.CONST:  # (no replay: the values' range)
+    n, lo = UOp.const(dtypes.index, _value(n)), _value(start)
+    hi, state.STATE.value_shapes = lo, state.STATE.value_shapes + 1
+  if (check := lo < 0 or hi + n.arg > size) and not 0 <= _value(start) <= size - n.arg:
+    raise IndexError(f"{name} reaches [{lo}, {hi + n.arg}) outside dimension {axis} with size {size}")
+  if isinstance(i, UOp): return type(x)(i.cast(dtypes.int32), device=x.device), check  # 0-d: the axis goes
+  return type(x).arange(0, n.arg, step, device=x.device) + _position(x, start), check
 
 SPLIT = 4096  # an indexed axis of 2**31 or more is indexed as (i // SPLIT, i % SPLIT): two short aranges to compare
 

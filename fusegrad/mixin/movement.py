@@ -8,6 +8,7 @@ from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
 from fusegrad.uop.ops import UOp
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, UnsupportedError, _resolve_axis, _fits
 from fusegrad.mixin.indexing import symbolic_shrink
+from fusegrad.engine import state
 
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
 
@@ -115,7 +116,7 @@ class MovementMixin:
     """The same elements in a new shape; one size may be -1 (inferred): `x.reshape(2, -1)`.
     >>> Tensor.arange(6).reshape(2, -1).tolist()
     [[0, 1, 2], [3, 4, 5]]"""
-    new = list(argfix(shape, *args))
+    new = list(state.concrete(argfix(shape, *args)))
     if new.count(-1) > 1: raise ShapeError(f"reshape: only one size may be -1, got {tuple(new)} for {self.shape}")
     new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
     if -1 in new:
@@ -143,7 +144,7 @@ class MovementMixin:
     """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size.
     >>> Tensor([[1], [2]]).expand(2, 3).tolist()
     [[1, 1, 1], [2, 2, 2]]"""
-    new = argfix(shape, *args)
+    new = state.concrete(argfix(shape, *args))
     if len(new) < self.ndim or any(s < -1 for s in new): raise ShapeError(f"expand: can't expand {self.shape} to {new}")
     padded = (1,) * (len(new) - self.ndim) + self.shape
     target = tuple(p if s == -1 else s for p, s in zip(padded, new))
@@ -165,6 +166,7 @@ class MovementMixin:
     """Pad with `value` (or reflect/replicate/circular). padding is ((before, after), ...) per axis, or flat
     (left, right, top, bottom, ...) from the last axis as in torch.nn.functional.pad. Negative pads cut."""
     if mode not in PAD_MODES: raise UnsupportedError(f"pad: unknown mode {mode!r}, not one of {PAD_MODES}")
+    padding = state.concrete(list(padding))  # (a size from a Variable's value: engine/state.py)
     if all(isinstance(p, int) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim:
         raise ShapeError(f"pad: bad flat padding {tuple(padding)} for {self.shape}")
@@ -187,7 +189,7 @@ class MovementMixin:
     return inside.where(padded, padded._const(_fits(self, value, "pad")))  # the value in this tensor's dtype, as torch
   def _target_shape(self: Tensor, shape: Any, args: tuple, op: str) -> list[tuple[int, int]]:
     """(current, wanted) size per axis for pad_to/shrink_to; None in shape keeps an axis."""
-    new = argfix(shape, *args)
+    new = state.concrete(argfix(shape, *args))
     if len(new) != self.ndim: raise ShapeError(f"{op}: shape {tuple(new)} has {len(new)} dims, the tensor {self.shape}")
     if any(n is not None and (not isinstance(n, int) or n < 0) for n in new):
       raise ShapeError(f"{op}: bad shape {tuple(new)}")

@@ -223,8 +223,7 @@ class CStyleLanguage(Renderer):
         # than C's int (C computes in int: only the assignment wraps), and a bool that becomes a number: gcc jumps on
         # `(float)(a!=b)` (max pool's gradient: a mispredicted jump per element, 20x slower), not on a _Bool variable
         inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or (u.dtype == dtypes.bool and u not in casted)
-        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST):
-          names[u] = expr
+        if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST): names[u] = expr
         else:
           names[u] = new_name("alu" if u.op in GroupOp.ALU else "cast")
           line(self.decl.format(type=self.render_dtype(u.dtype), name=names[u], val=expr))
@@ -483,14 +482,8 @@ HALF_HELPERS = [
 
 @dataclass(frozen=True)
 class OpenCLRenderer(CStyleLanguage):
-  """OpenCL C: `__kernel` functions with `__global` buffers; gidx/lidx are get_group_id/get_local_id.
-
-  bool buffers are passed as uchar (OpenCL forbids bool pointers as kernel arguments); double needs the device's
-  cl_khr_fp64. half uses cl_khr_fp16 where the device has it; elsewhere half is a storage format only, as OpenCL
-  allows: buffers stay half (vload_half / vstore_half), values live in float and every half result is rounded to
-  half (for + - * / and sqrt that is half's own rounding: float carries more than twice half's precision). Shared
-  memory is `__local` and barriers are barrier(CLK_LOCAL_MEM_FENCE).
-  """
+  """OpenCL C: `__kernel` functions with `__global` buffers; gidx/lidx are get_group_id/get_local_id; bool buffers are
+  uchar, double needs cl_khr_fp64, half without cl_khr_fp16 is a storage format (docs/developer/renderer.md)."""
   device: str = "CL"
   has_local: bool = True
   has_shared: bool = True

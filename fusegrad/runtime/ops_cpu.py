@@ -28,10 +28,9 @@ def _huge_pages(handle: CPUBuffer) -> None:
     handle.raw.madvise(mmap.MADV_HUGEPAGE)
 
 class Worker:
-  """A CPU device's kernel launches, queued and run in order by a thread of its own, so the kernels of two devices run
-  at once: those queued in a row in one call of C (worker_run.c, fg_run: ctypes lets go of the GIL, taken again only
-  after the last). A queued launch holds its buffers and library. sync() waits for every launch queued so far: before
-  the host reads or writes the device's memory, and before os.fork()."""
+  """A CPU device's kernel launches, run in order by a thread of its own (two devices' kernels run at once); those
+  queued in a row in one call of C without the GIL (worker_run.c, fg_run). A launch holds its buffers and library.
+  sync() waits for every launch queued so far: before the host touches the device's memory, and before os.fork()."""
   def __init__(self, device: str, compiler: Compiler) -> None:
     self.device, self.lib = device, _worker_lib(compiler)  # (kept loaded while the worker lives)
     self.start()
@@ -215,9 +214,7 @@ def _caches() -> dict[int, tuple[int, int]]:
 
 def cpu_machine(isa: str) -> MachineModel:
   """The machine model of this CPU running isa: SIMD registers from ISAS (NEON's 32 x 16 bytes on arm64), caches from
-  /sys (the model's defaults where unreadable); two FMA units where the ISA has FMA (every AVX2 and AVX-512 core
-  since 2013 issues two per cycle: Haswell, Zen 2-4, Sapphire Rapids), none on SSE4 (a multiply, then an add). A big
-  matmul's right operand is packed into panels of a cache line (engine/schedule.py, pack_matmuls)."""
+  /sys (defaults where unreadable), two FMA units where the ISA has FMA (docs/developer/codegen.md)."""
   _, vbytes, regs, _ = ISAS.get(isa, ("", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, []))
   caches, default = _caches(), MachineModel()
   (l1d, ways), (l2, _) = caches.get(1, (default.l1d, default.l1_ways)), caches.get(2, (default.l2, 0))

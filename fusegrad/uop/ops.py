@@ -361,6 +361,16 @@ def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index)
     raise ValueError(f"Variable {name}: [{min_val}, {max_val}] doesn't fit in int32, which kernels take Variables as")
   return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
 
+def sym_infer(e: UOp | int, var_vals: dict) -> int:
+  """e (an int, or an expression of Variables) at var_vals' values, by Variable or by name as tinygrad's (a bound
+  Variable missing there: at its bound value)."""
+  if isinstance(e, int): return e
+  bound = {b.src[0]: b.src[1].arg for b in e.toposort() if b.op is Ops.BIND}
+  vals = {v: var_vals.get(v, var_vals.get(v.expr(), bound.get(v))) for v in e.variables()}
+  if None in vals.values() or (r := e.substitute({v: UOp.const(v.dtype, x) for v, x in vals.items()})).vmin != r.vmax:
+    raise ValueError(f"can't evaluate {e.render()}: unbound variables")
+  return r.vmin
+
 # *** shape inference for the lazy graph ***
 def _infer_shape(u: UOp) -> tuple[int, ...]:
   if u.op in GroupOp.ALU: return u.src[0].shape  # (the most common, first)

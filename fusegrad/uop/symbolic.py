@@ -3,7 +3,6 @@ one line with a `# before -> after` comment; the longer ones are named functions
 docs/developer/codegen.md."""
 from __future__ import annotations
 import math
-from typing import Any
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, GroupOp, derived
 from fusegrad.uop.alu import exec_alu
@@ -220,9 +219,3 @@ def simplify(u: UOp) -> UOp:
   """u with the symbolic rules applied to a fixed point. The rules read nothing but the nodes, so each node keeps its
   simplified form: passes that simplify again after changing part of a kernel only walk the new nodes."""
   return graph_rewrite(u, symbolic, memo="simplified")
-
-def sym_infer(expr: UOp, var_vals: dict[UOp, int]) -> Any:
-  """Evaluate an integer expression with the variables' values."""
-  ret = simplify(expr.substitute({k: UOp.const(k.dtype, v) for k, v in var_vals.items()}))
-  if ret.op is not Ops.CONST: raise ValueError(f"can't evaluate {ret.render()}: unbound variables")
-  return ret.arg

@@ -4,7 +4,8 @@ import random
 import pytest
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, Variable
-from fusegrad.uop.symbolic import simplify, sym_infer
+from fusegrad.uop.symbolic import simplify
+from fusegrad.uop.ops import sym_infer
 from test.unit.helpers import rng, evaluate, assignments, leaves_of
 
 r0, r1, r2 = rng(0, 5), rng(1, 3), rng(2, 4)
