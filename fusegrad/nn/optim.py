@@ -32,8 +32,7 @@ class Optimizer:
   """The base of every optimizer: holds the parameters (requires_grad=False ones as `buffers`) and the learning rate,
   zeroes gradients, schedules steps (docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float):
-    params = list(params)
-    name = type(self).__name__
+    params, name = list(params), type(self).__name__
     if not params: raise ValueError(f"{name}: got an empty list of parameters")
     for p in params:
       if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
@@ -48,8 +47,9 @@ class Optimizer:
     if bad := [p for p in self.params if not dtypes.is_float(p.dtype)]:
       raise TypeError(f"{name}: parameter of shape {bad[0].shape} is {bad[0].dtype}; only floats can be optimized")
     _give_own_buffers(self.params)
-    self.device = self.params[0].device
-    self.lr = Tensor([float(lr)], dtype=dtypes.float32, device=self.device, requires_grad=False)
+    self.device = self.params[0].device  # (its scalars in float64 for float64 parameters: torch steps them in double)
+    self.dtype = dtypes.float64 if any(p.dtype == dtypes.float64 for p in self.params) else dtypes.float32
+    self.lr = Tensor([float(lr)], dtype=self.dtype, device=self.device, requires_grad=False)
 
   def _zeros_like(self, p: Tensor) -> Tensor:
     """Zeros like parameter p (split like p on several devices), in a buffer of its own: a state tensor."""
@@ -156,8 +156,8 @@ class LARS(SGD):
     self.tcoef = tcoef
 
   def _trust_ratio(self, p: Tensor, g: Tensor) -> Tensor:
-    """r for parameter p with gradient g (before weight decay), a float32 scalar."""
-    p_norm, g_norm = p.float().square().sum().sqrt(), g.float().square().sum().sqrt()
+    """r for parameter p with gradient g (before weight decay), a scalar (float32 for half p)."""
+    p_norm, g_norm = p._wide().square().sum().sqrt(), g._wide().square().sum().sqrt()
     ratio = self.tcoef * p_norm / (g_norm + self.wd * p_norm)
     return (p_norm > 0).where((g_norm > 0).where(ratio, 1.0), 1.0)
 
@@ -179,8 +179,8 @@ class LAMB(Optimizer):
     _check_range(name, "weight_decay", weight_decay, 0.0)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.l2 = 0.0  # weight decay added to the gradient (Adam's, as torch.optim.Adam); wd above is decoupled
-    self.b1_t = _fresh(Tensor.ones((len(self.params),), dtype=dtypes.float32, device=self.device))
-    self.b2_t = _fresh(Tensor.ones((len(self.params),), dtype=dtypes.float32, device=self.device))
+    self.b1_t = _fresh(Tensor.ones((len(self.params),), dtype=self.dtype, device=self.device))
+    self.b2_t = _fresh(Tensor.ones((len(self.params),), dtype=self.dtype, device=self.device))
     self.m = [self._zeros_like(p) for p in self.params]
     self.v = [self._zeros_like(p) for p in self.params]
 
@@ -200,13 +200,13 @@ class LAMB(Optimizer):
     self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g.to(dev))
     self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * g.to(dev).square())
     b1_t, b2_t = (t.to(dev)[i if t.numel() > 1 else 0] for t in (self.b1_t, self.b2_t))
-    m_hat = self.m[i].float() / (1.0 - b1_t)
-    v_hat = self.v[i].float() / (1.0 - b2_t)
+    m_hat = self.m[i]._wide() / (1.0 - b1_t)  # (half in float32; float64 stays float64)
+    v_hat = self.v[i]._wide() / (1.0 - b2_t)
     up = m_hat / (v_hat.sqrt() + self.eps)
     if up.device != p.device: up = up.shard(p.device, p.uop.axis) if isinstance(p.device, tuple) else up.to(p.device)
-    if self.wd: up = up + self.wd * p.float()
+    if self.wd: up = up + self.wd * p._wide()
     if self.adam: return p - self._lr(p) * up
-    r1, r2 = p.float().square().sum().sqrt(), up.square().sum().sqrt()
+    r1, r2 = p._wide().square().sum().sqrt(), up.square().sum().sqrt()
     trust = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)
     return p - self._lr(p) * trust * up
 
