@@ -87,7 +87,7 @@ class Optimizer:
 
   def _lr(self, p: Tensor) -> Tensor:
     """The learning rate as a scalar on p's device (`opt.lr = 0.01`, a number, works too, as in tinygrad)."""
-    return (self.lr if isinstance(self.lr, Tensor) else Tensor([float(self.lr)])).to(p.device).reshape(())
+    return (self.lr if isinstance(self.lr, Tensor) else Tensor([self.lr], dtype=self.dtype)).to(p.device).reshape(())
 
   def _begin_step(self, stepped: list[int]) -> None:
     """Update per-step state (step counters) once, before the parameters (those numbered stepped have a gradient)."""
