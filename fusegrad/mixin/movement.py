@@ -155,7 +155,7 @@ class MovementMixin:
     """Expand to other's shape."""; return self.expand(other.shape)
   def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) on each axis (None keeps the whole axis). start and end may be bound Variables (expressions of
-    them) with a constant end - start: `x.shrink(((i, i + 4), None))` (a gather, see mixin/indexing.py)."""
+    them): `x.shrink(((i, i + 4), None))` is a gather; a length from a value takes the bound one (docs/jit.md)."""
     if len(arg) != self.ndim: raise ShapeError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
     if any(isinstance(b, UOp) for a in arg if a is not None for b in a): return symbolic_shrink(self, arg)
     full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
