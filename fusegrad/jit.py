@@ -51,9 +51,7 @@ class _Spread:
 def _split_args(args: tuple, kwargs: dict) -> tuple[list, list[UOp], list[tuple[str, Any]]]:
   """One walk over a call's arguments (keyword arguments in name order, so f(a=x, b=y) and f(b=y, a=x) agree): the
   Tensors, the bound Variables and (where, value) of every other argument: a replay can't change those."""
-  tensors: list = []
-  binds: list[UOp] = []
-  static: list[tuple[str, Any]] = []
+  tensors, binds, static = [], [], []
   for where, x in _call_leaves(args, kwargs):
     if isinstance(x, Tensor): tensors.append(x)
     elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
@@ -88,12 +86,10 @@ def _input_buffer(t: Any, what: str) -> Buffer:
 
 def _input_buffers(inputs: list, args: tuple, kwargs: dict) -> list[Buffer]:
   """The buffer of each input (realized); JitError naming the first that has none."""
-  bufs = []
-  for i, t in enumerate(inputs):
-    base = state.view_base(t.uop)
+  bases = [state.view_base(t.uop) for t in inputs]
+  for i, (t, base) in enumerate(zip(inputs, bases)):
     if base.op is not Ops.BUFFER: _input_buffer(t, f"input {i} ({_input_names(args, kwargs)[i]})")  # raises
-    bufs.append(base.arg)
-  return bufs
+  return [base.arg for base in bases]
 
 @dataclass(frozen=True)
 class _Signature:
@@ -136,7 +132,7 @@ class TinyJit(Generic[ReturnType]):
     self._per_instance: dict[int, tuple[Any, TinyJit]] = {}  # id(instance) -> its TinyJit, when used as a method
     self._last: tuple[tuple, list[Buffer]] | None = None  # the last call's inputs and their buffers (_remember_call)
     self._plan_cache: _Plan | None = None
-    self.by_value = False  # a call made a shape from a Variable's value (x[:v]): every call runs fxn, none replays
+    self.by_value, self.value_shapes = False, 0  # a shape from a Variable's value: every call runs fxn (__call__)
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   @property
@@ -203,6 +199,9 @@ class TinyJit(Generic[ReturnType]):
       ret = self._run(args, kwargs)
       self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
+    if self.cnt >= 2 and sig != self.sig and STATE.value_shapes != self.value_shapes:  # an input cut to a Variable's
+      STATE.value_shapes += 1  # value since the capture (f(x[:, :v])): this call runs fxn, and __call__ stops replays
+      return self.fxn(*args, **kwargs)
     if self.cnt >= 2 and sig != self.sig:
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
     if self.cnt >= 2 and names != self.names:  # f(x=a, y=b) after f(a, b): x would be fed where y was (as tinygrad)
@@ -213,6 +212,7 @@ class TinyJit(Generic[ReturnType]):
     if self.cnt == 1:
       ret = self._capture(args, kwargs, inputs, bufs)
       self.static, self.sig, self.variables, self.names = static, sig, variables, names
+      self.value_shapes = STATE.value_shapes  # (STATE's count: one made since means an input may be cut to a value)
     else:
       if (change := _static_change(self.static, static)) is not None:
         raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "

@@ -455,6 +455,20 @@ def test_variable_length_slices_take_the_bound_value_as_tinygrad_kv_caches():
       np.testing.assert_equal(traced(X, v.bind(k)).numpy(), (A[:k] + 1).max(0))
   assert step.by_value and len(traced.traces) == 3
 
+def test_jit_inputs_cut_to_a_variable_length_run_uncaptured_as_tinygrad_symbolic_jit():
+  """tinygrad's test_symbolic_jit pattern: jf(a[:, :vi]) with a new vi each call. The input's shape changes with the
+  value (shapes are ints here): TinyJit runs the function (with a warning) instead of raising; a shape changed for
+  any other reason still raises."""
+  from fusegrad import Variable, TinyJit
+  from fusegrad.engine.state import JitError
+  def f(t): return (t + 1).realize()
+  jf, X = TinyJit(f), Tensor(A.reshape(12, 5)).realize()
+  with pytest.warns(UserWarning, match="a shape from a Variable's value"):
+    for k in range(1, 6): np.testing.assert_equal(jf(X[:Variable("i", 1, 10).bind(k)]).numpy(), A.reshape(12, 5)[:k] + 1)
+  g = TinyJit(f)
+  for _ in range(3): g(X)
+  with pytest.raises(JitError, match="inputs changed"): g(Tensor(A[0]).realize())
+
 def test_sizes_from_bound_variables_as_tinygrad_symbolic_ops():
   """tinygrad's test_symbolic_ops patterns: Tensor.ones(v, 3), expand, pad and reshape to a Variable's value, cat and
   mean of value-length slices, sym_infer (tinygrad.uop.ops'); against numpy at the bound values."""
