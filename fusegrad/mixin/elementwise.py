@@ -39,10 +39,10 @@ def _in_float32(f: Callable) -> Callable:
 def _number_in_float32(f: Callable) -> Callable:
   """f(x, number) computed in float32 when x is float16 or bfloat16 and the Python number isn't one of its values, as
   torch: `half / 100000` is not 0, `half * 0.1` rounds once (the number made a half constant first: inf, 0.0999)."""
+  wide = _in_float32(f)
   def g(x: Tensor, y: Any, *a: Any, **k: Any) -> Tensor:
     if x._wide() is x or type(y) not in (int, float) or y != y: return f(x, y, *a, **k)  # (nan: any float holds it)
-    held = abs(y) < 2 ** 1023 and truncate_float(float(y), x.dtype) == y
-    return f(x, y, *a, **k) if held else f(x._wide(), y, *a, **k).cast(x.dtype)
+    return f(x, y, *a, **k) if abs(y) < 2 ** 1023 and truncate_float(float(y), x.dtype) == y else wide(x, y, *a, **k)
   return functools.wraps(f)(g)
 
 def _fits(x: Tensor, value: Any, op: str) -> Any:  # value, if it fits x's integer dtype (as torch; an int down to -max
