@@ -55,6 +55,7 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   Ops.ADD: lambda g, n: (g, g),
   Ops.MUL: lambda g, n: (g * n.src[1], g * n.src[0]),
   Ops.MAX: _max_grad,
+  Ops.FDIV: lambda g, n: (g.alu(Ops.FDIV, n.src[1]), -(g * n.alu(Ops.FDIV, n.src[1]))),  # (torch's: -g * (a/b/b))
   Ops.MULACC: lambda g, n: (g * n.src[1], g * n.src[0], g),
   Ops.WHERE: lambda g, n: (None, n.src[0].where(g, g.const_like(0)), n.src[0].where(g.const_like(0), g)),
   Ops.RECIPROCAL: lambda g, n: (-(g * n * n),),

@@ -95,3 +95,28 @@ def test_squeeze_non_unit_dim_is_a_noop():
   t, f = torch.arange(6.0).reshape(2, 3), Tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3))
   _same(f.squeeze(0), t.squeeze(0))
   _same(f.squeeze((0, 1)), t.squeeze((0, 1)))
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
+def test_division_rounds_once_as_torch(dt):
+  # a / b is one correctly rounded division, not a * (1 / b) (two roundings: x / x gave 0.99999994 for 23 of 1..199)
+  rng = np.random.default_rng(0)
+  a = np.concatenate([np.arange(1, 200), rng.uniform(-100, 100, 800)]).astype(dt)
+  b = np.concatenate([np.arange(1, 200), rng.uniform(0.01, 100, 800)]).astype(dt)
+  got = (Tensor(a) / Tensor(b)).numpy()
+  np.testing.assert_array_equal(got, (torch.tensor(a) / torch.tensor(b)).numpy())
+  np.testing.assert_array_equal(got[:199], 1)
+  for d in (3.0, 0.1, 4.0, 0.25):  # by a number: a power of two multiplies (exact), others divide
+    np.testing.assert_array_equal((Tensor(a) / d).numpy(), (torch.tensor(a) / d).numpy())
+  with np.errstate(divide="ignore", invalid="ignore"):
+    z = np.array([1, -1, 0, np.nan], dtype=dt)
+    np.testing.assert_array_equal((Tensor(z) / Tensor(np.zeros(4, dt))).numpy(), z / np.zeros(4, dt))
+
+def test_division_gradient_as_torch():
+  rng = np.random.default_rng(1)
+  a, b = rng.uniform(-3, 3, 64).astype(np.float32), rng.uniform(0.5, 3, 64).astype(np.float32)
+  ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+  (ta / tb).sum().backward()
+  fa, fb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+  (fa / fb).sum().backward()
+  _same(fa.grad, ta.grad)
+  _same(fb.grad, tb.grad)

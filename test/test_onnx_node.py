@@ -47,7 +47,6 @@ _LOWBITS = "float8 / float4 / int4 / int2 / e8m0 element types: fusegrad has no 
 _STRINGS = "string tensors: fusegrad has no string dtype"
 _FP16 = "float16 rounding: results 1 ulp off the reference at rtol 1e-3"
 _RANDOM = "random outputs (training-mode dropout, Bernoulli, RandomUniformLike) can't match the reference's generator"
-_DIV = "x / y is computed as x * (1 / y) in fusegrad: 1-ulp differences flip a rounding"
 _IDFT = "inverse DFT: fusegrad gives ~1e-15 where the reference has 2e-7 of float32 noise (atol 1e-7)"
 _ANTIALIAS = "Resize with antialias is not implemented"
 
@@ -235,8 +234,6 @@ EXPECTED_FAILURES: dict[str, str] = {
   "test_dft_inverse_opset19": _IDFT,
   "test_dft_irfft": "DFT inverse with onesided (irfft) is not implemented",
   "test_dft_irfft_opset19": "DFT inverse with onesided (irfft) is not implemented",
-  "test_dynamicquantizelinear": _DIV,
-  "test_dynamicquantizelinear_expanded": _DIV,
   "test_equal_string": _STRINGS,
   "test_equal_string_broadcast": _STRINGS,
   "test_image_decoder_decode_bmp_rgb": "op ImageDecoder is not implemented",

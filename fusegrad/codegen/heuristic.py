@@ -68,12 +68,8 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
       return
 
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
-  """Registers a register tile holds through one (unrolled) reduce step: its accumulators (vectors along the range
-  codegen/vectorize.py makes a vector, or scalars) and the operands `loads` loaded for them. An operand takes one
-  register per tile element and unrolled step it varies along (one per vector along the vector range); the smallest
-  one's stay loaded while the others stream through one (and one more holds a product where the ISA has no FMA).
-  A big matmul's unrolled steps run one after another: one step's operands, and a register more per further step for
-  the next one's loads (measured: docs/developer/codegen.md, "Tile rules")."""
+  """Registers a register tile holds through one (unrolled) reduce step: its accumulators and the operands `loads`
+  loaded for them (how each is counted: docs/developer/codegen.md, "Tile rules")."""
   vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
   lanes = range_size(vec) if vec is not None else 1
   unroll, red = k.ranges_of(AxisType.UNROLL), [r for _, r in _red_axes(k)]
@@ -89,11 +85,9 @@ def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   return k.upcast_size() // lanes + operands + steps - 1
 
 def _register_tile(k: Kernel, opts: list[Opt]) -> None:
-  """Upcast the output axes some input doesn't move along (a matmul's i and j), so each loaded value is reused from
-  registers. One axis gets a SIMD register's worth (it becomes a vector, see codegen/vectorize.py): preferably one
-  every load of the reduce is contiguous in, ungated (a vector of loads), else the one the output is contiguous in.
-  More axes multiply the tile while it fits the machine's vector registers with the loads of one reduce step
-  (tile_registers: 16 vector accumulators with 32 registers, AVX-512; 8 with 16, AVX2), within upcast_max."""
+  """Upcast the output axes some input doesn't move along (a matmul's i and j), so loaded values are reused from
+  registers: a SIMD register's worth on one axis (a vector: one every load of the reduce is contiguous in, else the
+  output's), more axes while the tile fits the vector registers with one reduce step's loads (tile_registers)."""
   store = k.stores()[0]
   itemsize = store.src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = max(k.ren.machine.vector(itemsize), 4)
@@ -184,11 +178,9 @@ def _big_matmul(k: Kernel) -> bool:
   return elements * itemsize >= k.ren.machine.l2 // 2
 
 def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
-  """A register-tiled reduce over one axis (a matmul, batched or not, with either operand transposed) whose operands
-  hold half the L2 cache or more, on a device without workgroups (loops, not a launch grid): the vector axis upcast by
-  2 again where the registers allow (AVX-512: 16 vector accumulators), then the tiled output loop whose iterations
-  re-read less memory goes outside the other. With rows outside columns, each row tile streams all of b; with column
-  tiles outside, a column panel of b stays in cache while the row tiles stream a, whose tile is narrower."""
+  """A register-tiled reduce over one axis (a matmul) whose operands hold half the L2 or more, on a device without
+  workgroups: the vector axis upcast by 2 again where the registers allow, then the tiled output loop whose
+  iterations re-read less memory goes outside the other (docs/developer/codegen.md, "Tile rules")."""
   if not _big_matmul(k): return  # operands that fit in the cache together: any loop order
   store, itemsize = k.stores()[0], k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)

@@ -114,8 +114,8 @@ class ElementwiseMixin:
     if rounding_mode == "trunc": return a._truncdiv(b)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
     if a.dtype.itemsize < 4:  # half and bfloat16 divide in float: 1/x of a tiny x overflows them, x/x would be inf
-      return a.cast(dtypes.float32)._apply(Ops.MUL, b.cast(dtypes.float32)._apply(Ops.RECIPROCAL)).cast(a.dtype)
-    return a._apply(Ops.MUL, b._apply(Ops.RECIPROCAL))
+      return a.cast(dtypes.float32)._apply(Ops.FDIV, b.cast(dtypes.float32)).cast(a.dtype)
+    return a._apply(Ops.FDIV, b)  # (rounded once, as torch: a * (1/b) rounds twice, and x / x could be 0.99999994)
   def _floordiv(self: Tensor, b: Tensor) -> Tensor:
     """floor(self / b) for two tensors of one shape and dtype (Python's //)."""
     if dtypes.is_float(self.dtype): return self._truncdiv(b, floor=True)

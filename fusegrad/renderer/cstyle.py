@@ -40,10 +40,10 @@ class CStyleLanguage(Renderer):
   locals_in_prelude: bool = False               # shared memory is declared outside the kernel function
   offset_addressing: bool = False               # `buf[x+c]` written `(buf+x)[c]` (render_address)
   code_for_op: dict[Ops, str] = field(default_factory=lambda: {
-    Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})", Ops.CMPLT: "({0}<{1})",
-    Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})", Ops.SHL: "({0}<<{1})",
-    Ops.SHR: "({0}>>{1})", Ops.MAX: "((({0})>({1})||({0})!=({0}))?({0}):({1}))", Ops.WHERE: "({0}?{1}:{2})",
-    Ops.MULACC: "(({0}*{1})+{2})"})
+    Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.FDIV: "({0}/{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})",
+    Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})",
+    Ops.SHL: "({0}<<{1})", Ops.SHR: "({0}>>{1})", Ops.MAX: "((({0})>({1})||({0})!=({0}))?({0}):({1}))",
+    Ops.WHERE: "({0}?{1}:{2})", Ops.MULACC: "(({0}*{1})+{2})"})
 
   # *** how each op is written ***
   def render_dtype(self, dt: DType) -> str:

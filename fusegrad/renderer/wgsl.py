@@ -91,8 +91,8 @@ class WGSLRenderer(CStyleLanguage):
   local_decl: str = "var<workgroup> {name}: array<{type}, {size}>;"
   locals_in_prelude: bool = True
   code_for_op: dict[Ops, str] = field(default_factory=lambda: {
-    Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})", Ops.CMPLT: "({0}<{1})",
-    Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})",
+    Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.FDIV: "({0}/{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})",
+    Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})",
     Ops.SHL: "({0}<<u32({1}))", Ops.SHR: "({0}>>u32({1}))", Ops.MAX: "select({1}, {0}, ({0}>{1}) || ({0}!={0}))",
     Ops.WHERE: "select({2}, {1}, {0})", Ops.MULACC: "(({0}*{1})+{2})"})
 

@@ -65,9 +65,8 @@ _held: list[tuple[Worker, int, int, Callable]] = []  # CopyBetweenWorkers.held: 
 
 class CopyBetweenWorkers:
   """A copy between two devices' workers, queued on both at each call: src's worker copies src to a staging buffer
-  once dest's read the last copy, and dest's waits for that (from 1 MB src's worker waits till dest's copied src itself:
-  a second copy cost more). Copies called in a row (an exchange) go after their snapshots on each worker: both send
-  before they wait. The two halves are C (worker_run.c: fg_send, fg_receive, on a pair of flags: full and free).
+  once dest's read the last copy, and dest's waits for that (from 1 MB dest's copies src itself). Copies in a row (an
+  exchange): both send before they wait. worker_run.c's fg_send, fg_receive (flags full and free) are the two halves;
   bind() points it at other buffers, keeping the staging buffer and flags."""
   def __init__(self, src_worker: Worker, dest_worker: Worker, staging: CPUBuffer | None) -> None:
     self.workers, self.staging, self.pair = (src_worker, dest_worker), staging, ctypes.create_string_buffer(

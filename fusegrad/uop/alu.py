@@ -22,6 +22,10 @@ def _recip(x: float) -> float:
   if x == 0: return math.copysign(math.inf, x)
   return 1.0 / x
 
+def _fdiv(a: float, b: float) -> float:  # IEEE division: x/0 is a signed infinity (0/0 and nan/0 nan)
+  if b == 0: return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
+  return a / b
+
 def _fmod(a: float, b: float) -> float:  # C's fmod: exact, the dividend's sign; nan where Python's raises
   return math.nan if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b) else math.fmod(a, b)
 def _trunc(x: Any) -> Any:
@@ -60,7 +64,7 @@ def threefry2x32(x: int, key: int) -> int:
 
 python_alu: dict[Ops, Callable[..., Any]] = {
   Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt, Ops.RECIPROCAL: _recip, Ops.TRUNC: _trunc,
-  Ops.ADD: _add, Ops.MUL: _mul, Ops.MAX: _max,
+  Ops.ADD: _add, Ops.MUL: _mul, Ops.FDIV: _fdiv, Ops.MAX: _max,
   Ops.IDIV: cdiv, Ops.MOD: lambda a, b: _fmod(a, b) if isinstance(a, float) else cmod(a, b),  # C's / % and fmod
   Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b,
   Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b,

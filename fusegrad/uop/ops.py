@@ -18,8 +18,8 @@ class Ops(Enum):
   # unary ALU
   EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); TRUNC = auto()  # noqa: E702
   # binary ALU
-  ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); CMPLT = auto(); CMPNE = auto()  # noqa: E702
-  AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto(); THREEFRY = auto()  # noqa: E702
+  ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
+  CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto(); THREEFRY = auto()  # noqa: E702
   # ternary ALU
   WHERE = auto(); MULACC = auto()  # noqa: E702
   # type changes
@@ -33,8 +33,8 @@ class Ops(Enum):
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC}
-  Binary = {Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL,
-            Ops.SHR, Ops.THREEFRY}
+  Binary = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
+            Ops.SHL, Ops.SHR, Ops.THREEFRY}
   Ternary = {Ops.WHERE, Ops.MULACC}
   ALU = Unary | Binary | Ternary
   Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
@@ -42,7 +42,7 @@ class GroupOp:
   Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
   Comparison = {Ops.CMPLT, Ops.CMPNE}
   # math functions: costly per element, so the heuristic gives them whole SIMD registers (codegen/heuristic.py)
-  Math = {Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN, Ops.RECIPROCAL}
+  Math = {Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN, Ops.RECIPROCAL, Ops.FDIV}
   # ops a vector renderer computes on whole vectors (codegen/vectorize.py): SIN has no vector form, it goes lane by lane
   Vector = {Ops.ADD, Ops.MUL, Ops.MULACC, Ops.MAX} | (Math - {Ops.SIN})
 

@@ -84,11 +84,9 @@ class PatternMatcher:
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000,
                   memo: str | None = None, once: bool = False) -> UOp:
   """Rewrite bottom-up to a fixed point: sources first, then the node, until no rule matches anywhere.
-  once: each node is tried once and a rule's replacement is final, not walked again (a table whose replacements hold
-  nothing it would rewrite; memo is not used).
-  memo: a key under which each node keeps its result (in its _cache) across calls, for a table whose rules depend on
-  nothing but the node (no ctx): a later call stops its walk at any node rewritten before. A node that is its own
-  result keeps True (a reference to itself would be a cycle)."""
+  once: each node is tried once, its replacement final (not walked again; memo unused).
+  memo: a key under which each node keeps its result (its _cache) across calls, for rules that read nothing but the
+  node (no ctx): a later walk stops at any node rewritten before (True: the node is its own result, no cycle)."""
   done: dict[UOp, UOp] = {}
   if once:  # one visit per node in order, sources first: no fixed point to reach
     for node in root.toposort():

@@ -166,6 +166,11 @@ def bound_fold(u: UOp) -> UOp | None:
 def distribute(x: UOp, y: UOp, c: UOp) -> UOp | None:
   """(x+y)*c -> x*c+y*c, for integer index math only."""; return x * c + y * c
 
+def exact_reciprocal(x: UOp, c: UOp) -> UOp | None:
+  """x/c -> x*(1/c) where 1/c is exact (c a power of two, 1/c in range): one multiply instead of a division."""
+  if not isinstance(c.arg, float) or not math.isfinite(c.arg) or abs(math.frexp(c.arg)[0]) != 0.5: return None
+  return x * r if (r := x.const_like(1.0 / c.arg)).arg == 1.0 / c.arg else None
+
 def swap_const(u: UOp, c: UOp, x: UOp) -> UOp | None:
   """Constants go on the right of commutative ops: 2+x -> x+2."""
   return None if x.op is Ops.CONST else u.replace(src=(x, c))
@@ -182,6 +187,7 @@ symbolic = PatternMatcher([
   (UPat.var("x") * 1, lambda x: x),  # x*1 -> x
   (UPat.var("x", INTS) * 0, lambda x: x.const_like(0)),  # x*0 -> 0 (ints only: nan*0 is nan)
   (UPat.var("x", INTS) // 1, lambda x: x),  # x//1 -> x
+  (UPat(Ops.FDIV, src=(UPat.var("x"), UPat.cvar("c"))), exact_reciprocal),  # x/4 -> x*0.25 (a power of two only)
   (UPat.var("x", INTS) % 1, lambda x: x.const_like(0)),  # x%1 -> 0
   # (x*c1)*c2 -> x*(c1*c2)
   ((UPat.var("x", INTS) * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
