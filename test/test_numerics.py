@@ -120,3 +120,11 @@ def test_division_gradient_as_torch():
   (fa / fb).sum().backward()
   _same(fa.grad, ta.grad)
   _same(fb.grad, tb.grad)
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("dt", ["float32", "int32", "int64"])
+def test_cumulative_with_dtype(op, dt):
+  x = np.array([[1.5, 2, -3], [4, 0.5, 2]], dtype=np.float32)
+  want = getattr(torch.tensor(x), op)(1, dtype=getattr(torch, dt))
+  _same(getattr(Tensor(x), op)(1, dtype=dt), want)
+  _same(getattr(Tensor(x), op)(1, getattr(dtypes, dt)), want)

@@ -204,15 +204,16 @@ class ReduceMixin:
   def _cum_reduce(self: Tensor, op: str, dtype: DType) -> Tensor:
     if op == "sum": return self.sum(-1, dtype=dtype if dtype != dtypes.bool else dtypes.int32)  # cumsum widened ints
     if op == "logsumexp": return self.logsumexp(-1)
-    return self.prod(-1) if op == "prod" else self.max(-1)
-  def cumsum(self: Tensor, axis: int = 0) -> Tensor:
-    """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6] (ints and bools add up in int64, as torch)."""
-    x = self if dtypes.is_float(self.dtype) else self.cast(sum_acc_dtype(self.dtype))
-    return x._cumulative(axis, "sum")
-  def cumprod(self: Tensor, axis: int = 0) -> Tensor:
+    return self.prod(-1, dtype=dtype) if op == "prod" else self.max(-1)
+  def cumsum(self: Tensor, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
+    """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6] (ints add in int64; dtype casts first)."""
+    return self._cum_input(dtype)._cumulative(axis, "sum")
+  def cumprod(self: Tensor, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
     """Running product along axis (ints and bools multiply in int64, as torch)."""
-    x = self if dtypes.is_float(self.dtype) else self.cast(sum_acc_dtype(self.dtype))
-    return x._cumulative(axis, "prod")
+    return self._cum_input(dtype)._cumulative(axis, "prod")
+  def _cum_input(self: Tensor, dtype: DType | str | None) -> Tensor:
+    return self.cast(to_dtype(dtype) if dtype is not None else self.dtype if dtypes.is_float(self.dtype) else
+                     sum_acc_dtype(self.dtype))
   def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
     """(values, int32 indices) of the running maximum along axis, as torch.cummax (a nan, once seen, stays the maximum).
     `Tensor([1, 3, 2, 3]).cummax()` is ([1, 3, 3, 3], [0, 1, 1, 3])."""
@@ -229,8 +230,7 @@ class ReduceMixin:
     # the running extreme changes (or ties) exactly where x equals it: the index is the last such position so far
     hit = values.detach() == x.detach()
     if dtypes.is_float(x.dtype): hit = hit | x.detach().isnan()
-    pos = type(self).arange(x.shape[axis], dtype=dtypes.int32, device=self.device)
-    pos = pos.reshape(-1, *[1] * (x.ndim - axis - 1))
+    pos = type(self).arange(x.shape[axis], dtype=dtypes.int32, device=self.device).reshape(-1, *[1] * (x.ndim-axis-1))
     indices = hit.where(pos, 0)._cumulative(axis, "max")
     if dtypes.is_float(x.dtype): values = x.gather(axis, indices)  # its gradient goes to the index, as torch's
     return values.cast(self.dtype), indices
