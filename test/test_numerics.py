@@ -110,6 +110,8 @@ def test_division_rounds_once_as_torch(dt):
   with np.errstate(divide="ignore", invalid="ignore"):
     z = np.array([1, -1, 0, np.nan], dtype=dt)
     np.testing.assert_array_equal((Tensor(z) / Tensor(np.zeros(4, dt))).numpy(), z / np.zeros(4, dt))
+    for d in (0.0, -0.0, np.inf, -np.inf, np.nan):  # by a number: x * (1/d), exact (WGSL's x / 0.0 may give 0)
+      np.testing.assert_array_equal((Tensor(z) / d).numpy(), z / np.array(d, dt))
 
 def test_division_gradient_as_torch():
   rng = np.random.default_rng(1)

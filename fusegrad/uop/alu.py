@@ -23,8 +23,7 @@ def _recip(x: float) -> float:
   return 1.0 / x
 
 def _fdiv(a: float, b: float) -> float:  # IEEE division: x/0 is a signed infinity (0/0 and nan/0 nan)
-  if b == 0: return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
-  return a / b
+  return a / b if b != 0 else math.nan if a == 0 or a != a else math.copysign(math.inf, a * math.copysign(1.0, b))
 
 def _fmod(a: float, b: float) -> float:  # C's fmod: exact, the dividend's sign; nan where Python's raises
   return math.nan if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b) else math.fmod(a, b)

@@ -167,9 +167,10 @@ def distribute(x: UOp, y: UOp, c: UOp) -> UOp | None:
   """(x+y)*c -> x*c+y*c, for integer index math only."""; return x * c + y * c
 
 def exact_reciprocal(x: UOp, c: UOp) -> UOp | None:
-  """x/c -> x*(1/c) where 1/c is exact (c a power of two, 1/c in range): one multiply instead of a division."""
-  if not isinstance(c.arg, float) or not math.isfinite(c.arg) or abs(math.frexp(c.arg)[0]) != 0.5: return None
-  return x * r if (r := x.const_like(1.0 / c.arg)).arg == 1.0 / c.arg else None
+  """x/c -> x*(1/c) where exact: c a power of two (1/c in range), 0 (x*inf: WGSL's x/0.0 may be 0), inf or nan."""
+  if not isinstance(v := c.arg, float) or math.isfinite(v) and v != 0 and abs(math.frexp(v)[0]) != 0.5: return None
+  r = x.const_like(inv := math.copysign(math.inf, v) if v == 0 else 1.0 / v)
+  return x * r if r.arg == inv or math.isnan(inv) else None
 
 def swap_const(u: UOp, c: UOp, x: UOp) -> UOp | None:
   """Constants go on the right of commutative ops: 2+x -> x+2."""
