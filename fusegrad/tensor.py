@@ -299,6 +299,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       return base.arg  # already in order
     if base.op is Ops.BUFFER and not _computes(self) and engine_schedule.contiguous_offset(u) is not None:
       return engine_schedule.run_buffer(u)  # a run of a file: a view of it (elsewhere a kernel makes views aligned)
+    if not _computes(self): return self.to(Device.DEFAULT)._buffer()  # another view of a file: made after a copy
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg
@@ -306,8 +307,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """This tensor, or on a device that computes nothing (a file) a copy of it on the default device."""
     return self if _computes(self) else self.to(Device.DEFAULT)
   def data(self) -> memoryview:
-    """The values as a memoryview with this tensor's shape (bfloat16, and float16 before Python 3.12, come out as
-    float32)."""
+    """The values as a memoryview with this tensor's shape (bfloat16, and float16 before Python 3.12: float32)."""
     if self.dtype == dtypes.bfloat16 or (self.dtype == dtypes.float16 and not _HALF_MEMORYVIEW):
       return self._computable().cast(dtypes.float32).data()
     state.check_not_capturing("data()/tolist()/item()")
@@ -354,7 +354,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if device == self.device: return self
     if isinstance(device, tuple): return self.shard(device)
     if isinstance(self.device, tuple): return self._new(multi.gather_node(self.uop, device))
-    ret = self._new(self.uop.copy_to_device(device))
+    chain, src, file = list[UOp](), self.uop, not Device[self.device].runs_kernels
+    while file and src.op in GroupOp.Movement and not engine_schedule._copied_as_is(src):  # a file's view: made after
+      chain, src = chain + [src], src.src[0]  # the copy of the run under it, on device
+    ret = self._new(state.rebuild(src.copy_to_device(device), chain))
     if not Device[device].runs_kernels: return ret.realize()  # into a file: written now (a .grad would overwrite it)
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret

@@ -59,8 +59,22 @@ def test_assign_and_setitem_write_into_the_file(tmp_path):
 
 def test_computing_on_disk_raises(data_file):
   t = Tensor(data_file).reshape(32, 32)
-  for f in (lambda: (t + 1).numpy(), lambda: t.permute(1, 0).to("CPU").numpy(), lambda: t.sum().item()):
+  for f in (lambda: (t + 1).numpy(), lambda: t.sum().item(), lambda: t.permute(1, 0).contiguous().realize()):
     with pytest.raises(RuntimeError, match="is a file and computes nothing: copy the tensor"): f()
+
+def test_any_view_of_a_file_is_read(data_file):
+  # as torch's views: a permute, a strided slice or a flip of a file's tensor reads the run of the file under it (copied
+  # as it is) and makes the view on the device it goes to; a run (x[1], x[2:5]) is still read alone
+  t, ref = Tensor(data_file).reshape(4, 16, 16), np.frombuffer(data_file.read_bytes(), np.uint8).reshape(4, 16, 16)
+  views = [(lambda x: x.permute(2, 0, 1), lambda x: x.transpose(2, 0, 1)), (lambda x: x[1:3, ::3], None),
+           (lambda x: x[2].T, None), (lambda x: x.flip(1)[1:, :, 2:5], lambda x: x[:, ::-1][1:, :, 2:5]),
+           (lambda x: x[1:3].reshape(32, 16)[::2], None)]
+  for f, g in views:
+    want = (g or f)(ref)
+    np.testing.assert_equal(f(t).to("CPU").numpy(), want)
+    np.testing.assert_equal(f(t).numpy(), want)
+    assert f(t).tolist() == want.tolist()
+    np.testing.assert_equal((f(t).to("CPU") + 1).numpy(), want + 1)
 
 def test_read_only_file(data_file):
   os.chmod(data_file, stat.S_IRUSR)

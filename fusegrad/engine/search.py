@@ -46,8 +46,7 @@ def _buffers_for(k: Kernel) -> list[Buffer] | None:
   return [Buffer(k.ren.device, n, dt).allocate().copyin(data(n, dt)) for n, dt in (sizes[i] for i in sorted(sizes))]
 
 def compile_candidates(kernels: list[Kernel]) -> list[CompiledRunner | None]:
-  """A loaded CompiledRunner for each kernel, or None where lowering or compiling failed; compiled in one batch per
-  compiler."""
+  """A loaded CompiledRunner for each kernel (None where lowering or compiling failed), one batch per compiler."""
   runners: list[CompiledRunner | None] = []
   for k in kernels:
     try: runners.append(CompiledRunner(program_for(k)))
@@ -62,8 +61,7 @@ def compile_candidates(kernels: list[Kernel]) -> list[CompiledRunner | None]:
   return [r if r is not None and r.prg is not None else None for r in runners]
 
 def time_kernel(runner: CompiledRunner | None, bufs: list[Buffer], repeats: int = 3, limit: float = math.inf) -> float:
-  """The fastest of a few runs of a compiled kernel, in seconds (inf if it failed, or if its first run took over
-  limit)."""
+  """The fastest of a few runs of a compiled kernel, in seconds (inf if it failed or its first run took over limit)."""
   if runner is None: return math.inf
   try:
     vals = {v: v.arg[1] for v in runner.p.vars}

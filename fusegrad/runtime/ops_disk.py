@@ -27,7 +27,7 @@ class _NoKernels:
   def __getattr__(self, name: str) -> Any: self()
   def __call__(self, *args: Any) -> Any:
     raise RuntimeError(f"{self.device} is a file and computes nothing: copy the tensor to a device first "
-                       "(t.to('CPU')); only contiguous slices, reshapes and bitcasts of its data are read as they are")
+                       "(t.to('CPU')); views of its data (slices, permutes, bitcasts) are read, not computed on")
 
 class DiskDevice(Compiled):
   runs_kernels = False

@@ -123,8 +123,7 @@ class UOp:
   # *** graph walking ***
   @property
   def is_realized(self) -> bool:
-    """True when this node is (a view of) a buffer, its values in memory (tinygrad's name): not a lazy graph or a
-    constant."""
+    """True when this node is (a view of) a buffer, its values in memory (tinygrad's name): not lazy, not a const."""
     u = self
     while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
     return u.op is Ops.BUFFER
@@ -215,8 +214,7 @@ class UOp:
     """Write x into self's buffer. Each call is a new node: two identical writes are still two writes."""
     return UOp(Ops.ASSIGN, self.dtype, (self, x), next(_unique_ids))
   def copy_to_device(self, device: str, clone: bool = False) -> UOp:
-    """self's values in a buffer on device; with clone, always a buffer of its own (arg: (device, unique id or
-    None))."""
+    """self's values in a buffer on device; with clone, a buffer of its own (arg: (device, unique id or None))."""
     return UOp(Ops.COPY, self.dtype, (self,), (device, next(_unique_ids) if clone else None))
   def sink(self, *srcs: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self,) + srcs)
 
