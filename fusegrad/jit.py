@@ -66,9 +66,8 @@ def _input_names(args: tuple, kwargs: dict) -> list[str]:
   return [_spell(where) for where, x in _call_leaves(args, kwargs) if isinstance(x, Tensor)]
 
 def _view_structure(u: UOp) -> tuple:
-  """The movement ops between a tensor and its buffer (the kernels were built for this view), in a canonical form:
-  reshapes in a row keep only the outermost (a reshape is of the row-major order, so the inner ones don't matter),
-  and a chain that is one reshape of the buffer is the plain buffer (the tensor's shape is compared on its own)."""
+  """The movement ops between a tensor and its buffer (the kernels' view), canonical: of reshapes in a row only the
+  outermost (of row-major order), and one reshape of the buffer is the buffer (the shape is compared on its own)."""
   chain: list[tuple] = []
   for v in state.view_chain(u)[0]:
     if v.op is not Ops.DETACH and not (v.op is Ops.RESHAPE and chain and chain[-1][0] is Ops.RESHAPE):
@@ -457,16 +456,16 @@ class _Write:
 
 def function(fxn: Callable | None = None, *, precompile: bool = False, precompile_backward: bool = False,
              allow_implicit: bool = True, grad_fxn: Callable | None = None) -> Any:
-  """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it.
-  `@function def f(x): return (x @ w).relu()`: calls give the same results (and gradients) as calling f. The
-  signature, the side effects repeated and tinygrad's keywords: docs/jit.md."""
-  if grad_fxn is not None or not allow_implicit:
-    raise NotImplementedError("function: grad_fxn (a custom gradient) and allow_implicit=False are not supported")
-  return _Function if fxn is None else _Function(fxn)
+  """Decorator: trace the graph a function of tensors builds, once per input signature, and reuse it: calls give the
+  same results (and gradients) as f. The signature, the side effects repeated and tinygrad's keywords: docs/jit.md."""
+  if grad_fxn is not None: raise NotImplementedError("function: grad_fxn (a custom gradient) is not supported")
+  make = functools.partial(_Function, allow_implicit=allow_implicit)
+  return make if fxn is None else make(fxn)
 
 class _Function:
-  def __init__(self, fxn: Callable):
+  def __init__(self, fxn: Callable, allow_implicit: bool = True):
     self.fxn, self.traces, self.by_value = fxn, dict[tuple, _Trace](), False  # by_value: as TinyJit's, traced per value
+    self.allow_implicit = allow_implicit  # False: a trace that reads or writes a buffer it wasn't given raises
     functools.update_wrapper(self, fxn)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable:
@@ -554,6 +553,8 @@ class _Function:
     grads = [_Write(weakref.ref(t), old, t.grad.uop if t.grad is not None else None) for t, old in grads_before
              if (t.grad.uop if t.grad is not None else None) is not old]
     nodes = set(UOp(Ops.SINK, src=tuple(o.uop for o in returned)).toposort()) if returned else set()
+    if not self.allow_implicit and (any(n.op is Ops.BUFFER and n not in held for n in nodes) or written or grads):
+      raise JitError(f"function {name} has implicit buffer(s), but allow_implicit=False")
     captured = [(weakref.ref(t), t.uop) for t in outside if t.uop in nodes and id(t) not in written]
     checks = list(pending_index_checks([o.uop for o in returned]).items())
     for node, _ in checks: STATE.index_checks.pop(node, None)  # the traced graph is never realized: each call's is
@@ -562,9 +563,8 @@ class _Function:
                   checks, writes, grads)
 
 def _writes(name: str, assigned: Any, stand_ins: list) -> list[_Write]:
-  """The assigns of a traced call to repeat on each call: to a stand-in (so to that call's input) or to a tensor that
-  is still alive. A tensor whose node wasn't a buffer (or a write into one) was rebound, not written: a trace can't
-  tell it from other uses of the same node, so that is refused."""
+  """The assigns of a traced call to repeat on each call: to a stand-in (that call's input) or a live tensor. A tensor
+  whose node wasn't a buffer (or a write into one) was rebound, not written: refused (a trace can't tell the two)."""
   ret = []
   index = {id(s): i for i, s in enumerate(stand_ins)}
   for t, before in assigned:

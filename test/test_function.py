@@ -4,7 +4,7 @@ from the enclosing scope that an optimizer updates are seen by reused traces; ra
 from typing import NamedTuple
 import numpy as np
 import pytest
-from fusegrad import Tensor, function, Device, TinyJit, Variable, dtypes
+from fusegrad import Tensor, function, Device, TinyJit, Variable, dtypes, nn, Context
 from fusegrad.jit import JitError
 from fusegrad.dtype import to_numpy
 from fusegrad.nn.optim import SGD, Adam
@@ -440,4 +440,11 @@ def test_tinygrads_keywords():
   g = function(allow_implicit=True)(lambda x: x * w)  # w comes from the enclosing scope: allowed (always, here)
   np.testing.assert_allclose(g(Tensor([1.0, 1.0])).numpy(), [1.0, 2.0])
   with pytest.raises(NotImplementedError, match="grad_fxn"): function(grad_fxn=lambda *a: a)
-  with pytest.raises(NotImplementedError, match="allow_implicit=False"): function(allow_implicit=False)
+  h = function(allow_implicit=False)(lambda x, y: (x * y).sum(0) + 1)  # reads only its arguments: as without
+  np.testing.assert_allclose(h(Tensor([[1.0, 2.0]]), Tensor([3.0, 4.0])).numpy(), [4.0, 9.0])
+  np.testing.assert_allclose(h(Tensor([[2.0, 2.0]]), Tensor([3.0, 1.0])).numpy(), [7.0, 3.0])
+  implicit = function(allow_implicit=False)(lambda x: x * w)  # w is not an argument: tinygrad's error
+  with pytest.raises(RuntimeError, match="implicit buffer"): implicit(Tensor([1.0, 1.0]))
+  bn = nn.BatchNorm(2)
+  with Context(TRAINING=1), pytest.raises(RuntimeError, match="implicit buffer"):  # its running statistics, its weight
+    function(allow_implicit=False)(bn)(Tensor([[1.0, 2.0], [3.0, 5.0]]))
