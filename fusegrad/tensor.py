@@ -355,7 +355,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if isinstance(device, tuple): return self.shard(device)
     if isinstance(self.device, tuple): return self._new(multi.gather_node(self.uop, device))
     chain, src, file = list[UOp](), self.uop, not Device[self.device].runs_kernels
-    while file and src.op in GroupOp.Movement and not engine_schedule._copied_as_is(src):  # a file's view: made after
+    while file and src.op in GroupOp.Movement and not engine_schedule.copied_as_is(src):  # a file's view: made after
       chain, src = chain + [src], src.src[0]  # the copy of the run under it, on device
     ret = self._new(state.rebuild(src.copy_to_device(device), chain))
     if not Device[device].runs_kernels: return ret.realize()  # into a file: written now (a .grad would overwrite it)

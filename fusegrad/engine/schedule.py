@@ -43,7 +43,7 @@ def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN): want.add(n)
     # a copy moves one whole buffer
-    if n.op is Ops.COPY and not _copied_as_is(resolve_view(n.src[0], becomes)): want.add(n.src[0])
+    if n.op is Ops.COPY and not copied_as_is(resolve_view(n.src[0], becomes)): want.add(n.src[0])
   # an expand repeats what is below it: if that is costly elementwise work, compute it once into a buffer instead
   for n in nodes:
     if _expands(n) and (b := _movement_base(n.src[0], becomes)) not in want and _costly(b, want, becomes): want.add(b)
@@ -196,7 +196,7 @@ def contiguous_offset(n: UOp) -> int | None:
   start = simplify(flat_index(idxs, b.shape) - flat_index(ranges, n.shape))
   return start.arg if valid is None and start.op is Ops.CONST else None
 
-def _copied_as_is(v: UOp) -> bool:
+def copied_as_is(v: UOp) -> bool:
   """True when a copy reads v where it is: a whole buffer, or a run of one on a device that runs no kernels (a file)."""
   return is_identity_view(v) or ((b := view_base(v)).op is Ops.BUFFER and not Device[b.arg.device].runs_kernels
                                  and contiguous_offset(v) is not None)
