@@ -299,7 +299,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       return base.arg  # already in order
     if base.op is Ops.BUFFER and not _computes(self) and engine_schedule.contiguous_offset(u) is not None:
       return engine_schedule.run_buffer(u)  # a run of a file: a view of it (elsewhere a kernel makes views aligned)
-    if not _computes(self): return self.to(Device.DEFAULT)._buffer()  # another view of a file: made after a copy
+    if not _computes(self): return self._computable()._buffer()  # another view of a file: made after a copy
     base = state.view_base(self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
     return base.arg

@@ -22,9 +22,6 @@ def _recip(x: float) -> float:
   if x == 0: return math.copysign(math.inf, x)
   return 1.0 / x
 
-def _fdiv(a: float, b: float) -> float:  # IEEE division: x/0 is a signed infinity (0/0 and nan/0 nan)
-  return a / b if b != 0 else math.nan if a == 0 or a != a else math.copysign(math.inf, a * math.copysign(1.0, b))
-
 def _fmod(a: float, b: float) -> float:  # C's fmod: exact, the dividend's sign; nan where Python's raises
   return math.nan if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b) else math.fmod(a, b)
 def _trunc(x: Any) -> Any:
@@ -42,6 +39,8 @@ def _mul(a: Any, b: Any) -> Any:
 def _add(a: Any, b: Any) -> Any:
   try: return a + b
   except OverflowError: return math.inf if a > 0 else -math.inf
+
+def _fdiv(a: float, b: float) -> float: return a / b if b != 0 else _mul(a, _recip(b))  # IEEE: x/0 is x * (1/0)
 
 THREEFRY_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 THREEFRY_PARITY = 0x1BD11BDA

@@ -188,7 +188,7 @@ symbolic = PatternMatcher([
   (UPat.var("x") * 1, lambda x: x),  # x*1 -> x
   (UPat.var("x", INTS) * 0, lambda x: x.const_like(0)),  # x*0 -> 0 (ints only: nan*0 is nan)
   (UPat.var("x", INTS) // 1, lambda x: x),  # x//1 -> x
-  (UPat(Ops.FDIV, src=(UPat.var("x"), UPat.cvar("c"))), exact_reciprocal),  # x/4 -> x*0.25 (a power of two only)
+  (UPat(Ops.FDIV, src=(UPat.var("x"), UPat.cvar("c"))), exact_reciprocal),  # x/4 -> x*0.25 (exact reciprocals only)
   (UPat.var("x", INTS) % 1, lambda x: x.const_like(0)),  # x%1 -> 0
   # (x*c1)*c2 -> x*(c1*c2)
   ((UPat.var("x", INTS) * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
