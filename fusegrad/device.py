@@ -188,6 +188,11 @@ class Buffer:
     out = bytearray(self.nbytes)
     self.copyout(memoryview(out))
     return bytes(out)
+  def as_buffer(self) -> memoryview: return memoryview(self.as_bytes())  # (tinygrad's name) a copy of the contents
+  def __reduce__(self) -> tuple:  # pickle (a TinyJit's buffers): a view keeps its base, the contents go along
+    if self._base is not None: return Buffer, (self.device, self.size, self.dtype, self._base, self.offset)
+    data = self.as_bytes() if self._buf is not None else self._pending  # (copied in when first used)
+    return Buffer, (self.device, self.size, self.dtype), {"_pending": data}
   def view(self, size: int, dtype: DType, offset: int) -> Buffer:
     """A buffer sharing this one's memory from byte offset."""
     return Buffer(self.device, size, dtype, base=self.base, offset=self.offset + offset)

@@ -91,7 +91,7 @@ class dtypes(metaclass=_DTypesMeta):
   @staticmethod
   def is_float(x: DType) -> builtins.bool: return x.scalar() in _FLOATS
   @staticmethod
-  def is_int(x: DType) -> builtins.bool: return x.scalar() in _INTS or x is dtypes.index
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in _INTS or x == dtypes.index
   @staticmethod
   def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in _UINTS
   @staticmethod

@@ -121,7 +121,7 @@ class TinyJit(Generic[ReturnType]):
     self.input_slots: list[tuple[int, int, int]] = []  # (exec item, buffer position, input index)
     self.written: set[int] = set()  # ids of the buffers the kernels write that are not inputs
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
-    self.rng_step = 0
+    self.rng_step, self.ret_tensors = 0, list[Tensor]()  # (ret_tensors: the capture's results)
     self.index_flags: list[tuple[Buffer, IndexCheck]] = []  # out-of-range index flags the kernels write, to read
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
@@ -147,6 +147,16 @@ class TinyJit(Generic[ReturnType]):
               if type(r) is Buffer or (type(r) is UOp and r.op is Ops.BUFFER)}  # (a Buffer referring to one: a view)
       for b in (b for b in bases.values() if id(b) not in held): b.deallocate()
       self._plan_cache = None  # (its launches hold the old memory)
+
+  def __getstate__(self) -> dict:
+    """pickle: the capture (kernels as source, buffers with their contents) without the function, as tinygrad's: the
+    TinyJit loaded replays it, and can't run the function (another capture, JIT=0) or be a method."""
+    bases = {id(ei.bufs[0].base): ei.bufs[0].base for ei in self.jit_cache}
+    return {**self.__dict__, "fxn": None, "__wrapped__": None, "_per_instance": {}, "_last": None, "_plan_cache": None,
+            "ret": None, "written": [bases[i] for i in self.written], "ret_tensors": [t.uop for t in self.ret_tensors]}
+  def __setstate__(self, st: dict) -> None:
+    self.__dict__.update(st, written={id(b) for b in st["written"]}, value_shapes=-1,  # (-1: no fxn to run)
+                         ret_tensors=[Tensor._wrap(u) for u in st["ret_tensors"]])
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
@@ -180,6 +190,8 @@ class TinyJit(Generic[ReturnType]):
                       "(x[:v]); shapes are never symbolic here, so every call runs it and none replays", stacklevel=2)
       return ret
   def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
+    if self.fxn is None and (not JIT or self.by_value or self.cnt < 2):
+      raise JitError("TinyJit: this one was unpickled without its function: it can only replay its capture")
     if not JIT or self.by_value: return self.fxn(*args, **kwargs)
     if STATE.captures: raise JitError("TinyJit: having TinyJit inside another TinyJit is not supported (as tinygrad)")
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
@@ -198,8 +210,8 @@ class TinyJit(Generic[ReturnType]):
       ret = self._run(args, kwargs)
       self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
-    if self.cnt >= 2 and sig != self.sig and STATE.value_shapes != self.value_shapes:  # an input cut to a Variable's
-      STATE.value_shapes += 1  # value since the capture (f(x[:, :v])): this call runs fxn, and __call__ stops replays
+    if self.cnt >= 2 and sig != self.sig and STATE.value_shapes != self.value_shapes != -1:  # an input cut
+      STATE.value_shapes += 1  # to a Variable's value since (f(x[:, :v])): this call runs fxn, __call__ stops replays
       return self.fxn(*args, **kwargs)
     if self.cnt >= 2 and sig != self.sig:
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")

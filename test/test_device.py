@@ -434,3 +434,13 @@ def test_data_goes_to_its_device_when_first_used():
   assert t.realize() is t and GlobalCounters.mem_used == before + 4000
   np.testing.assert_equal(t.numpy(), np.arange(1000))
   np.testing.assert_equal((Tensor([1.5, 2.0]) * Tensor([2.0, 3.0])).numpy(), [3.0, 6.0])
+
+def test_a_buffer_pickles_with_its_contents_and_a_view_with_its_base():
+  import pickle
+  t = Tensor.arange(10).contiguous().realize()
+  base = t.uop.realized
+  view = base.view(3, base.dtype, 4 * base.dtype.itemsize)
+  b2, v2 = pickle.loads(pickle.dumps((base, view)))
+  assert v2.base is b2 and not b2.is_allocated()  # (contents copied in when first used)
+  assert list(b2.as_buffer().cast("i")) == list(range(10)) and list(v2.as_buffer().cast("i")) == [4, 5, 6]
+  assert Tensor.ones(3).uop.realized is None and t.uop.realized is t.uop.buffer  # tinygrad's UOp.realized

@@ -374,3 +374,10 @@ class TestIntegerEdgesVsTorch:
   def test_creation_in_range_matches_torch(self, data, dtype):
     want = torch.tensor(data, dtype=getattr(torch, dtype)).tolist() if dtype != "uint64" else [2**64 - 1]
     assert Tensor(data, dtype=getattr(dtypes, dtype)).tolist() == want
+
+def test_an_unpickled_dtype_is_the_same_dtype():
+  import pickle
+  from fusegrad.uop.ops import UOp
+  for dt in (dtypes.index, dtypes.int32, dtypes.float16, dtypes.bool):
+    u = pickle.loads(pickle.dumps(dt))
+    assert u == dt and dtypes.is_int(u) == dtypes.is_int(dt) and UOp.const(u, 5).arg == UOp.const(dt, 5).arg

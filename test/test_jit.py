@@ -932,3 +932,53 @@ def test_the_capture_result_fed_back_and_written_in_place_keeps_the_write():
   r2 = f(realized(np.zeros(3, np.float32)), realized(np.ones(3, np.float32)))  # the capture's result
   f(r2, realized(np.ones(3, np.float32)))
   np.testing.assert_equal(r2.numpy(), [3.0, 3.0, 3.0])
+
+# *** pickling a capture (tinygrad's test_pickle_jit; its deployment: a model compiled once, loaded elsewhere) ***
+
+def test_a_captured_jit_pickles_and_replays_in_another_process(tmp_path):
+  import pickle, subprocess, sys
+  Tensor.manual_seed(3)
+  net = [nn.Linear(6, 12), nn.Linear(12, 3)]
+  opt = Adam(nn.state.get_parameters(net), lr=0.01)
+  @TinyJit
+  @Tensor.train()
+  def step(x, y):
+    opt.zero_grad()
+    loss = (net[1](net[0](x).relu()) - y).square().mean().backward()
+    opt.step()
+    return loss
+  @TinyJit
+  def row(x, i): return x[i] * 2 + x.sum(0)  # a bound Variable: each replay takes its value
+  X, Y = realized(rand_np(16, 6, seed=0)), realized(rand_np(16, 3, seed=1))
+  Tensor.ones(8)[:Variable("n", 1, 8).bind(3)].realize()  # (a shape from a value: the loaded copy still refuses)
+  v = Variable("r", 0, 15)
+  for k in range(3): step(X, Y), row(X, v.bind(k))
+  (tmp_path / "jit.pkl").write_bytes(pickle.dumps((step, row)))
+  np.save(tmp_path / "x.npy", X.numpy()), np.save(tmp_path / "y.npy", Y.numpy())
+  losses = [step(X, Y).item() for _ in range(3)]  # what the loaded copy must give: it holds the weights of now
+  script = f"""
+import pickle, numpy as np
+from fusegrad import Tensor, Variable
+from fusegrad.jit import JitError
+step, row = pickle.loads(open({str(tmp_path / 'jit.pkl')!r}, 'rb').read())
+X, Y = Tensor(np.load({str(tmp_path / 'x.npy')!r})), Tensor(np.load({str(tmp_path / 'y.npy')!r}))
+print([step(X, Y).item() for _ in range(3)])
+x = X.numpy()
+assert all(np.allclose(row(X, Variable('r', 0, 15).bind(k)).numpy(), x[k] * 2 + x.sum(0), atol=1e-5) for k in (5, 15))
+try: row(Tensor.ones(4, 6).contiguous(), Variable('r', 0, 15).bind(1))
+except JitError as e: print(e)
+"""
+  out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, out.stderr
+  got, err = out.stdout.splitlines()
+  np.testing.assert_allclose(eval(got), losses, rtol=1e-6)
+  assert "shape was (16, 6), now (4, 6)" in err
+
+def test_an_unpickled_jit_has_no_function_to_run():
+  import pickle
+  jit = TinyJit(lambda x: x * 2)
+  for _ in range(3): jit(Tensor.ones(4).contiguous().realize())
+  loaded = pickle.loads(pickle.dumps(jit))  # (a lambda pickles only because the function is left out)
+  np.testing.assert_equal(loaded(Tensor.full((4,), 3.0).contiguous().realize()).numpy(), [6, 6, 6, 6])
+  with Context(JIT=0), pytest.raises(JitError, match="unpickled without its function"):
+    loaded(Tensor.ones(4).contiguous().realize())

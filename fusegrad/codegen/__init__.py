@@ -1,6 +1,5 @@
-"""Codegen: a kernel AST from the scheduler -> a program (source text plus launch information) for one device.
-
-The passes, their order and the reasons for it: docs/developer/codegen.md."""
+"""Codegen: a kernel AST from the scheduler -> a program (source, launch sizes) for one device. The passes, their
+order and the reasons for it: docs/developer/codegen.md."""
 from __future__ import annotations
 import hashlib, json, os
 from dataclasses import dataclass, field

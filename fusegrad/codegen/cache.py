@@ -1,6 +1,4 @@
-"""The disk cache of codegen: a kernel AST, the renderer and the optimization settings -> its ProgramSpec.
-
-What the key holds and why: docs/developer/codegen.md, "The codegen cache"."""
+"""The disk cache of codegen: kernel AST, renderer and opt settings -> ProgramSpec (docs/developer/codegen.md)."""
 from __future__ import annotations
 import hashlib, json
 from fusegrad.dtype import dtypes, DType

@@ -1,6 +1,4 @@
-"""Unrolling: UPCAST and UNROLL ranges are replaced by copies of the code, one per value of the range.
-
-See docs/developer/codegen.md (pass 3, expand_unrolled)."""
+"""Unrolling: UPCAST and UNROLL ranges become copies of the code, one per value (docs/developer/codegen.md, pass 3)."""
 from __future__ import annotations
 import itertools
 from fusegrad.uop.ops import UOp, Ops, AxisType

@@ -23,7 +23,7 @@ def _body_ops(k: Kernel) -> int:
   varies: dict[UOp, frozenset[UOp]] = {}  # the tiled ranges below each node (sources come first in the toposort)
   for u in k.ast.toposort():
     varies[u] = frozenset({u} & tiled).union(*(varies[s] for s in u.src))
-    if u.op not in GroupOp.ALU or u.dtype.scalar() is dtypes.index: continue
+    if u.op not in GroupOp.ALU or u.dtype.scalar() == dtypes.index: continue
     copies = prod(range_size(r) for r in varies[u])
     if u.op in SCALAR_COST: total += SCALAR_COST[u.op] * copies
     else: total += copies // (range_size(vec) if vec is not None and vec in varies[u] else 1)

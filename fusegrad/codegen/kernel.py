@@ -1,6 +1,4 @@
-"""A kernel being optimized: its AST and the list of optimization actions (Opts) applied so far.
-
-What each Opt splits and checks: docs/developer/codegen.md, "Opts"."""
+"""A kernel being optimized: its AST and the Opts applied so far (what each does: docs/developer/codegen.md, "Opts")."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass

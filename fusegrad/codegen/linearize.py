@@ -1,6 +1,4 @@
-"""Linearize: a lowered kernel AST -> a flat program, each node after the nodes it uses, with explicit loops.
-
-See docs/developer/codegen.md, "The flat program"."""
+"""Linearize: a lowered kernel AST -> a flat program with explicit loops (docs/developer/codegen.md)."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType

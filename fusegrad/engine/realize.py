@@ -1,6 +1,4 @@
-"""Running a schedule: each ScheduleItem becomes an ExecItem (a compiled kernel or a copy, with its buffers) and runs.
-
-The program cache, DEBUG=2's timings and TinyJit's capture: docs/developer/realize.md."""
+"""Running a schedule: ScheduleItem -> ExecItem (a compiled kernel or a copy) -> run (docs/developer/realize.md)."""
 from __future__ import annotations
 import contextlib, math, struct, weakref
 from dataclasses import dataclass, field

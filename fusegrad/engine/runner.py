@@ -33,6 +33,7 @@ class CompiledRunner(Runner):
     super().__init__(p.name, p.device, p.flops)
     self.p = p
     self.prg: Any = None  # the device's program, once loaded
+  def __getstate__(self) -> dict: return {**self.__dict__, "prg": None}  # pickled: loaded again on its first call
   def load(self, lib: bytes | CompileError | None = None) -> None:
     """Load the kernel from lib (compiled with others), or compile it (from the disk cache when there)."""
     compiler, name = Device[self.p.device].compiler_for(self.p.compiler), self.p.function_name

@@ -1,6 +1,4 @@
-"""The scheduler: splits a lazy graph into kernels. All fusion decisions live here.
-
-The rules (which nodes get a buffer, what fuses) and the schedule's shape: docs/developer/scheduler.md."""
+"""The scheduler: splits a lazy graph into kernels; every fusion decision is here (docs/developer/scheduler.md)."""
 from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field

@@ -1,6 +1,5 @@
-"""BEAM search: find a kernel's optimizations by compiling and timing candidates (BEAM=n keeps the n fastest).
-
-In: a Kernel with no opts applied. Out: the Kernel with the best opts found applied. See docs/developer/codegen.md."""
+"""BEAM search: a Kernel's optimizations found by compiling and timing candidates (BEAM=n keeps the n fastest); in: a
+Kernel with no opts applied, out: the Kernel with the best opts found applied. See docs/developer/codegen.md."""
 from __future__ import annotations
 import hashlib, json, math, random, struct, time
 from fusegrad.dtype import DType, dtypes

@@ -1,6 +1,4 @@
-"""Saving and loading state: state dicts of models (and optimizers), safetensors, PyTorch checkpoints and GGUF files.
-
-See docs/state.md."""
+"""Saving and loading state dicts (models, optimizers), safetensors, PyTorch checkpoints and GGUF (docs/state.md)."""
 from __future__ import annotations
 import array, collections, io, itertools, json, mmap, pathlib, pickle, struct, time, types, zipfile
 from typing import Any, Callable, Iterator

@@ -1,6 +1,4 @@
-"""C-style renderers: one base for C (the CPU backend), OpenCL C and CUDA C; a dialect is tables and a few hooks.
-
-See docs/developer/renderer.md."""
+"""C-style renderers: one base for C, OpenCL C and CUDA C; a dialect is tables and hooks (docs/developer/renderer.md)"""
 from __future__ import annotations
 import math, struct
 from collections import Counter

@@ -1,6 +1,4 @@
-"""The rewrite engine: patterns (UPat), rule tables (PatternMatcher) and one fixed-point rewriter (graph_rewrite).
-
-Which passes are rule tables: docs/developer/codegen.md."""
+"""The rewrite engine: patterns (UPat), rule tables (PatternMatcher), graph_rewrite (docs/developer/codegen.md)."""
 from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence
