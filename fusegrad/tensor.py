@@ -1,7 +1,5 @@
-"""Tensor: the user API. Every method builds lazy graph from the primitives; nothing runs until realize().
-
-The math, movement, reduce, indexing and network ops live in mixin/*.py; this file holds the other creation methods,
-data access, broadcasting, assign and autograd. See docs/developer/tensor.md."""
+"""Tensor: the user API, lazy: ops build graph from the primitives, nothing runs until realize(). The math, movement,
+reduce, indexing and network ops are in mixin/*.py; here the rest (docs/developer/tensor.md)."""
 from __future__ import annotations
 import builtins, math, operator, pathlib, struct, sys
 from contextlib import contextmanager

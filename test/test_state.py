@@ -469,14 +469,15 @@ def test_gguf_package_files(tmp_path):
     np.testing.assert_allclose(weights[name].numpy(), want, rtol=1e-6, atol=1e-6, err_msg=name)
     assert np.abs(weights[name].numpy() - arrays[name]).max() < 0.3  # and close to the original
 
-@pytest.mark.parametrize("qname", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q6_K"])
+@pytest.mark.parametrize("qname", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4"])
 def test_gguf_dequantize_matches_gguf_package(tmp_path, qname):
   gguf = pytest.importorskip("gguf")
   qt = gguf.GGMLQuantizationType[qname]
   block, nbytes = gguf.GGML_QUANT_SIZES[qt]
   r = np.random.default_rng(qt.value)
   raw = r.integers(0, 256, (3, nbytes), dtype=np.uint8)  # random quants; the f16 scales made finite below
-  scale_bytes = {"Q4_1": [0, 2], "Q5_1": [0, 2], "Q4_K": [0, 2], "Q6_K": [nbytes - 2]}.get(qname, [0])
+  scale_bytes = {"Q4_1": [0, 2], "Q5_1": [0, 2], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [nbytes - 2],
+                 "MXFP4": []}.get(qname, [0])  # (MXFP4: one byte of exponent, no float16 scale)
   for pos in scale_bytes: raw[:, pos:pos + 2] = r.uniform(-2, 2, (3, 1)).astype(np.float16).view(np.uint8)
   fn = tmp_path / "q.gguf"
   fn.write_bytes(write_gguf({}, [("w", (3, block), qt.value, raw.tobytes())]))

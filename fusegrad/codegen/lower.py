@@ -1,7 +1,5 @@
-"""Passes between an optimized kernel AST and the flat program: each reads the renderer's capabilities.
-
-simplify_gated_loads, merge_axes, lower_group_reduces, to_launch_dims, decompose_threefry, emulate_bfloat16 and the
-cleanup pm_lowered: see the pass table in docs/developer/codegen.md."""
+"""Passes between an optimized kernel AST and the flat program, each reading the renderer's capabilities (the pass
+table in docs/developer/codegen.md)."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.helpers import prod

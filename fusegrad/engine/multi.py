@@ -1,7 +1,5 @@
-"""Multi-device tensors: one logical graph over a tuple of devices, lowered to one graph per device when realized.
-
-A tensor spread over devices is MULTI(src=(one node per device), arg=axis): axis None is replicated, an int axis is
-split in equal consecutive parts. `lower` has one rule per kind of op (the table in docs/devices.md)."""
+"""Multi-device tensors: one graph over a tuple of devices, lowered to one graph per device when realized. MULTI(src=one
+node per device, arg=axis): axis None is replicated, an int splits it in equal consecutive parts (docs/devices.md)."""
 from __future__ import annotations
 import functools, weakref
 from fusegrad.helpers import prod

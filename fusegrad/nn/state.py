@@ -449,12 +449,12 @@ _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_MAX_DEPTH = 16  # arrays of arrays: real files nest one or two deep
 # ggml type -> (elements per block, bytes per block)
 GGML_BLOCKS = {
-  0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 12: (256, 144), 14: (256, 210),
-  24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2)}
+  0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 12: (256, 144), 13: (256, 176),
+  14: (256, 210), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2), 39: (32, 17)}
 _GGML_PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32,
                27: dtypes.int64, 28: dtypes.float64, 30: dtypes.bfloat16}
 _GGML_NAMES = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K",
-               13: "Q5_K", 14: "Q6_K"}
+               13: "Q5_K", 14: "Q6_K", 39: "MXFP4"}
 
 class _Reader:
   """Little-endian values read from a memoryview, with a clear error when the data runs out."""
@@ -495,9 +495,9 @@ def _nibbles(q: Tensor) -> Tensor:
   return (q & 0xF).cat(q >> 4, dim=1)
 
 def _fifth_bits(qh: Tensor) -> Tensor:
-  """(nb, 4) bytes of a little-endian uint32 -> (nb, 32) bits, bit j for element j, moved to value 16."""
+  """(nb, k) bytes -> (nb, k, 8) bits, bit j of byte i at [:, i, j], moved to value 16 (fifth bits of 4-bit values)."""
   shifts = Tensor([0, 1, 2, 3, 4, 5, 6, 7], dtype=dtypes.uint8, device=qh.device)
-  return ((qh.unsqueeze(2) >> shifts) & 1).reshape(qh.shape[0], 32) << 4
+  return ((qh.unsqueeze(2) >> shifts) & 1) << 4
 
 # each takes the (blocks, bytes per block) uint8 tensor and returns (blocks, elements per block) float32 values
 def _dequant_q4_0(b: Tensor) -> Tensor:  # d f16, 16 bytes of nibbles: (q - 8) * d
@@ -506,26 +506,28 @@ def _dequant_q4_1(b: Tensor) -> Tensor:  # d f16, m f16, 16 bytes of nibbles: q 
   d, m = _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1), _ggml_f16(b[:, 2], b[:, 3]).unsqueeze(1)
   return _nibbles(b[:, 4:20]).cast(dtypes.float32) * d + m
 def _dequant_q5_0(b: Tensor) -> Tensor:  # d f16, 4 bytes of fifth bits, 16 bytes of nibbles: (q - 16) * d
-  q = (_nibbles(b[:, 6:22]) | _fifth_bits(b[:, 2:6])).cast(dtypes.float32)
+  q = (_nibbles(b[:, 6:22]) | _fifth_bits(b[:, 2:6]).flatten(1)).cast(dtypes.float32)
   return (q - 16) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
 def _dequant_q5_1(b: Tensor) -> Tensor:  # d f16, m f16, 4 bytes of fifth bits, 16 bytes of nibbles: q * d + m
-  q = (_nibbles(b[:, 8:24]) | _fifth_bits(b[:, 4:8])).cast(dtypes.float32)
+  q = (_nibbles(b[:, 8:24]) | _fifth_bits(b[:, 4:8]).flatten(1)).cast(dtypes.float32)
   return q * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1) + _ggml_f16(b[:, 2], b[:, 3]).unsqueeze(1)
 def _dequant_q8_0(b: Tensor) -> Tensor:  # d f16, 32 int8: q * d
   return b[:, 2:].bitcast(dtypes.int8).cast(dtypes.float32) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
 
-def _dequant_q4_k(b: Tensor) -> Tensor:
-  """256 values: d f16, dmin f16, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32, 128 bytes of nibbles
-  (byte l of chunk j holds element l of sub-block 2j low, 2j+1 high): d * scale * q - dmin * min."""
+def _dequant_q4_k(b: Tensor, qh: Tensor | None = None) -> Tensor:
+  """256 values: d f16, dmin f16, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32, (Q5_K: qh, 32 bytes whose
+  bit s of byte l is the fifth bit of element l of sub-block s), 128 bytes of nibbles (byte l of chunk j holds element
+  l of sub-block 2j low, 2j+1 high): d * scale * q - dmin * min."""
   nb = b.shape[0]
   d, dmin = _ggml_f16(b[:, 0], b[:, 1]).reshape(nb, 1, 1), _ggml_f16(b[:, 2], b[:, 3]).reshape(nb, 1, 1)
   s = b[:, 4:16]
   scales = (s[:, 0:4] & 63).cat((s[:, 8:12] & 0xF) | ((s[:, 0:4] >> 6) << 4), dim=1)  # sub-blocks 0-3, then 4-7
   mins = (s[:, 4:8] & 63).cat((s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4), dim=1)
-  q = b[:, 16:144].reshape(nb, 4, 1, 32)
-  vals = (q & 0xF).cat(q >> 4, dim=2).reshape(nb, 8, 32).cast(dtypes.float32)
+  q = b[:, -128:].reshape(nb, 4, 1, 32)
+  vals = (q & 0xF).cat(q >> 4, dim=2).reshape(nb, 8, 32)
+  if qh is not None: vals = vals | _fifth_bits(qh).transpose(1, 2)  # (Q5_K)
   scales, mins = scales.cast(dtypes.float32).unsqueeze(2), mins.cast(dtypes.float32).unsqueeze(2)
-  return (d * scales * vals - dmin * mins).reshape(nb, 256)
+  return (d * scales * vals.cast(dtypes.float32) - dmin * mins).reshape(nb, 256)
 
 def _dequant_q6_k(b: Tensor) -> Tensor:
   """256 values in two halves of 128: 64 bytes of low nibbles, 32 bytes of 2-bit high parts, 16 int8 scales (one per
@@ -539,13 +541,18 @@ def _dequant_q6_k(b: Tensor) -> Tensor:
   scales = b[:, 192:208].bitcast(dtypes.int8).cast(dtypes.float32).reshape(nb, 2, 4, 2, 1).expand(nb, 2, 4, 2, 16)
   return (_ggml_f16(b[:, 208], b[:, 209]).reshape(nb, 1, 1, 1) * scales.reshape(nb, 2, 4, 32) * q).reshape(nb, 256)
 
+def _dequant_mxfp4(b: Tensor) -> Tensor:  # exponent E, 16 bytes of nibbles (e2m1 codes, doubled): value * 2^(E-128)
+  kv = Tensor([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=dtypes.float32, device=b.device)
+  e = b[:, 0:1].cast(dtypes.int32)  # 2^(E-128) by its bits (subnormal for E < 2)
+  return kv[_nibbles(b[:, 1:17]).cast(dtypes.int32)] * (e < 2).where(0x200000 << e, e - 1 << 23).bitcast(dtypes.float32)
+
 _DEQUANT: dict[int, Callable[[Tensor], Tensor]] = {2: _dequant_q4_0, 3: _dequant_q4_1, 6: _dequant_q5_0,
-                                                    7: _dequant_q5_1, 8: _dequant_q8_0, 12: _dequant_q4_k,
-                                                    14: _dequant_q6_k}
+  7: _dequant_q5_1, 8: _dequant_q8_0, 12: _dequant_q4_k, 13: lambda b: _dequant_q4_k(b, b[:, 16:48]), 14: _dequant_q6_k,
+  39: _dequant_mxfp4}
 
 def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
   """n values of ggml type ggml_type from the uint8 tensor t, as a 1-D tensor: plain types (F32, F16, BF16, F64, I8-I64)
-  keep their dtype; the quantized Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K are dequantized to float32 (lazily)."""
+  keep their dtype; the quantized Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 become float32 (lazily)."""
   if ggml_type not in GGML_BLOCKS:
     raise ValueError(f"gguf_load: ggml type {_GGML_NAMES.get(ggml_type, ggml_type)} is not supported")
   block, nbytes = GGML_BLOCKS[ggml_type]
@@ -567,8 +574,8 @@ def _gguf_tensor_infos(r: _Reader, count: int) -> list[tuple[str, tuple[int, ...
 
 def gguf_load(tensor: Source) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """The metadata and tensors of a GGUF file (version 2 or 3): `kv, weights = gguf_load("model.gguf")`.
-  F32, F16, BF16, F64 and integer tensors keep their dtype; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K are
-  dequantized to float32."""
+  F32, F16, BF16, F64 and integer tensors keep their dtype; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4
+  are dequantized to float32."""
   raw, name = _read_source(tensor, "gguf_load")
   r = _Reader(raw, name)
   if bytes(r.take(4, "the magic")) != b"GGUF": raise ValueError(f"gguf_load: {name}: not a GGUF file (bad magic)")
