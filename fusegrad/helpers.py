@@ -88,6 +88,7 @@ def getenv(key: str, default: Any = 0) -> Any:
   val = os.environ.get(key)
   return default if val is None else _convert(key, val, default)
 
+@functools.total_ordering
 class ContextVar:
   """A flag read once from the environment, overridable with `with Context(NAME=value)`; numeric flags are >= 0. The
   module that owns a flag's meaning may set `parse` (value -> value, ValueError on garbage), as dtype.py does."""
@@ -108,10 +109,7 @@ class ContextVar:
   def __bool__(self) -> bool: return bool(self.value)
   def __int__(self) -> int: return int(self.value)
   def __index__(self) -> int: return int(self.value)
-  def __ge__(self, x: int) -> bool: return self.value >= x
-  def __gt__(self, x: int) -> bool: return self.value > x
   def __lt__(self, x: int) -> bool: return self.value < x
-  def __le__(self, x: int) -> bool: return self.value <= x
   def __eq__(self, x: object) -> bool: return self.value == x
   def __hash__(self) -> int: return hash(self.key)
   def __repr__(self) -> str: return f"{self.key}={self.value!r}"
@@ -120,6 +118,7 @@ class Context(contextlib.ContextDecorator):
   """Temporarily set flags: `with Context(DEBUG=2): ...` or as a decorator `@Context(BEAM=2)`."""
   def __init__(self, **kwargs: Any):
     for k in kwargs:
+      if k in TINYGRAD_FLAGS and k not in ContextVar._cache: ContextVar(k, 0, "tinygrad's flag; no effect here")
       if k not in ContextVar._cache: raise KeyError(f"unknown flag {k!r}; known: {sorted(ContextVar._cache)}")
     self.kwargs = {k: ContextVar._cache[k].check(v) for k, v in kwargs.items()}
   def __enter__(self) -> Context:
@@ -129,6 +128,10 @@ class Context(contextlib.ContextDecorator):
   def __exit__(self, *exc: Any) -> None:
     for k, v in self.old.items(): ContextVar._cache[k].value = v
 
+# tinygrad's flags for choices its own compiler makes (none here): Context takes them (its tests and scripts set them)
+TINYGRAD_FLAGS = set("TRANSCENDENTAL WINO TC TC_OPT TC_SELECT AMX NOLOCALS FUSE_ARANGE FUSE_CONV_BW FUSE_OPTIM IMAGE "
+                     "LRU DEVECTORIZE NO_MEMORY_PLANNER RING ALL2ALL CACHELEVEL OPT JIT_BATCH_SIZE TRACEMETA PROFILE "
+                     "CHECK_OOB ALLOW_DEVICE_USAGE MAX_BUFFER_SIZE".split())
 # Flags. Each is read once from the environment; `Context(NAME=...)` overrides it.
 DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: schedule and opts, 4: source, 5: IR")
 DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")

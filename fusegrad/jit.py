@@ -149,8 +149,7 @@ class TinyJit(Generic[ReturnType]):
       self._plan_cache = None  # (its launches hold the old memory)
 
   def __getstate__(self) -> dict:
-    """pickle: the capture (kernels as source, buffers with their contents) without the function, as tinygrad's: the
-    TinyJit loaded replays it, and can't run the function (another capture, JIT=0) or be a method."""
+    """pickle: the capture (kernels as source, buffers with contents), not the function: loaded, it replays (jit.md)."""
     bases = {id(ei.bufs[0].base): ei.bufs[0].base for ei in self.jit_cache}
     return {**self.__dict__, "fxn": None, "__wrapped__": None, "_per_instance": {}, "_last": None, "_plan_cache": None,
             "ret": None, "written": [bases[i] for i in self.written], "ret_tensors": [t.uop for t in self.ret_tensors]}

@@ -201,6 +201,12 @@ class TestContext:
   def test_unknown_flag(self):
     with pytest.raises(KeyError, match="unknown flag 'NOT_A_FLAG'"): Context(NOT_A_FLAG=1)
 
+  def test_tinygrad_flags_for_its_compiler_are_taken_and_change_nothing(self):
+    x = Tensor([0.5, -3.0, 80.0])
+    with Context(TRANSCENDENTAL=2, WINO=1, FUSE_ARANGE=1, TC=0):  # (tinygrad's tests and scripts set them)
+      np.testing.assert_allclose(x.exp().numpy(), np.exp(x.numpy()), rtol=1e-6)
+    with pytest.raises(KeyError, match="unknown flag 'WINOGRAD'"): Context(WINOGRAD=1)
+
   def test_flag_compares_like_its_value(self):
     with Context(DEBUG=2):
       assert DEBUG >= 2 and DEBUG > 1 and DEBUG < 3 and DEBUG <= 2 and DEBUG == 2 and bool(DEBUG) and int(DEBUG) == 2

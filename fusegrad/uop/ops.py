@@ -134,8 +134,7 @@ class UOp:
     while u.op in GroupOp.Movement or u.op is Ops.DETACH: u = u.src[0]
     if u.op is not Ops.BUFFER: raise RuntimeError(f"buffer: a {u.op.name} node has no buffer (realize it first)")
     return u.arg
-  @property
-  def realized(self) -> Any: return self.buffer if self.is_realized else None  # (tinygrad's name) the Buffer, or None
+  realized = property(lambda self: self.buffer if self.is_realized else None)  # (tinygrad's name) the Buffer or None
   def has_buffer_identity(self) -> bool:
     """True when this node is a buffer, or a reshape of one: it names memory of its own (tinygrad's name)."""
     return self.src[0].has_buffer_identity() if self.op is Ops.RESHAPE else self.op is Ops.BUFFER
