@@ -129,9 +129,8 @@ class Context(contextlib.ContextDecorator):
     for k, v in self.old.items(): ContextVar._cache[k].value = v
 
 # tinygrad's flags for choices its own compiler makes (none here): Context takes them (its tests and scripts set them)
-TINYGRAD_FLAGS = set("TRANSCENDENTAL WINO TC TC_OPT TC_SELECT AMX NOLOCALS FUSE_ARANGE FUSE_CONV_BW FUSE_OPTIM IMAGE "
-                     "LRU DEVECTORIZE NO_MEMORY_PLANNER RING ALL2ALL CACHELEVEL OPT JIT_BATCH_SIZE TRACEMETA PROFILE "
-                     "CHECK_OOB ALLOW_DEVICE_USAGE MAX_BUFFER_SIZE".split())
+TINYGRAD_FLAGS = set("TRANSCENDENTAL WINO TC TC_OPT AMX NOLOCALS FUSE_ARANGE FUSE_CONV_BW FUSE_OPTIM IMAGE OPT "
+                     "DEVECTORIZE NO_MEMORY_PLANNER RING CACHELEVEL PROFILE CHECK_OOB ALLOW_DEVICE_USAGE".split())
 # Flags. Each is read once from the environment; `Context(NAME=...)` overrides it.
 DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: schedule and opts, 4: source, 5: IR")
 DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")

@@ -11,7 +11,7 @@ from fusegrad import Tensor, TinyJit, dtypes, Device, nn
 from fusegrad.nn.optim import SGD, Adam
 from test.helpers import two_devices
 from fusegrad.nn.state import (get_state_dict, get_parameters, load_state_dict, StateDictError, safe_save, safe_load,
-                               safe_load_metadata, torch_load, UnsafePickleError, gguf_load)
+                               safe_load_metadata, torch_load, UnsafePickleError, gguf_load, tar_extract)
 
 class Linear:
   def __init__(self, fan_in: int, fan_out: int, seed: int):
@@ -653,3 +653,24 @@ def test_load_state_dict_realize_false_allocates_nothing():
   load_state_dict(layer, sd, verbose=False)
   assert GlobalCounters.mem_used == mem + 64 * 64 * 4
   np.testing.assert_equal(layer.weight.numpy(), np.ones((64, 64)))
+
+def test_tar_extract_gives_each_file_as_tarfile_reads_it(tmp_path):
+  import io, tarfile
+  files = {"a/x.bin": bytes(range(256)) * 3, "empty": b"", "very" * 40 + "_long_name.txt": b"hello", "b512": b"b" * 512}
+  for fmt in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+      for name, data in files.items():
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo(name + ".lnk")  # links and folders are not files
+        link.type, link.linkname = tarfile.SYMTYPE, name
+        tar.addfile(link)
+    (tmp_path / "t.tar").write_bytes(buf.getvalue())
+    for src in (tmp_path / "t.tar", str(tmp_path / "t.tar"), Tensor(buf.getvalue())):
+      got = tar_extract(src)
+      assert set(got) == set(files)
+      for name, data in files.items(): assert got[name].dtype == dtypes.uint8 and bytes(got[name].numpy()) == data
+  with pytest.raises(tarfile.ReadError): tar_extract(Tensor(b"not a tar archive" * 40))
+  with pytest.raises(FileNotFoundError): tar_extract(str(tmp_path / "missing.tar"))

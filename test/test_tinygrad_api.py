@@ -41,8 +41,8 @@ EXCLUDED: dict[str, str] = {
   **{f"dtypes.{n}": _FP8 for n in ("fp8_fnuz", "fp8_ocp", "fp8e4m3", "fp8e4m3fnuz", "fp8e5m2", "fp8e5m2fnuz", "fp8s")},
   **{f"dtypes.{n}": _WEAK for n in ("weakfloat", "weakint", "weaks")},
   "Device.get_class": "the backend class behind a device name: " + _INTERNAL,
-  **{f"nn.state.{n}": "tinygrad's readers of archives as DISK tensors; fusegrad has no DISK device (torch_load reads "
-     "zip checkpoints itself; use Python's zipfile/tarfile)" for n in ("tar_extract", "zip_extract", "TensorIO")},
+  **{f"nn.state.{n}": "not implemented: tinygrad's zip reader and file object over a tensor (torch_load reads zip "
+     "checkpoints itself; use Python's zipfile; tar_extract is here)" for n in ("zip_extract", "TensorIO")},
   **{f"nn.state.{n}": "tinygrad's file system on a device (fs_load/fs_store): no counterpart" for n in
      ("fs_load", "fs_store", "accept_filename")},
   **{f"helpers.{n}": _FLAG for n in (

@@ -1,6 +1,6 @@
 """Saving and loading state dicts (models, optimizers), safetensors, PyTorch checkpoints and GGUF (docs/state.md)."""
 from __future__ import annotations
-import array, collections, io, itertools, json, mmap, pathlib, pickle, struct, time, types, zipfile
+import array, collections, io, itertools, json, mmap, pathlib, pickle, struct, tarfile, time, types, zipfile
 from typing import Any, Callable, Iterator
 from fusegrad.tensor import Tensor, _make_buffer
 from fusegrad.dtype import DType, dtypes
@@ -11,8 +11,7 @@ from fusegrad.nn.optim import _fresh, _own_buffer
 Source = Tensor | str | pathlib.Path
 
 def _read_source(fn: Source, who: str) -> tuple[memoryview, str]:
-  """The bytes of a file (mapped: what is used is read from disk then) or of a 1-D uint8 Tensor, and a name for error
-  messages."""
+  """A file's bytes (mapped: read from disk when used) or a 1-D uint8 Tensor's, and a name for error messages."""
   if isinstance(fn, Tensor):
     if fn.dtype != dtypes.uint8 or fn.ndim != 1:
       raise ValueError(f"{who}: a Tensor source must be 1-D uint8, got {fn.shape} {fn.dtype}")
@@ -70,8 +69,7 @@ def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> di
   return out
 
 def get_parameters(obj: Any) -> list[Tensor]:
-  """Every Tensor reachable from obj (see get_state_dict), each once, in a stable order:
-  `SGD(get_parameters(model))`."""
+  """Every Tensor reachable from obj (get_state_dict), each once, in a stable order: `SGD(get_parameters(model))`."""
   return list({id(t): t for t in get_state_dict(obj).values()}.values())  # a tensor under two names: once
 
 class StateDictError(RuntimeError, KeyError, ValueError):
@@ -191,9 +189,14 @@ def safe_load_metadata(fn: Source) -> tuple[Tensor, int, dict[str, Any]]:
   data_start, header = _safe_header(raw, name)
   return (fn if isinstance(fn, Tensor) else Tensor(pathlib.Path(fn))), data_start, header
 
+def tar_extract(fn: Source) -> dict[str, Tensor]:
+  """The files of a tar archive (path or uint8 Tensor) by name, each a uint8 Tensor: its slice of it (as tinygrad's)."""
+  with tarfile.open(fileobj=_as_file(_read_source(fn, "tar_extract")[0])) as tar: files = [m for m in tar if m.isfile()]
+  t = fn if isinstance(fn, Tensor) else Tensor(pathlib.Path(fn))
+  return {m.name: t[m.offset_data:m.offset_data + m.size] for m in files}
+
 def safe_load(fn: Source) -> dict[str, Tensor]:
-  """The tensors of a .safetensors file (path or uint8 Tensor of its bytes), by name:
-  `safe_load("model.safetensors")`."""
+  """The tensors of a .safetensors file (path or uint8 Tensor of its bytes) by name: `safe_load("x.safetensors")`."""
   raw, name = _read_source(fn, "safe_load")
   data_start, header = _safe_header(raw, name)
   ret = {}
@@ -515,9 +518,8 @@ def _dequant_q8_0(b: Tensor) -> Tensor:  # d f16, 32 int8: q * d
   return b[:, 2:].bitcast(dtypes.int8).cast(dtypes.float32) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
 
 def _dequant_q4_k(b: Tensor, qh: Tensor | None = None) -> Tensor:
-  """256 values: d f16, dmin f16, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32, (Q5_K: qh, 32 bytes whose
-  bit s of byte l is the fifth bit of element l of sub-block s), 128 bytes of nibbles (byte l of chunk j holds element
-  l of sub-block 2j low, 2j+1 high): d * scale * q - dmin * min."""
+  """256 values: d, dmin f16, 12 bytes of 6-bit scales and mins of 8 sub-blocks of 32, (Q5_K: 32 bytes qh, bit s of byte
+  l the fifth bit of value l of sub-block s), 128 bytes of nibbles (byte l of chunk j: sub-block 2j low, 2j+1 high)."""
   nb = b.shape[0]
   d, dmin = _ggml_f16(b[:, 0], b[:, 1]).reshape(nb, 1, 1), _ggml_f16(b[:, 2], b[:, 3]).reshape(nb, 1, 1)
   s = b[:, 4:16]

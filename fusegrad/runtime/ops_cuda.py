@@ -173,8 +173,7 @@ class CUDADevice(Compiled):
                                                                l2=attr(38)))
     self.events = (ctypes.c_void_p(), ctypes.c_void_p())
     for ev in self.events: self.cu.call("cuEventCreate", ctypes.byref(ev), 0)
-    super().__init__(device, CUDAAllocator(self), ren, cuda_compiler(self.arch),
-                     functools.partial(CUDAProgram, self))
+    super().__init__(device, CUDAAllocator(self), ren, cuda_compiler(self.arch), functools.partial(CUDAProgram, self))
   def make_current(self) -> None: self.cu.call("cuCtxSetCurrent", self.context)
   @property
   def is_accelerator(self) -> bool: return True
