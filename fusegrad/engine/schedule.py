@@ -301,7 +301,7 @@ class KernelBuilder:
     if n.op is Ops.BIND:
       var, val = n.unbind()
       if self.var_vals.setdefault(var, val) != val:  # one kernel has one value of each variable
-        raise ValueError(f"variable {var.arg[0]} is bound to {self.var_vals[var]} and to {val} in one kernel")
+        raise RuntimeError(f"bind mismatch on {var.arg[0]}: bound to {self.var_vals[var]} and to {val} in one kernel")
       return [], lambda: var
     if n.op is Ops.DEFINE_VAR: raise RuntimeError(f"variable {n.arg[0]} has no value: bind it with .bind(value)")
     if n.op in (Ops.DETACH, Ops.CONTIGUOUS): return [(n.src[0], idxs, gate)], _same
