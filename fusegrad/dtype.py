@@ -91,7 +91,7 @@ class dtypes(metaclass=_DTypesMeta):
   @staticmethod
   def is_float(x: DType) -> builtins.bool: return x.scalar() in _FLOATS
   @staticmethod
-  def is_int(x: DType) -> builtins.bool: return x.scalar() in _INTS or x == dtypes.index
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in _INTS
   @staticmethod
   def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in _UINTS
   @staticmethod
@@ -139,7 +139,7 @@ class dtypes(metaclass=_DTypesMeta):
   def fields() -> dict[str, DType]: return DTYPES_DICT
 
 # the same sets for membership tests by hash (codegen asks these about every constant it makes)
-_FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset(dtypes.ints), frozenset(dtypes.uints)
+_FLOATS, _INTS, _UINTS = frozenset(dtypes.floats), frozenset((*dtypes.ints, dtypes.index)), frozenset(dtypes.uints)
 
 DTYPES_DICT: dict[str, DType] = {dt.name: dt for dt in dtypes.all}
 # the names users write: "float32", "int8", torch-style aliases too
