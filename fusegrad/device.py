@@ -153,8 +153,7 @@ class Buffer:
       self._pending = None
     return self
   def copyin_later(self, data: bytes) -> Buffer:
-    """copyin when first used: until then nothing is allocated (a tensor made from data and never used costs no device
-    memory, as in tinygrad)."""
+    """copyin when first used: until then nothing is allocated (a tensor of data never used holds no device memory)."""
     self._pending = data
     return self
   def use_pointer(self, ptr: int) -> Buffer:

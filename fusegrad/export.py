@@ -55,8 +55,7 @@ def _refuse_lasting(t: Tensor) -> None:
                                                  "outlives the call (an assign, e.g. BatchNorm's running statistics)")
 
 def _capture(fn: Callable[..., Any], inputs: list[Tensor], dev: Compiled) -> TinyJit:
-  """The function captured by a TinyJit of its own on dev, with the browser's limits; ExportError for what a page
-  can't replay."""
+  """fn captured by a TinyJit of its own on dev, with the browser's limits; ExportError for what a page can't replay."""
   jit = TinyJit(_pure(fn.fxn if isinstance(fn, TinyJit) else fn))
   with browser_kernels(dev):
     while jit.captured is None: jit(*inputs)

@@ -257,6 +257,7 @@ _CACHE_TABLE = "fusegrad_cache"
 _CACHE_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {_CACHE_TABLE} (tbl TEXT, key TEXT, val BLOB, sha256 TEXT, used REAL, "
                  "PRIMARY KEY (tbl, key))")
 _db_connection: sqlite3.Connection | None = None
+_cache_bytes: list[Any] = [None, 0]  # (the connection, the bytes its entries hold) as diskcache_put last counted them
 
 def cache_dir() -> pathlib.Path: return pathlib.Path(CACHE_DIR.value or pathlib.Path.home() / ".cache") / "fusegrad"
 
@@ -341,8 +342,7 @@ if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_forget_c
 
 @functools.cache
 def code_version(*globs: str) -> str:
-  """A hash of the package's files that match globs (under fusegrad/): a disk cache keys its entries with the version
-  of the code that made them."""
+  """A hash of the package's files matching globs (under fusegrad/): disk caches key their entries with it."""
   root = pathlib.Path(__file__).resolve().parent
   files = sorted({f.relative_to(root).as_posix(): f for g in globs for f in root.glob(g)}.items())
   return hashlib.sha256(b"".join(name.encode() + b"\0" + f.read_bytes() for name, f in files)).hexdigest()
@@ -373,12 +373,15 @@ def diskcache_put(table: str, key: str, val: bytes) -> bytes:
   try:
     conn.execute(f"INSERT OR REPLACE INTO {_CACHE_TABLE} VALUES (?, ?, ?, ?, ?)",
                  (table, key, val, _digest(table, key, val), time.time()))
-    limit = CACHE_SIZE_MB.value * 2 ** 20
-    if conn.execute(f"SELECT COALESCE(SUM(LENGTH(val)), 0) FROM {_CACHE_TABLE}").fetchone()[0] > limit:
+    limit, (counted, n) = CACHE_SIZE_MB.value * 2 ** 20, _cache_bytes
+    if counted is not conn or (n := n + len(val)) > limit:  # (counted again then: other processes write to it too)
+      n = conn.execute(f"SELECT COALESCE(SUM(LENGTH(val)), 0) FROM {_CACHE_TABLE}").fetchone()[0]
+    if n > limit:  # trimmed to 7/8 of the bound, so that a full cache isn't trimmed (all its rows sorted) at every put
       rows = conn.execute(f"SELECT rowid, LENGTH(val) FROM {_CACHE_TABLE} ORDER BY used DESC").fetchall()
-      sizes = itertools.accumulate(n for _, n in rows)
-      old = [(rowid,) for (rowid, _), total in zip(rows, sizes) if total > limit]
+      sizes = itertools.accumulate(m for _, m in rows)
+      old = [(rowid,) for (rowid, _), total in zip(rows, sizes) if total > limit * 7 // 8]
       conn.executemany(f"DELETE FROM {_CACHE_TABLE} WHERE rowid=?", old)
+    _cache_bytes[:] = [conn if n <= limit else None, n]  # (after a trim, counted again at the next put)
   except sqlite3.Error: pass
   return val
 

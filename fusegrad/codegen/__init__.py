@@ -146,8 +146,7 @@ def program_for(k: Kernel, trace: Trace | None = None) -> ProgramSpec:
                      list(k.applied_opts), estimate_flops(uops), function)
 
 def estimate_flops(uops: list[UOp]) -> int:
-  """Arithmetic ops on values (not on addresses) times the iterations of their loops and launch grid (a fused
-  multiply-add is two)."""
+  """Arithmetic ops on values (not addresses) times the iterations of their loops and grid (a fused multiply-add: 2)."""
   index_nodes: set[UOp] = set()
   for u in uops:
     if u.op in (Ops.LOAD, Ops.STORE):  # the address and the gate (a load's bool source, a store's fourth)

@@ -65,8 +65,7 @@ class Embedding:
 
 # *** convolutions ***
 class _ConvNd:
-  """What Conv and ConvTranspose layers share: the hyperparameters, stored as given (tinygrad's attributes), and the
-  parameters."""
+  """What Conv and ConvTranspose share: the hyperparameters, stored as given (tinygrad's attributes), the parameters."""
   _spatial_dims = 2  # the spatial axes an int kernel_size stands for (a tuple gives its own count)
   def __init__(self, kernel_size: int | tuple[int, ...], stride: Any, padding: Any, dilation: Any, groups: int,
                in_channels: int, out_channels: int, bias: bool, transposed: bool):
