@@ -93,8 +93,10 @@ class ContextVar:
   """A flag read once from the environment, overridable with `with Context(NAME=value)`; numeric flags are >= 0. The
   module that owns a flag's meaning may set `parse` (value -> value, ValueError on garbage), as dtype.py does."""
   _cache: dict[str, ContextVar] = {}
+  def __new__(cls, key: str, *args: Any) -> ContextVar:  # declared again (a module run twice): the first, as tinygrad's
+    return ContextVar._cache[key] if key in ContextVar._cache else super().__new__(cls)
   def __init__(self, key: str, default: Any, doc: str = ""):
-    if key in ContextVar._cache: raise RuntimeError(f"flag {key} declared twice")
+    if key in ContextVar._cache: return
     self.key, self.default, self.doc = key, default, doc
     self.parse: Callable[[Any], Any] | None = None
     self.value = self.check(getenv(key, default))

@@ -201,6 +201,13 @@ class TestContext:
   def test_unknown_flag(self):
     with pytest.raises(KeyError, match="unknown flag 'NOT_A_FLAG'"): Context(NOT_A_FLAG=1)
 
+  def test_a_flag_declared_again_is_the_first_as_tinygrad(self):
+    from fusegrad.helpers import ContextVar
+    first, again = ContextVar("FG_TEST_TWICE", 1, "a test flag"), ContextVar("FG_TEST_TWICE", 2, "a test flag")
+    assert again is first and again.value == 1 and ContextVar("DEBUG", 7) is DEBUG
+    with Context(FG_TEST_TWICE=3): assert first.value == 3
+    assert first.value == 1
+
   def test_tinygrad_flags_for_its_compiler_are_taken_and_change_nothing(self):
     x = Tensor([0.5, -3.0, 80.0])
     with Context(TRANSCENDENTAL=2, WINO=1, FUSE_ARANGE=1, TC=0):  # (tinygrad's tests and scripts set them)

@@ -139,9 +139,8 @@ class Realized(NamedTuple):
   epoch: int  # which schedule stored it (see capture)
 
 class _Memo:
-  """node -> Realized, weakly: the entry is kept in the node's own _cache, so it lives exactly as long as the node and
-  a lookup (one per node of every graph realized) is a plain dict get; a weak list of the nodes given one, for
-  forget."""
+  """node -> Realized, weakly: kept in the node's own _cache, so it lives as long as the node and a lookup (one per node
+  of every graph realized) is a plain dict get; a weak list of the nodes given one, for forget."""
   def __init__(self) -> None: self.nodes = WeakList()
   def get(self, n: UOp) -> Realized | None: return n._cache.get("realized")
   def __setitem__(self, n: UOp, entry: Realized) -> None:
