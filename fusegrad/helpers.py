@@ -93,7 +93,7 @@ class ContextVar:
   """A flag read once from the environment, overridable with `with Context(NAME=value)`; numeric flags are >= 0. The
   module that owns a flag's meaning may set `parse` (value -> value, ValueError on garbage), as dtype.py does."""
   _cache: dict[str, ContextVar] = {}
-  def __new__(cls, key: str, *args: Any) -> ContextVar:  # declared again (a module run twice): the first, as tinygrad's
+  def __new__(cls, key: str, *args: Any, **kwargs: Any) -> ContextVar:  # declared again: the first (as tinygrad's)
     return ContextVar._cache[key] if key in ContextVar._cache else super().__new__(cls)
   def __init__(self, key: str, default: Any, doc: str = ""):
     if key in ContextVar._cache: return
