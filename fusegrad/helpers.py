@@ -120,7 +120,7 @@ class Context(contextlib.ContextDecorator):
   """Temporarily set flags: `with Context(DEBUG=2): ...` or as a decorator `@Context(BEAM=2)`."""
   def __init__(self, **kwargs: Any):
     for k in kwargs:
-      if k in TINYGRAD_FLAGS and k not in ContextVar._cache: ContextVar(k, 0, "tinygrad's flag; no effect here")
+      if k in TINYGRAD_FLAGS: ContextVar(k, 0, "tinygrad's flag; no effect here")  # (declared once)
       if k not in ContextVar._cache: raise KeyError(f"unknown flag {k!r}; known: {sorted(ContextVar._cache)}")
     self.kwargs = {k: ContextVar._cache[k].check(v) for k, v in kwargs.items()}
   def __enter__(self) -> Context:

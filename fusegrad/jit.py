@@ -152,7 +152,7 @@ class TinyJit(Generic[ReturnType]):
     """pickle: the capture (kernels as source, buffers with contents), not the function: loaded, it replays (jit.md)."""
     bases = {id(ei.bufs[0].base): ei.bufs[0].base for ei in self.jit_cache}
     return {**self.__dict__, "fxn": None, "__wrapped__": None, "_per_instance": {}, "_last": None, "_plan_cache": None,
-            "ret": None, "written": [bases[i] for i in self.written], "ret_tensors": [t.uop for t in self.ret_tensors]}
+            "written": [bases[i] for i in self.written], "ret_tensors": [t.uop for t in self.ret_tensors]}
   def __setstate__(self, st: dict) -> None:
     self.__dict__.update(st, written={id(b) for b in st["written"]}, value_shapes=-1,  # (-1: no fxn to run)
                          ret_tensors=[Tensor._wrap(u) for u in st["ret_tensors"]])
@@ -287,7 +287,7 @@ class TinyJit(Generic[ReturnType]):
     self.written = {id(ei.bufs[0].base) for i, ei in enumerate(self.jit_cache) if (i, 0) not in inputs_written}
     self.rng_step = STATE.rng_counter - start
     # results that are (views of) inputs must follow the inputs of each replay, not stay the capture's inputs
-    self.ret, self.ret_structure, self.ret_tensors = ret, _structure(ret), _parts(_tensors_in(ret))
+    self.ret_structure, self.ret_tensors = _structure(ret), _parts(_tensors_in(ret))
     base_of = {id(b): (k, state.view_base(t.uop)) for k, (t, b) in enumerate(zip(inputs, bufs))}
     self.from_inputs = {i: base_of[id(base.arg)] for i, t in enumerate(self.ret_tensors)
                         if (base := state.view_base(t.uop)).op is Ops.BUFFER and id(base.arg) in base_of}
