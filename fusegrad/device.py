@@ -7,9 +7,8 @@ from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
 from fusegrad.renderer import Renderer
 
-# *** the device registry *** One thread at a time opens a backend, realizes (schedules, compiles, runs kernels) or
-# copies data in or out: PoCL crashes when two threads open it at once, and the engine's state (engine/state.py) is
-# one per process. Reentrant: a realize opens devices. See docs/developer/threads.md.
+# *** the device registry *** One thread at a time opens a backend, realizes or copies (PoCL crashes when two threads
+# open it; engine/state.py is one per process). Reentrant: a realize opens devices. docs/developer/threads.md.
 RUN_LOCK = threading.RLock()
 
 class _Device:

@@ -84,9 +84,8 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
 }
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
 
-# composites (pow...) whose primitives' rules get the derivative wrong at special values: result node -> (its inputs,
-# rule(grad of the result, result, *inputs) -> one gradient per input), used instead of walking into the composite. A
-# rule must not hold the result or its inputs (a weak key; substitute_keeping_rules gives a rebuilt graph new ones).
+# composites (pow...) whose primitives' rules get the derivative wrong at special values: result -> (inputs, rule(grad,
+# result, *inputs) -> their gradients), used instead of walking into it. A rule holds neither (weak key).
 _composite_rules: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], Callable]] = weakref.WeakKeyDictionary()
 
 def with_rule(result: UOp, inputs: tuple[UOp, ...], rule: Callable[..., tuple[UOp | None, ...]]) -> UOp:

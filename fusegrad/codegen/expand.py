@@ -38,8 +38,7 @@ _COPIED = (AxisType.LANES, AxisType.UNROLL)  # a reduce's ranges that become cop
 
 def _expand_reduce(red: UOp, value: UOp, ranges: tuple[UOp, ...]) -> UOp:
   """A REDUCE without its UNROLL and LANES ranges. Each LANES value gets its own accumulator (partial sums over the
-  loops left, combined after them); within one, the UNROLL copies are added in one after another (a chain of fused
-  multiply-adds)."""
+  loops left, combined after them), which adds its UNROLL copies in (linearize.py, _Linearizer.copies)."""
   lanes = [r for r in ranges if range_kind(r) is AxisType.LANES]
   unrolled = [r for r in ranges if range_kind(r) is AxisType.UNROLL]
   kept = tuple(r for r in ranges if range_kind(r) not in _COPIED)

@@ -265,10 +265,9 @@ def _pooled_loads(k: Kernel, opts: list[Opt]) -> None:
     if 1 < n <= 4 and range_size(r) % n == 0 and _body_fits(k, opt := Opt(OptOps.UPCAST, i, n)): _try(k, opt, opts)
 
 def _transposed_reads(k: Kernel, opts: list[Opt]) -> None:
-  """An elementwise kernel with loads that gather along the store's vector (a layout change fused into other work: a
-  batch norm's backward read in NCHW, written NHWC for the next convolution) but are contiguous along another output
-  axis: that axis upcast by as many (a square tile), so those loads read vectors along it, transposed in registers
-  (codegen/vectorize.py) instead of lane by lane."""
+  """An elementwise kernel whose loads gather along the store's vector (a batch norm's backward read NCHW, written NHWC)
+  but are contiguous along another output axis: that axis upcast by as many (a square tile), so the loads read vectors
+  along it, transposed in registers (codegen/vectorize.py)."""
   if k.reduce_op or k.ren.has_local or (lanes := vector_range(st := k.stores()[0])) is None or st.src[2].op is Ops.LOAD:
     return  # (a copy: _transpose_tile)
   if (n := range_size(lanes)) not in TRANSPOSED or all(k.stride(ld, lanes) in (0, 1) for ld in k.loads()): return
@@ -294,10 +293,9 @@ def _transpose_tile(k: Kernel, opts: list[Opt]) -> None:
       return
 
 def _copy_order(k: Kernel, opts: list[Opt]) -> None:
-  """A copy of rows of a cache line (64 bytes) or more into another layout (a matmul's column panels, pack_matmul; a
-  permute that keeps the last axis): the two loops around the row copy ordered so the reads move least between
-  iterations (the reads then stream through memory; each write is whole cache lines anyway), when the loop that goes
-  inside is short (each of its iterations writes to another page: a few hundred stay within the TLB's reach)."""
+  """A copy of rows of 64 bytes or more into another layout (pack_matmul's panels, a permute keeping the last axis): the
+  two loops around the row copy ordered so the reads stream (writes are whole cache lines anyway), when the inner one
+  is short (each iteration writes another page: a few hundred stay within the TLB's reach)."""
   if k.reduce_op or k.ren.has_local or not k.loads() or len(_out_axes(k)) < 3: return
   st, step = k.stores()[0], k.upcast_size()
   (i, a0), (_, a1), (_, row) = _out_axes(k)[-3:]

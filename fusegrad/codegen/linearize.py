@@ -3,6 +3,7 @@ from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType
 from fusegrad.codegen.kernel import range_kind, reduce_parts
+from fusegrad.codegen.expand import tree_reduce
 
 def reduce_identity(op: Ops, dtype) -> object:
   if op is Ops.ADD: return 0
@@ -78,12 +79,12 @@ class _Linearizer:
             for i, x in enumerate(group)]
     for acc in accs: self.emit(acc)
     for r in ranges: self.open_loop(r)
-    # step by step across the accumulators, not accumulator by accumulator: a value loaded for a step dies at once; in
-    # the other order gcc (which keeps the source's order) kept all steps' broadcasts live and spilled the tile
+    # step by step across the accumulators: a value loaded for a step dies at once (gcc spilled the tile otherwise)
+    values = [self.copies(x) for x in group]
     updates = list(accs)
-    for step in range(max(len(reduce_parts(x)[0]) for x in group)):
+    for step in range(max(map(len, values))):
       for i, x in enumerate(group):
-        if step < len(vals := reduce_parts(x)[0]): updates[i] = self.accumulate(x.arg, updates[i], vals[step])
+        if step < len(vals := values[i]): updates[i] = self.accumulate(x.arg, updates[i], vals[step])
     for x, acc, update in zip(group, accs, updates): self.out.append(UOp(Ops.ASSIGN, x.dtype, (acc, update)))
     for r in reversed(ranges):
       self.out.append(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
@@ -93,6 +94,15 @@ class _Linearizer:
     # values computed inside the loops are out of scope now
     for n in list(self.done):
       if self.deps.get(n, frozenset()) & rset: del self.done[n]
+
+  def copies(self, red: UOp) -> list[UOp]:
+    """What red adds into its accumulator an iteration: products one by one (multiply-adds), other copies combined
+    pairwise first (the accumulator then waits for one add, not one per copy); new nodes get their loops as others."""
+    vs = reduce_parts(red)[0]
+    if red.arg is Ops.ADD and any(v.op is Ops.MUL and dtypes.is_float(v.dtype) for v in vs): return list(vs)
+    for n in (tree := tree_reduce(red.arg, list(vs))).toposort():
+      self.deps.setdefault(n, frozenset().union(*(self.deps[s] for s in n.src)))
+    return [tree]
 
   def accumulate(self, op: Ops, acc: UOp, v: UOp) -> UOp:
     """acc <op> v; a sum of products becomes multiply-accumulates (one fused multiply-add where the device has it)."""

@@ -296,9 +296,8 @@ def _template_from(data: bytes | None) -> Template | None:
   except (ValueError, KeyError, TypeError, AttributeError, IndexError): return None
 
 # *** the quick path: a small graph with nothing stored and no writes, from its key straight to its kernels ***
-# A node with no buffer, variable or write under it is "pure": equal pure graphs are one node (hash-consing), never
-# stored (state.remember keeps values that read an input): the key names it and the walk stops there. Other nodes are
-# keyed as in graph_key, buffers at their newest version; the plan is the general path's for a key's first graph.
+# A "pure" node (no buffer, variable or write under it) is one node per value (hash-consing), never stored: the key
+# names it and the walk stops. Others are keyed as in graph_key; the plan is the general path's for a key's first graph.
 
 QUICK_NODES = 64  # graphs deeper or with more nodes (not counting pure ones) go the general way
 _IMPURE = {Ops.BUFFER, Ops.BIND, Ops.DEFINE_VAR, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.SINK}

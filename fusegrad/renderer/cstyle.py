@@ -103,10 +103,9 @@ class CStyleLanguage(Renderer):
     return "int" if dt == dtypes.index else self.render_dtype(dt)
 
   def render_address(self, idx: UOp, buf: str, names: dict[UOp, str]) -> tuple[str, str]:
-    """The pointer and index a load or store uses. With offset_addressing an index `x + constant` becomes `(buf+x)` and
-    the constant: with -fwrapv (int math wraps) gcc can't move a constant out of a 32-bit index, so each `buf[x+c]`
-    got its own sign-extended pointer (a register, or a stack slot reloaded in the hot loop); `buf+x` is one pointer
-    that all of them share, the constants become displacements."""
+    """The pointer and index a load or store uses. With offset_addressing `x + constant` becomes `(buf+x)` and the
+    constant: under -fwrapv gcc gave each `buf[x+c]` its own sign-extended pointer (spilled in hot loops); `buf+x` is
+    one pointer they share, the constants displacements."""
     if self.offset_addressing and idx.op is Ops.ADD and idx.src[1].op is Ops.CONST:
       return f"({buf}+{names[idx.src[0]]})", self.render_const(idx.src[1].arg, idx.src[1].dtype)
     return buf, names[idx] if idx.op is not Ops.CONST else self.render_const(idx.arg, idx.dtype)
@@ -129,8 +128,7 @@ class CStyleLanguage(Renderer):
     return 0
   def render_thread_loop(self, name: str, params: list[str], var: str, size: str,
                          inner: list[str]) -> tuple[list[str], list[str]]:
-    """A loop whose iterations run on several threads (var: its counter's type and name; inner: the loop body's lines):
-    its lines in the kernel, and functions to render before the kernel."""
+    """A loop run on several threads (var: its counter's type and name; inner: body lines): (its lines, functions)."""
     raise NotImplementedError(f"{type(self).__name__} has no threaded loops")
 
   def render_kernel_name(self, name: str, uops: list[UOp]) -> str:
@@ -217,9 +215,8 @@ class CStyleLanguage(Renderer):
         if u.op is Ops.CAST: expr = self.render_cast(src[0], u.dtype, u.src[0].dtype)
         elif u.op is Ops.BITCAST: expr = self.render_bitcast(src[0], u.dtype, u.src[0].dtype)
         else: expr = self.render_alu(u, src)
-        # small int expressions used once are inline; a variable for every float result (it rounds), every int narrower
-        # than C's int (C computes in int: only the assignment wraps), and a bool that becomes a number: gcc jumps on
-        # `(float)(a!=b)` (max pool's gradient: a mispredicted jump per element, 20x slower), not on a _Bool variable
+        # small int expressions used once are inline; a variable for each float (it rounds), int narrower than C's int
+        # (only the assignment wraps), and bool made a number (gcc jumps on `(float)(a!=b)`: max pool's grad 20x slower)
         inline_ok = (dtypes.is_int(u.dtype) and u.dtype.itemsize >= 4) or (u.dtype == dtypes.bool and u not in casted)
         if uses[u] == 1 and inline_ok and u.op not in (Ops.MAX, Ops.IDIV, Ops.MOD, Ops.BITCAST): names[u] = expr
         else:

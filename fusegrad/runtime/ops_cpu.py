@@ -64,10 +64,9 @@ _workers: weakref.WeakSet[Worker] = weakref.WeakSet()
 _held: list[tuple[Worker, int, int, Callable]] = []  # CopyBetweenWorkers.held: copies held back behind snapshots
 
 class CopyBetweenWorkers:
-  """A copy between two devices' workers, queued on both at each call: src's worker copies src to a staging buffer
-  once dest's read the last copy, and dest's waits for that (from 1 MB dest's copies src itself). Copies in a row (an
-  exchange): both send before they wait. worker_run.c's fg_send, fg_receive (flags full and free) are the two halves;
-  bind() points it at other buffers, keeping the staging buffer and flags."""
+  """A copy between two devices' workers, queued on both: src's copies to a staging buffer once dest's read the last
+  (from 1 MB dest's copies src itself); in an exchange both send before they wait. worker_run.c's fg_send/fg_receive
+  are the halves; bind() points it at other buffers."""
   def __init__(self, src_worker: Worker, dest_worker: Worker, staging: CPUBuffer | None) -> None:
     self.workers, self.staging, self.pair = (src_worker, dest_worker), staging, ctypes.create_string_buffer(
       src_worker.lib.dll.fg_size())

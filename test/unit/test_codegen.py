@@ -95,6 +95,18 @@ class TestOpts:
     _, p = run_with(si, [Opt(OptOps.UNROLL, 0, 0)])
     assert not any(u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE for u in p.uops)
 
+  @pytest.mark.parametrize("red", ["sum", "max"])
+  def test_unrolled_copies_of_a_sum_are_combined_before_the_accumulator(self, red):
+    # a chain acc+v0+v1+v2+v3 waits for four adds an iteration; (v0+v1)+(v2+v3) first, then one add into acc
+    x = RNG.standard_normal((4, 64)).astype(np.float32)
+    got, p = run_with(kernel_of(getattr(Tensor(x), red)(axis=1)), [Opt(OptOps.UNROLL, 0, 4)])
+    np.testing.assert_allclose(got, getattr(x, red)(axis=1), rtol=1e-6)
+    assign = next(u for u in p.uops if u.op is Ops.ASSIGN)
+    assert assign.src[0] in assign.src[1].src  # the update is one op on the accumulator
+    products = kernel_of(Tensor(A) @ Tensor(B))  # products stay a chain of multiply-adds into the accumulator
+    _, p = run_with(products, [Opt(OptOps.UNROLL, 0, 4)])
+    assert sum(u.op is Ops.MULACC for u in p.uops) == 4
+
   @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UNROLL, 0, 4)], [Opt(OptOps.UNROLL, 0, 16)],
                                     [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 0, 8)]], ids=str)
   def test_reduce_max(self, opts):
