@@ -23,6 +23,9 @@ class DType:
     return self is other or (type(other) is type(self) and self._key == other._key)  # type: ignore
   def __hash__(self) -> int: return self._hash  # type: ignore
   def _fields(self) -> tuple: return (self.priority, self.itemsize, self.name, self.fmt, self.count)
+  def __reduce_ex__(self, protocol: Any) -> Any:  # a scalar unpickles as the module's own object: `is` stays true
+    named = type(self) is DType and self.count == 1 and getattr(dtypes, self.name, None) == self
+    return (getattr, (dtypes, self.name)) if named else super().__reduce_ex__(protocol)
   def __repr__(self) -> str:
     return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
   def __lt__(self, other: DType) -> bool:

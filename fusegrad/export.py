@@ -15,8 +15,7 @@ from fusegrad.tensor import Tensor, _assign_watchers
 
 MAX_BINDING = 128 << 20  # maxStorageBufferBindingSize every WebGPU adapter grants
 OFFSET_ALIGN = 256  # minStorageBufferOffsetAlignment in browsers
-# Chrome's shader compiler on SwiftShader (its CPU adapter) took minutes and gigabytes for the MNIST CNN's 16-element
-# register tile (4x4 accumulators, unrolled); with 4 each kernel takes under a second
+# SwiftShader (Chrome's CPU adapter) took minutes and GBs for a 16-element register tile; with 4, under a second
 BROWSER_UPCAST = 4
 
 # the rest of model.js, after its MODEL: load(baseUrl) and run(...inputs), in JavaScript

@@ -115,6 +115,11 @@ class ContextVar:
   def __eq__(self, x: object) -> bool: return self.value == x
   def __hash__(self) -> int: return hash(self.key)
   def __repr__(self) -> str: return f"{self.key}={self.value!r}"
+  def __reduce__(self) -> Any: return _flag_copy, (self.key, self.default, self.doc, self.value)
+
+def _flag_copy(key: str, default: Any, doc: str, value: Any) -> ContextVar:  # unpickled: the value it had (tinygrad's)
+  (flag := object.__new__(ContextVar)).__dict__.update(key=key, default=default, doc=doc, parse=None, value=value)
+  return flag
 
 class Context(contextlib.ContextDecorator):
   """Temporarily set flags: `with Context(DEBUG=2): ...` or as a decorator `@Context(BEAM=2)`."""

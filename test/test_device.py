@@ -208,6 +208,13 @@ class TestContext:
     with Context(FG_TEST_TWICE=3): assert first.value == 3
     assert first.value == 1
 
+  def test_an_unpickled_flag_holds_the_value_it_had_as_tinygrad(self):
+    import pickle  # (tinygrad's test_pickle_context_var; loading it changes no flag of this process)
+    before = DEBUG.value
+    with Context(DEBUG=before + 2): saved = pickle.dumps(DEBUG)
+    loaded = pickle.loads(saved)
+    assert loaded.value == before + 2 and loaded.key == "DEBUG" and loaded is not DEBUG and DEBUG.value == before
+
   def test_tinygrad_flags_for_its_compiler_are_taken_and_change_nothing(self):
     x = Tensor([0.5, -3.0, 80.0])
     with Context(TRANSCENDENTAL=2, WINO=1, FUSE_ARANGE=1, TC=0):  # (tinygrad's tests and scripts set them)

@@ -378,6 +378,8 @@ class TestIntegerEdgesVsTorch:
 def test_an_unpickled_dtype_is_the_same_dtype():
   import pickle
   from fusegrad.uop.ops import UOp
-  for dt in (dtypes.index, dtypes.int32, dtypes.float16, dtypes.bool):
+  for dt in (dtypes.index, dtypes.int32, dtypes.float16, dtypes.bool, dtypes.bfloat16, dtypes.void, dtypes.uint64):
     u = pickle.loads(pickle.dumps(dt))
-    assert u == dt and dtypes.is_int(u) == dtypes.is_int(dt) and UOp.const(u, 5).arg == UOp.const(dt, 5).arg
+    assert u is dt and dtypes.is_int(u) == dtypes.is_int(dt) and UOp.const(u, 5).arg == UOp.const(dt, 5).arg
+  for dt in (dtypes.float32.vec(8), dtypes.float32.ptr(), dtypes.int8.ptr(local=True)):  # vectors, pointers: equal
+    assert pickle.loads(pickle.dumps(dt)) == dt

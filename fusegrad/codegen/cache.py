@@ -10,8 +10,7 @@ from fusegrad.codegen.kernel import Opt, OptOps
 
 def spec_key(ast: UOp, ren: Renderer) -> str:
   """The cache key of a kernel's codegen: every node of the AST in order, the renderer and the settings."""
-  # every flag but those that only show what happens: NOOPT and BEAM choose the opts, and a flag a pass may read later
-  # is covered too
+  # every flag but those that only show what happens (NOOPT, BEAM and any a pass may read later)
   shown = ("DEBUG", "VIZ", "VIZ_PORT", "VIZ_OUT")
   flags = " ".join(f"{k}={v.value!r}" for k, v in sorted(ContextVar._cache.items()) if k not in shown)
   code = code_version("codegen/*.py", "renderer/*.py", "uop/*.py", "dtype.py")  # what turns an AST into source

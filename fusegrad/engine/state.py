@@ -242,8 +242,7 @@ def drop_stale_defs(versions: set[UOp]) -> None:
       if d[1]: STATE.lazy_defs[k] = None
       else: del STATE.lazy_defs[k]
 
-# *** storage ownership *** the tensor whose storage a buffer is (the first one realized into it) is kept on the
-# Buffer, as a weak reference (Buffer.owner, set by Buffer.claim only; None: none yet)
+# *** storage ownership *** the tensor first realized into a buffer owns it: Buffer.owner, a weakref (Buffer.claim)
 
 def buffers_read(u: UOp, resolve_root: bool = True) -> set[Buffer]:
   """The buffers u's graph reads (through computed nodes, and through u itself if resolve_root)."""

@@ -217,8 +217,7 @@ class ConvMixin:
     if any(map(any, all_pads)): real = windows(T.ones(self.shape, dtype=dtypes.bool, device=self.device), False)
     ret = windows(self).max(axes := tuple(range(-len(k_), 0)))
     def rule(g: UOp, n: UOp, x: UOp) -> tuple[UOp | None]:
-      # all into each window's first max, as torch's (not shared by ties), computed into a buffer of its own: a norm's
-      # backward before the pool reads it many times
+      # all into each window's first max (torch's: not shared by ties), in a buffer of its own (a norm reads it often)
       w = windows(T._wrap(x))
       picked = _first_max(w, T._wrap(n), real, k_).where(w, 0).sum(axes)
       return (None if (gx := compute_gradient(picked.uop, g, {x}).get(x)) is None else gx.contiguous(),)

@@ -604,8 +604,7 @@ def _pow_float(b: Tensor, e: Tensor) -> Tensor:
   negative = (b < 0) | (zero & (b.reciprocal() < 0))  # -0.0 too: (-0) ** -1 is -inf
   sign = fractional_of_negative.where(nan, (negative & odd).where(b._const(-1.0), b._const(1.0)))
   ret = mag * sign
-  # x ** 0, 1 ** y and (-1) ** +-inf are 1 where the form above isn't (0 ** 0, nan ** 0, 1 ** nan, inf ** 0); where it
-  # already is 1 the gradient keeps flowing (d/de b ** 0 = log b, d/db 1 ** e = e)
+  # x ** 0, 1 ** y, (-1) ** +-inf are 1 (0 ** 0, nan ** 0, 1 ** nan ...); where already 1 the gradient keeps flowing
   one = (e == 0) | (b == 1) | ((b == -1) & e.isinf())
   return (one & ret.ne(1)).where(1.0, ret)
 

@@ -24,8 +24,7 @@ def check_indices(result: Tensor, idx: Tensor, size: int, op: str, negative: boo
   if ignore is not None: bad = bad & (i != ignore)
   check = IndexCheck(bad.where(i, dtypes.min(dtypes.int64)).max().uop, op, size, what, error)
   u = idx.uop.src[0] if idx.uop.op is Ops.RESHAPE else idx.uop
-  # up to 4096 indices still on the host (Tensor(list), not used yet) are checked now, as torch checks at the call, with
-  # no kernel (about 40 ns an index in Python; more go to the device's check)
+  # up to 4096 indices still on the host (Tensor(list), not used yet) checked now, as torch, with no kernel (40 ns each)
   if u.op is Ops.BUFFER and u.arg._pending is not None and u.arg.size <= 4096 and dtypes.is_int(u.dtype) \
       and not state.STATE.capturing:
     if not lo <= min(vals := memoryview(u.arg._pending).cast(u.dtype.fmt)) or max(vals) >= size:

@@ -254,8 +254,7 @@ class ClangCompiler(Compiler):
     # ISA (the machine model sizes tiles; Zen 4's scheduling model, znver3 to gcc 12, hoisted loads and spilled a tile)
     self.args = ["-shared", "-O2", "-w", "-pipe", "-fPIC", "-march=native", "-mtune=generic", "-fwrapv",
                  "-fno-math-errno", "-fno-strict-aliasing", "-x", "c"]
-    # the ISA's flags: on AVX-512, the kernels' vector types are as wide as the SIMD registers: keep them whole (clang
-    # splits 64-byte vectors into two 32-byte halves by default on some AVX-512 CPUs)
+    # the ISA's flags: on AVX-512 keep 64-byte vectors whole (clang splits them in halves on some AVX-512 CPUs)
     self.args[:0] = ISAS[isa][3] if isa in ISAS else []
     if openmp: self.args.insert(0, "-fopenmp")
     # register tiles ask gcc to unroll a short loop with a big body whole (ClangRenderer.render), up to this size

@@ -173,8 +173,7 @@ class UOp:
   @staticmethod
   def const(dtype: DType, val: Any, shape: tuple[int, ...] | None = None, device: str | None = None) -> UOp:
     """A constant: bare (for kernels and index math), or on a device and broadcast to shape (for tensors)."""
-    # kept for the next use, by the Python number given (converting it is most of the cost; a tensor constant, as
-    # Tensor + 1 makes, is 4 nodes)
+    # kept for the next use, by the Python number given (converting it is most of the cost; Tensor + 1 makes 4 nodes)
     key = (dtype._key, type(val), _arg_key(val), None if shape is None else tuple(shape), device)
     if type(val) in (int, float, bool) and (ret := _consts.get(key)) is not None: return ret
     ret = UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), dtypes.as_const(val, dtype))
