@@ -154,7 +154,7 @@ class TinyJit(Generic[ReturnType]):
     return {**self.__dict__, "fxn": None, "__wrapped__": None, "_per_instance": {}, "_last": None, "_plan_cache": None,
             "written": [bases[i] for i in self.written], "ret_tensors": [t.uop for t in self.ret_tensors]}
   def __setstate__(self, st: dict) -> None:
-    self.__dict__.update(st, written={id(b) for b in st["written"]}, value_shapes=-1,  # (-1: no fxn to run)
+    self.__dict__.update(st, written={id(b) for b in st["written"]},
                          ret_tensors=[Tensor._wrap(u) for u in st["ret_tensors"]])
 
   def reset(self) -> None:
@@ -209,8 +209,8 @@ class TinyJit(Generic[ReturnType]):
       ret = self._run(args, kwargs)
       self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
-    if self.cnt >= 2 and sig != self.sig and STATE.value_shapes != self.value_shapes != -1:  # an input cut
-      STATE.value_shapes += 1  # to a Variable's value since (f(x[:, :v])): this call runs fxn, __call__ stops replays
+    if self.cnt >= 2 and sig != self.sig and STATE.value_shapes != self.value_shapes and self.fxn is not None:  # an
+      STATE.value_shapes += 1  # input cut to a Variable's value since (f(x[:, :v])): fxn runs, __call__ stops replays
       return self.fxn(*args, **kwargs)
     if self.cnt >= 2 and sig != self.sig:
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
@@ -514,8 +514,7 @@ class _Function:
     sub = {h: t.uop for h, t in zip(trace.holders, inputs)}
     sub.update(fresh)
     effects = _side_effects(trace, inputs, sub, traced)
-    # one substitution for the results and the side effects, so they share nodes (a result reads this call's write);
-    # it keeps the composites' derivative rules (conv2d's), or a backward through the results would be slow
+    # one substitution for results and side effects (shared nodes), keeping composites' derivative rules (conv2d's)
     roots = (*trace.outs, *(after for _, after, _ in effects))
     new = iter(substitute_keeping_rules(UOp(Ops.SINK, src=roots), sub).src)
     results = []

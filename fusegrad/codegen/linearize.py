@@ -21,10 +21,13 @@ class _Linearizer:
     self.reduces = [u for u in self.nodes if u.op is Ops.REDUCE]
     self.deps: dict[UOp, frozenset[UOp]] = {}
     self.inner: dict[UOp, frozenset[UOp]] = {}  # the reduces each node's value uses (itself not included)
-    for u in self.nodes:  # the loops each node depends on (a REDUCE does not depend on the loops it closes)
-      d = frozenset([u]) if u.op is Ops.RANGE else frozenset().union(*(self.deps[s] for s in u.src))
-      self.deps[u] = d - frozenset(reduce_parts(u)[1]) if u.op is Ops.REDUCE else d
+    for u in self.nodes:
+      self.track(u)
       self.inner[u] = frozenset().union(*(self.inner[s] | ({s} if s.op is Ops.REDUCE else set()) for s in u.src))
+
+  def track(self, u: UOp) -> None:  # the loops u depends on (a REDUCE does not depend on the loops it closes)
+    d = frozenset([u]) if u.op is Ops.RANGE else frozenset().union(*(self.deps[s] for s in u.src))
+    self.deps[u] = d - frozenset(reduce_parts(u)[1]) if u.op is Ops.REDUCE else d
 
   def run(self) -> list[UOp]:
     # buffers, variables, launch indices and shared memory (declared at kernel scope) first, each kind in arg order
@@ -101,7 +104,7 @@ class _Linearizer:
     vs = reduce_parts(red)[0]
     if red.arg is Ops.ADD and any(v.op is Ops.MUL and dtypes.is_float(v.dtype) for v in vs): return list(vs)
     for n in (tree := tree_reduce(red.arg, list(vs))).toposort():
-      self.deps.setdefault(n, frozenset().union(*(self.deps[s] for s in n.src)))
+      if n not in self.deps: self.track(n)
     return [tree]
 
   def accumulate(self, op: Ops, acc: UOp, v: UOp) -> UOp:

@@ -260,8 +260,7 @@ class ConvMixin:
     axes = tuple(range(-n, 0))
     x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
     total = _pad_last(x, all_pads)._pool(k_, s_, d_).sum(axes)
-    # the divisor: how many cells of each window count, per axis (small host-made tensors: no extra kernel), counting
-    # the cells [lo, hi) of the input, or of the input and its padding (in padded coordinates)
+    # the divisor: cells of each window in [lo, hi) of the input (or input and padding), per axis (host-made: no kernel)
     spans = [(0, pb + i + pa) if count_include_pad else (pb, pb + i) for i, (pb, pa) in zip(self.shape[-n:], pads)]
     per_axis = [[sum(lo <= o * s + q * d < hi for q in range(k)) for o in range(out)]
                 for out, (lo, hi), k, s, d in zip(total.shape[-n:], spans, k_, s_, d_)]

@@ -429,8 +429,7 @@ class CPUDevice(Compiled):
     openmp = openmp_works(cc)
     threads = (CPU_THREADS.value or os.cpu_count() or 1) if openmp else 1
     if threads > 1 and not _one_openmp_runtime(cc): threads = 1
-    # without CC, the other of clang and gcc where installed is a compiler a kernel may pick (OptOps.COMPILER): each
-    # is faster on some kernels. Its half type differs, so kernels with halves stay on the default
+    # without CC, the other of clang/gcc where installed may be picked per kernel (OptOps.COMPILER); not with halves
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
                              threads=threads if threads > 1 else 0, machine=cpu_machine(isa), upcast_max=256,
