@@ -650,7 +650,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       t.grad = g if t.grad is None else t.grad.replace(t.grad + g)  # the same .grad object accumulates (as torch)
     return self
 
-
   @staticmethod
   @contextmanager
   def train(mode: builtins.bool = True) -> Iterator[None]:

@@ -34,6 +34,18 @@ def test_sigmoid_at_extremes(v):
   _same(fx.sigmoid()[0].gradient(fx)[0], tx.grad)
   _same(fx.sigmoid(), torch.sigmoid(tx).detach())
 
+@pytest.mark.parametrize("op", ["tanh", "erf", "gelu"])
+def test_gradient_at_infinity_and_far_out(op):
+  # a function built from branches (a series near 0, another formula far out) gave nan gradients at inf and 1000: the
+  # branch not taken, evaluated there, was inf and the where's zero gradient times inf is nan. torch gives 0 (or 1)
+  v = [-np.inf, -1000.0, -30.0, -0.01, 0.0, 0.3, 0.6, 5.0, 30.0, 1000.0, np.inf]
+  tx = torch.tensor(v, requires_grad=True)
+  tf = (lambda x: F.gelu(x, approximate="tanh")) if op == "gelu" else getattr(torch, op)
+  tf(tx).sum().backward()
+  fx = Tensor(v, requires_grad=True)
+  getattr(fx, op)().sum().backward()
+  np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
 @pytest.mark.parametrize("kw", [{}, {"padding": 1}, {"stride": 1, "dilation": 2}])
 def test_max_pool2d_indices_dtype(kw):
   x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)

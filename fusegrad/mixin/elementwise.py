@@ -478,8 +478,8 @@ class ElementwiseMixin:
   @_in_float32
   def tanh(self: Tensor) -> Tensor:
     """tanh(x) = 2 sigmoid(2x) - 1, and its series below |x| = 1/16 (where that difference loses digits)."""
-    x2 = (x := self._float()) * x
-    return (x.abs() < 0.0625).where(x * (1 + x2 * (-1 / 3 + x2 * (2 / 15 - x2 * 17 / 315))), 2 * (2 * x).sigmoid() - 1)
+    s = (small := (x := self._float()).abs() < 0.0625).where(x, 0)  # (a branch on its own inputs: no inf * 0 in grads)
+    return small.where(s * (1 + (s2 := s * s) * (-1 / 3 + s2 * (2 / 15 - s2 * 17 / 315))), 2 * (2 * x).sigmoid() - 1)
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
     """x limited to [min_val, max_val]; unlike clip, the gradient is 0 at the bounds (as torch.nn.functional)."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
@@ -622,8 +622,9 @@ def _atan_nonneg(t: Tensor) -> Tensor:
 
 def _erf_nonneg(x: Tensor) -> Tensor:
   """erf(x) for x >= 0: Abramowitz & Stegun 7.1.26, and below 0.5 the Maclaurin series (A&S's error is absolute)."""
-  t, x2 = 1.0 / (1.0 + 0.3275911 * x), x * x
+  s, big = (small := x < 0.5).where(x, 0), x.minimum(9)  # each branch on its own inputs (erf(9) = 1): no inf * 0
+  t, s2 = 1.0 / (1.0 + 0.3275911 * big), s * s
   poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
-  series = x * 1.1283791670955126 * (1 + x2 * (-1 / 3 + x2 * (1 / 10 + x2 * (-1 / 42 + x2 * (1 / 216 - x2 / 1320)))))
-  return (x < 0.5).where(series, 1 - poly * (-x2).exp())
+  series = s * 1.1283791670955126 * (1 + s2 * (-1 / 3 + s2 * (1 / 10 + s2 * (-1 / 42 + s2 * (1 / 216 - s2 / 1320)))))
+  return small.where(series, 1 - poly * (-big * big).exp())
 
