@@ -485,6 +485,17 @@ def test_cross_entropy_indices():
     helper_test_op([(6, 5)], lambda x: F.cross_entropy(x, torch.tensor(y), **kw),
                    lambda x: x.cross_entropy(Tensor(y), **kw), atol=1e-5)
 
+def test_class_losses_take_targets_as_numpy_or_list():
+  # as x + ndarray does: the targets become a tensor (tinygrad's lora_mnist passes numpy uint8 labels; it raised an
+  # AttributeError from deep inside)
+  y = np.array([0, 4, 2, 2, 1, 3], np.uint8)
+  for targets in (y, y.tolist()):
+    helper_test_op([(6, 5)], lambda x: F.cross_entropy(x, torch.tensor(y).long()),
+                   lambda x: x.sparse_categorical_crossentropy(targets), atol=1e-5)
+    helper_test_op([(6, 5)], lambda x: F.cross_entropy(x, torch.tensor(y).long()),
+                   lambda x: x.cross_entropy(targets), atol=1e-5)
+    helper_test_op([(6, 5)], lambda x: F.nll_loss(x, torch.tensor(y).long()), lambda x: x.nll_loss(targets), atol=1e-5)
+
 def test_cross_entropy_weight_ignore_smoothing():
   y = np.array([0, -100, 2, 2, 1, 3])
   w = np.random.default_rng(4).uniform(0.5, 2, 5).astype(np.float32)

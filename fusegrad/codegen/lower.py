@@ -146,8 +146,7 @@ def lower_group_reduces(ast: UOp) -> UOp:
   shared buffer, waits at a barrier, then adds up the buffer; stores to global memory happen in the group's first
   thread only."""
   groups = sorted({r for u in ast.toposort() if u.op is Ops.REDUCE
-                   for r in reduce_parts(u)[1] if range_kind(r) is AxisType.GROUP},
-                  key=lambda r: r.arg[0])
+                   for r in reduce_parts(u)[1] if range_kind(r) is AxisType.GROUP}, key=lambda r: r.arg[0])
   if not groups: return ast
   local = ranges_in(ast, AxisType.LOCAL, AxisType.GROUP)
   tid = flat_index(local, [range_size(r) for r in local])  # this thread's slot in the workgroup

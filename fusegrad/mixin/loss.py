@@ -1,7 +1,7 @@
 """Losses, composed from Tensor methods: negative log-likelihood, cross entropy, binary cross entropy."""
 from __future__ import annotations
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from fusegrad.dtype import dtypes
 from fusegrad.gradient import with_rule
 from fusegrad.uop.ops import UOp
@@ -19,6 +19,7 @@ def _reduction(x: Tensor, reduction: str, op: str, total: Tensor | None = None) 
 
 class LossMixin:
   __slots__ = ()
+  def _target(self: Tensor, y: Any) -> Tensor: return y if isinstance(y, T := type(self)) else T(y, device=self.device)
   def _class_targets(self: Tensor, Y: Tensor, axis: int, weight: Tensor | None, ignore_index: int | None,
                      op: str) -> tuple[Tensor, Tensor, Tensor]:
     """For integer targets Y (self's shape without the class axis): the one-hot mask along axis, the class weights
@@ -43,7 +44,7 @@ class LossMixin:
     """Negative log likelihood of log-probabilities x (classes on axis 1, or 0 for a 1-D x) at integer targets Y, as
     torch.nn.functional.nll_loss: 'mean' divides by the summed weights of the targets that count."""
     axis = 1 if self.ndim > 1 else 0
-    hot, w, w_y = self._class_targets(Y, axis, weight, ignore_index, "nll_loss")
+    hot, w, w_y = self._class_targets(self._target(Y), axis, weight, ignore_index, "nll_loss")
     loss = -hot.where(self, 0).sum(axis) * w_y
     return _reduction(loss, reduction, "nll_loss", w_y.sum())
 
@@ -56,7 +57,7 @@ class LossMixin:
       raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     axis = 1 if self.ndim > 1 else 0
     logp, n_cls = self.log_softmax(axis), self.shape[axis]
-    if Y.shape == self.shape and not dtypes.is_int(Y.dtype):  # class probabilities
+    if (Y := self._target(Y)).shape == self.shape and not dtypes.is_int(Y.dtype):  # class probabilities
       w = weight.cast(self.dtype).reshape((n_cls,) + (1,) * (self.ndim - axis - 1)) if weight is not None else 1.0
       target = Y * (1 - label_smoothing) + label_smoothing / n_cls
       return _reduction(-(logp * target * w).sum(axis), reduction, "cross_entropy")
@@ -72,7 +73,7 @@ class LossMixin:
     """Cross entropy of logits x (classes on the last axis) against integer labels Y; labels equal to ignore_index
     count neither in the loss nor in the mean."""
     x = self.reshape(-1, self.shape[-1]) if self.ndim != 2 else self
-    if Y.shape != self.shape[:-1]:
+    if (Y := self._target(Y)).shape != self.shape[:-1]:
       raise ShapeError(f"sparse_categorical_crossentropy: labels {Y.shape} don't fit logits {self.shape}")
     loss = x.cross_entropy(Y.reshape(-1), reduction, label_smoothing, None, ignore_index)
     return loss.reshape(Y.shape) if reduction == "none" else loss
@@ -90,7 +91,7 @@ class LossMixin:
                                  pos_weight: Tensor | None = None) -> Tensor:
     """Binary cross entropy of sigmoid(x) against y, computed from the logits without overflow
     (torch.nn.functional.binary_cross_entropy_with_logits); pos_weight scales the positive term."""
-    if Y.shape != self.shape:
+    if (Y := self._target(Y)).shape != self.shape:
       raise ShapeError(f"binary_crossentropy_logits: target {Y.shape} and input {self.shape} differ")
     log_weight = 1 + (pos_weight - 1) * Y if pos_weight is not None else 1
     loss = (1 - Y) * self + log_weight * (-self).softplus()
