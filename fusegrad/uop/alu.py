@@ -11,26 +11,14 @@ def _exp2(x: float) -> float:
   try: return 2.0 ** x
   except OverflowError: return math.inf
 
-def _log2(x: float) -> float:
-  if math.isnan(x) or x < 0: return math.nan
-  return -math.inf if x == 0 else math.log2(x)
-
+def _log2(x: float) -> float: return math.nan if math.isnan(x) or x < 0 else -math.inf if x == 0 else math.log2(x)
 def _sin(x: float) -> float: return math.nan if math.isinf(x) or math.isnan(x) else math.sin(x)
 def _sqrt(x: float) -> float: return math.nan if x < 0 or math.isnan(x) else math.sqrt(x)
-
-def _recip(x: float) -> float:
-  if x == 0: return math.copysign(math.inf, x)
-  return 1.0 / x
-
+def _recip(x: float) -> float: return math.copysign(math.inf, x) if x == 0 else 1.0 / x
 def _fmod(a: float, b: float) -> float:  # C's fmod: exact, the dividend's sign; nan where Python's raises
   return math.nan if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b) else math.fmod(a, b)
-def _trunc(x: Any) -> Any:
-  return x if isinstance(x, float) and (math.isinf(x) or math.isnan(x)) else type(x)(math.trunc(x))
-
-def _max(a: Any, b: Any) -> Any:
-  """Maximum that propagates NaN (like torch.maximum)."""
-  if isinstance(a, float) and math.isnan(a): return a
-  return a if a > b else b
+def _trunc(x: Any) -> Any: return x if isinstance(x, float) and not math.isfinite(x) else type(x)(math.trunc(x))
+def _max(a: Any, b: Any) -> Any: return a if isinstance(a, float) and math.isnan(a) or a > b else b  # nan wins (torch)
 
 def _mul(a: Any, b: Any) -> Any:
   try: return a * b
