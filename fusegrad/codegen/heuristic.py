@@ -45,6 +45,14 @@ def _reduce_loads(k: Kernel) -> list[UOp]:
   red = k.ranges_of(AxisType.REDUCE, AxisType.UNROLL, AxisType.LANES, AxisType.GROUP)
   return [ld for ld in k.loads() if any(k.stride(ld, r) != 0 for r in red)]
 def _red_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.reduce_axes()))
+def _window_gated(k: Kernel) -> set[UOp]:
+  """Ranges a load's gate tests with a reduce range (a padded window's edges): not tiled, the gates become loop bounds
+  (bound_gated_reduces), where 16 registers and a batch as long as them suit a tile of images ("Tile rules")."""
+  if k.ren.global_max or k.ren.machine.vector_registers > 16: return set()
+  rs = [{u for u in g.toposort() if u.op is Ops.RANGE} for ld in k.loads() for g in ld.src[2:]]
+  gated = {r for s in rs if any(x.arg[1] is AxisType.REDUCE for x in s) for r in s}
+  edge = max((range_size(r) for r in gated if r.arg[1] is not AxisType.REDUCE), default=0)
+  return gated if sum(r not in gated and range_size(r) >= max(edge, 4) for r in k.output_axes()) > 1 else set()
 
 def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
   """A big reduce into few outputs on a device with workgroups: reduce across the workgroup in shared memory."""
@@ -105,7 +113,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   # axes upcast whole (a pooled 3 x 3), for a long reduce, on CPUs (a GPU thread's registers are its occupancy too)
   short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
            and not slides(r)}
-  half, cap = k.ren.machine.vector_registers // 2, 0
+  half, cap, gated = k.ren.machine.vector_registers // 2, 0, _window_gated(k)
   way = max(k.ren.machine.l1d // k.ren.machine.l1_ways, 1)  # bytes between two addresses of one L1 set (4 KB on x86)
   def crowded(r: UOp, amt: int) -> bool:
     """amt loads along r, of values read again later, put more than half the L1's ways in one set (codegen.md)."""
@@ -119,7 +127,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     that moves along the axis to be contiguous."""
     out = []
     for i, r in _out_axes(k):
-      if r.arg[0] in done or range_size(r) < 8 and r.arg[0] not in short: continue
+      if r.arg[0] in done or range_size(r) < 8 and r.arg[0] not in short or r in gated: continue
       broadcast = sum(1 for ld in reused if k.stride(ld, r) == 0)
       contiguous, loads = k.stride(store, r) == 1, loads_contiguous(k.ast, r)
       # a vector the output isn't contiguous in is stored lane by lane: worth it only for a long enough reduce
