@@ -132,6 +132,11 @@ _TORCH_CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
   ((3, 8, 12, 12), (8, 8, 5, 5), {}, (0, 0, 0, 0)),  # MNIST-like: stride 1, no padding
   ((2, 16, 8, 8), (16, 16, 3, 3), {}, (0, 0, 0, 0)),  # 6-wide rows: a vector along the output channels
   ((6, 4, 96, 100), (4, 2, 3, 3), {"groups": 2, "stride": 2}, (1, 0, 1, 1)),  # weight gradient summed in batch chunks
+  # a batch and channels as long as the image: with 16 vector registers (CPU_ISA=avx2) the input gradient reads the
+  # output gradient unpadded and tiles images (heuristic._window_gated), its window loops bounded by the padding
+  ((16, 16, 8, 8), (8, 16, 3, 3), {}, (1, 1, 1, 1)),
+  ((16, 16, 8, 8), (16, 8, 3, 3), {"groups": 2, "dilation": 2}, (2, 2, 1, 3)),
+  ((12, 16, 10, 12), (8, 16, 5, 5), {}, (0, 0, 0, 0)),
 ])
 def test_conv2d_gradients(x_shape, w_shape, kw, flat_pad):
   conv = _TORCH_CONV[len(x_shape)]
