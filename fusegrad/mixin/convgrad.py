@@ -73,8 +73,8 @@ def conv_rule(a: ConvArgs, tensor: type[Tensor]):
     ren = Device[gt.device if isinstance(gt.device, str) else gt.device[0]].renderer
     if cl and all(s == 1 for s in a.stride) and all(p >= 0 for pp in pads for p in pp):
       # the last axis padded in memory, the rows a view whose gate codegen makes loop bounds (bound_gated_reduces); all
-      # views where the tile takes images (heuristic._window_gated: with 16 registers, a batch as long as the image)
-      images = not ren.global_max and ren.machine.vector_registers <= 16 and min(xt.shape[:2]) >= max(xt.shape[2:])
+      # views where the tile takes images (heuristic._window_gated: 4 x 2 vectors fill half the registers, a long batch)
+      images = not ren.global_max and ren.machine.vector_registers // 2 <= 8 and min(xt.shape[:2]) >= max(xt.shape[2:])
       last = [(0, 0)] * (len(pads) - 1) + [(0, 0) if images else pads[-1]]
       buf = layout(gt.pad(last))
       gp = buf.pad(pads[:-1] + [pads[-1] if images else (0, 0)])
