@@ -52,35 +52,25 @@ def _cos(x: UOp) -> UOp:
 LN2 = math.log(2)
 # rule(grad of output, node) -> gradients of node.src, in order
 grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
-  Ops.ADD: lambda g, n: (g, g),
-  Ops.MUL: lambda g, n: (g * n.src[1], g * n.src[0]),
-  Ops.MAX: _max_grad,
+  Ops.ADD: lambda g, n: (g, g), Ops.MUL: lambda g, n: (g * n.src[1], g * n.src[0]), Ops.MAX: _max_grad,
   Ops.FDIV: lambda g, n: (g.alu(Ops.FDIV, n.src[1]), -(g * n.alu(Ops.FDIV, n.src[1]))),  # (torch's: -g * (a/b/b))
-  Ops.MULACC: lambda g, n: (g * n.src[1], g * n.src[0], g),
+  Ops.MULACC: lambda g, n: (g * n.src[1], g * n.src[0], g), Ops.RECIPROCAL: lambda g, n: (-(g * n * n),),
   Ops.WHERE: lambda g, n: (None, n.src[0].where(g, g.const_like(0)), n.src[0].where(g.const_like(0), g)),
-  Ops.RECIPROCAL: lambda g, n: (-(g * n * n),),
   Ops.SQRT: lambda g, n: (g * (n * n.const_like(2)).alu(Ops.RECIPROCAL),),
-  Ops.EXP2: lambda g, n: (g * n * n.const_like(LN2),),
-  Ops.LOG2: lambda g, n: (g * (n.src[0] * n.const_like(LN2)).alu(Ops.RECIPROCAL),),
-  Ops.SIN: lambda g, n: (g * _cos(n.src[0]),),
-  Ops.CAST: _cast_grad,
+  Ops.EXP2: lambda g, n: (g * n * n.const_like(LN2),), Ops.SIN: lambda g, n: (g * _cos(n.src[0]),),
+  Ops.LOG2: lambda g, n: (g * (n.src[0] * n.const_like(LN2)).alu(Ops.RECIPROCAL),), Ops.CAST: _cast_grad,
   # rounding, bit reinterpretation, comparisons, integer and bit ops, random bits: no gradient flows through them
   **{op: lambda g, n: (None,) * len(n.src) for op in (Ops.TRUNC, Ops.BITCAST, Ops.CMPLT, Ops.CMPNE, Ops.IDIV,
                                                         Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.THREEFRY)},
   Ops.MOD: lambda g, n: (g, g * (n - n.src[0]) * n.src[1].alu(Ops.RECIPROCAL)) if dtypes.is_float(n.dtype) else
            (None, None),  # fmod(a, b) = a - trunc(a / b) * b; integer % has none
-  Ops.REDUCE_AXIS: _reduce_grad,
-  Ops.RESHAPE: lambda g, n: (g.reshape(n.src[0].shape),),
-  Ops.PERMUTE: lambda g, n: (g.permute(inverse_permutation(n.arg)),),
-  Ops.EXPAND: _expand_grad,
+  Ops.REDUCE_AXIS: _reduce_grad, Ops.RESHAPE: lambda g, n: (g.reshape(n.src[0].shape),),
+  Ops.PERMUTE: lambda g, n: (g.permute(inverse_permutation(n.arg)),), Ops.EXPAND: _expand_grad,
   Ops.PAD: lambda g, n: (g.shrink(tuple((b, b + s) for (b, _), s in zip(n.arg, n.src[0].shape))),),
   Ops.SHRINK: lambda g, n: (g.pad(tuple((b, s - e) for (b, e), s in zip(n.arg, n.src[0].shape))),),
-  Ops.FLIP: lambda g, n: (g.flip(n.arg),),
-  Ops.CONTIGUOUS: lambda g, n: (g,),
-  Ops.DETACH: lambda g, n: (None,),
+  Ops.FLIP: lambda g, n: (g.flip(n.arg),), Ops.CONTIGUOUS: lambda g, n: (g,), Ops.DETACH: lambda g, n: (None,),
   Ops.COPY: lambda g, n: (g.copy_to_device(n.src[0].device),),  # type: ignore[arg-type]
-  Ops.ASSIGN: lambda g, n: (None, g),
-  Ops.MULTI: lambda g, n: multi.parts_like(g, n),  # each device's part of the gradient
+  Ops.ASSIGN: lambda g, n: (None, g), Ops.MULTI: lambda g, n: multi.parts_like(g, n),  # (MULTI: each device's part)
 }
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
 

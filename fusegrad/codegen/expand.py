@@ -56,8 +56,7 @@ pm_expand = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _expand_reduce_rule),
   # sink(store, ...) -> sink(a copy of each store per value of its UPCAST ranges, ...)
   (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(
-    src=tuple(c for store in sink.src for c in copies(store, ranges_in(store, AxisType.UPCAST))))),
-])
+    src=tuple(c for store in sink.src for c in copies(store, ranges_in(store, AxisType.UPCAST)))))])
 
 def expand_unrolled(sink: UOp) -> UOp:
   """The AST with no UPCAST, UNROLL or LANES ranges left."""; return simplify(graph_rewrite(sink, pm_expand, once=True))

@@ -96,8 +96,7 @@ def _gated_load(ld: UOp, idx: UOp, gate: UOp) -> UOp | None:
 
 pm_gated_loads = PatternMatcher([
   # load(buf, idx, gate) -> load(buf, idx simplified knowing gate holds, gate)
-  (UPat(Ops.LOAD, src=(UPat(), UPat.var("idx"), UPat.var("gate")), allow_any_len=True, name="ld"), _gated_load),
-])
+  (UPat(Ops.LOAD, src=(UPat(), UPat.var("idx"), UPat.var("gate")), allow_any_len=True, name="ld"), _gated_load)])
 
 def simplify_gated_loads(ast: UOp) -> UOp:
   """Every gated load's index simplified given its gate (the padding of a view cuts divisions out of its index)."""
@@ -236,8 +235,7 @@ pm_bfloat16 = PatternMatcher([
    lambda u, x: _float_to_bf16_bits(x).bitcast(u.dtype) if u.dtype.itemsize == 2 and x.dtype == dtypes.float32
    else None),
   # any other bfloat16 op -> float32, rounded to bfloat16
-  (UPat(dtype=dtypes.bfloat16, name="u"), _bf16_value),
-])
+  (UPat(dtype=dtypes.bfloat16, name="u"), _bf16_value)])
 
 def emulate_bfloat16(ast: UOp) -> UOp:
   """Every bfloat16 value becomes a float32 holding a bfloat16-rounded number; memory stays 16-bit."""
@@ -275,8 +273,7 @@ pm_int32_counters = PatternMatcher([
   # other index math -> int64
   (UPat(dtype=dtypes.index, name="u"), lambda u: u.replace(dtype=dtypes.int64)),
   # op(..., widened counter, ...) -> op(..., counter, ...) for an op that doesn't compute with it (not ALU or CAST)
-  (UPat(tuple(set(Ops) - GroupOp.ALU - {Ops.CAST}), name="u"), _counter_uses),
-])
+  (UPat(tuple(set(Ops) - GroupOp.ALU - {Ops.CAST}), name="u"), _counter_uses)])
 
 def _typed_index(ctx: DType, u: UOp) -> UOp | None:
   if u.dtype != dtypes.index: return None
@@ -284,8 +281,7 @@ def _typed_index(ctx: DType, u: UOp) -> UOp | None:
 
 pm_index_dtype = PatternMatcher([
   # index -> the kernel's index type (ctx); a variable -> an int32 parameter cast to it
-  (UPat(dtype=dtypes.index, name="u"), _typed_index),
-])
+  (UPat(dtype=dtypes.index, name="u"), _typed_index)])
 
 # *** cleanups of the lowered AST ***
 pm_lowered = PatternMatcher([
@@ -293,5 +289,4 @@ pm_lowered = PatternMatcher([
   (UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.const(True)), name="ld"), lambda ld: ld.replace(src=ld.src[:2])),
   # g ? load(g) : 0 -> load(g)
   (UPat.var("g").where(UPat(Ops.LOAD, src=(UPat(), UPat(), UPat.var("g")), name="ld"), UPat.const(0)),
-   lambda g, ld: ld),
-])
+   lambda g, ld: ld)])

@@ -64,16 +64,14 @@ _UNARY: dict[str, Callable[[Tensor], Tensor]] = {
   "Reciprocal": Tensor.reciprocal, "Relu": Tensor.relu, "Round": Tensor.round, "Sigmoid": Tensor.sigmoid,
   "Sign": Tensor.sign, "Sin": Tensor.sin, "Sinh": Tensor.sinh, "Sqrt": Tensor.sqrt, "Tan": Tensor.tan,
   "Tanh": Tensor.tanh, "Softplus": Tensor.softplus, "Softsign": Tensor.softsign, "Not": Tensor.logical_not,
-  "IsNaN": Tensor.isnan, "Mish": Tensor.mish, "BitwiseNot": Tensor.bitwise_not, "HardSwish": Tensor.hardswish,
-}
+  "IsNaN": Tensor.isnan, "Mish": Tensor.mish, "BitwiseNot": Tensor.bitwise_not, "HardSwish": Tensor.hardswish}
 for _name, _fn in _UNARY.items(): OPS[_name] = (lambda f: lambda x: f(x))(_fn)
 
 _BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
   "Add": Tensor.add, "Sub": Tensor.sub, "Mul": Tensor.mul, "And": Tensor.logical_and, "Or": Tensor.logical_or,
   "Xor": Tensor.logical_xor, "Equal": Tensor.eq, "Greater": Tensor.gt, "GreaterOrEqual": Tensor.ge,
   "Less": Tensor.lt, "LessOrEqual": Tensor.le, "BitwiseAnd": Tensor.bitwise_and, "BitwiseOr": Tensor.bitwise_or,
-  "BitwiseXor": Tensor.bitwise_xor,
-}
+  "BitwiseXor": Tensor.bitwise_xor}
 for _name, _fn2 in _BINARY.items(): OPS[_name] = (lambda f: lambda a, b: f(a, b))(_fn2)
 
 def Identity(x: Any) -> Any: return x

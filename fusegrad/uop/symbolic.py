@@ -219,8 +219,7 @@ symbolic = PatternMatcher([
   # casts
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="u"), cast_const),  # cast(const) -> const
   # cast to own dtype -> x
-  (UPat(Ops.CAST, name="u", src=(UPat.var("x"),)), lambda u, x: x if x.dtype == u.dtype else None),
-])
+  (UPat(Ops.CAST, name="u", src=(UPat.var("x"),)), lambda u, x: x if x.dtype == u.dtype else None)])
 
 def simplify(u: UOp) -> UOp:
   """u with the symbolic rules applied to a fixed point. The rules read nothing but the nodes, so each node keeps its
