@@ -70,8 +70,7 @@ grad_rules: dict[Ops, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   Ops.SHRINK: lambda g, n: (g.pad(tuple((b, s - e) for (b, e), s in zip(n.arg, n.src[0].shape))),),
   Ops.FLIP: lambda g, n: (g.flip(n.arg),), Ops.CONTIGUOUS: lambda g, n: (g,), Ops.DETACH: lambda g, n: (None,),
   Ops.COPY: lambda g, n: (g.copy_to_device(n.src[0].device),),  # type: ignore[arg-type]
-  Ops.ASSIGN: lambda g, n: (None, g), Ops.MULTI: lambda g, n: multi.parts_like(g, n),  # (MULTI: each device's part)
-}
+  Ops.ASSIGN: lambda g, n: (None, g), Ops.MULTI: lambda g, n: multi.parts_like(g, n)}  # (MULTI: each device's part)
 _LEAVES = {Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.DEFINE_VAR, Ops.BIND}
 
 # composites (pow...) whose primitives' rules get the derivative wrong at special values: result -> (inputs, rule(grad,

@@ -483,6 +483,12 @@ def test_masked_fill():
   m = np.random.default_rng(2).integers(0, 2, (3, 4)).astype(bool)
   helper_test_op([(3, 4)], lambda x: x.masked_fill(torch.tensor(m), -1.5), lambda x: x.masked_fill(Tensor(m), -1.5))
 
+def test_channel_last_sum_and_relu_as_numpy():
+  # read NCHW, written NHWC: big enough for the tile transposed in registers by shuffles (CStyleLanguage.render)
+  rng = np.random.default_rng(6)
+  a, b = rng.standard_normal((16, 32, 400), dtype=np.float32), rng.standard_normal((16, 400, 32), dtype=np.float32)
+  np.testing.assert_array_equal((Tensor(a).permute(0, 2, 1) + Tensor(b)).relu().numpy(), np.maximum(a.transpose(0, 2, 1) + b, 0))
+
 # *** losses ***
 def test_cross_entropy_indices():
   y = np.array([0, 4, 2, 2, 1, 3])

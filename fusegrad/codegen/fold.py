@@ -107,9 +107,8 @@ def _fold_reduce(red: UOp) -> UOp | None:
       return UOp(Ops.REDUCE, red.dtype, (folded, *rest), red.arg) if rest else folded
   return None
 
-pm_fold_reduces = PatternMatcher([
-  (UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _fold_reduce),  # sum over r of f(r) -> f without the loop over r
-])
+# sum over r of f(r) -> f without the loop over r
+pm_fold_reduces = PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _fold_reduce)])
 
 def fold_reduces(ast: UOp) -> UOp:
   """Every sum that can be computed without its loops (see the module doc), folded."""

@@ -190,9 +190,8 @@ def threefry_ops(x: UOp, key: UOp) -> UOp:
       x0, x1 = x0 + ks[s % 3], x1 + ks[(s + 1) % 3] + s
   return (x1.cast(u64).alu(Ops.SHL, UOp.const(u64, 32))) | x0.cast(u64)
 
-pm_threefry = PatternMatcher([
-  (UPat(Ops.THREEFRY, src=(UPat.var("x"), UPat.var("key"))), threefry_ops),  # threefry(x, key) -> uint32 ALU ops
-])
+# threefry(x, key) -> uint32 ALU ops
+pm_threefry = PatternMatcher([(UPat(Ops.THREEFRY, src=(UPat.var("x"), UPat.var("key"))), threefry_ops)])
 
 def decompose_threefry(ast: UOp) -> UOp:
   """THREEFRY as integer ALU ops, for renderers without it."""; return graph_rewrite(ast, pm_threefry)

@@ -162,8 +162,7 @@ pm_vectorize = PatternMatcher([
   # reduce over a LANES range -> the lanes of a vector accumulator, added
   (UPat(Ops.REDUCE, name="red"), _vector_accumulator),
   # sink(store, ...) -> sink(store of a vector value, or one store per lane of it, ...)
-  (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(src=tuple(v for st in sink.src for v in _vector_store(st)))),
-])
+  (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(src=tuple(v for st in sink.src for v in _vector_store(st))))])
 
 def vectorize_upcasts(sink: UOp) -> UOp:
   """Each STORE whose address is contiguous in an UPCAST range computes and writes that range as one vector. Kernels
@@ -196,8 +195,7 @@ pm_devectorize = PatternMatcher([
   # op on vectors -> VECTORIZE(op on lane 0, op on lane 1, ...)
   (UPat(tuple(set(Ops) - {Ops.VECTORIZE, Ops.GEP}), name="u"), _per_lane),
   # sink(store(buf, idx, VECTORIZE(x0, x1, ...))) -> sink(store(buf, idx, x0), store(buf, idx + 1, x1), ...)
-  (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(src=tuple(t for st in sink.src for t in _store_lanes(st)))),
-])
+  (UPat(Ops.SINK, name="sink"), lambda sink: sink.replace(src=tuple(t for st in sink.src for t in _store_lanes(st))))])
 
 def renderer_holds(ren: Renderer, dt: DType) -> bool:
   """True when the renderer can write vectors of dt's length and scalar type (bool vectors: masks of float32 lanes)."""

@@ -34,6 +34,7 @@ class CStyleLanguage(Renderer):
   loop_close: str = "}"
   guarded: str = "if ({cond}) {stmt}"           # a store under a gate
   vector: str = "({type}){{{val}}}"             # a vector from its lanes (val: them, comma-separated)
+  shuffle_def: str = ""  # where the language has it, FG_SHUFFLE(a, b, idx...): lanes idx of vectors a, b (b's from n)
   local_decl: str = "{prefix}{type} {name}[{size}];"  # shared memory (prefix: smem_prefix)
   locals_in_prelude: bool = False               # shared memory is declared outside the kernel function
   offset_addressing: bool = False               # `buf[x+c]` written `(buf+x)[c]` (render_address)
@@ -151,7 +152,25 @@ class CStyleLanguage(Renderer):
       counter[prefix] += 1
       return f"{prefix}{counter[prefix] - 1}"
     def line(s: str) -> None: body.append("  " * depth + s)
+    blocks: dict[tuple[UOp, ...], list[str]] = {}  # the transposes rendered in this loop body, by row
+    def transposed(u: UOp) -> str | None:
+      """Lane i of n vectors of n lanes (a tile read across the axis it's written along): row i of their transpose,
+      rendered once in n log2(n) two-vector shuffles, each stage swapping the off-diagonal s x s blocks of 2s x 2s."""
+      n, vs = u.dtype.count, tuple(x.src[0] if x.op is Ops.GEP and x.arg == u.src[0].arg else x for x in u.src)
+      if not self.shuffle_def or n & (n - 1) or u.dtype.scalar().itemsize != 4 or len(set(vs)) < n or \
+         any(v.dtype != u.dtype for v in vs): return None  # (4-byte lanes: the int mask of gcc's shuffle)
+      rows, s, dt = blocks.get(vs) or [names[v] for v in vs], n // 2, self.render_dtype(u.dtype)
+      if self.shuffle_def not in helpers: helpers.append(self.shuffle_def)
+      while vs not in blocks and s:
+        lo = [j if not j & s else n + j - s for j in range(n)]  # row k's lanes (row k + s: each + s)
+        for k, a, b in [(k, rows[k], rows[k + s]) for k in range(n) if not k & s]:
+          for dst, idx in ((k, lo), (k + s, [x + s for x in lo])):
+            rows[dst] = new_name("tr")
+            line(self.decl.format(type=dt, name=rows[dst], val=f"FG_SHUFFLE({a}, {b}, {str(idx)[1:-1]})"))
+        s //= 2
+      return blocks.setdefault(vs, rows)[u.src[0].arg]
     for u in uops:
+      if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.ASSIGN): blocks.clear()  # (a new scope, or an accumulator changed)
       src = [names[s] if s.op is not Ops.CONST else self.render_const(s.arg, s.dtype) for s in u.src]
       if u.op is Ops.DEFINE_GLOBAL:
         names[u] = f"data{u.arg}"
@@ -206,6 +225,7 @@ class CStyleLanguage(Renderer):
         names[u] = new_name("acc")
         line(self.mutable_decl.format(type=self.render_dtype(u.dtype), name=names[u], val=src[0]))
       elif u.op is Ops.ASSIGN: line(f"{src[0]} = {src[1]};")
+      elif u.op is Ops.VECTORIZE and (row := transposed(u)) is not None: names[u] = row
       elif u.op is Ops.VECTORIZE:
         names[u] = new_name("vec")
         vec = self.vector.format(type=self.render_dtype(u.dtype), val=", ".join(src))
@@ -294,6 +314,10 @@ def vector_log2(t: str) -> str:
 class ClangRenderer(CStyleLanguage):
   """C for the CPU backend, compiled by clang or gcc (half is __fp16 with clang, _Float16 with gcc)."""
   device: str = "CPU"
+  shuffle_def: str = "\n".join([  # clang's builtin or gcc's (its __builtin_shufflevector is gcc 12's)
+    "#ifdef __clang__", "#define FG_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)", "#else",
+    "#define FG_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (int __attribute__((vector_size(sizeof(a))))){__VA_ARGS__})",
+    "#endif"])
   half_type: str = "_Float16"
   offset_addressing: bool = True
   def render_dtype(self, dt: DType) -> str:
