@@ -49,7 +49,7 @@ def _window_gated(k: Kernel) -> set[UOp]:
   """Ranges a load's gate tests with a reduce range (a padded window's edges): not tiled, the gates become loop bounds
   (bound_gated_reduces), where a tile of 4 images x 2 vectors fills half the registers and a batch is as long ("Tile
   rules": more images share L1 sets; with more registers a tile along the window keeps more accumulators)."""
-  if k.ren.global_max or k.ren.machine.vector_registers // 2 > 4 * 2: return set()
+  if not k.ren.tiles_images(): return set()
   rs = [{u for u in g.toposort() if u.op is Ops.RANGE} for ld in k.loads() for g in ld.src[2:]]
   gated = {r for s in rs if any(x.arg[1] is AxisType.REDUCE for x in s) for r in s}
   edge = max((range_size(r) for r in gated if r.arg[1] is not AxisType.REDUCE), default=0)

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from fusegrad.helpers import flatten, prod
 from fusegrad.device import Device
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
+if TYPE_CHECKING: from fusegrad.renderer import MachineModel
 
 # what conv2d resolved: groups, stride, dilation and (before, after) padding per spatial axis
 ConvArgs = NamedTuple("ConvArgs", [("groups", int), ("stride", tuple[int, ...]), ("dilation", tuple[int, ...]),
@@ -44,15 +45,14 @@ def _batch_chunk(bs: int, image_bytes: int, weight_bytes: int, l2: int) -> int:
   divisors = [c for c in range(1, bs + 1) if bs % c == 0 and bs // c * weight_bytes <= 1 << 24]
   return max((c for c in divisors if c * image_bytes <= l2 // 2), default=min(divisors, default=bs))
 
-def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, channel_last: bool) -> Tensor:
+def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, cl: bool, m: MachineModel) -> Tensor:
   """d conv / d w: dw[cout, c, k] = sum over (b, o) of g[b, cout, o] * x_padded[b, group's c, o*s + k*d], a big batch
   summed in chunks first (one kernel), then over the chunks (a small second kernel)."""
   n, k_ = len(a.stride), w_shape[2:]
   bs, cout, o_ = g.shape[0], g.shape[1], g.shape[2:]
   groups, cin_g = a.groups, w_shape[1]
-  if channel_last: x = _channel_last(x)
+  if cl: x = _channel_last(x)
   xw = x.pad(((0, 0), (0, 0), *a.pads))._pool(k_, a.stride, a.dilation)  # (bs, cin, *o, *k)
-  m = Device[g.device if isinstance(g.device, str) else g.device[0]].renderer.machine
   # (a GPU wants the most partial sums, for parallel work: on an H200, its 60 MB L2's chunk made the step 60 -> 74 ms)
   chunk = _batch_chunk(bs, (x.numel() + g.numel()) // bs * g.dtype.itemsize, prod(w_shape) * g.dtype.itemsize,
                        m.l2 if m.warp_size == 1 else 0)
@@ -72,9 +72,8 @@ def conv_rule(a: ConvArgs, tensor: type[Tensor]):
     # one copy serves both (not for a first layer's few channels, whose input needs no gradient)
     ren = Device[gt.device if isinstance(gt.device, str) else gt.device[0]].renderer
     if cl and all(s == 1 for s in a.stride) and all(p >= 0 for pp in pads for p in pp):
-      # the last axis padded in memory, the rows a view whose gate codegen makes loop bounds (bound_gated_reduces); all
-      # views where the tile takes images (heuristic._window_gated: 4 x 2 vectors fill half the registers, a long batch)
-      images = not ren.global_max and ren.machine.vector_registers // 2 <= 8 and min(xt.shape[:2]) >= max(xt.shape[2:])
+      # the last axis padded in memory (all views where images take the tile), the rows a view (bound_gated_reduces)
+      images = ren.tiles_images() and min(xt.shape[:2]) >= max(xt.shape[2:])
       last = [(0, 0)] * (len(pads) - 1) + [(0, 0) if images else pads[-1]]
       buf = layout(gt.pad(last))
       gp = buf.pad(pads[:-1] + [pads[-1] if images else (0, 0)])
@@ -82,5 +81,5 @@ def conv_rule(a: ConvArgs, tensor: type[Tensor]):
     else:
       gt = layout(gt)
       gp = layout(_dilate(gt, a.stride).pad(pads))
-    return input_grad(gp, wt, a).uop, weight_grad(gt, xt, wt.shape, a, cl).uop
+    return input_grad(gp, wt, a).uop, weight_grad(gt, xt, wt.shape, a, cl, ren.machine).uop
   return rule
