@@ -46,18 +46,16 @@ class _Device:
       if device not in self._opened: self._opened[device] = self._open(device)
       return self._opened[device]
   def _open(self, device: str) -> Compiled:
-    base = device.split(":")[0]
-    module = importlib.import_module(f"fusegrad.runtime.ops_{base.lower()}")
-    cls: type[Any] = next(c for n, c in inspect.getmembers(module, inspect.isclass)
-                          if n.lower() == f"{base.lower()}device")
+    base = device.split(":")[0].lower()
+    module = importlib.import_module(f"fusegrad.runtime.ops_{base}")
+    cls: type[Any] = next(c for n, c in inspect.getmembers(module, inspect.isclass) if n.lower() == f"{base}device")
     ret: Compiled = cls(device)
     dprint(1, f"opened device {device} ({type(ret).__name__})")
     return ret
   def _try_open(self, device: str) -> Exception | None:
-    try:
-      self[device]
-      return None
+    try: self[device]
     except Exception as e: return e  # a backend that fails to initialise is skipped, with the reason
+    return None
   def get_available_devices(self) -> list[str]:
     """The backends that open on this machine: ['CL', 'CPU', 'PYTHON'] ..."""
     return [name for name in sorted(self._names) if self._try_open(name) is None]
@@ -118,8 +116,7 @@ class Buffer:
   _external = False  # _buf is memory the caller owns (use_pointer): never freed here
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
-    self.device, self.size, self.dtype, self.offset = device, size, dtype, offset
-    self._base = base
+    self.device, self.size, self.dtype, self.offset, self._base = device, size, dtype, offset, base
     # realization state, set by engine/state.py through the methods below: the write id of the newest version of the
     # contents (None: never written), and the tensor whose storage this is (a weak reference; None: none yet)
     self.newest_write: int | None = None

@@ -71,9 +71,7 @@ class _Buffers:
   """The base buffers the kernels use, numbered in order of first use: weights (read before any kernel writes
   them), inputs and the others (intermediates and outputs)."""
   def __init__(self, jit: TinyJit, inputs: list[Buffer]):
-    self.index: dict[int, int] = {}
-    self.bases: list[Buffer] = []
-    self.weights: list[int] = []
+    self.index, self.bases, self.weights = dict[int, int](), list[Buffer](), list[int]()
     inputs_at = {id(b.base) for b in inputs}
     for ei in jit.jit_cache:
       for b in ei.bufs[1:]:  # what a kernel reads, before what it writes

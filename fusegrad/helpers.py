@@ -48,7 +48,6 @@ def pluralize(st: str, cnt: int) -> str:
 def partition(items: Iterable[T], fn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
   marked = [(fn(x), x) for x in items]
   return [x for yes, x in marked if yes], [x for yes, x in marked if not yes]
-
 def argfix(*x: Any) -> tuple:
   """Accept both f(1, 2, 3) and f((1, 2, 3)): the tuple, numpy integers as ints (sizes from np.prod: as torch)."""
   if x and isinstance(x[0], (tuple, list)):
@@ -58,14 +57,11 @@ def argfix(*x: Any) -> tuple:
                                                         else v for v in x)
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and hasattr(x, "__array_interface__")
 def _numpy_scalar(x: Any) -> bool: return _is_numpy(x) and x.ndim == 0
-
 def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
   return (x,) * cnt if isinstance(x, int) else tuple(x)
-
 def unwrap(x: T | None) -> T:
   assert x is not None
   return x
-
 def to_function_name(s: str) -> str:
   """A string made safe for use as a C identifier (ANSI colors stripped)."""
   return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in ansistrip(s))
@@ -196,7 +192,6 @@ def colored(st: str, color: str | None, background: bool = False) -> str:
   return f"\u001b[{10 * background + 60 * (color.upper() == color) + 30 + colors.index(color.lower())}m{st}\u001b[0m"
 
 def ansistrip(s: str) -> str: return re.sub(r"\x1b\[(K|.*?m)", "", s)
-
 def ansilen(s: str) -> int: return len(ansistrip(s))
 
 def dprint(level: int, *args: Any, **kwargs: Any) -> None:
@@ -222,11 +217,8 @@ class WeakList:
 
 class GlobalCounters:
   """Totals since the last reset(): kernels run, FLOPs, bytes moved, kernel time, device memory in use."""
-  global_ops: int = 0
-  global_mem: int = 0
-  time_sum_s: float = 0.0
-  kernel_count: int = 0
-  mem_used: int = 0
+  global_ops = global_mem = kernel_count = mem_used = 0
+  time_sum_s = 0.0
   @staticmethod
   def reset() -> None:
     GlobalCounters.global_ops, GlobalCounters.global_mem = 0, 0
@@ -248,8 +240,7 @@ class Profiling(contextlib.ContextDecorator):
   stats to fn if given); ts scales the times printed (ms / ts)."""
   def __init__(self, enabled: bool = True, sort: str = "cumtime", frac: float = 0.2, fn: str | None = None,
                ts: float = 1):
-    self.enabled, self.sort, self.frac, self.fn, self.ts = enabled, sort, frac, fn, ts
-    self.profile = cProfile.Profile()
+    self.enabled, self.sort, self.frac, self.fn, self.ts, self.profile = enabled, sort, frac, fn, ts, cProfile.Profile()
   def __enter__(self) -> Profiling:
     if self.enabled: self.profile.enable()
     return self

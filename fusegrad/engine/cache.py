@@ -29,12 +29,8 @@ class _Numbering:
   """The buffers and versions a graph's leaves name, numbered in the order met; parts: their key entries. holes: the
   float constants kernels get as placeholders, fill: each placeholder's constant, values: their values."""
   def __init__(self) -> None:
-    self.bufs: dict[Buffer, int] = {}
-    self.versions: dict[UOp, int] = {}
-    self.parts: list[tuple] = []
-    self.holes: dict[UOp, UOp] = {}
-    self.fill: dict[UOp, UOp] = {}
-    self.values: list[Any] = []
+    self.bufs, self.versions, self.parts = dict[Buffer, int](), dict[UOp, int](), list[tuple]()
+    self.holes, self.fill, self.values = dict[UOp, UOp](), dict[UOp, UOp](), list[Any]()
   def version(self, v: UOp) -> int:
     if (i := self.versions.get(v)) is None:
       if (b := self.bufs.get(v.arg)) is None:
@@ -81,7 +77,6 @@ def graph_key(g: Graph) -> tuple[tuple, _Numbering]:
   return (tuple(entries), tuple(pos[o] for o in g.outs), tuple(num.parts), SPLIT_REDUCEOP.value), num
 
 # *** templates ***
-
 VersionRef = tuple  # ("key", i) | ("new", j) | ("made", buffer ref, dtype) | ("newest", i)
 ViewRef = tuple[tuple, VersionRef]  # (the views over it, outermost first, as (op, dtype, arg); the version)
 
@@ -180,8 +175,7 @@ def _version(r: VersionRef, bufs: list[Buffer], key_versions: list[UOp], new: li
 
 def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
   """The schedule t stands for, for graph g (whose key is t's): the key's buffers, new ones for those it makes."""
-  bufs = _buffers(list(num.bufs), t.made)
-  key_versions = list(num.versions)
+  bufs, key_versions = _buffers(list(num.bufs), t.made), list(num.versions)
   new = [state.version_node(bufs[b], dt) for b, dt in t.new]
   becomes: dict[UOp, UOp] = {}
   reads: dict[UOp, bool] = {}  # Graph.reads_input of the nodes computed (state.remember walks the others itself)
@@ -198,7 +192,6 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
                   [state.version_id(v) for v, _ in versions], reads)
 
 # *** the cache ***
-
 def cached_schedule(outs: list[UOp]) -> Schedule:
   """create_schedule(outs), reusing the template of a graph with the same key (STATE.templates)."""
   g = collect(outs)
@@ -265,8 +258,7 @@ def _disk_key(key: tuple) -> str | None:
 
 def _template_bytes(t: Template) -> bytes | None:
   """t as JSON (its kernels as one table of nodes), or None when it can't be written or doesn't read back as t."""
-  index: dict[UOp, int] = {}
-  nodes: list[list] = []
+  index, nodes = dict[UOp, int](), list[list]()
   try:
     for ast, _, var_vals in t.items:
       if var_vals: return None

@@ -186,8 +186,7 @@ class ConvMixin:
     k_ = make_tuple(kernel_size, 2)
     n = len(k_)
     s_ = k_ if stride is None or stride == () or stride == [] else _tuple(stride, n, "stride", op)
-    d_ = _tuple(dilation, n, "dilation", op)
-    pads = _resolve_pads(padding, n, op)
+    d_, pads = _tuple(dilation, n, "dilation", op), _resolve_pads(padding, n, op)
     if any(v <= 0 for v in k_ + s_ + d_):
       raise ArgumentError(f"{op}: kernel {k_}, stride {s_}, dilation {d_} must be positive")
     if self.ndim < n: raise ShapeError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
@@ -257,9 +256,8 @@ class ConvMixin:
     count_include_pad the padding counts in the divisor (but not the extra cells ceil_mode adds)."""
     k_, s_, d_, pads, all_pads = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
     n = len(k_)
-    axes = tuple(range(-n, 0))
     x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
-    total = _pad_last(x, all_pads)._pool(k_, s_, d_).sum(axes)
+    total = _pad_last(x, all_pads)._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
     # the divisor: cells of each window in [lo, hi) of the input (or input and padding), per axis (host-made: no kernel)
     spans = [(0, pb + i + pa) if count_include_pad else (pb, pb + i) for i, (pb, pa) in zip(self.shape[-n:], pads)]
     per_axis = [[sum(lo <= o * s + q * d < hi for q in range(k)) for o in range(out)]

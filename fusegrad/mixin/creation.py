@@ -61,8 +61,7 @@ class CreationMixin:
     if k == 0: return cls.zeros((n, m), dtype=dt, device=device, requires_grad=requires_grad)
     # k rows of [1, 0 * m] laid end to end and cut into rows of m: the diagonal as a view, no kernel needed to build it
     x = cls.ones((k, 1), dtype=dt, device=device).pad(((0, 0), (0, m))).flatten().shrink(((0, k * m),)).reshape(k, m)
-    x = x.pad(((0, n - k), (0, 0)))  # zero rows below the diagonal's end
-    return x.requires_grad_(requires_grad)
+    return x.pad(((0, n - k), (0, 0))).requires_grad_(requires_grad)  # zero rows below the diagonal's end
   @classmethod
   def from_blob(cls: type[Tensor], ptr: int, shape: tuple[int, ...], **kwargs: Any) -> Tensor:
     """A tensor on the memory at address ptr (CPU or PYTHON), without copying or owning it; writes to the tensor write
@@ -95,9 +94,8 @@ class CreationMixin:
     n = prod(shape)
     if n == 0: return cls.empty(shape, dtype=dt, device=device, requires_grad=requires_grad)
     mant = {dtypes.float16: 11, dtypes.bfloat16: 8}.get(dt, 24)
-    bits = cls._random_bits(n, device)
     # the top `mant` bits scaled into [0, 1): exact in the target dtype, so never rounds up to 1.0
-    vals = (bits >> (32 - mant)).cast(dtypes.float32) * (2.0 ** -mant)
+    vals = (cls._random_bits(n, device) >> (32 - mant)).cast(dtypes.float32) * (2.0 ** -mant)
     return vals.cast(dt).reshape(shape).requires_grad_(requires_grad)
   def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
     """Uniform [0, 1) numbers with this tensor's shape, dtype and device (split as it is)."""
@@ -135,8 +133,7 @@ class CreationMixin:
     if n < 0: raise ArgumentError(f"randperm: n must be >= 0, got {n}")
     if set(kwargs) - {"requires_grad"}: raise TypeError(f"randperm: unexpected arguments {sorted(kwargs)}")
     if n == 0: return cls.empty(0, dtype=dtype, device=device)
-    keys = cls._random_bits(n, device)
-    return keys.argsort().cast(to_dtype(dtype)).requires_grad_(kwargs.get("requires_grad"))
+    return cls._random_bits(n, device).argsort().cast(to_dtype(dtype)).requires_grad_(kwargs.get("requires_grad"))
   def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
     """num_samples category indices (int32) drawn per row of weights (1-D or 2-D, non-negative, need not sum to 1),
     as torch.multinomial: with replacement by inverse CDF, without by an exponential race (the k smallest E_i / w_i).

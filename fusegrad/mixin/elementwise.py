@@ -60,10 +60,8 @@ def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
 def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast", error: type = ShapeError) -> tuple[int, ...]:
   """The shape shapes broadcast to (NumPy rules); raises naming the op when they can't."""
   if len(shapes) == 2 and shapes[0] == shapes[1]: return tuple(shapes[0])  # (the common case, quickly)
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-  ret = []
-  for sizes in zip(*padded):
+  n, ret = max(len(s) for s in shapes), []
+  for sizes in zip(*[(1,) * (n - len(s)) + tuple(s) for s in shapes]):  # each shape padded with 1s in front to n
     non1 = {s for s in sizes if s != 1}
     if len(non1) > 1: raise error(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
     ret.append(non1.pop() if non1 else 1)
@@ -106,10 +104,9 @@ class ElementwiseMixin:
     `Tensor([7, -7]).div(2, rounding_mode="floor")` is [3, -4]."""
     if rounding_mode not in (None, "trunc", "floor"):
       raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
-    base = self
-    if rounding_mode is None and not dtypes.is_float(self.dtype) and isinstance(x, (int, float)):
-      base = self._float()  # a Python int (-2 for a uint8 tensor) divides as itself, not wrapped into the int dtype
-    a, b = base._broadcasted(x, reverse, op="div")
+    # a Python int (-2 for a uint8 tensor) divides as itself, not wrapped into the int dtype
+    by_number = rounding_mode is None and not dtypes.is_float(self.dtype) and isinstance(x, (int, float))
+    a, b = (self._float() if by_number else self)._broadcasted(x, reverse, op="div")
     if rounding_mode == "floor": return a._floordiv(b)
     if rounding_mode == "trunc": return a._truncdiv(b)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
@@ -119,8 +116,7 @@ class ElementwiseMixin:
   def _floordiv(self: Tensor, b: Tensor) -> Tensor:
     """floor(self / b) for two tensors of one shape and dtype (Python's //)."""
     if dtypes.is_float(self.dtype): return self._truncdiv(b, floor=True)
-    q = self._apply(Ops.IDIV, b)
-    inexact = self._apply(Ops.MOD, b).ne(0)
+    q, inexact = self._apply(Ops.IDIV, b), self._apply(Ops.MOD, b).ne(0)
     return _nonzero_divisor((inexact & ((self < 0) ^ (b < 0))).where(q - 1, q), b, "floordiv")
   def _truncdiv(self: Tensor, b: Tensor, floor: bool = False) -> Tensor:
     """self / b rounded toward zero (C's / for ints), or toward minus infinity (floor). Floats as torch's: through fmod
@@ -187,26 +183,22 @@ class ElementwiseMixin:
     """self ** n for a whole number n, by repeated squaring."""
     if n < 0 and not dtypes.is_float(self.dtype):
       raise ArgumentError(f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {n})")
-    acc = self if n >= 0 else self.reciprocal()
+    acc, e = (self if n >= 0 else self.reciprocal()), abs(n)
     ret: Tensor | None = None
-    e = abs(n)
     while e:
       if e & 1: ret = acc if ret is None else ret * acc
       e >>= 1
       if e: acc = acc * acc
-    if ret is None:  # x ** 0 is 1, inf and nan too; x * 0 + 1 where x is finite gives x its zero gradient (torch)
-      return acc.isfinite().where(acc * 0 + 1, acc._const(1))
-    return ret
+    # x ** 0 is 1, inf and nan too; x * 0 + 1 where x is finite gives x its zero gradient (torch)
+    return acc.isfinite().where(acc * 0 + 1, acc._const(1)) if ret is None else ret
   def maximum(self: Tensor, x: Any) -> Tensor:
     """Elementwise larger value (nan wins, ties share the gradient, as in torch)."""
     a, b = self._broadcasted(x, op="maximum")
-    if a.dtype == dtypes.bool: return a | b
-    return a._apply(Ops.MAX, b)
+    return a | b if a.dtype == dtypes.bool else a._apply(Ops.MAX, b)
   def minimum(self: Tensor, x: Any) -> Tensor:
     """Elementwise smaller value (nan wins)."""
     a, b = self._broadcasted(x, op="minimum")
-    if a.dtype == dtypes.bool: return a & b
-    return a._inverse().maximum(b._inverse())._inverse()
+    return a & b if a.dtype == dtypes.bool else a._inverse().maximum(b._inverse())._inverse()
   def where(self: Tensor, x: Any, y: Any) -> Tensor:
     """x where self is true, else y, broadcasting all three: `(a > 0).where(a, 0)`."""
     cond = self.cast(dtypes.bool)
@@ -246,8 +238,7 @@ class ElementwiseMixin:
     return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
   def copysign(self: Tensor, other: Any) -> Tensor:
     """|self| with the sign of other (-0.0 counts as negative): `Tensor([1., 2.]).copysign(-1)` is [-1., -2.]."""
-    a, b = self._broadcasted(other, op="copysign")
-    a, b = a._float(), b._float()
+    a, b = (t._float() for t in self._broadcasted(other, op="copysign"))
     negative = (b < 0) | ((b == 0) & (b.reciprocal() < 0))
     return negative.where(-a.abs(), a.abs())
   def square(self: Tensor) -> Tensor:
@@ -325,8 +316,7 @@ class ElementwiseMixin:
     """Inverse hyperbolic cosine, as log(x) + log(1 + sqrt(1 - 1/x^2)) so that x^2 can't overflow. Below 1 the value
     is nan and the gradient torch's 1/sqrt(x^2 - 1): that of -acosh(-x), plus nan (each branch gets a safe input)."""
     def on_one_up(y: Tensor) -> Tensor: return y.log() + (1 + (1 - y.reciprocal().square()).sqrt()).log()
-    x = self._float()
-    low = x < 1
+    low = (x := self._float()) < 1
     return low.where(math.nan - on_one_up(-low.where(x, -2.0)), on_one_up(low.where(2.0, x)))
   def atanh(self: Tensor) -> Tensor:
     """Inverse hyperbolic tangent: log1p(2x / (1 - x)) / 2 (accurate near 0)."""
@@ -364,8 +354,7 @@ class ElementwiseMixin:
     """Round to nearest, ties to even (as torch.round): `Tensor([0.5, 1.5, 2.5]).round()` is [0., 2., 2.]."""
     if not dtypes.is_float(self.dtype): return self
     f = self.floor()
-    frac = self - f
-    f_is_odd = (f - (f * 0.5).floor() * 2).ne(0)
+    frac, f_is_odd = self - f, (f - (f * 0.5).floor() * 2).ne(0)
     return ((frac > 0.5) | ((frac == 0.5) & f_is_odd)).where(f + 1, f)
   def frac(self: Tensor) -> Tensor:
     """self - trunc(self)."""; return self - self.trunc()
@@ -466,8 +455,7 @@ class ElementwiseMixin:
     """x for x > 0, else neg_slope * x."""; return (self > 0).where(self, self * neg_slope)
   def sigmoid(self: Tensor) -> Tensor:
     """1 / (1 + exp(-x)), from exp(-|x|) so nothing overflows in the value or the gradient."""
-    x = self._float()
-    positive = x >= 0
+    positive = (x := self._float()) >= 0
     e = positive.where(-x, x).exp()  # exp(-|x|), by a where so the gradient at 0 isn't cut by abs
     return positive.where(1 / (1 + e), e / (1 + e))
   def logsigmoid(self: Tensor) -> Tensor:
@@ -489,8 +477,7 @@ class ElementwiseMixin:
     with erf: torch's default)."""
     if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
     if approximate != "tanh": raise ArgumentError(f"gelu: approximate must be 'tanh' or 'none', not {approximate!r}")
-    inner = math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)
-    return 0.5 * self * (1 + inner.tanh())
+    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
   def quick_gelu(self: Tensor) -> Tensor:
     """x * sigmoid(1.702 x)."""; return self * (self * 1.702).sigmoid()
   def silu(self: Tensor) -> Tensor:
@@ -512,8 +499,7 @@ class ElementwiseMixin:
     """log(1 + exp(beta x)) / beta, computed stably; x itself where beta x > threshold, as in torch."""
     bx = self * beta
     negative_abs = (bx > 0).where(-bx, bx)  # -|bx|; at 0 its gradient pairs with relu's 0 to give 1/2
-    soft = (bx.relu() + negative_abs.exp().log1p()) / beta
-    return (bx > threshold).where(self, soft)
+    return (bx > threshold).where(self, (bx.relu() + negative_abs.exp().log1p()) / beta)
   def mish(self: Tensor) -> Tensor:
     """x * tanh(softplus(x))."""; return self * self.softplus().tanh()
   def hardswish(self: Tensor) -> Tensor:

@@ -3,6 +3,7 @@ selections with a data-dependent length (masked_select, nonzero)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from fusegrad.dtype import dtypes
+from fusegrad.helpers import prod
 from fusegrad.mixin.elementwise import ArgumentError, ShapeError, DTypeError, _resolve_axis, broadcast_shape
 from fusegrad.mixin.indexing import check_indices
 
@@ -139,10 +140,7 @@ class GatherMixin:
     `Tensor([[0, 1], [2, 0]]).nonzero().tolist()` is [[0, 1], [1, 0]]."""
     pick = self._select_slots(self != 0, size, "nonzero")
     flat = pick.where(type(self).arange(max(self.numel(), 1), device=self.device).reshape(1, -1), 0).sum(1)
-    coords: list[Tensor] = []
-    stride = 1
-    for n in reversed(self.shape):
-      coords.insert(0, (flat // stride) % n)
-      stride *= n
+    coords: list[Tensor] = []  # (last axis first: with a 0-size axis, its `% 0` raises before a `// 0`)
+    for i in reversed(range(self.ndim)): coords.insert(0, (flat // prod(self.shape[i + 1:])) % self.shape[i])
     rows = type(self).stack(*coords, dim=1) if coords else flat.reshape(-1, 1)[:, :0]
     return pick.any(1).reshape(-1, 1).where(rows, fill_value).cast(dtypes.int32)

@@ -98,8 +98,7 @@ class LinalgMixin:
       s = sign * (c * t.unsqueeze(-2).unsqueeze(-2))  # (-s, +s) for the (top, bottom) columns
       u, v = (_rotate(x, c, s, k) @ step for x in (u, v))
     order = _unrotate_order(2 * k, sweeps * (2 * k - 1))
-    u, v = u[..., order], v[..., order]
-    return u[..., :n], v[..., :n, :n]
+    return u[..., order][..., :n], v[..., order][..., :n, :n]
 
   def newton_schulz(self: Tensor, steps: int = 5, params: tuple[float, ...] = MUON_COEFFICIENTS,
                     eps: float = 1e-7) -> Tensor:

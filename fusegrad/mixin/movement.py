@@ -1,7 +1,7 @@
 """Movement ops: views that move no data (reshape, permute, expand, pad, shrink, flip) and what is built from them
 (cat, stack, repeat, split, roll, rearrange ...)."""
 from __future__ import annotations
-import re
+import itertools, re
 from typing import TYPE_CHECKING, Any, Sequence, Union
 from fusegrad.dtype import dtypes, least_upper_dtype
 from fusegrad.helpers import prod, argfix, make_tuple, ceildiv
@@ -136,10 +136,7 @@ class MovementMixin:
     (3, 1, 2)"""
     order = argfix(order, *args)
     if len(order) != self.ndim: raise ShapeError(f"permute: {order} has {len(order)} dims, the tensor {self.shape}")
-    order = tuple(_distinct_axes(order, self.ndim, "permute"))
-    if sorted(order) != list(range(self.ndim)):
-      raise ShapeError(f"permute: {order} is not a permutation of {self.ndim} axes")
-    return self._view(self.uop.permute(order))
+    return self._view(self.uop.permute(tuple(_distinct_axes(order, self.ndim, "permute"))))  # (ndim distinct axes)
   def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
     """Repeat size-1 axes (and add leading axes) without copying: -1 keeps a size.
     >>> Tensor([[1], [2]]).expand(2, 3).tolist()
@@ -178,7 +175,6 @@ class MovementMixin:
     if mode != "constant":  # negative pads cut: after the positive ones fill in, or before for circular (torch's order)
       cut, grow = tuple((min(b, 0), min(a, 0)) for b, a in pairs), [(max(b, 0), max(a, 0)) for b, a in pairs]
       return self.pad(cut)._pad_mode(grow, mode) if mode == "circular" else self._pad_mode(grow, mode).pad(cut)
-    # negative padding removes elements
     cut = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
     x = self.shrink(cut) if any(b < 0 or a < 0 for b, a in pairs) else self
     grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
@@ -328,11 +324,9 @@ class MovementMixin:
       if sizes <= 0: raise ArgumentError("split: size must be positive")
       sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
     if sum(sizes) != n: raise ArgumentError(f"split: sizes {list(sizes)} don't add up to {n}")
-    out, start = [], 0
-    for s in sizes:
-      out.append(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim))))
-      start += s
-    return tuple(out)
+    starts = itertools.accumulate(sizes, initial=0)  # (zip stops at the last size)
+    return tuple(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim)))
+                 for start, s in zip(starts, sizes))
   def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into `chunks` pieces of equal size (the last may be smaller), as torch.chunk."""
     if chunks <= 0: raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
@@ -351,10 +345,8 @@ class MovementMixin:
     for s, d in zip(shifts, dims):
       d = _resolve_axis(d, self.ndim, "roll")
       n = x.shape[d]
-      if n == 0: continue
-      s %= n
-      if s:
-        head, tail = x.split([n - s, s], d)
+      if n and s % n:
+        head, tail = x.split([n - s % n, s % n], d)
         x = tail.cat(head, dim=d)
     return x
 
@@ -396,10 +388,8 @@ class MovementMixin:
     if not tensors: raise ArgumentError("meshgrid: needs at least one tensor")
     if any(t.ndim > 1 for t in tensors):
       raise ShapeError(f"meshgrid: expects 0-D or 1-D tensors, got shapes {[t.shape for t in tensors]}")
-    sizes = [t.numel() for t in tensors]
-    if indexing == "xy" and len(sizes) > 1: sizes[0], sizes[1] = sizes[1], sizes[0]
-    grids = []
-    for i, t in enumerate(tensors):
-      axis = 1 - i if indexing == "xy" and i < 2 and len(sizes) > 1 else i
-      grids.append(t.reshape([-1 if j == axis else 1 for j in range(len(sizes))]).expand(sizes))
-    return tuple(grids)
+    sizes, swap = [t.numel() for t in tensors], indexing == "xy" and len(tensors) > 1
+    if swap: sizes[0], sizes[1] = sizes[1], sizes[0]
+    axes = [1 - i if swap and i < 2 else i for i in range(len(tensors))]  # the axis each tensor varies along
+    return tuple(t.reshape([-1 if j == a else 1 for j in range(len(sizes))]).expand(sizes)
+                 for t, a in zip(tensors, axes))

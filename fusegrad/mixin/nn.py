@@ -1,6 +1,6 @@
 """Network ops composed from Tensor methods: normalization, dropout, attention, resampling (interpolate) and einsum."""
 from __future__ import annotations
-import math
+import functools, math, operator
 from typing import TYPE_CHECKING, Any
 from fusegrad.dtype import DType, dtypes
 from fusegrad.helpers import prod, argfix, TRAINING
@@ -83,8 +83,7 @@ class NNMixin:
     top = qk.max(-1, keepdim=True).detach()
     e = (qk - (top == -math.inf).where(0, top)).exp()
     total = e.sum(-1, keepdim=True)
-    weights = e / (total == 0).where(1, total)
-    return weights.dropout(dropout_p).matmul(value)
+    return (e / (total == 0).where(1, total)).dropout(dropout_p).matmul(value)
 
   # *** resampling ***
   def interpolate(self: Tensor, size: Ints | None = None, mode: str = "linear", align_corners: bool = False,
@@ -157,9 +156,7 @@ class NNMixin:
       t = t.permute([term.index(c) for c in present])
       size_of = dict(zip(present, t.shape))
       aligned.append(t.reshape([size_of.get(c, 1) for c in order]))
-    prod_all = aligned[0]
-    for t in aligned[1:]: prod_all = prod_all * t
-    prod_all = prod_all.expand([sizes[c] for c in order])
+    prod_all = functools.reduce(operator.mul, aligned).expand([sizes[c] for c in order])
     if len(order) == len(out): return prod_all if dtype is None else prod_all.cast(dtype)
     return prod_all.sum(tuple(range(len(out), len(order))), dtype=dtype)
 

@@ -35,8 +35,7 @@ class ReduceMixin:
     name = name or {Ops.ADD: "sum", Ops.MUL: "prod", Ops.MAX: "max"}[op]
     axes = self._axes(axis, name)
     if self.ndim == 0: return self._new(self.uop)  # a 0-d tensor reduced over its axis 0 (or -1) is itself, as torch
-    empty = tuple(a for a in axes if self.shape[a] == 0)
-    x = self
+    empty, x = tuple(a for a in axes if self.shape[a] == 0), self
     if empty:  # one identity element padded on (gradients are zeros): 0, 1, or the least value (tinygrad's max)
       ident = {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype))
       x = x.pad(tuple((0, 1) if a in empty else (0, 0) for a in range(x.ndim)), value=ident)
@@ -54,9 +53,7 @@ class ReduceMixin:
     return ret.cast(self.dtype) if dtype is None and acc_dtype is None and half else ret
   def prod(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Product over axes."""
-    acc = self.dtype if dtypes.is_float(self.dtype) else sum_acc_dtype(self.dtype)
-    if dtype is not None: acc = to_dtype(dtype)
-    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
+    return self._acc_input(dtype)._reduce(Ops.MUL, axis, keepdim)
   def max(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Largest value over axes.
     >>> Tensor([[1, 5], [7, 2]]).max(axis=1).tolist()
@@ -103,8 +100,7 @@ class ReduceMixin:
     """(std, mean) over axes."""; return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """True where any element along the axes is non-zero (False over an empty axis)."""
-    if 0 in self.shape: return self.bool().sum(axis, keepdim) > 0
-    return self.bool().max(axis, keepdim)
+    return self.bool().sum(axis, keepdim) > 0 if 0 in self.shape else self.bool().max(axis, keepdim)
   def all(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """True where every element along the axes is non-zero."""
     return self.logical_not().any(axis, keepdim).logical_not()
@@ -126,8 +122,7 @@ class ReduceMixin:
     if dtypes.is_float(self.dtype): is_max = is_max | self.isnan()  # as torch: a nan is the largest value
     # count down from n so that the largest score belongs to the first maximum
     idx_dt = dtypes.int32 if n < 2 ** 31 else dtypes.int64  # int32 as tinygrad, int64 where int32 can't hold n
-    countdown = type(self).arange(n, 0, -1, dtype=idx_dt, device=self.device)
-    countdown = countdown.reshape(n, *[1] * (self.ndim - axis - 1))
+    countdown = type(self).arange(n, 0, -1, dtype=idx_dt, device=self.device).reshape(n, *[1] * (self.ndim - axis - 1))
     return (n - is_max.where(countdown, 0).max(axis, keepdim)).cast(idx_dt)
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) smallest value; over the flattened tensor if axis is None."""
@@ -144,8 +139,7 @@ class ReduceMixin:
     return ret if keepdim else ret.reshape(self.sum(axis).shape)
   def softmin(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """softmax of -x along axis: `Tensor([1.0, 2.0]).softmin()` is [0.731, 0.269]."""
-    x = self.cast(dtype) if dtype is not None else self
-    return (-x).softmax(axis)
+    return (-(self.cast(dtype) if dtype is not None else self)).softmax(axis)
   def softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along axis, computed stably.
     >>> Tensor([[0.0, 0.0], [0.0, 2e9]]).softmax().tolist()
@@ -178,20 +172,17 @@ class ReduceMixin:
     # very long axes: short blocks (the work is n * block) as triangles (their index math has no division)
     block = CUM_BLOCK if n <= 2 ** 16 else LONG_CUM_BLOCK
     m, keep_lead = ceildiv(n, block), ((0, 0),) * len(lead)
-    x = self.pad(keep_lead + ((0, m * block - n),), value=_cum_identity(op, self.dtype))
-    x = x.reshape(*lead, m, block)
+    x = self.pad(keep_lead + ((0, m * block - n),), value=_cum_identity(op, self.dtype)).reshape(*lead, m, block)
     inner = x._cum_window(op) if block == CUM_BLOCK else x._cum_triangle(op)
     totals = inner.shrink(tuple((0, s) for s in inner.shape[:-1]) + ((block - 1, block),)).squeeze(-1)
     before = totals._cum_blocks(op).pad(keep_lead + ((1, -1),), value=_cum_identity(op, inner.dtype)).unsqueeze(-1)
-    out = _cum_combine(op, inner, before)
-    return out.reshape(*lead, m * block).shrink(tuple((0, s) for s in lead) + ((0, n),))
+    return _cum_combine(op, inner, before).reshape(*lead, m * block).shrink(tuple((0, s) for s in lead) + ((0, n),))
   def _cum_triangle(self: Tensor, op: str) -> Tensor:
     """The running op along a short last axis: output j reduces x[k] for k <= j (a lower-triangular mask)."""
     n = self.shape[-1]
     pos = type(self).arange(n, device=self.device)
     keep = pos.reshape(n, 1) >= pos.reshape(1, n)
-    x = keep.where(self.unsqueeze(-2), _cum_identity(op, self.dtype))
-    return x._cum_reduce(op, self.dtype)
+    return keep.where(self.unsqueeze(-2), _cum_identity(op, self.dtype))._cum_reduce(op, self.dtype)
   def _cum_window(self: Tensor, op: str) -> Tensor:
     """The running op along the last axis in one reduce kernel: x is padded with n-1 identity values in front, and
     output i reduces the window of n values ending at i (a view: broadcast, reshape, cut)."""
@@ -207,11 +198,11 @@ class ReduceMixin:
     return self.prod(-1, dtype=dtype) if op == "prod" else self.max(-1)
   def cumsum(self: Tensor, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
     """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6] (ints add in int64; dtype casts first)."""
-    return self._cum_input(dtype)._cumulative(axis, "sum")
+    return self._acc_input(dtype)._cumulative(axis, "sum")
   def cumprod(self: Tensor, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
     """Running product along axis (ints and bools multiply in int64, as torch)."""
-    return self._cum_input(dtype)._cumulative(axis, "prod")
-  def _cum_input(self: Tensor, dtype: DType | str | None) -> Tensor:
+    return self._acc_input(dtype)._cumulative(axis, "prod")
+  def _acc_input(self: Tensor, dtype: DType | str | None) -> Tensor:  # self in the dtype prod, cumsum, cumprod work in
     return self.cast(to_dtype(dtype) if dtype is not None else self.dtype if dtypes.is_float(self.dtype) else
                      sum_acc_dtype(self.dtype))
   def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
@@ -237,8 +228,7 @@ class ReduceMixin:
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
     """log(cumsum(exp(x))) along axis, each running sum a logsumexp (small early values survive a large later one).
     `Tensor([0.0, 0.0]).logcumsumexp()` is [0.0, 0.693]."""
-    x = self if dtypes.is_float(self.dtype) else self.cast(least_upper_float(self.dtype))
-    return x._cumulative(axis, "logsumexp")
+    return self._float()._cumulative(axis, "logsumexp")
 
   # *** triangles ***
   def triu(self: Tensor, diagonal: int = 0) -> Tensor:
@@ -263,9 +253,8 @@ class ReduceMixin:
     k = x.shape[-1]
     kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
     if k != kw: raise ShapeError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
-    if x.dtype != w.dtype:
-      dt = least_upper_dtype(x.dtype, w.dtype)
-      x, w = x.cast(dt), w.cast(dt)
+    dt = least_upper_dtype(x.dtype, w.dtype)
+    x, w = x.cast(dt), w.cast(dt)  # (a no-op for the one already of dtype dt)
     out_dtype = x.dtype
     if out_dtype in (dtypes.float16, dtypes.bfloat16):  # products and both passes' sums in float32, as torch
       x, w = x.cast(dtypes.float32), w.cast(dtypes.float32)

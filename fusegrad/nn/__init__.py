@@ -171,8 +171,7 @@ class BatchNorm:
     """The batch's per-channel mean and biased variance, over every axis but 1."""
     axes = tuple(a for a in range(x.ndim) if a != 1)
     mean = x.mean(axes)
-    var = (x - _channel_view(mean, x.ndim)).square().mean(axes)
-    return mean, var
+    return mean, (x - _channel_view(mean, x.ndim)).square().mean(axes)
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_features:
@@ -209,8 +208,7 @@ class BatchNorm:
     tensor of one per channel; m = 1 / count without momentum)."""
     assert self.running_mean is not None and self.running_var is not None and self.num_batches_tracked is not None
     count = self.num_batches_tracked + 1
-    if self.momentum is None: m: Tensor | float = count.cast(self.running_mean.dtype).reciprocal()
-    else: m = self.momentum
+    m: Tensor | float = count.cast(self.running_mean.dtype).reciprocal() if self.momentum is None else self.momentum
     batch_mean, batch_var = mean.detach().cast(self.running_mean.dtype), var.detach().cast(self.running_var.dtype)
     self.running_mean.assign(self.running_mean * (1 - m) + batch_mean * m)
     self.running_var.assign(self.running_var * (1 - m) + batch_var * (n / (n - 1)) * m)
@@ -241,8 +239,7 @@ class LayerNorm2d(LayerNorm):
   """LayerNorm over the channels (axis 1) of (N, C, H, W) input, at every position (as in ConvNeXt)."""
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2: raise ValueError(f"LayerNorm2d: input of shape {x.shape} should be (N, C, ...)")
-    last = tuple(range(2, x.ndim)) + (1,)
-    back = (0, x.ndim - 1) + tuple(range(1, x.ndim - 1))
+    last, back = (*range(2, x.ndim), 1), (0, x.ndim - 1, *range(1, x.ndim - 1))
     return super().__call__(x.permute(0, *last)).permute(*back)
 
 class GroupNorm:
@@ -286,8 +283,7 @@ class RMSNorm:
     n = len(self.normalized_shape)
     if x.shape[x.ndim - n:] != self.normalized_shape or x.ndim < n:
       raise ValueError(f"RMSNorm: input of shape {x.shape} doesn't end in {self.normalized_shape}")
-    axes = tuple(range(-n, 0))
-    xf = x._wide()
+    axes, xf = tuple(range(-n, 0)), x._wide()
     y = (xf * (xf.square().mean(axes, keepdim=True) + self.eps).rsqrt()).cast(dt := least_upper_float(x.dtype))
     return (y * self.weight).cast(dt) if self.weight is not None else y
 

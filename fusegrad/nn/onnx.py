@@ -34,8 +34,7 @@ class OnnxRunner:
     self.functions = {(f.domain, f.name): f for f in model.functions}
     with Context(DEV=self.device):  # the device of what ops make from nothing (Range...)
       self.initializers = {t.name: tensor_from_proto(t, base_dir) for t in model.graph.initializer}
-    graph_inputs = model.graph.input
-    self.inputs = {i.name: i for i in graph_inputs if i.name not in self.initializers}
+    self.inputs = {i.name: i for i in model.graph.input if i.name not in self.initializers}
     self.output_names = [o.name for o in model.graph.output]
 
   def __call__(self, inputs: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, Any]:

@@ -67,11 +67,10 @@ _UNARY: dict[str, Callable[[Tensor], Tensor]] = {
   "IsNaN": Tensor.isnan, "Mish": Tensor.mish, "BitwiseNot": Tensor.bitwise_not, "HardSwish": Tensor.hardswish}
 for _name, _fn in _UNARY.items(): OPS[_name] = (lambda f: lambda x: f(x))(_fn)
 
-_BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
-  "Add": Tensor.add, "Sub": Tensor.sub, "Mul": Tensor.mul, "And": Tensor.logical_and, "Or": Tensor.logical_or,
-  "Xor": Tensor.logical_xor, "Equal": Tensor.eq, "Greater": Tensor.gt, "GreaterOrEqual": Tensor.ge,
-  "Less": Tensor.lt, "LessOrEqual": Tensor.le, "BitwiseAnd": Tensor.bitwise_and, "BitwiseOr": Tensor.bitwise_or,
-  "BitwiseXor": Tensor.bitwise_xor}
+_BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {"Add": Tensor.add, "Sub": Tensor.sub, "Mul": Tensor.mul,
+  "And": Tensor.logical_and, "Or": Tensor.logical_or, "Xor": Tensor.logical_xor, "Equal": Tensor.eq,
+  "Greater": Tensor.gt, "GreaterOrEqual": Tensor.ge, "Less": Tensor.lt, "LessOrEqual": Tensor.le,
+  "BitwiseAnd": Tensor.bitwise_and, "BitwiseOr": Tensor.bitwise_or, "BitwiseXor": Tensor.bitwise_xor}
 for _name, _fn2 in _BINARY.items(): OPS[_name] = (lambda f: lambda a, b: f(a, b))(_fn2)
 
 def Identity(x: Any) -> Any: return x
@@ -82,8 +81,7 @@ def Pow(a: Tensor, b: Tensor) -> Tensor:
   return a.pow(b).cast(a.dtype)
 def Mod(a: Tensor, b: Tensor, fmod: int = 0) -> Tensor: return a.fmod(b) if fmod else a.mod(b)
 def BitShift(a: Tensor, b: Tensor, direction: str = "") -> Tensor:
-  bits = a.dtype.itemsize * 8
-  ok = (b >= 0) & (b < bits)  # a shift by a negative amount or by the width or more gives 0
+  ok = (b >= 0) & (b < a.dtype.itemsize * 8)  # a shift by a negative amount or by the width or more gives 0
   safe = ok.where(b, 0).cast(a.dtype)
   if direction == "LEFT": return ok.where(a.lshift(safe), 0).cast(a.dtype)
   return ok.where(a.rshift(safe), (a < 0).where(-1, 0)).cast(a.dtype)  # a signed right shift fills with the sign
@@ -140,8 +138,7 @@ def Trilu(x: Tensor, k: Tensor | None = None, upper: int = 1) -> Tensor:
   kk = int(_scalar(k)) if k is not None else 0
   return x.triu(kk) if upper else x.tril(kk)
 def Reshape(x: Tensor, shape: Tensor, allowzero: int = 0) -> Tensor:
-  s = _ints(shape)
-  s = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(s)]
+  s = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(_ints(shape))]
   if -1 in s:
     known = math.prod(d for d in s if d != -1)
     s[s.index(-1)] = x.numel() // known if known else 0
@@ -153,10 +150,8 @@ def Squeeze(x: Tensor, axes: Any = None) -> Tensor:
   ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else [i for i, s in enumerate(x.shape) if s == 1]
   return x.reshape([s for i, s in enumerate(x.shape) if i not in ax])
 def Unsqueeze(x: Tensor, axes: Any = None) -> Tensor:
-  n = x.ndim + len(_ints(axes))
-  ax = sorted(_axis(a, n) for a in _ints(axes))
-  shape = list(x.shape)
-  for a in ax: shape.insert(a, 1)
+  shape, n = list(x.shape), x.ndim + len(_ints(axes))
+  for a in sorted(_axis(i, n) for i in _ints(axes)): shape.insert(a, 1)
   return x.reshape(shape)
 def Transpose(x: Tensor, perm: list[int] | None = None) -> Tensor:
   return x.permute(perm if perm is not None else list(range(x.ndim))[::-1])
@@ -177,8 +172,7 @@ def Slice(x: Tensor, starts: Any, ends: Any, axes: Any = None, steps: Any = None
 def _wrap(idx: Tensor, size: int) -> Tensor: return (idx < 0).where(idx + size, idx)
 def Gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   a = _axis(axis, x.ndim)
-  idx = _wrap(indices.cast(dtypes.int32), x.shape[a])
-  flat = idx.reshape(-1)
+  flat = _wrap(indices.cast(dtypes.int32), x.shape[a]).reshape(-1)
   out_shape = (*x.shape[:a], *indices.shape, *x.shape[a + 1:])
   if flat.shape[0] == 0: return Tensor.empty(*out_shape, dtype=x.dtype) if math.prod(out_shape) else x.shrink(
     [(0, 0) if d == a else None for d in range(x.ndim)]).reshape(out_shape)
@@ -196,8 +190,7 @@ def _linear_index(shape: Sequence[int], indices: Tensor) -> Tensor:
   return lin
 def GatherND(x: Tensor, indices: Tensor, batch_dims: int = 0) -> Tensor:
   b, k = batch_dims, indices.shape[-1]
-  nb = math.prod(x.shape[:b])
-  rest = x.shape[b + k:]
+  nb, rest = math.prod(x.shape[:b]), x.shape[b + k:]
   flat = x.reshape(nb * math.prod(x.shape[b:b + k]), *rest)
   lin = _linear_index(x.shape[b:], indices).reshape(nb, -1)
   lin = lin + Tensor.arange(nb, dtype=dtypes.int32).reshape(nb, 1) * math.prod(x.shape[b:b + k])
@@ -229,8 +222,7 @@ def SpaceToDepth(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
   order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)  # channels (by, bx, c) or (c, by, bx)
   return x.reshape(n, c, h // b, b, w // b, b).permute(order).reshape(n, c * b * b, h // b, w // b)
 def OneHot(indices: Tensor, depth: Tensor, values: Tensor, axis: int = -1) -> Tensor:
-  d = int(_scalar(depth))
-  a = _axis(axis, indices.ndim + 1)
+  d, a = int(_scalar(depth)), _axis(axis, indices.ndim + 1)
   idx = _wrap(indices.cast(dtypes.int64), d).unsqueeze(a)
   hot = idx == Tensor.arange(d, dtype=dtypes.int64).reshape([-1 if i == a else 1 for i in range(indices.ndim + 1)])
   return hot.where(values[1], values[0])
@@ -240,8 +232,7 @@ def Compress(x: Tensor, condition: Tensor, axis: int | None = None) -> Tensor:
   return Gather(x, Tensor(keep.astype(np.int64)), axis=axis)
 def NonZero(x: Tensor) -> Tensor: return Tensor(np.array(np.nonzero(x.numpy()), dtype=np.int64).reshape(x.ndim, -1))
 def Unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple:
-  a = x.numpy()
-  u, idx, inv, cnt = np.unique(a, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+  u, idx, inv, cnt = np.unique(x.numpy(), return_index=True, return_inverse=True, return_counts=True, axis=axis)
   if not sorted:
     order = np.argsort(idx)
     u, idx, cnt = np.take(u, order, axis=0 if axis is None else axis), idx[order], cnt[order]
@@ -251,8 +242,7 @@ def Unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple:
 
 # *** sorting and scans ***
 def TopK(x: Tensor, k: Any, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:
-  kk = _ints(k)[0]
-  a = _axis(axis, x.ndim)
+  kk, a = _ints(k)[0], _axis(axis, x.ndim)
   if kk == 0: return x.shrink([(0, 0) if d == a else None for d in range(x.ndim)]), Tensor.empty(
     *[0 if d == a else s for d, s in enumerate(x.shape)], dtype=dtypes.int64)
   v, i = x.topk(kk, a, bool(largest))
@@ -292,8 +282,7 @@ def ScatterElements(x: Tensor, indices: Tensor, updates: Tensor, axis: int = 0, 
   return x.scatter_reduce(a, idx, updates, _REDUCTION[reduction])
 def ScatterND(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "none") -> Tensor:
   k = indices.shape[-1]
-  rest = x.shape[k:]
-  flat = x.reshape(math.prod(x.shape[:k]), math.prod(rest))
+  flat = x.reshape(math.prod(x.shape[:k]), math.prod(x.shape[k:]))
   lin = _linear_index(x.shape, indices).reshape(-1, 1).cast(dtypes.int64).expand(-1, flat.shape[1])
   upd = updates.reshape(-1, flat.shape[1])
   out = flat.scatter(0, lin, upd) if reduction == "none" else flat.scatter_reduce(0, lin, upd, _REDUCTION[reduction])

@@ -99,9 +99,8 @@ def DFT(x: Tensor, dft_length: Tensor | None = None, axis: Any = None, inverse: 
 # *** training (ai.onnx.preview.training) ***
 def Adagrad(r: Tensor, t: Tensor, *xs: Tensor, decay_factor: float = 0.0, epsilon: float = 0.0,
             norm_coefficient: float = 0.0) -> tuple:
-  n = len(xs) // 3
+  n, outs = len(xs) // 3, []
   rate = r / (1 + t.cast(dtypes.float32) * decay_factor)
-  outs = []
   for x, g, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
     g = norm_coefficient * x + g
     h2 = h + g * g
@@ -110,9 +109,8 @@ def Adagrad(r: Tensor, t: Tensor, *xs: Tensor, decay_factor: float = 0.0, epsilo
 
 def Momentum(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.0, beta: float = 0.0, mode: str = "standard",
              norm_coefficient: float = 0.0) -> tuple:
-  n = len(xs) // 3
+  n, outs = len(xs) // 3, []
   b = (t > 0).where(beta, 1.0)
-  outs = []
   for x, g, v in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
     g = norm_coefficient * x + g
     v2 = alpha * v + b * g
@@ -121,10 +119,9 @@ def Momentum(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.0, beta: float 
 
 def Adam(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.9, beta: float = 0.999, epsilon: float = 1e-6,
          norm_coefficient: float = 0.0, norm_coefficient_post: float = 0.0) -> tuple:
-  n = len(xs) // 4
+  n, outs = len(xs) // 4, []
   steps = float(_scalar(t))
   rate = r * math.sqrt(1 - beta ** steps) / (1 - alpha ** steps) if steps > 0 else r
-  outs = []
   for x, g, v, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:3 * n], xs[3 * n:]):
     g = norm_coefficient * x + g
     v2, h2 = alpha * v + (1 - alpha) * g, beta * h + (1 - beta) * g * g
@@ -223,8 +220,7 @@ def CausalConvWithState(x: Tensor, weight: Tensor, bias: Tensor | None = None, p
   """A depthwise 1-d convolution on (batch, channels, length) after k-1 past steps (or zeros), and the new state."""
   b, c, _ = x.shape
   k = weight.shape[2]
-  past = past_state if past_state is not None else Tensor.zeros(b, c, k - 1, dtype=x.dtype)
-  padded = past.cat(x, dim=2)
+  padded = (past_state if past_state is not None else Tensor.zeros(b, c, k - 1, dtype=x.dtype)).cat(x, dim=2)
   y = padded.conv2d(weight, bias, groups=c)
   if activation in ("silu", "swish"): y = (y.cast(dtypes.float32) * y.cast(dtypes.float32).sigmoid()).cast(x.dtype)
   return y, padded[:, :, padded.shape[2] - (k - 1):]
@@ -241,8 +237,7 @@ def LinearAttention(q: Tensor, k: Tensor, v: Tensor, past_state: Tensor | None =
   state = past_state.cast(dtypes.float32) if past_state is not None else Tensor.zeros(b, kv_num_heads, dk, dv)
   g4 = None if decay is None else heads(decay, kv_num_heads)  # (B, H, T, 1 or d_k)
   b4 = None if beta is None else beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).cast(dtypes.float32)
-  s = scale or 1 / math.sqrt(dk)
-  group = q_num_heads // kv_num_heads
+  s, group = scale or 1 / math.sqrt(dk), q_num_heads // kv_num_heads
   outs = []
   for i in range(t):
     kt, vt = k4[:, :, i], v4[:, :, i]
@@ -261,8 +256,7 @@ def Col2Im(x: Tensor, image_shape: Tensor, block_shape: Tensor, dilations: Any =
   0/1 matrix built on the host maps every (kernel offset, block) cell to its image cell: one matmul."""
   img, blk = _ints(image_shape), _ints(block_shape)
   r = len(img)
-  d, s = _ints(dilations) or [1] * r, _ints(strides) or [1] * r
-  p = _ints(pads) or [0] * (2 * r)
+  d, s, p = _ints(dilations) or [1] * r, _ints(strides) or [1] * r, _ints(pads) or [0] * (2 * r)
   counts = [(i + p[j] + p[j + r] - d[j] * (k - 1) - 1) // s[j] + 1 for j, (i, k) in enumerate(zip(img, blk))]
   m = np.zeros((math.prod(blk), math.prod(counts), math.prod(img)), np.float32)
   for ko in np.ndindex(*blk):

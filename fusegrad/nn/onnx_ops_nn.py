@@ -39,8 +39,7 @@ def ConvTranspose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str =
                   group: int = 1, kernel_shape: Any = None, output_padding: Any = None, output_shape: Any = None,
                   pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d = _conv_args(_ints(kernel_shape) or list(w.shape[2:]), strides, dilations)
-  n = len(k)
-  op_ = _ints(output_padding) or [0] * n
+  n, op_ = len(k), _ints(output_padding) or [0] * len(k)
   if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
     outs = _ints(output_shape)[-n:] if output_shape is not None else [i * st for i, st in zip(x.shape[2:], s)]
     pairs = []
@@ -140,8 +139,7 @@ def GroupNormalization(x: Tensor, scale: Tensor, bias: Tensor, epsilon: float = 
     scale, bias = scale.repeat_interleave(c // num_groups), bias.repeat_interleave(c // num_groups)
   return y * _per_axis(scale, 1, x.ndim) + _per_axis(bias, 1, x.ndim)
 def RMSNormalization(x: Tensor, scale: Tensor, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1) -> Tensor:
-  axes = tuple(range(_axis(axis, x.ndim), x.ndim))
-  xf = x.cast(dtypes.float32)
+  axes, xf = tuple(range(_axis(axis, x.ndim), x.ndim)), x.cast(dtypes.float32)
   return (xf * (xf.square().mean(axes, keepdim=True) + epsilon).rsqrt()).cast(x.dtype) * scale
 def LpNormalization(x: Tensor, axis: int = -1, p: int = 2) -> Tensor:
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()
@@ -170,9 +168,7 @@ def _resize_taps(i: int, o: int, scale: float, mode: str, coord: str, nearest: s
   """For one axis: (source index per output and tap, weight per output and tap, inside mask per output)."""
   dst = np.arange(o, dtype=np.float64)
   if coord == "half_pixel": src = (dst + 0.5) / scale - 0.5
-  elif coord == "half_pixel_symmetric":
-    adj = o / (scale * i)
-    src = i / 2 * (1 - adj) + (dst + 0.5) / scale - 0.5
+  elif coord == "half_pixel_symmetric": src = i / 2 * (1 - o / (scale * i)) + (dst + 0.5) / scale - 0.5
   elif coord == "pytorch_half_pixel": src = (dst + 0.5) / scale - 0.5 if o > 1 else np.zeros(o)
   elif coord == "align_corners": src = dst * (i - 1) / (i * scale - 1) if o > 1 else np.zeros(o)
   elif coord == "asymmetric": src = dst / scale
@@ -182,11 +178,9 @@ def _resize_taps(i: int, o: int, scale: float, mode: str, coord: str, nearest: s
   else: raise NotImplementedError(f"Resize: coordinate_transformation_mode {coord!r}")
   inside = (src >= 0) & (src <= i - 1) if coord == "tf_crop_and_resize" else np.ones(o, bool)
   if mode == "nearest":
-    rounders: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-      "round_prefer_floor": lambda v: np.ceil(v - 0.5), "round_prefer_ceil": lambda v: np.floor(v + 0.5),
-      "floor": np.floor, "ceil": np.ceil}
-    idx = rounders[nearest](src)[:, None]
-    w = np.ones((o, 1))
+    rounders: dict[str, Callable[[np.ndarray], np.ndarray]] = {"round_prefer_floor": lambda v: np.ceil(v - 0.5),
+      "round_prefer_ceil": lambda v: np.floor(v + 0.5), "floor": np.floor, "ceil": np.ceil}
+    idx, w = rounders[nearest](src)[:, None], np.ones((o, 1))
   elif mode == "linear":
     if coord != "tf_crop_and_resize": src = np.clip(src, 0, i - 1)
     lo = np.floor(src)
@@ -194,8 +188,7 @@ def _resize_taps(i: int, o: int, scale: float, mode: str, coord: str, nearest: s
   elif mode == "cubic":
     lo = np.floor(src)
     idx = lo[:, None] + np.arange(-1, 3)[None, :]
-    t = np.abs(src[:, None] - idx)
-    a = cubic_a
+    t, a = np.abs(src[:, None] - idx), cubic_a
     near, far = ((a + 2) * t - (a + 3)) * t * t + 1, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
     w = np.where(t <= 1, near, np.where(t < 2, far, 0))
     if exclude_outside:
@@ -379,8 +372,7 @@ def DynamicQuantizeLinear(x: Tensor) -> tuple:
 # *** windows ***
 def _window(size: Tensor, periodic: int, output_datatype: int, coefs: list[float]) -> Tensor:
   n = int(_scalar(size))
-  denom = n if periodic else n - 1
-  k = Tensor.arange(n, dtype=dtypes.float32) * (2 * math.pi / denom)
+  k = Tensor.arange(n, dtype=dtypes.float32) * (2 * math.pi / (n if periodic else n - 1))
   w = sum(((-1) ** j * c * (k * j).cos() for j, c in enumerate(coefs)), Tensor.zeros(n))
   return w.cast(onnx_dtype(output_datatype))
 def HannWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
@@ -417,8 +409,7 @@ def Scan(*args: Any, body: Any = None, num_scan_inputs: int = 0, scan_input_axes
   state, xs = list(args[:n_state]), args[n_state:]
   in_axes = [_axis(a, x.ndim) for a, x in zip(_ints(scan_input_axes) or [0] * len(xs), xs)]
   in_dirs = _ints(scan_input_directions) or [0] * len(xs)
-  names = [i.name for i in body.input]
-  steps = xs[0].shape[in_axes[0]]
+  names, steps = [i.name for i in body.input], xs[0].shape[in_axes[0]]
   scans: list[list[Tensor]] = []
   for t in range(steps):
     sl = [x.shrink([((steps - 1 - t if d else t), (steps - t if d else t + 1)) if k == a else None

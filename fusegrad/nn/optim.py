@@ -81,8 +81,7 @@ class Optimizer:
       assert grad is not None
       if grad.shape != p.shape:
         raise ValueError(f"{type(self).__name__}: gradient of shape {grad.shape} for a parameter of shape {p.shape}")
-      new = self._update(i, p.detach(), grad.detach().cast(p.dtype))
-      p.assign(new.reshape(p.shape).cast(p.dtype))
+      p.assign(self._update(i, p.detach(), grad.detach().cast(p.dtype)).reshape(p.shape).cast(p.dtype))
     return [*self._state(), *self.params, *self.buffers]
 
   def _lr(self, p: Tensor) -> Tensor:
@@ -181,8 +180,7 @@ class LAMB(Optimizer):
     self.l2 = 0.0  # weight decay added to the gradient (Adam's, as torch.optim.Adam); wd above is decoupled
     self.b1_t = _fresh(Tensor.ones((len(self.params),), dtype=self.dtype, device=self.device))
     self.b2_t = _fresh(Tensor.ones((len(self.params),), dtype=self.dtype, device=self.device))
-    self.m = [self._zeros_like(p) for p in self.params]
-    self.v = [self._zeros_like(p) for p in self.params]
+    self.m, self.v = [self._zeros_like(p) for p in self.params], [self._zeros_like(p) for p in self.params]
 
   def _state(self) -> list[Tensor]: return [self.b1_t, self.b2_t, *self.m, *self.v]
 
@@ -249,11 +247,8 @@ class Muon(Optimizer):
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
     self.b[i].assign(self.momentum * self.b[i] + (1 - self.momentum) * g)
     u = (1 - self.momentum) * g + self.momentum * self.b[i] if self.nesterov else self.b[i]
-    rows = p.shape[0] if p.ndim else 1
-    u = u.reshape(rows, -1)
-    u = u._wide()  # (half and bfloat16 in float32)
+    u = u.reshape(p.shape[0] if p.ndim else 1, -1)._wide()  # (half and bfloat16 in float32)
     ortho = newton_schulz(u, self.ns_steps, self.ns_coefficients, self.eps)  # type: ignore[arg-type]
-    scale = max(1.0, u.shape[0] / u.shape[1]) ** 0.5
-    lr = self._lr(p)
+    scale, lr = max(1.0, u.shape[0] / u.shape[1]) ** 0.5, self._lr(p)
     decayed = p * (1 - lr * self.wd) if self.wd else p
     return decayed - (lr * scale) * ortho.reshape(p.shape)

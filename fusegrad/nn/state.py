@@ -55,8 +55,7 @@ def _collect(obj: Any, prefix: str, tensor_type: type, out: dict[str, Any], acti
     out[prefix.rstrip(".")] = obj
     return
   if id(obj) in active: return  # a reference cycle (a layer pointing back at its parent)
-  children = _children(obj)
-  if children is None: return
+  if (children := _children(obj)) is None: return
   active.add(id(obj))
   for name, child in children: _collect(child, f"{prefix}{name}.", tensor_type, out, active)
   active.discard(id(obj))
@@ -78,8 +77,7 @@ class StateDictError(RuntimeError, KeyError, ValueError):
   def __str__(self) -> str: return RuntimeError.__str__(self)
 
 def _state_dict_problems(model_sd: dict[str, Tensor], state_dict: dict[str, Tensor], strict: bool) -> list[str]:
-  problems = []
-  missing = [k for k in model_sd if k not in state_dict]
+  problems, missing = [], [k for k in model_sd if k not in state_dict]
   # a BatchNorm without running statistics takes a checkpoint that counted batches, as tinygrad (its counter is unused)
   unexpected = [k for k in state_dict if k not in model_sd and not k.split(".")[-1] == "num_batches_tracked"]
   if strict and missing: problems.append(f"missing key(s): {', '.join(repr(k) for k in missing)}")
@@ -125,10 +123,9 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   return loaded
 
 # *** safetensors: 8-byte little-endian header length, a JSON header, then the raw data ***
-SAFE_DTYPES: dict[str, DType] = {
-  "BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
-  "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64, "F16": dtypes.float16,
-  "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64}
+SAFE_DTYPES: dict[str, DType] = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16,
+  "I16": dtypes.int16, "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64,
+  "F16": dtypes.float16, "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64}
 _SAFE_NAMES = {v: k for k, v in SAFE_DTYPES.items()}
 
 def _safe_header(raw: memoryview, name: str) -> tuple[int, dict[str, Any]]:
@@ -143,8 +140,7 @@ def _safe_header(raw: memoryview, name: str) -> tuple[int, dict[str, Any]]:
     why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
     raise ValueError(f"safe_load: {name}: the header is not valid JSON ({why})") from None
   if not isinstance(header, dict): raise ValueError(f"safe_load: {name}: the header is not a JSON object")
-  data_len = len(raw) - 8 - n
-  spans = []
+  data_len, spans = len(raw) - 8 - n, []
   for key, info in header.items():
     if key == "__metadata__": continue
     _check_safe_entry(key, info, data_len, name)
@@ -232,17 +228,15 @@ def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict
   atomic_write(fn, out)
 
 # *** PyTorch checkpoints (zip and legacy formats), without torch: a pickle reader that only builds tensors ***
-_TORCH_STORAGES = {
-  "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
+_TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
   "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
   "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool,
   "UntypedStorage": dtypes.uint8}
-_TORCH_DTYPES = {
-  "float32": dtypes.float32, "float": dtypes.float32, "float64": dtypes.float64, "double": dtypes.float64,
-  "float16": dtypes.float16, "half": dtypes.float16, "bfloat16": dtypes.bfloat16, "int64": dtypes.int64,
-  "long": dtypes.int64, "int32": dtypes.int32, "int": dtypes.int32, "int16": dtypes.int16, "short": dtypes.int16,
-  "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool, "uint16": dtypes.uint16, "uint32": dtypes.uint32,
-  "uint64": dtypes.uint64}
+_TORCH_DTYPES = {"float32": dtypes.float32, "float": dtypes.float32, "float64": dtypes.float64,
+  "double": dtypes.float64, "float16": dtypes.float16, "half": dtypes.float16, "bfloat16": dtypes.bfloat16,
+  "int64": dtypes.int64, "long": dtypes.int64, "int32": dtypes.int32, "int": dtypes.int32, "int16": dtypes.int16,
+  "short": dtypes.int16, "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool, "uint16": dtypes.uint16,
+  "uint32": dtypes.uint32, "uint64": dtypes.uint64}
 _TORCH_MAGIC, _TORCH_LEGACY_PROTOCOL = 0x1950A86A20F9469CFC6C, 1001
 _LOAD_FACTOR, _LOAD_SLACK = 4, 64 << 20  # the tensors of a checkpoint may take 4x its data bytes + 64 MiB
 
@@ -300,8 +294,7 @@ class _TorchUnpickler(pickle.Unpickler):
     if key not in self.storages:
       self.storages[key] = _Storage(key, pid[1].dtype, numel, self.find_data(key, pid[1].dtype, numel))
     storage = self.storages[key]
-    if len(pid) > 5 and pid[5] is not None: return self._storage_view(storage, pid[5])
-    return storage
+    return self._storage_view(storage, pid[5]) if len(pid) > 5 and pid[5] is not None else storage
 
   def _storage_view(self, storage: _Storage, view: Any) -> _Storage:
     """A legacy-format view of a storage: (view key, offset, size) in elements."""
@@ -353,8 +346,7 @@ def _gather(data: memoryview, item: int, offset: int, size: tuple[int, ...], str
   """The elements at offset + sum(i_k * stride_k), in order (for overlapping or gapped layouts): one strided slice
   copy per row of the innermost dimension, so memory is the output's size."""
   fmt = {1: "B", 2: "H", 4: "I" if array.array("I").itemsize == 4 else "L", 8: "Q"}[item]
-  src = data.cast("B").cast(fmt)
-  out = memoryview(bytearray(prod(size) * item)).cast(fmt)
+  src, out = data.cast("B").cast(fmt), memoryview(bytearray(prod(size) * item)).cast(fmt)
   dims = [(s, st) for s, st in zip(size, stride) if s != 1] or [(1, 1)]
   (inner, step), outer = dims[-1], dims[:-1]
   for row, ks in enumerate(itertools.product(*(range(s) for s, _ in outer))):
@@ -451,9 +443,8 @@ _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_MAX_DEPTH = 16  # arrays of arrays: real files nest one or two deep
 # ggml type -> (elements per block, bytes per block)
-GGML_BLOCKS = {
-  0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 12: (256, 144), 13: (256, 176),
-  14: (256, 210), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2), 39: (32, 17)}
+GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 12: (256, 144),
+  13: (256, 176), 14: (256, 210), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2), 39: (32, 17)}
 _GGML_PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32,
                27: dtypes.int64, 28: dtypes.float64, 30: dtypes.bfloat16}
 _GGML_NAMES = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K",

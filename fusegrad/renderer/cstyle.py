@@ -60,20 +60,17 @@ class CStyleLanguage(Renderer):
     if dt == dtypes.bool: return "1" if val else "0"
     assert isinstance(val, int)
     if dt in (dtypes.int64, dtypes.uint64):
-      ret = f"{val}{'ull' if dt == dtypes.uint64 else 'll'}"
-      return ret if val != -2 ** 63 else "(-9223372036854775807ll-1)"
+      return "(-9223372036854775807ll-1)" if val == -2 ** 63 else f"{val}{'ull' if dt == dtypes.uint64 else 'll'}"
     if dt == dtypes.int32 and val == -2 ** 31: return "(-2147483647-1)"
     if dt in (dtypes.uint32, dtypes.uint16, dtypes.uint8): return f"{val}u"
     return str(val)
 
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     """A libm function; types without their own version compute in float."""
-    if dt in self.fn_suffix: return f"__builtin_{fn}{self.fn_suffix[dt]}({x})"
-    return f"__builtin_{fn}f((float)({x}))"
+    return f"__builtin_{fn}{self.fn_suffix[dt]}({x})" if dt in self.fn_suffix else f"__builtin_{fn}f((float)({x}))"
 
   def render_alu(self, u: UOp, src: list[str]) -> str:
-    op, dt, a = u.op, u.dtype, src[0]
-    b = src[1] if len(src) > 1 else ""
+    op, dt, a, b = u.op, u.dtype, src[0], src[1] if len(src) > 1 else ""
     if op in MATH_FNS: return self.render_math(MATH_FNS[op], a, dt)
     if op is Ops.RECIPROCAL: return f"({self.render_const(1.0, dt)}/{a})"
     if op is Ops.MOD and dtypes.is_float(dt):  # fmod: exact, the dividend's sign (x % 0 is nan); halves in float
@@ -139,10 +136,8 @@ class CStyleLanguage(Renderer):
   def render(self, name: str, uops: list[UOp]) -> str:
     names: dict[UOp, str] = {}
     uses = Counter(s for u in uops for s in u.src)
-    written = {u.src[0] for u in uops if u.op is Ops.STORE}
-    casted = {u.src[0] for u in uops if u.op is Ops.CAST}
-    params: list[str] = []
-    body: list[str] = []
+    written, casted = {u.src[0] for u in uops if u.op is Ops.STORE}, {u.src[0] for u in uops if u.op is Ops.CAST}
+    params, body = list[str](), list[str]()
     depth, counter = 1, Counter[str]()
     thread_loop: tuple[str, str, int] | None = None  # (variable, size, first body line) of a loop split across threads
     helpers: list[str] = []  # functions the kernel calls, rendered before it

@@ -114,8 +114,7 @@ class WGSLRenderer(CStyleLanguage):
 
   def _half(self, x: str, dt: DType) -> str:
     """x rounded to float16 when dt is float16 held in an f32 register (no shader-f16); else x."""
-    if dt != dtypes.float16 or self.supports_float16: return x
-    return f"unpack2x16float(fg_half({x})).x"
+    return x if dt != dtypes.float16 or self.supports_float16 else f"unpack2x16float(fg_half({x})).x"
 
   def render_index_type(self, dt: DType) -> str:
     if dt in WIDE: raise UnsupportedDTypeError(f"64-bit index math (dtype {dt.name}) is not supported on device "
@@ -194,8 +193,7 @@ class WGSLRenderer(CStyleLanguage):
     dt = u.dtype
     if u.src[1].dtype in WIDE: idx = f"bitcast<i32>({idx}.x)"  # int64 index math: an index fits in its low word
     if not self._packed(dt) or u.src[0].op is not Ops.DEFINE_GLOBAL: return f"{buf}[{idx}]"
-    word = f"atomicLoad(&{buf}[({idx}) / {4 // dt.itemsize}])"
-    bits = 8 * dt.itemsize
+    word, bits = f"atomicLoad(&{buf}[({idx}) / {4 // dt.itemsize}])", 8 * dt.itemsize
     lane = f"(({word} >> (u32(({idx}) % {4 // dt.itemsize}) * {bits}u)) & {2 ** bits - 1}u)"
     if dt == dtypes.bool: return f"({lane} != 0u)"
     if dt == dtypes.float16: return f"unpack2x16float({lane}).x"
@@ -213,8 +211,7 @@ class WGSLRenderer(CStyleLanguage):
   # *** the kernel: bindings at module scope, an entry point with builtin launch indices ***
   def render_buffer_param(self, name: str, dt: DType, index: int, written: bool) -> str:
     base = dt.base if isinstance(dt, PtrDType) else dt
-    elem = self.render_dtype(base)
-    if self._packed(base): elem = "atomic<u32>"
+    elem = "atomic<u32>" if self._packed(base) else self.render_dtype(base)
     return f"@group(0) @binding({index}) var<storage, read_write> {name}: array<{elem}>;"
 
   def render_var_param(self, name: str, index: int) -> str:

@@ -109,9 +109,8 @@ class CLAllocator(Allocator):
     if offset % align != 0:
       raise NotImplementedError(f"a CL buffer view must start at a multiple of {align} bytes, not at {offset}")
     region = (ctypes.c_size_t * 2)(offset, nbytes)
-    sub = create(self.dev.cl.clCreateSubBuffer, handle.mem, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, region,
-                 what=f"view of {nbytes} bytes at {offset}")
-    return CLBuffer(sub)
+    return CLBuffer(create(self.dev.cl.clCreateSubBuffer, handle.mem, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
+                           region, what=f"view of {nbytes} bytes at {offset}"))
 
 class CLCompiler(Compiler):
   """OpenCL C -> the driver's program binary. The cache key holds the device name, driver and OpenCL versions."""
@@ -120,8 +119,7 @@ class CLCompiler(Compiler):
     ident = hashlib.sha256(f"{dev.name}|{dev.driver_version}|{dev.version}".encode()).hexdigest()[:16]
     super().__init__(f"compile_cl_{ident}")
   def compile(self, src: str) -> bytes:
-    cl, dev_id = self.dev.cl, ctypes.c_void_p(self.dev.device_id)
-    source = ctypes.c_char_p(src.encode())
+    cl, dev_id, source = self.dev.cl, ctypes.c_void_p(self.dev.device_id), ctypes.c_char_p(src.encode())
     prg = create(cl.clCreateProgramWithSource, self.dev.context, 1, ctypes.byref(source), None, what="new program")
     try:
       status = cl.clBuildProgram(prg, 1, ctypes.byref(dev_id), None, None, None)
@@ -146,7 +144,6 @@ class CLProgram:
                       ctypes.byref(binary), None, what=f"loading the binary of {name}")
     check(cl.clBuildProgram(self.prg, 1, ctypes.byref(dev_id), None, None, None), f"building the binary of {name}")
     self.kernel = create(cl.clCreateKernel, self.prg, name.encode(), what=f"clCreateKernel({name})")
-
   def __call__(self, *bufs: CLBuffer, global_size: tuple[int, ...] = (1, 1, 1),
                local_size: tuple[int, ...] | None = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
@@ -160,8 +157,7 @@ class CLProgram:
     if 0 in global_size: return 0.0 if wait else None  # nothing to run (OpenCL 1.2 rejects an empty launch)
     # ProgramSpec counts workgroups; OpenCL's global work size counts threads
     total = (ctypes.c_size_t * len(global_size))(*[g * lo for g, lo in zip(global_size, local)])
-    event = ctypes.c_void_p()
-    group = (ctypes.c_size_t * len(local))(*local)
+    event, group = ctypes.c_void_p(), (ctypes.c_size_t * len(local))(*local)
     status = cl.clEnqueueNDRangeKernel(self.dev.queue, self.kernel, len(global_size), None, total, group, 0, None,
                                        ctypes.byref(event) if wait else None)
     check(status, f"launch of {self.name} with {tuple(global_size)} workgroups of {local} threads")
@@ -172,7 +168,6 @@ class CLProgram:
       end = int.from_bytes(get_info(cl.clGetEventProfilingInfo, event, CL_PROFILING_COMMAND_END), "little")
       return (end - start) * 1e-9
     finally: cl.clReleaseEvent(event)
-
   def __del__(self) -> None:
     if getattr(self, "kernel", None): self.dev.cl.clReleaseKernel(self.kernel)
     if getattr(self, "prg", None): self.dev.cl.clReleaseProgram(self.prg)
@@ -203,7 +198,6 @@ class CLDevice(Compiled):
                               supports_float16="cl_khr_fp16" in info_str(CL_DEVICE_EXTENSIONS).split(),
                               supports_float64=info_int(CL_DEVICE_DOUBLE_FP_CONFIG) != 0)
     super().__init__(device, CLAllocator(self), renderer, CLCompiler(self), functools.partial(CLProgram, self))
-
   @property
   def is_accelerator(self) -> bool:
     """Only GPUs: PoCL's CPU device never outranks the native CPU backend."""

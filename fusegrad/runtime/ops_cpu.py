@@ -105,8 +105,7 @@ class CPUAllocator(Allocator):
   POOL_BYTES = 1 << 30
   def __init__(self, worker: Worker | None = None) -> None:
     self.worker = worker  # the device's kernels run there: the host waits for them before it touches memory
-    self.pool: dict[int, list[CPUBuffer]] = {}
-    self.pooled = 0
+    self.pool, self.pooled = dict[int, list[CPUBuffer]](), 0
   def alloc(self, nbytes: int) -> CPUBuffer:
     if nbytes < 2 ** 20:  # zeroed ctypes memory (array types made once per size); only big buffers are pooled (free)
       addr = ctypes.addressof(raw := _small_array(nbytes + 64)())
@@ -262,8 +261,7 @@ class ClangCompiler(Compiler):
       self.args[:0] = ["--param=max-completely-peeled-insns=1000"]
     version = compiler_version(tuple(cc)).split("\n")[0]
     key = f"{version}|{isa}|{' '.join(self.args)}|{platform.machine()}|{_cpuinfo('model name')}"
-    ident = hashlib.sha256(key.encode()).hexdigest()[:16]
-    super().__init__(f"compile_cpu_{ident}")
+    super().__init__(f"compile_cpu_{hashlib.sha256(key.encode()).hexdigest()[:16]}")
   def _start(self, tmp: str, name: str, src: str) -> subprocess.Popen:
     """A compiler process building tmp/name.so from src (its log goes to tmp/name.log)."""
     path = os.path.join(tmp, name)
@@ -393,8 +391,7 @@ class CPUProgram:
   def __init__(self, name: str, lib: bytes, worker: Worker | None = None):
     self.name, self.worker, key = name, worker, hashlib.sha256(lib).hexdigest()
     if (shared := _loaded.get(key)) is None: shared = _loaded[key] = SharedLibrary(lib)
-    self.lib = shared
-    self.fxn = shared.dll[name]
+    self.lib, self.fxn = shared, shared.dll[name]
     self.fxn.restype = None
     self.nargs = (-1, -1)  # the argument counts fxn.argtypes was set for
   def __call__(self, *bufs: CPUBuffer, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
@@ -411,7 +408,6 @@ class CPUProgram:
     st = time.perf_counter()
     self.fxn(*args)
     return time.perf_counter() - st
-
   def launcher(self, *bufs: CPUBuffer) -> Callable[[], Any] | None:
     """Its launch on bufs as a call of nothing (a TinyJit replay binds it once); None where __call__ must check."""
     if self.nargs != (len(bufs), 0): return None

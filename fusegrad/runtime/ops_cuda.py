@@ -168,9 +168,8 @@ class CUDADevice(Compiled):
       return v.value
     self.arch = f"sm_{attr(75)}{attr(76)}"  # compute capability major, minor
     # the machine model: shared memory per block (8), warp size (10), the L2 every multiprocessor shares (38)
-    ren = CUDARenderer(device=device, shared_max=attr(8))
-    ren = dataclasses.replace(ren, machine=dataclasses.replace(ren.machine, local_memory=attr(8), warp_size=attr(10),
-                                                               l2=attr(38)))
+    ren = CUDARenderer(device=device, shared_max=attr(8), machine=dataclasses.replace(
+      CUDARenderer.machine, local_memory=attr(8), warp_size=attr(10), l2=attr(38)))
     self.events = (ctypes.c_void_p(), ctypes.c_void_p())
     for ev in self.events: self.cu.call("cuEventCreate", ctypes.byref(ev), 0)
     super().__init__(device, CUDAAllocator(self), ren, cuda_compiler(self.arch), functools.partial(CUDAProgram, self))

@@ -66,8 +66,7 @@ class WebGPUProgram:
   """A compute pipeline for one kernel; its bind group layout (buffers, then int variables) is made on the first call,
   when the number of each is known."""
   def __init__(self, dev: WebGPUDevice, name: str, lib: bytes):
-    self.dev, self.name = dev, name
-    self.module = dev.gpu.create_shader_module(code=lib.decode())
+    self.dev, self.name, self.module = dev, name, dev.gpu.create_shader_module(code=lib.decode())
     self.pipeline: Any = None
   def _make_pipeline(self, nbufs: int, nvals: int) -> None:
     wgpu = self.dev.wgpu
@@ -77,7 +76,6 @@ class WebGPUProgram:
     self.pipeline = self.dev.gpu.create_compute_pipeline(
       layout=self.dev.gpu.create_pipeline_layout(bind_group_layouts=[self.layout]),
       compute={"module": self.module, "entry_point": self.name})
-
   def __call__(self, *bufs: WebGPUBuffer, global_size: tuple[int, ...] = (1, 1, 1),
                local_size: tuple[int, ...] | None = None, vals: tuple[int, ...] = (),
                wait: bool = False) -> float | None:
@@ -103,8 +101,7 @@ class WebGPUProgram:
     if not timed:
       self.dev.synchronize()
       return 0.0
-    stamps = self.dev.allocator.copy_out_words(WebGPUBuffer(self.dev.query_buf, 0, 16), 0, 16)
-    start, end = struct.unpack("<QQ", stamps)
+    start, end = struct.unpack("<QQ", self.dev.allocator.copy_out_words(WebGPUBuffer(self.dev.query_buf, 0, 16), 0, 16))
     return (end - start) * 1e-9
 
 class WebGPUDevice(Compiled):
@@ -131,8 +128,7 @@ class WebGPUDevice(Compiled):
     if "timestamp-query" in features:
       self.query_set = self.gpu.create_query_set(type=wgpu.QueryType.timestamp, count=2)
       self.query_buf = self.gpu.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-    local_max = (lim["max-compute-workgroup-size-x"], lim["max-compute-workgroup-size-y"],
-                 lim["max-compute-workgroup-size-z"])
+    local_max = tuple(lim[f"max-compute-workgroup-size-{axis}"] for axis in "xyz")
     renderer = WGSLRenderer(device=device, global_max=(lim["max-compute-workgroups-per-dimension"],) * 3,
                             local_max=local_max, max_workgroup=lim["max-compute-invocations-per-workgroup"],
                             shared_max=lim["max-compute-workgroup-storage-size"],
@@ -141,7 +137,6 @@ class WebGPUDevice(Compiled):
     self.sync_buf = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
     self.allocator: WebGPUAllocator = WebGPUAllocator(self)
     super().__init__(device, self.allocator, renderer, WebGPUCompiler(self), functools.partial(WebGPUProgram, self))
-
   @property
   def is_accelerator(self) -> bool: return self.adapter_type not in ("CPU", "cpu")
   def synchronize(self) -> None:
