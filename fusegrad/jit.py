@@ -7,7 +7,8 @@ from typing import Any, Callable, Container, Generic, Iterator, TypeVar
 from fusegrad.device import Buffer, RUN_LOCK
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.ops import UOp, Ops, SymInt
+from fusegrad.uop.symbolic import simplify
 from fusegrad.engine.runner import CompiledRunner, CopyRunner
 from fusegrad.engine.realize import ExecItem, IndexCheck, read_flags, add_index_check, pending_index_checks
 from fusegrad.engine import state
@@ -90,6 +91,33 @@ def _input_buffers(inputs: list, args: tuple, kwargs: dict) -> list[Buffer]:
     if base.op is not Ops.BUFFER: _input_buffer(t, f"input {i} ({_input_names(args, kwargs)[i]})")  # raises
   return [base.arg for base in bases]
 
+def _sym(x: Any, vals: dict[UOp, int] | None = None) -> Any:
+  """x (a shape, a view's arg) with each size from Variables (SymInt) as its expression, unbound (equal at every value),
+  or, given vals, at those values."""
+  if isinstance(x, tuple): return tuple(_sym(v, vals) for v in x)
+  return x if type(x) is not SymInt else simplify(x.unbound).render() if vals is None else x.at(vals)
+
+def _size_vars(tensors: list) -> dict[UOp, int]:
+  """The values of the Variables in the sizes of tensors' views (an input x[:, :v])."""
+  return {b.src[0]: b.src[1].arg for t in tensors for v in state.view_chain(t.uop)[0] if isinstance(v.arg, tuple)
+          for a in v.arg for x in (a if isinstance(a, tuple) else (a,)) if type(x) is SymInt
+          for b in x.expr.toposort() if b.op is Ops.BIND}
+
+def _same_kernels(a: list[ExecItem], b: list[ExecItem], inputs: list[Buffer]) -> bool:
+  """Two captures (at other values of the Variables) launch the same kernels with the same variables, on buffers in
+  the same roles and sizes, those neither an input nor written by a kernel (constants made per call) with the same
+  contents: then the kernels don't depend on the values, and a replay serves them all."""
+  ab: dict[int, Buffer] = {}
+  ba: dict[int, Buffer] = {}
+  written = {id(ei.bufs[0].base) for ei in b} | {id(x.base) for x in inputs}
+  for x, y in zip(a, b):
+    if type(x.runner) is not type(y.runner) or (x.runner is not y.runner and isinstance(x.runner, CompiledRunner)) or \
+       x.runner.name != y.runner.name or set(x.var_vals) != set(y.var_vals) or len(x.bufs) != len(y.bufs): return False
+    for p, q in zip(x.bufs, y.bufs):
+      if ab.setdefault(id(p), q) is not q or ba.setdefault(id(q), p) is not p or p.size != q.size or \
+         (p is not q and id(q.base) not in written and p.as_bytes() != q.as_bytes()): return False
+  return len(a) == len(b)
+
 @dataclass(frozen=True)
 class _Signature:
   shapes: tuple
@@ -98,8 +126,8 @@ class _Signature:
   views: tuple
 
 def _signature(tensors: list) -> _Signature:
-  return _Signature(tuple(t.shape for t in tensors), tuple(t.dtype for t in tensors), tuple(t.device for t in tensors),
-                    tuple(_view_structure(t.uop) for t in tensors))
+  return _Signature(tuple(_sym(t.shape) for t in tensors), tuple(t.dtype for t in tensors),
+                    tuple(t.device for t in tensors), tuple(_sym(_view_structure(t.uop)) for t in tensors))
 
 def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
   """What differs between the captured inputs and these, in words."""
@@ -132,6 +160,8 @@ class TinyJit(Generic[ReturnType]):
     self._last: tuple[tuple, list[Buffer]] | None = None  # the last call's inputs and their buffers (_remember_call)
     self._plan_cache: _Plan | None = None
     self.by_value, self.value_shapes = False, 0  # a shape from a Variable's value: every call runs fxn (__call__)
+    self.symbolic = False  # sizes from Variables (SymInt) in the inputs or the graph
+    self.unchecked: dict[UOp, int] | None = None  # their values at the capture, until one at others agrees (_call)
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   @property
@@ -161,7 +191,7 @@ class TinyJit(Generic[ReturnType]):
     """Forget the capture: the next call runs normally again."""
     self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.index_flags = 0, [], [], [], []
     self.from_inputs, self.written, self.static, self.out_slots = {}, set(), [], {}
-    self._last, self._plan_cache, self.by_value = None, None, False
+    self._last, self._plan_cache, self.by_value, self.symbolic, self.unchecked = None, None, False, False, None
     for _, jit in self._per_instance.values(): jit.reset()
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -181,13 +211,13 @@ class TinyJit(Generic[ReturnType]):
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     with RUN_LOCK:  # one call at a time: a call from another thread waits
-      shapes, ret = STATE.value_shapes, self._call(*args, **kwargs)
-      if STATE.value_shapes != shapes and not self.by_value:  # a shape from a Variable's value: no capture replays it
-        self.reset()
-        self.by_value = True
-        warnings.warn(f"TinyJit: {getattr(self.fxn, '__name__', 'the function')} makes a shape from a Variable's value "
-                      "(x[:v]); shapes are never symbolic here, so every call runs it and none replays", stacklevel=2)
-      return ret
+      return self._call(*args, **kwargs)
+  def _by_value(self) -> None:
+    self.reset()
+    self.by_value = True
+    warnings.warn(f"TinyJit: {getattr(self.fxn, '__name__', 'the function')} makes kernels that differ with a "
+                  "Variable's value (a length taken as its value: x[v:2*v]), so every call runs it and none replays",
+                  stacklevel=3)
   def _call(self, *args: Any, **kwargs: Any) -> ReturnType:
     if self.fxn is None and (not JIT or self.by_value or self.cnt < 2):
       raise JitError("TinyJit: this one was unpickled without its function: it can only replay its capture")
@@ -203,14 +233,16 @@ class TinyJit(Generic[ReturnType]):
     nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
     variables, names = tuple(b.src[0] for b in binds), _input_names(args, kwargs)
+    vals = {b.src[0]: b.src[1].arg for b in binds} | _size_vars(inputs)
     if self.cnt <= 1 or any(j == 0 for _, j, _ in self.input_slots):  # (replays: when a kernel writes an input)
       _check_distinct(bufs, names)
     if self.cnt == 0:
       ret = self._run(args, kwargs)
       self.cnt = 1  # only once it worked (a failed call leaves nothing); a warm-up: the capture's inputs may differ
       return ret
-    if self.cnt >= 2 and sig != self.sig and STATE.value_shapes != self.value_shapes and self.fxn is not None:  # an
-      STATE.value_shapes += 1  # input cut to a Variable's value since (f(x[:, :v])): fxn runs, __call__ stops replays
+    if self.cnt >= 2 and sig != self.sig and STATE.value_shapes != self.value_shapes and self.fxn is not None and \
+       not self.symbolic:  # an
+      self._by_value()  # input cut to a Variable's value since, not symbolic (f(x[v:2*v])): fxn runs at every call
       return self.fxn(*args, **kwargs)
     if self.cnt >= 2 and sig != self.sig:
       raise JitError(f"TinyJit: inputs changed since the capture: {_describe_change(self.sig, sig, names)}")
@@ -219,15 +251,23 @@ class TinyJit(Generic[ReturnType]):
     if self.cnt >= 2 and variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
-    if self.cnt == 1:
+    if self.cnt == 1 or (self.unchecked is not None and vals != self.unchecked):  # (capture again at other values)
+      shapes, old = STATE.value_shapes, self.jit_cache
       ret = self._capture(args, kwargs, inputs, bufs)
       self.static, self.sig, self.variables, self.names = static, sig, variables, names
       self.value_shapes = STATE.value_shapes  # (STATE's count: one made since means an input may be cut to a value)
+      if self.unchecked is not None:  # sizes from Variables: the kernels must be those captured at other values
+        if _same_kernels(old, self.jit_cache, bufs): self.unchecked = None
+        else: self._by_value()
+      elif len(vals) > len(binds) or STATE.value_shapes != shapes:  # sizes from Variables: checked at other values
+        self.symbolic, used = True, {v.arg[0] for ei in self.jit_cache for v in ei.var_vals}
+        if used <= {v.arg[0] for v in vals}: self.unchecked = vals  # (a Variable bound inside fxn can't be replayed)
+        else: self._by_value()
     else:
       if (change := _static_change(self.static, static)) is not None:
         raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
                        "the captured value (pass it as a Tensor or a bound Variable, or reset())")
-      ret = self._replay(inputs, bufs, {b.src[0]: b.src[1].arg for b in binds})
+      ret = self._replay(inputs, bufs, vals)
     self._remember_call(args, kwargs, bufs, nodes)
     return ret
 
@@ -236,7 +276,8 @@ class TinyJit(Generic[ReturnType]):
     keep a buffer's old version alive) or bound variable; nothing when an argument is neither, an input's node changed
     during the call (the checks were of the old one) or an input is copied at each call."""
     self._last = None
-    if kwargs or not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
+    if self.symbolic or kwargs or \
+       not all(isinstance(a, Tensor) or (isinstance(a, UOp) and a.op is Ops.BIND) for a in args): return
     if any(p.uop is not n for p, n in zip(_parts([a for a in args if isinstance(a, Tensor)]), nodes)): return
     if any(id(b.base) in self.written for b in bufs): return  # results fed back in (h = step(h))
     self._last = (tuple(weakref.ref(a.uop) if isinstance(a, Tensor) else a.src[0] for a in args), bufs)
@@ -368,9 +409,9 @@ class TinyJit(Generic[ReturnType]):
     state.rewritten([ei.bufs[0] for ei in self.jit_cache])  # graphs built after this read the new contents
     if self.index_flags and CHECK_INDEX: read_flags(self.index_flags)  # IndexError if an index is out of range
     if bases is None and self.from_inputs: bases = [state.view_base(t.uop) for t in inputs]
-    return self._results(bases or [], fresh=self.out_slots)
+    return self._results(bases or [], fresh=self.out_slots, vals=var_vals if self.symbolic else None)
 
-  def _results(self, bases: list[UOp], fresh: Container[int]) -> Any:
+  def _results(self, bases: list[UOp], fresh: Container[int], vals: dict[UOp, int] | None = None) -> Any:
     """This call's results, as tensors later calls leave alone: (views of) inputs rebuilt on this call's inputs (their
     bases); those in fresh on the buffers this call wrote them into (out_slots); the others (written into a buffer that
     existed before, a parameter) copied out, one copy each; a constant as it is."""
@@ -388,6 +429,9 @@ class TinyJit(Generic[ReturnType]):
         copy = Buffer(buf.device, buf.size, buf.dtype)
         ExecItem(CopyRunner(buf.device, buf.device, buf.nbytes), [copy, buf]).run()
         t = Tensor._wrap(state.rebuild(UOp(Ops.BUFFER, buf.dtype, (), copy), chain))
+      if vals:  # sizes from Variables at this call's values
+        chain, base = state.view_chain(t.uop)
+        t = Tensor._wrap(state.rebuild(base, [c.replace(arg=_sym(c.arg, vals)) for c in chain]))
       outs.append(t)
     return outs[0] if self.ret_structure is Tensor else _rebuild(self.ret_structure, iter(outs))
 

@@ -8,7 +8,7 @@ from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_nump
 from fusegrad.dtype import float_to_bf16_bits, checked_ints
 from fusegrad.helpers import prod, fetch, TRAINING, WeakList, argsort, _numpy_scalar, _is_numpy
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
-from fusegrad.uop.ops import UOp, Ops, GroupOp
+from fusegrad.uop.ops import UOp, Ops, GroupOp, SymInt
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state, multi, realizer, schedule as engine_schedule
 from fusegrad.engine.state import STATE, MAY_FOLLOW
@@ -213,9 +213,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return self._uop.device or Device.DEFAULT
   @property
   def max_shape(self) -> tuple[int, ...]:
-    """The largest shape this tensor can have: its shape (fusegrad has no symbolic shapes)."""; return self.shape
-  def max_numel(self) -> int:
-    """The most elements this tensor can have: its numel() (fusegrad has no symbolic shapes)."""; return self.numel()
+    """The largest shape this tensor can have: each length from a Variable (SymInt) at the Variable's maximum."""
+    return tuple(s.expr.vmax if type(s) is SymInt else s for s in self.shape)
+  def max_numel(self) -> int: """The most elements this tensor can have (max_shape's)."""; return prod(self.max_shape)
   @property
   def ndim(self) -> int:
     """The number of axes."""; return len(self.shape)
@@ -298,9 +298,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     if base.op is Ops.BUFFER and not _computes(self) and engine_schedule.contiguous_offset(u) is not None:
       return engine_schedule.run_buffer(u)  # a run of a file: a view of it (elsewhere a kernel makes views aligned)
     if not _computes(self): return self._computable()._buffer()  # another view of a file: made after a copy
-    base = state.view_base(self.contiguous().realize().uop)
+    base = state.view_base(u := self.contiguous().realize().uop)
     assert base.op is Ops.BUFFER, f"realize left {base.op}"
-    return base.arg
+    return base.arg if base.arg.size == u.size else engine_schedule.run_buffer(u)  # (sized for a Variable's maximum)
   def _computable(self) -> Tensor:
     """This tensor, or on a device that computes nothing (a file) a copy of it on the default device."""
     return self if _computes(self) else self.to(Device.DEFAULT)
@@ -549,6 +549,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       y = Tensor._wrap(UOp.const(x.dtype, y, x.shape, x.device), True)  # a Python number: x's dtype, shape, device
       return (y, x) if reverse else (x, y)
     if _is_numpy(y): y = y.item() if y.ndim == 0 else Tensor(y, device=x.device)  # numpy scalars act as Python numbers
+    if type(y) is SymInt: y = y.expr  # (a size from a Variable: its expression, so replays serve every value)
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and (y.op in (Ops.BIND, Ops.DEFINE_VAR) or y.dtype == dtypes.index):  # a Variable (or an
         y = Tensor(y.cast(x.dtype if dtypes.is_int(x.dtype) else dtypes.default_int))  # expression): as a Python int

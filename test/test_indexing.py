@@ -439,32 +439,46 @@ def test_variable_index_out_of_range_refused():
   for k in range(3): np.testing.assert_equal(step(j.bind(k)).numpy(), A[:, k:k + 2])
   with pytest.raises(IndexError, match="out of bounds"): step(j.bind(3))  # a replay: 3:5 leaves the 4 rows
 
-def test_variable_length_slices_take_the_bound_value_as_tinygrad_kv_caches():
-  """x[:v], x[i:2*i+1], shrink to (0, v + 1): the length is the bound value (no shape is symbolic here). TinyJit and
-  function then run (trace) per value, with a warning: a replay would keep the captured length."""
+def test_variable_length_slices_replay_under_tinyjit_as_tinygrad_kv_caches():
+  """x[:v], shrink to (0, v + 1): a view whose length is a Variable's (a SymInt: the bound value, and the expression
+  the kernels loop to), so TinyJit captures once and replays at every value. x[i:2*i+1] (a gather of a length known
+  only as a value) makes kernels that differ per value: the check at a second value finds it, and every call runs."""
   from fusegrad import Variable, TinyJit, function
   X, v = Tensor(A), Variable("v", 1, 3)
   np.testing.assert_equal(X[:v.bind(2)].numpy(), A[:2])
-  i = Variable("i", 0, 1).bind(1)
-  np.testing.assert_equal(X[i:2 * i + 1].numpy(), A[1:3])
+  i = Variable("i", 0, 1)
+  np.testing.assert_equal(X[i.bind(1):2 * i.bind(1) + 1].numpy(), A[1:3])
   np.testing.assert_equal(X.shrink((None, (0, v.bind(2) + 1), None)).numpy(), A[:, :3])
   step, traced = TinyJit(lambda t, n: (t[:, :n] * 2).sum(1).realize()), function(lambda t, n: (t[:n] + 1).max(0))
-  with pytest.warns(UserWarning, match="a shape from a Variable's value"):
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
     for k in (1, 3, 2, 3, 1):
-      np.testing.assert_equal(step(X, v.bind(k)).numpy(), (A[:, :k] * 2).sum(1))
+      got = step(X, v.bind(k))
+      assert got.shape == (3, 5)
+      np.testing.assert_equal(got.numpy(), (A[:, :k] * 2).sum(1))
       np.testing.assert_equal(traced(X, v.bind(k)).numpy(), (A[:k] + 1).max(0))
-  assert step.by_value and len(traced.traces) == 3
+  assert not step.by_value and step.unchecked is None and len(step.jit_cache) == 1 and len(traced.traces) == 3
+  gather = TinyJit(lambda t, n: (t[n:2 * n + 1] + 1).realize())
+  with pytest.warns(UserWarning, match="differ with a Variable's value"):
+    for k in (0, 1, 0, 1): np.testing.assert_equal(gather(X, i.bind(k)).numpy(), A[k:2 * k + 1] + 1)
+  assert gather.by_value
 
-def test_jit_inputs_cut_to_a_variable_length_run_uncaptured_as_tinygrad_symbolic_jit():
-  """tinygrad's test_symbolic_jit pattern: jf(a[:, :vi]) with a new vi each call. The input's shape changes with the
-  value (shapes are ints here): TinyJit runs the function (with a warning) instead of raising; a shape changed for
-  any other reason still raises."""
+def test_jit_inputs_cut_to_a_variable_length_replay_as_tinygrad_symbolic_jit():
+  """tinygrad's test_symbolic_jit pattern: jf(a[:, :vi]) with a new vi each call. The input's length is the Variable's:
+  one capture replays at every value (the result has this call's length); a shape changed for any other reason, or
+  another input's shape against the capture's, still raises."""
   from fusegrad import Variable, TinyJit
   from fusegrad.engine.state import JitError
   def f(t): return (t + 1).realize()
   jf, X = TinyJit(f), Tensor(A.reshape(12, 5)).realize()
-  with pytest.warns(UserWarning, match="a shape from a Variable's value"):
-    for k in range(1, 6): np.testing.assert_equal(jf(X[:Variable("i", 1, 10).bind(k)]).numpy(), A.reshape(12, 5)[:k] + 1)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    for k in (1, 2, 5, 12, 3):
+      out = jf(X[:Variable("i", 1, 12).bind(k)])
+      assert out.shape == (k, 5)
+      np.testing.assert_equal(out.numpy(), A.reshape(12, 5)[:k] + 1)
+  assert len(jf.jit_cache) == 1 and not jf.by_value
+  with pytest.raises(JitError, match="inputs changed"): jf(Tensor(A.reshape(4, 15)).realize()[:Variable("i", 1, 12).bind(2)])
   g = TinyJit(f)
   for _ in range(3): g(X)
   with pytest.raises(JitError, match="inputs changed"): g(Tensor(A[0]).realize())
@@ -483,6 +497,65 @@ def test_sizes_from_bound_variables_as_tinygrad_symbolic_ops():
     np.testing.assert_allclose(X[:vk].mean(0).numpy(), B[:k].mean(0), rtol=1e-6)
   assert sym_infer(v * 2 + 1, {"v": 3}) == sym_infer(v * 2 + 1, {v: 3}) == 7 and sym_infer(4, {}) == 4
   with pytest.raises(ValueError, match="unbound"): sym_infer(v + 1, {})
+
+def _cut(k: int, j: int | None = None):
+  """Bound Variables i (and j) for tinygrad's symbolic-JIT patterns."""
+  from fusegrad import Variable
+  return Variable("i", 1, 10).bind(k), None if j is None else Variable("j", 1, 10).bind(j)
+
+SYMBOLIC_JIT = {  # name: (function, inputs as numpy, how they are cut at (i, j), kernels captured or None)
+  "plus1": (lambda a: (a + 1).realize(), [(3, 10)], lambda i, j: ((slice(None), slice(None, i)),), 1),
+  "pad_back": (lambda a: (a + 1).pad((None, (0, 10 - a.shape[1]))).contiguous().realize(), [(3, 10)],
+               lambda i, j: ((slice(None), slice(None, i)),), 1),
+  "add": (lambda a, b: (a + b).realize(), [(3, 10), (3, 10)], lambda i, j: ((slice(None), slice(None, i)),) * 2, 1),
+  "matmul": (lambda a, b: (a @ b).realize(), [(3, 10), (10, 5)],
+             lambda i, j: ((slice(None), slice(None, i)), (slice(None, i), slice(None))), 1),
+  "matmul_two_vars": (lambda a, b: (a @ b + 1).realize(), [(10, 3), (3, 10)],
+                      lambda i, j: ((slice(None, i), slice(None)), (slice(None), slice(None, j))), 1),
+  "cat_two_vars": (lambda a, b: a.cat(b, dim=1).realize(), [(3, 10), (3, 10)],
+                   lambda i, j: ((slice(None), slice(None, i)), (slice(None), slice(None, j))), 1),
+  "attention": (lambda q, k, v: q.scaled_dot_product_attention(k, v).realize(), [(2, 4, 1, 8), (2, 4, 10, 8),
+                (2, 4, 10, 8)], lambda i, j: ((), (slice(None), slice(None), slice(None, i)),
+                                               (slice(None), slice(None), slice(None, i))), None),
+  "mean_var": (lambda a: (a.mean(0) + a.var(1).sum() + a.std()).realize(), [(10, 10)],
+               lambda i, j: ((slice(None, i), slice(None, j)),), None),
+  "softmax_max": (lambda a: (a.softmax(1) * a.max(1, keepdim=True)).realize(), [(10, 10)],
+                  lambda i, j: ((slice(None, i), slice(None, j)),), None),
+}
+
+@pytest.mark.parametrize("name", list(SYMBOLIC_JIT))
+def test_variable_lengths_replay_one_capture_as_tinygrad_symbolic_jit(name):
+  """tinygrad's test_symbolic_jit patterns: inputs cut to Variable lengths (a[:, :i], b[:i, :]), a new value at each
+  call, against numpy at the same values. After the capture and one check at other values, every call replays the
+  same kernels (none is compiled again, the function isn't called), and each result has its call's lengths."""
+  from fusegrad import TinyJit
+  fxn, shapes, cut, kernels = SYMBOLIC_JIT[name]
+  rng = np.random.default_rng(0)
+  data = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  xs = [Tensor(d).realize() for d in data]
+  calls = []
+  jf = TinyJit(lambda *a: calls.append(1) or fxn(*a))
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # (no fallback to running every call)
+    for n, (k, m) in enumerate([(2, 3), (4, 2), (3, 5), (5, 4), (2, 2), (7, 9)]):
+      i, j = _cut(k, m)
+      got = jf(*[x[c] for x, c in zip(xs, cut(i, j))])
+      want = fxn(*[Tensor(d[c]) for d, c in zip(data, cut(k, m))]).numpy()
+      assert got.shape == want.shape
+      np.testing.assert_allclose(got.numpy(), want, atol=1e-5, rtol=1e-5)
+  assert len(calls) == 3 and not jf.by_value and (kernels is None or len(jf.jit_cache) == kernels)
+
+def test_variable_length_kernels_serve_every_value():
+  """x[:v] loops to v in its kernels (a SymInt size: the bound value, and the expression): the kernels of two values
+  are the same, and only the Variable's value differs; the wrong input shape under a capture still raises."""
+  from fusegrad import TinyJit
+  from fusegrad.engine.state import JitError
+  X = Tensor(A).realize()
+  (a, va), (b, vb) = [(X[:, :i].sum(1) * 2).linear_with_vars() for i in (_cut(2)[0], _cut(3)[0])]
+  assert [si.ast for si in a] == [si.ast for si in b] and va == {"i": 2} and vb == {"i": 3}
+  add, Y = TinyJit(lambda p, q: (p + q).realize()), Tensor(A + 1).realize()
+  for k in (1, 2, 3): add(X[0, :_cut(k)[0]], Y[1, :_cut(k)[0]])
+  with pytest.raises(JitError, match="inputs changed"): add(X[0, :_cut(2)[0]], Y[:2, :_cut(2)[0]])
 
 def test_kv_cache_attention_as_tinygrad_writes_it():
   """tinygrad's transformer decode step: the new key/value written into the cache at Variable start_pos, attention over

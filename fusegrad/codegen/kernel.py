@@ -46,7 +46,7 @@ def reduce_parts(red: UOp) -> tuple[tuple[UOp, ...], tuple[UOp, ...]]:
   """A REDUCE's (values, ranges): usually one value; unrolling can leave several, combined one after another."""
   n = next((i for i, s in enumerate(red.src) if s.op is Ops.RANGE), len(red.src))
   return red.src[:n], red.src[n:]
-def range_size(r: UOp) -> int: return r.src[0].arg
+def range_size(r: UOp) -> int: return r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax  # (at most)
 def new_range(size: int, arg: tuple) -> UOp: return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), arg)
 def ranges_in(ast: UOp, *kinds: AxisType) -> list[UOp]:
   """The RANGEs under ast (only those of the given kinds, if any), in id order: the order their loops nest in."""
@@ -81,7 +81,7 @@ class Kernel:
     return sorted(rs, key=lambda r: (range_kind(r) is AxisType.REDUCE, range_kind(r).value, r.arg[0]))
   def axes(self) -> list[UOp]:
     """The loops an Opt may still split: output axes (in order), then reduce axes."""
-    return [r for r in self.ranges() if range_kind(r) in _SPLITTABLE]
+    return [r for r in self.ranges() if range_kind(r) in _SPLITTABLE and r.src[0].op is Ops.CONST]
   def output_axes(self) -> list[UOp]: return [r for r in self.axes() if range_kind(r) is not AxisType.REDUCE]
   def reduce_axes(self) -> list[UOp]: return [r for r in self.axes() if range_kind(r) is AxisType.REDUCE]
   def ranges_of(self, *kinds: AxisType) -> list[UOp]: return [r for r in self.ranges() if range_kind(r) in kinds]

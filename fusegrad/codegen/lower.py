@@ -32,6 +32,7 @@ def merge_axes(ast: UOp) -> UOp:
       pairs += list(zip(ranges, ranges[1:]))
     base = _count_divmod(ast)
     for outer, inner in pairs:
+      if outer.src[0].op is not Ops.CONST or inner.src[0].op is not Ops.CONST: continue  # (a length from a Variable)
       candidate = _merge(ast, outer, inner)
       if _count_divmod(candidate) <= base:
         ast, changed = candidate, True

@@ -6,7 +6,7 @@ from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer, Device
 from fusegrad.helpers import dprint, prod, PROGRAM_CACHE, SPLIT_REDUCEOP
-from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, flat_index, strides_for_shape, postorder
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, SymInt, flat_index, strides_for_shape, postorder
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state
 from fusegrad.engine.state import view_base
@@ -211,8 +211,9 @@ def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
   in_shape, valid = n.src[0].shape, None
   if n.op is Ops.RESHAPE:
     flat = flat_index(idxs, n.shape)
-    return [(flat // st) % s if s != 1 else UOp.const(dtypes.index, 0)
-            for st, s in zip(strides_for_shape(in_shape), in_shape)], None
+    return [UOp.const(dtypes.index, 0) if s == 1 and type(s) is not SymInt else flat // st  # (flat < size)
+            if i == 0 and type(s) is SymInt else (flat // st) % s
+            for i, (st, s) in enumerate(zip(strides_for_shape(in_shape), in_shape))], None
   if n.op is Ops.PERMUTE:
     ret: list[UOp] = [UOp.const(dtypes.index, 0)] * len(in_shape)
     for i, axis in enumerate(n.arg): ret[axis] = idxs[i]
@@ -265,9 +266,11 @@ class KernelBuilder:
   def new_ranges(self, shape: tuple[int, ...], kind: AxisType, axes: tuple[int, ...] | None = None) -> list[UOp]:
     ret = []
     for i, s in enumerate(shape):
-      if s == 1 or (axes is not None and i not in axes): ret.append(UOp.const(dtypes.index, 0))
+      sym = type(s) is SymInt  # (a length from a Variable: a loop to it at every value, never split or launched across)
+      if (s == 1 and not sym) or (axes is not None and i not in axes): ret.append(UOp.const(dtypes.index, 0))
       else:
-        ret.append(UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),), (self.next_range, kind)))
+        ret.append(UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),),
+                       (self.next_range, AxisType.LOOP if sym and kind is AxisType.GLOBAL else kind)))
         self.next_range += 1
     return ret
 
@@ -333,8 +336,12 @@ class KernelBuilder:
       if valid is not None and simplify(valid) is not UOp.const(dtypes.bool, True):
         raise ValueError(f"assign: can't assign into a padded view of shape {target.shape}")
       idx = flat_index(tidxs, base.shape)
+    raw = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, idx, val)),))
+    if binds := [u for u in raw.toposort() if u.op is Ops.BIND]:  # sizes from Variables (SymInt): their values
+      for b in binds: self.lower(b, (), None)
+      raw = raw.substitute({b: b.src[0] for b in binds})
     built = state.STATE.built
-    built[raw := UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, idx, val)),))] = None
+    built[raw] = None
     built.move_to_end(raw)
     while len(built) > max(PROGRAM_CACHE.value, 1): built.popitem(last=False)
     return self._drop_unused_buffers(simplify(raw))
@@ -426,12 +433,12 @@ def schedule_graph(g: Graph) -> Schedule:
          view_base(src).arg not in newer:  # (a buffer this schedule writes: a copy, ordered after the write)
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
     else:
-      buf = Buffer(n.device or "CPU", n.size, n.dtype)
+      buf = Buffer(n.device or "CPU", n.size.expr.vmax if type(n.size) is SymInt else n.size, n.dtype)  # (replays)
       if n.size and n.op is Ops.COPY:
         src = resolve_view(n.src[0], becomes)
         steps.append(_Step(n, copy_item(buf, run_buffer(src)), {n.src[0]}, {view_base(src): 1}))
       elif n.size: steps.append(_kernel_step(n, KernelBuilder(becomes, g.holes), buf))
-      becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).reshape(n.shape)
+      becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).shrink(((0, n.size),)).reshape(n.shape)
   realized = {n: becomes[n] for n in to_realize}
   for old, n in new.items():
     if old.op not in GroupOp.Movement and (view := resolve_view(n, realized)) is not n: realized[old] = view

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 from fusegrad.device import Buffer
 from fusegrad.dtype import dtypes
 from fusegrad.helpers import WeakList
-from fusegrad.uop.ops import UOp, Ops, GroupOp, sym_infer
+from fusegrad.uop.ops import UOp, Ops, GroupOp, SymInt, sym_infer
 
 VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
 MAY_FOLLOW = VIEW_OPS | {Ops.BUFFER, Ops.ASSIGN}  # the nodes `current` may replace
@@ -61,7 +61,7 @@ def concrete(x: Any) -> Any:
   if isinstance(x, (tuple, list)): return x if all(type(v) is int for v in x) else type(x)(concrete(v) for v in x)
   if not isinstance(x, UOp): return x
   STATE.value_shapes += 1
-  return sym_infer(x, {})
+  return SymInt(x) if x.variables() else sym_infer(x, {})
 
 # *** views: the one walk down a chain of movement ops (and DETACH) ***
 def view_chain(u: UOp) -> tuple[list[UOp], UOp]:

@@ -8,7 +8,7 @@ from fusegrad.helpers import CHECK_INDEX, prod
 from fusegrad.engine.realize import add_index_check, IndexCheck
 from fusegrad.engine import state
 from fusegrad.mixin.elementwise import broadcast_shape, ShapeIndexError
-from fusegrad.uop.ops import UOp, Ops, sym_infer
+from fusegrad.uop.ops import UOp, Ops, SymInt, sym_infer
 from fusegrad.uop.symbolic import simplify
 
 if TYPE_CHECKING: from fusegrad.tensor import Tensor
@@ -63,7 +63,8 @@ def getitem(t: Tensor, indices: Any) -> Tensor:
   x, tensor_idx = basic_index(t, idx := as_tuple(t, indices))
   if tensor_idx: return _advanced(x, tensor_idx)
   if any(isinstance(i, UOp) for i in idx): windows[x.uop] = None  # x[v]: a copy, which assign() must refuse
-  if all(isinstance(i, slice) and i.step is None for i in idx) and any(_is_symbolic(i) for i in idx):
+  if all(isinstance(i, slice) and i.step is None for i in idx) and \
+     any(_is_symbolic(i) and not _var_length(i) for i in idx):
     windows[x.uop] = (t.uop, tuple((0 if i.start is None else i.start, n if i.stop is None else i.stop)
                                    if _is_symbolic(i) else i.indices(n)[:2] for i, n in zip(idx, t.shape)) +
                       tuple((0, n) for n in t.shape[len(idx):]))
@@ -98,6 +99,11 @@ def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor
       if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {size}")
       x = x.shrink(tuple((i % size, i % size + 1) if a == axis else None for a in range(x.ndim)))
       squeeze.append(axis)
+    elif _var_length(i):  # x[:v]: a view, its length from a Variable (a SymInt)
+      state.STATE.value_shapes += 1
+      if not 0 <= (b := i.start or 0) <= (e := SymInt(i.stop, _value(i.stop))) <= x.shape[axis]:
+        raise IndexError(f"slice {_show(i)} is [{b}, {e}) outside dimension {axis} with size {x.shape[axis]}")
+      x = x.shrink(tuple((b, e) if a == axis else None for a in range(x.ndim)))
     elif isinstance(i, UOp) or (isinstance(i, slice) and _is_symbolic(i)):
       idx, check = _symbolic_index(x, axis, i)
       x = _advanced(x, [(axis, idx)], check=check)
@@ -167,6 +173,9 @@ def _show(i: slice) -> str:
   return f"{part(i.start)}:{part(i.stop)}:{part(i.step)}"
 
 def _is_symbolic(i: slice) -> bool: return isinstance(i.start, UOp) or isinstance(i.stop, UOp)
+def _var_length(i: Any) -> bool:
+  return isinstance(i, slice) and isinstance(i.stop, UOp) and i.step in (None, 1) and type(i.start or 0) is int and \
+    simplify(i.stop - (i.start or 0)).op is not Ops.CONST
 
 def _value(e: UOp | int) -> int:
   try: return sym_infer(e, {})
@@ -175,7 +184,7 @@ def _value(e: UOp | int) -> int:
 def _symbolic_index(x: Tensor, axis: int, i: UOp | slice) -> tuple[Tensor, bool]:
   """The positions a Variable index (0-d) or a slice between Variable expressions (1-d) picks on axis of x, as an int32
   tensor, and whether a realize must check them (a range that may leave the axis while the bound value is inside). A
-  length from a value (x[:v]) is the bound value's. docs/jit.md has both rules."""
+  length from a value (x[v:2*v]) is the bound value's (x[:v] is a view: basic_index). docs/jit.md has both rules."""
   size, name = x.shape[axis], f"index {i.render()}" if isinstance(i, UOp) else f"slice {_show(i)}"
   start, stop, step = (i, i + 1, 1) if isinstance(i, UOp) else (i.start, i.stop, 1 if i.step is None else i.step)
   start, stop = 0 if start is None else start, size if stop is None else stop

@@ -152,7 +152,7 @@ class MovementMixin:
     """Expand to other's shape."""; return self.expand(other.shape)
   def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) on each axis (None keeps the whole axis). start and end may be bound Variables (expressions of
-    them): `x.shrink(((i, i + 4), None))` is a gather; a length from a value takes the bound one (docs/jit.md)."""
+    them): `x.shrink(((i, i + 4), None))` is a gather; `x.shrink(((0, i), None))` a view of length i (docs/jit.md)."""
     if len(arg) != self.ndim: raise ShapeError(f"shrink: {len(arg)} ranges for {self.ndim} axes")
     if any(isinstance(b, UOp) for a in arg if a is not None for b in a): return symbolic_shrink(self, arg)
     full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))

@@ -107,14 +107,14 @@ class PythonProgram:
       elif op is Ops.BARRIER: pass
       elif op is Ops.CONST: values[u] = u.arg
       elif op is Ops.RANGE:
-        if u.src[0].arg == 0:
+        if values[u.src[0]] == 0:  # (a bound may be a Variable's expression)
           pc = self.loop_end[pc] + 1
           continue
         counters[u] = values[u] = 0
       elif op is Ops.ENDRANGE:
         r = u.src[0]
         counters[r] += 1
-        if counters[r] < r.src[0].arg:
+        if counters[r] < values[r.src[0]]:
           values[r] = counters[r]
           pc = self.loop_start[pc] + 1
           continue

@@ -176,6 +176,7 @@ class UOp:
     # kept for the next use, by the Python number given (converting it is most of the cost; Tensor + 1 makes 4 nodes)
     key = (dtype._key, type(val), _arg_key(val), None if shape is None else tuple(shape), device)
     if type(val) in (int, float, bool) and (ret := _consts.get(key)) is not None: return ret
+    if type(val) is SymInt and shape is None and device is None: return val.expr.cast(dtype)  # (a length, in a kernel)
     ret = UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), dtypes.as_const(val, dtype))
     if shape is not None: ret = ret.reshape((1,) * len(shape)).expand(shape)
     if type(val) in (int, float, bool):
@@ -238,16 +239,16 @@ class UOp:
     if shape == self.shape: return self
     return UOp(Ops.EXPAND, self.dtype, (self,), shape)
   def pad(self, arg: tuple[tuple[int, int], ...]) -> UOp:
-    arg = tuple((int(b), int(a)) for b, a in arg)
+    arg = tuple((_int(b), _int(a)) for b, a in arg)
     if len(arg) != len(self.shape) or any(b < 0 or a < 0 for b, a in arg):
       raise ValueError(f"pad: bad padding {arg} for {self.shape}")
-    if all(b == 0 and a == 0 for b, a in arg): return self
+    if all(b == 0 and a == 0 and type(a) is not SymInt for b, a in arg): return self
     return UOp(Ops.PAD, self.dtype, (self,), arg)
   def shrink(self, arg: tuple[tuple[int, int], ...]) -> UOp:
-    arg = tuple((int(b), int(e)) for b, e in arg)
+    arg = tuple((_int(b), _int(e)) for b, e in arg)
     if len(arg) != len(self.shape) or any(not 0 <= b <= e <= s for (b, e), s in zip(arg, self.shape)):
       raise ValueError(f"shrink: bad range {arg} for {self.shape}")
-    if all(b == 0 and e == s for (b, e), s in zip(arg, self.shape)): return self
+    if all(b == 0 and e == s and type(e) is not SymInt for (b, e), s in zip(arg, self.shape)): return self
     return UOp(Ops.SHRINK, self.dtype, (self,), arg)
   def flip(self, axes: tuple[bool, ...]) -> UOp:
     axes = tuple(bool(a) and s > 1 for a, s in zip(axes, self.shape))
@@ -369,6 +370,33 @@ def sym_infer(e: UOp | int, var_vals: dict) -> int:
     raise ValueError(f"can't evaluate {e.render()}: unbound variables")
   return r.vmin
 
+class SymInt(int):
+  """A size made from bound Variables (`x[:v]`, `Tensor.ones(v, 3)`): an int of the bound value that keeps its
+  expression, so that kernels built on it loop to the Variable and serve every value of it (docs/jit.md)."""
+  expr: UOp
+  def __new__(cls, expr: UOp, val: int | None = None) -> SymInt:
+    (ret := int.__new__(cls, sym_infer(expr, {}) if val is None else val)).expr = expr
+    return ret
+  def __hash__(self) -> int: return hash((int(self), self.expr))  # (not the value's: a node made with it stays its own)
+  @property
+  def unbound(self) -> UOp: return self.expr.substitute({b: b.src[0] for b in self.expr.toposort() if b.op is Ops.BIND})
+  def at(self, vals: dict[UOp, int]) -> SymInt:
+    """This size at other values of its Variables (those in vals)."""
+    return SymInt(self.expr.substitute({b: b.src[0].bind(vals[b.src[0]]) for b in self.expr.toposort()
+                                        if b.op is Ops.BIND and b.src[0] in vals}))
+def _sym_op(f: Callable, swap: bool) -> Callable:
+  def op(a: SymInt, b: Any) -> Any:
+    if not isinstance(b, int): return f(b, int(a)) if swap else f(int(a), b)
+    x, y = (b, a) if swap else (a, b)
+    return SymInt(f(_sym_expr(x), _sym_expr(y)), f(int(x), int(y)))
+  return op
+def _int(x: Any) -> int: return x if type(x) is SymInt else int(x)  # (numpy ints become ints)
+def _sym_expr(x: int) -> UOp: return x.expr if isinstance(x, SymInt) else UOp.const(dtypes.index, x)
+for _name, _f in (("add", lambda a, b: a + b), ("sub", lambda a, b: a - b), ("mul", lambda a, b: a * b),
+                  ("floordiv", lambda a, b: a // b)):  # a SymInt with an int or another SymInt stays one
+  setattr(SymInt, f"__{_name}__", _sym_op(_f, False))
+  setattr(SymInt, f"__r{_name}__", _sym_op(_f, True))
+
 # *** shape inference for the lazy graph ***
 def _infer_shape(u: UOp) -> tuple[int, ...]:
   if u.op in GroupOp.ALU: return u.src[0].shape  # (the most common, first)
@@ -425,6 +453,8 @@ def _min_max(u: UOp) -> tuple[Any, Any]:
   if u.op is Ops.MOD and dtypes.is_int(u.dtype) and s1.op is Ops.CONST and s1.arg > 0:
     if s0.vmin >= 0: return (s0.vmin, s0.vmax) if s0.vmax < s1.arg else (0, s1.arg - 1)
     return -(s1.arg - 1), s1.arg - 1
+  if u.op in (Ops.IDIV, Ops.MOD) and dtypes.is_int(u.dtype) and s1.vmin > 0 and s0.vmin >= 0:  # (by a Variable)
+    return (s0.vmin // s1.vmax, s0.vmax // s1.vmin) if u.op is Ops.IDIV else (0, min(s0.vmax, s1.vmax - 1))
   if u.op is Ops.CMPLT:
     if s0.vmax < s1.vmin: return True, True
     if s0.vmin >= s1.vmax: return False, False
@@ -489,7 +519,7 @@ def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
   """Row-major strides, 0 for size-1 axes."""
   strides, acc = [], 1
   for s in reversed(shape):
-    strides.append(acc if s != 1 else 0)
+    strides.append(acc if s != 1 or type(s) is SymInt else 0)  # (a Variable's length is a loop at every value)
     acc *= s
   return tuple(reversed(strides))
 
