@@ -151,6 +151,7 @@ class TinyJit(Generic[ReturnType]):
     self.rng_draws: list[tuple[Buffer, int]] = []  # random-state buffers captured, with their counter offsets
     self.rng_step, self.ret_tensors = 0, list[Tensor]()  # (ret_tensors: the capture's results)
     self.index_flags: list[tuple[Buffer, IndexCheck]] = []  # out-of-range index flags the kernels write, to read
+    self.bounds: list[tuple] = []  # slices to Variable lengths made in the capture, checked at each replay's values
     self.from_inputs: dict[int, tuple[int, UOp]] = {}  # output position -> (input index, the input's base at capture)
     self.static: list[tuple[str, Any]] = []  # the non-Tensor arguments of the capture
     self.sig, self.names = _signature([]), list[str]()  # the capture's inputs: shapes, dtypes, devices, views; places
@@ -189,7 +190,7 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     """Forget the capture: the next call runs normally again."""
-    self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.index_flags = 0, [], [], [], []
+    self.cnt, self.jit_cache, self.input_slots, self.rng_draws, self.index_flags, self.bounds = 0, [], [], [], [], []
     self.from_inputs, self.written, self.static, self.out_slots = {}, set(), [], {}
     self._last, self._plan_cache, self.by_value, self.symbolic, self.unchecked = None, None, False, False, None
     for _, jit in self._per_instance.values(): jit.reset()
@@ -312,7 +313,7 @@ class TinyJit(Generic[ReturnType]):
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
     try:
       with state.capture() as cap:  # results from before are computed again
-        self.jit_cache, self.index_flags = cap.items, cap.flags
+        self.jit_cache, self.index_flags, self.bounds = cap.items, cap.flags, cap.bounds
         ret = self._run(args, kwargs)
     finally: _rng_hooks.pop()
     if not self.jit_cache: raise JitError("TinyJit: the function launched no kernels, so there is nothing to replay")
@@ -378,6 +379,9 @@ class TinyJit(Generic[ReturnType]):
     return plan
 
   def _replay(self, inputs: list, bufs: list[Buffer], var_vals: dict[UOp, int]) -> Any:
+    for b, e, size, what in self.bounds:  # (before anything runs: a kernel would read past the axis)
+      if not b <= (e := _sym(e, var_vals)) <= (size := _sym(size, var_vals)):
+        raise IndexError(f"slice {what} is [{b}, {e}) outside an axis of size {size} at this call's values")
     plan = self._plan()
     bases: list[UOp] | None = None  # the inputs' base nodes, when a result is a view of an input
     if self.written and any(id(b.base) in self.written for b in bufs):

@@ -548,7 +548,7 @@ def test_variable_lengths_replay_one_capture_as_tinygrad_symbolic_jit(name):
 def test_variable_length_kernels_serve_every_value():
   """x[:v] loops to v in its kernels (a SymInt size: the bound value, and the expression): the kernels of two values
   are the same, and only the Variable's value differs; the wrong input shape under a capture still raises."""
-  from fusegrad import TinyJit
+  from fusegrad import TinyJit, Variable
   from fusegrad.engine.state import JitError
   X = Tensor(A).realize()
   (a, va), (b, vb) = [(X[:, :i].sum(1) * 2).linear_with_vars() for i in (_cut(2)[0], _cut(3)[0])]
@@ -556,6 +556,10 @@ def test_variable_length_kernels_serve_every_value():
   add, Y = TinyJit(lambda p, q: (p + q).realize()), Tensor(A + 1).realize()
   for k in (1, 2, 3): add(X[0, :_cut(k)[0]], Y[1, :_cut(k)[0]])
   with pytest.raises(JitError, match="inputs changed"): add(X[0, :_cut(2)[0]], Y[:2, :_cut(2)[0]])
+  f, n = TinyJit(lambda n: (X[:, :n] + 1).sum().realize()), Variable("n", 1, 9)  # (a range past the axis of 4)
+  for k in (1, 2, 3): assert f(n.bind(k)).item() == (A[:, :k] + 1).sum()
+  with pytest.raises(IndexError, match=r"\[0, 6\) outside an axis of size 4"): f(n.bind(6))  # (checked before it runs)
+  assert f(n.bind(4)).item() == (A + 1).sum()
 
 def test_kv_cache_attention_as_tinygrad_writes_it():
   """tinygrad's transformer decode step: the new key/value written into the cache at Variable start_pos, attention over

@@ -26,6 +26,7 @@ class Capture:
   began at (values stored before it are computed again: see `lookup`)."""
   items: list = field(default_factory=list)
   flags: list = field(default_factory=list)
+  bounds: list = field(default_factory=list)  # (start, end, axis size, slice) of each length from a Variable made
   since: int = 0
 
 @dataclass
