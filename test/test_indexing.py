@@ -548,7 +548,7 @@ def test_variable_lengths_replay_one_capture_as_tinygrad_symbolic_jit(name):
 def test_variable_length_kernels_serve_every_value():
   """x[:v] loops to v in its kernels (a SymInt size: the bound value, and the expression): the kernels of two values
   are the same, and only the Variable's value differs; the wrong input shape under a capture still raises."""
-  from fusegrad import TinyJit, Variable
+  from fusegrad import TinyJit, Device
   from fusegrad.engine.state import JitError
   X = Tensor(A).realize()
   (a, va), (b, vb) = [(X[:, :i].sum(1) * 2).linear_with_vars() for i in (_cut(2)[0], _cut(3)[0])]
@@ -560,6 +560,8 @@ def test_variable_length_kernels_serve_every_value():
   for k in (1, 2, 3): assert f(n.bind(k)).item() == (A[:, :k] + 1).sum()
   with pytest.raises(IndexError, match=r"\[0, 6\) outside an axis of size 4"): f(n.bind(6))  # (checked before it runs)
   assert f(n.bind(4)).item() == (A + 1).sum()
+  other = "CPU" if Device.DEFAULT != "CPU" else "PYTHON"  # a copy to another device is the bound value's length
+  np.testing.assert_equal((X[:, :n.bind(3)] + 1).to(other).numpy(), A[:, :3] + 1)
 
 def test_kv_cache_attention_as_tinygrad_writes_it():
   """tinygrad's transformer decode step: the new key/value written into the cache at Variable start_pos, attention over

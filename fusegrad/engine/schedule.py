@@ -433,7 +433,8 @@ def schedule_graph(g: Graph) -> Schedule:
          view_base(src).arg not in newer:  # (a buffer this schedule writes: a copy, ordered after the write)
       becomes[n] = src.reshape(n.shape)  # contiguous of an in-order view of a whole buffer is that buffer
     else:
-      buf = Buffer(n.device or "CPU", n.size.expr.vmax if type(n.size) is SymInt else n.size, n.dtype)  # (replays)
+      size = n.size.expr.vmax if type(n.size) is SymInt and n.op is not Ops.COPY else n.size  # (a kernel's result:
+      buf = Buffer(n.device or "CPU", size, n.dtype)  # room for every value of its Variables, for replays)
       if n.size and n.op is Ops.COPY:
         src = resolve_view(n.src[0], becomes)
         steps.append(_Step(n, copy_item(buf, run_buffer(src)), {n.src[0]}, {view_base(src): 1}))

@@ -386,6 +386,7 @@ class SymInt(int):
                                         if b.op is Ops.BIND and b.src[0] in vals}))
 def _sym_op(f: Callable, swap: bool) -> Callable:
   def op(a: SymInt, b: Any) -> Any:
+    if isinstance(b, UOp): return NotImplemented  # (a Variable's expression: UOp's own operator keeps a's)
     if not isinstance(b, int): return f(b, int(a)) if swap else f(int(a), b)
     x, y = (b, a) if swap else (a, b)
     return SymInt(f(_sym_expr(x), _sym_expr(y)), f(int(x), int(y)))
