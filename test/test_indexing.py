@@ -560,6 +560,9 @@ def test_variable_length_kernels_serve_every_value():
   for k in (1, 2, 3): assert f(n.bind(k)).item() == (A[:, :k] + 1).sum()
   with pytest.raises(IndexError, match=r"\[0, 6\) outside an axis of size 4"): f(n.bind(6))  # (checked before it runs)
   assert f(n.bind(4)).item() == (A + 1).sum()
+  row = X[1, 2, :n.bind(3)]  # with a tensor of the same plain length: broadcasts (where, sort), the length stays its
+  np.testing.assert_equal(((row + Tensor([3.0, 1.0, 2.0])) * -1).sort()[0].numpy(), np.sort(-(A[1, 2, :3] + [3, 1, 2])))
+  assert type(((row + Tensor([3.0, 1.0, 2.0]))).shape[0]) is type(row.shape[0]) is not int
   other = "CPU" if Device.DEFAULT != "CPU" else "PYTHON"  # a copy to another device is the bound value's length
   np.testing.assert_equal((X[:, :n.bind(3)] + 1).to(other).numpy(), A[:, :3] + 1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools, math
 from typing import TYPE_CHECKING, Any, Callable
 from fusegrad.dtype import dtypes, least_upper_float, least_upper_dtype, truncate_float, IntegerDivisionByZeroError
-from fusegrad.uop.ops import Ops, UOp
+from fusegrad.uop.ops import Ops, UOp, SymInt
 from fusegrad.gradient import with_rule
 from fusegrad.helpers import CHECK_INDEX, _numpy_scalar
 from fusegrad.engine.realize import add_index_check, IndexCheck
@@ -62,9 +62,10 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast", error: type
   if len(shapes) == 2 and shapes[0] == shapes[1]: return tuple(shapes[0])  # (the common case, quickly)
   n, ret = max(len(s) for s in shapes), []
   for sizes in zip(*[(1,) * (n - len(s)) + tuple(s) for s in shapes]):  # each shape padded with 1s in front to n
-    non1 = {s for s in sizes if s != 1}
-    if len(non1) > 1: raise error(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
-    ret.append(non1.pop() if non1 else 1)
+    non1 = [s for s in sizes if s != 1]
+    if any(s != non1[0] for s in non1):
+      raise error(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast")
+    ret.append(next((s for s in non1 if type(s) is SymInt), non1[0]) if non1 else 1)  # (a Variable's length kept)
   return tuple(ret)
 
 def _nonzero_divisor(result: Tensor, b: Tensor, op: str) -> Tensor:

@@ -377,7 +377,7 @@ class SymInt(int):
   def __new__(cls, expr: UOp, val: int | None = None) -> SymInt:
     (ret := int.__new__(cls, sym_infer(expr, {}) if val is None else val)).expr = expr
     return ret
-  def __hash__(self) -> int: return hash((int(self), self.expr))  # (not the value's: a node made with it stays its own)
+  def __hash__(self) -> int: return hash((int(self), self.expr))  # (not the value's: nodes and caches keep it apart)
   @property
   def unbound(self) -> UOp: return self.expr.substitute({b: b.src[0] for b in self.expr.toposort() if b.op is Ops.BIND})
   def at(self, vals: dict[UOp, int]) -> SymInt:
