@@ -522,11 +522,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     """start, start+step, ... up to (not including) stop: `Tensor.arange(5)` is [0, 1, 2, 3, 4]. Ints are int32, or
     int64 when a value passes int32's range (torch's int64 where tinygrad's int32 can't hold it)."""
     if stop is None: start, stop = 0, start
+    start, stop, step = state.concrete((start, stop, step))  # (bound Variables: their values, as SymInts)
     if step == 0: raise ArgumentError("arange: step must not be 0")
     if not all(math.isfinite(x) for x in (start, stop, step)):
       raise ArgumentError(f"arange: unsupported range {start} -> {stop} (step {step})")
     any_float = any(isinstance(x, float) for x in (start, stop, step))
-    n = max(math.ceil((stop - start) / step), 0)
+    n = max(stop - start if step == 1 and isinstance(start, int) and isinstance(stop, int) else  # (a SymInt stays)
+            math.ceil((stop - start) / step), 0)
     default = dtypes.default_float if any_float else dtypes.from_py([start, start + (n - 1) * step] if n else 0)
     dt = to_dtype(dtype) if dtype is not None else default
     device = Device.canonicalize(device)

@@ -565,6 +565,9 @@ def test_variable_length_kernels_serve_every_value():
   assert type(((row + Tensor([3.0, 1.0, 2.0]))).shape[0]) is type(row.shape[0]) is not int
   other = "CPU" if Device.DEFAULT != "CPU" else "PYTHON"  # a copy to another device is the bound value's length
   np.testing.assert_equal((X[:, :n.bind(3)] + 1).to(other).numpy(), A[:, :3] + 1)
+  steps = TinyJit(lambda n: (Tensor.arange(n) * 2).realize())  # arange to a Variable (tinygrad's positions)
+  for k in (2, 3, 5, 1): assert steps(n.bind(k)).tolist() == list(range(0, 2 * k, 2))
+  assert len(steps.jit_cache) == 1 and not steps.by_value
 
 def test_kv_cache_attention_as_tinygrad_writes_it():
   """tinygrad's transformer decode step: the new key/value written into the cache at Variable start_pos, attention over
