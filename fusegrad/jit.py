@@ -97,11 +97,16 @@ def _sym(x: Any, vals: dict[UOp, int] | None = None) -> Any:
   if isinstance(x, tuple): return tuple(_sym(v, vals) for v in x)
   return x if type(x) is not SymInt else simplify(x.unbound).render() if vals is None else x.at(vals)
 
-def _size_vars(tensors: list) -> dict[UOp, int]:
-  """The values of the Variables in the sizes of tensors' views (an input x[:, :v])."""
-  return {b.src[0]: b.src[1].arg for t in tensors for v in state.view_chain(t.uop)[0] if isinstance(v.arg, tuple)
-          for a in v.arg for x in (a if isinstance(a, tuple) else (a,)) if type(x) is SymInt
-          for b in x.expr.toposort() if b.op is Ops.BIND}
+def _size_vars(tensors: list, binds: list[UOp]) -> dict[UOp, int]:
+  """The values of the bound Variables among a call's arguments and in the sizes of its tensors' views (an input
+  x[:, :v]); JitError if one Variable has two (a replay has one value for each)."""
+  ret: dict[UOp, int] = {}
+  for b in binds + [b for t in tensors for v in state.view_chain(t.uop)[0] if isinstance(v.arg, tuple) for a in v.arg
+                    for x in (a if isinstance(a, tuple) else (a,)) if type(x) is SymInt
+                    for b in x.expr.toposort() if b.op is Ops.BIND]:
+    if ret.setdefault(b.src[0], b.src[1].arg) != b.src[1].arg:
+      raise JitError(f"TinyJit: {b.src[0].arg[0]} is bound to {ret[b.src[0]]} and to {b.src[1].arg} in one call")
+  return ret
 
 def _same_kernels(a: list[ExecItem], b: list[ExecItem], inputs: list[Buffer]) -> bool:
   """Two captures (at other values of the Variables) launch the same kernels with the same variables, on buffers in
@@ -234,7 +239,7 @@ class TinyJit(Generic[ReturnType]):
     nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
     variables, names = tuple(b.src[0] for b in binds), _input_names(args, kwargs)
-    vals = {b.src[0]: b.src[1].arg for b in binds} | _size_vars(inputs)
+    vals = _size_vars(inputs, binds)
     if self.cnt <= 1 or any(j == 0 for _, j, _ in self.input_slots):  # (replays: when a kernel writes an input)
       _check_distinct(bufs, names)
     if self.cnt == 0:

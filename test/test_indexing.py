@@ -568,6 +568,7 @@ def test_variable_length_kernels_serve_every_value():
   steps = TinyJit(lambda n: (Tensor.arange(n) * 2).realize())  # arange to a Variable (tinygrad's positions)
   for k in (2, 3, 5, 1): assert steps(n.bind(k)).tolist() == list(range(0, 2 * k, 2))
   assert len(steps.jit_cache) == 1 and not steps.by_value
+  with pytest.raises(JitError, match="n is bound to 2 and to 3 in one call"): add(X[0, :n.bind(2)], Y[1, :n.bind(3)])
 
 def test_kv_cache_attention_as_tinygrad_writes_it():
   """tinygrad's transformer decode step: the new key/value written into the cache at Variable start_pos, attention over
