@@ -131,8 +131,9 @@ class _Signature:
   views: tuple
 
 def _signature(tensors: list) -> _Signature:
-  return _Signature(tuple(_sym(t.shape) for t in tensors), tuple(t.dtype for t in tensors),
-                    tuple(t.device for t in tensors), tuple(_sym(_view_structure(t.uop)) for t in tensors))
+  sym = _sym if STATE.value_shapes else lambda x: x  # (no length from a Variable was ever made: no SymInt to look for)
+  return _Signature(tuple(sym(t.shape) for t in tensors), tuple(t.dtype for t in tensors),
+                    tuple(t.device for t in tensors), tuple(sym(_view_structure(t.uop)) for t in tensors))
 
 def _describe_change(was: _Signature, now: _Signature, names: list[str]) -> str:
   """What differs between the captured inputs and these, in words."""
@@ -239,7 +240,7 @@ class TinyJit(Generic[ReturnType]):
     nodes = [t.uop for t in inputs]  # what was checked (the call may write into an input: a new node)
     sig = _signature(inputs)
     variables, names = tuple(b.src[0] for b in binds), _input_names(args, kwargs)
-    vals = _size_vars(inputs, binds)
+    vals = _size_vars(inputs if STATE.value_shapes else [], binds)  # (as _signature: SymInts exist only since one)
     if self.cnt <= 1 or any(j == 0 for _, j, _ in self.input_slots):  # (replays: when a kernel writes an input)
       _check_distinct(bufs, names)
     if self.cnt == 0:
