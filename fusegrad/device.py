@@ -116,7 +116,8 @@ class Buffer:
   _external = False  # _buf is memory the caller owns (use_pointer): never freed here
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
-    self.device, self.size, self.dtype, self.offset, self._base = device, size, dtype, offset, base
+    # (plain ints: a length from a Variable, a SymInt, would carry its expression into every sum made with it)
+    self.device, self.size, self.dtype, self.offset, self._base = device, int(size), dtype, int(offset), base
     # realization state, set by engine/state.py through the methods below: the write id of the newest version of the
     # contents (None: never written), and the tensor whose storage this is (a weak reference; None: none yet)
     self.newest_write: int | None = None

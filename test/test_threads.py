@@ -59,6 +59,34 @@ def test_realize_from_threads_matches_numpy():
     return True
   assert run_threads(4, work) == [True] * 4
 
+def test_reading_beside_another_threads_capture():
+  """While one thread's TinyJit captures, another thread reads a tensor (numpy) and slices one at a Variable: the read
+  waits for the capture and gets its values (it raised JitError, the capture's refusal of reads inside it), and the
+  slice isn't made part of the capture (its bounds would be checked at every replay)."""
+  from fusegrad import TinyJit, Variable
+  x, calls, inside, go = Tensor([1.0, 2.0]).realize(), [0], threading.Event(), threading.Event()
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    calls[0] += 1
+    if calls[0] == 2:  # the capture: held open till the other thread has started reading
+      inside.set()
+      assert go.wait(60)
+    return (a * 2).realize()
+  def jit(i: int) -> list:
+    if i == 0: return [f(Tensor([float(k), 1.0])).tolist() for k in range(4)]
+    assert inside.wait(60)
+    cut = Tensor.arange(6)[:Variable("v", 1, 8).bind(7 - 2)]  # (a slice made now, in this thread)
+    reader = threading.Thread(target=lambda: out.append(x.numpy().tolist()))
+    reader.start()
+    time.sleep(0.05)  # (the reader is waiting for the capture now)
+    go.set()
+    reader.join(60)
+    return cut.tolist()
+  out: list = []
+  assert run_threads(2, jit) == [[[2.0 * k, 2.0] for k in range(4)], [0, 1, 2, 3, 4]]
+  assert out == [[1.0, 2.0]]
+  assert f.bounds == []
+
 def _env() -> dict:
   return {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
 

@@ -1,7 +1,7 @@
 """Realization state, owned by this module alone (DESIGN.md, invariant 10): where each computed value lives, which
 version of a buffer a graph reads, and `STATE`, the rest of it in one object (docs/developer/realize.md)."""
 from __future__ import annotations
-import itertools, weakref
+import itertools, threading, weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +18,7 @@ class JitError(RuntimeError):
   """A TinyJit call that can't be captured or replayed, or a `function` call that can't be traced."""
 
 def check_not_capturing(what: str) -> None:  # reading values while TinyJit captures is refused, as tinygrad's
-  if STATE.captures: raise JitError(f"TinyJit: {what} reads tensor data during the capture: replays would keep it")
+  if STATE.capturing: raise JitError(f"TinyJit: {what} reads tensor data during the capture: replays would keep it")
 
 @dataclass
 class Capture:
@@ -28,6 +28,7 @@ class Capture:
   flags: list = field(default_factory=list)
   bounds: list = field(default_factory=list)  # (start, end, axis size, slice) of each length from a Variable made
   since: int = 0
+  thread: int = field(default_factory=threading.get_ident)  # the thread capturing
 
 @dataclass
 class Realization:
@@ -49,7 +50,11 @@ class Realization:
   realize_hooks: list[Callable[[list[UOp]], None]] = field(default_factory=list)  # called with the nodes of a realize
 
   @property
-  def capturing(self) -> bool: return bool(self.captures)
+  def capturing(self) -> Capture | None:
+    """The capture this thread is making, if any. Another thread's realizes wait for it (RUN_LOCK): what runs outside
+    that lock (graph building, reads) asks this, never `captures`, so that another thread's capture isn't taken for its
+    own (a numpy() beside it raised JitError)."""
+    return caps[-1] if (caps := self.captures) and caps[-1].thread == threading.get_ident() else None
   def reset(self) -> None:
     """Drop the caches and pending index checks (tests: as a new process would start; versions and memo stay)."""
     for d in (self.programs, self.templates, self.quick, self.built, self.index_checks): d.clear()

@@ -103,7 +103,7 @@ def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor
       state.STATE.value_shapes += 1
       if not 0 <= (b := i.start or 0) <= (e := SymInt(i.stop, _value(i.stop))) <= x.shape[axis]:
         raise IndexError(f"slice {_show(i)} is [{b}, {e}) outside dimension {axis} with size {x.shape[axis]}")
-      if state.STATE.captures: state.STATE.captures[-1].bounds.append((b, e, x.shape[axis], _show(i)))  # (replays)
+      if (cap := state.STATE.capturing) is not None: cap.bounds.append((b, e, x.shape[axis], _show(i)))  # (replays)
       x = x.shrink(tuple((b, e) if a == axis else None for a in range(x.ndim)))
     elif isinstance(i, UOp) or (isinstance(i, slice) and _is_symbolic(i)):
       idx, check = _symbolic_index(x, axis, i)
