@@ -549,7 +549,7 @@ def test_variable_length_kernels_serve_every_value():
   """x[:v] loops to v in its kernels (a SymInt size: the bound value, and the expression): the kernels of two values
   are the same, and only the Variable's value differs; the wrong input shape under a capture still raises."""
   from fusegrad import TinyJit, Device, GlobalCounters
-  from fusegrad.engine.state import JitError
+  from fusegrad.engine.state import JitError, STATE
   X = Tensor(A).realize()
   (a, va), (b, vb) = [(X[:, :i].sum(1) * 2).linear_with_vars() for i in (_cut(2)[0], _cut(3)[0])]
   assert [si.ast for si in a] == [si.ast for si in b] and va == {"i": 2} and vb == {"i": 3}
@@ -571,7 +571,9 @@ def test_variable_length_kernels_serve_every_value():
   with pytest.raises(JitError, match="n is bound to 2 and to 3 in one call"): add(X[0, :n.bind(2)], Y[1, :n.bind(3)])
   # the process's counters stay plain ints (a copy's size as a SymInt made global_mem an expression that grew with
   # every kernel run after it: 90 MB over a 10,000-step training loop)
+  assert Tensor.rand(X[0, 0, :n.bind(3)].shape[0]).shape == (3,)  # (so does the count of random numbers drawn)
   assert [type(getattr(GlobalCounters, k)) for k in ("global_ops", "global_mem", "mem_used")] == [int] * 3
+  assert type(STATE.rng_counter) is int
 
 def test_kv_cache_attention_as_tinygrad_writes_it():
   """tinygrad's transformer decode step: the new key/value written into the cache at Variable start_pos, attention over

@@ -81,7 +81,7 @@ class CreationMixin:
     buffer (not kernel constants), so every call runs the same kernel and TinyJit can set the counter per replay."""
     state = cls([cls._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter], dtype=dtypes.uint64, device=device)
     for hook in _rng_hooks: hook(state, STATE.rng_counter)
-    STATE.rng_counter += n
+    STATE.rng_counter += int(n)  # (a plain int: a SymInt's expression would grow with every draw after it)
     counter = cls.arange(n, device=device, dtype=dtypes.uint32).cast(dtypes.uint64) + state[1]
     bits = cls(counter.uop.alu(Ops.THREEFRY, state[0].expand(n).uop))
     return (bits & 0xFFFFFFFF).cast(dtypes.uint32)
