@@ -58,7 +58,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
              LinalgMixin, CreationMixin):
   """A lazy n-dimensional array with autograd. `Tensor([[1, 2], [3, 4]])`, `Tensor.rand(2, 3)`, `a @ b`."""
   # _view_of: (the tensor a movement op made this one from, its node then): a write through this view reaches it
-  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "_view_of", "__weakref__")
+  # _terms: of a .grad, how many backward calls' graphs it sums lazily (unset: one)
+  __slots__ = ("_uop", "_requires_grad", "grad", "_old_uops", "_view_of", "_terms", "__weakref__")
   training: ClassVar[bool] = False
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0  # (the random numbers' counter is STATE.rng_counter)
@@ -638,7 +639,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Add d self / d t to t.grad for every floating-point tensor t in self's graph that is not a constant, computed
     ones included (as tinygrad; torch fills leaves only), requires_grad None meaning "if something needs it":
-    `z = y.matmul(x).sum(); z.backward()` fills x.grad and y.grad. requires_grad=False opts out."""
+    `z = y.matmul(x).sum(); z.backward()` fills x.grad and y.grad. requires_grad=False opts out. A .grad adds up
+    lazily; one that sums 8 calls' graphs unread is computed at the next call, so that memory stays bounded."""
     if gradient is None and self.shape != ():
       raise RuntimeError(f"backward: pass `gradient=` for a non-scalar output of shape {self.shape}")
     root = _with_lazy_defs(self.uop)
@@ -647,10 +649,19 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
                                                 and state.view_base(t.uop).op is not Ops.CONST)]  # (shared nodes)
     targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (constant, int, or no grad)")
-    for t, g in zip(targets, self.gradient(*targets, gradient=gradient, materialize_grads=True)):
+    grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
+    # a .grad that sums the graphs of 8 backward calls, unread, is computed first: each graph keeps its call's values
+    # alive (weights, activations), so a loop over fixed float tensors (X, Y) grew without end (not in a capture:
+    # replays never add to it)
+    full = [t.grad for t in targets if t.grad is not None and getattr(t.grad, "_terms", 1) >= 8]
+    if full and not STATE.capturing: Tensor.realize_all(full)
+    for t, g in zip(targets, grads):
       if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} != tensor shape {t.shape}")
       g = g.cast(t.dtype) if g.dtype != t.dtype else g
-      t.grad = g if t.grad is None else t.grad.replace(t.grad + g)  # the same .grad object accumulates (as torch)
+      if t.grad is None: t.grad = g
+      else:  # the same .grad object accumulates (as torch)
+        n = 1 if state.is_realized(t.grad.uop) else getattr(t.grad, "_terms", 1)
+        t.grad.replace(t.grad + g)._terms = n + 1
     return self
 
   @staticmethod

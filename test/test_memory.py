@@ -213,3 +213,33 @@ def test_a_generation_loop_keeping_its_logits_copies_no_cache():
     kept.append(logits)
     used.append(GlobalCounters.mem_used)
   assert used[-1] - used[1] < 5 * 1024, used  # the logits themselves, not a 256 KB cache copy per step
+
+def test_an_eager_loop_over_fixed_float_tensors_keeps_memory_flat():
+  """Training without TinyJit on the same X and Y every step, whose requires_grad is None: backward fills their .grad
+  too (as tinygrad's), and that unread sum kept every step's graph, with the step's weights and activations (177 MB
+  over 10,000 steps of a Linear(8, 4)); now a .grad summing 8 backward calls is computed first. Both grads are torch's
+  for X and Y as leaves that require grad."""
+  import torch
+  Tensor.manual_seed(0)
+  lin = nn.Linear(8, 4)
+  opt = nn.optim.SGD(nn.state.get_parameters(lin), lr=0.01)
+  tlin = torch.nn.Linear(8, 4)
+  with torch.no_grad(): tlin.weight[:], tlin.bias[:] = torch.tensor(lin.weight.numpy()), torch.tensor(lin.bias.numpy())
+  topt = torch.optim.SGD(tlin.parameters(), lr=0.01)
+  rng = np.random.default_rng(0)
+  xs, ys = rng.standard_normal((32, 8)).astype(np.float32), rng.standard_normal((32, 4)).astype(np.float32)
+  X, Y, tX, tY = Tensor(xs), Tensor(ys), torch.tensor(xs, requires_grad=True), torch.tensor(ys, requires_grad=True)
+  used = []
+  with Tensor.train():
+    for _ in range(64):
+      opt.zero_grad()
+      ((lin(X) - Y) ** 2).mean().backward()
+      opt.step()
+      topt.zero_grad()
+      ((tlin(tX) - tY) ** 2).mean().backward()
+      topt.step()
+      used.append(GlobalCounters.mem_used)
+  assert max(used[32:]) <= max(used[:16]), used  # (it grew by 656 bytes a step)
+  np.testing.assert_allclose(lin.weight.numpy(), tlin.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(X.grad.numpy(), tX.grad.numpy(), rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(Y.grad.numpy(), tY.grad.numpy(), rtol=1e-4, atol=1e-6)
