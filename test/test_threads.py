@@ -217,7 +217,12 @@ def test_soak_jit_training_beside_inference():
   """10,000 TinyJit training steps while another thread runs inference on the same weights: the same weights and loss
   as a single-threaded run, every inference output one that some step's weights give, RSS and open files flat."""
   w1, b1, loss1, outs1, _, _ = _train(10_000, infer_in_thread=False)
-  w2, b2, loss2, outs2, rss_growth, files_growth = _train(10_000, infer_in_thread=True)
+  # (Python's default switch interval, 5 ms, is paid at almost every step when the two threads take turns at the lock:
+  # 90 s; at 0.1 ms the run takes about 2 s, and the thread gets more turns)
+  interval = sys.getswitchinterval()
+  sys.setswitchinterval(1e-4)
+  try: w2, b2, loss2, outs2, rss_growth, files_growth = _train(10_000, infer_in_thread=True)
+  finally: sys.setswitchinterval(interval)
   np.testing.assert_array_equal(w1, w2)
   np.testing.assert_array_equal(b1, b2)
   assert loss1 == loss2
