@@ -484,8 +484,8 @@ def test_jit_inputs_cut_to_a_variable_length_replay_as_tinygrad_symbolic_jit():
   with pytest.raises(JitError, match="inputs changed"): g(Tensor(A[0]).realize())
 
 def test_sizes_from_bound_variables_as_tinygrad_symbolic_ops():
-  """tinygrad's test_symbolic_ops patterns: Tensor.ones(v, 3), expand, pad and reshape to a Variable's value, cat and
-  mean of value-length slices, sym_infer (tinygrad.uop.ops'); against numpy at the bound values."""
+  """tinygrad's test_symbolic_ops patterns: Tensor.ones(v, 3), expand, pad and reshape to a Variable's value, cat, mean
+  and sums of value-length slices, sym_infer (tinygrad.uop.ops'); against numpy at the bound values."""
   from fusegrad import Variable
   from fusegrad.uop.ops import sym_infer
   v, B = Variable("v", 1, 10), A.reshape(12, 5)
@@ -495,6 +495,9 @@ def test_sizes_from_bound_variables_as_tinygrad_symbolic_ops():
     np.testing.assert_equal(Tensor([1.0, 2.0]).pad(((0, vk - 1),)).numpy(), np.pad([1.0, 2.0], (0, k - 1)))
     np.testing.assert_equal(X[:vk].reshape(vk, 5).cat(X[:2]).numpy(), np.concatenate([B[:k], B[:2]]))
     np.testing.assert_allclose(X[:vk].mean(0).numpy(), B[:k].mean(0), rtol=1e-6)
+    # sums that fold to no loop: of a constant (v * 2 * 4), of a one-hot (a Variable's end in the bounds check)
+    assert (Tensor.ones(10, 4)[:vk] * 2).sum().item() == 8 * k and Tensor.arange(10)[:vk].sum().item() == k * (k - 1) // 2
+    np.testing.assert_equal((Tensor([[1], [5]]) == Tensor.arange(10)[:vk]).float().sum(1).numpy(), [1, k > 5])
   assert sym_infer(v * 2 + 1, {"v": 3}) == sym_infer(v * 2 + 1, {v: 3}) == 7 and sym_infer(4, {}) == 4
   with pytest.raises(ValueError, match="unbound"): sym_infer(v + 1, {})
 

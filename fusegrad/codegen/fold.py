@@ -68,15 +68,17 @@ def _bounds(atoms: list[tuple[UOp, bool]], r: UOp) -> tuple[list[UOp], list[UOp]
 
 def _span(r: UOp, lower: list[UOp], upper: list[UOp]) -> tuple[UOp, UOp]:
   """(lo, count): r in [lo, lo + count) = [max(lower..., 0), min(upper..., n)) is what the bounds allow."""
-  lo, hi = UOp.const(r.dtype, 0), UOp.const(r.dtype, r.src[0].arg)
+  end = r.src[0]  # (a constant, or an expression of Variables: a length from one)
+  lo, hi = UOp.const(r.dtype, 0), UOp.const(r.dtype, end.arg) if end.op is Ops.CONST else end
   for x in lower: lo = lo.maximum(x.cast(r.dtype))
   for x in upper: hi = hi.minimum(x.cast(r.dtype))
   return lo, (hi - lo).maximum(0)
 
 def fold_one(value: UOp, r: UOp) -> UOp | None:
   """The sum of value over range r, without a loop; None when it doesn't have a foldable form."""
-  n = r.src[0].arg
-  if r not in value.toposort(): return value * UOp.const(value.dtype, n)  # sum of something that doesn't change: v*n
+  n = r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0]  # the range's end (an expression: a length from a Variable)
+  if r not in value.toposort():  # sum of something that doesn't change: v*n
+    return value * (UOp.const(value.dtype, n) if isinstance(n, int) else n.cast(value.dtype))
   if value.op is not Ops.WHERE: return None
   cond, a, b = value.src
   if _is_zero(b): v, atoms = a, _atoms(cond, True)
@@ -85,7 +87,7 @@ def fold_one(value: UOp, r: UOp) -> UOp | None:
   if atoms is None or (found := _bounds(atoms, r)) is None: return None
   residual, lower, upper, e = found
   if e is not None:  # sum of where(r == e, v, 0): v at r = e, if e is in range
-    valid = (e < 0).logical_not() & (e < n)
+    valid = (e < 0).logical_not() & (e < (n if isinstance(n, int) else n.cast(e.dtype)))
     for lo in lower: valid = valid & (e < lo).logical_not()
     for hi in upper: valid = valid & (e < hi)
     for c in residual: valid = valid & c
