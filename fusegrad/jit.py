@@ -114,12 +114,14 @@ def _same_kernels(a: list[ExecItem], b: list[ExecItem], inputs: list[Buffer]) ->
   contents: then the kernels don't depend on the values, and a replay serves them all."""
   ab: dict[int, Buffer] = {}
   ba: dict[int, Buffer] = {}
-  written = {id(ei.bufs[0].base) for ei in b} | {id(x.base) for x in inputs}
+  ins = {id(x.base) for x in inputs}  # (an input's size may follow a Variable: x.reshape(3, v) of a (3, k) buffer)
+  written = {id(ei.bufs[0].base) for ei in b} | ins
   for x, y in zip(a, b):
     if type(x.runner) is not type(y.runner) or (x.runner is not y.runner and isinstance(x.runner, CompiledRunner)) or \
        x.runner.name != y.runner.name or set(x.var_vals) != set(y.var_vals) or len(x.bufs) != len(y.bufs): return False
     for p, q in zip(x.bufs, y.bufs):
-      if ab.setdefault(id(p), q) is not q or ba.setdefault(id(q), p) is not p or p.size != q.size or \
+      if ab.setdefault(id(p), q) is not q or ba.setdefault(id(q), p) is not p or \
+         (p.size != q.size and id(q.base) not in ins) or \
          (p is not q and id(q.base) not in written and p.as_bytes() != q.as_bytes()): return False
   return len(a) == len(b)
 
@@ -258,13 +260,15 @@ class TinyJit(Generic[ReturnType]):
     if self.cnt >= 2 and variables != self.variables:
       raise JitError(f"TinyJit: bound variables changed since the capture: {[v.arg[0] for v in self.variables]} "
                      f"then, {[v.arg[0] for v in variables]} now")
-    if self.cnt == 1 or (self.unchecked is not None and vals != self.unchecked):  # (capture again at other values)
+    if self.cnt == 1 or (self.unchecked is not None and any(vals.get(v, x) != x for v, x in self.unchecked.items())):
+      # (capture again at other values: until each Variable was checked at another value than the capture's)
       shapes, old = STATE.value_shapes, self.jit_cache
       ret = self._capture(args, kwargs, inputs, bufs)
       self.static, self.sig, self.variables, self.names = static, sig, variables, names
       self.value_shapes = STATE.value_shapes  # (STATE's count: one made since means an input may be cut to a value)
       if self.unchecked is not None:  # sizes from Variables: the kernels must be those captured at other values
-        if _same_kernels(old, self.jit_cache, bufs): self.unchecked = None
+        if _same_kernels(old, self.jit_cache, bufs):
+          self.unchecked = {v: x for v, x in self.unchecked.items() if vals.get(v, x) == x} or None
         else: self._by_value()
       elif len(vals) > len(binds) or STATE.value_shapes != shapes:  # sizes from Variables: checked at other values
         self.symbolic, used = True, {v.arg[0] for ei in self.jit_cache for v in ei.var_vals}

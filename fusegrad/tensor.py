@@ -8,7 +8,7 @@ from fusegrad.dtype import DType, dtypes, least_upper_dtype, to_dtype, from_nump
 from fusegrad.dtype import float_to_bf16_bits, checked_ints
 from fusegrad.helpers import prod, fetch, TRAINING, WeakList, argsort, _numpy_scalar, _is_numpy
 from fusegrad.device import Device, Buffer, OutOfMemoryError, RUN_LOCK
-from fusegrad.uop.ops import UOp, Ops, GroupOp, SymInt
+from fusegrad.uop.ops import UOp, Ops, GroupOp, SymInt, same_shape
 from fusegrad.gradient import compute_gradient, substitute_keeping_rules
 from fusegrad.engine import state, multi, realizer, schedule as engine_schedule
 from fusegrad.engine.state import STATE, MAY_FOLLOW
@@ -573,7 +573,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     shape = broadcast_shape(x.shape, y.shape, op=op)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
-    return self if self.shape == shape else self.expand(shape)
+    return self if same_shape(self.shape, shape) else self.expand(shape)
 
   # *** indexing ***
   def __getitem__(self, indices: Any) -> Tensor:
@@ -650,9 +650,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     targets = [t for t in dict.fromkeys(wanted) if _node_in(t, root, nodes) is not None]
     if not targets: raise RuntimeError("backward: nothing in the graph can have a gradient (constant, int, or no grad)")
     grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
-    # a .grad that sums the graphs of 8 backward calls, unread, is computed first: each graph keeps its call's values
-    # alive (weights, activations), so a loop over fixed float tensors (X, Y) grew without end (not in a capture:
-    # replays never add to it)
+    # a .grad summing 8 calls' graphs, unread, is computed first: each keeps its call's weights and activations alive,
+    # so a loop over fixed float tensors (X, Y) grew without end (not in a capture: replays never add to it)
     full = [t.grad for t in targets if t.grad is not None and getattr(t.grad, "_terms", 1) >= 8]
     if full and not STATE.capturing: Tensor.realize_all(full)
     for t, g in zip(targets, grads):

@@ -548,6 +548,42 @@ def test_variable_lengths_replay_one_capture_as_tinygrad_symbolic_jit(name):
       np.testing.assert_allclose(got.numpy(), want, atol=1e-5, rtol=1e-5)
   assert len(calls) == 3 and not jf.by_value and (kernels is None or len(jf.jit_cache) == kernels)
 
+# name: (function, input shapes at (k, m), the same with the Variables (i, j), calls of the function, the values)
+ONE_AT_A_TIME = [(1, 2), (1, 3), (1, 4), (2, 4), (3, 1), (1, 1), (4, 3)]
+RESHAPED_JIT = {
+  "plus1": (lambda a: (a + 1).realize(), lambda k, m: [(3, k)], lambda i, j: [(3, i)], 3, ONE_AT_A_TIME),
+  "matmul": (lambda a, b: (a @ b).realize(), lambda k, m: [(3, k), (k, 5)], lambda i, j: [(3, i), (i, 5)], 3,
+             ONE_AT_A_TIME),
+  "two_vars_plus1": (lambda a, b: (a @ b + 1).realize(), lambda k, m: [(k, 3), (3, m)], lambda i, j: [(i, 3), (3, j)], 4,
+                     ONE_AT_A_TIME),
+  "cat_dim1_two_vars": (lambda a, b: a.cat(b, dim=1).realize(), lambda k, m: [(3, k), (3, m)],
+                        lambda i, j: [(3, i), (3, j)], 4, ONE_AT_A_TIME),
+  # (tinygrad's values: captured at 2; the scheduler groups attention's kernels otherwise at a length of 1, so a capture
+  # there can't serve other values, and the check at a second value sends it to a call per value, with a warning)
+  "attention": (lambda q, k, v: q.transpose(1, 2).scaled_dot_product_attention(k.transpose(1, 2), v.transpose(1, 2))
+                .realize(), lambda k, m: [(2, 1, 4, 8), (2, k, 4, 8), (2, k, 4, 8)],
+                lambda i, j: [(2, 1, 4, 8), (2, i, 4, 8), (2, i, 4, 8)], 3, [(1, 1), (2, 1), (3, 1), (4, 1), (2, 1)]),
+}
+
+@pytest.mark.parametrize("name", list(RESHAPED_JIT))
+def test_inputs_reshaped_to_variables_replay_as_tinygrad_symbolic_jit(name):
+  """tinygrad's test_symbolic_jit as written: new tensors at every call, `a.reshape(3, vi)` to a Variable bound to
+  their length (a reshape to the same sizes was dropped, so nothing was symbolic: every call ran the function). One
+  Variable changes at a time, and some are 1 (a length of 1 isn't a broadcast, a reduce over it stays a loop): each
+  Variable is checked at a second value before the capture replays, against numpy."""
+  from fusegrad import TinyJit
+  fxn, shapes, sym_shapes, want_calls, values = RESHAPED_JIT[name]
+  rng, calls = np.random.default_rng(0), []
+  jf = TinyJit(lambda *a: calls.append(1) or fxn(*a))
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # (no fallback to running every call)
+    for k, m in values:
+      data = [rng.standard_normal(s).astype(np.float32) for s in shapes(k, m)]
+      got = jf(*[Tensor(d).reshape(s) for d, s in zip(data, sym_shapes(*_cut(k, m)))])
+      want = fxn(*[Tensor(d) for d in data]).numpy()
+      np.testing.assert_allclose(got.numpy().reshape(want.shape), want, atol=1e-5, rtol=1e-5)
+  assert len(calls) == want_calls and not jf.by_value
+
 def test_variable_length_kernels_serve_every_value():
   """x[:v] loops to v in its kernels (a SymInt size: the bound value, and the expression): the kernels of two values
   are the same, and only the Variable's value differs; the wrong input shape under a capture still raises."""

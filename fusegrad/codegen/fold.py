@@ -76,7 +76,7 @@ def _span(r: UOp, lower: list[UOp], upper: list[UOp]) -> tuple[UOp, UOp]:
 
 def fold_one(value: UOp, r: UOp) -> UOp | None:
   """The sum of value over range r, without a loop; None when it doesn't have a foldable form."""
-  n = r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0]  # the range's end (an expression: a length from a Variable)
+  n = r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0]  # the range's end (or a Variable length's)
   if r not in value.toposort():  # sum of something that doesn't change: v*n
     return value * (UOp.const(value.dtype, n) if isinstance(n, int) else n.cast(value.dtype))
   if value.op is not Ops.WHERE: return None

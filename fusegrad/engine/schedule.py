@@ -210,15 +210,16 @@ def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
   """The indices into n.src[0] that element idxs of the movement op n reads, and when that element is valid."""
   in_shape, valid = n.src[0].shape, None
   if n.op is Ops.RESHAPE:
-    flat = flat_index(idxs, n.shape)
-    return [UOp.const(dtypes.index, 0) if s == 1 and type(s) is not SymInt else flat // st  # (flat < size)
-            if i == 0 and type(s) is SymInt else (flat // st) % s
+    flat, sym = flat_index(idxs, n.shape), any(type(s) is SymInt for s in (*n.shape, *in_shape))
+    return [UOp.const(dtypes.index, 0) if s == 1 and type(s) is not SymInt else flat // st  # (flat < size: a mod by
+            if i == 0 and sym else (flat // st) % s  # a value would differ with the Variable)
             for i, (st, s) in enumerate(zip(strides_for_shape(in_shape), in_shape))], None
   if n.op is Ops.PERMUTE:
     ret: list[UOp] = [UOp.const(dtypes.index, 0)] * len(in_shape)
     for i, axis in enumerate(n.arg): ret[axis] = idxs[i]
     return ret, None
-  if n.op is Ops.EXPAND: return [UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idxs, in_shape)], None
+  if n.op is Ops.EXPAND: return [UOp.const(dtypes.index, 0) if s == 1 and not type(s) is type(o) is SymInt else i
+                                 for i, s, o in zip(idxs, in_shape, n.shape)], None  # (a Variable's 1: not broadcast)
   if n.op is Ops.SHRINK: return [i + b for i, (b, _) in zip(idxs, n.arg)], None
   if n.op is Ops.FLIP: return [(s - 1) - i if f else i for i, s, f in zip(idxs, in_shape, n.arg)], None
   if n.op is Ops.PAD:

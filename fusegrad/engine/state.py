@@ -51,9 +51,8 @@ class Realization:
 
   @property
   def capturing(self) -> Capture | None:
-    """The capture this thread is making, if any. Another thread's realizes wait for it (RUN_LOCK): what runs outside
-    that lock (graph building, reads) asks this, never `captures`, so that another thread's capture isn't taken for its
-    own (a numpy() beside it raised JitError)."""
+    """The capture this thread is making, if any. Another thread's realizes wait for it (RUN_LOCK); what runs outside
+    that lock (graph building, reads) asks this, so that another thread's capture isn't taken for its own."""
     return caps[-1] if (caps := self.captures) and caps[-1].thread == threading.get_ident() else None
   def reset(self) -> None:
     """Drop the caches and pending index checks (tests: as a new process would start; versions and memo stay)."""

@@ -94,6 +94,9 @@ def postorder(roots: Sequence[UOp], below: Callable[[UOp], tuple[UOp, ...]]) -> 
   return visited
 def _sources(n: UOp) -> tuple[UOp, ...]: return n.src
 
+def same_shape(a: tuple, b: tuple) -> bool:  # equal sizes, symbolic in the same places (a SymInt == its value)
+  return a == b and all(getattr(x, "expr", None) is getattr(y, "expr", None) for x, y in zip(a, b))
+
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
   __slots__ = ("op", "dtype", "src", "arg", "_cache", "__weakref__")
@@ -199,7 +202,7 @@ class UOp:
     return UOp(Ops.WHERE, x.dtype, (self, x, y))
   def r(self, op: Ops, axis: tuple[int, ...]) -> UOp:
     """Reduce over axes, keeping them as size 1 (the lazy-graph REDUCE_AXIS)."""
-    axis = tuple(sorted(a for a in axis if self.shape[a] != 1))
+    axis = tuple(sorted(a for a in axis if self.shape[a] != 1 or type(self.shape[a]) is SymInt))  # (v: a loop at any)
     if not axis: return self
     if any(self.shape[a] == 0 for a in axis):  # nothing to reduce: the identity, never a zero-size loop in a kernel
       identity = {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype))
@@ -222,9 +225,11 @@ class UOp:
   # *** movement ops (a movement that changes nothing returns self; chains stay, so each tensor keeps its own node) ***
   def reshape(self, shape: tuple[int, ...]) -> UOp:
     shape = tuple(shape)
-    if shape == self.shape: return self
+    if same_shape(shape, self.shape): return self
     if prod(shape) != self.size:
       raise ValueError(f"reshape: can't reshape {self.shape} ({self.size} elements) to {shape}")
+    # to a Variable length: of what was reshaped, so strides follow it (a (3, k) buffer read at r0 * v + r1 for any k)
+    if self.op is Ops.RESHAPE and any(type(s) is SymInt for s in shape): return self.src[0].reshape(shape)
     return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
   def permute(self, order: tuple[int, ...]) -> UOp:
     order = tuple(order)
@@ -236,7 +241,7 @@ class UOp:
     shape = tuple(shape)
     if len(shape) != len(self.shape) or any(s != n and s != 1 for s, n in zip(self.shape, shape)):
       raise ValueError(f"expand: can't expand {self.shape} to {shape}")
-    if shape == self.shape: return self
+    if same_shape(shape, self.shape): return self
     return UOp(Ops.EXPAND, self.dtype, (self,), shape)
   def pad(self, arg: tuple[tuple[int, int], ...]) -> UOp:
     arg = tuple((_int(b), _int(a)) for b, a in arg)
