@@ -58,8 +58,7 @@ def _idx_tensor(data: bytes, name: str, device: str | None) -> Tensor:
   ndim = magic & 0xFF
   if magic >> 8 != 0x08 or ndim not in (1, 3):
     raise ValueError(f"{name}: not an IDX file of unsigned bytes (magic {magic:#010x})")
-  shape = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
-  body = data[4 + 4 * ndim:]
+  shape, body = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim]), data[4 + 4 * ndim:]
   if len(body) != prod(shape): raise ValueError(f"{name}: {len(body)} bytes of data for shape {shape}")
   return Tensor(body, device=device, dtype=dtypes.uint8).reshape(shape)
 

@@ -66,9 +66,8 @@ class OnnxRunner:
     if (node.domain, node.op_type) in self.functions: outs = self._run_function(node, scope)
     else:
       fn = OPS.get(node.op_type) if domain in _DOMAINS else None
-      if fn is None:
-        raise OnnxError(f"ONNX op {domain}.{node.op_type} (node {node.name!r}, opset {opset}) is not supported by "
-                        "fusegrad")
+      if fn is None: raise OnnxError(f"ONNX op {domain}.{node.op_type} (node {node.name!r}, opset {opset}) is not "
+                                     "supported by fusegrad")
       args = [scope[n] if n else None for n in node.input]
       kw = {a.name: self._attribute(a) for a in node.attribute}
       params = _params(fn)

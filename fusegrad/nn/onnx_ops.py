@@ -131,8 +131,7 @@ def ConstantOfShape(shape: Tensor, value: Tensor | None = None) -> Tensor:
 def Range(start: Tensor, limit: Tensor, delta: Tensor) -> Tensor:
   return Tensor.arange(_scalar(start), _scalar(limit), _scalar(delta), dtype=start.dtype)
 def EyeLike(x: Tensor, dtype: int | None = None, k: int = 0) -> Tensor:
-  n, m = x.shape
-  dt = onnx_dtype(dtype) if dtype is not None else x.dtype
+  (n, m), dt = x.shape, onnx_dtype(dtype) if dtype is not None else x.dtype
   return (Tensor.arange(n).reshape(n, 1) + k == Tensor.arange(m).reshape(1, m)).cast(dt)
 def Trilu(x: Tensor, k: Tensor | None = None, upper: int = 1) -> Tensor:
   kk = int(_scalar(k)) if k is not None else 0
@@ -197,8 +196,7 @@ def GatherND(x: Tensor, indices: Tensor, batch_dims: int = 0) -> Tensor:
   return Gather(flat, lin.reshape(-1)).reshape(*indices.shape[:-1], *rest)
 def Expand(x: Tensor, shape: Tensor) -> Tensor:
   s = _ints(shape)
-  n = max(len(s), x.ndim)
-  xs, ss = [1] * (n - x.ndim) + list(x.shape), [1] * (n - len(s)) + s
+  xs, ss = [1] * (len(s) - x.ndim) + list(x.shape), [1] * (x.ndim - len(s)) + s  # right-aligned as in broadcasting
   return x.reshape(xs).expand([a if b == 1 else b for a, b in zip(xs, ss)])
 def Tile(x: Tensor, repeats: Tensor) -> Tensor: return x.repeat(_ints(repeats))
 def Pad(x: Tensor, pads: Any = None, constant_value: Any = None, axes: Any = None, mode: str = "constant",
@@ -211,14 +209,12 @@ def Pad(x: Tensor, pads: Any = None, constant_value: Any = None, axes: Any = Non
   m = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode]
   return x.pad(pairs, mode=m, value=v) if m == "constant" else x.pad(pairs, mode=m)
 def DepthToSpace(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
-  n, c, h, w = x.shape
-  b = blocksize
+  (n, c, h, w), b = x.shape, blocksize
   if mode == "DCR": x = x.reshape(n, b, b, c // b // b, h, w).permute(0, 3, 4, 1, 5, 2)
   else: x = x.reshape(n, c // b // b, b, b, h, w).permute(0, 1, 4, 2, 5, 3)
   return x.reshape(n, c // b // b, h * b, w * b)
 def SpaceToDepth(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
-  n, c, h, w = x.shape
-  b = blocksize
+  (n, c, h, w), b = x.shape, blocksize
   order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)  # channels (by, bx, c) or (c, by, bx)
   return x.reshape(n, c, h // b, b, w // b, b).permute(order).reshape(n, c * b * b, h // b, w // b)
 def OneHot(indices: Tensor, depth: Tensor, values: Tensor, axis: int = -1) -> Tensor:
@@ -235,8 +231,7 @@ def Unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple:
   u, idx, inv, cnt = np.unique(x.numpy(), return_index=True, return_inverse=True, return_counts=True, axis=axis)
   if not sorted:
     order = np.argsort(idx)
-    u, idx, cnt = np.take(u, order, axis=0 if axis is None else axis), idx[order], cnt[order]
-    inv = np.argsort(order)[inv]
+    u, idx, inv, cnt = np.take(u, order, axis=axis or 0), idx[order], np.argsort(order)[inv], cnt[order]
   as64 = lambda v: Tensor(np.asarray(v, dtype=np.int64).reshape(-1))
   return Tensor(u), as64(idx), as64(inv), as64(cnt)
 
@@ -247,25 +242,19 @@ def TopK(x: Tensor, k: Any, axis: int = -1, largest: int = 1, sorted: int = 1) -
     *[0 if d == a else s for d, s in enumerate(x.shape)], dtype=dtypes.int64)
   v, i = x.topk(kk, a, bool(largest))
   return v, i.cast(dtypes.int64)
-def _arg(x: Tensor, axis: int, keepdims: int, select_last_index: int, fn: str) -> Tensor:
+def _arg(x: Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int = 0, *, fn: str) -> Tensor:
   a = _axis(axis, x.ndim)
-  if select_last_index: ret = x.shape[a] - 1 - getattr(x.flip(a), fn)(a, keepdim=bool(keepdims))
-  else: ret = getattr(x, fn)(a, keepdim=bool(keepdims))
-  return ret.cast(dtypes.int64)
-def ArgMax(x: Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> Tensor:
-  return _arg(x, axis, keepdims, select_last_index, "argmax")
-def ArgMin(x: Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> Tensor:
-  return _arg(x, axis, keepdims, select_last_index, "argmin")
-def _cum(x: Tensor, axis: Tensor, exclusive: int, reverse: int, fn: str, identity: int) -> Tensor:
+  ret = getattr(x.flip(a) if select_last_index else x, fn)(a, keepdim=bool(keepdims))
+  return (x.shape[a] - 1 - ret if select_last_index else ret).cast(dtypes.int64)
+OPS["ArgMax"], OPS["ArgMin"] = functools.partial(_arg, fn="argmax"), functools.partial(_arg, fn="argmin")
+def _cum(x: Tensor, axis: Tensor, exclusive: int = 0, reverse: int = 0, *, fn: str, identity: int) -> Tensor:
   a = _axis(int(_scalar(axis)), x.ndim)
   if reverse: x = x.flip(a)
   if exclusive: x = x.pad([(1, -1) if d == a else (0, 0) for d in range(x.ndim)], value=identity)
   y = getattr(x, fn)(a)
   return (y.flip(a) if reverse else y).cast(x.dtype)
-def CumSum(x: Tensor, axis: Tensor, exclusive: int = 0, reverse: int = 0) -> Tensor:
-  return _cum(x, axis, exclusive, reverse, "cumsum", 0)
-def CumProd(x: Tensor, axis: Tensor, exclusive: int = 0, reverse: int = 0) -> Tensor:
-  return _cum(x, axis, exclusive, reverse, "cumprod", 1)
+OPS["CumSum"] = functools.partial(_cum, fn="cumsum", identity=0)
+OPS["CumProd"] = functools.partial(_cum, fn="cumprod", identity=1)
 def ReverseSequence(x: Tensor, sequence_lens: Tensor, batch_axis: int = 1, time_axis: int = 0) -> Tensor:
   lens, t = sequence_lens.numpy(), x.shape[time_axis]
   src = np.array([[ln - 1 - i if i < ln else i for i in range(t)] for ln in lens], dtype=np.int32)  # (batch, time)
@@ -278,8 +267,7 @@ _REDUCTION = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
 def ScatterElements(x: Tensor, indices: Tensor, updates: Tensor, axis: int = 0, reduction: str = "none") -> Tensor:
   a = _axis(axis, x.ndim)
   idx = _wrap(indices.cast(dtypes.int64), x.shape[a])
-  if reduction == "none": return x.scatter(a, idx, updates)
-  return x.scatter_reduce(a, idx, updates, _REDUCTION[reduction])
+  return x.scatter(a, idx, updates) if reduction == "none" else x.scatter_reduce(a, idx, updates, _REDUCTION[reduction])
 def ScatterND(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "none") -> Tensor:
   k = indices.shape[-1]
   flat = x.reshape(math.prod(x.shape[:k]), math.prod(x.shape[k:]))
@@ -290,18 +278,15 @@ def ScatterND(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "non
 def Einsum(*xs: Tensor, equation: str = "") -> Tensor: return Tensor.einsum(equation, *xs)
 
 # *** reductions ***
-def _reducer(fn: Callable[[Tensor, Any, bool], Tensor]) -> Callable:
+def _reducer(fn: Callable[..., Tensor]) -> Callable:
   """The op of a reduce fn(x, axes, keepdim): all axes when none are given (but none with noop_with_empty_axes)."""
   def reduce(x: Tensor, axes: Any = None, keepdims: int = 1, noop_with_empty_axes: int = 0) -> Tensor:
     ax = _ints(axes)
     if not ax and noop_with_empty_axes: return x
     return fn(x, tuple(_axis(a, x.ndim) for a in ax) if ax else tuple(range(x.ndim)), bool(keepdims)).cast(x.dtype)
   return reduce
-OPS["ReduceSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k))
-OPS["ReduceMean"] = _reducer(lambda x, a, k: x.mean(a, keepdim=k))
-OPS["ReduceMax"] = _reducer(lambda x, a, k: x.max(a, keepdim=k))  # over nothing: the lowest value, as ONNX
-OPS["ReduceMin"] = _reducer(lambda x, a, k: x.min(a, keepdim=k))  # over nothing: the highest value
-OPS["ReduceProd"] = _reducer(lambda x, a, k: x.prod(a, keepdim=k))
+for _name in ("Sum", "Mean", "Max", "Min", "Prod"):  # the Tensor method (Max over nothing: lowest value, as ONNX)
+  OPS["Reduce" + _name] = _reducer(lambda x, a, k, m=_name.lower(): getattr(x, m)(a, keepdim=k))
 OPS["ReduceL1"] = _reducer(lambda x, a, k: x.abs().sum(a, keepdim=k))
 OPS["ReduceL2"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k).sqrt())
 OPS["ReduceSumSquare"] = _reducer(lambda x, a, k: x.square().sum(a, keepdim=k))
@@ -309,17 +294,15 @@ OPS["ReduceLogSum"] = _reducer(lambda x, a, k: x.sum(a, keepdim=k).log())
 OPS["ReduceLogSumExp"] = _reducer(lambda x, a, k: x.logsumexp(a, keepdim=k))
 
 # *** softmax family ***
-def _softmax_like(x: Tensor, axis: int | None, opset: int, fn: Callable[[Tensor, int], Tensor]) -> Tensor:
+def _softmax_like(x: Tensor, axis: int | None = None, opset: int = 13, *, fn: Callable[..., Tensor]) -> Tensor:
   if opset >= 13: return fn(x, -1 if axis is None else axis)
   a = _axis(1 if axis is None else axis, x.ndim)  # before 13: over all axes from axis on, as one flat axis
   return fn(x.reshape(math.prod(x.shape[:a]), -1), -1).reshape(x.shape)
-def Softmax(x: Tensor, axis: int | None = None, opset: int = 13) -> Tensor:
-  return _softmax_like(x, axis, opset, Tensor.softmax)
-def LogSoftmax(x: Tensor, axis: int | None = None, opset: int = 13) -> Tensor:
-  return _softmax_like(x, axis, opset, Tensor.log_softmax)
+OPS["Softmax"] = functools.partial(_softmax_like, fn=Tensor.softmax)
+OPS["LogSoftmax"] = functools.partial(_softmax_like, fn=Tensor.log_softmax)
 def Hardmax(x: Tensor, axis: int | None = None, opset: int = 13) -> Tensor:
   def hard(t: Tensor, a: int) -> Tensor: return t.argmax(a, keepdim=True) == Tensor.arange(t.shape[a]).reshape(
     [-1 if i == _axis(a, t.ndim) else 1 for i in range(t.ndim)])
-  return _softmax_like(x, axis, opset, hard).cast(x.dtype)
+  return _softmax_like(x, axis, opset, fn=hard).cast(x.dtype)
 
 register_ops(globals())

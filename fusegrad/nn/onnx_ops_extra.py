@@ -7,7 +7,7 @@ import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
 from fusegrad.nn.onnx_ops import register_ops, _ints, _scalar, _axis, _per_axis
-from fusegrad.nn.onnx_ops_nn import Conv, QuantizeLinear, _dequant
+from fusegrad.nn.onnx_ops_nn import Conv, QuantizeLinear, _dequant, _minus_zp
 
 # *** quantized products ***
 def QLinearMatMul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor, b: Tensor, b_scale: Tensor, b_zero_point: Tensor,
@@ -17,9 +17,8 @@ def QLinearMatMul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor, b: Tensor, b
 
 def ConvInteger(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None,
                 **attrs: Any) -> Tensor:
-  xi = x.cast(dtypes.int32) - (x_zero_point.cast(dtypes.int32) if x_zero_point is not None else 0)
-  wi = w.cast(dtypes.int32) - (_per_axis(w_zero_point, 0, w.ndim).cast(dtypes.int32) if w_zero_point is not None else 0)
-  return Conv(xi, wi, **attrs)
+  wzp = _per_axis(w_zero_point, 0, w.ndim) if w_zero_point is not None else None  # one per output channel
+  return Conv(_minus_zp(x, x_zero_point), _minus_zp(w, wzp), **attrs)
 
 def QLinearConv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor, w: Tensor, w_scale: Tensor, w_zero_point: Tensor,
                 y_scale: Tensor, y_zero_point: Tensor, b: Tensor | None = None, **attrs: Any) -> Tensor:
@@ -92,8 +91,7 @@ def DFT(x: Tensor, dft_length: Tensor | None = None, axis: Any = None, inverse: 
   cos, sin = Tensor(np.cos(ang).astype(np.float32)).cast(x.dtype), Tensor(np.sin(ang).astype(np.float32)).cast(x.dtype)
   xm = x.transpose(a, -2)  # (..., n, 2) with the transform axis next to the last
   re, im = xm[..., 0:1], xm[..., 1:2]
-  out_re, out_im = cos.matmul(re) - sin.matmul(im), sin.matmul(re) + cos.matmul(im)
-  out = out_re.cat(out_im, dim=-1)
+  out = (cos.matmul(re) - sin.matmul(im)).cat(sin.matmul(re) + cos.matmul(im), dim=-1)  # (real, imaginary)
   return (out / n if inverse else out).transpose(a, -2)
 
 # *** training (ai.onnx.preview.training) ***
@@ -218,8 +216,7 @@ def NonMaxSuppression(boxes: Tensor, scores: Tensor, max_output_boxes_per_class:
 def CausalConvWithState(x: Tensor, weight: Tensor, bias: Tensor | None = None, past_state: Tensor | None = None,
                         activation: str = "none") -> tuple:
   """A depthwise 1-d convolution on (batch, channels, length) after k-1 past steps (or zeros), and the new state."""
-  b, c, _ = x.shape
-  k = weight.shape[2]
+  (b, c, _), k = x.shape, weight.shape[2]
   padded = (past_state if past_state is not None else Tensor.zeros(b, c, k - 1, dtype=x.dtype)).cat(x, dim=2)
   y = padded.conv2d(weight, bias, groups=c)
   if activation in ("silu", "swish"): y = (y.cast(dtypes.float32) * y.cast(dtypes.float32).sigmoid()).cast(x.dtype)

@@ -1,13 +1,13 @@
 """The ONNX ops of neural networks (convolution, pooling, normalization, recurrent layers, resizing, losses,
 quantization) and of control flow and sequences, registered in the same OPS table as onnx_ops.py."""
 from __future__ import annotations
-import math
+import functools, math
 from typing import Any, Callable
 import numpy as np
 from fusegrad.tensor import Tensor
 from fusegrad.dtype import dtypes
 from fusegrad.mixin.conv import _pad_last
-from fusegrad.nn.onnx_ops import Seq, register_ops, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather, Elu, \
+from fusegrad.nn.onnx_ops import OPS, Seq, register_ops, _ints, _scalar, _axis, onnx_dtype, _per_axis, Gather, Elu, \
   HardSigmoid, LeakyRelu, ThresholdedRelu
 
 # *** convolution and pooling ***
@@ -85,9 +85,8 @@ def _pads_fit(p: list[tuple[int, int]], k: list[int], d: list[int]) -> bool:
 def LpPool(x: Tensor, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, kernel_shape: Any = None,
            p: int = 2, pads: Any = None, strides: Any = None) -> Tensor:
   k, s, d, pp = _pool_prep(x, kernel_shape, strides, dilations, pads, auto_pad)
-  powered = _pad_last(x.abs().pow(p), pp, 0)
-  total = powered.avg_pool2d(k, s, d, 0, bool(ceil_mode), count_include_pad=True) * math.prod(k)
-  return total.pow(1.0 / p)
+  total = _pad_last(x.abs().pow(p), pp, 0).avg_pool2d(k, s, d, 0, bool(ceil_mode), count_include_pad=True)
+  return (total * math.prod(k)).pow(1.0 / p)
 
 def MaxUnpool(x: Tensor, indices: Tensor, output_shape: Any = None, kernel_shape: Any = None, pads: Any = None,
               strides: Any = None) -> Tensor:
@@ -106,11 +105,11 @@ def Gemm(a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta
   y = (a.T if transA else a).matmul(b.T if transB else b)
   if alpha != 1.0: y = y * alpha
   return y if c is None else y + (c * beta if beta != 1.0 else c)
+def _minus_zp(x: Tensor, zp: Tensor | None) -> Tensor:  # x less its zero point (if any), in int32
+  return x.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0)
 def MatMulInteger(a: Tensor, b: Tensor, a_zero_point: Tensor | None = None,
                   b_zero_point: Tensor | None = None) -> Tensor:
-  a32 = a.cast(dtypes.int32) - (a_zero_point.cast(dtypes.int32) if a_zero_point is not None else 0)
-  b32 = b.cast(dtypes.int32) - (b_zero_point.cast(dtypes.int32) if b_zero_point is not None else 0)
-  return a32.matmul(b32)
+  return _minus_zp(a, a_zero_point).matmul(_minus_zp(b, b_zero_point))
 
 # *** normalization ***
 def BatchNormalization(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor, epsilon: float = 1e-5,
@@ -223,12 +222,10 @@ def Resize(x: Tensor, roi: Any = None, scales: Any = None, sizes: Any = None, an
     idx, w, inside = _resize_taps(i, o, s, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
                                   exclude_outside, rr)
     along = [o if d == a else 1 for d in range(x.ndim)]
-    acc = None
-    for t in range(idx.shape[1]):
+    def tap(t: int) -> Tensor:  # the source values of tap t, weighted
       g = Gather(x, Tensor(idx[:, t]), axis=a)
-      term = g if mode == "nearest" else g * Tensor(w[:, t].astype(np.float32)).reshape(along).cast(x.dtype)
-      acc = term if acc is None else acc + term
-    assert acc is not None
+      return g if mode == "nearest" else g * Tensor(w[:, t].astype(np.float32)).reshape(along).cast(x.dtype)
+    acc = functools.reduce(Tensor.add, [tap(t) for t in range(idx.shape[1])])
     x = acc if inside.all() else Tensor(inside).reshape(along).where(acc, extrapolation_value)
   return x
 
@@ -247,8 +244,7 @@ _ACT_DEFAULT_ALPHA = {"LeakyRelu": 0.01, "ThresholdedRelu": 1.0, "HardSigmoid": 
 _ACT_DEFAULT_BETA = {"HardSigmoid": 0.5}
 
 def _acts(names: list[str] | None, default: list[str], alphas: Any, betas: Any, dirs: int) -> list[Callable]:
-  names = names or default * dirs
-  al, be = list(alphas or []), list(betas or [])
+  names, al, be = names or default * dirs, list(alphas or []), list(betas or [])
   ret = []
   for j, n in enumerate(names):
     a = al[j] if j < len(al) else _ACT_DEFAULT_ALPHA.get(n, 1.0)
@@ -299,9 +295,7 @@ def GRU(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens:
   f = _acts(activations, ["Sigmoid", "Tanh"], activation_alpha, activation_beta, w.shape[0])
   def cell(d: int, xw: Tensor, st: list[Tensor], rr: Tensor, rb: Tensor) -> list[Tensor]:
     h = st[0]
-    xz, xr, xh = xw.chunk(3, -1)
-    rz, rr_, rh = rr.chunk(3, 0)
-    bz, br, bh = rb.chunk(3, -1)
+    (xz, xr, xh), (rz, rr_, rh), (bz, br, bh) = xw.chunk(3, -1), rr.chunk(3, 0), rb.chunk(3, -1)  # gates z, r, h
     z, rg = f[2 * d](xz + h.matmul(rz.T) + bz), f[2 * d](xr + h.matmul(rr_.T) + br)
     if linear_before_reset: ht = f[2 * d + 1](xh + rg * (h.matmul(rh.T) + bh))
     else: ht = f[2 * d + 1](xh + (rg * h).matmul(rh.T) + bh)
@@ -335,9 +329,7 @@ def NegativeLogLikelihoodLoss(logp: Tensor, target: Tensor, weight: Tensor | Non
   w = weight.gather(0, safe.reshape(-1)).reshape(safe.shape) if weight is not None else Tensor.ones(*t.shape)
   w = keep.where(w.cast(logp.dtype), 0)
   loss = picked * w
-  if reduction == "none": return loss
-  if reduction == "sum": return loss.sum()
-  return loss.sum() / w.sum()
+  return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() / w.sum()
 def SoftmaxCrossEntropyLoss(scores: Tensor, labels: Tensor, weights: Tensor | None = None,
                             ignore_index: int | None = None, reduction: str = "mean", n_outputs: int = 1) -> Any:
   logp = scores.log_softmax(1)
@@ -370,17 +362,14 @@ def DynamicQuantizeLinear(x: Tensor) -> tuple:
   return y, scale, zp.cast(dtypes.uint8)
 
 # *** windows ***
-def _window(size: Tensor, periodic: int, output_datatype: int, coefs: list[float]) -> Tensor:
+def _window(size: Tensor, output_datatype: int = 1, periodic: int = 1, *, coefs: list[float]) -> Tensor:
+  """The cosine-sum window sum_j (-1)^j coefs[j] cos(2 pi j k / N) (Hann, Hamming and Blackman below)."""
   n = int(_scalar(size))
   k = Tensor.arange(n, dtype=dtypes.float32) * (2 * math.pi / (n if periodic else n - 1))
   w = sum(((-1) ** j * c * (k * j).cos() for j, c in enumerate(coefs)), Tensor.zeros(n))
   return w.cast(onnx_dtype(output_datatype))
-def HannWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
-  return _window(size, periodic, output_datatype, [0.5, 0.5])
-def HammingWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
-  return _window(size, periodic, output_datatype, [25 / 46, 1 - 25 / 46])
-def BlackmanWindow(size: Tensor, output_datatype: int = 1, periodic: int = 1) -> Tensor:
-  return _window(size, periodic, output_datatype, [0.42, 0.5, 0.08])
+for _name, _coefs in {"Hann": [0.5, 0.5], "Hamming": [25 / 46, 1 - 25 / 46], "Blackman": [0.42, 0.5, 0.08]}.items():
+  OPS[_name + "Window"] = functools.partial(_window, coefs=_coefs)
 
 # *** control flow ***
 def If(cond: Tensor, else_branch: Any = None, then_branch: Any = None, run_graph: Any = None) -> tuple:
@@ -419,11 +408,8 @@ def Scan(*args: Any, body: Any = None, num_scan_inputs: int = 0, scan_input_axes
     scans.append(outs[n_state:])
   n_out = len(body.output) - n_state
   out_axes, out_dirs = _ints(scan_output_axes) or [0] * n_out, _ints(scan_output_directions) or [0] * n_out
-  stacked = []
-  for j in range(n_out):
-    seq = [s[j] for s in scans][::-1] if out_dirs[j] else [s[j] for s in scans]
-    stacked.append(Tensor.stack(*seq, dim=_axis(out_axes[j], seq[0].ndim + 1)))
-  return (*state, *stacked)
+  seqs = [[s[j] for s in scans][::-1 if out_dirs[j] else 1] for j in range(n_out)]
+  return (*state, *[Tensor.stack(*seq, dim=_axis(out_axes[j], seq[0].ndim + 1)) for j, seq in enumerate(seqs)])
 
 # *** sequences and optionals ***
 def SequenceConstruct(*xs: Tensor) -> Seq: return Seq(xs)
@@ -431,9 +417,8 @@ def SequenceEmpty(dtype: int = 1) -> Seq: return Seq()
 def SequenceLength(s: Seq) -> Tensor: return Tensor(len(s), dtype=dtypes.int64)
 def SequenceAt(s: Seq, pos: Tensor) -> Tensor: return s[int(_scalar(pos))]
 def SequenceInsert(s: Seq, t: Tensor, pos: Tensor | None = None) -> Seq:
-  ret = Seq(s)
-  ret.insert(int(_scalar(pos)) if pos is not None else len(ret), t)
-  return ret
+  p = int(_scalar(pos)) if pos is not None else len(s)
+  return Seq([*s[:p], t, *s[p:]])  # as list.insert(p, t)
 def SequenceErase(s: Seq, pos: Tensor | None = None) -> Seq:
   ret = Seq(s)
   ret.pop(int(_scalar(pos)) if pos is not None else -1)
@@ -442,11 +427,8 @@ def ConcatFromSequence(s: Seq, axis: int = 0, new_axis: int = 0) -> Tensor:
   return Tensor.stack(*s, dim=axis) if new_axis else s[0].cat(*s[1:], dim=axis)
 def SplitToSequence(x: Tensor, split: Tensor | None = None, axis: int = 0, keepdims: int = 1) -> Seq:
   a = _axis(axis, x.ndim)
-  if split is None:
-    parts = x.split(1, a)
-    return Seq(p.squeeze(a) for p in parts) if not keepdims else Seq(parts)
-  sizes = _ints(split)
-  return Seq(x.split(sizes if split.ndim else sizes[0], a))
+  if split is None: return Seq(p if keepdims else p.squeeze(a) for p in x.split(1, a))
+  return Seq(x.split(_ints(split) if split.ndim else _ints(split)[0], a))
 def SequenceMap(*args: Any, body: Any = None, run_graph: Any = None) -> tuple:
   n = len(args[0])
   names = [i.name for i in body.input]

@@ -111,10 +111,10 @@ class OptimizerGroup(Optimizer):
     for o in self.optimizers: o.zero_grad()
   def schedule_step(self) -> list[Tensor]: return [t for o in self.optimizers for t in o.schedule_step()]
 
-def _check_range(name: str, what: str, value: float, low: float, high: float = math.inf,
-                 high_open: bool = False) -> None:
-  ok = low <= value < high if high_open else low <= value <= high
-  if not ok: raise ValueError(f"{name}: invalid {what} {value!r}")
+def _check_range(name: str, below_one: bool = False, **values: float) -> None:
+  """Each value must be >= 0 (and < 1 with below_one), else ValueError names the first that isn't."""
+  for what, value in values.items():
+    if not (0.0 <= value < 1.0 if below_one else 0.0 <= value): raise ValueError(f"{name}: invalid {what} {value!r}")
 
 class SGD(Optimizer):
   """Stochastic gradient descent, as torch.optim.SGD without dampening; classic=True applies the learning rate before
@@ -123,8 +123,7 @@ class SGD(Optimizer):
                nesterov: bool = False, classic: bool = False):
     super().__init__(params, lr)
     name = type(self).__name__
-    _check_range(name, "momentum", momentum, 0.0)
-    _check_range(name, "weight_decay", weight_decay, 0.0)
+    _check_range(name, momentum=momentum, weight_decay=weight_decay)
     if nesterov and momentum <= 0: raise ValueError(f"{name}: Nesterov momentum needs a momentum > 0")
     self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
     self.b = [self._zeros_like(p) for p in self.params] if momentum else []
@@ -150,7 +149,7 @@ class LARS(SGD):
   tcoef * ||p|| / (||g|| + weight_decay * ||p||) (the rule: docs/optim.md)."""
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
                nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
-    _check_range("LARS", "tcoef", tcoef, 0.0)
+    _check_range("LARS", tcoef=tcoef)
     super().__init__(params, lr, momentum, weight_decay, nesterov, classic)
     self.tcoef = tcoef
 
@@ -172,10 +171,8 @@ class LAMB(Optimizer):
                weight_decay: float = 0.0, adam: bool = False):
     super().__init__(params, lr)
     name = type(self).__name__
-    _check_range(name, "b1", b1, 0.0, 1.0, high_open=True)
-    _check_range(name, "b2", b2, 0.0, 1.0, high_open=True)
-    _check_range(name, "eps", eps, 0.0)
-    _check_range(name, "weight_decay", weight_decay, 0.0)
+    _check_range(name, below_one=True, b1=b1, b2=b2)
+    _check_range(name, eps=eps, weight_decay=weight_decay)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.l2 = 0.0  # weight decay added to the gradient (Adam's, as torch.optim.Adam); wd above is decoupled
     self.b1_t = _fresh(Tensor.ones((len(self.params),), dtype=self.dtype, device=self.device))
@@ -213,7 +210,7 @@ class Adam(LAMB):
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                weight_decay: float = 0.0):
     super().__init__(params, lr, b1, b2, eps, weight_decay=0.0, adam=True)
-    _check_range("Adam", "weight_decay", weight_decay, 0.0)
+    _check_range("Adam", weight_decay=weight_decay)
     self.l2 = weight_decay
 
 class AdamW(LAMB):
@@ -235,8 +232,8 @@ class Muon(Optimizer):
                ns_steps: int = 5, ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS,
                nesterov: bool = True, eps: float = 1e-7):  # tinygrad's argument order; its and torch's defaults
     super().__init__(params, lr)
-    _check_range("Muon", "momentum", momentum, 0.0, 1.0, high_open=True)
-    _check_range("Muon", "weight_decay", weight_decay, 0.0)
+    _check_range("Muon", below_one=True, momentum=momentum)
+    _check_range("Muon", weight_decay=weight_decay)
     if not isinstance(ns_steps, int) or ns_steps < 0: raise ValueError(f"Muon: invalid ns_steps {ns_steps!r}")
     self.momentum, self.nesterov, self.ns_steps, self.wd = momentum, nesterov, ns_steps, weight_decay
     self.ns_coefficients, self.eps = tuple(ns_coefficients), eps

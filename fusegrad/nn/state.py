@@ -47,18 +47,15 @@ def _children(obj: Any) -> Iterator[tuple[str, Any]] | None:
     return iter(obj._asdict().items())  # type: ignore[attr-defined]
   if isinstance(obj, dict): return ((str(k), v) for k, v in obj.items())
   if isinstance(obj, (list, tuple)): return ((str(i), v) for i, v in enumerate(obj))
-  if hasattr(obj, "__dict__"): return iter(list(vars(obj).items()))
-  return None
+  return iter(list(vars(obj).items())) if hasattr(obj, "__dict__") else None
 
 def _collect(obj: Any, prefix: str, tensor_type: type, out: dict[str, Any], active: set[int]) -> None:
-  if isinstance(obj, tensor_type):
-    out[prefix.rstrip(".")] = obj
-    return
-  if id(obj) in active: return  # a reference cycle (a layer pointing back at its parent)
-  if (children := _children(obj)) is None: return
-  active.add(id(obj))
-  for name, child in children: _collect(child, f"{prefix}{name}.", tensor_type, out, active)
-  active.discard(id(obj))
+  if isinstance(obj, tensor_type): out[prefix.rstrip(".")] = obj
+  # (an obj in active is a reference cycle: a layer pointing back at its parent)
+  elif id(obj) not in active and (children := _children(obj)) is not None:
+    active.add(id(obj))
+    for name, child in children: _collect(child, f"{prefix}{name}.", tensor_type, out, active)
+    active.discard(id(obj))
 
 def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
   """Every Tensor reachable from obj through attributes, lists, tuples and dicts, under dotted names like torch's
@@ -170,10 +167,8 @@ def _check_safe_entry(key: str, info: Any, data_len: int, name: str) -> None:
     raise ValueError(f"{where}: bad shape {shape!r}")
   ints = isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)
   if not ints or not 0 <= offsets[0] <= offsets[1]: raise ValueError(f"{where}: bad data_offsets {offsets!r}")
-  want = prod(shape) * SAFE_DTYPES[info["dtype"]].itemsize
-  if offsets[1] - offsets[0] != want:
-    raise ValueError(f"{where}: data_offsets {offsets} hold {offsets[1] - offsets[0]} bytes, shape {shape} needs "
-                     f"{want}")
+  want, have = prod(shape) * SAFE_DTYPES[info["dtype"]].itemsize, offsets[1] - offsets[0]
+  if have != want: raise ValueError(f"{where}: data_offsets {offsets} hold {have} bytes, shape {shape} needs {want}")
   if offsets[1] > data_len:
     raise ValueError(f"{where}: data ends at {offsets[1]} but the file has {data_len} bytes of data (truncated?)")
 
@@ -195,20 +190,15 @@ def safe_load(fn: Source) -> dict[str, Tensor]:
   """The tensors of a .safetensors file (path or uint8 Tensor of its bytes) by name: `safe_load("x.safetensors")`."""
   raw, name = _read_source(fn, "safe_load")
   data_start, header = _safe_header(raw, name)
-  ret = {}
-  for key, info in header.items():
-    if key == "__metadata__": continue
-    begin, end = info["data_offsets"]
-    ret[key] = _from_bytes(raw[data_start + begin:data_start + end], SAFE_DTYPES[info["dtype"]], tuple(info["shape"]))
-  return ret
+  data = raw[data_start:]
+  return {key: _from_bytes(data[slice(*info["data_offsets"])], SAFE_DTYPES[info["dtype"]], tuple(info["shape"]))
+          for key, info in header.items() if key != "__metadata__"}
 
 def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict[str, Any] | None = None) -> None:
   """Write tensors to a .safetensors file, atomically; metadata (str -> str) goes in its "__metadata__"."""
-  header: dict[str, Any] = {}
-  if metadata is not None:
-    if not isinstance(metadata, dict):
-      raise TypeError(f"safe_save: metadata must be a dict, got {type(metadata).__name__}")
-    header["__metadata__"] = metadata
+  if metadata is not None and not isinstance(metadata, dict):
+    raise TypeError(f"safe_save: metadata must be a dict, got {type(metadata).__name__}")
+  header: dict[str, Any] = {} if metadata is None else {"__metadata__": metadata}
   offset = 0
   for key, t in tensors.items():
     if not isinstance(key, str) or key == "__metadata__": raise ValueError(f"safe_save: bad tensor name {key!r}")
@@ -219,12 +209,8 @@ def safe_save(tensors: dict[str, Tensor], fn: str | pathlib.Path, metadata: dict
     offset += t.nbytes()
   text = json.dumps(header, separators=(",", ":")).encode("utf-8")
   text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-  out = bytearray(8 + len(text) + offset)
-  out[:8], out[8:8 + len(text)] = len(text).to_bytes(8, "little"), text
-  pos = 8 + len(text)
-  for t in tensors.values():
-    out[pos:pos + t.nbytes()] = _raw_bytes(t)
-    pos += t.nbytes()
+  out = bytearray(len(text).to_bytes(8, "little") + text)
+  for t in tensors.values(): out += _raw_bytes(t)  # in header order, at their data_offsets
   atomic_write(fn, out)
 
 # *** PyTorch checkpoints (zip and legacy formats), without torch: a pickle reader that only builds tensors ***
@@ -269,17 +255,15 @@ class _TorchUnpickler(pickle.Unpickler):
     # the bytes the tensors may take in all: a few times the data the file holds (shared storages, expanded views)
     self.declared, self.budget = declared, _LOAD_FACTOR * declared + _LOAD_SLACK
     self.storages: dict[str, _Storage] = {}
+    rebuild = {"_rebuild_tensor": self.rebuild_tensor, "_rebuild_tensor_v2": self.rebuild_tensor,
+               "_rebuild_tensor_v3": self.rebuild_tensor_v3, "_rebuild_parameter": self.rebuild_parameter,
+               "_rebuild_parameter_with_state": self.rebuild_parameter}  # (from torch._utils)
     self.allowed: dict[tuple[str, str], Any] = {
       ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set,
       ("builtins", "frozenset"): frozenset, ("_codecs", "encode"): _latin1_encode, ("torch", "Size"): tuple,
-      ("torch", "device"): _torch_device, ("torch._utils", "_rebuild_tensor"): self.rebuild_tensor,
-      ("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
-      ("torch._utils", "_rebuild_tensor_v3"): self.rebuild_tensor_v3,
-      ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
-      ("torch._utils", "_rebuild_parameter_with_state"): self.rebuild_parameter}
-    for storage, dt in _TORCH_STORAGES.items():
-      for module in ("torch", "torch.storage"): self.allowed[(module, storage)] = _StorageType(dt)
-    for dname, dt in _TORCH_DTYPES.items(): self.allowed[("torch", dname)] = dt
+      ("torch", "device"): _torch_device, **{("torch._utils", k): f for k, f in rebuild.items()},
+      **{("torch", k): dt for k, dt in _TORCH_DTYPES.items()},
+      **{(m, k): _StorageType(dt) for k, dt in _TORCH_STORAGES.items() for m in ("torch", "torch.storage")}}
 
   def find_class(self, module: str, name: str) -> Any:
     if (module, name) not in self.allowed:
@@ -298,8 +282,7 @@ class _TorchUnpickler(pickle.Unpickler):
 
   def _storage_view(self, storage: _Storage, view: Any) -> _Storage:
     """A legacy-format view of a storage: (view key, offset, size) in elements."""
-    _, offset, size = view
-    item = storage.dtype.itemsize
+    (_, offset, size), item = view, storage.dtype.itemsize
     data = None if storage.data is None else storage.data[offset * item:(offset + size) * item]
     return _Storage(storage.key, storage.dtype, size, data)
 
@@ -357,19 +340,16 @@ def _gather(data: memoryview, item: int, offset: int, size: tuple[int, ...], str
 
 def _zip_members(raw: memoryview, name: str) -> dict[str, memoryview]:
   """The members of a zip file, as views of raw (stored members) or decompressed copies."""
+  def member(zf: zipfile.ZipFile, zi: zipfile.ZipInfo) -> memoryview:
+    if zi.compress_type != zipfile.ZIP_STORED: return memoryview(zf.read(zi))
+    local = raw[zi.header_offset:zi.header_offset + 30]
+    if len(local) < 30 or bytes(local[:4]) != b"PK\x03\x04": raise ValueError(f"bad local header for {zi.filename}")
+    start = zi.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    if start + zi.file_size > len(raw): raise ValueError(f"{zi.filename} is truncated")
+    return raw[start:start + zi.file_size]
   try:
     zf = zipfile.ZipFile(_as_file(raw))
-    members = {}
-    for zi in zf.infolist():
-      if zi.compress_type != zipfile.ZIP_STORED:
-        members[zi.filename] = memoryview(zf.read(zi))
-        continue
-      local = raw[zi.header_offset:zi.header_offset + 30]
-      if len(local) < 30 or bytes(local[:4]) != b"PK\x03\x04": raise ValueError(f"bad local header for {zi.filename}")
-      start = zi.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
-      if start + zi.file_size > len(raw): raise ValueError(f"{zi.filename} is truncated")
-      members[zi.filename] = raw[start:start + zi.file_size]
-    return members
+    return {zi.filename: member(zf, zi) for zi in zf.infolist()}
   except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as e:
     raise ValueError(f"torch_load: {name}: corrupt zip archive ({e})") from None
 
@@ -413,9 +393,8 @@ def _torch_load_legacy(raw: memoryview, name: str) -> Any:
   located: dict[str, memoryview] = {}
   pos = f.tell()
   for key in keys if isinstance(keys, list) else []:
-    if str(key) not in first.storages:
+    if (storage := first.storages.get(str(key))) is None:
       raise ValueError(f"torch_load: {name}: storage {key} is not used by the checkpoint")
-    storage = first.storages[str(key)]
     if pos + 8 > len(raw): raise ValueError(f"torch_load: {name}: truncated before storage {key}")
     numel = int.from_bytes(raw[pos:pos + 8], "little")
     nbytes = numel * storage.dtype.itemsize
@@ -453,36 +432,34 @@ _GGML_NAMES = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
 class _Reader:
   """Little-endian values read from a memoryview, with a clear error when the data runs out."""
   def __init__(self, raw: memoryview, name: str): self.raw, self.pos, self.name = raw, 0, name
+  def error(self, msg: str) -> ValueError: return ValueError(f"gguf_load: {self.name}: {msg}")
   def take(self, n: int, what: str) -> memoryview:
-    if n < 0 or self.pos + n > len(self.raw):
-      raise ValueError(f"gguf_load: {self.name}: truncated while reading {what} at byte {self.pos}")
+    if n < 0 or self.pos + n > len(self.raw): raise self.error(f"truncated while reading {what} at byte {self.pos}")
     self.pos += n
     return self.raw[self.pos - n:self.pos]
   def scalar(self, fmt: str, what: str) -> Any: return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
   def string(self, what: str) -> str:
     data = self.take(self.scalar("<Q", what), what)
     try: return bytes(data).decode("utf-8")
-    except UnicodeDecodeError: raise ValueError(f"gguf_load: {self.name}: {what} is not valid UTF-8") from None
+    except UnicodeDecodeError: raise self.error(f"{what} is not valid UTF-8") from None
   def value(self, vtype: int, what: str, depth: int = 0) -> Any:
     if vtype in _GGUF_SCALARS: return self.scalar(_GGUF_SCALARS[vtype], what)
     if vtype == _GGUF_STRING: return self.string(what)
-    if vtype == _GGUF_ARRAY and depth >= _GGUF_MAX_DEPTH:
-      raise ValueError(f"gguf_load: {self.name}: {what}: arrays nested more than {_GGUF_MAX_DEPTH} deep")
-    if vtype == _GGUF_ARRAY:
-      etype, count = self.scalar("<I", what), self.scalar("<Q", what)
-      if etype not in _GGUF_SCALARS and etype not in (_GGUF_STRING, _GGUF_ARRAY):
-        raise ValueError(f"gguf_load: {self.name}: {what}: unknown array type {etype}")
-      min_size = struct.calcsize(_GGUF_SCALARS[etype]) if etype in _GGUF_SCALARS else 8
-      if count * min_size > len(self.raw) - self.pos:
-        raise ValueError(f"gguf_load: {self.name}: {what}: array of {count} items is truncated")
-      if etype in _GGUF_SCALARS:
-        return list(struct.unpack(f"<{count}{_GGUF_SCALARS[etype][1]}", self.take(count * min_size, what)))
-      return [self.value(etype, what, depth + 1) for _ in range(count)]
-    raise ValueError(f"gguf_load: {self.name}: {what}: unknown value type {vtype}")
+    if vtype != _GGUF_ARRAY: raise self.error(f"{what}: unknown value type {vtype}")
+    if depth >= _GGUF_MAX_DEPTH: raise self.error(f"{what}: arrays nested more than {_GGUF_MAX_DEPTH} deep")
+    etype, count = self.scalar("<I", what), self.scalar("<Q", what)
+    if etype not in _GGUF_SCALARS and etype not in (_GGUF_STRING, _GGUF_ARRAY):
+      raise self.error(f"{what}: unknown array type {etype}")
+    min_size = struct.calcsize(_GGUF_SCALARS[etype]) if etype in _GGUF_SCALARS else 8
+    if count * min_size > len(self.raw) - self.pos: raise self.error(f"{what}: array of {count} items is truncated")
+    if etype in _GGUF_SCALARS:
+      return list(struct.unpack(f"<{count}{_GGUF_SCALARS[etype][1]}", self.take(count * min_size, what)))
+    return [self.value(etype, what, depth + 1) for _ in range(count)]
 
-def _ggml_f16(lo: Tensor, hi: Tensor) -> Tensor:
-  """float16 values from their two little-endian bytes, as float32."""
-  return (lo.cast(dtypes.uint16) | (hi.cast(dtypes.uint16) << 8)).bitcast(dtypes.float16).cast(dtypes.float32)
+def _ggml_f16(b: Tensor, i: int) -> Tensor:
+  """(blocks, 1) float16 values from bytes i and i + 1 (little-endian) of each block, as float32."""
+  lo, hi = b[:, i].cast(dtypes.uint16), b[:, i + 1].cast(dtypes.uint16)
+  return (lo | (hi << 8)).bitcast(dtypes.float16).cast(dtypes.float32).unsqueeze(1)
 
 def _nibbles(q: Tensor) -> Tensor:
   """(nb, 16) bytes -> (nb, 32) 4-bit values: byte j holds element j (low nibble) and element j + 16 (high nibble)."""
@@ -495,24 +472,23 @@ def _fifth_bits(qh: Tensor) -> Tensor:
 
 # each takes the (blocks, bytes per block) uint8 tensor and returns (blocks, elements per block) float32 values
 def _dequant_q4_0(b: Tensor) -> Tensor:  # d f16, 16 bytes of nibbles: (q - 8) * d
-  return (_nibbles(b[:, 2:18]).cast(dtypes.float32) - 8) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
+  return (_nibbles(b[:, 2:18]).cast(dtypes.float32) - 8) * _ggml_f16(b, 0)
 def _dequant_q4_1(b: Tensor) -> Tensor:  # d f16, m f16, 16 bytes of nibbles: q * d + m
-  d, m = _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1), _ggml_f16(b[:, 2], b[:, 3]).unsqueeze(1)
-  return _nibbles(b[:, 4:20]).cast(dtypes.float32) * d + m
+  return _nibbles(b[:, 4:20]).cast(dtypes.float32) * _ggml_f16(b, 0) + _ggml_f16(b, 2)
 def _dequant_q5_0(b: Tensor) -> Tensor:  # d f16, 4 bytes of fifth bits, 16 bytes of nibbles: (q - 16) * d
   q = (_nibbles(b[:, 6:22]) | _fifth_bits(b[:, 2:6]).flatten(1)).cast(dtypes.float32)
-  return (q - 16) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
+  return (q - 16) * _ggml_f16(b, 0)
 def _dequant_q5_1(b: Tensor) -> Tensor:  # d f16, m f16, 4 bytes of fifth bits, 16 bytes of nibbles: q * d + m
   q = (_nibbles(b[:, 8:24]) | _fifth_bits(b[:, 4:8]).flatten(1)).cast(dtypes.float32)
-  return q * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1) + _ggml_f16(b[:, 2], b[:, 3]).unsqueeze(1)
+  return q * _ggml_f16(b, 0) + _ggml_f16(b, 2)
 def _dequant_q8_0(b: Tensor) -> Tensor:  # d f16, 32 int8: q * d
-  return b[:, 2:].bitcast(dtypes.int8).cast(dtypes.float32) * _ggml_f16(b[:, 0], b[:, 1]).unsqueeze(1)
+  return b[:, 2:].bitcast(dtypes.int8).cast(dtypes.float32) * _ggml_f16(b, 0)
 
 def _dequant_q4_k(b: Tensor, qh: Tensor | None = None) -> Tensor:
   """256 values: d, dmin f16, 12 bytes of 6-bit scales and mins of 8 sub-blocks of 32, (Q5_K: 32 bytes qh, bit s of byte
   l the fifth bit of value l of sub-block s), 128 bytes of nibbles (byte l of chunk j: sub-block 2j low, 2j+1 high)."""
   nb = b.shape[0]
-  d, dmin = _ggml_f16(b[:, 0], b[:, 1]).reshape(nb, 1, 1), _ggml_f16(b[:, 2], b[:, 3]).reshape(nb, 1, 1)
+  d, dmin = _ggml_f16(b, 0).reshape(nb, 1, 1), _ggml_f16(b, 2).reshape(nb, 1, 1)
   s = b[:, 4:16]
   scales = (s[:, 0:4] & 63).cat((s[:, 8:12] & 0xF) | ((s[:, 0:4] >> 6) << 4), dim=1)  # sub-blocks 0-3, then 4-7
   mins = (s[:, 4:8] & 63).cat((s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4), dim=1)
@@ -532,7 +508,7 @@ def _dequant_q6_k(b: Tensor) -> Tensor:
   shifts = Tensor([0, 2, 4, 6], dtype=dtypes.uint8, device=b.device).reshape(1, 1, 4, 1)
   q = (low | (((qh >> shifts) & 3) << 4)).cast(dtypes.float32) - 32
   scales = b[:, 192:208].bitcast(dtypes.int8).cast(dtypes.float32).reshape(nb, 2, 4, 2, 1).expand(nb, 2, 4, 2, 16)
-  return (_ggml_f16(b[:, 208], b[:, 209]).reshape(nb, 1, 1, 1) * scales.reshape(nb, 2, 4, 32) * q).reshape(nb, 256)
+  return (_ggml_f16(b, 208).reshape(nb, 1, 1, 1) * scales.reshape(nb, 2, 4, 32) * q).reshape(nb, 256)
 
 def _dequant_mxfp4(b: Tensor) -> Tensor:  # exponent E, 16 bytes of nibbles (e2m1 codes, doubled): value * 2^(E-128)
   kv = Tensor([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=dtypes.float32, device=b.device)
@@ -559,7 +535,7 @@ def _gguf_tensor_infos(r: _Reader, count: int) -> list[tuple[str, tuple[int, ...
   for i in range(count):
     name = r.string(f"the name of tensor {i}")
     ndims = r.scalar("<I", f"the dims of {name!r}")
-    if ndims > 8: raise ValueError(f"gguf_load: {r.name}: tensor {name!r} has {ndims} dims")
+    if ndims > 8: raise r.error(f"tensor {name!r} has {ndims} dims")
     dims = [r.scalar("<Q", f"the dims of {name!r}") for _ in range(ndims)]
     ggml_type, offset = r.scalar("<I", f"the type of {name!r}"), r.scalar("<Q", f"the offset of {name!r}")
     infos.append((name, tuple(reversed(dims)), ggml_type, offset))  # ggml lists the fastest-varying dim first
@@ -571,21 +547,18 @@ def gguf_load(tensor: Source) -> tuple[dict[str, Any], dict[str, Tensor]]:
   are dequantized to float32."""
   raw, name = _read_source(tensor, "gguf_load")
   r = _Reader(raw, name)
-  if bytes(r.take(4, "the magic")) != b"GGUF": raise ValueError(f"gguf_load: {name}: not a GGUF file (bad magic)")
-  version = r.scalar("<I", "the version")
-  if version not in (2, 3):
-    raise ValueError(f"gguf_load: {name}: GGUF version {version} is not supported (only 2 and 3)")
+  if bytes(r.take(4, "the magic")) != b"GGUF": raise r.error("not a GGUF file (bad magic)")
+  if (version := r.scalar("<I", "the version")) not in (2, 3):
+    raise r.error(f"GGUF version {version} is not supported (only 2 and 3)")
   n_tensors, n_kv = r.scalar("<Q", "the tensor count"), r.scalar("<Q", "the metadata count")
   kv = {}
   for i in range(n_kv):
     key = r.string(f"metadata key {i}")
     kv[key] = r.value(r.scalar("<I", f"the type of {key!r}"), repr(key))
-  if n_tensors * 24 > len(raw) - r.pos:
-    raise ValueError(f"gguf_load: {name}: {n_tensors} tensor infos don't fit in the file (truncated?)")
+  if n_tensors * 24 > len(raw) - r.pos: raise r.error(f"{n_tensors} tensor infos don't fit in the file (truncated?)")
   infos = _gguf_tensor_infos(r, n_tensors)
   alignment = kv.get("general.alignment", 32)
-  if not isinstance(alignment, int) or alignment <= 0:
-    raise ValueError(f"gguf_load: {name}: bad general.alignment {alignment!r}")
+  if not isinstance(alignment, int) or alignment <= 0: raise r.error(f"bad general.alignment {alignment!r}")
   data_start = r.pos + (-r.pos % alignment)
   return kv, {info[0]: _gguf_tensor(raw, name, data_start, *info) for info in infos}
 
