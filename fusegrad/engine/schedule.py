@@ -6,7 +6,7 @@ from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer, Device
 from fusegrad.helpers import dprint, prod, PROGRAM_CACHE, SPLIT_REDUCEOP
-from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, SymInt, flat_index, strides_for_shape, postorder
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, SymInt, flat_index, strides_for_shape, postorder, same_shape
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state
 from fusegrad.engine.state import view_base
@@ -218,8 +218,9 @@ def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
     ret: list[UOp] = [UOp.const(dtypes.index, 0)] * len(in_shape)
     for i, axis in enumerate(n.arg): ret[axis] = idxs[i]
     return ret, None
-  if n.op is Ops.EXPAND: return [UOp.const(dtypes.index, 0) if s == 1 and not type(s) is type(o) is SymInt else i
-                                 for i, s, o in zip(idxs, in_shape, n.shape)], None  # (a Variable's 1: not broadcast)
+  if n.op is Ops.EXPAND:  # (a Variable's length of 1 kept: not a broadcast)
+    return [UOp.const(dtypes.index, 0) if s == 1 and (type(s) is not SymInt or not same_shape((s,), (o,))) else i
+            for i, s, o in zip(idxs, in_shape, n.shape)], None
   if n.op is Ops.SHRINK: return [i + b for i, (b, _) in zip(idxs, n.arg)], None
   if n.op is Ops.FLIP: return [(s - 1) - i if f else i for i, s, f in zip(idxs, in_shape, n.arg)], None
   if n.op is Ops.PAD:
