@@ -25,7 +25,8 @@ def resolve_view(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
   return state.resolve(n, becomes.get)
 
 def _same(x: UOp) -> UOp: return x
-def _expands(n: UOp) -> bool: return n.op is Ops.EXPAND and n.size > n.src[0].size
+def _expands(n: UOp) -> bool:  # (to a Variable's length: at any value, even where it is 1 now)
+  return n.op is Ops.EXPAND and (n.size > n.src[0].size or any(type(s) is SymInt for s in n.shape))
 
 # *** deciding which nodes become buffers ***
 def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
