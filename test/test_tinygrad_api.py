@@ -149,3 +149,19 @@ def test_tensor_const_and_max_shape():
   assert prof.profile.getstats(), "nothing was profiled"
   i = fusegrad.Variable("i", 0, 2).bind(1)
   with pytest.raises(RuntimeError, match="linear_with_vars"): fusegrad.Tensor.empty(4, 2)[i:i + 2].schedule_linear()
+
+def test_pooling_with_dilation_0_samples_as_tinygrad():
+  """max_pool2d(stride=2, dilation=0): every window is k copies of one element, a strided sample (tinygrad's
+  autoencoder example pools so); torch refuses a zero dilation, and so does fusegrad's conv2d. Values and max_pool2d's
+  gradient are tinygrad's."""
+  data = np.random.default_rng(0).standard_normal((2, 3, 7, 6)).astype(np.float32)
+  for kw in ({"stride": 2, "dilation": 0}, {"kernel_size": 3, "stride": (2, 1), "dilation": (0, 1)}):
+    for op in ("max_pool2d", "avg_pool2d"):
+      ours, theirs = fusegrad.Tensor(data), tinygrad.Tensor(data)  # (each fills .grad of every float tensor)
+      a, b = getattr(ours, op)(**kw), getattr(theirs, op)(**kw)
+      np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+      a.square().sum().backward()
+      b.square().sum().backward()
+      np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+  with pytest.raises(fusegrad.mixin.elementwise.ArgumentError, match="dilation"):
+    fusegrad.Tensor.ones(1, 3, 5, 5).conv2d(fusegrad.Tensor.ones(4, 3, 3, 3), dilation=0)

@@ -62,8 +62,8 @@ class ConvMixin:
     n = len(k_)
     if self.ndim < n: raise ShapeError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
     s_, d_ = _tuple(stride, n, "stride", op), _tuple(dilation, n, "dilation", op)
-    if any(v <= 0 for v in k_ + s_ + d_):
-      raise ArgumentError(f"{op}: kernel {k_}, stride {s_}, dilation {d_} must be positive")
+    if any(v <= 0 for v in k_ + s_) or any(d < 0 for d in d_):  # (dilation 0: k copies of one element, as tinygrad's)
+      raise ArgumentError(f"{op}: kernel {k_}, stride {s_} must be positive, dilation {d_} at least 0")
     pre, i_ = self.shape[:-n], self.shape[-n:]
     o_ = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_))
     if any(o <= 0 for o in o_):
@@ -121,6 +121,7 @@ class ConvMixin:
     if bias is not None and bias.shape != (cout,):
       raise ShapeError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
     s_, d_ = _tuple(stride, n, "stride", "conv2d"), _tuple(dilation, n, "dilation", "conv2d")
+    if 0 in d_: raise ArgumentError(f"conv2d: dilation {d_} must be positive")  # (torch's; pooling takes 0, as tinygrad)
     if padding == "valid": padding = 0
     elif padding == "same":
       if any(s != 1 for s in s_): raise ArgumentError("conv2d: padding='same' needs stride 1")
@@ -187,8 +188,8 @@ class ConvMixin:
     n = len(k_)
     s_ = k_ if stride is None or stride == () or stride == [] else _tuple(stride, n, "stride", op)
     d_, pads = _tuple(dilation, n, "dilation", op), _resolve_pads(padding, n, op)
-    if any(v <= 0 for v in k_ + s_ + d_):
-      raise ArgumentError(f"{op}: kernel {k_}, stride {s_}, dilation {d_} must be positive")
+    if any(v <= 0 for v in k_ + s_) or any(d < 0 for d in d_):  # (dilation 0: a strided sample, tinygrad's examples)
+      raise ArgumentError(f"{op}: kernel {k_}, stride {s_} must be positive, dilation {d_} at least 0")
     if self.ndim < n: raise ShapeError(f"{op}: kernel {k_} needs at least {n} axes, input has shape {self.shape}")
     if any(max(p) * 2 > d * (k - 1) + 1 for p, k, d in zip(pads, k_, d_)):
       raise ArgumentError(f"{op}: padding {padding!r} must be at most half the (dilated) kernel {k_}")
