@@ -121,7 +121,7 @@ class ConvMixin:
     if bias is not None and bias.shape != (cout,):
       raise ShapeError(f"conv2d: bias shape {bias.shape} should be ({cout},)")
     s_, d_ = _tuple(stride, n, "stride", "conv2d"), _tuple(dilation, n, "dilation", "conv2d")
-    if 0 in d_: raise ArgumentError(f"conv2d: dilation {d_} must be positive")  # (torch's; pooling takes 0, as tinygrad)
+    if 0 in d_: raise ArgumentError(f"conv2d: dilation {d_} must be positive")  # (as torch; pooling takes 0: tinygrad)
     if padding == "valid": padding = 0
     elif padding == "same":
       if any(s != 1 for s in s_): raise ArgumentError("conv2d: padding='same' needs stride 1")
