@@ -94,8 +94,8 @@ def postorder(roots: Sequence[UOp], below: Callable[[UOp], tuple[UOp, ...]]) -> 
   return visited
 def _sources(n: UOp) -> tuple[UOp, ...]: return n.src
 
-def same_shape(a: tuple, b: tuple) -> bool:  # equal sizes, symbolic in the same places (a SymInt == its value)
-  return a == b and all(getattr(x, "expr", None) is getattr(y, "expr", None) for x, y in zip(a, b))
+def same_shape(a: tuple, b: tuple) -> bool:  # equal sizes, symbolic in the same places (a SymInt == its value, but
+  return a == b and hash(a) == hash(b)  # it hashes with its expression: fast, and a collision only loses symbolism)
 
 class UOp:
   """An immutable, hash-consed node. Build with UOp(op, dtype, src, arg); equal parts give the same object."""
