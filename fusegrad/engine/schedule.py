@@ -6,7 +6,8 @@ from typing import Callable
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer, Device
 from fusegrad.helpers import dprint, prod, PROGRAM_CACHE, SPLIT_REDUCEOP
-from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, SymInt, flat_index, strides_for_shape, postorder, same_shape
+from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, SymInt, flat_index, strides_for_shape, postorder
+from fusegrad.uop.ops import same_shape, size_one, symbolic
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state
 from fusegrad.engine.state import view_base
@@ -26,7 +27,7 @@ def resolve_view(n: UOp, becomes: dict[UOp, UOp]) -> UOp:
 
 def _same(x: UOp) -> UOp: return x
 def _expands(n: UOp) -> bool:  # (to a Variable's length: at any value, even where it is 1 now)
-  return n.op is Ops.EXPAND and (n.size > n.src[0].size or any(type(s) is SymInt for s in n.shape))
+  return n.op is Ops.EXPAND and (n.size > n.src[0].size or symbolic(n.shape))
 
 # *** deciding which nodes become buffers ***
 def find_realizes(outs: list[UOp], nodes: list[UOp], becomes: dict[UOp, UOp],
@@ -211,8 +212,8 @@ def movement_index(n: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]:
   """The indices into n.src[0] that element idxs of the movement op n reads, and when that element is valid."""
   in_shape, valid = n.src[0].shape, None
   if n.op is Ops.RESHAPE:
-    flat, sym = flat_index(idxs, n.shape), any(type(s) is SymInt for s in (*n.shape, *in_shape))
-    return [UOp.const(dtypes.index, 0) if s == 1 and type(s) is not SymInt else flat // st  # (flat < size: a mod by
+    flat, sym = flat_index(idxs, n.shape), symbolic((*n.shape, *in_shape))
+    return [UOp.const(dtypes.index, 0) if size_one(s) else flat // st  # (flat < size: a mod by
             if i == 0 and sym else (flat // st) % s  # a value would differ with the Variable)
             for i, (st, s) in enumerate(zip(strides_for_shape(in_shape), in_shape))], None
   if n.op is Ops.PERMUTE:
@@ -270,7 +271,7 @@ class KernelBuilder:
     ret = []
     for i, s in enumerate(shape):
       sym = type(s) is SymInt  # (a length from a Variable: a loop to it at every value, never split or launched across)
-      if (s == 1 and not sym) or (axes is not None and i not in axes): ret.append(UOp.const(dtypes.index, 0))
+      if size_one(s) or (axes is not None and i not in axes): ret.append(UOp.const(dtypes.index, 0))
       else:
         ret.append(UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, s),),
                        (self.next_range, AxisType.LOOP if sym and kind is AxisType.GLOBAL else kind)))

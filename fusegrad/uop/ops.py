@@ -94,6 +94,8 @@ def postorder(roots: Sequence[UOp], below: Callable[[UOp], tuple[UOp, ...]]) -> 
   return visited
 def _sources(n: UOp) -> tuple[UOp, ...]: return n.src
 
+def size_one(s: int) -> bool: return s == 1 and type(s) is not SymInt  # 1 at every value (a Variable's 1 isn't)
+def symbolic(shape: tuple) -> bool: return any(type(s) is SymInt for s in shape)  # a length from a Variable in it
 def same_shape(a: tuple, b: tuple) -> bool:  # equal sizes, symbolic in the same places (a SymInt == its value, but
   return a == b and hash(a) == hash(b)  # it hashes with its expression: fast, and a collision only loses symbolism)
 
@@ -202,7 +204,7 @@ class UOp:
     return UOp(Ops.WHERE, x.dtype, (self, x, y))
   def r(self, op: Ops, axis: tuple[int, ...]) -> UOp:
     """Reduce over axes, keeping them as size 1 (the lazy-graph REDUCE_AXIS)."""
-    axis = tuple(sorted(a for a in axis if self.shape[a] != 1 or type(self.shape[a]) is SymInt))  # (v: a loop at any)
+    axis = tuple(sorted(a for a in axis if not size_one(self.shape[a])))
     if not axis: return self
     if any(self.shape[a] == 0 for a in axis):  # nothing to reduce: the identity, never a zero-size loop in a kernel
       identity = {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype))
@@ -229,7 +231,7 @@ class UOp:
     if prod(shape) != self.size:
       raise ValueError(f"reshape: can't reshape {self.shape} ({self.size} elements) to {shape}")
     # to a Variable length: of what was reshaped, so strides follow it (a (3, k) buffer read at r0 * v + r1 for any k)
-    if self.op is Ops.RESHAPE and any(type(s) is SymInt for s in shape): return self.src[0].reshape(shape)
+    if self.op is Ops.RESHAPE and symbolic(shape): return self.src[0].reshape(shape)
     return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
   def permute(self, order: tuple[int, ...]) -> UOp:
     order = tuple(order)
@@ -525,7 +527,7 @@ def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
   """Row-major strides, 0 for size-1 axes."""
   strides, acc = [], 1
   for s in reversed(shape):
-    strides.append(acc if s != 1 or type(s) is SymInt else 0)  # (a Variable's length is a loop at every value)
+    strides.append(0 if size_one(s) else acc)
     acc *= s
   return tuple(reversed(strides))
 
