@@ -149,6 +149,10 @@ class Buffer:
       if self._pending is not None: allocator.copyin(self._buf, memoryview(self._pending))
       self._pending = None
     return self
+  def share(self, base: Buffer, offset: int) -> None:
+    """Use base's memory from byte offset instead of allocating (engine/memory.py): for a buffer never allocated."""
+    assert self._buf is None and self._base is None and base._base is None and offset + self.nbytes <= base.nbytes
+    self._base, self.offset = base, offset
   def copyin_later(self, data: bytes) -> Buffer:
     """copyin when first used: until then nothing is allocated (a tensor of data never used holds no device memory)."""
     self._pending = data

@@ -158,6 +158,8 @@ CACHE_DIR = ContextVar("XDG_CACHE_HOME", "", "user cache directory (default ~/.c
 MNIST_DIR = ContextVar("MNIST_DIR", "", "a local folder holding the MNIST .gz files (skips the download)")
 FASHION_MNIST_DIR = ContextVar("FASHION_MNIST_DIR", "", "a local folder holding the Fashion-MNIST .gz files")
 CHECK_INDEX = ContextVar("CHECK_INDEX", 1, "0: out-of-range tensor indices read 0 instead of raising IndexError")
+NO_MEMORY_PLANNER = ContextVar("NO_MEMORY_PLANNER", 0, "1: a schedule's intermediates each get memory of their own, "
+                               "none shared (engine/memory.py)")
 SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 512, "schedules kept for reuse by graphs of the same structure (0: none)")
 PROGRAM_CACHE = ContextVar("PROGRAM_CACHE", 256, "compiled kernels kept loaded per process (least recently used go)")
 SPLIT_REDUCEOP = ContextVar("SPLIT_REDUCEOP", 1, "1: a reduce of >= 32768 elements into < 64 outputs runs as two "

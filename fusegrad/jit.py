@@ -181,10 +181,16 @@ class TinyJit(Generic[ReturnType]):
   def free_intermediates(self) -> None:
     """Free the buffers the kernels write that no node holds (intermediates); the next replay allocates them again."""
     with RUN_LOCK:  # (not while another thread replays)
-      bases = {id(ei.bufs[0].base): ei.bufs[0].base for ei in self.jit_cache}
-      held = {id(r.base if isinstance(r, Buffer) else r.arg.base) for r in gc.get_referrers(*bases.values())
-              if type(r) is Buffer or (type(r) is UOp and r.op is Ops.BUFFER)}  # (a Buffer referring to one: a view)
+      written = {id(ei.bufs[0]): ei.bufs[0] for ei in self.jit_cache}  # (views: of memory.plan's arena, mostly)
+      bases = {id(b.base): b.base for b in written.values()}
+      refs = gc.get_referrers(*written.values(), *bases.values())
+      # held: a node names the buffer or one of the written views of it, or another view of it exists
+      named = {id(r.arg) for r in refs if type(r) is UOp and r.op is Ops.BUFFER}
+      held = {id(b.base) for b in written.values() if id(b) in named} | (named & bases.keys()) | \
+             {id(r.base) for r in refs if type(r) is Buffer and id(r) not in written}
       for b in (b for b in bases.values() if id(b) not in held): b.deallocate()
+      for v in written.values():  # (a view's handle points into its base's old memory)
+        if v._base is not None and id(v._base) not in held: v._buf = None
       self._plan_cache = None  # (its launches hold the old memory)
 
   def __getstate__(self) -> dict:

@@ -243,3 +243,100 @@ def test_an_eager_loop_over_fixed_float_tensors_keeps_memory_flat():
   np.testing.assert_allclose(lin.weight.numpy(), tlin.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(X.grad.numpy(), tX.grad.numpy(), rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(Y.grad.numpy(), tY.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+# *** memory planning (engine/memory.py): a schedule's intermediates share memory ***
+
+@pytest.fixture
+def plan_all(monkeypatch):
+  """Plan buffers of every size (1 MB and up otherwise), so small tests share memory (each takes 4 KB at least); the
+  peak bytes allocated."""
+  from fusegrad import device
+  from fusegrad.engine import memory
+  monkeypatch.setattr(memory, "PLAN_FROM", 0)
+  peak, allocate = [0], device.Buffer.allocate
+  def counting(self):
+    ret = allocate(self)
+    peak[0] = max(peak[0], GlobalCounters.mem_used)
+    return ret
+  monkeypatch.setattr(device.Buffer, "allocate", counting)
+  return peak
+
+def _train(planner: bool, peak: list[int]) -> tuple[list[float], list[np.ndarray], list[int]]:
+  """Losses and parameters of 3 eager steps and 4 TinyJit steps of a small model (a conv, batch norm, three attention
+  layers, Adam), and the peak bytes allocated during the first step and the capture."""
+  Tensor.manual_seed(0)
+  conv, bn = nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm(8)
+  layers = [(nn.Linear(16, 48), nn.LayerNorm(16), nn.Linear(16, 16)) for _ in range(3)]
+  params = nn.state.get_parameters([conv, bn, layers])
+  opt = nn.optim.Adam(params, lr=1e-2)
+  rng = np.random.default_rng(0)
+  X, Y = Tensor(rng.standard_normal((32, 1, 16, 16)).astype(np.float32)), Tensor(rng.integers(0, 10, 32))
+  def step() -> Tensor:
+    opt.zero_grad()
+    x = bn(conv(X)).relu().reshape(32, 8 * 16, 16)
+    for qkv, norm, out in layers:
+      q, k, v = qkv(norm(x)).chunk(3, dim=-1)
+      x = x + out(q.scaled_dot_product_attention(k, v))
+    loss = x.mean(1)[:, :10].sparse_categorical_crossentropy(Y)
+    loss.backward()
+    opt.step()
+    return loss
+  jit, losses, peaks = TinyJit(step), [], []
+  with Context(NO_MEMORY_PLANNER=int(not planner)), Tensor.train():
+    for i in range(7):
+      gc.collect()
+      peak[0] = before = GlobalCounters.mem_used
+      losses.append((step() if i < 3 else jit()).item())
+      if i in (0, 4): peaks.append(peak[0] - before)
+  return losses, [p.numpy() for p in params], peaks
+
+def test_a_training_step_shares_memory_and_trains_the_same(plan_all):
+  # the same kernels on the same values: bit for bit the same losses and parameters, in less memory (the activations
+  # the backward reads stay; the temporaries of the forward and the backward take turns)
+  (want, want_params, unplanned), (got, got_params, planned) = _train(False, plan_all), _train(True, plan_all)
+  assert got == want
+  for a, b in zip(got_params, want_params): np.testing.assert_array_equal(a, b)
+  assert all(p < u for p, u in zip(planned, unplanned)), (planned, unplanned)
+
+def test_a_value_a_live_tensor_holds_keeps_its_buffer(plan_all):
+  # an intermediate a live tensor names is read later without computing it again; one that only a lazy tensor of
+  # another dtype reaches is computed again when read (its memory went to other values)
+  rng = np.random.default_rng(0)
+  x, w, w2 = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in ((8, 16), (16, 16), (16, 4)))
+  h = (x @ w).relu().contiguous()
+  a = (x @ w2) * 3
+  mask = (a > 0).contiguous_backward()  # (bool: not among the tensors the planner looks at)
+  del a
+  out = ((h @ w2).exp() + (x @ w2) * 3 * 2).sum()
+  out.realize()
+  kernels = GlobalCounters.kernel_count
+  np.testing.assert_allclose(h.numpy(), np.maximum(x.numpy() @ w.numpy(), 0), rtol=1e-5)
+  assert GlobalCounters.kernel_count == kernels  # h was stored, not computed again
+  np.testing.assert_array_equal(mask.numpy(), x.numpy() @ w2.numpy() * 3 > 0)
+
+def test_backward_after_a_planned_realize_reads_what_it_needs(plan_all):
+  # loss.item() before backward: autograd keeps the forward graph (STATE.lazy_defs), so its stored values stay
+  import torch
+  rng = np.random.default_rng(1)
+  xs, ws = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 16)).astype(np.float32)
+  w, tw = Tensor(ws, requires_grad=True), torch.tensor(ws, requires_grad=True)
+  loss = ((Tensor(xs) @ w).relu() @ w).tanh().sum()
+  tloss = ((torch.tensor(xs) @ tw).relu() @ tw).tanh().sum()
+  np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+  loss.backward()
+  tloss.backward()
+  np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+def test_free_intermediates_frees_the_shared_memory(plan_all):
+  # the capture's intermediates share one block (a view each): free_intermediates frees the block, the next replay
+  # allocates it again and points the views at it
+  w = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)).realize()
+  jit = TinyJit(lambda x: ((x @ w).exp2().contiguous() @ w).relu().sum(axis=0).realize())
+  xs = [np.full((4, 4), i / 8, np.float32) for i in range(5)]
+  def want(x): return np.maximum(np.exp2(x @ w.numpy()) @ w.numpy(), 0).sum(axis=0)
+  for x in xs[:3]: np.testing.assert_allclose(jit(Tensor(x)).numpy(), want(x), rtol=1e-5)
+  assert any(ei.bufs[0]._base is not None for ei in jit.captured.jit_cache)  # (planned)
+  before = GlobalCounters.mem_used
+  jit.captured.free_intermediates()
+  assert GlobalCounters.mem_used < before
+  for x in xs[3:]: np.testing.assert_allclose(jit(Tensor(x)).numpy(), want(x), rtol=1e-5)

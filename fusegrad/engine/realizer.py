@@ -5,7 +5,8 @@ import gc, weakref
 from typing import Any, Sequence
 from fusegrad.device import Buffer
 from fusegrad.uop.ops import UOp, Ops
-from fusegrad.engine import state, multi, schedule as engine_schedule, cache as engine_cache, realize as engine_realize
+from fusegrad.engine import state, multi, memory, schedule as engine_schedule, cache as engine_cache
+from fusegrad.engine import realize as engine_realize
 from fusegrad.engine.state import STATE, MAY_FOLLOW
 
 def realize_all(tensors: Sequence[Any]) -> None:
@@ -115,6 +116,7 @@ def _realize(todo: list[Any]) -> list[Any]:
   items = engine_realize.lower_schedule(sched.items)
   state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not resolve(t, sched.becomes)]
+  memory.plan(items, sched.becomes, todo)  # (after resolve: what tensors hold now decides what may share memory)
   overwritten = sched.overwritten
   del sched  # drop the old nodes: what else still refers to an overwritten version decides if it's copied aside
   def copy_aside(dest: Buffer, src: Buffer) -> Any:

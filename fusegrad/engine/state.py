@@ -221,8 +221,11 @@ def _reads_input(n: UOp, known: dict[UOp, bool]) -> bool:
 
 def forget(bufs: set[Buffer]) -> None:
   """Drop the values stored in bufs (a schedule that failed before filling them)."""
-  for n, entry in list(memo.items()):
-    if view_base(entry.view).arg in bufs: memo.pop(n, None)
+  forget_nodes([n for n, entry in memo.items() if view_base(entry.view).arg in bufs])
+
+def forget_nodes(nodes: list[UOp]) -> None:
+  """Drop the stored values of nodes (memory.plan: their memory holds other values later): computed again if asked."""
+  for n in nodes: memo.pop(n, None)
 
 def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], items: list[Any],
                     copy_item: Callable[[Buffer, Buffer], Any]) -> list[Any]:
