@@ -568,10 +568,11 @@ def _pow_rule(b: Tensor, e: Tensor, ret: Tensor, scalar: int | float | None = No
   d/db = e * b ** (e - 1), 0 where e is 0; d/de = b ** e * ln b, 0 where b is 0 and e >= 0. A Python number
   exponent (scalar) takes b ** (scalar - 1) by the number's own path (sqrt, rsqrt, products), as torch."""
   if not dtypes.is_float(ret.dtype) or ret.uop is b.uop: return ret  # b ** 1 is b: its own derivative is right
+  T = type(b)  # (the rule lives with the graph: it holds no tensor, whose .grad backward would fill)
   def rule(g: UOp, n: UOp, bu: UOp, eu: UOp) -> tuple[UOp, UOp]:
-    bt, et, gt = type(b)(bu), type(b)(eu), type(b)(g)
+    bt, et, gt = T(bu), T(eu), T(g)
     db = (et == 0).where(0.0, gt * et * bt.pow(et - 1 if scalar is None else scalar - 1))
-    de = ((bt == 0) & (et >= 0)).where(0.0, gt * type(b)(n) * bt.log())
+    de = ((bt == 0) & (et >= 0)).where(0.0, gt * T(n) * bt.log())
     return db.uop, de.uop
   return b._new(with_rule(ret.uop, (b.uop, e.uop), rule), e)  # requires grad as b ** e does
 

@@ -82,8 +82,9 @@ class LossMixin:
     """-(y log x + (1 - y) log(1 - x)) for probabilities x, the logs clamped at -100 as in torch."""
     if Y.shape != self.shape: raise ShapeError(f"binary_crossentropy: target {Y.shape} and input {self.shape} differ")
     loss = -(Y * self.log().clip(-100) + (1 - Y) * (1 - self).log().clip(-100))
+    T = type(self)  # (not self in the rule, which lives with the graph)
     def rule(g: UOp, n: UOp, xu: UOp, yu: UOp) -> tuple[UOp, UOp]:  # torch's: finite where x is 0 or 1 (not 0 * inf)
-      x, y, gt = type(self)(xu), type(self)(yu), type(self)(g)
+      x, y, gt = T(xu), T(yu), T(g)
       return (gt * (x - y) / (x * (1 - x)).maximum(1e-12)).uop, (gt * ((1 - x).log() - x.log())).uop
     return _reduction(loss._new(with_rule(loss.uop, (self.uop, Y.uop), rule), Y), reduction, "binary_crossentropy")
 

@@ -191,15 +191,17 @@ class BatchNorm:
   def _with_rule(self, x: Tensor, out: Tensor) -> Tensor:
     """out (x normalized with its own batch statistics), differentiated as torch does: two per-channel sums of the
     output gradient instead of the primitives' four (docs/developer/autograd.md)."""
-    axes, n, params = tuple(a for a in range(x.ndim) if a != 1), x.numel() // x.shape[1], (self.weight, self.bias)
+    # (the rule lives as long as the graph: it keeps numbers, not x, whose .grad backward fills)
+    ndim, n, params = x.ndim, x.numel() // x.shape[1], (self.weight, self.bias)
+    axes = tuple(a for a in range(ndim) if a != 1)
     def rule(g: UOp, _: UOp, xu: UOp, *ps: UOp) -> tuple[UOp, ...]:
       dy, xt, weight = Tensor(g), Tensor(xu), Tensor(ps[0]) if self.weight is not None else None
       mean, var = self.calc_stats(xt)
-      invstd = _channel_view((var + self.eps).rsqrt(), x.ndim)
-      xhat = (xt - _channel_view(mean, x.ndim)) * invstd
+      invstd = _channel_view((var + self.eps).rsqrt(), ndim)
+      xhat = (xt - _channel_view(mean, ndim)) * invstd
       s1, s2 = dy.sum(axes), (dy * xhat).sum(axes)
-      dx = (dy - (_channel_view(s1, x.ndim) + xhat * _channel_view(s2, x.ndim)) * (1 / n)) * invstd
-      if weight is not None: dx = dx * _channel_view(weight, x.ndim)
+      dx = (dy - (_channel_view(s1, ndim) + xhat * _channel_view(s2, ndim)) * (1 / n)) * invstd
+      if weight is not None: dx = dx * _channel_view(weight, ndim)
       return (dx.uop, *([s2.uop] if self.weight is not None else []), *([s1.uop] if self.bias is not None else []))
     return out._new(with_rule(out.uop, (x.uop, *[p.uop for p in params if p is not None]), rule), x)
 
