@@ -83,10 +83,8 @@ def basic_index(t: Tensor, indices: Any) -> tuple[Tensor, list[tuple[int, Tensor
   ellipses = [k for k, i in enumerate(idx_list) if i is Ellipsis]  # by identity: == on a Tensor is elementwise
   if len(ellipses) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
   if len(consuming) > t.ndim: raise IndexError(f"index: too many indices for tensor of shape {t.shape}")
-  if ellipses:
-    e = ellipses[0]
-    idx_list = idx_list[:e] + [slice(None)] * (t.ndim - len(consuming)) + idx_list[e + 1:]
-  else: idx_list = idx_list + [slice(None)] * (t.ndim - len(consuming))
+  e = ellipses[0] if ellipses else len(idx_list)  # the axes not indexed: full slices at the ellipsis, else at the end
+  idx_list = idx_list[:e] + [slice(None)] * (t.ndim - len(consuming)) + idx_list[e + 1:]
 
   # ints always select (as torch: x[1, :, idx] indexes a tensor with the first axis gone), so only tensors are advanced
   x, axis = t, 0
@@ -121,16 +119,11 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   """x[..., start:stop:step, ...] on one axis, as views (a negative step flips first)."""
   size = x.shape[axis]
   start, stop, step = i.indices(size)
-  if step > 0:
-    n = max(0, (stop - start + step - 1) // step)
-    span = (start, start + (n - 1) * step + 1) if n else (0, 0)
-  else:
-    n = max(0, (start - stop - step - 1) // -step)
-    x = x.flip(axis)
-    first = size - 1 - start
-    span = (first, first + (n - 1) * -step + 1) if n else (0, 0)
+  if step < 0: x, start, stop, step = x.flip(axis), size - 1 - start, size - 1 - stop, -step  # walk the flip forward
+  n = max(0, (stop - start + step - 1) // step)
+  span = (start, start + (n - 1) * step + 1) if n else (0, 0)
   x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
-  return _stride(x, axis, abs(step))
+  return _stride(x, axis, step)
 
 # windows at a Variable position cut by shrink: the window's node -> (the node it was cut from, the ranges), so that
 # assign() writes through the window into that tensor's buffer, as it does through a plain shrink (a view)
@@ -214,14 +207,12 @@ def _split_long_axes(x: Tensor, tensor_idx: list[tuple[int, Tensor]]) -> tuple[T
     idx = (idx < 0).where(idx + n, idx)
     idx = (idx < n).where(idx, -1)  # past the end (into the padding): out of range, as below
     hi, lo = (idx < 0).where(-1, idx // SPLIT), (idx < 0).where(-1, idx % SPLIT)
-    later = [(b + 1 if b > a else b, i) for b, i in tensor_idx[k + 1:]]
-    shifted = [(b + 1 if b > a else b, i) for b, i in tensor_idx[:k]]
-    return _split_long_axes(x, shifted + [(a, hi), (a + 1, lo)] + later)
+    moved = [(b + 1 if b > a else b, i) for b, i in tensor_idx]  # the axes after a move up one
+    return _split_long_axes(x, moved[:k] + [(a, hi), (a + 1, lo)] + moved[k + 1:])
   return x, tensor_idx
 
 def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = True) -> Tensor:
-  """x indexed by integer tensors on some axes (torch's rules for where the new axes go). check: add the bounds checks
-  (see check_indices)."""
+  """x indexed by integer tensors on some axes (torch's rules place the new axes); check: add check_indices' checks."""
   checked = [(idx, x.shape[a]) for a, idx in tensor_idx]
   x, tensor_idx = _split_long_axes(x, tensor_idx)
   axes = [a for a, _ in tensor_idx]
@@ -242,9 +233,7 @@ def _advanced(x: Tensor, tensor_idx: list[tuple[int, Tensor]], check: bool = Tru
   for idx, n in checked if check else []: mask = check_indices(mask, idx, n, "getitem")  # backward reads it too
   nb, nr = len(bshape), len(rest)
   before, order = _layout(tensor_idx, rest, nb)
-  xp = x.permute(rest + axes)
-  rest_shape = tuple(x.shape[a] for a in rest)
-  xp = xp.reshape(*rest_shape, *[1] * nb, *(x.shape[a] for a in axes))
+  xp = x.permute(rest + axes).reshape(*(x.shape[a] for a in rest), *[1] * nb, *(x.shape[a] for a in axes))
   xp = xp.permute(order + list(range(nr + nb, xp.ndim)))
   mask = mask.reshape(*[1] * before, *bshape, *[1] * (nr - before), *mask.shape[nb:])
   picked = mask.where(xp, type(x)(0, dtype=x.dtype, device=x.device))

@@ -40,8 +40,7 @@ class LinalgMixin:
     `Tensor([[3.0, 1.0], [4.0, 2.0]]).qr()[1].tolist()` is about [[-5.0, -2.2], [0.0, -0.4]]."""
     if mode not in ("reduced", "complete"): raise ArgumentError(f"qr: mode must be 'reduced' or 'complete': {mode!r}")
     r = self._matrix_float("qr")
-    m, n = r.shape[-2:]
-    batch = r.shape[:-2]
+    (m, n), batch = r.shape[-2:], r.shape[:-2]
     q = type(self).eye(m, dtype=r.dtype, device=r.device).reshape((1,) * len(batch) + (m, m)).expand(*batch, m, m)
     for j in range(min(m - 1, n)):
       x = r[..., j:, j]  # the column below (and on) the diagonal
@@ -54,8 +53,7 @@ class LinalgMixin:
       r = r - 2 * v.unsqueeze(-1) * (v.unsqueeze(-2) @ r)
       q = q - 2 * (q @ v.unsqueeze(-1)) * v.unsqueeze(-2)
     r = r.triu()
-    if mode == "complete" or m <= n: return q, r
-    return q[..., :, :n], r[..., :n, :]
+    return (q, r) if mode == "complete" or m <= n else (q[..., :, :n], r[..., :n, :])
 
   def svd(self: Tensor, full_matrices: bool = True, sweeps: int = 8) -> tuple[Tensor, Tensor, Tensor]:
     """U, S, Vh with self = U @ diag(S) @ Vh, S descending, as torch.linalg.svd (signs of singular vectors may

@@ -69,8 +69,7 @@ def _split_sizes(formula: str, left: list[tuple[str, ...]], shape: tuple[int, ..
   """The size of every name on the left side: given in `sizes`, or inferred from the axis it splits."""
   out: dict[str, int] = {}
   for group, dim in zip(left, shape):
-    unknown = [n for n in group if n not in sizes]
-    known = prod(sizes[n] for n in group if n in sizes)
+    unknown, known = [n for n in group if n not in sizes], prod(sizes[n] for n in group if n in sizes)
     where = f"axis ({' '.join(group)}) of size {dim} (shape {shape})"
     if len(unknown) > 1: raise ArgumentError(f"rearrange {formula!r}: give the sizes of all but one of {where}")
     if unknown and (known == 0 or dim % known):
@@ -107,8 +106,7 @@ def _rearrange_plan(formula: str, shape: tuple[int, ...], sizes: dict[str, int])
   size_of = _split_sizes(formula, left_groups, shape, sizes)
   split = [n for g in left_groups for n in g]
   order = tuple(split.index(n) for g in right_groups for n in g)
-  final = tuple(prod(size_of[n] for n in g) for g in right_groups)
-  return tuple(size_of[n] for n in split), order, final
+  return tuple(size_of[n] for n in split), order, tuple(prod(size_of[n] for n in g) for g in right_groups)
 
 class MovementMixin:
   __slots__ = ()
@@ -167,8 +165,7 @@ class MovementMixin:
     if all(isinstance(p, int) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim:
         raise ShapeError(f"pad: bad flat padding {tuple(padding)} for {self.shape}")
-      pairs = [(0, 0)] * self.ndim
-      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
+      pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + list(zip(padding[::2], padding[1::2]))[::-1]
     else:
       if len(padding) != self.ndim: raise ShapeError(f"pad: {len(padding)} pairs for {self.ndim} axes")
       pairs = [(0, 0) if p is None else tuple(p) for p in padding]
@@ -217,8 +214,7 @@ class MovementMixin:
       elif mode == "circular":
         if b > n or a > n: raise UnsupportedError(f"pad: circular padding {(b, a)} must be <= size {n}")
         parts = [take(n - b, n), x, take(0, a)]
-      parts = [p for p in parts if p.shape[axis] > 0]
-      x = parts[0].cat(*parts[1:], dim=axis)
+      x = type(x).cat(*[p for p in parts if p.shape[axis] > 0], dim=axis)
     return x
   def flip(self: Tensor, axis: Any, *args: Any) -> Tensor:
     """Reverse the order along the given axes."""
@@ -226,10 +222,8 @@ class MovementMixin:
     return self._view(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
     """Swap two axes: `x.transpose(0, 1)`."""
-    order = list(range(self.ndim))
     a, b = _resolve_axis(dim0, self.ndim, "transpose"), _resolve_axis(dim1, self.ndim, "transpose")
-    order[a], order[b] = order[b], order[a]
-    return self.permute(order)
+    return self.permute([b if i == a else a if i == b else i for i in range(self.ndim)])
   @property
   def T(self: Tensor) -> Tensor:
     """All axes reversed (the transpose of a matrix)."""; return self.permute(tuple(reversed(range(self.ndim))))
@@ -277,15 +271,12 @@ class MovementMixin:
     for t in tensors:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise ShapeError(f"cat: shapes {[x.shape for x in tensors]} don't match outside dim {d}")
-    dt = least_upper_dtype(*(t.dtype for t in tensors))
-    total, out, offset = sum(t.shape[d] for t in tensors), None, 0
-    for t in tensors:
-      around = (offset, total - offset - t.shape[d])
-      piece = t.cast(dt).pad(tuple(around if i == d else (0, 0) for i in range(self.ndim)))
-      out = piece if out is None else out + piece
-      offset += t.shape[d]
-    assert out is not None
-    return out
+    dt, total = least_upper_dtype(*(t.dtype for t in tensors)), sum(t.shape[d] for t in tensors)
+    starts = itertools.accumulate((t.shape[d] for t in tensors), initial=0)  # (zip stops at the last tensor)
+    # each tensor zero-padded to its place in the result: their sum is the concatenation
+    pieces = [t.cast(dt).pad(tuple((s, total - s - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
+              for t, s in zip(tensors, starts)]
+    return sum(pieces[1:], pieces[0])
   def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
     """Join tensors along a new axis: Tensor.stack(a, b, dim=1), a.stack(b) or Tensor.stack([a, b]).
     >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist()
@@ -313,8 +304,7 @@ class MovementMixin:
     """Repeat each element `repeats` times along dim (the flattened tensor if dim is None)."""
     if type(repeats) is not int or repeats < 0:
       raise ArgumentError(f"repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
-    x = self.flatten() if dim is None else self
-    d = 0 if dim is None else _resolve_axis(dim, self.ndim, "repeat_interleave")
+    x, d = (self.flatten(), 0) if dim is None else (self, _resolve_axis(dim, self.ndim, "repeat_interleave"))
     return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
   def split(self: Tensor, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces along dim: of `sizes` each (the last may be smaller), or of the listed sizes."""
@@ -345,9 +335,7 @@ class MovementMixin:
     for s, d in zip(shifts, dims):
       d = _resolve_axis(d, self.ndim, "roll")
       n = x.shape[d]
-      if n and s % n:
-        head, tail = x.split([n - s % n, s % n], d)
-        x = tail.cat(head, dim=d)
+      if n and s % n: x = type(x).cat(*x.split([n - s % n, s % n], d)[::-1], dim=d)  # the last s % n elements first
     return x
 
   # *** diagonals and grids ***
@@ -356,8 +344,7 @@ class MovementMixin:
     above the main diagonal, < 0 below. `Tensor([[1, 2], [3, 4]]).diagonal().tolist()` is [1, 4]."""
     d1, d2 = _resolve_axis(dim1, self.ndim, "diagonal", "dim1"), _resolve_axis(dim2, self.ndim, "diagonal", "dim2")
     if d1 == d2: raise ShapeError(f"diagonal: dim1 and dim2 are both axis {d1} of {self.shape}")
-    rest = [i for i in range(self.ndim) if i not in (d1, d2)]
-    x = self.permute(*rest, d1, d2)
+    x = self.permute(*[i for i in range(self.ndim) if i not in (d1, d2)], d1, d2)
     lead, (r, c) = x.shape[:-2], x.shape[-2:]
     keep = tuple((0, s) for s in lead)
     # cut the rows or columns before the diagonal's start: then it starts at (0, 0)
@@ -367,8 +354,7 @@ class MovementMixin:
     k = min(r, c)
     if k == 0: return x.shrink(keep + ((0, 0), (0, 0))).reshape(*lead, 0)
     # element (i, i) is at i * (c + 1) of the flattened plane: lay it out in rows of c + 1 and take column 0
-    flat = x.reshape(*lead, r * c)
-    flat = flat.pad(((0, 0),) * len(lead) + ((0, k * (c + 1) - r * c),))  # a negative pad cuts
+    flat = x.reshape(*lead, r * c).pad(((0, 0),) * len(lead) + ((0, k * (c + 1) - r * c),))  # a negative pad cuts
     return flat.reshape(*lead, k, c + 1).shrink(keep + ((0, k), (0, 1))).reshape(*lead, k)
   def diag(self: Tensor, diagonal: int = 0) -> Tensor:
     """As torch.diag: a 1-D tensor becomes a square matrix with it on the diagonal (shifted up by diagonal > 0, down

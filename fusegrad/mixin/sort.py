@@ -11,8 +11,7 @@ class SortMixin:
   def _rank(self: Tensor, descending: bool) -> Tensor:
     """For x (..., n): each element's position in the sorted order (stable: ties keep their order; nan sorts as the
     largest value, as in torch), by counting the elements that go before it."""
-    n = self.shape[-1]
-    a, b = self.unsqueeze(-1), self.unsqueeze(-2)  # a: the element i, b: every other element j
+    n, a, b = self.shape[-1], self.unsqueeze(-1), self.unsqueeze(-2)  # a: the element i, b: every other element j
     before = b > a if descending else b < a
     if dtypes.is_float(self.dtype):
       a_nan, b_nan = a.isnan(), b.isnan()
@@ -27,13 +26,11 @@ class SortMixin:
     """The first k elements along dim in sorted order, and their indices."""
     if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
     d = _resolve_axis(dim, self.ndim, op)
-    x = self.transpose(d, -1)
-    n = x.shape[-1]
+    x, n = self.transpose(d, -1), self.shape[d]
     if not 0 <= k <= n: raise ShapeError(f"{op}: k={k} is out of range for dim {d} of size {n} (shape {self.shape})")
     rank = x._rank(descending)
-    # out[r] = the element whose rank is r: a one-hot sum over the elements
-    slots = type(self).arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)
-    slot = rank.unsqueeze(-2) == slots  # (..., k, n)
+    # out[r] = the element whose rank is r: a one-hot sum over the elements (slot: (..., k, n))
+    slot = rank.unsqueeze(-2) == type(self).arange(k, device=self.device, dtype=dtypes.int32).reshape(k, 1)
     if x.dtype == dtypes.bool: values = slot.where(x.unsqueeze(-2), False).any(-1)
     else: values = slot.where(x.unsqueeze(-2), 0).sum(-1, dtype=x.dtype)
     idx = slot.where(type(self).arange(n, device=self.device, dtype=dtypes.int32), 0).sum(-1, dtype=dtypes.int32)

@@ -15,16 +15,8 @@ OPS: dict[str, Callable[..., Any]] = {}
 class Seq(list):
   """An ONNX sequence value (a list of tensors)."""
 
-def op(*names: str) -> Callable:
-  """Registers the decorated function under names besides its own (an op with aliases)."""
-  def register(fn: Callable) -> Callable:
-    for n in names: OPS[n] = fn
-    return fn
-  return register
-
 def register_ops(namespace: dict[str, Any]) -> None:
-  """Registers every function a module defines under a capitalized name as the ONNX op of that name. Each ops module
-  calls it last, with its globals()."""
+  """Registers each function a module defines under a capitalized name as the ONNX op of that name (called last)."""
   for name, fn in namespace.items():
     if name[0].isupper() and inspect.isfunction(fn) and fn.__module__ == namespace["__name__"]: OPS[name] = fn
 
@@ -134,8 +126,7 @@ def EyeLike(x: Tensor, dtype: int | None = None, k: int = 0) -> Tensor:
   (n, m), dt = x.shape, onnx_dtype(dtype) if dtype is not None else x.dtype
   return (Tensor.arange(n).reshape(n, 1) + k == Tensor.arange(m).reshape(1, m)).cast(dt)
 def Trilu(x: Tensor, k: Tensor | None = None, upper: int = 1) -> Tensor:
-  kk = int(_scalar(k)) if k is not None else 0
-  return x.triu(kk) if upper else x.tril(kk)
+  return (x.triu if upper else x.tril)(int(_scalar(k)) if k is not None else 0)
 def Reshape(x: Tensor, shape: Tensor, allowzero: int = 0) -> Tensor:
   s = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(_ints(shape))]
   if -1 in s:
@@ -182,10 +173,8 @@ def GatherElements(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   return x.gather(a, _wrap(indices.cast(dtypes.int32), x.shape[a]))
 def _linear_index(shape: Sequence[int], indices: Tensor) -> Tensor:
   """The flat position in shape[:k] of each index tuple in indices (..., k), negatives wrapped."""
-  k = indices.shape[-1]
-  strides = [math.prod(shape[i + 1:k]) for i in range(k)]
-  lin = Tensor.zeros(indices.shape[:-1], dtype=dtypes.int32)
-  for i in range(k): lin = lin + _wrap(indices[..., i].cast(dtypes.int32), shape[i]) * strides[i]
+  k, lin = indices.shape[-1], Tensor.zeros(indices.shape[:-1], dtype=dtypes.int32)
+  for i in range(k): lin = lin + _wrap(indices[..., i].cast(dtypes.int32), shape[i]) * math.prod(shape[i + 1:k])
   return lin
 def GatherND(x: Tensor, indices: Tensor, batch_dims: int = 0) -> Tensor:
   b, k = batch_dims, indices.shape[-1]
@@ -201,13 +190,11 @@ def Expand(x: Tensor, shape: Tensor) -> Tensor:
 def Tile(x: Tensor, repeats: Tensor) -> Tensor: return x.repeat(_ints(repeats))
 def Pad(x: Tensor, pads: Any = None, constant_value: Any = None, axes: Any = None, mode: str = "constant",
         value: float = 0.0) -> Tensor:
-  p = _ints(pads)
-  ax = [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(x.ndim))
+  p, ax = _ints(pads), [_axis(a, x.ndim) for a in _ints(axes)] if axes is not None else list(range(x.ndim))
   pairs = [(0, 0)] * x.ndim
   for i, a in enumerate(ax): pairs[a] = (p[i], p[i + len(ax)])
-  v = _scalar(constant_value) if constant_value is not None else value
   m = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode]
-  return x.pad(pairs, mode=m, value=v) if m == "constant" else x.pad(pairs, mode=m)
+  return x.pad(pairs, mode=m, value=_scalar(constant_value) if constant_value is not None else value)
 def DepthToSpace(x: Tensor, blocksize: int = 1, mode: str = "DCR") -> Tensor:
   (n, c, h, w), b = x.shape, blocksize
   if mode == "DCR": x = x.reshape(n, b, b, c // b // b, h, w).permute(0, 3, 4, 1, 5, 2)
@@ -232,8 +219,7 @@ def Unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple:
   if not sorted:
     order = np.argsort(idx)
     u, idx, inv, cnt = np.take(u, order, axis=axis or 0), idx[order], np.argsort(order)[inv], cnt[order]
-  as64 = lambda v: Tensor(np.asarray(v, dtype=np.int64).reshape(-1))
-  return Tensor(u), as64(idx), as64(inv), as64(cnt)
+  return Tensor(u), *(Tensor(np.asarray(v, dtype=np.int64).reshape(-1)) for v in (idx, inv, cnt))
 
 # *** sorting and scans ***
 def TopK(x: Tensor, k: Any, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:
@@ -263,18 +249,17 @@ def ReverseSequence(x: Tensor, sequence_lens: Tensor, batch_axis: int = 1, time_
            for d in range(x.ndim)]
   return x.gather(time_axis, Tensor(src).reshape(shape).expand(x.shape))
 _REDUCTION = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
-@op("ScatterElements", "Scatter")
+def _scatter(x: Tensor, a: int, idx: Tensor, upd: Tensor, reduction: str) -> Tensor:
+  return x.scatter(a, idx, upd) if reduction == "none" else x.scatter_reduce(a, idx, upd, _REDUCTION[reduction])
 def ScatterElements(x: Tensor, indices: Tensor, updates: Tensor, axis: int = 0, reduction: str = "none") -> Tensor:
   a = _axis(axis, x.ndim)
-  idx = _wrap(indices.cast(dtypes.int64), x.shape[a])
-  return x.scatter(a, idx, updates) if reduction == "none" else x.scatter_reduce(a, idx, updates, _REDUCTION[reduction])
+  return _scatter(x, a, _wrap(indices.cast(dtypes.int64), x.shape[a]), updates, reduction)
+OPS["ScatterElements"] = OPS["Scatter"] = ScatterElements  # Scatter: its name before opset 11
 def ScatterND(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "none") -> Tensor:
   k = indices.shape[-1]
   flat = x.reshape(math.prod(x.shape[:k]), math.prod(x.shape[k:]))
   lin = _linear_index(x.shape, indices).reshape(-1, 1).cast(dtypes.int64).expand(-1, flat.shape[1])
-  upd = updates.reshape(-1, flat.shape[1])
-  out = flat.scatter(0, lin, upd) if reduction == "none" else flat.scatter_reduce(0, lin, upd, _REDUCTION[reduction])
-  return out.reshape(x.shape)
+  return _scatter(flat, 0, lin, updates.reshape(-1, flat.shape[1]), reduction).reshape(x.shape)
 def Einsum(*xs: Tensor, equation: str = "") -> Tensor: return Tensor.einsum(equation, *xs)
 
 # *** reductions ***

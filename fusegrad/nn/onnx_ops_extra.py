@@ -1,7 +1,7 @@
 """More ONNX ops, registered in the same OPS table: quantized products, cropping, rotary embeddings, the DFT, affine
 grids, the training-preview optimizers (Adagrad, Momentum, Adam) and a few ai.onnx.ml ops."""
 from __future__ import annotations
-import math
+import itertools, math
 from typing import Any
 import numpy as np
 from fusegrad.tensor import Tensor
@@ -53,8 +53,7 @@ def TensorScatter(cache: Tensor, update: Tensor, write_indices: Tensor | None = 
 # *** transformer pieces ***
 def RotaryEmbedding(x: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_ids: Tensor | None = None,
                     interleaved: int = 0, num_heads: int = 0, rotary_embedding_dim: int = 0) -> Tensor:
-  shape = x.shape
-  h = x.transpose(1, 2) if x.ndim == 4 else x.reshape(shape[0], shape[1], num_heads, -1)  # (batch, seq, heads, d)
+  h = x.transpose(1, 2) if x.ndim == 4 else x.reshape(x.shape[0], x.shape[1], num_heads, -1)  # (batch, seq, heads, d)
   d = rotary_embedding_dim or h.shape[3]
   rot, rest = h[..., :d], h[..., d:]
   if position_ids is not None: cos_cache, sin_cache = cos_cache[position_ids], sin_cache[position_ids]
@@ -66,7 +65,7 @@ def RotaryEmbedding(x: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_id
   real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
   rot = real.stack(imag, dim=-1).reshape(rot.shape) if interleaved else real.cat(imag, dim=-1)
   out = rot.cat(rest, dim=-1) if rest.shape[-1] else rot
-  return out.transpose(1, 2) if x.ndim == 4 else out.reshape(shape)
+  return out.transpose(1, 2) if x.ndim == 4 else out.reshape(x.shape)
 
 def SwiGLU(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor: return a * (a * alpha).sigmoid() * b
 
@@ -97,34 +96,27 @@ def DFT(x: Tensor, dft_length: Tensor | None = None, axis: Any = None, inverse: 
 # *** training (ai.onnx.preview.training) ***
 def Adagrad(r: Tensor, t: Tensor, *xs: Tensor, decay_factor: float = 0.0, epsilon: float = 0.0,
             norm_coefficient: float = 0.0) -> tuple:
-  n, outs = len(xs) // 3, []
-  rate = r / (1 + t.cast(dtypes.float32) * decay_factor)
-  for x, g, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
-    g = norm_coefficient * x + g
-    h2 = h + g * g
-    outs.append((x - rate * g / (h2.sqrt() + epsilon), h2))
-  return (*[o[0] for o in outs], *[o[1] for o in outs])
+  n, rate = len(xs) // 3, r / (1 + t.cast(dtypes.float32) * decay_factor)
+  gs = [norm_coefficient * x + g for x, g in zip(xs[:n], xs[n:2 * n])]  # xs: the n parameters, gradients, states
+  hs = [h + g * g for g, h in zip(gs, xs[2 * n:])]
+  return (*[x - rate * g / (h.sqrt() + epsilon) for x, g, h in zip(xs, gs, hs)], *hs)
 
 def Momentum(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.0, beta: float = 0.0, mode: str = "standard",
              norm_coefficient: float = 0.0) -> tuple:
-  n, outs = len(xs) // 3, []
-  b = (t > 0).where(beta, 1.0)
-  for x, g, v in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
-    g = norm_coefficient * x + g
-    v2 = alpha * v + b * g
-    outs.append((x - r * (v2 if mode == "standard" else g + alpha * v2), v2))
-  return (*[o[0] for o in outs], *[o[1] for o in outs])
+  n, b = len(xs) // 3, (t > 0).where(beta, 1.0)
+  gs = [norm_coefficient * x + g for x, g in zip(xs[:n], xs[n:2 * n])]
+  vs = [alpha * v + b * g for g, v in zip(gs, xs[2 * n:])]
+  return (*[x - r * (v if mode == "standard" else g + alpha * v) for x, g, v in zip(xs, gs, vs)], *vs)
 
 def Adam(r: Tensor, t: Tensor, *xs: Tensor, alpha: float = 0.9, beta: float = 0.999, epsilon: float = 1e-6,
          norm_coefficient: float = 0.0, norm_coefficient_post: float = 0.0) -> tuple:
-  n, outs = len(xs) // 4, []
-  steps = float(_scalar(t))
+  n, steps = len(xs) // 4, float(_scalar(t))
   rate = r * math.sqrt(1 - beta ** steps) / (1 - alpha ** steps) if steps > 0 else r
-  for x, g, v, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:3 * n], xs[3 * n:]):
-    g = norm_coefficient * x + g
-    v2, h2 = alpha * v + (1 - alpha) * g, beta * h + (1 - beta) * g * g
-    outs.append(((1 - norm_coefficient_post) * (x - rate * v2 / (h2.sqrt() + epsilon)), v2, h2))
-  return tuple(o[j] for j in range(3) for o in outs)
+  gs = [norm_coefficient * x + g for x, g in zip(xs[:n], xs[n:2 * n])]
+  vs = [alpha * v + (1 - alpha) * g for g, v in zip(gs, xs[2 * n:3 * n])]
+  hs = [beta * h + (1 - beta) * g * g for g, h in zip(gs, xs[3 * n:])]
+  new = [(1 - norm_coefficient_post) * (x - rate * v / (h.sqrt() + epsilon)) for x, v, h in zip(xs, vs, hs)]
+  return (*new, *vs, *hs)
 
 # *** ai.onnx.ml ***
 def Binarizer(x: Tensor, threshold: float = 0.0) -> Tensor: return (x > threshold).cast(x.dtype)
@@ -149,8 +141,7 @@ def _cubic(t: Tensor, a: float = -0.75) -> Tensor:
 def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "linear",
                padding_mode: str = "zeros") -> Tensor:
   n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
-  r, out = len(sizes), grid.shape[1:-1]
-  taps_per_axis = []
+  r, out, taps_per_axis = len(sizes), grid.shape[1:-1], []
   for j, size in enumerate(sizes):
     g = grid[..., r - 1 - j].cast(dtypes.float32)  # the grid's last component is the last axis (x, then y, ...)
     p = (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
@@ -163,15 +154,13 @@ def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "lin
     else: taps = [(lo + k, _cubic((p - lo - k).abs())) for k in (-1, 0, 1, 2)]
     if padding_mode != "zeros": taps = [(i.maximum(0).minimum(size - 1), w) for i, w in taps]
     taps_per_axis.append(taps)
-  flat = x.reshape(n, c, -1)
-  strides = [math.prod(sizes[j + 1:]) for j in range(r)]
-  total: Tensor | None = None
+  flat, total = x.reshape(n, c, -1), None
   for combo in np.ndindex(*[len(t) for t in taps_per_axis]):
     lin, weight, valid = None, None, None
     for j, k in enumerate(combo):
       idx, w = taps_per_axis[j][k]
       ok = (idx >= 0) & (idx <= sizes[j] - 1)
-      term = idx.maximum(0).minimum(sizes[j] - 1).cast(dtypes.int32) * strides[j]
+      term = idx.maximum(0).minimum(sizes[j] - 1).cast(dtypes.int32) * math.prod(sizes[j + 1:])
       lin, valid = (term, ok) if lin is None else (lin + term, valid & ok)
       if w is not None: weight = w if weight is None else weight * w
     assert lin is not None and valid is not None
@@ -184,8 +173,7 @@ def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "lin
 # *** detection ***
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
   """Intersection over union of two (y1, x1, y2, x2) boxes whose corners may come in any order."""
-  (ay1, ay2), (ax1, ax2), (by1, by2), (bx1, bx2) = (sorted(a[[0, 2]]), sorted(a[[1, 3]]), sorted(b[[0, 2]]),
-                                                    sorted(b[[1, 3]]))
+  (ay1, ay2), (ax1, ax2), (by1, by2), (bx1, bx2) = (sorted(v[[i, i + 2]]) for v in (a, b) for i in (0, 1))
   inter = max(min(ay2, by2) - max(ay1, by1), 0) * max(min(ax2, bx2) - max(ax1, bx1), 0)
   union = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - inter
   return inter / union if inter > 0 and union > 0 else 0.0
@@ -200,17 +188,15 @@ def NonMaxSuppression(boxes: Tensor, scores: Tensor, max_output_boxes_per_class:
     bx = np.stack([bx[..., 1] - bx[..., 3] / 2, bx[..., 0] - bx[..., 2] / 2, bx[..., 1] + bx[..., 3] / 2,
                    bx[..., 0] + bx[..., 2] / 2], -1)
   limit = int(_scalar(max_output_boxes_per_class)) if max_output_boxes_per_class is not None else 0
-  iou_t = float(_scalar(iou_threshold)) if iou_threshold is not None else 0.0
-  picked = []
-  for b in range(sc.shape[0]):
-    for c in range(sc.shape[1]):
-      order = [i for i in sorted(range(sc.shape[2]), key=lambda i: (-sc[b, c, i], i))
-               if score_threshold is None or sc[b, c, i] > float(_scalar(score_threshold))]
-      kept: list[int] = []
-      for i in order:
-        if len(kept) >= limit: break
-        if all(_iou(bx[b, i], bx[b, k]) <= iou_t for k in kept): kept.append(i)
-      picked += [(b, c, i) for i in kept]
+  iou_t, picked = float(_scalar(iou_threshold)) if iou_threshold is not None else 0.0, []
+  for b, c in np.ndindex(*sc.shape[:2]):
+    order = [i for i in sorted(range(sc.shape[2]), key=lambda i: (-sc[b, c, i], i))
+             if score_threshold is None or sc[b, c, i] > float(_scalar(score_threshold))]
+    kept: list[int] = []
+    for i in order:
+      if len(kept) >= limit: break
+      if all(_iou(bx[b, i], bx[b, k]) <= iou_t for k in kept): kept.append(i)
+    picked += [(b, c, i) for i in kept]
   return Tensor(np.array(picked, dtype=np.int64).reshape(-1, 3))
 
 def CausalConvWithState(x: Tensor, weight: Tensor, bias: Tensor | None = None, past_state: Tensor | None = None,
@@ -234,8 +220,7 @@ def LinearAttention(q: Tensor, k: Tensor, v: Tensor, past_state: Tensor | None =
   state = past_state.cast(dtypes.float32) if past_state is not None else Tensor.zeros(b, kv_num_heads, dk, dv)
   g4 = None if decay is None else heads(decay, kv_num_heads)  # (B, H, T, 1 or d_k)
   b4 = None if beta is None else beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).cast(dtypes.float32)
-  s, group = scale or 1 / math.sqrt(dk), q_num_heads // kv_num_heads
-  outs = []
+  s, group, outs = scale or 1 / math.sqrt(dk), q_num_heads // kv_num_heads, []
   for i in range(t):
     kt, vt = k4[:, :, i], v4[:, :, i]
     if g4 is not None and update_rule in ("gated", "gated_delta"): state = state * g4[:, :, i].exp().unsqueeze(-1)
@@ -256,19 +241,16 @@ def Col2Im(x: Tensor, image_shape: Tensor, block_shape: Tensor, dilations: Any =
   d, s, p = _ints(dilations) or [1] * r, _ints(strides) or [1] * r, _ints(pads) or [0] * (2 * r)
   counts = [(i + p[j] + p[j + r] - d[j] * (k - 1) - 1) // s[j] + 1 for j, (i, k) in enumerate(zip(img, blk))]
   m = np.zeros((math.prod(blk), math.prod(counts), math.prod(img)), np.float32)
-  for ko in np.ndindex(*blk):
-    for bo in np.ndindex(*counts):
-      pos = [b * s[j] - p[j] + k * d[j] for j, (k, b) in enumerate(zip(ko, bo))]
-      if all(0 <= q < i for q, i in zip(pos, img)):
-        m[np.ravel_multi_index(ko, blk), np.ravel_multi_index(bo, counts), np.ravel_multi_index(pos, img)] = 1
+  for ko, bo in itertools.product(np.ndindex(*blk), np.ndindex(*counts)):
+    pos = [b * s[j] - p[j] + k * d[j] for j, (k, b) in enumerate(zip(ko, bo))]
+    if all(0 <= q < i for q, i in zip(pos, img)):
+      m[np.ravel_multi_index(ko, blk), np.ravel_multi_index(bo, counts), np.ravel_multi_index(pos, img)] = 1
   n, c = x.shape[0], x.shape[1] // math.prod(blk)
-  y = x.reshape(n, c, -1).matmul(Tensor(m.reshape(-1, math.prod(img))).cast(x.dtype))
-  return y.reshape(n, c, *img)
+  return x.reshape(n, c, -1).matmul(Tensor(m.reshape(-1, math.prod(img))).cast(x.dtype)).reshape(n, c, *img)
 
 def STFT(signal: Tensor, frame_step: Tensor, window: Tensor | None = None, frame_length: Tensor | None = None,
          onesided: int = 1) -> Tensor:
-  """Frames of frame_length every frame_step samples of signal (B, L, 1 or 2), windowed, each through the DFT:
-  (B, frames, bins, 2)."""
+  """The DFT of each frame_length frame every frame_step of signal (B, L, 1 or 2), windowed: (B, frames, bins, 2)."""
   step = int(_scalar(frame_step))
   n = int(_scalar(frame_length)) if frame_length is not None else window.shape[0] if window is not None else \
     signal.shape[1]

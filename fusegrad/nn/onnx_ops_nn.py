@@ -11,17 +11,17 @@ from fusegrad.nn.onnx_ops import OPS, Seq, register_ops, _ints, _scalar, _axis, 
   HardSigmoid, LeakyRelu, ThresholdedRelu
 
 # *** convolution and pooling ***
+def _halves(total: int, auto_pad: str) -> tuple[int, int]:
+  """total padding as (before, after): the odd one after, or before for SAME_LOWER."""
+  return (total - total // 2, total // 2) if auto_pad == "SAME_LOWER" else (total // 2, total - total // 2)
+
 def _pads(x: Tensor, kernel: list[int], strides: list[int], dilations: list[int], pads: Any,
           auto_pad: str) -> list[tuple[int, int]]:
   """(before, after) per spatial axis from ONNX pads [b1, b2, .., e1, e2, ..] or auto_pad."""
   n = len(kernel)
-  if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-    ret = []
-    for i, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
-      total = max((-(-i // s) - 1) * s + (k - 1) * d + 1 - i, 0)
-      small = total // 2
-      ret.append((small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small))
-    return ret
+  if auto_pad in ("SAME_UPPER", "SAME_LOWER"):  # as much as makes the output size ceil(input / stride)
+    return [_halves(max((-(-i // s) - 1) * s + (k - 1) * d + 1 - i, 0), auto_pad)
+            for i, k, s, d in zip(x.shape[2:], kernel, strides, dilations)]
   if auto_pad == "VALID" or pads is None: return [(0, 0)] * n
   p = _ints(pads)
   return [(p[i], p[i + n]) for i in range(n)]
@@ -46,8 +46,7 @@ def ConvTranspose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str =
     for j in range(n):
       total = s[j] * (x.shape[2 + j] - 1) + op_[j] + (k[j] - 1) * d[j] + 1 - outs[j]
       if total < 0: op_[j], total = op_[j] - total, 0
-      small = total // 2
-      pairs.append((total - small, small) if auto_pad == "SAME_LOWER" else (small, total - small))
+      pairs.append(_halves(total, auto_pad))
   else: pairs = _pads(x, k, s, d, pads, "NOTSET" if auto_pad == "VALID" else auto_pad)
   return x.conv_transpose2d(w, b, groups=group, stride=s, dilation=d, padding=pairs, output_padding=tuple(op_))
 
@@ -120,12 +119,10 @@ def BatchNormalization(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var
   y = x.batchnorm(scale, bias, bm, (bv + epsilon).rsqrt())
   return y, mean * momentum + bm * (1 - momentum), var * momentum + bv * (1 - momentum)
 def InstanceNormalization(x: Tensor, scale: Tensor, bias: Tensor, epsilon: float = 1e-5) -> Tensor:
-  y = x.layernorm(tuple(range(2, x.ndim)), epsilon)
-  return y * _per_axis(scale, 1, x.ndim) + _per_axis(bias, 1, x.ndim)
+  return x.layernorm(tuple(range(2, x.ndim)), epsilon) * _per_axis(scale, 1, x.ndim) + _per_axis(bias, 1, x.ndim)
 def LayerNormalization(x: Tensor, scale: Tensor, bias: Tensor | None = None, axis: int = -1, epsilon: float = 1e-5,
                        stash_type: int = 1) -> tuple:
-  axes = tuple(range(_axis(axis, x.ndim), x.ndim))
-  xf = x.cast(dtypes.float32) if stash_type == 1 else x
+  axes, xf = tuple(range(_axis(axis, x.ndim), x.ndim)), x.cast(dtypes.float32) if stash_type == 1 else x
   mean = xf.mean(axes, keepdim=True)
   inv = ((xf - mean).square().mean(axes, keepdim=True) + epsilon).rsqrt()
   y = ((xf - mean) * inv).cast(x.dtype) * scale
@@ -185,8 +182,7 @@ def _resize_taps(i: int, o: int, scale: float, mode: str, coord: str, nearest: s
     lo = np.floor(src)
     idx, w = np.stack([lo, lo + 1], 1), np.stack([1 - (src - lo), src - lo], 1)
   elif mode == "cubic":
-    lo = np.floor(src)
-    idx = lo[:, None] + np.arange(-1, 3)[None, :]
+    idx = np.floor(src)[:, None] + np.arange(-1, 3)[None, :]
     t, a = np.abs(src[:, None] - idx), cubic_a
     near, far = ((a + 2) * t - (a + 3)) * t * t + 1, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
     w = np.where(t <= 1, near, np.where(t < 2, far, 0))
@@ -208,8 +204,7 @@ def Resize(x: Tensor, roi: Any = None, scales: Any = None, sizes: Any = None, an
   ins = [x.shape[a] for a in ax]
   if sz is not None:
     if keep_aspect_ratio_policy != "stretch":
-      pick = min if keep_aspect_ratio_policy == "not_larger" else max
-      s = pick(o / i for o, i in zip(sz, ins))
+      s = (min if keep_aspect_ratio_policy == "not_larger" else max)(o / i for o, i in zip(sz, ins))
       sc, sz = [s] * len(ax), [int(math.floor(i * s + 0.5)) for i in ins]
     else: sc = [o / i for o, i in zip(sz, ins)]
   elif sc is not None: sz = [int(math.floor(i * s)) for i, s in zip(ins, sc)]
@@ -245,20 +240,16 @@ _ACT_DEFAULT_BETA = {"HardSigmoid": 0.5}
 
 def _acts(names: list[str] | None, default: list[str], alphas: Any, betas: Any, dirs: int) -> list[Callable]:
   names, al, be = names or default * dirs, list(alphas or []), list(betas or [])
-  ret = []
-  for j, n in enumerate(names):
-    a = al[j] if j < len(al) else _ACT_DEFAULT_ALPHA.get(n, 1.0)
-    b = be[j] if j < len(be) else _ACT_DEFAULT_BETA.get(n, 0.0)
-    ret.append(lambda x, f=_ACT[n], a=a, b=b: f(x, a, b))
-  return ret
+  alpha = [al[j] if j < len(al) else _ACT_DEFAULT_ALPHA.get(n, 1.0) for j, n in enumerate(names)]
+  beta = [be[j] if j < len(be) else _ACT_DEFAULT_BETA.get(n, 0.0) for j, n in enumerate(names)]
+  return [lambda x, f=_ACT[n], a=a, b=b: f(x, a, b) for n, a, b in zip(names, alpha, beta)]
 
 def _recurrent(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None, seq_lens: Tensor | None, init: list[Tensor | None],
                direction: str, layout: int, gates: int, cell: Callable) -> tuple:
   """The loop shared by RNN, GRU and LSTM: x (seq, batch, in) (layout 1: batch first), w (dirs, gates*h, in),
   r (dirs, gates*h, h), b (dirs, 2*gates*h). cell(d, xw_t, states, r, bias) -> new states (h first)."""
   if layout: x = x.transpose(0, 1)
-  seq, batch = x.shape[:2]
-  dirs, hid = w.shape[0], r.shape[-1]
+  (seq, batch), dirs, hid = x.shape[:2], w.shape[0], r.shape[-1]
   if b is None: b = Tensor.zeros(dirs, 2 * gates * hid, dtype=x.dtype)
   if seq_lens is not None and any(v != seq for v in _ints(seq_lens)):
     raise NotImplementedError("RNN/GRU/LSTM with sequence_lens shorter than the sequence")
@@ -297,8 +288,7 @@ def GRU(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens:
     h = st[0]
     (xz, xr, xh), (rz, rr_, rh), (bz, br, bh) = xw.chunk(3, -1), rr.chunk(3, 0), rb.chunk(3, -1)  # gates z, r, h
     z, rg = f[2 * d](xz + h.matmul(rz.T) + bz), f[2 * d](xr + h.matmul(rr_.T) + br)
-    if linear_before_reset: ht = f[2 * d + 1](xh + rg * (h.matmul(rh.T) + bh))
-    else: ht = f[2 * d + 1](xh + (rg * h).matmul(rh.T) + bh)
+    ht = f[2 * d + 1](xh + rg * (h.matmul(rh.T) + bh) if linear_before_reset else xh + (rg * h).matmul(rh.T) + bh)
     return [(1 - z) * ht + z * h]
   return _recurrent(x, w, r, b, sequence_lens, [initial_h], direction, layout, 3, cell)
 
@@ -315,8 +305,7 @@ def LSTM(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens
       gi, gf = gi + pi * c, gf + pf * c
     i, fg, ct = f[3 * d](gi), f[3 * d](gf), f[3 * d + 1](gc)
     c2 = fg * c + i * ct
-    o = f[3 * d]((go + po * c2) if P is not None else go)
-    return [o * f[3 * d + 2](c2), c2]
+    return [f[3 * d]((go + po * c2) if P is not None else go) * f[3 * d + 2](c2), c2]  # o * h(c)
   return _recurrent(x, w, r, b, sequence_lens, [initial_h, initial_c], direction, layout, 4, cell)
 
 # *** losses ***
@@ -358,8 +347,7 @@ def DynamicQuantizeLinear(x: Tensor) -> tuple:
   lo, hi = x.min().minimum(0), x.max().maximum(0)
   scale = (hi - lo) / 255
   zp = (-lo / scale).round().maximum(0).minimum(255)
-  y = ((x / scale).round() + zp).maximum(0).minimum(255).cast(dtypes.uint8)
-  return y, scale, zp.cast(dtypes.uint8)
+  return ((x / scale).round() + zp).maximum(0).minimum(255).cast(dtypes.uint8), scale, zp.cast(dtypes.uint8)
 
 # *** windows ***
 def _window(size: Tensor, output_datatype: int = 1, periodic: int = 1, *, coefs: list[float]) -> Tensor:
@@ -387,8 +375,7 @@ def Loop(m: Tensor | None, cond: Tensor | None, *v: Any, body: Any = None, run_g
     scans.append(outs[1 + len(v):])
     i += 1
   n_scan = len(body.output) - 1 - len(v)
-  stacked = [Tensor.stack(*[s[j] for s in scans]) if scans else Tensor.empty(0) for j in range(n_scan)]
-  return (*state, *stacked)
+  return (*state, *[Tensor.stack(*[s[j] for s in scans]) if scans else Tensor.empty(0) for j in range(n_scan)])
 
 def Scan(*args: Any, body: Any = None, num_scan_inputs: int = 0, scan_input_axes: Any = None,
          scan_input_directions: Any = None, scan_output_axes: Any = None, scan_output_directions: Any = None,
@@ -430,8 +417,7 @@ def SplitToSequence(x: Tensor, split: Tensor | None = None, axis: int = 0, keepd
   if split is None: return Seq(p if keepdims else p.squeeze(a) for p in x.split(1, a))
   return Seq(x.split(_ints(split) if split.ndim else _ints(split)[0], a))
 def SequenceMap(*args: Any, body: Any = None, run_graph: Any = None) -> tuple:
-  n = len(args[0])
-  names = [i.name for i in body.input]
+  n, names = len(args[0]), [i.name for i in body.input]
   outs = [run_graph(body, {nm: (a[k] if isinstance(a, Seq) else a) for nm, a in zip(names, args)}) for k in range(n)]
   return tuple(Seq(o[j] for o in outs) for j in range(len(body.output)))
 def Optional(x: Any = None, type: Any = None) -> Any: return x
