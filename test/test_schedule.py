@@ -272,6 +272,13 @@ def test_matmul_packing_is_asked_for_by_the_device_model(device):
     assert len([si for si in (a @ b).schedule() if si.ast.op is Ops.SINK]) == (2 if panels else 1)
     at = Tensor.empty(*sa[:-2], sa[-1], sa[-2], device=device).transpose(-1, -2)
     assert len([si for si in (at @ b).schedule() if si.ast.op is Ops.SINK]) == (2 + rows if panels else 1)
+  # a small sum (attention's q @ k.T over 16 head features): packed where k's rows run along the sum, not b's rows
+  q, k = Tensor.empty(4, 256, 16, device=device), Tensor.empty(4, 256, 16, device=device)
+  assert len([si for si in (q @ k.transpose(-1, -2)).schedule() if si.ast.op is Ops.SINK]) == (2 if panels else 1)
+  assert len([si for si in (q @ Tensor.empty(4, 16, 256, device=device)).schedule() if si.ast.op is Ops.SINK]) == 1
+  qs, ks = np.random.default_rng(0).standard_normal((2, 4, 300, 24), dtype=np.float32)  # (m padded to whole panels)
+  got = (Tensor(qs, device=device) @ Tensor(ks, device=device).transpose(-1, -2)).numpy()
+  np.testing.assert_allclose(got, qs @ ks.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
 
 def test_convolution_does_not_fuse_into_a_padded_copy():
   """A convolution's sum (over channels and kernel rows and columns) gets a kernel of its own before a pad: computed

@@ -143,21 +143,32 @@ def pack_matmul(r: UOp) -> UOp | None:
   x, w = mul.src if _broadcast(mul.src[0], -2) else mul.src[::-1]
   (n, m, k), lead = mul.shape[-3:], mul.shape[:-3]
   if not (_broadcast(x, -2) and _broadcast(w, -3)) or not isinstance(r.device, str): return None
-  if not all(isinstance(s, int) for s in mul.shape) or n < 256 or k < 64: return None
+  if not all(isinstance(s, int) for s in mul.shape) or n < 256 or k < 16: return None
   p = Device[r.device].renderer.machine.panel_bytes // r.dtype.itemsize
-  if not p or m < 2 * p or k * m < 1 << 16: return None
+  # a small product too where w's rows run along k (q @ k.T in attention): else each output sums k across a vector
+  if not p or m < 2 * p or k * m < (1 << 12 if not _transposed(w.src[0]) else 1 << 16) or \
+     (k < 64 and _transposed(w.src[0])): return None
   panels = w.src[0].pad(((0, 0),) * (nd - 2) + ((0, -m % p), (0, 0)))  # (..., 1, m', k), m' whole panels
   order = tuple(range(nd - 2)) + (nd - 2, nd, nd - 1)  # (..., m'/p, p, k) <-> (..., m'/p, k, p): the panels' layout
   panels = panels.reshape(panels.shape[:-2] + (panels.shape[-2] // p, p, k)).permute(order).contiguous() \
     .permute(order).reshape(panels.shape)
-  view = x.src[0]  # a transposed x (a.T @ b) is copied to rows too, when big
-  while view.op is Ops.RESHAPE: view = view.src[0]
-  transposed = view.op is Ops.PERMUTE and view.arg[-1] != len(view.shape) - 1
-  rows = x.src[0].contiguous() if transposed and n * k >= 1 << 16 else x.src[0]
+  rows = x.src[0].contiguous() if _transposed(x.src[0]) and n * k >= 1 << 16 else x.src[0]  # (a.T @ b: rows too)
   out = (*lead, n, panels.shape[-2], k)
   a, b = (rows, panels) if x is mul.src[0] else (panels, rows)
   ret = a.expand(out) * b.expand(out)
   return ret.r(Ops.ADD, (nd - 1,)).shrink(tuple((0, s) for s in r.shape))
+
+def _transposed(view: UOp) -> bool:
+  """True when view's last axis is not its storage's (permutes moved it): w = b.T of a row-major b runs along m."""
+  axis = len(view.shape) - 1  # (where the last axis is, down the view chain)
+  while view.op in (Ops.RESHAPE, Ops.PERMUTE):
+    if view.op is Ops.PERMUTE: axis = view.arg[axis]
+    elif axis != len(view.shape) - 1: return True
+    elif view.src[0].op not in (Ops.RESHAPE, Ops.PERMUTE): return False  # (a reshape of rows in memory: still rows)
+    elif view.src[0].shape[-1] != view.shape[-1]: return True  # (not followed further)
+    else: axis = len(view.src[0].shape) - 1
+    view = view.src[0]
+  return axis != len(view.shape) - 1
 
 def _split_reduce(r: UOp) -> tuple[UOp, UOp] | None:
   """(r done in two steps, the first step's partial results), or None when r is small or has many outputs. Which axis
