@@ -39,3 +39,24 @@ def test_chain_20k_backward():
   x.sum().backward()
   tx.sum().backward()
   np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4)
+
+def test_scheduling_work_grows_linearly_with_depth(monkeypatch):
+  """A chain of n small kernels (each normalizes by its row sums): the nodes the scheduler walks grow with n, not n**2
+  (a walk to the leaves per reduce, asking whether it reads memory, made 40 forwards of a small transformer schedule
+  in 94 s instead of 26)."""
+  from fusegrad.uop import ops
+  from fusegrad.engine import schedule
+  walked, postorder = [0], ops.postorder
+  def counting(*args, **kwargs):
+    for n in postorder(*args, **kwargs):
+      walked[0] += 1
+      yield n
+  monkeypatch.setattr(ops, "postorder", counting)
+  def work(n: int) -> int:
+    x = Tensor.ones(8, 8).contiguous().realize()
+    for _ in range(n): x = (x / x.sum(1, keepdim=True)).contiguous() + 1
+    walked[0] = 0
+    schedule.create_schedule([x.uop])
+    return walked[0]
+  small, big = work(50), work(200)
+  assert big < 6 * small, (small, big)  # 4x the depth: about 4x the walking (16x when quadratic)

@@ -7,7 +7,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer, Device
 from fusegrad.helpers import dprint, prod, PROGRAM_CACHE, SPLIT_REDUCEOP
 from fusegrad.uop.ops import UOp, Ops, GroupOp, AxisType, SymInt, flat_index, strides_for_shape, postorder
-from fusegrad.uop.ops import same_shape, size_one, symbolic
+from fusegrad.uop.ops import same_shape, size_one, symbolic, derived
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine import state
 from fusegrad.engine.state import view_base
@@ -94,7 +94,9 @@ def _costly(n: UOp, want: set[UOp], becomes: dict[UOp, UOp]) -> bool:
 def _reads_no_memory(r: UOp) -> bool:
   """True when r is computed from constants alone (an arange): codegen folds such sums into index math, so copying
   it into every consumer costs nothing, and keeping it in the consumer's kernel lets a gather fold to one load."""
-  return not any(n.op is Ops.BUFFER for n in r.toposort())
+  return not derived(r, "reads_memory", _reads_memory)  # (kept per node: a walk per reduce was quadratic in depth)
+
+def _reads_memory(n: UOp) -> bool: return n.op is Ops.BUFFER or any(s._cache["reads_memory"] for s in n.src)
 
 def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]) -> bool:
   """True when every path from r leads, with no expand on the way, to the same one node that gets a buffer: then r is
