@@ -14,9 +14,9 @@ from fusegrad.engine.state import STATE
 PLAN_FROM = 1 << 20  # smaller buffers aren't planned (a small CPU buffer comes zeroed; its memory is cheap anyway)
 
 def plan(items: list[Any], becomes: dict[UOp, UOp], todo: list[Any]) -> None:
-  """Let the intermediates of items (ExecItems in run order) share memory: each takes a slot of memory free since the
-  last use of the one before it. A value a live tensor may read later keeps its buffer; the others' stored values are
-  forgotten (state.forget_nodes): a graph still naming one computes it again."""
+  """Let the intermediates of items (ExecItems in run order) share memory: each becomes a view of one block per device,
+  at an offset no other buffer uses while it lives (_Arena). A value a live tensor may read later keeps a buffer of
+  its own; the others' stored values are forgotten (state.forget_nodes): a graph still naming one computes it again."""
   first: dict[Buffer, int] = {}
   last: dict[Buffer, int] = {}
   unplannable: set[Buffer] = set()

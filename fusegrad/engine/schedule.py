@@ -148,8 +148,8 @@ def pack_matmul(r: UOp) -> UOp | None:
   if not all(isinstance(s, int) for s in mul.shape) or n < 256 or k < 16: return None
   p = Device[r.device].renderer.machine.panel_bytes // r.dtype.itemsize
   # a small product too where w's rows run along k (q @ k.T in attention): else each output sums k across a vector
-  if not p or m < 2 * p or k * m < (1 << 12 if not _transposed(w.src[0]) else 1 << 16) or \
-     (k < 64 and _transposed(w.src[0])): return None
+  along_k = not _transposed(w.src[0])
+  if not p or m < 2 * p or k * m < (1 << 12 if along_k else 1 << 16) or (k < 64 and not along_k): return None
   panels = w.src[0].pad(((0, 0),) * (nd - 2) + ((0, -m % p), (0, 0)))  # (..., 1, m', k), m' whole panels
   order = tuple(range(nd - 2)) + (nd - 2, nd, nd - 1)  # (..., m'/p, p, k) <-> (..., m'/p, k, p): the panels' layout
   panels = panels.reshape(panels.shape[:-2] + (panels.shape[-2] // p, p, k)).permute(order).contiguous() \
