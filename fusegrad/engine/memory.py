@@ -17,6 +17,8 @@ def plan(items: list[Any], becomes: dict[UOp, UOp], todo: list[Any]) -> None:
   """Let the intermediates of items (ExecItems in run order) share memory: each becomes a view of one block per device,
   at an offset no other buffer uses while it lives (_Arena). A value a live tensor may read later keeps a buffer of
   its own; the others' stored values are forgotten (state.forget_nodes): a graph still naming one computes it again."""
+  if NO_MEMORY_PLANNER.value or sum(ei.bufs[0].nbytes >= PLAN_FROM and ei.bufs[0]._buf is None for ei in items) < 2:
+    return  # (most schedules: no walk over their buffers)
   first: dict[Buffer, int] = {}
   last: dict[Buffer, int] = {}
   unplannable: set[Buffer] = set()
@@ -28,7 +30,7 @@ def plan(items: list[Any], becomes: dict[UOp, UOp], todo: list[Any]) -> None:
       if not kernel or b.device != ei.runner.device: unplannable.add(b)  # (copies: another device's queue reads it)
   cands = [b for b, i in first.items() if b not in unplannable and items[i].bufs[0] is b and b.nbytes >= PLAN_FROM
            and b._buf is None and b._base is None and b._pending is None and b.newest_write is None]
-  if NO_MEMORY_PLANNER.value or len(cands) < 2: return
+  if len(cands) < 2: return
   read = _read_later(todo)
   planned = sorted((b for b in cands if b not in read), key=first.__getitem__)
   arenas: dict[str, _Arena] = {}
