@@ -211,3 +211,26 @@ def test_broken_other_compiler_falls_back(monkeypatch):
   monkeypatch.setattr(ops_cpu, "openmp_works", lambda cc: cc != [other])
   assert dev.compiler_for(1) is dev.compiler
   assert run_kernel("fallback", dev.compiler_for(1).compile(kernel_src("fallback", "data0[0] = 4.0f;"))) == 4.0
+
+@needs_cpu
+def test_kernel_libraries_link_libm_and_libgcc_only_where_that_links(fresh_cache, monkeypatch):
+  """Kernel libraries link no C runtime start files, libc or OpenMP runtime (the process has them: ops_cpu.LINK) where
+  the compiler links a library that way, and as usual where it doesn't; a halves and an OpenMP kernel still run."""
+  import subprocess, sys
+  from fusegrad.runtime import ops_cpu
+  cc = ops_cpu.find_c_compiler()
+  assert ops_cpu.link_flags(cc) == (ops_cpu.LINK if sys.platform == "linux" else ["-lm"])
+  lib = ops_cpu.ClangCompiler(cc, False).compile("float fg_half(_Float16 *x) { return x[0] * 2; }\n" if "gcc" in cc[0]
+                                                  else "void fg_half(float *x, __fp16 *y) { *y = (__fp16)*x; }\n")
+  ops_cpu._load(lib)  # loads: every symbol it needs is in the process
+  if sys.platform == "linux" and ops_cpu.link_flags(cc) == ops_cpu.LINK:
+    with open(fresh_cache / "k.so", "wb") as f: f.write(lib)
+    needed = subprocess.run(["readelf", "-d", str(fresh_cache / "k.so")], capture_output=True, text=True).stdout
+    assert "Dynamic section" in needed and "libc.so" not in needed
+  a = Tensor.rand(4096, 64)
+  np.testing.assert_allclose(a.half().float().sum(1).numpy(), a.numpy().astype(np.float16).astype(np.float32).sum(1),
+                             rtol=1e-5)
+  cache_reset()
+  monkeypatch.setattr(ops_cpu, "_build", lambda *args: None)  # a compiler that can't link that way
+  monkeypatch.setattr(ops_cpu, "compiler_version", lambda cc: "another compiler 1.0")
+  assert ops_cpu.link_flags(cc) == ["-lm"]

@@ -1,7 +1,7 @@
 """The CPU device: C source compiled by clang (or gcc, or $CC) into a shared library, loaded with ctypes."""
 from __future__ import annotations
 import ctypes, ctypes.util, functools, hashlib, mmap, os, pathlib, platform, queue, re, shlex, shutil, struct
-import subprocess, tempfile, threading, time, weakref
+import subprocess, sys, tempfile, threading, time, weakref
 from typing import Any, Callable
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError, NoCompilerError, RUN_LOCK
 from fusegrad.helpers import CC, CPU_ISA, CPU_SPIN, CPU_THREADS, diskcache_get, diskcache_put, dprint
@@ -249,6 +249,15 @@ def _build(cc: list[str], flags: list[str], src: str) -> bytes | None:
 # then costs about 80 ms of compiler time here instead of 100, a fifth of what a unit of small kernels costs.
 LINK = ["-nostdlib", "-lm", "-lgcc"]
 
+def link_flags(cc: list[str]) -> list[str]:
+  """LINK where cc links a library with it (Linux toolchains with libgcc), else the usual link with libm; asked once
+  per compiler command and version (disk cache)."""
+  key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{' '.join(LINK)}".encode()).hexdigest()
+  if (known := diskcache_get("link_minimal", key)) not in (b"0", b"1"):
+    works = sys.platform == "linux" and _build(cc, LINK, "int fg_probe(void) { return 0; }\n") is not None
+    known = diskcache_put("link_minimal", key, b"1" if works else b"0")
+  return LINK if known == b"1" else ["-lm"]
+
 class ClangCompiler(Compiler):
   """C -> shared library for the instruction set isa (ISAS; '': the host's). The cache key holds the compiler, its
   flags (the ISA's among them) and the CPU (flags use -march=native)."""
@@ -265,15 +274,16 @@ class ClangCompiler(Compiler):
     if "Free Software Foundation" in compiler_version(tuple(cc)):
       self.args[:0] = ["--param=max-completely-peeled-insns=1000"]
     version = compiler_version(tuple(cc)).split("\n")[0]
-    key = f"{version}|{isa}|{' '.join(self.args + LINK)}|{platform.machine()}|{_cpuinfo('model name')}"
+    self.link = link_flags(cc)
+    key = f"{version}|{isa}|{' '.join(self.args + self.link)}|{platform.machine()}|{_cpuinfo('model name')}"
     super().__init__(f"compile_cpu_{hashlib.sha256(key.encode()).hexdigest()[:16]}")
   def _start(self, tmp: str, name: str, src: str) -> subprocess.Popen:
     """A compiler process building tmp/name.so from src (its log goes to tmp/name.log)."""
     path = os.path.join(tmp, name)
     with open(f"{path}.c", "w") as f: f.write(src)
     with open(f"{path}.log", "wb") as log:
-      return subprocess.Popen([*self.cc, *self.args, f"{path}.c", "-o", f"{path}.so", *LINK], stdin=subprocess.DEVNULL,
-                              stdout=log, stderr=log)
+      return subprocess.Popen([*self.cc, *self.args, f"{path}.c", "-o", f"{path}.so", *self.link],
+                              stdin=subprocess.DEVNULL, stdout=log, stderr=log)
   def _finish(self, proc: subprocess.Popen, tmp: str, name: str, src: str) -> bytes:
     path = os.path.join(tmp, name)
     if proc.wait() != 0:
