@@ -340,3 +340,16 @@ def test_free_intermediates_frees_the_shared_memory(plan_all):
   jit.captured.free_intermediates()
   assert GlobalCounters.mem_used < before
   for x in xs[3:]: np.testing.assert_allclose(jit(Tensor(x)).numpy(), want(x), rtol=1e-5)
+
+def test_a_gradient_rule_holding_a_tensor_is_refused():
+  """A composite's rule lives as long as its graph; a Tensor in it (whose .grad backward fills) would keep a step's
+  buffers alive, as BatchNorm's, pow's and binary_crossentropy's rules did: with_rule refuses it, nodes are fine."""
+  import functools
+  from fusegrad.gradient import with_rule
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = x * 2
+  with pytest.raises(TypeError, match="holds a Tensor"): with_rule(y.uop, (x.uop,), lambda g: (g * 2,) if x else ())
+  with pytest.raises(TypeError, match="holds a Tensor"):
+    with_rule(y.uop, (x.uop,), functools.partial(lambda t, g: (g,), x))
+  node = x.uop
+  assert with_rule(y.uop, (node,), lambda g: (g * 2,) if node is not None else ()) is y.uop

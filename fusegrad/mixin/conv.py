@@ -214,18 +214,18 @@ class ConvMixin:
     def windows(x: Tensor, pad: Any = low) -> Tensor:  # (each window along the last len(k_) axes)
       return _pad_last(x, all_pads, pad)._pool(k_, s_, d_)
     real = None  # (padding ties with a real -inf: it is never the first max)
-    if any(map(any, all_pads)): real = windows(T.ones(self.shape, dtype=dtypes.bool, device=self.device), False)
+    if any(map(any, all_pads)): real = windows(T.ones(self.shape, dtype=dtypes.bool, device=self.device), False).uop
     ret = windows(self).max(axes := tuple(range(-len(k_), 0)))
     def rule(g: UOp, n: UOp, x: UOp) -> tuple[UOp | None]:
       # all into each window's first max (torch's: not shared by ties), in a buffer of its own (a norm reads it often)
       w = windows(T._wrap(x))
-      picked = _first_max(w, T._wrap(n), real, k_).where(w, 0).sum(axes)
+      picked = _first_max(w, T._wrap(n), None if real is None else T._wrap(real), k_).where(w, 0).sum(axes)
       return (None if (gx := compute_gradient(picked.uop, g, {x}).get(x)) is None else gx.contiguous(),)
     if dtypes.is_float(ret.dtype): ret = self._new(with_rule(ret.uop, (self.uop,), rule))
     if not return_indices: return ret
     plane = self.shape[-len(k_):]  # the flat input-plane index of every window element
     pos = windows(T.arange(prod(plane), device=self.device, dtype=dtypes.int32).reshape(plane), -1)
-    idx = _first_max(windows(self), ret, real, k_).where(pos, 0).sum(axes)
+    idx = _first_max(windows(self), ret, None if real is None else T._wrap(real), k_).where(pos, 0).sum(axes)
     # int32 as argmax and tinygrad (its tests compare torch's indices cast to int32), int64 where int32 can't hold them
     return ret, idx.cast(dtypes.int32 if prod(plane) < 2 ** 31 else dtypes.int64).detach()
 
