@@ -79,15 +79,14 @@ _composite_rules: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], Callable
 
 def with_rule(result: UOp, inputs: tuple[UOp, ...], rule: Callable[..., tuple[UOp | None, ...]]) -> UOp:
   """result, differentiated by rule with respect to inputs (its graph only gives the value). The rule lives as long as
-  the graph: it may hold nodes and numbers, never a Tensor (whose .grad, filled by backward, would keep a step's
-  buffers alive), so one that does is refused."""
+  the graph: a Tensor in it (its .grad, filled by backward, would keep a step's buffers alive) is refused."""
   if any(c.__name__ == "Tensor" for h in _held(rule) for c in type(h).__mro__):
     raise TypeError(f"gradient rule {getattr(rule, '__qualname__', rule)!r} holds a Tensor; give it nodes or numbers")
   _composite_rules[result] = (inputs, rule)
   return result
 
 def _held(fn: Callable) -> list:
-  """What a function keeps: its closure's values, defaults, a partial's arguments, a bound method's object."""
+  """What a function keeps: a bound method's object, a partial's arguments, its defaults, its closure's values."""
   out = [getattr(fn, "__self__", None), *getattr(fn, "args", ()), *(getattr(fn, "__defaults__", None) or ())]
   for cell in getattr(fn, "__closure__", None) or ():
     try: out.append(cell.cell_contents)

@@ -19,9 +19,7 @@ def plan(items: list[Any], becomes: dict[UOp, UOp], todo: list[Any]) -> None:
   its own; the others' stored values are forgotten (state.forget_nodes): a graph still naming one computes it again."""
   if NO_MEMORY_PLANNER.value or sum(ei.bufs[0].nbytes >= PLAN_FROM and ei.bufs[0]._buf is None for ei in items) < 2:
     return  # (most schedules: no walk over their buffers)
-  first: dict[Buffer, int] = {}
-  last: dict[Buffer, int] = {}
-  unplannable: set[Buffer] = set()
+  first, last, unplannable = dict[Buffer, int](), dict[Buffer, int](), set[Buffer]()
   for i, ei in enumerate(items):
     kernel = isinstance(ei.runner, CompiledRunner)
     for b in ei.bufs:
@@ -70,8 +68,7 @@ def _read_later(todo: list[Any]) -> set[Buffer]:
   """The buffers a live tensor may read later: those a tensor's graph (todo's, or any live floating tensor's) reaches
   before any other stored value, and every stored value in a graph autograd keeps (STATE.lazy_defs). (A tensor of
   another dtype that is still lazy computes again what it finds forgotten.)"""
-  ret: set[Buffer] = set()
-  seen: set[UOp] = set()
+  ret, seen = set[Buffer](), set[UOp]()
   def walk(stack: list[UOp], whole: bool) -> None:
     while stack:
       if (u := stack.pop()) in seen: continue

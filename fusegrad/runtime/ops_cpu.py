@@ -244,14 +244,12 @@ def _build(cc: list[str], flags: list[str], src: str) -> bytes | None:
                       capture_output=True).returncode: return None
     with open(out, "rb") as f: return f.read()
 
-# A kernel library links libm and libgcc (its helpers: half conversions without F16C) only: no start files, no libc
-# (the process has it) and no OpenMP runtime (the process loads one first, globally: _one_openmp_runtime). A library
-# then costs about 80 ms of compiler time here instead of 100, a fifth of what a unit of small kernels costs.
+# A kernel library links libm and libgcc (half conversions without F16C) only: not libc, the start files or OpenMP's
+# runtime, which the process has (_one_openmp_runtime). About 80 ms of compiler a library here instead of 100.
 LINK = ["-nostdlib", "-lm", "-lgcc"]
 
 def link_flags(cc: list[str]) -> list[str]:
-  """LINK where cc links a library with it (Linux toolchains with libgcc), else the usual link with libm; asked once
-  per compiler command and version (disk cache)."""
+  """LINK where cc links a probe with it (Linux, libgcc), else the usual link; asked once per compiler (disk cache)."""
   key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{' '.join(LINK)}".encode()).hexdigest()
   if (known := diskcache_get("link_minimal", key)) not in (b"0", b"1"):
     works = sys.platform == "linux" and _build(cc, LINK, "int fg_probe(void) { return 0; }\n") is not None
