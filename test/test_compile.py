@@ -215,14 +215,17 @@ def test_broken_other_compiler_falls_back(monkeypatch):
 @needs_cpu
 def test_kernel_libraries_link_libm_and_libgcc_only_where_that_links(fresh_cache, monkeypatch):
   """Kernel libraries link no C runtime start files, libc or OpenMP runtime (the process has them: ops_cpu.LINK) where
-  the compiler links a library that way, and as usual where it doesn't; a halves and an OpenMP kernel still run."""
-  import subprocess, sys
+  the compiler links a library that way, and as usual where it doesn't; libm's functions and halves still work."""
+  import ctypes, subprocess, sys
   from fusegrad.runtime import ops_cpu
   cc = ops_cpu.find_c_compiler()
   assert ops_cpu.link_flags(cc) == (ops_cpu.LINK if sys.platform == "linux" else ["-lm"])
-  lib = ops_cpu.ClangCompiler(cc, False).compile("float fg_half(_Float16 *x) { return x[0] * 2; }\n" if "gcc" in cc[0]
-                                                  else "void fg_half(float *x, __fp16 *y) { *y = (__fp16)*x; }\n")
-  ops_cpu._load(lib)  # loads: every symbol it needs is in the process
+  src = ("#include <math.h>\n"
+         "void fg_math(float *x, int n) { for (int i = 0; i < n; i++) x[i] = expf(x[i]) + sinf(x[i]); }")
+  lib = ops_cpu.ClangCompiler(cc, False).compile(src + "\n")
+  x = (ctypes.c_float * 3)(0.0, 1.0, 2.0)
+  ops_cpu._load(lib).fg_math(x, 3)  # loads (every symbol it needs is in the process) and runs
+  np.testing.assert_allclose(list(x), np.exp([0.0, 1.0, 2.0]) + np.sin([0.0, 1.0, 2.0]), rtol=1e-6)
   if sys.platform == "linux" and ops_cpu.link_flags(cc) == ops_cpu.LINK:
     with open(fresh_cache / "k.so", "wb") as f: f.write(lib)
     needed = subprocess.run(["readelf", "-d", str(fresh_cache / "k.so")], capture_output=True, text=True).stdout
