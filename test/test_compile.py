@@ -215,24 +215,33 @@ def test_broken_other_compiler_falls_back(monkeypatch):
 @needs_cpu
 def test_kernel_libraries_link_libm_and_libgcc_only_where_that_links(fresh_cache, monkeypatch):
   """Kernel libraries link no C runtime start files, libc or OpenMP runtime (the process has them: ops_cpu.LINK) where
-  the compiler links a library that way, and as usual where it doesn't; libm's functions and halves still work."""
+  the compiler links a library that way, and as usual where it doesn't; libm's functions and halves still work, also
+  without F16C (clang: compiler-rt's conversions)."""
   import ctypes, subprocess, sys
   from fusegrad.runtime import ops_cpu
   cc = ops_cpu.find_c_compiler()
-  assert ops_cpu.link_flags(cc) == (ops_cpu.LINK if sys.platform == "linux" else ["-lm"])
+  minimal = ops_cpu.link_flags(cc)[:len(ops_cpu.LINK)] == ops_cpu.LINK  # (+ the runtime library, if it has one)
+  assert minimal == (sys.platform == "linux")
   src = ("#include <math.h>\n"
          "void fg_math(float *x, int n) { for (int i = 0; i < n; i++) x[i] = expf(x[i]) + sinf(x[i]); }")
   lib = ops_cpu.ClangCompiler(cc, False).compile(src + "\n")
   x = (ctypes.c_float * 3)(0.0, 1.0, 2.0)
   ops_cpu._load(lib).fg_math(x, 3)  # loads (every symbol it needs is in the process) and runs
   np.testing.assert_allclose(list(x), np.exp([0.0, 1.0, 2.0]) + np.sin([0.0, 1.0, 2.0]), rtol=1e-6)
-  if sys.platform == "linux" and ops_cpu.link_flags(cc) == ops_cpu.LINK:
+  if minimal:
     with open(fresh_cache / "k.so", "wb") as f: f.write(lib)
     needed = subprocess.run(["readelf", "-d", str(fresh_cache / "k.so")], capture_output=True, text=True).stdout
     assert "Dynamic section" in needed and "libc.so" not in needed
   a = Tensor.rand(4096, 64)
   np.testing.assert_allclose(a.half().float().sum(1).numpy(), a.numpy().astype(np.float16).astype(np.float32).sum(1),
                              rtol=1e-5)
+  if "sse4" in ops_cpu.host_isas():  # no F16C: the half conversions are calls into the compiler's runtime library
+    half_t = "_Float16" if "Free Software Foundation" in ops_cpu.compiler_version(tuple(cc)) else "__fp16"
+    src = f"void fg_half(float *x, unsigned short *y) {{ {half_t} h = ({half_t})*x; *y = *(unsigned short *)&h; }}\n"
+    y = ctypes.c_ushort()
+    ops_cpu._load(ops_cpu.ClangCompiler(cc, False, "sse4").compile(src)).fg_half(ctypes.byref(ctypes.c_float(1.5)),
+                                                                                 ctypes.byref(y))
+    assert y.value == np.float16(1.5).view(np.uint16)
   cache_reset()
   monkeypatch.setattr(ops_cpu, "_build", lambda *args: None)  # a compiler that can't link that way
   monkeypatch.setattr(ops_cpu, "compiler_version", lambda cc: "another compiler 1.0")

@@ -225,8 +225,7 @@ def compiler_version(cc: tuple[str, ...]) -> str:
   return subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout
 
 def openmp_works(cc: list[str]) -> bool:
-  """True when cc can build and load a program with an OpenMP parallel loop. Probing compiles a program (about half a
-  second): the answer is cached on disk per compiler command and version."""
+  """True when cc builds and loads a program with an OpenMP loop (a probe of about half a second, cached on disk)."""
   key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{_find_libomp()}".encode()).hexdigest()
   if (known := diskcache_get("openmp_works", key)) in (b"0", b"1"): return known == b"1"  # (libomp added: a new key)
   return diskcache_put("openmp_works", key, b"1" if _probe_openmp(cc) else b"0") == b"1"
@@ -249,12 +248,16 @@ def _build(cc: list[str], flags: list[str], src: str) -> bytes | None:
 LINK = ["-nostdlib", "-lm", "-lgcc"]
 
 def link_flags(cc: list[str]) -> list[str]:
-  """LINK where cc links a probe with it (Linux, libgcc), else the usual link; asked once per compiler (disk cache)."""
+  """LINK and the compiler's runtime (clang's compiler-rt) where cc links a probe so (Linux), else the usual link."""
   key = hashlib.sha256(f"{' '.join(cc)}|{compiler_version(tuple(cc))}|{' '.join(LINK)}".encode()).hexdigest()
-  if (known := diskcache_get("link_minimal", key)) not in (b"0", b"1"):
-    works = sys.platform == "linux" and _build(cc, LINK, "int fg_probe(void) { return 0; }\n") is not None
-    known = diskcache_put("link_minimal", key, b"1" if works else b"0")
-  return LINK if known == b"1" else ["-lm"]
+  def flags(rt: str) -> list[str]: return ["-lm"] if rt == "usual" else LINK + ["-x", "none", rt] * bool(rt)  # (.a)
+  def valid(rt: str) -> bool: return rt in ("usual", "") or rt.endswith(".a") and os.path.isfile(rt)  # (as cached)
+  if (known := diskcache_get("cpu_link", key)) is not None and valid(rt := known.decode(errors="replace")):
+    return flags(rt)
+  rt = subprocess.run([*cc, "-print-libgcc-file-name", "-rtlib=compiler-rt"], capture_output=True, text=True).stdout
+  rt = rt.strip() if rt.strip().endswith(".a") and os.path.isfile(rt.strip()) else ""
+  if sys.platform != "linux" or _build(cc, flags(rt), "int fg_probe(void) { return 0; }\n") is None: rt = "usual"
+  return flags(diskcache_put("cpu_link", key, rt.encode()).decode())
 
 class ClangCompiler(Compiler):
   """C -> shared library for the instruction set isa (ISAS; '': the host's). The cache key holds the compiler, its
