@@ -219,7 +219,5 @@ def replace_range(ast: UOp, r: UOp, expr: UOp, pieces: tuple[UOp, ...]) -> UOp:
       values, ranges = reduce_parts(node)
       rs = tuple(p for s in ranges for p in (pieces if s is r else (s,)))
       memo[node] = node.replace(src=tuple(memo[v] for v in values) + rs)
-    else:
-      src = tuple(memo[s] for s in node.src)
-      memo[node] = node if src == node.src else node.replace(src=src)
+    else: memo[node] = node if (src := tuple(memo[s] for s in node.src)) == node.src else node.replace(src=src)
   return memo[ast]

@@ -316,9 +316,7 @@ def _visit(n: UOp, depth: int, pos: dict[UOp, int], entries: list[Any], bufs: di
   if n.op not in _IMPURE:
     for s in n.src:
       if not s._cache.get("pure"): break
-    else:
-      c["pure"] = True
-      return
+    else: c["pure"] = True; return
   if n.op not in _QUICK_OPS: raise _NotQuick
   c["pure"] = False
   for s in n.src:
