@@ -4,7 +4,7 @@ from __future__ import annotations
 import gc, weakref
 from typing import Any, Sequence
 from fusegrad.device import Buffer
-from fusegrad.uop.ops import UOp, Ops
+from fusegrad.uop.ops import UOp, Ops, postorder, _sources
 from fusegrad.engine import state, multi, memory, schedule as engine_schedule, cache as engine_cache
 from fusegrad.engine import realize as engine_realize
 from fusegrad.engine.state import STATE, MAY_FOLLOW
@@ -79,10 +79,10 @@ def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
   view lives and the versions it reads are the newest (state.drop_stale_defs). read: a requires_grad None value
   realized to be read (tinygrad's numpy() leaves its graph). A contiguous of a whole buffer is that buffer."""
   if (t._requires_grad or read and t._requires_grad is None) and id(t) not in STATE.grad_tensors \
-     and lazy.op is not Ops.ASSIGN and t.uop not in (nodes := lazy.toposort()):
+     and lazy.op is not Ops.ASSIGN and t.uop not in (nodes := postorder((lazy,), _sources)):
     written = {state.view_base(n.src[0]) for n in nodes if n.op is Ops.ASSIGN}  # (older versions: not read)
-    reads = tuple(b for n in nodes[:-1] if (b := state.view_base(e.view if (e := state.memo.get(n)) else n)) not in
-                  written and b.op is Ops.BUFFER)  # (not the root: its view is the key)
+    reads = tuple(b for n in nodes if n is not lazy and (b := state.view_base(e.view if (e := state.memo.get(n)) else n))
+                  not in written and b.op is Ops.BUFFER)  # (not the root: its view is the key)
     stale = any(not state.is_newest(b) for b in reads)  # (kept, it would keep an old version's copy alive)
     if stale and not t._requires_grad: return
     STATE.lazy_defs[t.uop] = None if stale else (lazy, bool(t._requires_grad), reads)  # (state.drop_stale_defs)
