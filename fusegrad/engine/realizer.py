@@ -81,8 +81,8 @@ def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
   if (t._requires_grad or read and t._requires_grad is None) and id(t) not in STATE.grad_tensors \
      and lazy.op is not Ops.ASSIGN and t.uop not in (nodes := postorder((lazy,), _sources)):
     written = {state.view_base(n.src[0]) for n in nodes if n.op is Ops.ASSIGN}  # (older versions: not read)
-    reads = tuple(b for n in nodes if n is not lazy and (b := state.view_base(e.view if (e := state.memo.get(n)) else n))
-                  not in written and b.op is Ops.BUFFER)  # (not the root: its view is the key)
+    reads = tuple(b for n in nodes if n is not lazy and (b := state.view_base(e.view if (e := state.memo.get(n)) else
+                  n)) not in written and b.op is Ops.BUFFER)  # (not the root: its view is the key)
     stale = any(not state.is_newest(b) for b in reads)  # (kept, it would keep an old version's copy alive)
     if stale and not t._requires_grad: return
     STATE.lazy_defs[t.uop] = None if stale else (lazy, bool(t._requires_grad), reads)  # (state.drop_stale_defs)
