@@ -202,6 +202,34 @@ def test_training_loop_same_with_and_without_the_cache():
   assert la == lb
   for a, b in zip(pa, pb): np.testing.assert_array_equal(a, b)
 
+def test_tinyjit_capture_uses_the_cache():
+  # the capturing call (the second) collects the graph the first did: its schedule is the first call's template
+  # (checked against a fresh one), and the replays compute what they compute with no cache and with no jit. (A value
+  # stored before a capture is computed again in it: the graph then has a key of its own.)
+  from fusegrad import nn, TinyJit
+  from fusegrad.helpers import Context
+  def train(cache_size: int, jit: bool) -> tuple[list[float], list[np.ndarray], list[int]]:
+    Tensor.manual_seed(5)
+    lin = nn.Linear(6, 3)
+    opt = nn.optim.Adam(nn.state.get_parameters(lin), lr=0.01)
+    Tensor.realize(*nn.state.get_parameters(opt))  # (else the first call initializes them: a graph of another key)
+    X, Y = Tensor(rnd(10, 6)).realize(), Tensor([0, 1, 2, 1, 0, 2, 2, 1, 0, 0]).realize()
+    def step() -> Tensor:
+      opt.zero_grad()
+      loss = lin(X).relu().sparse_categorical_crossentropy(Y).backward()
+      return loss.realize(*opt.schedule_step())
+    run, losses, hits = TinyJit(step) if jit else step, [], []
+    with Context(SCHEDULE_CACHE=cache_size), Tensor.train():
+      for _ in range(4):
+        CacheStats.reset()
+        losses.append(run().item())
+        hits.append(CacheStats.hits)
+    return losses, [p.numpy() for p in nn.state.get_parameters(lin)], hits
+  (la, pa, hits), (lb, pb, _), (lc, pc, _) = train(512, True), train(0, True), train(0, False)
+  assert hits[1] > 0  # the capture
+  assert la == lb == lc
+  for a, b, c in zip(pa, pb, pc): np.testing.assert_array_equal(a, b); np.testing.assert_array_equal(a, c)
+
 def test_filled_constant_that_removes_a_load():
   # the kernel is built with 2.0 as a placeholder, so it loads both a and b; filling in 2.0 folds the where and drops
   # a's load: the kernel's buffers must be renumbered with it (b was read through a's slot)

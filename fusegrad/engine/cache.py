@@ -1,5 +1,5 @@
 """The schedule cache: a graph shaped like one scheduled before gets that schedule again, with its own buffers (keys,
-templates and the quick path: docs/developer/scheduler.md, section 6). While TinyJit captures, nothing is cached."""
+templates and the quick path: docs/developer/scheduler.md, section 6). A TinyJit capture takes no quick path."""
 from __future__ import annotations
 import hashlib, json, math, time, weakref
 from collections import OrderedDict
@@ -195,7 +195,6 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
 def cached_schedule(outs: list[UOp]) -> Schedule:
   """create_schedule(outs), reusing the template of a graph with the same key (STATE.templates)."""
   g = collect(outs)
-  if STATE.capturing: return schedule_graph(g)
   try: key, num = graph_key(g)
   except _Uncacheable:
     CacheStats.uncacheable += 1
