@@ -3,6 +3,7 @@
 Kernels come from the scheduler (Tensor.schedule) and are compiled with get_program(ast, renderer, opts=[...]) for the
 default device, then run on the schedule's own buffers.
 """
+import math
 import numpy as np
 import pytest
 from fusegrad import Tensor, Device, dtypes
@@ -394,15 +395,28 @@ def test_small_random_kernels_stay_plain_loops():
 
 def test_small_kernels_keep_only_vector_opts():
   """Under SMALL_WORK iterations a kernel gets no register tile, unrolling or transpose tile (they only cost codegen
-  and compile time there); the vector opts stay (a row sum's lanes). Bigger ones get them."""
+  and compile time there); the vector opts stay (a row sum's lanes). Bigger ones get them (the unroll where the tile
+  fills less than half the registers: test_register_tiles_are_not_unrolled)."""
   def opts_of(t: Tensor) -> list[Opt]:
     return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
   assert opts_of(Tensor.empty(8, 12) @ Tensor.empty(12, 16)) == []
   assert opts_of(Tensor.empty(16, 64).T.contiguous()) == [Opt(OptOps.UPCAST, 1, 4)]  # the elementwise vector only
   assert [o.op for o in opts_of(Tensor.empty(16, 64).sum(1))] == [OptOps.LANES]
-  big = [o.op for o in opts_of(Tensor.empty(64, 32) @ Tensor.empty(32, 64))]
-  assert OptOps.UPCAST in big and OptOps.UNROLL in big
+  assert OptOps.UPCAST in [o.op for o in opts_of(Tensor.empty(64, 32) @ Tensor.empty(32, 64))]
+  assert [o.op for o in opts_of(Tensor.empty(256, 256).sum(1))] == [OptOps.LANES, OptOps.UNROLL, OptOps.THREAD]
   assert 16 in [o.arg for o in opts_of(Tensor.empty(256, 256).T.contiguous()) if o.op is OptOps.UPCAST]  # the tile
+
+def test_register_tiles_are_not_unrolled():
+  """A reduce whose accumulators fill half the vector registers or more keeps its reduce loop (a step is 16 or more
+  vector multiply-adds at AVX-512: unrolling only multiplied the C, codegen and compile time); a smaller tile is
+  unrolled (a row sum's lanes: test_small_kernels_keep_only_vector_opts), and so is a big matmul's reduce."""
+  def opts_of(t: Tensor) -> list[Opt]:
+    return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
+  conv = opts_of(Tensor.empty(64, 32, 24, 24).conv2d(Tensor.empty(32, 32, 5, 5)))
+  accumulators = math.prod(o.arg for o in conv if o.op in (OptOps.UPCAST, OptOps.LANES))
+  assert accumulators * 4 * 2 >= AVX512.vector_registers * AVX512.vector_bytes  # a register tile
+  assert OptOps.UNROLL not in [o.op for o in conv]
+  assert OptOps.UNROLL in [o.op for o in opts_of(Tensor.empty(1024, 1024) @ Tensor.empty(1024, 1024))]
 
 def test_small_or_narrow_matmuls_stay_one_kernel():
   for sa, sb in [((128, 256), (256, 256)), ((256, 256), (256, 24)), ((256, 32), (32, 256))]:
