@@ -241,9 +241,8 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones entirely) while the tile's operands for the unrolled steps
   fit the registers (tile_registers); not a tile filling half of them, but a big matmul's (codegen.md: "Tile rules")."""
-  tile = k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize * 2  # type: ignore[attr-defined]
-  if not _red_axes(k) or tile >= k.ren.machine.vector_registers * k.ren.machine.vector_bytes and not k.ren.has_local \
-     and not _big_matmul(k): return
+  tile = k.ren.machine.register_tile(k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize)  # type: ignore
+  if not _red_axes(k) or tile and not k.ren.has_local and not _big_matmul(k): return
   last, r = _red_axes(k)[-1]
   size = range_size(r)
   for amt in ((size,) if size <= 8 else ()) + (4, 2):

@@ -22,6 +22,7 @@ class MachineModel:
   local_memory: int = 0            # bytes of workgroup-shared memory (0: none)
   def vector(self, itemsize: int) -> int:
     """Elements of itemsize bytes in one SIMD register."""; return max(self.vector_bytes // itemsize, 1)
+  def register_tile(self, acc: int) -> bool: return 2 * acc >= self.vector_registers * self.vector_bytes  # bytes
 
 class UnsupportedDTypeError(NotImplementedError):
   """A kernel uses a dtype its device can't compute in or store (float64 on WEBGPU); the message names both."""

@@ -348,7 +348,7 @@ class ClangRenderer(CStyleLanguage):
     unrolled whole and without the passes that make it spill or that it doesn't gain from (clang ignores the pragmas;
     each pass and its measurements: docs/developer/codegen.md, "gcc's options for register tiles")."""
     acc_bytes = sum(u.dtype.itemsize for u in uops if u.op is Ops.DEFINE_ACC)
-    if acc_bytes < self.machine.vector_registers * self.machine.vector_bytes // 2: return super().render(name, uops)
+    if not self.machine.register_tile(acc_bytes): return super().render(name, uops)
     opts = ('"no-tree-loop-vectorize", "no-tree-loop-im", "no-gcse", "peel-loops", "no-tree-pre", "no-tree-dse", '
             '"no-schedule-insns2", "no-tree-vrp", "no-code-hoisting", "no-rerun-cse-after-loop"')
     return f"#pragma GCC push_options\n#pragma GCC optimize({opts})\n" + super().render(name, uops) + \
