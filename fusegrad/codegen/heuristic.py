@@ -266,8 +266,7 @@ def _elementwise_upcast(k: Kernel, opts: list[Opt]) -> None:
 
 def _pooled_loads(k: Kernel, opts: list[Opt]) -> None:
   """An elementwise kernel with loads at r // n (n up to 4) along an output axis r (a max pool's gradient reads the
-  pooled value and its gradient once per window): r upcast by n, so each such load serves its n outputs from a
-  register."""
+  pooled value and its gradient once per window): r upcast by n, each such load serving n outputs from a register."""
   if k.reduce_op or k.ren.has_local: return
   for i, r in reversed(_out_axes(k)):
     n = next((d.src[1].arg for ld in k.loads() for d in ld.src[1].toposort() if d.op is Ops.IDIV

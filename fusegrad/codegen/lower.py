@@ -143,8 +143,7 @@ def to_launch_dims(ast: UOp, ren: Renderer) -> UOp:
 # *** grouped reductions: a reduce split across a workgroup, combined through shared memory ***
 def lower_group_reduces(ast: UOp) -> UOp:
   """Each REDUCE over a GROUP range: every thread of the workgroup reduces its share, stores the partial result in a
-  shared buffer, waits at a barrier, then adds up the buffer; stores to global memory happen in the group's first
-  thread only."""
+  shared buffer, waits at a barrier, then adds up the buffer; the group's first thread alone stores to global memory."""
   groups = sorted({r for u in ast.toposort() if u.op is Ops.REDUCE
                    for r in reduce_parts(u)[1] if range_kind(r) is AxisType.GROUP}, key=lambda r: r.arg[0])
   if not groups: return ast

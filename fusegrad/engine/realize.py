@@ -80,8 +80,7 @@ def _codegen(ast: UOp, ren: Renderer) -> ProgramSpec:
 
 def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, list[Buffer]]:
   """The compiled program for a kernel AST on a device, and the buffers of its parameters (appended to the kernel's).
-  Constants that change between calls become parameters (docs/developer/realize.md), so a loop over a scalar compiles
-  twice."""
+  Constants changing between calls become parameters (docs/developer/realize.md): a loop over one compiles twice."""
   programs, settings = STATE.programs, (BEAM.value, NOOPT.value)
   if (hit := programs.get(key := (device, ast, *settings))) is not None:
     programs.move_to_end(key)

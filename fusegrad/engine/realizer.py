@@ -4,7 +4,7 @@ from __future__ import annotations
 import gc, weakref
 from typing import Any, Sequence
 from fusegrad.device import Buffer
-from fusegrad.uop.ops import UOp, Ops, postorder, _sources
+from fusegrad.uop.ops import UOp, Ops, postorder
 from fusegrad.engine import state, multi, memory, schedule as engine_schedule, cache as engine_cache
 from fusegrad.engine import realize as engine_realize
 from fusegrad.engine.state import STATE, MAY_FOLLOW
@@ -78,15 +78,19 @@ def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
   """Autograd still needs the graph that made a realized intermediate that requires grad: remember it while the buffer
   view lives and the versions it reads are the newest (state.drop_stale_defs). read: a requires_grad None value
   realized to be read (tinygrad's numpy() leaves its graph). A contiguous of a whole buffer is that buffer."""
-  if (t._requires_grad or read and t._requires_grad is None) and id(t) not in STATE.grad_tensors \
-     and lazy.op is not Ops.ASSIGN and t.uop not in (nodes := postorder((lazy,), _sources)):
-    written = {state.view_base(n.src[0]) for n in nodes if n.op is Ops.ASSIGN}  # (older versions: not read)
-    reads = tuple(b for n in nodes if n is not lazy and (b := state.view_base(e.view if (e := state.memo.get(n)) else
-                  n)) not in written and b.op is Ops.BUFFER)  # (not the root: its view is the key)
-    stale = any(not state.is_newest(b) for b in reads)  # (kept, it would keep an old version's copy alive)
-    if stale and not t._requires_grad: return
-    STATE.lazy_defs[t.uop] = None if stale else (lazy, bool(t._requires_grad), reads)  # (state.drop_stale_defs)
-    state.memo.pop(lazy)  # (its value's entry would hold the buffer node, the key, alive: a cycle, a leak per step)
+  if not (t._requires_grad or read and t._requires_grad is None) or lazy.op is Ops.ASSIGN: return
+  if t._requires_grad and id(t) in STATE.grad_tensors: return  # (a leaf: STATE.grad_tensors holds those requiring grad)
+  root, written, reads = t.uop, set(), []
+  for n in postorder((lazy,), _impure_sources):  # (a constant's graph, "pure" (engine/cache.py), reads no buffer)
+    if n is root: return
+    if n.op is Ops.ASSIGN: written.add(state.view_base(n.src[0]))  # (older versions: not read)
+    if n is not lazy and (b := state.view_base(e.view if (e := state.memo.get(n)) else n)).op is Ops.BUFFER:
+      reads.append(b)  # (not the root: its view is the key)
+  if written: reads = [b for b in reads if b not in written]
+  if (stale := any(not state.is_newest(b) for b in reads)) and not t._requires_grad: return  # (kept, it would keep an
+  STATE.lazy_defs[root] = None if stale else (lazy, bool(t._requires_grad), tuple(reads))  # old version's copy alive)
+  state.memo.pop(lazy)  # (its value's entry would hold the buffer node, the key, alive: a cycle, a leak per step)
+def _impure_sources(n: UOp) -> list[UOp]: return [s for s in n.src if not s._cache.get("pure")]
 
 def _realize_multi(tensors: list[Any]) -> None:
   """Realize tensors spread over devices (or gathered from them): each one's per-device graphs (multi.lower) are

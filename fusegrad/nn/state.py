@@ -174,8 +174,7 @@ def _check_safe_entry(key: str, info: Any, data_len: int, name: str) -> None:
 
 def safe_load_metadata(fn: Source) -> tuple[Tensor, int, dict[str, Any]]:
   """(the file as a uint8 Tensor (on the disk device, for a path: `t[a:b].bitcast(dtype).to("CPU")`), where the data
-  starts, the JSON header) of a .safetensors file; the header's "__metadata__" entry holds the metadata written with
-  it."""
+  starts, the JSON header) of a .safetensors file; its header's "__metadata__" entry is the metadata saved with it."""
   raw, name = _read_source(fn, "safe_load_metadata")
   data_start, header = _safe_header(raw, name)
   return (fn if isinstance(fn, Tensor) else Tensor(pathlib.Path(fn))), data_start, header
