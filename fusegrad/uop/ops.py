@@ -76,7 +76,7 @@ def _uninterned(ref: _Ref) -> None:  # (UOp is None at interpreter shutdown: the
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
 _consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) -> the constant made (UOp.const)
 
-def postorder(roots: Sequence[UOp], below: Callable[[UOp], tuple[UOp, ...]]) -> dict[UOp, None]:
+def postorder(roots: Sequence[UOp], below: Callable[[UOp], Sequence[UOp]]) -> dict[UOp, None]:
   """The nodes reachable from roots through below(node), each after the nodes below it (iterative: deep graphs are
   fine; a graph has no cycles)."""
   visited: dict[UOp, None] = {}
