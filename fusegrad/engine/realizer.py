@@ -87,8 +87,8 @@ def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
     if n is not lazy and (b := state.view_base(e.view if (e := state.memo.get(n)) else n)).op is Ops.BUFFER:
       reads.append(b)  # (not the root: its view is the key)
   if written: reads = [b for b in reads if b not in written]
-  if (stale := any(not state.is_newest(b) for b in reads)) and not t._requires_grad: return  # (kept, it would keep an
-  STATE.lazy_defs[root] = None if stale else (lazy, bool(t._requires_grad), tuple(reads))  # old version's copy alive)
+  if (stale := any(not state.is_newest(b) for b in reads)) and not t._requires_grad: return  # (would keep old copies)
+  STATE.lazy_defs[root] = None if stale else (lazy, bool(t._requires_grad), tuple(reads))  # (None: backward raises)
   state.memo.pop(lazy)  # (its value's entry would hold the buffer node, the key, alive: a cycle, a leak per step)
 def _impure_sources(n: UOp) -> list[UOp]: return [s for s in n.src if not s._cache.get("pure")]
 
