@@ -344,6 +344,10 @@ def test_padded_conv_loops_over_the_rows_inside(padding):
 # *** the matmul heuristic: 16 vector accumulators, column panels outside the row tiles, b packed in panels ***
 VEC_CPU = ClangRenderer(vector_widths=(2, 4, 8, 16), machine=AVX512, upcast_max=256, threads=2)
 
+def opts_of(t: Tensor) -> list[Opt]:
+  """The heuristic's opts for t's last kernel on VEC_CPU (an AVX-512 C renderer)."""
+  return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
+
 @pytest.mark.parametrize("expr,kernels,panels", [("a @ b", 2, 16), ("d.T @ b", 3, 16), ("a @ b.T", 2, 16),
                                                   ("c @ c.transpose(1, 2)", 2, 32)])
 def test_matmul_heuristic_tiles_and_orders(expr, kernels, panels):
@@ -388,8 +392,6 @@ def test_transposed_loads_read_vectors(pad):
 def test_small_random_kernels_stay_plain_loops():
   """Random bits (THREEFRY) in a loop too small for threads get no upcast: gcc vectorizes the plain loop, and copies
   would repeat the scalar rounds per element; a threaded loop (its body runs once per iteration) keeps it."""
-  def opts_of(t: Tensor) -> list[Opt]:
-    return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
   assert not any(o.op is OptOps.UPCAST for o in opts_of(Tensor.rand(36864)))
   assert any(o.op is OptOps.UPCAST for o in opts_of(Tensor.rand(1 << 20)))
 
@@ -397,8 +399,6 @@ def test_small_kernels_keep_only_vector_opts():
   """Under SMALL_WORK iterations a kernel gets no register tile, unrolling or transpose tile (they only cost codegen
   and compile time there); the vector opts stay (a row sum's lanes). Bigger ones get them (the unroll where the tile
   fills less than half the registers: test_register_tiles_are_not_unrolled)."""
-  def opts_of(t: Tensor) -> list[Opt]:
-    return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
   assert opts_of(Tensor.empty(8, 12) @ Tensor.empty(12, 16)) == []
   assert opts_of(Tensor.empty(16, 64).T.contiguous()) == [Opt(OptOps.UPCAST, 1, 4)]  # the elementwise vector only
   assert [o.op for o in opts_of(Tensor.empty(16, 64).sum(1))] == [OptOps.LANES]
@@ -410,11 +410,9 @@ def test_register_tiles_are_not_unrolled():
   """A reduce whose accumulators fill half the vector registers or more keeps its reduce loop (a step is 16 or more
   vector multiply-adds at AVX-512: unrolling only multiplied the C, codegen and compile time); a smaller tile is
   unrolled (a row sum's lanes: test_small_kernels_keep_only_vector_opts), and so is a big matmul's reduce."""
-  def opts_of(t: Tensor) -> list[Opt]:
-    return hand_coded_optimizations(Kernel(merge_axes(fold_reduces(t.schedule()[-1].ast)), VEC_CPU))
   conv = opts_of(Tensor.empty(64, 32, 24, 24).conv2d(Tensor.empty(32, 32, 5, 5)))
   accumulators = math.prod(o.arg for o in conv if o.op in (OptOps.UPCAST, OptOps.LANES))
-  assert accumulators * 4 * 2 >= AVX512.vector_registers * AVX512.vector_bytes  # a register tile
+  assert AVX512.register_tile(accumulators * 4)  # float32 accumulators filling half the registers or more
   assert OptOps.UNROLL not in [o.op for o in conv]
   assert OptOps.UNROLL in [o.op for o in opts_of(Tensor.empty(1024, 1024) @ Tensor.empty(1024, 1024))]
 
