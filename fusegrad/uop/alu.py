@@ -50,13 +50,11 @@ def threefry2x32(x: int, key: int) -> int:
 
 python_alu: dict[Ops, Callable[..., Any]] = {
   Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt, Ops.RECIPROCAL: _recip, Ops.TRUNC: _trunc,
-  Ops.ADD: _add, Ops.MUL: _mul, Ops.FDIV: _fdiv, Ops.MAX: _max,
+  Ops.ADD: _add, Ops.MUL: _mul, Ops.FDIV: _fdiv, Ops.MAX: _max, Ops.THREEFRY: threefry2x32,
   Ops.IDIV: cdiv, Ops.MOD: lambda a, b: _fmod(a, b) if isinstance(a, float) else cmod(a, b),  # C's / % and fmod
   Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b,
-  Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b,
-  Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b,
-  Ops.WHERE: lambda c, a, b: a if c else b, Ops.MULACC: lambda a, b, c: a * b + c,
-  Ops.THREEFRY: threefry2x32}
+  Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b, Ops.SHL: lambda a, b: a << b,
+  Ops.WHERE: lambda c, a, b: a if c else b, Ops.MULACC: lambda a, b, c: a * b + c, Ops.SHR: lambda a, b: a >> b}
 
 def truncate(x: Any, dtype: DType) -> Any:
   """A Python value forced into dtype's range and precision."""
