@@ -239,8 +239,8 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
     return
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
-  """Unroll the innermost reduce loop a little (small ones entirely: up to 16 steps where nothing is upcast, a batch
-  norm's short rows, which gcc leaves a loop: up to 2x slower) while the tile's operands for the unrolled steps
+  """Unroll the innermost reduce loop a little (small ones entirely: up to 8 steps, 16 where nothing is upcast, as a
+  batch norm's short rows, which gcc keeps as a loop: up to 2x slower) while the tile's operands for the unrolled steps
   fit the registers (tile_registers); not a tile filling half of them, but a big matmul's (codegen.md: "Tile rules")."""
   tile = k.ren.machine.register_tile(k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize)  # type: ignore
   if not _red_axes(k) or tile and not k.ren.has_local and not _big_matmul(k): return

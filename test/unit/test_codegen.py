@@ -416,6 +416,17 @@ def test_register_tiles_are_not_unrolled():
   assert OptOps.UNROLL not in [o.op for o in conv]
   assert OptOps.UNROLL in [o.op for o in opts_of(Tensor.empty(1024, 1024) @ Tensor.empty(1024, 1024))]
 
+def test_short_reduce_loops_are_unrolled_whole():
+  """A batch norm's statistics over NCHW (conv4's: 36 floats of each image, a 9-step loop of 4 lanes, a page apart)
+  unroll their innermost loop whole where nothing is upcast (gcc keeps a 9-step loop and waits on memory between
+  rows: up to 2x slower); a kernel with an upcast keeps the bound of 8 steps (an ONNX model's convolution, its 8 x 8
+  tile unrolled 15 times: 3.5x slower with gcc)."""
+  x = Tensor.empty(512, 64, 6, 6)
+  assert Opt(OptOps.UNROLL, 1, 9) in opts_of(((x - x.mean((0, 2, 3), keepdim=True)) ** 2).sum((0, 2, 3)))
+  assert Opt(OptOps.UNROLL, 0, 15) in opts_of(Tensor.empty(256, 256, 15).sum(2))
+  tiled = opts_of(Tensor.empty(64, 8, 20, 20).conv2d(Tensor.empty(8, 8, 1, 15), padding=(0, 7)))
+  assert OptOps.UPCAST in [o.op for o in tiled] and not any(o.op is OptOps.UNROLL and o.arg > 8 for o in tiled)
+
 def test_small_or_narrow_matmuls_stay_one_kernel():
   for sa, sb in [((128, 256), (256, 256)), ((256, 256), (256, 24)), ((256, 32), (32, 256))]:
     assert len((Tensor.ones(*sa) @ Tensor.ones(*sb)).schedule()) == 1
