@@ -467,6 +467,7 @@ def test_training_flag_picks_batchnorm_mode():
 
 @pytest.mark.parametrize("jit", [False, True])
 def test_small_cnn_trains_like_torch(jit):
+  torch.manual_seed(0)  # torch's initial weights, not whatever state earlier tests in this process left its generator in
   model, tmodel = TinyCNN(), TorchTinyCNN()
   load_from_torch(model, tmodel)
   rng = np.random.default_rng(0)
