@@ -318,8 +318,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     >>> Tensor([[1, 2], [3, 4]]).tolist()
     [[1, 2], [3, 4]]
     >>> Tensor(2.5).tolist()
-    2.5
-    """
+    2.5"""
     if 0 in self.shape: return _empty_nested(self.shape)
     # through float32 (exact): memoryview has no 'e' format before Python 3.12
     if self.dtype == dtypes.float16: return self._computable().cast(dtypes.float32).tolist()
@@ -581,8 +580,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     >>> Tensor.arange(6).reshape(2, 3)[1, ::2].tolist()
     [3, 5]
     >>> Tensor.arange(6).reshape(2, 3)[Tensor([1, 0])].tolist()
-    [[3, 4, 5], [0, 1, 2]]
-    """
+    [[3, 4, 5], [0, 1, 2]]"""
     return getitem(self, indices)
   def __setitem__(self, indices: Any, v: Any) -> None:
     """Write v into the indexed part of this tensor, now: `x[1:, 0] = 5`, `x[0] = Tensor([1, 2])`."""

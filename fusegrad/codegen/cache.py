@@ -27,8 +27,7 @@ def spec_from_bytes(data: bytes, device: str) -> ProgramSpec | None:
   """The ProgramSpec stored in data, or None for anything malformed."""
   try:
     d = json.loads(data)
-    variables = [UOp(Ops.DEFINE_VAR, _DTYPES[dt], (), (str(name), int(lo), int(hi)))
-                 for dt, name, lo, hi in d["vars"]]
+    variables = [UOp(Ops.DEFINE_VAR, _DTYPES[dt], (), (str(name), int(lo), int(hi))) for dt, name, lo, hi in d["vars"]]
     return ProgramSpec(str(d["name"]), str(d["src"]), device, [], tuple(int(x) for x in d["global_size"]),
                        None if d["local_size"] is None else tuple(int(x) for x in d["local_size"]), variables,
                        [Opt(OptOps[op], int(axis), int(arg)) for op, axis, arg in d["opts"]], int(d["flops"]),

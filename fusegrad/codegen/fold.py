@@ -3,7 +3,7 @@ The folded forms: docs/developer/codegen.md (pass 0, fold_reduces)."""
 from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType
-from fusegrad.codegen.kernel import range_kind, reduce_parts
+from fusegrad.codegen.kernel import range_kind, reduce_parts, index_stride
 from fusegrad.uop.symbolic import simplify
 from fusegrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 
@@ -138,8 +138,17 @@ def _bound_reduce(red: UOp) -> UOp | None:
     spanned = UOp(Ops.RANGE, r.dtype, (simplify(count),), r.arg)
     # each condition on r holds in the span, in the gate and wherever else it is tested (a load's own gate)
     value = values[0].substitute({atom: UOp.const(dtypes.bool, holds) for atom, holds in atoms if r in atom.toposort()})
-    return red.replace(src=(value.substitute({r: spanned + lo}), *ranges[:i], spanned, *ranges[i + 1:]))
+    value = value.substitute({r: spanned + lo})
+    return red.replace(src=(value, *_spans_outside([*ranges[:i], spanned, *ranges[i + 1:]], value)))
   return None
+
+def _spans_outside(rs: list[UOp], value: UOp) -> list[UOp]:
+  """Spans (the taps of a window inside the image, counted at run time) outermost where one is innermost and a load
+  reads the loop then innermost contiguously (channel-last channels): a whole loop for the compiler to unroll."""
+  spans = [r for r in rs if r.src[0].op is not Ops.CONST and not any(x in rs for x in r.src[0].toposort())]
+  inner = [r for r in rs if r not in spans]
+  return spans + inner if rs[-1] in spans and inner and any(index_stride(ld.src[1], inner[-1]) == 1
+                                                             for ld in value.toposort() if ld.op is Ops.LOAD) else rs
 
 pm_bound_reduces = PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _bound_reduce)])
 

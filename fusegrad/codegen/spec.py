@@ -3,8 +3,7 @@ when SPEC=1 (and by test/unit/test_codegen_spec.py).
 
 Every stage: a SINK of STOREs (buffer, index, value[, gate]); LOADs are (buffer, index[, gates...]); indices are
 scalar integers; a vector value (dtype.count > 1) is built from ops whose sources have the same length, VECTORIZE
-(one scalar per lane) or a LOAD; GEP takes lane `arg` of a vector. Each pass then removes something for good:
-"""
+(one scalar per lane) or a LOAD; GEP takes lane `arg` of a vector. Each pass then removes something for good:"""
 from __future__ import annotations
 from fusegrad.dtype import dtypes
 from fusegrad.renderer import Renderer

@@ -128,10 +128,8 @@ class ExecItem:
     gbs = f"{mem / et * 1e-9:7.2f} GB/s" if et else ""
     name = self.runner.name + " " * max(38 - ansilen(self.runner.name), 0)
     tag = colored(f"*** {self.runner.device[:9]:9s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
-    print(f"{tag} {name} "
-          f"arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB "
-          f"tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
-          f"({flops_s} {gbs})")
+    print(f"{tag} {name} arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB "
+          f"tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms ({flops_s} {gbs})")
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   if si.ast.op is Ops.COPY:

@@ -180,8 +180,7 @@ def cast_const(c: UOp, u: UOp) -> UOp:
   """cast of a constant -> the converted constant (UOp.const truncates, wraps and rounds to the dtype)."""
   return UOp.const(u.dtype, c.arg)
 
-symbolic = PatternMatcher([
-  (UPat(GroupOp.ALU, name="u"), const_fold),  # op(const, const) -> const
+symbolic = PatternMatcher([(UPat(GroupOp.ALU, name="u"), const_fold),  # op(const, const) -> const
   (UPat(GroupOp.Commutative, src=(UPat.cvar("c"), UPat.var("x")), name="u"), swap_const),  # c+x -> x+c
   (UPat(GroupOp.ALU, dtype=INTS + (dtypes.bool,), name="u"), bound_fold),  # x -> c when vmin == vmax
   (UPat.var("x", INTS) + 0, lambda x: x),  # x+0 -> x (ints only: for floats -0.0+0.0 is +0.0)
