@@ -72,8 +72,8 @@ def conv_rule(a: ConvArgs, tensor: type[Tensor]):
     # one copy serves both (not for a first layer's few channels, whose input needs no gradient)
     ren = Device[gt.device if isinstance(gt.device, str) else gt.device[0]].renderer
     if cl and all(s == 1 for s in a.stride) and all(p >= 0 for pp in pads for p in pp):
-      # the last axis padded in memory (all views where images take the tile), the rows a view (bound_gated_reduces)
-      images = ren.tiles_images() and min(xt.shape[:2]) >= max(xt.shape[2:])
+      # all pads views where images take the tile (CPUs: heuristic._window_gated), else the last one in memory
+      images = not ren.global_max and min(xt.shape[:2]) >= max(xt.shape[2:])
       last = [(0, 0)] * (len(pads) - 1) + [(0, 0) if images else pads[-1]]
       buf = layout(gt.pad(last))
       gp = buf.pad(pads[:-1] + [pads[-1] if images else (0, 0)])
