@@ -52,8 +52,7 @@ class ReduceMixin:
     half = self.dtype in (dtypes.float16, dtypes.bfloat16)
     return ret.cast(self.dtype) if dtype is None and acc_dtype is None and half else ret
   def prod(self: Tensor, axis: Any = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    """Product over axes."""
-    return self._acc_input(dtype)._reduce(Ops.MUL, axis, keepdim)
+    """Product over axes."""; return self._acc_input(dtype)._reduce(Ops.MUL, axis, keepdim)
   def max(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
     """Largest value over axes.
     >>> Tensor([[1, 5], [7, 2]]).max(axis=1).tolist()
