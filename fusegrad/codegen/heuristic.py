@@ -51,9 +51,8 @@ def _window_gated(k: Kernel) -> set[UOp]:
   vectors fill half the registers or each reduce axis is gated or read contiguously (conv_rule's views; NCHW: 0.77x)."""
   rs = [{u for u in g.toposort() if u.op is Ops.RANGE} for ld in k.loads() for g in ld.src[2:]]
   gated = {r for s in rs if any(x.arg[1] is AxisType.REDUCE for x in s) for r in s}
-  channels = {r for ld in k.loads() if len(ld.src) > 2 for _, r in _red_axes(k) if k.stride(ld, r) == 1} - gated
-  views = bool(channels) and all(r in gated or r in channels for _, r in _red_axes(k))
-  if k.ren.global_max or (k.ren.machine.vector_registers // 2 > 4 * 2 and not views): return set()
+  chans = {r for ld in k.loads() if len(ld.src) > 2 for _, r in _red_axes(k) if k.stride(ld, r) == 1} - gated
+  if not (k.ren.tiles_images() or not k.ren.global_max and chans and chans | gated >= {*k.reduce_axes()}): return set()
   edge = max((range_size(r) for r in gated if r.arg[1] is not AxisType.REDUCE), default=0)
   return gated if sum(r not in gated and range_size(r) >= max(edge, 4) for r in k.output_axes()) > 1 else set()
 

@@ -74,7 +74,7 @@ def conv_rule(a: ConvArgs, tensor: type[Tensor]):
     if cl and all(s == 1 for s in a.stride) and all(p >= 0 for pp in pads for p in pp):
       # all pads views where images take the tile (heuristic._window_gated; more registers: pads >= 1/4 of the row)
       images = not ren.global_max and min(xt.shape[:2]) >= max(xt.shape[2:]) and \
-        (ren.machine.vector_registers // 2 <= 4 * 2 or 4 * sum(pads[-1]) >= gt.shape[-1] + sum(pads[-1]))
+        (ren.tiles_images() or 4 * sum(pads[-1]) >= gt.shape[-1] + sum(pads[-1]))
       last = [(0, 0)] * (len(pads) - 1) + [(0, 0) if images else pads[-1]]
       buf = layout(gt.pad(last))
       gp = buf.pad(pads[:-1] + [pads[-1] if images else (0, 0)])

@@ -48,6 +48,7 @@ class Renderer:
   native_threefry: bool = False    # False: THREEFRY is expanded into integer ALU ops
   index64_ranges: bool = True      # loop counters may be int64 (False: int32, widened where index math is int64)
   compilers: tuple[str, ...] = ()  # the device's compilers, default first; OptOps.COMPILER picks another for a kernel
+  def tiles_images(self) -> bool: return not self.global_max and self.machine.vector_registers // 2 <= 4 * 2  # codegen
   def supports_dtype(self, dt: DType) -> bool:
     """Whether kernels may hold values or buffers of dt (a scalar dtype); codegen refuses the others."""; return True
   def render(self, name: str, uops: list[UOp]) -> str:
