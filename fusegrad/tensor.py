@@ -538,8 +538,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     elif dt.itemsize == 8: idx = idx.cast(dt)  # int64 steps and starts don't wrap in int32
     return (idx * step + start).cast(dt).requires_grad_(requires_grad)
   # *** the primitives, with broadcasting and dtype promotion ***
-  def _apply(self, op: Ops, *others: Tensor) -> Tensor:
-    return self._new(self.uop.alu(op, *map(_UOP, others)), *others)
+  def _apply(self, op: Ops, *others: Tensor) -> Tensor: return self._new(self.uop.alu(op, *map(_UOP, others)), *others)
   def _const(self, val: Any, dtype: DType | None = None) -> Tensor:
     """A constant broadcast to this tensor's shape, on its device."""
     return Tensor(UOp.const(dtype or self.dtype, val, self.shape, self.device))

@@ -80,7 +80,7 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   """Registers a register tile holds through one (unrolled) reduce step: its accumulators and the operands `loads`
   loaded for them (how each is counted: docs/developer/codegen.md, "Tile rules")."""
-  vec = vector_range(k.stores()[0]) or next(iter(k.ranges_of(AxisType.LANES)), None)
+  vec = next(iter(k.ranges_of(AxisType.LANES)), None) or vector_range(k.stores()[0])  # (a reduce's accumulators)
   lanes = range_size(vec) if vec is not None else 1
   unroll, red = k.ranges_of(AxisType.UNROLL), [r for _, r in _red_axes(k)]
   split = len(unroll) == len(red) == 1 and all(  # one reduce axis: a loop of unrolled steps
