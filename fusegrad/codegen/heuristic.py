@@ -66,16 +66,19 @@ def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
 
 def _lanes(k: Kernel, opts: list[Opt]) -> None:
   """A reduce along an axis every load is contiguous in (or doesn't move along), on a device with vectors: that
-  axis's iterations go to the lanes of one vector accumulator (codegen/vectorize.py), summed up after the loop."""
+  axis's iterations go to the lanes of one vector accumulator (codegen/vectorize.py), summed up after the loop. Rows
+  of a page or more that together outgrow the L2, on a CPU: 4 at a time, each thread streaming 4 rows (codegen.md)."""
   if not k.ren.vector_widths or not _red_axes(k): return
   last, r = _red_axes(k)[-1]
   moving = [ld for ld in k.loads() if k.stride(ld, r) != 0]
   if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
-  itemsize = k.stores()[0].src[0].dtype.base.itemsize  # type: ignore[attr-defined]
-  for amt in sorted(k.ren.vector_widths, reverse=True):
-    if amt <= k.ren.machine.vector(itemsize) and range_size(r) % amt == 0 \
-       and _try(k, Opt(OptOps.LANES, last, amt), opts):
-      return
+  itemsize, n = k.stores()[0].src[0].dtype.base.itemsize, range_size(r)  # type: ignore[attr-defined]
+  if not any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and
+             _try(k, Opt(OptOps.LANES, last, amt), opts) for amt in sorted(k.ren.vector_widths, reverse=True)): return
+  rows = [(i, q) for i, q in _out_axes(k) if range_size(q) % 4 == 0 and {k.stride(x, q) for x in moving} == {n}]
+  if rows and not k.ren.has_local and n * itemsize >= 4096 and \
+     n * itemsize * range_size(rows[-1][1]) * len(moving) > k.ren.machine.l2:
+    _try(k, Opt(OptOps.UPCAST, rows[-1][0], 4), opts)
 
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   """Registers a register tile holds through one (unrolled) reduce step: its accumulators and the operands `loads`

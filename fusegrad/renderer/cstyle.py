@@ -262,8 +262,7 @@ def vector_exp2(t: str) -> str:
   polynomial, times 2**n built from its bits in two halves (so that results down to the smallest denormal and up to
   the largest float round once). x is clamped to [-150, 128] first (0 and inf outside), NaN stays NaN."""
   poly = _horner(EXP2_COEFFS, "f")
-  return "\n".join([
-    f"static inline {t} fg_exp2_{t}({t} x) {{",
+  return "\n".join([f"static inline {t} fg_exp2_{t}({t} x) {{",
     "  typedef __typeof__(x < x) I;  /* the int vector of the same shape */",
     f"  const {t} zero = ({t}){{0}};",
     "  I lo = x < -150.0f, hi = x > 128.0f;",
@@ -273,8 +272,7 @@ def vector_exp2(t: str) -> str:
     f"  {t} p = {poly};",
     f"  I n = __builtin_convertvector(({t})((I)r & (r == r)), I);  /* nan: 0 (p is nan) */",
     "  I n1 = n >> 1, n2 = n - n1;",
-    f"  return p * ({t})((n1 + 127) << 23) * ({t})((n2 + 127) << 23);",
-    "}"])
+    f"  return p * ({t})((n1 + 127) << 23) * ({t})((n2 + 127) << 23);", "}"])
 
 # log2(m) = 2*atanh(s)/ln(2) with s = (m-1)/(m+1): its series to s**11 (coefficients 2/ln(2)/(2k+1)), in double
 LOG2_COEFFS = ("0.2623081892525388", "0.3205988979753252", "0.4121985831111324", "0.5770780163555853",
