@@ -15,6 +15,7 @@ SMALL_WORK = 1 << 16
 # A tile or an unroll copies each value operation of the body (index math aside) once per element it varies along:
 # at most this many copies in all (a vector's copy is one operation, THREEFRY's ~100 a lane; why: "Tile rules")
 BODY_OPS, SCALAR_COST = 4096, {Ops.THREEFRY: 100}
+PAGE = 4096  # bytes: rows this far apart are read as separate streams (_lanes, _unroll)
 
 def _body_ops(k: Kernel) -> int:
   """Value operations of the kernel's body once its tile and unroll copy it (see BODY_OPS)."""
@@ -76,7 +77,7 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   if not any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and
              _try(k, Opt(OptOps.LANES, last, amt), opts) for amt in sorted(k.ren.vector_widths, reverse=True)): return
   rows = [(i, q) for i, q in _out_axes(k) if range_size(q) % 4 == 0 and {k.stride(x, q) for x in moving} == {n}]
-  if rows and not k.ren.has_local and n * itemsize >= 4096 and \
+  if rows and not k.ren.has_local and n * itemsize >= PAGE and \
      n * itemsize * range_size(rows[-1][1]) * len(moving) > k.ren.machine.l2:
     _try(k, Opt(OptOps.UPCAST, rows[-1][0], 4), opts)
 
@@ -243,14 +244,16 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
     return
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
-  """Unroll the innermost reduce loop a little (small ones entirely: up to 8 steps, 16 where nothing is upcast, as a
-  batch norm's short rows, which gcc keeps as a loop: up to 2x slower) while the tile's operands for the unrolled steps
-  fit the registers (tile_registers); not a tile filling half of them, but a big matmul's (codegen.md: "Tile rules")."""
+  """Unroll the innermost reduce loop a little (small ones whole: up to 8 steps, 16 where nothing is upcast, as a batch
+  norm's short rows, which gcc keeps as a loop: up to 2x slower) while the tile's operands fit the registers; not a tile
+  filling half of them (but a big matmul's), nor rows a page apart read a few at a time (_lanes; "Tile rules")."""
   tile = k.ren.machine.register_tile(k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize)  # type: ignore
   if not _red_axes(k) or tile and not k.ren.has_local and not _big_matmul(k): return
   last, r = _red_axes(k)[-1]
-  size = range_size(r)
-  for amt in ((size,) if size <= (16 if not k.ranges_of(AxisType.UPCAST) else 8) else ()) + (4, 2):
+  size, ups = range_size(r), k.ranges_of(AxisType.UPCAST)
+  rows = ups and k.ranges_of(AxisType.LANES) and all(abs(k.stride(ld, u) or 0) * ld.dtype.itemsize >= PAGE
+                                                     for u in ups for ld in _reduce_loads(k))
+  for amt in ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
     except KernelOptError: continue
     loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
@@ -336,11 +339,9 @@ def _elementwise_vector_math(k: Kernel, opts: list[Opt]) -> None:
 
 def _workgroups(k: Kernel, opts: list[Opt]) -> None:
   """Workgroups along the innermost output axis, on devices that have them."""
-  if not k.ren.has_local: return
-  for i, r in reversed(_out_axes(k)):
-    for amt in (16, 8, 4, 2):
-      if range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts): return
-    return
+  if not k.ren.has_local or not (axes := _out_axes(k)): return
+  i, r = axes[-1]
+  any(range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts) for amt in (16, 8, 4, 2))  # (the first)
 
 def _threads(k: Kernel, opts: list[Opt]) -> None:
   """Split the outermost output loop across CPU threads when the kernel does enough work to pay for it."""

@@ -284,8 +284,7 @@ def vector_log2(t: str) -> str:
   (|s| < 0.172) computed in double, so the result rounds once to float; plus e. 0 gives -inf, inf gives inf, negatives
   and NaN give NaN."""
   poly = _horner(LOG2_COEFFS, "s2")
-  return "\n".join([
-    f"static inline {t} fg_log2_{t}({t} x) {{",
+  return "\n".join([f"static inline {t} fg_log2_{t}({t} x) {{",
     "  typedef __typeof__(x < x) I;  /* the int vector of the same shape */",
     f"  typedef double D __attribute__((vector_size(2 * sizeof({t}))));",
     f"  const {t} zero = ({t}){{0}};",
@@ -300,8 +299,7 @@ def vector_log2(t: str) -> str:
     "  I zero_in = x == 0.0f, inf_in = x == __builtin_inff(), nan_out = (x < 0.0f) | (x != x);",
     f"  r = ({t})(((I)r & ~(zero_in | inf_in | nan_out)) | ((I)(zero - __builtin_inff()) & zero_in)"
     " | ((I)(zero + __builtin_inff()) & inf_in));",
-    f"  return ({t})(((I)r & ~nan_out) | ((I)(zero + __builtin_nanf(\"\")) & nan_out));",
-    "}"])
+    f"  return ({t})(((I)r & ~nan_out) | ((I)(zero + __builtin_nanf(\"\")) & nan_out));", "}"])
 
 @dataclass(frozen=True)
 class ClangRenderer(CStyleLanguage):
