@@ -74,9 +74,9 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   moving = [ld for ld in k.loads() if k.stride(ld, r) != 0]
   if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
   itemsize, n = k.stores()[0].src[0].dtype.base.itemsize, range_size(r)  # type: ignore[attr-defined]
+  rows = [(i, q) for i, q in _out_axes(k) if range_size(q) % 4 == 0 and {k.stride(x, q) for x in moving} == {n}]
   if not any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and
              _try(k, Opt(OptOps.LANES, last, amt), opts) for amt in sorted(k.ren.vector_widths, reverse=True)): return
-  rows = [(i, q) for i, q in _out_axes(k) if range_size(q) % 4 == 0 and {k.stride(x, q) for x in moving} == {n}]
   if rows and not k.ren.has_local and n * itemsize >= PAGE and \
      n * itemsize * range_size(rows[-1][1]) * len(moving) > k.ren.machine.l2:
     _try(k, Opt(OptOps.UPCAST, rows[-1][0], 4), opts)
@@ -341,7 +341,7 @@ def _workgroups(k: Kernel, opts: list[Opt]) -> None:
   """Workgroups along the innermost output axis, on devices that have them."""
   if not k.ren.has_local or not (axes := _out_axes(k)): return
   i, r = axes[-1]
-  any(range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts) for amt in (16, 8, 4, 2))  # (the first)
+  any(range_size(r) % amt == 0 and _try(k, Opt(OptOps.LOCAL, i, amt), opts) for amt in (16, 8, 4, 2))  # (largest)
 
 def _threads(k: Kernel, opts: list[Opt]) -> None:
   """Split the outermost output loop across CPU threads when the kernel does enough work to pay for it."""
