@@ -77,8 +77,8 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   rows = [(i, q) for i, q in _out_axes(k) if range_size(q) % 4 == 0 and {k.stride(x, q) for x in moving} == {n}]
   if not any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and
              _try(k, Opt(OptOps.LANES, last, amt), opts) for amt in sorted(k.ren.vector_widths, reverse=True)): return
-  if rows and not k.ren.has_local and n * itemsize >= PAGE and \
-     n * itemsize * range_size(rows[-1][1]) * len(moving) > k.ren.machine.l2:
+  row = [n * x.dtype.itemsize for x in moving]  # bytes each load reads of a row (the loads', not the output's dtype)
+  if rows and not k.ren.has_local and min(row) >= PAGE and sum(row) * range_size(rows[-1][1]) > k.ren.machine.l2:
     _try(k, Opt(OptOps.UPCAST, rows[-1][0], 4), opts)
 
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
