@@ -15,7 +15,8 @@ SMALL_WORK = 1 << 16
 # A tile or an unroll copies each value operation of the body (index math aside) once per element it varies along:
 # at most this many copies in all (a vector's copy is one operation, THREEFRY's ~100 a lane; why: "Tile rules")
 BODY_OPS, SCALAR_COST = 4096, {Ops.THREEFRY: 100}
-PAGE = 4096  # bytes: rows this far apart are read as separate streams (_lanes, _unroll)
+PAGE = 4096  # bytes: rows this far apart are read as separate streams (_unroll)
+STREAM = 512  # bytes of each row a step of a reduce streaming rows from memory reads (_unroll)
 
 def _body_ops(k: Kernel) -> int:
   """Value operations of the kernel's body once its tile and unroll copy it (see BODY_OPS)."""
@@ -67,19 +68,14 @@ def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
 
 def _lanes(k: Kernel, opts: list[Opt]) -> None:
   """A reduce along an axis every load is contiguous in (or doesn't move along), on a device with vectors: that
-  axis's iterations go to the lanes of one vector accumulator (codegen/vectorize.py), summed up after the loop. Rows
-  of a page or more that together outgrow the L2, on a CPU: 4 at a time, each thread streaming 4 rows (codegen.md)."""
+  axis's iterations go to the lanes of one vector accumulator (codegen/vectorize.py), summed up after the loop."""
   if not k.ren.vector_widths or not _red_axes(k): return
   last, r = _red_axes(k)[-1]
   moving = [ld for ld in k.loads() if k.stride(ld, r) != 0]
   if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
   itemsize, n = k.stores()[0].src[0].dtype.base.itemsize, range_size(r)  # type: ignore[attr-defined]
-  rows = [(i, q) for i, q in _out_axes(k) if range_size(q) % 4 == 0 and {k.stride(x, q) for x in moving} == {n}]
-  if not any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and
-             _try(k, Opt(OptOps.LANES, last, amt), opts) for amt in sorted(k.ren.vector_widths, reverse=True)): return
-  row = [n * x.dtype.itemsize for x in moving]  # bytes each load reads of a row (the loads', not the output's dtype)
-  if rows and not k.ren.has_local and min(row) >= PAGE and sum(row) * range_size(rows[-1][1]) > k.ren.machine.l2:
-    _try(k, Opt(OptOps.UPCAST, rows[-1][0], 4), opts)
+  any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and _try(k, Opt(OptOps.LANES, last, amt), opts)
+      for amt in sorted(k.ren.vector_widths, reverse=True))
 
 def tile_registers(k: Kernel, loads: list[UOp]) -> int:
   """Registers a register tile holds through one (unrolled) reduce step: its accumulators and the operands `loads`
@@ -246,14 +242,19 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones whole: up to 8 steps, 16 where nothing is upcast, as a batch
   norm's short rows, which gcc keeps as a loop: up to 2x slower) while the tile's operands fit the registers; not a tile
-  filling half of them (but a big matmul's), nor rows a page apart read a few at a time (_lanes; "Tile rules")."""
+  filling half of them (but a big matmul's), nor rows a page apart read a few at a time. A vector reduce streaming rows
+  of a page or more that together outgrow the L2 (on a CPU): STREAM bytes of each row a step ("Tile rules")."""
   tile = k.ren.machine.register_tile(k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize)  # type: ignore
   if not _red_axes(k) or tile and not k.ren.has_local and not _big_matmul(k): return
   last, r = _red_axes(k)[-1]
-  size, ups = range_size(r), k.ranges_of(AxisType.UPCAST)
-  rows = ups and k.ranges_of(AxisType.LANES) and all(abs(k.stride(ld, u) or 0) * ld.dtype.itemsize >= PAGE
-                                                     for u in ups for ld in _reduce_loads(k))
-  for amt in ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):
+  size, ups, lanes = range_size(r), k.ranges_of(AxisType.UPCAST), k.ranges_of(AxisType.LANES)
+  rows = ups and lanes and all(abs(k.stride(ld, u) or 0) * ld.dtype.itemsize >= PAGE
+                               for u in ups for ld in _reduce_loads(k))
+  step = [range_size(lanes[0]) * ld.dtype.itemsize for ld in k.loads() if k.stride(ld, lanes[0])] if lanes else []
+  stream = bool(step) and not ups and not k.ren.has_local and min(step) * size >= PAGE and \
+    sum(step) * size * prod(range_size(q) for _, q in _out_axes(k)) > k.ren.machine.l2  # (step: bytes a load reads)
+  for amt in sorted({STREAM // max(step) >> i for i in range(3)} | {4, 2}, reverse=True) if stream else \
+             ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
     except KernelOptError: continue
     loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
