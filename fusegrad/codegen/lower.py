@@ -252,7 +252,7 @@ def resolve_index_dtype(ast: UOp, ranges64: bool = True) -> UOp:
   if not nodes: return ast
   wide = any(u.vmin < -2 ** 31 or u.vmax > 2 ** 31 - 1 for u in nodes)
   if wide and not ranges64: return graph_rewrite(ast, pm_int32_counters)
-  return graph_rewrite(ast, pm_index_dtype, ctx=dtypes.int64 if wide else dtypes.int32)
+  return graph_rewrite(ast, pm_index_dtype, ctx=dtypes.int64 if wide else dtypes.int32, once=True)
 
 def _int32_counter(u: UOp) -> UOp | None:
   if not (all(s.op is Ops.CONST for s in u.src) and u.vmax <= 2 ** 31 - 1): return None
