@@ -252,7 +252,7 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
                                for u in ups for ld in _reduce_loads(k))
   step = [range_size(lanes[0]) * ld.dtype.itemsize for ld in k.loads() if k.stride(ld, lanes[0])] if lanes else []
   stream = bool(step) and not ups and not k.ren.has_local and min(step) * size >= PAGE and \
-    sum(step) * size * prod(range_size(q) for _, q in _out_axes(k)) > k.ren.machine.l2  # (step: bytes a load reads)
+    sum(step) * size * prod(range_size(q) for q in k.output_axes()) > k.ren.machine.l2  # (step: bytes a load reads)
   for amt in sorted({STREAM // max(step) >> i for i in range(3)} | {4, 2}, reverse=True) if stream else \
              ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
