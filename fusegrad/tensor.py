@@ -557,9 +557,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
       elif not isinstance(y, (bool, int, float)):
         raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
       else:
-        dt = x.dtype
-        if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
-        elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool:  # (int64 where int32 wraps)
+        dt = dtypes.default_float if isinstance(y, float) and not dtypes.is_float(x.dtype) else x.dtype
+        if isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool:  # (int64 where int32 wraps)
           dt = dtypes.default_int if abs(y) <= dtypes.max(dtypes.default_int) else dtypes.int64
         y = Tensor._wrap(UOp.const(dt, y, x.shape, x.device), True)  # broadcast already (as _broadcast_to makes)
     if x.device != y.device and y.uop.op is not Ops.CONST:
@@ -690,7 +689,7 @@ def _with_lazy_defs(u: UOp) -> UOp:
   """u's graph with realized intermediates replaced by the graphs that made them (STATE.lazy_defs), so gradients
   reach their inputs (the scheduler still reads those nodes from their buffers: nothing is computed twice)."""
   if not (defs := STATE.lazy_defs): return u
-  if None in (found := {n: defs[n] for n in u.toposort() if n in defs}).values():
+  if None in (found := {n: defs.get(n) for n in u.toposort() if n in defs}).values():
     raise RuntimeError("backward: a value it needs was computed from tensors written since (an optimizer step, an "
                        "assign), as torch's 'modified by an inplace operation': call backward before the write")
   mapping = {n: _with_lazy_defs(d[0]) for n, d in found.items()}

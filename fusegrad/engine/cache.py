@@ -150,7 +150,7 @@ def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
     if (j := new.get(vid)) is not None: return ("new", j)
     if (i := key_ids.get(vid)) is not None: return ("key", i)
     if vid[1] is None and vid[0] not in num.bufs: return ("made", buf(vid[0]), dtype or vid[0].dtype)
-    if vid[0] in num.bufs and vid[1] == state.newest_write(vid[0]): return ("newest", num.bufs[vid[0]])
+    if vid[0] in num.bufs and vid[1] == vid[0].newest_write: return ("newest", num.bufs[vid[0]])
     raise _Uncacheable
   def view(u: UOp) -> ViewRef:
     chain, base = state.view_chain(u)

@@ -80,5 +80,5 @@ def _read_later(todo: list[Any]) -> set[Buffer]:
       else: stack.extend(u.src)
   walk([t._uop for t in (*todo, *STATE.float_tensors)], False)
   seen.clear()  # (autograd's graphs: walked below the stored values too)
-  walk([d[0] for d in list(STATE.lazy_defs.values()) if d is not None], True)
+  walk([d[0] for _, d in STATE.lazy_defs.items() if d is not None], True)
   return ret

@@ -80,8 +80,8 @@ def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
   realized to be read (tinygrad's numpy() leaves its graph). A contiguous of a whole buffer is that buffer."""
   if not (t._requires_grad or read and t._requires_grad is None) or lazy.op is Ops.ASSIGN: return
   if t._requires_grad and id(t) in STATE.grad_tensors: return  # (a leaf: STATE.grad_tensors holds those requiring grad)
-  root, written, reads = t.uop, set(), []
-  for n in postorder((lazy,), _impure_sources):  # (a constant's graph, "pure" (engine/cache.py), reads no buffer)
+  root, written, reads, srcs = t.uop, set(), [], _impure_sources(lazy)  # (a constant's graph, "pure": reads nothing)
+  for n in [*srcs, lazy] if all(s.op is Ops.BUFFER for s in srcs) else postorder((lazy,), _impure_sources):  # (no walk)
     if n is root: return
     if n.op is Ops.ASSIGN: written.add(state.view_base(n.src[0]))  # (older versions: not read)
     if n is not lazy and (b := state.view_base(e.view if (e := state.memo.get(n)) else n)).op is Ops.BUFFER:

@@ -30,6 +30,20 @@ class Capture:
   since: int = 0
   thread: int = field(default_factory=threading.get_ident)  # the thread capturing
 
+class NodeMap:
+  """node -> value, weakly: kept in the node's own _cache under key, so it lives as long as the node and a lookup (one
+  per node of every graph realized) is a plain dict get (no weakref callbacks); a weak list of the nodes given one."""
+  def __init__(self, key: str) -> None: self.key, self.nodes = key, WeakList()
+  def get(self, n: UOp) -> Any: return n._cache.get(self.key)
+  def __contains__(self, n: UOp) -> bool: return self.key in n._cache
+  def __setitem__(self, n: UOp, value: Any) -> None:
+    if self.key not in n._cache: self.nodes.add(n)
+    n._cache[self.key] = value
+  def pop(self, n: UOp, default: Any = None) -> Any: return n._cache.pop(self.key, default)
+  def items(self) -> list[tuple[UOp, Any]]:
+    return [(n, n._cache[self.key]) for n in dict.fromkeys(self.nodes) if self.key in n._cache]
+  def __len__(self) -> int: return len(self.items())
+
 @dataclass
 class Realization:
   """The realization state of a process (besides the versions and `memo` below, which live on Buffers and nodes)."""
@@ -39,7 +53,7 @@ class Realization:
   # schedule.build: recent kernels as built, kept alive with their simplified forms (a capture finds them); LRU
   built: OrderedDict = field(default_factory=OrderedDict)
   index_checks: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # node -> [IndexCheck]
-  lazy_defs: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)  # realizer.remember_lazy_def
+  lazy_defs: NodeMap = field(default_factory=lambda: NodeMap("lazy_def"))  # realizer.remember_lazy_def
   # tensors with requires_grad=True, and every floating tensor (backward() fills .grad for those in its graph)
   grad_tensors: weakref.WeakValueDictionary = field(default_factory=weakref.WeakValueDictionary)
   float_tensors: WeakList = field(default_factory=WeakList)
@@ -93,7 +107,6 @@ def is_realized(u: UOp) -> bool:
 
 # *** versions of a buffer *** the write id of a buffer's newest version is kept on the Buffer (Buffer.newest_write,
 # set only from here); read by every lookup of a buffer's node, so a plain attribute rather than a weak dictionary
-def newest_write(buf: Buffer) -> int | None: return buf.newest_write
 _write_ids = itertools.count(1)
 
 def buffer_node(buf: Buffer) -> UOp:
@@ -143,19 +156,7 @@ class Realized(NamedTuple):
   view: UOp
   epoch: int  # which schedule stored it (see capture)
 
-class _Memo:
-  """node -> Realized, weakly: kept in the node's own _cache, so it lives as long as the node and a lookup (one per node
-  of every graph realized) is a plain dict get; a weak list of the nodes given one, for forget."""
-  def __init__(self) -> None: self.nodes = WeakList()
-  def get(self, n: UOp) -> Realized | None: return n._cache.get("realized")
-  def __setitem__(self, n: UOp, entry: Realized) -> None:
-    if "realized" not in n._cache: self.nodes.add(n)
-    n._cache["realized"] = entry
-  def pop(self, n: UOp, default: Any = None) -> Any: return n._cache.pop("realized", default)
-  def items(self) -> list[tuple[UOp, Realized]]:
-    return [(n, n._cache["realized"]) for n in dict.fromkeys(self.nodes) if "realized" in n._cache]
-
-memo = _Memo()
+memo = NodeMap("realized")  # node -> Realized
 
 @contextmanager
 def capture() -> Iterator[Capture]:
@@ -248,7 +249,7 @@ def drop_stale_defs(versions: set[UOp]) -> None:
   for k, d in list(STATE.lazy_defs.items()):
     if d is not None and any(b in versions for b in d[2]):
       if d[1]: STATE.lazy_defs[k] = None
-      else: del STATE.lazy_defs[k]
+      else: STATE.lazy_defs.pop(k)
 
 # *** storage ownership *** the tensor first realized into a buffer owns it: Buffer.owner, a weakref (Buffer.claim)
 
