@@ -34,8 +34,7 @@ class _Device:
       raise ValueError(f"bad device {device!r}: expected NAME or NAME:index, NAME one of {', '.join(self._names)}")
     name, num = m[1].upper(), int(m[2] or 0)
     if name not in self._names: raise ValueError(f"unknown device {name!r}; devices: {', '.join(sorted(self._names))}")
-    ret = self._canonical[device] = name if num == 0 else f"{name}:{num}"
-    return ret
+    return self._canonical.setdefault(device, name if num == 0 else f"{name}:{num}")
   def __getitem__(self, device: str) -> Compiled:
     if (ret := self._opened.get(device)) is not None: return ret  # canonical names only are keys
     with RUN_LOCK:  # opened once, by one thread

@@ -1,7 +1,7 @@
 """Bounded memory for long-running programs (issue 8, section 4): a Python scalar that changes every step does not
 recompile, loaded programs are bounded (PROGRAM_CACHE), and a long TinyJit run keeps RSS, open files and mappings flat.
 The soak test runs SOAK_STEPS steps (300 by default; SOAK_STEPS=10000 for the long run)."""
-import gc, os
+import gc, os, subprocess, sys
 import numpy as np
 import pytest
 from fusegrad import Tensor, TinyJit, nn, dtypes, Context, Device, GlobalCounters
@@ -353,3 +353,14 @@ def test_a_gradient_rule_holding_a_tensor_is_refused():
     with_rule(y.uop, (x.uop,), functools.partial(lambda t, g: (g,), x))
   node = x.uop
   assert with_rule(y.uop, (node,), lambda g: (g * 2,) if node is not None else ()) is y.uop
+
+def test_the_exit_leaves_the_graphs_out_of_its_collections(tmp_path):
+  # at exit the interpreter's collections walked every object alive, the process's nodes among them (0.3 s after the
+  # README's job): fusegrad freezes them first (gc.freeze), so the last handler to run (registered first) sees them frozen
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  code = ("import atexit, gc; atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0)); "
+          "from fusegrad import Tensor; (Tensor.rand(16, 16) @ Tensor.rand(16, 16)).numpy()")
+  env = {**os.environ, "PYTHONPATH": root, "XDG_CACHE_HOME": str(tmp_path)}
+  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=root)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.split() == ["frozen", "True"]

@@ -1,6 +1,6 @@
 """The one node type of every stage: UOp(op, dtype, src, arg), immutable and hash-consed (docs/developer/README.md)."""
 from __future__ import annotations
-import itertools, math, re, struct, weakref
+import atexit, gc, itertools, math, re, struct, weakref
 from enum import Enum, auto
 from typing import Any, Callable, Sequence
 from fusegrad.dtype import DType, dtypes
@@ -75,6 +75,7 @@ def _uninterned(ref: _Ref) -> None:  # (UOp is None at interpreter shutdown: the
 
 _BOOL_ARITH = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
 _consts: dict[tuple, UOp] = {}  # (dtype, value type, value key, shape, device) -> the constant made (UOp.const)
+atexit.register(gc.freeze)  # the exit's collections don't walk every node (0.3 s after the README's job; docs/speed.md)
 
 def postorder(roots: Sequence[UOp], below: Callable[[UOp], Sequence[UOp]]) -> dict[UOp, None]:
   """The nodes reachable from roots through below(node), each after the nodes below it (iterative: deep graphs are
