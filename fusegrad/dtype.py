@@ -221,8 +221,7 @@ def sum_acc_dtype(dt: DType) -> DType:
   """The dtype a sum or product of dt accumulates in: bools and ints in int64 as torch (uint64 stays uint64), floats in
   at least float32."""
   if dt == dtypes.uint64: return dt
-  if dtypes.is_int(dt) or dt == dtypes.bool: return dtypes.int64
-  return least_upper_dtype(dt, dtypes.float32)
+  return dtypes.int64 if dtypes.is_int(dt) or dt == dtypes.bool else least_upper_dtype(dt, dtypes.float32)
 
 # *** conversions used by the PYTHON device and by Tensor creation ***
 def float_to_bf16_bits(x: float) -> int:

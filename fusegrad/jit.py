@@ -701,8 +701,7 @@ def _map_leaves(x: Any, fn: Callable[[Any], Any]) -> Any:
   if isinstance(x, (list, tuple)):
     values = [_map_leaves(v, fn) for v in x]
     return type(x)(*values) if isinstance(x, tuple) and hasattr(x, "_fields") else type(x)(values)
-  if isinstance(x, dict): return {k: _map_leaves(v, fn) for k, v in x.items()}
-  return fn(x)
+  return {k: _map_leaves(v, fn) for k, v in x.items()} if isinstance(x, dict) else fn(x)
 
 def _structure(x: Any) -> Any:
   """x with each Tensor replaced by a marker, to rebuild the same shape of result later."""

@@ -172,8 +172,7 @@ def vectorize_upcasts(sink: UOp) -> UOp:
 
 # *** devectorize: bottom-up, so a vector op's sources are already VECTORIZEs of their lanes ***
 def _lane(s: UOp, i: int) -> UOp:
-  if s.dtype.count == 1: return s
-  return s.src[i] if s.op is Ops.VECTORIZE else UOp(Ops.GEP, s.dtype.scalar(), (s,), i)
+  return s if s.dtype.count == 1 else s.src[i] if s.op is Ops.VECTORIZE else UOp(Ops.GEP, s.dtype.scalar(), (s,), i)
 
 def _per_lane(u: UOp) -> UOp | None:
   """A vector op (but VECTORIZE) as a VECTORIZE of one scalar op per lane, on lane i of each vector source; a vector

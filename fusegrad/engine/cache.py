@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib, json, math, time, weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 from fusegrad.device import Buffer, Device
 from fusegrad.dtype import dtypes, DType, PtrDType
 from fusegrad.helpers import SCHEDULE_CACHE, SPLIT_REDUCEOP, DISABLE_COMPILER_CACHE, ContextVar, diskcache_get
@@ -104,11 +104,13 @@ def _fill_one(ast: UOp, num: _Numbering) -> tuple[UOp, tuple[int, ...] | None]:
 def _pick(bufs: tuple, kept: tuple[int, ...] | None) -> tuple:
   return bufs if kept is None else tuple(bufs[i] for i in kept)
 
+def _fill_item(si: ScheduleItem, num: _Numbering) -> ScheduleItem:
+  ast, kept = _fill_one(si.ast, num)
+  return ScheduleItem(ast, _pick(si.bufs, kept), si.var_vals)
+
 def fill(sched: Schedule, num: _Numbering) -> Schedule:
   """sched (made with the float constants as placeholders) with the constants' values in its kernels."""
-  if num.fill:
-    sched.items = [ScheduleItem(ast, _pick(si.bufs, kept), si.var_vals)
-                   for si in sched.items for ast, kept in [_fill_one(si.ast, num)]]
+  if num.fill: sched.items = [_fill_item(si, num) for si in sched.items]
   return sched
 
 def _filled(t: Template, num: _Numbering) -> list[tuple[UOp, tuple[int, ...] | None]]:
@@ -170,8 +172,7 @@ def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
 def _version(r: VersionRef, bufs: list[Buffer], key_versions: list[UOp], new: list[UOp]) -> UOp:
   if r[0] == "key": return key_versions[r[1]]
   if r[0] == "new": return new[r[1]]
-  if r[0] == "made": return UOp(Ops.BUFFER, r[2], (), bufs[r[1]])
-  return state.buffer_node(bufs[r[1]])
+  return UOp(Ops.BUFFER, r[2], (), bufs[r[1]]) if r[0] == "made" else state.buffer_node(bufs[r[1]])
 
 def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
   """The schedule t stands for, for graph g (whose key is t's): the key's buffers, new ones for those it makes."""
@@ -192,13 +193,14 @@ def instantiate(t: Template, g: Graph, num: _Numbering) -> Schedule:
                   [state.version_id(v) for v, _ in versions], reads)
 
 # *** the cache ***
-def cached_schedule(outs: list[UOp]) -> Schedule:
-  """create_schedule(outs), reusing the template of a graph with the same key (STATE.templates)."""
+def cached_schedule(outs: list[UOp], built: Callable[[ScheduleItem], Any] = lambda si: None) -> Schedule:
+  """create_schedule(outs), reusing the template of a graph with the same key (STATE.templates); built as in
+  schedule_graph (each item with its constants: as the schedule returned will have it)."""
   g = collect(outs)
   try: key, num = graph_key(g)
   except _Uncacheable:
     CacheStats.uncacheable += 1
-    return schedule_graph(g)
+    return schedule_graph(g, built)
   templates = STATE.templates
   if SCHEDULE_CACHE.value and (t := templates.get(key)) is not None:  # (0: made fresh the same way, not reused)
     templates.move_to_end(key)
@@ -210,7 +212,7 @@ def cached_schedule(outs: list[UOp]) -> Schedule:
     CacheStats.hits += 1
     return instantiate(t, g, num)
   g.holes, st = num.holes, time.perf_counter()
-  sched = schedule_graph(g)
+  sched = schedule_graph(g, lambda si: built(_fill_item(si, num) if num.fill else si))
   try: templates[key] = t = record(g, num, sched)
   except _Uncacheable:
     CacheStats.uncacheable += 1
@@ -384,22 +386,23 @@ def quick_schedule(p: QuickPlan, outs: list[UOp], nodes: list[UOp], key_bufs: li
     reads[n] = read
   return becomes, reads, [(ast, list(map(bufs.__getitem__, refs))) for ast, refs in p.kernels], p
 
-def plan_schedule(outs: list[UOp], quick_only: bool = False) -> Schedule | Quick | None:
+def plan_schedule(outs: list[UOp], quick_only: bool = False,
+                  built: Callable[[ScheduleItem], Any] = lambda si: None) -> Schedule | Quick | None:
   """The quick path's result for outs (see quick_schedule) when their graph has a plan, else cached_schedule(outs)
   (and a plan made from it for the next graph of the same key, where one can be), or with quick_only None. STATE.quick:
   key -> QuickPlan, or None where that key's graphs go the general way."""
   if not SCHEDULE_CACHE.value or STATE.captures or (k := quick_key(outs)) is None:
-    return None if quick_only else cached_schedule(outs)
+    return None if quick_only else cached_schedule(outs, built)
   key, nodes, bufs = k
   quick = STATE.quick
   if (p := quick.get(key, False)) is not False:  # (the key is hashed anew at each use: as few uses as can be)
-    if p is None: return None if quick_only else cached_schedule(outs)
+    if p is None: return None if quick_only else cached_schedule(outs, built)
     quick.move_to_end(key)
     CacheStats.hits += 1
     CacheStats.quick += 1
     return quick_schedule(p, outs, nodes, bufs)
   if quick_only: return None
-  sched = cached_schedule(outs)
+  sched = cached_schedule(outs, built)
   quick[key] = _quick_plan(sched, nodes, bufs)
   while len(quick) > max(SCHEDULE_CACHE.value, 0): quick.popitem(last=False)
   return sched

@@ -160,25 +160,28 @@ def run_ready(kernels: list[tuple[UOp, list[Buffer]]], plan: Any) -> bool:
   for (_, bufs), runner, mem in zip(kernels, runners, ready[3]): runner.run(bufs, mem)
   return True
 
-def lower_schedule(schedule: list[ScheduleItem]) -> list[ExecItem]:
-  """Each item's ExecItem, every kernel compiled: the ones missing from the cache in batches, each started once
-  COMPILE_CHUNK bytes of source wait, in one compiler process (it runs beside codegen's core), the rest split over the
-  cores. (Halves on two cores, or 256 KB chunks: the cold MNIST step 0.1-0.15 s slower with gcc and with clang.)"""
-  items: list[ExecItem] = []
-  todo: Todo = {}
-  seen: dict[str, list[CompiledRunner]] = {}
-  started: Started = []
-  try:
-    for si in schedule:
-      items.append(ei := lower_schedule_item(si))
-      # (not beside a BEAM search, whose candidates are compiled and timed on the same cores)
-      if (key := batch_add(todo, ei.runner, seen)) is not None and 0 < COMPILE_CHUNK <= sum(map(len, todo[key])) \
-         and BEAM < 1:
-        started += batch_start(key, todo.pop(key), 1)
+class Lowering:
+  """Kernels lowered as they come (ScheduleItem -> ExecItem), the new ones compiled in batches, each started once
+  COMPILE_CHUNK bytes of source wait, in one compiler process (it runs beside codegen's core); lower_schedule compiles
+  the rest split over the cores. The scheduler hands it each kernel as it builds it (realizer._realize): compiling
+  starts while the schedule is made. (Halves on two cores, or 256 KB chunks: the cold MNIST step 0.1-0.15 s slower.)"""
+  def __init__(self) -> None: self.todo, self.seen, self.started = Todo(), dict[str, list[CompiledRunner]](), Started()
+  def add(self, si: ScheduleItem) -> ExecItem:
+    ei = lower_schedule_item(si)  # (no batch started beside a BEAM search, which compiles and times on the same cores)
+    if (key := batch_add(self.todo, ei.runner, self.seen)) is not None and BEAM < 1 and \
+       0 < COMPILE_CHUNK <= sum(map(len, self.todo[key])): self.started += batch_start(key, self.todo.pop(key), 1)
+    return ei
+  def abandon(self) -> None:
+    with contextlib.suppress(Exception): batch_load(self.started)  # reap the compiler processes, keep the first error
+
+def lower_schedule(schedule: list[ScheduleItem], lowering: Lowering | None = None) -> list[ExecItem]:
+  """Each item's ExecItem, every kernel compiled (see Lowering: lowering holds the kernels lowered so far)."""
+  lw = lowering or Lowering()
+  try: items = [lw.add(si) for si in schedule]
   except BaseException:
-    with contextlib.suppress(Exception): batch_load(started)  # reap the compiler processes, keep the first error
+    lw.abandon()
     raise
-  batch_load(started + [x for key, by_src in todo.items() for x in batch_start(key, by_src)])
+  batch_load(lw.started + [x for key, by_src in lw.todo.items() for x in batch_start(key, by_src)])
   return items
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:

@@ -114,10 +114,14 @@ def _realize_multi(tensors: list[Any]) -> None:
 def _realize(todo: list[Any]) -> list[Any]:
   """Schedule and run the tensors in todo; returns those that need a copy of their own (see state.claim_storage).
   Every kernel is compiled before anything is remembered: a compile error leaves every tensor as it was."""
-  sched = engine_cache.plan_schedule([t.uop for t in todo])
+  lowering = engine_realize.Lowering()  # (each kernel lowered, and compiling, as the scheduler builds it)
+  try: sched = engine_cache.plan_schedule([t.uop for t in todo], built=lowering.add)
+  except BaseException:
+    lowering.abandon()
+    raise
   if type(sched) is tuple: return _run_quick(todo, *sched)  # (engine/cache.py) kernels that write nothing older
   assert isinstance(sched, engine_schedule.Schedule)
-  items = engine_realize.lower_schedule(sched.items)
+  items = engine_realize.lower_schedule(sched.items, lowering)
   state.remember(sched.becomes, sched.reads_input)
   copies = [t for t in todo if not resolve(t, sched.becomes)]
   memory.plan(items, sched.becomes, todo)  # (after resolve: what tensors hold now decides what may share memory)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 from fusegrad.dtype import dtypes
 from fusegrad.device import Buffer, Device
 from fusegrad.helpers import dprint, prod, PROGRAM_CACHE, SPLIT_REDUCEOP
@@ -428,8 +428,9 @@ def create_schedule(outs: list[UOp]) -> Schedule:
   """Kernels and copies that compute outs, in run order, and what each realized node becomes (a view of its buffer)."""
   return schedule_graph(collect(outs))
 
-def schedule_graph(g: Graph) -> Schedule:
-  """create_schedule, for the graph collect() walked."""
+def schedule_graph(g: Graph, built: Callable[[ScheduleItem], Any] = lambda si: None) -> Schedule:
+  """create_schedule, for the graph collect() walked; built(item) is told of each item as it is made (its kernel can
+  compile while the rest is scheduled)."""
   outs, nodes, becomes, leaves = g.outs, g.nodes, dict(g.becomes), g.leaves
   new, parts = split_reduces(nodes, becomes)
   if new:  # the graph with big reduces split: scheduled instead, and each changed node answered for by its new one
@@ -440,10 +441,13 @@ def schedule_graph(g: Graph) -> Schedule:
   steps: list[_Step] = []
   newer: dict[Buffer, UOp] = {}  # the versions this schedule writes, the newest of each buffer
   def get_storage(n: UOp) -> UOp | None: return state.lookup_raw(n) if n in leaves else becomes.get(n)
+  def add(*new: _Step) -> None:
+    steps.extend(new)
+    for st in new: built(st.item)
   for n in to_realize:
     if n.op is Ops.ASSIGN:
       target = state.storage(n.src[0], get_storage, newer)  # the buffer's version when this write runs
-      steps.extend(_assign_steps(n, target, becomes, g.holes))
+      add(*_assign_steps(n, target, becomes, g.holes))
       becomes[n] = steps[-1].writes = state.new_version(target)
       newer[view_base(target).arg] = view_base(becomes[n])
     elif n.op is Ops.CONTIGUOUS and is_identity_view(src := resolve_view(n.src[0], becomes)) and \
@@ -454,8 +458,8 @@ def schedule_graph(g: Graph) -> Schedule:
       buf = Buffer(n.device or "CPU", size, n.dtype)  # room for every value of its Variables, for replays)
       if n.size and n.op is Ops.COPY:
         src = resolve_view(n.src[0], becomes)
-        steps.append(_Step(n, copy_item(buf, run_buffer(src)), {n.src[0]}, {view_base(src): 1}))
-      elif n.size: steps.append(_kernel_step(n, KernelBuilder(becomes, g.holes), buf))
+        add(_Step(n, copy_item(buf, run_buffer(src)), {n.src[0]}, {view_base(src): 1}))
+      elif n.size: add(_kernel_step(n, KernelBuilder(becomes, g.holes), buf))
       becomes[n] = UOp(Ops.BUFFER, n.dtype, (), buf).shrink(((0, n.size),)).reshape(n.shape)
   realized = {n: becomes[n] for n in to_realize}
   for old, n in new.items():

@@ -240,8 +240,7 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
     copy = Buffer(buf.device, buf.size, buf.dtype)
     memo[version] = Realized(UOp(Ops.BUFFER, buf.dtype, (), copy), STATE.epoch)
     inserts.setdefault(i, []).append(copy_item(copy, buf))
-  if not inserts: return items
-  return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)]
+  return [x for i, si in enumerate(items) for x in (*inserts.get(i, ()), si)] if inserts else items
 
 def drop_stale_defs(versions: set[UOp]) -> None:
   """A graph kept for autograd (STATE.lazy_defs) keeps no version alive (kept losses kept the weights, a copy a step):

@@ -42,8 +42,7 @@ def _first_max(windows: Tensor, m: Tensor, real: Tensor | None, k: tuple[int, ..
 
 def _pad_last(x: Tensor, pads: Sequence[tuple[int, int]], value: float = 0.0) -> Tensor:
   """x padded (or cut, for negative amounts) on its last len(pads) axes."""
-  if all(p == (0, 0) for p in pads): return x
-  return x.pad(((0, 0),) * (x.ndim - len(pads)) + tuple(pads), value=value)
+  return x if all(p == (0, 0) for p in pads) else x.pad(((0, 0),) * (x.ndim - len(pads)) + tuple(pads), value=value)
 
 class _PoolArgs(NamedTuple):
   """Pooling arguments per spatial axis; padded: pads plus the right padding ceil_mode adds (<= 0 otherwise)."""

@@ -33,8 +33,7 @@ def _shape_of(data: Any) -> tuple[int, ...]:
 def _flatten_list(data: Any) -> list:
   if _is_numpy(data): data = data.tolist()
   if not isinstance(data, (list, tuple)): return [data]
-  if all(type(x) in _SCALARS for x in data): return list(data)
-  return [y for x in data for y in _flatten_list(x)]
+  return list(data) if all(type(x) in _SCALARS for x in data) else [y for x in data for y in _flatten_list(x)]
 
 _SCALARS = (int, float, bool)
 

@@ -54,8 +54,7 @@ class GatherMixin:
     mask = self._index_mask(index, d, "gather")
     # x cut to index's shape off dim, dim moved to a new last axis: (*index.shape with 1 at dim, n)
     x = self.shrink(tuple(None if a == d else (0, s) for a, s in enumerate(index.shape))).unsqueeze(-1).transpose(d, -1)
-    if x.dtype == dtypes.bool: return mask.where(x, False).any(-1)
-    return mask.where(x, 0).sum(-1, dtype=self.dtype)
+    return mask.where(x, False).any(-1) if x.dtype == dtypes.bool else mask.where(x, 0).sum(-1, dtype=self.dtype)
 
   def _scatter_back(self: Tensor, t: Tensor, d: int, fill: Any) -> Tensor:
     """t shaped (*index.shape with 1 at d, n) laid out like self: dim d back in place, padded with fill to the shape."""

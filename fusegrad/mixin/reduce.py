@@ -19,8 +19,7 @@ def _cum_identity(op: str, dtype: DType) -> Any:
 def _cum_combine(op: str, a: Tensor, b: Tensor) -> Tensor:
   """Two partial results of a running op merged into one."""
   if op == "sum": return a + b
-  if op == "prod": return a * b
-  return a.maximum(b) if op == "max" else a.logaddexp(b)
+  return a * b if op == "prod" else a.maximum(b) if op == "max" else a.logaddexp(b)
 
 class ReduceMixin:
   __slots__ = ()
@@ -193,8 +192,7 @@ class ReduceMixin:
     return windows.shrink(tuple((0, s) for s in lead) + ((0, n), (0, n)))._cum_reduce(op, self.dtype)
   def _cum_reduce(self: Tensor, op: str, dtype: DType) -> Tensor:
     if op == "sum": return self.sum(-1, dtype=dtype if dtype != dtypes.bool else dtypes.int32)  # cumsum widened ints
-    if op == "logsumexp": return self.logsumexp(-1)
-    return self.prod(-1, dtype=dtype) if op == "prod" else self.max(-1)
+    return self.logsumexp(-1) if op == "logsumexp" else self.prod(-1, dtype=dtype) if op == "prod" else self.max(-1)
   def cumsum(self: Tensor, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
     """Running sum along axis: `Tensor([1, 2, 3]).cumsum()` is [1, 3, 6] (ints add in int64; dtype casts first)."""
     return self._acc_input(dtype)._cumulative(axis, "sum")

@@ -49,8 +49,7 @@ class OnnxRunner:
 
   def _feed(self, name: str, v: Any) -> Any:
     if v is None or isinstance(v, (Tensor, Seq)): return v
-    if isinstance(v, list): return Seq(self._feed(name, x) for x in v)
-    return Tensor(v, device=self.device)
+    return Seq(self._feed(name, x) for x in v) if isinstance(v, list) else Tensor(v, device=self.device)
 
   def run_graph(self, graph: Any, env: Mapping[str, Any]) -> list[Any]:
     """Runs the nodes of graph (or a subgraph: env then holds the outer scope) and returns its outputs in order."""
@@ -98,8 +97,7 @@ class OnnxRunner:
     if a.type == AttributeProto.TENSORS: return [tensor_from_proto(t, self.base_dir) for t in a.tensors]
     v = helper.get_attribute_value(a)
     if isinstance(v, bytes): return v.decode()
-    if isinstance(v, list) and v and isinstance(v[0], bytes): return [s.decode() for s in v]
-    return v
+    return [s.decode() for s in v] if isinstance(v, list) and v and isinstance(v[0], bytes) else v
 
 _DOMAINS = ("ai.onnx", "ai.onnx.preview", "ai.onnx.preview.training", "ai.onnx.ml")  # all served by OPS
 DEBUG_NODES = False  # set to True to print each node's build time

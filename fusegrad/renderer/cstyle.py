@@ -62,8 +62,7 @@ class CStyleLanguage(Renderer):
     if dt in (dtypes.int64, dtypes.uint64):
       return "(-9223372036854775807ll-1)" if val == -2 ** 63 else f"{val}{'ull' if dt == dtypes.uint64 else 'll'}"
     if dt == dtypes.int32 and val == -2 ** 31: return "(-2147483647-1)"
-    if dt in (dtypes.uint32, dtypes.uint16, dtypes.uint8): return f"{val}u"
-    return str(val)
+    return f"{val}u" if dt in (dtypes.uint32, dtypes.uint16, dtypes.uint8) else str(val)
 
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     """A libm function; types without their own version compute in float."""
@@ -448,8 +447,7 @@ class CUDARenderer(CStyleLanguage):
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     """exp2f/exp2 and friends; other types compute in float and convert back."""
     if dt == dtypes.float64: return f"{fn}({x})"
-    if dt == dtypes.float32: return f"{fn}f({x})"
-    return f"(({self.render_dtype(dt)})({fn}f((float)({x}))))"
+    return f"{fn}f({x})" if dt == dtypes.float32 else f"(({self.render_dtype(dt)})({fn}f((float)({x}))))"
 
   def render_cast(self, x: str, dt: DType, from_dt: DType) -> str:
     # half and bfloat16 convert through float (exact); integers become them through double (one rounding, as in PYTHON)
@@ -510,8 +508,7 @@ class OpenCLRenderer(CStyleLanguage):
     """fusegrad's dtype names are OpenCL's (char, uchar, ..., long, ulong, half); a bool buffer is a uchar pointer."""
     if isinstance(dt, PtrDType) and dt.base == dtypes.bool: return "uchar*"
     if isinstance(dt, PtrDType) and dt.base == dtypes.float16: return "half*"
-    if self._emulated(dt): return "float"
-    return super().render_dtype(dt)
+    return "float" if self._emulated(dt) else super().render_dtype(dt)
 
   def render_const(self, val: object, dt: DType) -> str:
     if self._emulated(dt) and isinstance(val, float): return self.render_const(_as_half(val), dtypes.float32)
