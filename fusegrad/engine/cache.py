@@ -27,10 +27,10 @@ class _Uncacheable(Exception): pass
 
 class _Numbering:
   """The buffers and versions a graph's leaves name, numbered in the order met; parts: their key entries. holes: the
-  float constants kernels get as placeholders, fill: each placeholder's constant, values: their values."""
+  float constants kernels get as placeholders, fill: each one's constant, values: their values, filled: _fill_item's."""
   def __init__(self) -> None:
     self.bufs, self.versions, self.parts = dict[Buffer, int](), dict[UOp, int](), list[tuple]()
-    self.holes, self.fill, self.values = dict[UOp, UOp](), dict[UOp, UOp](), list[Any]()
+    self.holes, self.fill, self.values, self.filled = dict[UOp, UOp](), dict[UOp, UOp](), list[Any](), dict[UOp, Any]()
   def version(self, v: UOp) -> int:
     if (i := self.versions.get(v)) is None:
       if (b := self.bufs.get(v.arg)) is None:
@@ -105,7 +105,7 @@ def _pick(bufs: tuple, kept: tuple[int, ...] | None) -> tuple:
   return bufs if kept is None else tuple(bufs[i] for i in kept)
 
 def _fill_item(si: ScheduleItem, num: _Numbering) -> ScheduleItem:
-  ast, kept = _fill_one(si.ast, num)
+  ast, kept = num.filled.get(si.ast) or num.filled.setdefault(si.ast, _fill_one(si.ast, num))
   return ScheduleItem(ast, _pick(si.bufs, kept), si.var_vals)
 
 def fill(sched: Schedule, num: _Numbering) -> Schedule:
