@@ -168,7 +168,7 @@ def test_realized_view_does_not_keep_its_source_graph():
 
 def test_a_loop_reading_the_loss_keeps_no_graph_per_step():
   # a realized intermediate that requires grad remembers its graph for autograd (STATE.lazy_defs); the root's memo entry
-  # held the realized node, the weak key of its own entry: a cycle, one forward graph kept per step of such a loop
+  # held the realized node, the key of its own entry: a cycle, one forward graph kept per step of such a loop
   lin = nn.Linear(4, 2)
   opt = nn.optim.SGD(nn.state.get_parameters(lin), lr=0.1)
   gc.collect()

@@ -441,9 +441,9 @@ def schedule_graph(g: Graph, built: Callable[[ScheduleItem], Any] = lambda si: N
   steps: list[_Step] = []
   newer: dict[Buffer, UOp] = {}  # the versions this schedule writes, the newest of each buffer
   def get_storage(n: UOp) -> UOp | None: return state.lookup_raw(n) if n in leaves else becomes.get(n)
-  def add(*new: _Step) -> None:
-    steps.extend(new)
-    for st in new: built(st.item)
+  def add(*made: _Step) -> None:
+    steps.extend(made)
+    for st in made: built(st.item)
   for n in to_realize:
     if n.op is Ops.ASSIGN:
       target = state.storage(n.src[0], get_storage, newer)  # the buffer's version when this write runs
