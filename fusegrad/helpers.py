@@ -2,7 +2,7 @@
 fusegrad reads from the environment is declared here ("Flags" below); nothing else reads os.environ."""
 from __future__ import annotations
 import atexit, cProfile, contextlib, functools, gzip, hashlib, importlib, itertools, math, os, pathlib, pstats, re
-import sqlite3, sys, tempfile, time, urllib.request, warnings, weakref
+import sqlite3, sys, tempfile, threading, time, urllib.request, warnings, weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -207,14 +207,16 @@ def time_to_str(t: float, w: int = 8) -> str:
 class WeakList:
   """Objects held weakly, in the order added: weak references without callbacks (cheaper than a WeakSet), the dead
   dropped as the list grows past limit (small: they go before the cycle collector's old generations take them in)."""
+  lock = threading.RLock()  # threads' adds: a drop doesn't lose another thread's add (one lock for every list)
   def __init__(self, limit: int = 64) -> None:
     self.refs: list[weakref.ReferenceType] = []
     self.least = self.limit = limit
   def add(self, x: Any) -> None:
-    self.refs.append(weakref.ref(x))
-    if len(self.refs) > self.limit:
-      self.refs = [r for r in self.refs if r() is not None]
-      self.limit = max(self.least, 2 * len(self.refs))
+    with WeakList.lock:
+      self.refs.append(weakref.ref(x))
+      if len(self.refs) > self.limit:
+        self.refs = [r for r in self.refs if r() is not None]
+        self.limit = max(self.least, 2 * len(self.refs))
   def __iter__(self) -> Iterator[Any]: return (x for r in list(self.refs) if (x := r()) is not None)
 
 class GlobalCounters:

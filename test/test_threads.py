@@ -59,6 +59,24 @@ def test_realize_from_threads_matches_numpy():
     return True
   assert run_threads(4, work) == [True] * 4
 
+def test_a_weak_list_loses_no_thread_s_add():
+  # WeakList holds the float tensors backward looks through and, in nodes' _cache, autograd's kept graphs: a drop of
+  # the dead rebuilt the list while another thread appended, and that add was lost (switching threads every 1 us)
+  from fusegrad.helpers import WeakList
+  class Obj: pass
+  wl, kept, interval = WeakList(8), [[] for _ in range(4)], sys.getswitchinterval()
+  def work(mine: list) -> None:
+    for i in range(3000):
+      wl.add(Obj())  # (dead at once: the list is dropped down again and again)
+      if i % 10 == 0: mine.append(o := Obj()); wl.add(o)
+  sys.setswitchinterval(1e-6)
+  try:
+    threads = [threading.Thread(target=work, args=(k,)) for k in kept]
+    for t in threads: t.start()
+    for t in threads: t.join()
+  finally: sys.setswitchinterval(interval)
+  assert {id(o) for o in wl} == {id(o) for k in kept for o in k}
+
 def test_reading_beside_another_threads_capture():
   """While one thread's TinyJit captures, another thread reads a tensor (numpy) and slices one at a Variable: the read
   waits for the capture and gets its values (it raised JitError, the capture's refusal of reads inside it), and the

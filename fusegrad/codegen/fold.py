@@ -122,8 +122,7 @@ def _gate(v: UOp) -> UOp | None:
   """A condition the product v is zero without (the gate of a load or of a where with a zero that it multiplies)."""
   if v.op is Ops.LOAD and len(v.src) > 2 and v.src[2].dtype == dtypes.bool: return v.src[2]
   if v.op is Ops.WHERE and _is_zero(v.src[2]): return v.src[0]
-  if v.op is Ops.MUL: return _gate(v.src[0]) or _gate(v.src[1])
-  return _gate(v.src[0]) if v.op is Ops.CAST else None
+  return (_gate(v.src[0]) or _gate(v.src[1])) if v.op is Ops.MUL else _gate(v.src[0]) if v.op is Ops.CAST else None
 
 def _bound_reduce(red: UOp) -> UOp | None:
   """The sum with its first loop r that a factor's gate bounds (by outer loops) run over that span only, or None."""

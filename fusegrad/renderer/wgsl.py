@@ -134,8 +134,7 @@ class WGSLRenderer(CStyleLanguage):
     if dt == dtypes.bool: return "true" if val else "false"
     assert isinstance(val, int)
     if dt in WIDE: return f"u64v({val & 0xFFFFFFFF}u, {(val >> 32) & 0xFFFFFFFF}u)"
-    if dtypes.is_unsigned(dt): return f"{val}u"
-    return "bitcast<i32>(0x80000000u)" if val == -2 ** 31 else f"{val}i"
+    return f"{val}u" if dtypes.is_unsigned(dt) else "bitcast<i32>(0x80000000u)" if val == -2 ** 31 else f"{val}i"
 
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     return f"{fn}({x})" if dtypes.is_float(dt) else f"{fn}(f32({x}))"
