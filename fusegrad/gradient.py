@@ -95,14 +95,12 @@ def _held(fn: Callable) -> list:
 
 def substitute_keeping_rules(u: UOp, mapping: dict[UOp, UOp]) -> UOp:
   """u.substitute(mapping), with each composite's rule carried over to its rebuilt node and inputs."""
-  memo: dict[UOp, UOp] = dict(mapping)
-  for node in u.toposort(gate=lambda n: n not in mapping):
-    if node in memo: continue
-    new_src = tuple(memo[s] for s in node.src)
-    memo[node] = new = node if new_src == node.src else node.replace(src=new_src)
-    if new is not node and (composite := _composite_rules.get(node)) is not None:
-      _composite_rules[new] = (tuple(memo.get(i, i) for i in composite[0]), composite[1])
-  return memo[u]
+  new_of = dict(mapping)
+  def carry(node: UOp, new: UOp) -> None:
+    if (composite := _composite_rules.get(node)) is not None:
+      _composite_rules[new] = (tuple(new_of.get(i, i) for i in composite[0]), composite[1])
+    new_of[node] = new
+  return u.substitute(mapping, carry)
 
 def _target_inside(n: UOp, inputs: tuple[UOp, ...], targets: set[UOp]) -> bool:
   """True if a target is one of the nodes a composite is made of (between its result and its inputs): its rule gives

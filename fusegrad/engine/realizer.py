@@ -71,8 +71,7 @@ def _forget_view_source(t: Any) -> None:
   """A view realized into storage of its own no longer shares memory with the tensor it was made from (Tensor.assign
   writes through _view_of): drop the link, which would keep that tensor's graph, and the buffers it reads, alive."""
   if t._view_of is not None and (b := state.view_base(t.uop)).op is Ops.BUFFER \
-     and (ref := b.arg.base.owner) is not None and ref() is t:
-    t._view_of = None
+     and (ref := b.arg.base.owner) is not None and ref() is t: t._view_of = None
 
 def remember_lazy_def(t: Any, lazy: UOp, read: bool = False) -> None:
   """Autograd still needs the graph that made a realized intermediate that requires grad: remember it while the buffer

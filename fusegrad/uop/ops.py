@@ -298,14 +298,15 @@ class UOp:
   def _min_max(self) -> tuple[Any, Any]:
     if (ret := self._cache.get("mm")) is not None: return ret  # (derived's first step, inline: hot)
     return derived(self, "mm", _min_max)
-  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
-    """This graph with the keys of mapping replaced by their values (no simplification)."""
+  def substitute(self, mapping: dict[UOp, UOp], rebuilt: Callable[[UOp, UOp], None] | None = None) -> UOp:
+    """This graph with mapping's keys replaced by their values, not simplified; rebuilt(node, new) hears of each."""
     if not mapping: return self
     memo: dict[UOp, UOp] = dict(mapping)
     for node in self.toposort(gate=lambda n: n not in mapping):
       if node in memo: continue
       new_src = tuple(memo[s] for s in node.src)
-      memo[node] = node if new_src == node.src else node.replace(src=new_src)
+      memo[node] = new = node if new_src == node.src else node.replace(src=new_src)
+      if rebuilt is not None and new is not node: rebuilt(node, new)
     return memo[self]
   def variables(self) -> list[UOp]:
     return sorted([x for x in self.toposort() if x.op is Ops.DEFINE_VAR], key=lambda v: v.arg)
