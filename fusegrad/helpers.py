@@ -207,15 +207,16 @@ def time_to_str(t: float, w: int = 8) -> str:
 class WeakList:
   """Objects held weakly, in the order added: weak references without callbacks (cheaper than a WeakSet), the dead
   dropped as the list grows past limit (small: they go before the cycle collector's old generations take them in)."""
-  lock = threading.RLock()  # threads' adds: a drop doesn't lose another thread's add (one lock for every list)
+  lock = threading.RLock()  # one drop of the dead at a time (one lock for every list; an append needs none)
   def __init__(self, limit: int = 64) -> None:
     self.refs: list[weakref.ReferenceType] = []
     self.least = self.limit = limit
   def add(self, x: Any) -> None:
-    with WeakList.lock:
-      self.refs.append(weakref.ref(x))
-      if len(self.refs) > self.limit:
-        self.refs = [r for r in self.refs if r() is not None]
+    self.refs.append(weakref.ref(x))
+    if len(self.refs) > self.limit:
+      with WeakList.lock:  # in place: what other threads add meanwhile goes after the n kept or dropped, and stays
+        n = len(self.refs)
+        self.refs[:n] = [r for r in self.refs[:n] if r() is not None]
         self.limit = max(self.least, 2 * len(self.refs))
   def __iter__(self) -> Iterator[Any]: return (x for r in list(self.refs) if (x := r()) is not None)
 
