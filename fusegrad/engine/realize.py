@@ -161,13 +161,14 @@ def run_ready(kernels: list[tuple[UOp, list[Buffer]]], plan: Any) -> bool:
   return True
 
 class Lowering:
-  """Kernels lowered as they come (ScheduleItem -> ExecItem), the new ones compiled in batches, each started once
-  COMPILE_CHUNK bytes of source wait, in one compiler process (it runs beside codegen's core); lower_schedule compiles
-  the rest split over the cores. The scheduler hands it each kernel as it builds it (realizer._realize): compiling
-  starts while the schedule is made. (Halves on two cores, or 256 KB chunks: the cold MNIST step 0.1-0.15 s slower.)"""
-  def __init__(self) -> None: self.todo, self.seen, self.started = Todo(), dict[str, list[CompiledRunner]](), Started()
+  """Items lowered as they come, each once (handed over by the scheduler as it builds them, then by lower_schedule); new
+  kernels compiled in COMPILE_CHUNK batches beside codegen's core, the rest spread over the cores (docs/speed.md)."""
+  def __init__(self) -> None:
+    self.todo, self.seen, self.started = Todo(), dict[str, list[CompiledRunner]](), Started()
+    self.lowered: dict[tuple, ExecItem] = {}  # (ast, buffers, variables) -> its ExecItem
   def add(self, si: ScheduleItem) -> ExecItem:
-    ei = lower_schedule_item(si)  # (no batch started beside a BEAM search, which compiles and times on the same cores)
+    if (ei := self.lowered.get(ident := (si.ast, si.bufs, tuple(si.var_vals.items())))) is not None: return ei
+    self.lowered[ident] = ei = lower_schedule_item(si)  # (no batch started beside a BEAM search: same cores)
     if (key := batch_add(self.todo, ei.runner, self.seen)) is not None and BEAM < 1 and \
        0 < COMPILE_CHUNK <= sum(map(len, self.todo[key])): self.started += batch_start(key, self.todo.pop(key), 1)
     return ei

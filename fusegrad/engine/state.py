@@ -245,7 +245,7 @@ def snapshot_before(overwritten: list[tuple[weakref.ReferenceType[UOp], int]], i
 def drop_stale_defs(versions: set[UOp]) -> None:
   """A graph kept for autograd (STATE.lazy_defs) keeps no version alive (kept losses kept the weights, a copy a step):
   a write over one it reads drops it; a backward through it then raises if it required grad, as torch's."""
-  for k, d in list(STATE.lazy_defs.items()):
+  for k, d in STATE.lazy_defs.items():  # (a list: entries may change meanwhile)
     if d is not None and any(b in versions for b in d[2]):
       if d[1]: STATE.lazy_defs[k] = None
       else: STATE.lazy_defs.pop(k)
