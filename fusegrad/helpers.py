@@ -205,19 +205,21 @@ def time_to_str(t: float, w: int = 8) -> str:
               f"{t * 1e6:{w - 3}.2f}us")
 
 class WeakList:
-  """Objects held weakly, in the order added: weak references without callbacks (cheaper than a WeakSet), the dead
-  dropped as the list grows past limit (small: they go before the cycle collector's old generations take them in)."""
-  lock = threading.RLock()  # one drop of the dead at a time (one lock for every list; an append needs none)
+  """Objects held weakly, in the order added (weak references without callbacks: cheaper than a WeakSet), the dead
+  dropped in place past limit (small: before the cycle collector's old generations take them in), one drop at a time:
+  an add during one (another thread's, or a finalizer's in a collection inside it) only appends, after what it reads."""
+  lock = threading.Lock()  # (one for every list)
   def __init__(self, limit: int = 64) -> None:
     self.refs: list[weakref.ReferenceType] = []
     self.least = self.limit = limit
   def add(self, x: Any) -> None:
     self.refs.append(weakref.ref(x))
-    if len(self.refs) > self.limit:
-      with WeakList.lock:  # in place: what other threads add meanwhile goes after the n kept or dropped, and stays
+    if len(self.refs) > self.limit and WeakList.lock.acquire(blocking=False):
+      try:
         n = len(self.refs)
         self.refs[:n] = [r for r in self.refs[:n] if r() is not None]
         self.limit = max(self.least, 2 * len(self.refs))
+      finally: WeakList.lock.release()
   def __iter__(self) -> Iterator[Any]: return (x for r in list(self.refs) if (x := r()) is not None)
 
 class GlobalCounters:

@@ -77,6 +77,24 @@ def test_a_weak_list_loses_no_thread_s_add():
   finally: sys.setswitchinterval(interval)
   assert {id(o) for o in wl} == {id(o) for k in kept for o in k}
 
+def test_a_weak_list_keeps_what_is_added_during_its_own_drop():
+  from fusegrad.helpers import WeakList
+  # the drop of the dead allocates, so a collection can run inside it, and a finalizer or gc callback there can add to
+  # the same list in the same thread (the lock is no guard then): that add was lost
+  class Obj: pass
+  class Refs(list):  # a list that adds to wl while the drop reads it, as such a callback would
+    def __getitem__(self, i):
+      got = list.__getitem__(self, i)
+      if isinstance(i, slice) and len(kept) < 50: kept.append(o := Obj()); wl.add(o)
+      return got
+  wl, kept = WeakList(8), []
+  wl.refs = Refs()
+  for i in range(300):
+    wl.add(Obj())
+    if i % 7 == 0: kept.append(o := Obj()); wl.add(o)
+  got = [id(o) for o in wl]
+  assert len(got) == len(set(got)) and set(got) == {id(o) for o in kept}
+
 def test_reading_beside_another_threads_capture():
   """While one thread's TinyJit captures, another thread reads a tensor (numpy) and slices one at a Variable: the read
   waits for the capture and gets its values (it raised JitError, the capture's refusal of reads inside it), and the
