@@ -12,6 +12,11 @@ def known_dtype(dt: DType) -> DType:
   if DTYPES_DICT.get(dt.name) != dt: raise ValueError(f"can't render unknown dtype {dt!r}")
   return dt
 
+# each ALU op as C writes it ({0} {1} {2}: its operands); a dialect's code_for_op changes some
+C_OPS = {Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.FDIV: "({0}/{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})",
+  Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})",
+  Ops.SHL: "({0}<<{1})", Ops.SHR: "({0}>>{1})", Ops.MAX: "((({0})>({1})||({0})!=({0}))?({0}):({1}))",
+  Ops.WHERE: "({0}?{1}:{2})", Ops.MULACC: "(({0}*{1})+{2})"}
 # the libm function of each math op
 MATH_FNS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
@@ -38,11 +43,7 @@ class CStyleLanguage(Renderer):
   local_decl: str = "{prefix}{type} {name}[{size}];"  # shared memory (prefix: smem_prefix)
   locals_in_prelude: bool = False               # shared memory is declared outside the kernel function
   offset_addressing: bool = False               # `buf[x+c]` written `(buf+x)[c]` (render_address)
-  code_for_op: dict[Ops, str] = field(default_factory=lambda: {
-    Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.FDIV: "({0}/{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})",
-    Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})",
-    Ops.SHL: "({0}<<{1})", Ops.SHR: "({0}>>{1})", Ops.MAX: "((({0})>({1})||({0})!=({0}))?({0}):({1}))",
-    Ops.WHERE: "({0}?{1}:{2})", Ops.MULACC: "(({0}*{1})+{2})"})
+  code_for_op: dict[Ops, str] = field(default_factory=lambda: dict(C_OPS))
 
   # *** how each op is written ***
   def render_dtype(self, dt: DType) -> str:

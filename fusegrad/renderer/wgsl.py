@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, field
 from fusegrad.dtype import DType, dtypes, PtrDType
 from fusegrad.renderer import UnsupportedDTypeError
-from fusegrad.renderer.cstyle import CStyleLanguage, known_dtype, _as_half
+from fusegrad.renderer.cstyle import CStyleLanguage, C_OPS, known_dtype, _as_half
 from fusegrad.uop.ops import UOp, Ops
 
 # the register type of each dtype WGSL can hold (narrow integers live in 32-bit registers)
@@ -90,11 +90,8 @@ class WGSLRenderer(CStyleLanguage):
   vector: str = "{type}({val})"
   local_decl: str = "var<workgroup> {name}: array<{type}, {size}>;"
   locals_in_prelude: bool = True
-  code_for_op: dict[Ops, str] = field(default_factory=lambda: {
-    Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.FDIV: "({0}/{1})", Ops.IDIV: "({0}/{1})", Ops.MOD: "({0}%{1})",
-    Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.AND: "({0}&{1})", Ops.OR: "({0}|{1})", Ops.XOR: "({0}^{1})",
-    Ops.SHL: "({0}<<u32({1}))", Ops.SHR: "({0}>>u32({1}))", Ops.MAX: "select({1}, {0}, ({0}>{1}) || ({0}!={0}))",
-    Ops.WHERE: "select({2}, {1}, {0})", Ops.MULACC: "(({0}*{1})+{2})"})
+  code_for_op: dict[Ops, str] = field(default_factory=lambda: {**C_OPS, Ops.SHL: "({0}<<u32({1}))", Ops.SHR:
+    "({0}>>u32({1}))", Ops.MAX: "select({1}, {0}, ({0}>{1}) || ({0}!={0}))", Ops.WHERE: "select({2}, {1}, {0})"})
 
   def render_dtype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return self.render_dtype(dt.base)
