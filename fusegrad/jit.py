@@ -76,11 +76,7 @@ def _view_structure(u: UOp) -> tuple:
   return () if len(chain) == 1 and chain[0][0] is Ops.RESHAPE else tuple(chain)
 
 def _input_buffer(t: Any, what: str) -> Buffer:
-  base = state.view_base(t.uop)
-  if base.op is Ops.CONST:
-    raise JitError(f"TinyJit: {what} (shape {t.shape}) is a constant with no buffer of its own; "
-                   "pass x.contiguous().realize() instead")
-  if base.op is not Ops.BUFFER:
+  if (base := state.view_base(t.uop)).op is not Ops.BUFFER:
     raise JitError(f"TinyJit: {what} (shape {t.shape}) is not realized; call .realize() on inputs before passing them")
   return base.arg
 
@@ -242,6 +238,9 @@ class TinyJit(Generic[ReturnType]):
       # the very inputs of the last call: nothing to check again
       return self._replay(_parts([a for a in args if type(a) is Tensor]), self._last[1], var_vals)
     inputs, binds, static = _split_args(args, kwargs)
+    for t in inputs:  # a constant (Tensor.ones(3)) gets a buffer of its own, as tinygrad's: the capture reads it
+      if any(state.view_base(u).op is Ops.CONST for u in (t.uop.src if t.uop.op is Ops.MULTI else (t.uop,))):
+        t.replace(t.contiguous())
     Tensor.realize_all([t for t in inputs if not state.is_realized(t.uop)])  # lazy inputs are computed first
     inputs = _parts(inputs)
     bufs = _input_buffers(inputs, args, kwargs)
