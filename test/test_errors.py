@@ -83,6 +83,7 @@ CASES: list[Case] = [
   C("permute: dim out of range", lambda L: x23(L).permute(0, 2), ("2",)),
   C("permute: negative dim out of range", lambda L: x23(L).permute(-3, 0), ("-3",)),
   C("transpose: dim out of range", lambda L: x23(L).transpose(0, 2), ("2",)),
+  C("transpose: a dim that is a tuple", lambda L: x23(L).transpose((0, 1), 1), ("transpose", "tuple")),
   C("transpose: negative dim out of range", lambda L: x23(L).transpose(-3, 1), ("-3",)),
   # flip / roll / squeeze / unsqueeze / expand / repeat
   C("flip: dim out of range", lambda L: x23(L).flip(2), ("2",)),

@@ -664,6 +664,14 @@ def test_einsum_list_and_errors():
   with pytest.raises(ValueError, match="einsum"): Tensor.einsum("ijk->i", Tensor.ones(3, 4))
   with pytest.raises(ValueError, match="einsum"): Tensor.einsum("ij->iz", Tensor.ones(3, 4))
 
+def test_einsum_of_ints_keeps_their_dtype():  # as torch.einsum and matmul (a sum alone widens int8 to int64)
+  for x, y in [([100, 100], [2, 2]), ([[1, 2], [3, 4]], [[5, 6], [7, 8]])]:
+    for dt, tdt in [(dtypes.int8, torch.int8), (dtypes.int32, torch.int32)]:
+      f = "i,i->" if np.ndim(x) == 1 else "ij,jk->ik"
+      got = Tensor.einsum(f, Tensor(x, dtype=dt), Tensor(y, dtype=dt))
+      want = torch.einsum(f, torch.tensor(x, dtype=tdt), torch.tensor(y, dtype=tdt))
+      assert got.dtype == dt and got.tolist() == want.tolist()  # (int8: 400 wraps to -112 in both)
+
 def test_einsum_matmul_is_one_kernel():
   a, b = _realized((8, 6), (6, 5))
   assert _kernels(lambda: Tensor.einsum("ij,jk->ik", a, b)) == 1
@@ -755,7 +763,8 @@ def test_one_hot_stays_lazy():
   with pytest.raises(IndexError, match="class id -1"): Tensor([-1, 2]).one_hot(3).numpy()
   with pytest.raises(RuntimeError, match="one_hot"): Tensor([-1, 2]).one_hot()  # -1 reads the data (max is a shape)
 
-@pytest.mark.parametrize("shape,dim,size,step", [((5,), 0, 0, 1), ((5, 2), 0, 0, 2), ((3, 4), 1, 0, 3), ((4,), 0, 4, 1)])
+@pytest.mark.parametrize("shape,dim,size,step", [((5,), 0, 0, 1), ((5, 2), 0, 0, 2), ((3, 4), 1, 0, 3), ((4,), 0, 4, 1),
+                                                 ((), 0, 1, 1), ((), -1, 0, 2)])  # (0-d: the window's axis alone)
 def test_unfold_size_zero(shape, dim, size, step):
   helper_test_op([shape], lambda x: x.unfold(dim, size, step))
 

@@ -92,15 +92,15 @@ class ConvMixin:
   def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
     """All slices of length size along dim, every step elements, as a new last axis (torch.Tensor.unfold; tinygrad's
     argument names). `Tensor.arange(5).unfold(0, 2, 2).tolist()` is [[0, 1], [2, 3]]."""
-    d = _resolve_axis(dim, self.ndim, "unfold") if self.ndim else 0
-    x = self.reshape(1) if self.ndim == 0 else self
-    if size > x.shape[d]: raise ShapeError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
+    d = _resolve_axis(dim, self.ndim, "unfold")
+    if self.ndim == 0: return self.reshape(1).unfold(d, size, step).reshape(size)  # (as torch: the window's axis alone)
+    if size > self.shape[d]: raise ShapeError(f"unfold: size {size} is larger than dimension {d} of shape {self.shape}")
     if size < 0 or step <= 0: raise ArgumentError(f"unfold: size must be >= 0 and step > 0, got {size} and {step}")
-    xt = x.transpose(d, -1)
+    xt = self.transpose(d, -1)
     if size == 0:  # n // step + 1 empty windows (torch)
       windows = xt[..., :0].unsqueeze(-2).expand(*xt.shape[:-1], xt.shape[-1] // step + 1, 0)
     else: windows = xt._pool((size,), step, op="unfold")  # (..., o, size), dim d at the end before pooling
-    return windows.transpose(d, -2) if d != x.ndim - 1 else windows
+    return windows.transpose(d, -2) if d != self.ndim - 1 else windows
 
   # *** convolution ***
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Ints = 1,

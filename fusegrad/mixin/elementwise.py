@@ -53,6 +53,7 @@ def _fits(x: Tensor, value: Any, op: str) -> Any:  # value, if it fits x's integ
 
 def _resolve_axis(axis: int, ndim: int, op: str, name: str = "dim") -> int:
   """axis as an index in [0, ndim) (negative counts from the end); IndexError naming op and axis when out of range."""
+  if not hasattr(axis, "__index__"): raise TypeError(f"{op}: {name} must be an int, not {type(axis).__name__}")
   if not -max(ndim, 1) <= axis < max(ndim, 1):
     raise IndexError(f"{op}: {name} {axis} is out of range for a tensor with {ndim} dims")
   return axis % max(ndim, 1)

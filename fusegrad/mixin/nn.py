@@ -158,7 +158,7 @@ class NNMixin:
       aligned.append(t.reshape([size_of.get(c, 1) for c in order]))
     prod_all = functools.reduce(operator.mul, aligned).expand([sizes[c] for c in order])
     if len(order) == len(out): return prod_all if dtype is None else prod_all.cast(dtype)
-    return prod_all.sum(tuple(range(len(out), len(order))), dtype=dtype)
+    return prod_all.sum(tuple(range(len(out), len(order))), dtype=dtype).cast(dtype or prod_all.dtype)  # (as torch)
 
 def _resize_plan(shape: tuple[int, ...], size: Ints | None, scale_factor: float | tuple[float, ...] | None,
                  ) -> tuple[tuple[int, ...], tuple[float, ...]]:
