@@ -273,6 +273,7 @@ class CompileError(RuntimeError):
 class Compiled:
   """A device: allocator, renderer, compiler and program class. runtime(name, lib) -> a callable program.
   others: makers of the other compilers a kernel may pick (renderer.compilers names them all, the default first)."""
+  graph = None  # (tinygrad's graph executor of a device: none here, TinyJit replays its kernels one by one)
   def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
                runtime: Callable[[str, bytes], Any], others: tuple[Callable[[], Compiler], ...] = ()):
     self.device, self.allocator, self.renderer, self.compiler = device, allocator, renderer, compiler

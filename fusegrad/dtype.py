@@ -218,8 +218,7 @@ def least_upper_float(dt: DType) -> DType:
   return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 
 def sum_acc_dtype(dt: DType) -> DType:
-  """The dtype a sum or product of dt accumulates in: bools and ints in int64 as torch (uint64 stays uint64), floats in
-  at least float32."""
+  """The dtype a sum or product of dt accumulates in: bools, ints int64 as torch (uint64 stays), floats >= float32."""
   if dt == dtypes.uint64: return dt
   return dtypes.int64 if dtypes.is_int(dt) or dt == dtypes.bool else least_upper_dtype(dt, dtypes.float32)
 

@@ -138,6 +138,7 @@ TINYGRAD_FLAGS = set("TRANSCENDENTAL WINO TC TC_OPT AMX NOLOCALS FUSE_ARANGE FUS
 DEBUG = ContextVar("DEBUG", 0, "1: devices and JIT, 2: one line per kernel, 3: schedule and opts, 4: source, 5: IR")
 DEV = ContextVar("DEV", "", "default device (CPU, PYTHON, CL, CUDA); empty picks the best working one")
 BEAM = ContextVar("BEAM", 0, "beam width for the kernel optimization search; 0 uses the heuristic")
+JITBEAM = ContextVar("JITBEAM", 0, "BEAM for the kernels TinyJit captures (tinygrad's); 0: BEAM's value")
 IGNORE_BEAM_CACHE = ContextVar("IGNORE_BEAM_CACHE", 0, "1: BEAM searches again instead of reading the result it stored")
 NOOPT = ContextVar("NOOPT", 0, "1: apply no kernel optimizations at all")
 SPEC = ContextVar("SPEC", 0, "1: check the kernel IR against codegen/spec.py after every lowering pass")

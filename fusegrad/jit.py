@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Container, Generic, Iterator, TypeVar
 from fusegrad.device import Buffer, RUN_LOCK
 from fusegrad.dtype import dtypes
-from fusegrad.helpers import JIT, CHECK_INDEX, DEBUG, GlobalCounters, dprint, colored
+from fusegrad.helpers import JIT, JITBEAM, BEAM, CHECK_INDEX, DEBUG, Context, GlobalCounters, dprint, colored
 from fusegrad.uop.ops import UOp, Ops, SymInt
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine.runner import CompiledRunner, CopyRunner
@@ -205,6 +205,7 @@ class TinyJit(Generic[ReturnType]):
     self._last, self._plan_cache, self.by_value, self.symbolic, self.unchecked = None, None, False, False, None
     for _, jit in self._per_instance.values(): jit.reset()
 
+  func = property(lambda self: self.__call__)  # (a method TinyJit of tinygrad is a partial of __call__: .func.__self__)
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
     """As a method: each instance gets a TinyJit of its own (two models must not replay each other's kernels)."""
     if obj is None: return self  # looked up on the class
@@ -327,7 +328,7 @@ class TinyJit(Generic[ReturnType]):
     draws: list[tuple[Tensor, int]] = []
     _rng_hooks.append(lambda state, counter: draws.append((state, counter - start)))
     try:
-      with state.capture() as cap:  # results from before are computed again
+      with state.capture() as cap, Context(BEAM=JITBEAM.value or BEAM.value):  # results from before: computed again
         self.jit_cache, self.index_flags, self.bounds = cap.items, cap.flags, cap.bounds
         ret = self._run(args, kwargs)
     finally: _rng_hooks.pop()

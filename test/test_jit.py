@@ -991,3 +991,30 @@ def test_an_unpickled_jit_has_no_function_to_run():
   np.testing.assert_equal(loaded(Tensor.full((4,), 3.0).contiguous().realize()).numpy(), [6, 6, 6, 6])
   with Context(JIT=0), pytest.raises(JitError, match="unpickled without its function"):
     loaded(Tensor.ones(4).contiguous().realize())
+
+def test_tinygrad_s_method_jit_path_and_device_graph():
+  # tinygrad's test_method_jit reads fun.__call__.func.__self__ (its method TinyJit is a partial of __call__), and its
+  # graph tests skip where Device[...].graph is None
+  class Fun:
+    def __init__(self): self.a = Tensor([1.0, 2.0]).realize()
+    @TinyJit
+    def __call__(self, b: Tensor) -> Tensor: return (self.a + b).realize()
+  fun = Fun()
+  for i in range(3): assert fun(Tensor([float(i), 0.0]).realize()).tolist() == [1.0 + i, 2.0]
+  assert len(fun.__call__.func.__self__.jit_cache) == 1 and Device[Device.DEFAULT].graph is None
+
+def test_jitbeam_searches_the_kernels_it_captures(monkeypatch):
+  # JITBEAM (tinygrad's): BEAM for the captured kernels only; the first call's stay the heuristic's
+  import fusegrad.engine.realize as realize
+  searched, search = [], realize.beam_opts
+  def counted(ast, ren, width, *args, **kwargs):
+    searched.append(width)
+    return search(ast, ren, width, *args, **kwargs)
+  monkeypatch.setattr(realize, "beam_opts", counted)
+  jit = TinyJit(lambda x: (x * 3 + 1).sum(1).realize())
+  with Context(JITBEAM=1, IGNORE_BEAM_CACHE=1):
+    for i in range(3):
+      x = realized(rand_np(16, 8, seed=i))
+      np.testing.assert_allclose(jit(x).numpy(), (x.numpy() * 3 + 1).sum(1), rtol=1e-5)
+  assert searched == [1]
+

@@ -1,6 +1,5 @@
-"""Vectors: vectorize_upcasts makes an UPCAST range along which the output is contiguous one vector value, and
-devectorize splits the vectors a renderer can't hold into one scalar per lane (docs/developer/codegen.md, passes 3a
-and 5b)."""
+"""Vectors: vectorize_upcasts makes an UPCAST range the output is contiguous along one vector value; devectorize splits
+the vectors a renderer can't hold into one scalar per lane (docs/developer/codegen.md, passes 3a and 5b)."""
 from __future__ import annotations
 from fusegrad.dtype import DType, dtypes
 from fusegrad.renderer import Renderer

@@ -280,9 +280,8 @@ LOG2_COEFFS = ("0.2623081892525388", "0.3205988979753252", "0.4121985831111324",
 
 def vector_log2(t: str) -> str:
   """A C function computing log2 on a vector of floats (type t) with vector instructions only: x = m * 2**e with m in
-  [sqrt(1/2), sqrt(2)) from its bits (denormals scaled by 2**23 first), log2(m) by a series in s = (m-1)/(m+1)
-  (|s| < 0.172) computed in double, so the result rounds once to float; plus e. 0 gives -inf, inf gives inf, negatives
-  and NaN give NaN."""
+  [sqrt(1/2), sqrt(2)) from its bits (denormals scaled by 2**23 first), log2(m) by a series in s = (m-1)/(m+1) (|s| <
+  0.172) in double, so the result rounds once to float; plus e. 0 gives -inf, inf gives inf, negatives and NaN NaN."""
   poly = _horner(LOG2_COEFFS, "s2")
   return "\n".join([f"static inline {t} fg_log2_{t}({t} x) {{",
     "  typedef __typeof__(x < x) I;  /* the int vector of the same shape */",
