@@ -1012,7 +1012,7 @@ def test_jitbeam_searches_the_kernels_it_captures(monkeypatch):
     return search(ast, ren, width, *args, **kwargs)
   monkeypatch.setattr(realize, "beam_opts", counted)
   jit = TinyJit(lambda x: (x * 3 + 1).sum(1).realize())
-  with Context(JITBEAM=1, IGNORE_BEAM_CACHE=1):
+  with Context(JITBEAM=1, IGNORE_BEAM_CACHE=1, DISABLE_COMPILER_CACHE=1):  # (a search, not a cached kernel)
     for i in range(3):
       x = realized(rand_np(16, 8, seed=i))
       np.testing.assert_allclose(jit(x).numpy(), (x.numpy() * 3 + 1).sum(1), rtol=1e-5)
