@@ -468,3 +468,38 @@ def test_tiles_bounded_by_the_body_they_copy():
     k = Kernel(ast, Device["CPU"].renderer)
     for opt in hand_coded_optimizations(k): k.apply_opt(opt)
     assert _body_ops(k) <= BODY_OPS, (_body_ops(k), k.name)
+
+def test_vectors_stored_lane_by_lane_are_one_loop(monkeypatch):
+  # a register tile whose output isn't contiguous along its vectors (a conv's weight gradient: its loads are) writes
+  # lane by lane; compilers spent as long on AVX-512's 16 x 16 such stores as on the rest of the kernel, so a run of
+  # them is one loop over the lanes. With the threshold lowered the host's own tiles take it, and compute the same
+  import torch
+  import fusegrad.renderer.cstyle as cstyle
+  from fusegrad import Context
+  monkeypatch.setattr(cstyle, "LANE_LOOP_MIN", 2)
+  rng = np.random.default_rng(0)
+  xn, wn = rng.standard_normal((8, 16, 12, 12), dtype=np.float32), rng.standard_normal((32, 16, 3, 3), dtype=np.float32)
+  with Context(DISABLE_COMPILER_CACHE=1):
+    x, w = Tensor(xn).realize(), Tensor(wn, requires_grad=True).realize()
+    x.conv2d(w).relu().sum().backward()
+    if isinstance(renderer(), ClangRenderer):
+      assert any("#pragma GCC unroll 1" in get_program(si.ast, renderer()).src for si in w.grad.schedule())
+    got = w.grad.numpy()
+  tx, tw = torch.tensor(xn), torch.tensor(wn, requires_grad=True)
+  torch.nn.functional.conv2d(tx, tw).relu().sum().backward()
+  np.testing.assert_allclose(got, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+def test_a_run_of_lane_stores_is_a_loop_only_when_it_writes_the_same(monkeypatch):
+  import fusegrad.renderer.cstyle as cstyle
+  from fusegrad.renderer.cstyle import lane_run
+  monkeypatch.setattr(cstyle, "LANE_LOOP_MIN", 2)
+  buf, x = UOp(Ops.DEFINE_GLOBAL, dtypes.float.ptr(), (), 0), UOp(Ops.DEFINE_VAR, dtypes.int, (), ("x", 0, 99))
+  a, b = (UOp(Ops.DEFINE_ACC, dtypes.float.vec(4), (UOp.const(dtypes.float.vec(4), 0.0),), k) for k in range(2))
+  def st(v: UOp, lane: int, c: int, at: UOp = x) -> UOp:
+    return UOp(Ops.STORE, dtypes.void, (buf, at + c, UOp(Ops.GEP, dtypes.float, (v,), lane)))
+  good = [st(v, lane, c0 + 8 * lane) for lane in range(4) for v, c0 in ((a, 0), (b, 1))]
+  assert lane_run(good) == (x, [(a, 0, 8), (b, 1, 8)])
+  assert lane_run(good[:-1]) is None  # a lane missing
+  assert lane_run(good[:-1] + [st(b, 3, 99)]) is None  # not at b's stride
+  assert lane_run(good + [good[0]]) is None  # an address twice
+  assert lane_run(good[:-1] + [st(b, 3, 25, x * 2)]) is None  # another x
