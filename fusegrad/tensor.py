@@ -485,14 +485,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, ConvMixin, G
     return Tensor.full((), value, dtype=dtype)
   @staticmethod
   def full(shape: Any, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
-           buffer: bool = False, **kwargs: Any) -> Tensor:
+           buffer: builtins.bool = False, **kwargs: Any) -> Tensor:
     """Every element fill_value: `Tensor.full((2, 3), 7)`. A constant (no memory; it folds into the kernels reading it,
     and has no gradient) unless buffer=True (tinygrad's keyword, whose default is True): then values in a buffer."""
     shape = _shape_arg((shape,), "full")
+    if isinstance(fill_value, (list, tuple)): raise TypeError(f"full: fill_value must be a number, not {fill_value!r}")
     if isinstance(fill_value, (Tensor, UOp)): ret = Tensor(fill_value, dtype=dtype).reshape(()).expand(shape)
-    elif isinstance(fill_value, (list, tuple)): raise TypeError(f"full: fill_value must be a number, not {fill_value!r}")
     else:
-      fill_value = fill_value.item() if _numpy_scalar(fill_value) else fill_value  # (a numpy scalar: a number, as torch)
+      if _numpy_scalar(fill_value): fill_value = fill_value.item()  # a numpy scalar acts as a Python number (as torch)
       dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
       ret = Tensor(_scalar(fill_value, dt, shape, Device.canonicalize(device)), **kwargs)
     return ret.contiguous() if buffer else ret
