@@ -183,10 +183,7 @@ class Buffer:
     if dest.nbytes != self.nbytes: raise ValueError(f"copyout of a {self.nbytes}-byte buffer into {dest.nbytes} bytes")
     with RUN_LOCK: self.allocate()._allocator.copyout(dest, self._buf)
     return dest
-  def as_bytes(self) -> bytes:
-    out = bytearray(self.nbytes)
-    self.copyout(memoryview(out))
-    return bytes(out)
+  def as_bytes(self) -> bytes: return bytes(self.copyout(memoryview(bytearray(self.nbytes))))
   def as_buffer(self) -> memoryview: return memoryview(self.as_bytes())  # (tinygrad's name) a copy of the contents
   def __reduce__(self) -> tuple:  # pickle (a TinyJit's buffers): a view keeps its base, the contents go along
     if self._base is not None: return Buffer, (self.device, self.size, self.dtype, self._base, self.offset)

@@ -108,8 +108,7 @@ def _same_kernels(a: list[ExecItem], b: list[ExecItem], inputs: list[Buffer]) ->
   """Two captures (at other values of the Variables) launch the same kernels with the same variables, on buffers in
   the same roles and sizes, those neither an input nor written by a kernel (constants made per call) with the same
   contents: then the kernels don't depend on the values, and a replay serves them all."""
-  ab: dict[int, Buffer] = {}
-  ba: dict[int, Buffer] = {}
+  ab, ba = dict[int, Buffer](), dict[int, Buffer]()
   ins = {id(x.base) for x in inputs}  # (an input's size may follow a Variable: x.reshape(3, v) of a (3, k) buffer)
   written = {id(ei.bufs[0].base) for ei in b} | ins
   for x, y in zip(a, b):
@@ -222,8 +221,7 @@ class TinyJit(Generic[ReturnType]):
     return None, TinyJit(functools.wraps(fxn)(bound), self.prune)
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
-    with RUN_LOCK:  # one call at a time: a call from another thread waits
-      return self._call(*args, **kwargs)
+    with RUN_LOCK: return self._call(*args, **kwargs)  # one call at a time: a call from another thread waits
   def _by_value(self) -> None:
     self.reset()
     self.by_value = True
@@ -280,11 +278,10 @@ class TinyJit(Generic[ReturnType]):
         self.symbolic, used = True, {v.arg[0] for ei in self.jit_cache for v in ei.var_vals}
         if used <= {v.arg[0] for v in vals}: self.unchecked = vals  # (a Variable bound inside fxn can't be replayed)
         else: self._by_value()
-    else:
-      if (change := _static_change(self.static, static)) is not None:
-        raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
-                       "the captured value (pass it as a Tensor or a bound Variable, or reset())")
-      ret = self._replay(inputs, bufs, vals)
+    elif (change := _static_change(self.static, static)) is not None:
+      raise JitError(f"TinyJit: a non-Tensor argument changed since the capture: {change}; a replay would run with "
+                     "the captured value (pass it as a Tensor or a bound Variable, or reset())")
+    else: ret = self._replay(inputs, bufs, vals)
     self._remember_call(args, kwargs, bufs, nodes)
     return ret
 
@@ -575,8 +572,7 @@ class _Function:
     return self._results(trace, inputs, fresh)
 
   def _results(self, trace: _Trace, inputs: list, fresh: dict[UOp, UOp], traced: bool = False) -> Any:
-    sub = {h: t.uop for h, t in zip(trace.holders, inputs)}
-    sub.update(fresh)
+    sub = {h: t.uop for h, t in zip(trace.holders, inputs)} | fresh
     effects = _side_effects(trace, inputs, sub, traced)
     # one substitution for results and side effects (shared nodes), keeping composites' derivative rules (conv2d's)
     roots = (*trace.outs, *(after for _, after, _ in effects))

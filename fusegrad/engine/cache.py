@@ -140,13 +140,9 @@ def _buffers(keyed: list[Buffer], made: list[tuple[str, int, Any]]) -> list[Buff
 def record(g: Graph, num: _Numbering, sched: Schedule) -> Template:
   """sched as a template; raises _Uncacheable if it names a buffer or version that isn't the key's or its own."""
   buf = _Refs(num.bufs)
-  new = {state.version_id(state.view_base(v)): k for k, (n, v) in enumerate(
-    (n, v) for n, v in sched.becomes.items() if n.op is Ops.ASSIGN)}
-  new_parts: list[tuple[int, Any]] = [(0, None)] * len(new)
-  for n, v in sched.becomes.items():
-    if n.op is Ops.ASSIGN:
-      base = state.view_base(v)
-      new_parts[new[state.version_id(base)]] = (buf(base.arg), base.dtype)
+  written = [state.view_base(v) for n, v in sched.becomes.items() if n.op is Ops.ASSIGN]  # the versions assigns make
+  new = {state.version_id(base): k for k, base in enumerate(written)}
+  new_parts: list[tuple[int, Any]] = [(buf(base.arg), base.dtype) for base in written]
   key_ids = {state.version_id(v): i for v, i in num.versions.items()}
   def version(vid: tuple[Buffer, int | None], dtype: Any) -> VersionRef:
     if (j := new.get(vid)) is not None: return ("new", j)

@@ -88,8 +88,7 @@ def get_runner(device: str, ast: UOp, nbufs: int = 0) -> tuple[CompiledRunner, l
   consts = _value_consts(ast)
   holes = {c: UOp(Ops.NOOP, c.dtype, (), ("const", k)) for k, c in enumerate(consts)}
   skel_key = (device, ast.substitute(holes) if consts else ast, *settings)
-  st = programs.get(skel_key)
-  if not isinstance(st, _Structure):  # new structure: constants stay in the code
+  if not isinstance(st := programs.get(skel_key), _Structure):  # new structure: constants stay in the code
     runner = CompiledRunner(_program(ast, device))
     _cache(key, runner)
     if consts: _cache(skel_key, _Structure(tuple(_arg_key(c.arg) for c in consts)))
@@ -122,10 +121,9 @@ class ExecItem:
     if debug: self._print(et, jit)
     return et
   def _print(self, et: float | None, jit: bool) -> None:
-    mem = self.mem  # counted by run()
     ptm = time_to_str(et) if et is not None else "      ?"
     flops_s = f"{self.runner.flops / et * 1e-9:9.2f} GFLOPS" if et else ""
-    gbs = f"{mem / et * 1e-9:7.2f} GB/s" if et else ""
+    gbs = f"{self.mem / et * 1e-9:7.2f} GB/s" if et else ""  # (self.mem: counted by run())
     name = self.runner.name + " " * max(38 - ansilen(self.runner.name), 0)
     tag = colored(f"*** {self.runner.device[:9]:9s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else "green")
     print(f"{tag} {name} arg {len(self.bufs):2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB "
@@ -228,11 +226,9 @@ def pending_index_checks(roots: list[UOp]) -> dict[UOp, list[IndexCheck]]:
   """The checks registered on nodes that roots are computed from. The walk stops at values stored already: the
   checks under them ran when they were computed (and an equal node computes from equal indices)."""
   if not (index_checks := STATE.index_checks): return {}
-  seen: dict[UOp, list[IndexCheck]] = {}
   def below(u: UOp) -> bool: return u.op is not Ops.BUFFER and state.lookup(u) is None
-  for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=below):
-    if (c := index_checks.get(u)) is not None: seen[u] = c
-  return seen
+  return {u: c for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=below)
+          if (c := index_checks.get(u)) is not None}
 
 def verify_index_checks(pending: dict[UOp, list[IndexCheck]], flags: list[Buffer]) -> None:
   """Raise IndexError for the first flag that is set; checks that passed are dropped (their indices can't change)."""

@@ -85,8 +85,7 @@ def batch_load(started: Started) -> None:
 def compile_runners(runners: list[Runner]) -> None:
   """Compile the kernels not compiled yet together: one batch per device (see Compiler.compile_batch). CompileError
   (naming the kernel) for the first that fails."""
-  todo: Todo = {}
-  seen: dict[str, list[CompiledRunner]] = {}
+  todo, seen = Todo(), dict[str, list[CompiledRunner]]()
   for r in runners: batch_add(todo, r, seen)
   batch_load([x for key, by_src in todo.items() for x in batch_start(key, by_src)])
 

@@ -106,8 +106,7 @@ def _fuses_into_consumer(r: UOp, consumers: dict[UOp, list[UOp]], want: set[UOp]
   seen, stack = {r}, [r]
   while stack:
     n = stack.pop()
-    users = consumers.get(n, [])
-    if not users: return False
+    if not (users := consumers.get(n)): return False
     for u in users:
       if _expands(u) or u.op is Ops.SINK or (u.op is Ops.PAD and len(r.arg[1]) > 2): return False
       if u in want: roots.add(u)
@@ -252,11 +251,9 @@ def map_view(n: UOp, base: UOp, idxs: list[UOp]) -> tuple[list[UOp], UOp | None]
   """Indices into base (below a chain of movement ops ending at n) and the validity condition."""
   valid = None
   while n is not base:
-    if n.op is Ops.DETACH:
-      n = n.src[0]
-      continue
-    idxs, v = movement_index(n, idxs)
-    if v is not None: valid = v if valid is None else valid & v
+    if n.op is not Ops.DETACH:
+      idxs, v = movement_index(n, idxs)
+      if v is not None: valid = v if valid is None else valid & v
     n = n.src[0]
   return idxs, valid
 

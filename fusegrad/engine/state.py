@@ -268,8 +268,7 @@ def claim_storage(t: Any, lazy: UOp) -> bool:
   base = view_base(t.uop)
   if base.op is not Ops.BUFFER: return True
   buf = base.arg.base
-  ref = buf.owner
-  owner = ref() if ref is not None else None
+  owner = buf.owner() if buf.owner is not None else None
   owner_base = view_base(owner.uop) if owner is not None else None
   if owner_base is None or owner is t or owner_base.op is not Ops.BUFFER or owner_base.arg.base is not buf:
     buf.claim(t)

@@ -92,8 +92,7 @@ class _Driver:
     except OSError as e: raise CUDAError(f"no CUDA driver: libcuda.so.1 can't be loaded ({e})") from e
     self.call("cuInit", 0)
   def call(self, name: str, *args: Any) -> None:
-    status = getattr(self.lib, name)(*args)
-    if status != 0:
+    if (status := getattr(self.lib, name)(*args)) != 0:
       err = ctypes.c_char_p()
       self.lib.cuGetErrorName(status, ctypes.byref(err))
       raise CUDAError(f"{name} failed: {(err.value or b'unknown error').decode()} ({status})")

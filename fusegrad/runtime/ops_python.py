@@ -45,9 +45,8 @@ def _alu(op: Ops, dtype: DType, args: list[Value]) -> Value:
 def _cast(x: Any, dtype: DType) -> Any:
   if dtype == dtypes.bool: return bool(x)
   if dtypes.is_float(dtype): return truncate(float(x), dtype)
-  if isinstance(x, float):
-    if x != x or x in (float("inf"), float("-inf")): return dtypes.min(dtype) if not dtypes.is_unsigned(dtype) else 0
-    x = int(x)
+  if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+    return dtypes.min(dtype) if not dtypes.is_unsigned(dtype) else 0
   return truncate(int(x), dtype)
 
 def _bitcast(x: Any, dtype: DType, from_dtype: DType) -> Any:
@@ -80,11 +79,9 @@ class PythonProgram:
     local_size = local_size or (1, 1, 1)
     group_threads = prod(local_size)
     nthreads = prod(global_size) * group_threads  # every thread of every workgroup, in lockstep (barriers are free)
-    values: dict[UOp, Value] = {}
-    views: dict[UOp, Any] = {}
+    values, views, counters = dict[UOp, Value](), dict[UOp, Any](), dict[UOp, int]()
     local_base: dict[UOp, list[int]] = {}  # for shared memory: where each thread's workgroup's copy starts
     var_i, pc, uops = 0, 0, self.uops
-    counters: dict[UOp, int] = {}
     while pc < len(uops):
       u = uops[pc]
       op = u.op
@@ -134,8 +131,7 @@ class PythonProgram:
 
   @staticmethod
   def _load(mv: Any, args: list[Value], dtype: DType) -> Value:
-    gate: Value  # a bool, or a list of them (one per thread)
-    idx, gate = args[0], (args[1] if len(args) > 1 else True)
+    idx, gate = args[0], (args[1] if len(args) > 1 else True)  # gate: a bool, or a list of them (one per thread)
     zero = 0.0 if dtypes.is_float(dtype) else (False if dtype == dtypes.bool else 0)
     if not isinstance(idx, list) and not isinstance(gate, list): return mv[idx] if gate else zero
     if gate is True: return [mv[i] for i in idx]

@@ -496,8 +496,7 @@ def render_expr(u: UOp) -> str:
   """A compact infix string of an integer/bool expression, for debugging and tests: '((r0*4)+r1)'."""
   if u.op is Ops.CONST: return str(u.arg)
   if u.op is Ops.RANGE: return f"r{u.arg[0]}"
-  if u.op is Ops.SPECIAL: return u.arg[0]
-  if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op in (Ops.SPECIAL, Ops.DEFINE_VAR): return u.arg[0]
   if u.op is Ops.BIND: return render_expr(u.src[0])
   if u.op in _INFIX: return f"({render_expr(u.src[0])}{_INFIX[u.op]}{render_expr(u.src[1])})"
   if u.op is Ops.WHERE: return f"({render_expr(u.src[0])}?{render_expr(u.src[1])}:{render_expr(u.src[2])})"
