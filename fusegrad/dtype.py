@@ -40,11 +40,10 @@ class DType:
   def bitsize(self) -> int: return self.itemsize * 8
   @property
   def min(self) -> Any:
-    """The smallest value: -2**(bits-1) or 0 for ints, -inf for floats, False for bool."""; return dtypes.min(self)
+    """The minimum: -2**(bits-1) or 0 for ints, -inf for floats, False for bool."""; return dtypes.min(self)
   @property
   def max(self) -> Any:
-    """The largest value: 2**(bits-1)-1 or 2**bits-1 for ints, inf for floats, True for bool."""
-    return dtypes.max(self)
+    """The maximum: 2**(bits-1)-1 or 2**bits-1 for ints, inf for floats, True for bool."""; return dtypes.max(self)
 
 @dataclass(frozen=True)
 class PtrDType(DType):

@@ -240,10 +240,8 @@ class ConvMixin:
     if indices.shape != self.shape or not dtypes.is_int(indices.dtype) or self.ndim < n:
       raise ShapeError(f"max_unpool2d: indices {indices.shape} {indices.dtype} must be integers shaped like the input "
                        f"{self.shape}")
-    if output_size is None:
-      out = tuple((i - 1) * s - pb - pa + d * (k - 1) + 1
-                  for i, s, (pb, pa), d, k in zip(self.shape[-n:], s_, pads, d_, k_))
-    else: out = tuple(output_size)[-n:]
+    out = tuple(output_size)[-n:] if output_size is not None else \
+      tuple((i - 1) * s - pb - pa + d * (k - 1) + 1 for i, s, (pb, pa), d, k in zip(self.shape[-n:], s_, pads, d_, k_))
     # each output cell: the values whose index names it (overlapping windows can name a cell twice, with equal values)
     hit = indices.flatten(-n).unsqueeze(-1) == type(self).arange(prod(out), device=self.device, dtype=indices.dtype)
     total = hit.where(self.flatten(-n).unsqueeze(-1), 0).sum(-2, dtype=self.dtype)

@@ -59,8 +59,7 @@ def weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], a: ConvArgs, cl:
   xw = xw.reshape(bs // chunk, chunk, groups, 1, cin_g, *o_, *k_)
   gw = g.reshape(bs // chunk, chunk, groups, cout // groups, 1, *o_, *[1] * n)
   dw = (xw * gw).sum((1, *range(5, 5 + n)))  # (chunks, groups, rcout, cin_g, *k)
-  dw = dw.contiguous().sum(0) if bs // chunk > 1 else dw.reshape(dw.shape[1:])
-  return dw.reshape(cout, cin_g, *k_)
+  return (dw.contiguous().sum(0) if bs // chunk > 1 else dw.reshape(dw.shape[1:])).reshape(cout, cin_g, *k_)
 
 def conv_rule(a: ConvArgs, tensor: type[Tensor]):
   """The derivative rule of a conv2d result (before the bias) for gradient.with_rule: the output gradient goes once

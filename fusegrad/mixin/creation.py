@@ -82,8 +82,7 @@ class CreationMixin:
     for hook in _rng_hooks: hook(state, STATE.rng_counter)
     STATE.rng_counter += int(n)  # (a plain int: a SymInt's expression would grow with every draw after it)
     counter = cls.arange(n, device=device, dtype=dtypes.uint32).cast(dtypes.uint64) + state[1]
-    bits = cls(counter.uop.alu(Ops.THREEFRY, state[0].expand(n).uop))
-    return (bits & 0xFFFFFFFF).cast(dtypes.uint32)
+    return (cls(counter.uop.alu(Ops.THREEFRY, state[0].expand(n).uop)) & 0xFFFFFFFF).cast(dtypes.uint32)
   @classmethod
   def rand(cls: type[Tensor], *shape: Any, device: str | None = None, dtype: DType | str | None = None,
            requires_grad: bool | None = None) -> Tensor:

@@ -241,8 +241,7 @@ class ElementwiseMixin:
   def copysign(self: Tensor, other: Any) -> Tensor:
     """|self| with the sign of other (-0.0 counts as negative): `Tensor([1., 2.]).copysign(-1)` is [-1., -2.]."""
     a, b = (t._float() for t in self._broadcasted(other, op="copysign"))
-    negative = (b < 0) | ((b == 0) & (b.reciprocal() < 0))
-    return negative.where(-a.abs(), a.abs())
+    return ((b < 0) | ((b == 0) & (b.reciprocal() < 0))).where(-a.abs(), a.abs())  # b negative (or -0.0)
   def square(self: Tensor) -> Tensor:
     """self * self."""; return self * self
   def lerp(self: Tensor, end: Any, weight: Any) -> Tensor:

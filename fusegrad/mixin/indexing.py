@@ -122,8 +122,7 @@ def _slice(x: Tensor, axis: int, i: slice) -> Tensor:
   if step < 0: x, start, stop, step = x.flip(axis), size - 1 - start, size - 1 - stop, -step  # walk the flip forward
   n = max(0, (stop - start + step - 1) // step)
   span = (start, start + (n - 1) * step + 1) if n else (0, 0)
-  x = x.shrink(tuple(span if a == axis else None for a in range(x.ndim)))
-  return _stride(x, axis, step)
+  return _stride(x.shrink(tuple(span if a == axis else None for a in range(x.ndim))), axis, step)
 
 # windows at a Variable position cut by shrink: the window's node -> (the node it was cut from, the ranges), so that
 # assign() writes through the window into that tensor's buffer, as it does through a plain shrink (a view)

@@ -45,8 +45,7 @@ class LossMixin:
     torch.nn.functional.nll_loss: 'mean' divides by the summed weights of the targets that count."""
     axis = 1 if self.ndim > 1 else 0
     hot, w, w_y = self._class_targets(self._target(Y), axis, weight, ignore_index, "nll_loss")
-    loss = -hot.where(self, 0).sum(axis) * w_y
-    return _reduction(loss, reduction, "nll_loss", w_y.sum())
+    return _reduction(-hot.where(self, 0).sum(axis) * w_y, reduction, "nll_loss", w_y.sum())
 
   def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0,
                     weight: Tensor | None = None, ignore_index: int = -100) -> Tensor:
@@ -95,5 +94,4 @@ class LossMixin:
     if (Y := self._target(Y)).shape != self.shape:
       raise ShapeError(f"binary_crossentropy_logits: target {Y.shape} and input {self.shape} differ")
     log_weight = 1 + (pos_weight - 1) * Y if pos_weight is not None else 1
-    loss = (1 - Y) * self + log_weight * (-self).softplus()
-    return _reduction(loss, reduction, "binary_crossentropy_logits")
+    return _reduction((1 - Y) * self + log_weight * (-self).softplus(), reduction, "binary_crossentropy_logits")

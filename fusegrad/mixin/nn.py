@@ -152,10 +152,8 @@ class NNMixin:
     order = out + sorted(set(sizes) - set(out))
     aligned = []
     for t, term in zip(ops, letters):  # every operand over all the letters, in order (size 1 where it lacks one)
-      present = [c for c in order if c in term]
-      t = t.permute([term.index(c) for c in present])
-      size_of = dict(zip(present, t.shape))
-      aligned.append(t.reshape([size_of.get(c, 1) for c in order]))
+      size_of = dict(zip(term, t.shape))
+      aligned.append(t.permute([term.index(c) for c in order if c in term]).reshape([size_of.get(c, 1) for c in order]))
     prod_all = functools.reduce(operator.mul, aligned).expand([sizes[c] for c in order])
     if len(order) == len(out): return prod_all if dtype is None else prod_all.cast(dtype)
     return prod_all.sum(tuple(range(len(out), len(order))), dtype=dtype).cast(dtype or prod_all.dtype)  # (as torch)

@@ -31,8 +31,7 @@ class ReduceMixin:
     return axes
   def _reduce(self: Tensor, op: Ops, axis: Any = None, keepdim: bool = False, name: str = "") -> Tensor:
     """The REDUCE_AXIS primitive over axes (all if None), keeping them as size 1 if keepdim; name is the user's op."""
-    name = name or {Ops.ADD: "sum", Ops.MUL: "prod", Ops.MAX: "max"}[op]
-    axes = self._axes(axis, name)
+    axes = self._axes(axis, name or {Ops.ADD: "sum", Ops.MUL: "prod", Ops.MAX: "max"}[op])
     if self.ndim == 0: return self._new(self.uop)  # a 0-d tensor reduced over its axis 0 (or -1) is itself, as torch
     empty, x = tuple(a for a in axes if self.shape[a] == 0), self
     if empty:  # one identity element padded on (gradients are zeros): 0, 1, or the least value (tinygrad's max)
@@ -252,8 +251,7 @@ class ReduceMixin:
     if k != kw: raise ShapeError(f"matmul: shapes {x.shape} and {w.shape} don't match ({k} != {kw})")
     dt = least_upper_dtype(x.dtype, w.dtype)
     x, w = x.cast(dt), w.cast(dt)  # (a no-op for the one already of dtype dt)
-    out_dtype = x.dtype
-    if out_dtype in (dtypes.float16, dtypes.bfloat16):  # products and both passes' sums in float32, as torch
+    if dt in (dtypes.float16, dtypes.bfloat16):  # products and both passes' sums in float32, as torch
       x, w = x.cast(dtypes.float32), w.cast(dtypes.float32)
     x1d, w1d = x.ndim == 1, w.ndim == 1
     if x1d: x = x.unsqueeze(0)
@@ -266,7 +264,7 @@ class ReduceMixin:
     out_shape = (*batch, x.shape[-2], w.shape[-1], k)
     we = w.transpose(-1, -2).reshape(*w.shape[:-2], 1, w.shape[-1], k)._broadcast_to(out_shape)
     ret = (xe * we).sum(-1, dtype=dtype)
-    if dtype is None and ret.dtype != out_dtype: ret = ret.cast(out_dtype)
+    if dtype is None and ret.dtype != dt: ret = ret.cast(dt)
     if w1d: ret = ret.squeeze(-1)
     if x1d: ret = ret.squeeze(-2 if not w1d else -1)
     return ret

@@ -20,10 +20,6 @@ def _param(value: Tensor) -> Tensor:
   """A trainable parameter: value in a buffer of its own (two equal constants must not share one), requiring grad."""
   return _fresh(value).requires_grad_(True)
 
-def _buffer(value: Tensor) -> Tensor:
-  """A non-trainable state tensor (running statistics) in a buffer of its own, updated with assign()."""
-  return _fresh(value).requires_grad_(False)
-
 def _uniform_param(shape: tuple[int, ...], fan_in: int) -> Tensor:
   """A parameter initialized as torch's weights and biases: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
   bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
@@ -163,9 +159,10 @@ class BatchNorm:
     self.affine, self.track_running_stats = affine, track_running_stats
     self.weight = _param(Tensor.ones(sz)) if affine else None
     self.bias = _param(Tensor.zeros(sz)) if affine else None
-    self.running_mean = _buffer(Tensor.zeros(sz)) if track_running_stats else None
-    self.running_var = _buffer(Tensor.ones(sz)) if track_running_stats else None
-    self.num_batches_tracked = _buffer(Tensor.zeros((), dtype=dtypes.int64)) if track_running_stats else None
+    # running statistics: non-trainable, each in a buffer of its own (_fresh: requires_grad False), updated by assign()
+    self.running_mean = _fresh(Tensor.zeros(sz)) if track_running_stats else None
+    self.running_var = _fresh(Tensor.ones(sz)) if track_running_stats else None
+    self.num_batches_tracked = _fresh(Tensor.zeros((), dtype=dtypes.int64)) if track_running_stats else None
 
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     """The batch's per-channel mean and biased variance, over every axis but 1."""

@@ -21,8 +21,7 @@ DEBIAN_FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
 
 def _folders(fashion: bool, directory: str | pathlib.Path | None) -> list[pathlib.Path]:
   env = FASHION_MNIST_DIR.value if fashion else MNIST_DIR.value
-  found = [pathlib.Path(d) for d in (directory, env) if d]
-  return found + ([DEBIAN_FASHION] if fashion else [BUNDLED])
+  return [pathlib.Path(d) for d in (directory, env) if d] + [DEBIAN_FASHION if fashion else BUNDLED]
 
 def _read(name: str, fashion: bool, directory: str | pathlib.Path | None) -> bytes:
   """The uncompressed, verified contents of one IDX file."""

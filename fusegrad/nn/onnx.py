@@ -79,8 +79,7 @@ class OnnxRunner:
         if "argument" not in str(e): raise
         raise OnnxError(f"ONNX op {node.op_type} (node {node.name!r}, opset {opset}): {e}") from e
       if DEBUG_NODES: print(f"{node.op_type:20s} {node.name:30s} {(time.perf_counter() - t0) * 1e3:8.2f} ms")
-    outs = list(outs) if isinstance(outs, tuple) else [outs]
-    for name, value in zip(node.output, outs):
+    for name, value in zip(node.output, outs if isinstance(outs, tuple) else [outs]):
       if name: scope[name] = value
 
   def _run_function(self, node: Any, scope: ChainMap[str, Any]) -> tuple:

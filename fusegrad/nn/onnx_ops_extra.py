@@ -1,7 +1,7 @@
 """More ONNX ops, registered in the same OPS table: quantized products, cropping, rotary embeddings, the DFT, affine
 grids, the training-preview optimizers (Adagrad, Momentum, Adam) and a few ai.onnx.ml ops."""
 from __future__ import annotations
-import itertools, math
+import functools, itertools, math
 from typing import Any
 import numpy as np
 from fusegrad.tensor import Tensor
@@ -154,7 +154,7 @@ def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "lin
     else: taps = [(lo + k, _cubic((p - lo - k).abs())) for k in (-1, 0, 1, 2)]
     if padding_mode != "zeros": taps = [(i.maximum(0).minimum(size - 1), w) for i, w in taps]
     taps_per_axis.append(taps)
-  flat, total = x.reshape(n, c, -1), None
+  flat, terms = x.reshape(n, c, -1), []
   for combo in np.ndindex(*[len(t) for t in taps_per_axis]):
     lin, weight, valid = None, None, None
     for j, k in enumerate(combo):
@@ -165,10 +165,8 @@ def GridSample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "lin
       if w is not None: weight = w if weight is None else weight * w
     assert lin is not None and valid is not None
     v = flat.gather(2, lin.reshape(n, 1, -1).expand(n, c, lin[0].numel())).reshape(n, c, *out)
-    v = valid.unsqueeze(1).where(v, 0) * (weight.unsqueeze(1) if weight is not None else 1)
-    total = v if total is None else total + v
-  assert total is not None
-  return total.cast(x.dtype)
+    terms.append(valid.unsqueeze(1).where(v, 0) * (weight.unsqueeze(1) if weight is not None else 1))
+  return functools.reduce(Tensor.add, terms).cast(x.dtype)
 
 # *** detection ***
 def _iou(a: np.ndarray, b: np.ndarray) -> float:

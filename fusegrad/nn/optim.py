@@ -74,11 +74,9 @@ class Optimizer:
     if not _is_training():
       raise RuntimeError(f"{type(self).__name__}: a step outside training mode; step inside `with Tensor.train():` or "
                          "`with Context(TRAINING=1):`")
-    todo = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
-    if todo: self._begin_step([i for i, _ in todo])
-    for i, p in todo:
-      grad = p.grad
-      assert grad is not None
+    todo = [(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
+    if todo: self._begin_step([i for i, _, _ in todo])
+    for i, p, grad in todo:
       if grad.shape != p.shape:
         raise ValueError(f"{type(self).__name__}: gradient of shape {grad.shape} for a parameter of shape {p.shape}")
       p.assign(self._update(i, p.detach(), grad.detach().cast(p.dtype)).reshape(p.shape).cast(p.dtype))
@@ -111,10 +109,10 @@ class OptimizerGroup(Optimizer):
     for o in self.optimizers: o.zero_grad()
   def schedule_step(self) -> list[Tensor]: return [t for o in self.optimizers for t in o.schedule_step()]
 
-def _check_range(name: str, below_one: bool = False, **values: float) -> None:
-  """Each value must be >= 0 (and < 1 with below_one), else ValueError names the first that isn't."""
-  for what, value in values.items():
-    if not (0.0 <= value < 1.0 if below_one else 0.0 <= value): raise ValueError(f"{name}: invalid {what} {value!r}")
+def _check_range(name: str, below_one: tuple[str, ...] = (), **values: float) -> None:
+  """Each value must be >= 0 (and < 1 if named in below_one), else ValueError names the first that isn't."""
+  for what, v in values.items():
+    if not (0.0 <= v < 1.0 if what in below_one else 0.0 <= v): raise ValueError(f"{name}: invalid {what} {v!r}")
 
 class SGD(Optimizer):
   """Stochastic gradient descent, as torch.optim.SGD without dampening; classic=True applies the learning rate before
@@ -131,8 +129,7 @@ class SGD(Optimizer):
   def _state(self) -> list[Tensor]: return self.b
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
-    if self.wd: g = g + self.wd * p
-    return self._descend(i, p, g)
+    return self._descend(i, p, g + self.wd * p if self.wd else g)
 
   def _descend(self, i: int, p: Tensor, g: Tensor, scale: Tensor | None = None) -> Tensor:
     """p moved against g with momentum and the learning rate (times scale, if given); assigns b[i]."""
@@ -161,8 +158,7 @@ class LARS(SGD):
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
     r = self._trust_ratio(p, g).cast(g.dtype) if self.tcoef else None
-    if self.wd: g = g + self.wd * p
-    return self._descend(i, p, g, scale=r)
+    return self._descend(i, p, g + self.wd * p if self.wd else g, scale=r)
 
 class LAMB(Optimizer):
   """LAMB (You et al. 2019, arXiv:1904.00962); with adam=True it is AdamW. The step counters are the tensors
@@ -170,9 +166,7 @@ class LAMB(Optimizer):
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
                weight_decay: float = 0.0, adam: bool = False):
     super().__init__(params, lr)
-    name = type(self).__name__
-    _check_range(name, below_one=True, b1=b1, b2=b2)
-    _check_range(name, eps=eps, weight_decay=weight_decay)
+    _check_range(type(self).__name__, ("b1", "b2"), b1=b1, b2=b2, eps=eps, weight_decay=weight_decay)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.l2 = 0.0  # weight decay added to the gradient (Adam's, as torch.optim.Adam); wd above is decoupled
     self.b1_t = _fresh(Tensor.ones((len(self.params),), dtype=self.dtype, device=self.device))
@@ -232,8 +226,7 @@ class Muon(Optimizer):
                ns_steps: int = 5, ns_coefficients: tuple[float, float, float] = MUON_COEFFICIENTS,
                nesterov: bool = True, eps: float = 1e-7):  # tinygrad's argument order; its and torch's defaults
     super().__init__(params, lr)
-    _check_range("Muon", below_one=True, momentum=momentum)
-    _check_range("Muon", weight_decay=weight_decay)
+    _check_range("Muon", ("momentum",), momentum=momentum, weight_decay=weight_decay)
     if not isinstance(ns_steps, int) or ns_steps < 0: raise ValueError(f"Muon: invalid ns_steps {ns_steps!r}")
     self.momentum, self.nesterov, self.ns_steps, self.wd = momentum, nesterov, ns_steps, weight_decay
     self.ns_coefficients, self.eps = tuple(ns_coefficients), eps

@@ -438,8 +438,7 @@ class _Reader:
     return self.raw[self.pos - n:self.pos]
   def scalar(self, fmt: str, what: str) -> Any: return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
   def string(self, what: str) -> str:
-    data = self.take(self.scalar("<Q", what), what)
-    try: return bytes(data).decode("utf-8")
+    try: return bytes(self.take(self.scalar("<Q", what), what)).decode("utf-8")
     except UnicodeDecodeError: raise self.error(f"{what} is not valid UTF-8") from None
   def value(self, vtype: int, what: str, depth: int = 0) -> Any:
     if vtype in _GGUF_SCALARS: return self.scalar(_GGUF_SCALARS[vtype], what)
@@ -475,8 +474,7 @@ def _dequant_q4_0(b: Tensor) -> Tensor:  # d f16, 16 bytes of nibbles: (q - 8) *
 def _dequant_q4_1(b: Tensor) -> Tensor:  # d f16, m f16, 16 bytes of nibbles: q * d + m
   return _nibbles(b[:, 4:20]).cast(dtypes.float32) * _ggml_f16(b, 0) + _ggml_f16(b, 2)
 def _dequant_q5_0(b: Tensor) -> Tensor:  # d f16, 4 bytes of fifth bits, 16 bytes of nibbles: (q - 16) * d
-  q = (_nibbles(b[:, 6:22]) | _fifth_bits(b[:, 2:6]).flatten(1)).cast(dtypes.float32)
-  return (q - 16) * _ggml_f16(b, 0)
+  return ((_nibbles(b[:, 6:22]) | _fifth_bits(b[:, 2:6]).flatten(1)).cast(dtypes.float32) - 16) * _ggml_f16(b, 0)
 def _dequant_q5_1(b: Tensor) -> Tensor:  # d f16, m f16, 4 bytes of fifth bits, 16 bytes of nibbles: q * d + m
   q = (_nibbles(b[:, 8:24]) | _fifth_bits(b[:, 4:8]).flatten(1)).cast(dtypes.float32)
   return q * _ggml_f16(b, 0) + _ggml_f16(b, 2)
@@ -541,9 +539,8 @@ def _gguf_tensor_infos(r: _Reader, count: int) -> list[tuple[str, tuple[int, ...
   return infos
 
 def gguf_load(tensor: Source) -> tuple[dict[str, Any], dict[str, Tensor]]:
-  """The metadata and tensors of a GGUF file (version 2 or 3): `kv, weights = gguf_load("model.gguf")`.
-  F32, F16, BF16, F64 and integer tensors keep their dtype; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4
-  are dequantized to float32."""
+  """The metadata and tensors of a GGUF file (v2 or v3): `kv, weights = gguf_load("model.gguf")`. F32, F16, BF16, F64
+  and integer tensors keep their dtype; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 become float32."""
   raw, name = _read_source(tensor, "gguf_load")
   r = _Reader(raw, name)
   if bytes(r.take(4, "the magic")) != b"GGUF": raise r.error("not a GGUF file (bad magic)")
