@@ -738,3 +738,8 @@ def test_backward_through_a_value_whose_inputs_were_overwritten_raises_as_torch(
   z = Tensor([1.0, 1.0], requires_grad=True)
   (y * z).sum().backward()
   assert z.grad.tolist() == [2.0, 4.0] and x.grad is None
+
+def test_an_unbound_variable_s_value_names_it_unbound():  # (tinygrad's test_unbound_variable_tensor matches "unbound")
+  from fusegrad import Variable
+  with pytest.raises(RuntimeError, match="u is unbound"): Tensor(Variable("u", 1, 10)).item()
+  with pytest.raises(RuntimeError, match="unbound"): (Tensor(Variable("u", 1, 10)) + 1).item()

@@ -320,7 +320,7 @@ class KernelBuilder:
       if self.var_vals.setdefault(var, val) != val:  # one kernel has one value of each variable
         raise RuntimeError(f"bind mismatch on {var.arg[0]}: bound to {self.var_vals[var]} and to {val} in one kernel")
       return [], lambda: var
-    if n.op is Ops.DEFINE_VAR: raise RuntimeError(f"variable {n.arg[0]} has no value: bind it with .bind(value)")
+    if n.op is Ops.DEFINE_VAR: raise RuntimeError(f"variable {n.arg[0]} is unbound (no value): bind it with .bind(v)")
     if n.op in (Ops.DETACH, Ops.CONTIGUOUS): return [(n.src[0], idxs, gate)], _same
     if n.op in GroupOp.Movement:
       in_idxs, valid = movement_index(n, list(idxs))
