@@ -5,12 +5,13 @@ from fusegrad import fetch
 from fusegrad.helpers import CACHE_DIR
 
 PAYLOAD = b"fusegrad fetch test " * 100
+GZIPPED = gzip.compress(PAYLOAD, mtime=0)  # (a fixed time in its header: two compressions a second apart differed)
 
 class _Handler(http.server.BaseHTTPRequestHandler):
   requests: list[tuple[str, str | None]] = []
   def do_GET(self):
     _Handler.requests.append((self.path, self.headers.get("X-Token")))
-    body = {"/data.bin": PAYLOAD, "/data.gz": gzip.compress(PAYLOAD), "/bad.gz": b"not gzip"}.get(self.path)
+    body = {"/data.bin": PAYLOAD, "/data.gz": GZIPPED, "/bad.gz": b"not gzip"}.get(self.path)
     if body is None:
       self.send_error(404)
       return
@@ -49,7 +50,7 @@ def test_fetch_sha256(server):
 
 def test_fetch_gunzip(server):
   assert fetch(f"{server}/data.gz", gunzip=True).read_bytes() == PAYLOAD
-  assert fetch(f"{server}/data.gz").read_bytes() == gzip.compress(PAYLOAD), "without gunzip the bytes stay compressed"
+  assert fetch(f"{server}/data.gz").read_bytes() == GZIPPED, "without gunzip the bytes stay compressed"
   with pytest.raises(ValueError, match="gunzip"): fetch(f"{server}/bad.gz", gunzip=True)
 
 def test_fetch_errors_and_local_paths(server, tmp_path):
