@@ -271,7 +271,7 @@ def test_full_with_tinygrad_s_buffer_keyword():
   # tinygrad's full/ones/zeros take buffer= (its default True: values in a buffer); here a constant by default
   w, x = Tensor.ones(3, buffer=True), Tensor([1.0, 2.0, 3.0])
   (w * x * 2).sum().backward()
-  assert w.grad is not None and w.grad.tolist() == [2.0, 4.0, 6.0]  # (a constant gets no gradient)
+  assert w.grad is not None and w.grad.tolist() == [2.0, 4.0, 6.0]  # (without buffer=True: a constant, no gradient)
   assert Tensor.ones(2, buffer=False).tolist() == [1.0, 1.0] and Tensor([1.0, 2.0]).full_like(3, buffer=True).tolist() == [3.0, 3.0]
   z = Tensor.zeros(2, 2, buffer=True).realize()
   z.assign(Tensor([[1.0, 2.0], [3.0, 4.0]]))

@@ -34,7 +34,7 @@ def lane_run(stores: list[UOp]) -> tuple[UOp, list[tuple[UOp, int, int]]] | None
   at = {(s.src[2].src[0], s.src[2].arg): c for s, (_, _, c) in zip(stores, places)}  # (vector, lane) -> c
   vecs, n = list(dict.fromkeys(v for v, _ in at)), stores[0].src[2].src[0].dtype.count
   run = [(v, at.get((v, 0), 0), at.get((v, 1), 0) - at.get((v, 0), 0)) for v in vecs]
-  if len({p[:2] for p in places}) > 1 or len(set(at.values())) < len(stores) or len(vecs) < 2 or n < 2 or \
+  if len({p[:2] for p in places}) > 1 or len(set(at.values())) < len(stores) or \
      any(v.dtype.count != n or any(at.get((v, lane)) != c0 + s * lane for lane in range(n)) for v, c0, s in run):
     return None
   return places[0][1], run
