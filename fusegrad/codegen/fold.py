@@ -124,7 +124,7 @@ def _gate(v: UOp) -> UOp | None:
   if v.op is Ops.WHERE and _is_zero(v.src[2]): return v.src[0]
   return (_gate(v.src[0]) or _gate(v.src[1])) if v.op is Ops.MUL else _gate(v.src[0]) if v.op is Ops.CAST else None
 
-def _bound_reduce(red: UOp) -> UOp | None:
+def bound_reduce(red: UOp) -> UOp | None:
   """The sum with its first loop r that a factor's gate bounds (by outer loops) run over that span only, or None."""
   values, ranges = reduce_parts(red)
   if len(values) != 1 or (gate := _gate(values[0])) is None or (atoms := _atoms(gate, True)) is None: return None
@@ -149,7 +149,7 @@ def _spans_outside(rs: list[UOp], value: UOp) -> list[UOp]:
   return spans + inner if rs[-1] in spans and inner and any(index_stride(ld.src[1], inner[-1]) == 1
                                                              for ld in value.toposort() if ld.op is Ops.LOAD) else rs
 
-pm_bound_reduces = PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), _bound_reduce)])
+pm_bound_reduces = PatternMatcher([(UPat(Ops.REDUCE, arg=Ops.ADD, name="red"), bound_reduce)])
 
 def bound_gated_reduces(ast: UOp) -> UOp:
   """(CPU) A sum of a product gated by lo <= r + e < hi loops over that span of r only (codegen.md, pass 2b)."""

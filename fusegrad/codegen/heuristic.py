@@ -6,6 +6,7 @@ from fusegrad.helpers import prod, ceildiv
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size, index_stride
+from fusegrad.codegen.fold import bound_reduce
 from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous, TRANSPOSED
 
 # A kernel of fewer iterations (all loops) on a device without workgroups runs in microseconds whatever its opts: it
@@ -42,6 +43,9 @@ def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   return True
 
 def _out_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.output_axes()))
+def _bounded_window(k: Kernel) -> bool:
+  """A padded window whose loops bound_gated_reduces bounds to the taps inside the image: 4 images, no unrolling."""
+  return bool(_window_gated(k)) and any(bound_reduce(u) is not None for u in k.ast.toposort() if u.op is Ops.REDUCE)
 def _reduce_loads(k: Kernel) -> list[UOp]:
   """The loads inside the reduce loops (not a bias added after them): those a register tile reuses."""
   red = k.ranges_of(AxisType.REDUCE, AxisType.UNROLL, AxisType.LANES, AxisType.GROUP)
@@ -115,7 +119,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   # axes upcast whole (a pooled 3 x 3), for a long reduce, on CPUs (a GPU thread's registers are its occupancy too)
   short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
            and not slides(r)}
-  half, cap, gated = k.ren.machine.vector_registers // 2, 0, _window_gated(k)
+  half, cap, gated, bounded = k.ren.machine.vector_registers // 2, 0, _window_gated(k), _bounded_window(k)
   way = max(k.ren.machine.l1d // k.ren.machine.l1_ways, 1)  # bytes between two addresses of one L1 set (4 KB on x86)
   def crowded(r: UOp, amt: int) -> bool:
     """amt loads along r, of values read again later, put more than half the L1's ways in one set (codegen.md)."""
@@ -159,10 +163,11 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     best = None
     for i, r, broadcast, contiguous, vector, loads, reach in cands:
       # the vector first (a vector of loads before one of stores, then the longest); then the axes left share the
-      # registers (up to 8 for the last one; a big matmul's rows: the most that fit, 6 x 2 vectors with 16 registers)
+      # registers (8 for the last one, 4 images by a padded window; a big matmul's rows: all that fit, 6 x 2 at 16)
       first = vector and not done
       rows = wide and not first and len(cands) == 1  # padded to the tile where it doesn't divide them (PADTO)
-      amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 else range(8, 1, -1) if wide else (8, 4, 2)
+      amounts = (vec, vec // 2, 4) if first else (4, 2) if len(cands) > 1 or bounded else range(8, 1, -1) if wide else \
+        (8, 4, 2)
       # a short axis whole, the tile then in half the registers; not one a window slides along; never as the vector,
       # unless the reduce's lanes are the vector (each rule's measurements: docs/developer/codegen.md, "Tile rules")
       tries = [(range_size(r), half)] * (not first or lane_vector) if r.arg[0] in short else [(a, cap) for a in amounts]
@@ -351,13 +356,14 @@ def _threads(k: Kernel, opts: list[Opt]) -> None:
 
 def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   """Opts for a kernel, in order: grouped reduce, vector lanes of a reduce, register tiling (with column tiles outside
-  for a big matmul), column vectors for a strided reduce, unrolling, elementwise upcast (a whole vector for math, a
-  pool's window for loads shared across it), a second axis for gathering loads, copies' tiles, workgroups, threads."""
+  for a big matmul), column vectors for a strided reduce, unrolling (not a padded window's bounded loops), elementwise
+  upcast (a whole vector for math, a pool's window for loads shared across it), a second axis for gathering loads,
+  copies' tiles, workgroups, threads."""
   opts: list[Opt]
   k, opts = kernel.copy(), []
   steps = (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _column_reduce,
-           _unroll, _elementwise_vector_math, _elementwise_upcast, _pooled_loads, _transposed_reads, _transpose_tile,
-           _copy_order, _workgroups, _threads)
+           None if _bounded_window(k) else _unroll, _elementwise_vector_math, _elementwise_upcast, _pooled_loads,
+           _transposed_reads, _transpose_tile, _copy_order, _workgroups, _threads)
   if not k.ren.has_local and prod(range_size(r) for r in k.ranges()) < SMALL_WORK:  # see SMALL_WORK
     # random bits (THREEFRY) keep a plain loop, which gcc vectorizes (upcasts repeat scalar rounds; codegen.md)
     steps = (_lanes, _elementwise_vector_math) + (() if _random_bits(k) else (_elementwise_upcast,))
