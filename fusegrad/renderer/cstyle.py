@@ -20,13 +20,11 @@ C_OPS = {Ops.ADD: "({0}+{1})", Ops.MUL: "({0}*{1})", Ops.FDIV: "({0}/{1})", Ops.
 # the libm function of each math op
 MATH_FNS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
-LANE_LOOP_MIN = 256  # stores: AVX-512's 16 x 16 tiles compile 0.2-0.35 s faster in the MNIST step, AVX2's 8 x 12 not
-
-def lane_run(stores: list[UOp]) -> tuple[UOp, list[tuple[UOp, int, int]]] | None:
+def lane_run(stores: list[UOp], least: int) -> tuple[UOp, list[tuple[UOp, int, int]]] | None:
   """x and (vector, c0, stride) per vector when stores write every lane of vectors once, lane l of each at x + c0 +
   stride*l, into one buffer at one x and no address twice (so in any order: one loop over the lanes); else None. A
   register tile's output in lanes: compilers spent as long on its 256 stores as on the rest of the kernel."""
-  if len(stores) < LANE_LOOP_MIN: return None
+  if len(stores) < least: return None
   def where(s: UOp) -> tuple[UOp, UOp, int]:  # (buffer, x, c) of a store at x + c
     i = s.src[1]
     return (s.src[0], i.src[0], i.src[1].arg) if i.op is Ops.ADD and i.src[1].op is Ops.CONST else (s.src[0], i, 0)
@@ -63,6 +61,7 @@ class CStyleLanguage(Renderer):
   locals_in_prelude: bool = False               # shared memory is declared outside the kernel function
   offset_addressing: bool = False               # `buf[x+c]` written `(buf+x)[c]` (render_address)
   lane_loop: str = ""  # a pragma keeping a loop rolled: vectors stored lane by lane become a loop over lanes (lane_run)
+  lane_loop_min: int = 256  # from this many stores (docs/developer/renderer.md: clang's, gcc's is 128)
   code_for_op: dict[Ops, str] = field(default_factory=lambda: dict(C_OPS))
 
   # *** how each op is written ***
@@ -177,7 +176,7 @@ class CStyleLanguage(Renderer):
     def flush() -> None:
       stores = pending[:]
       pending.clear()
-      if (found := lane_run(stores)) is None:
+      if (found := lane_run(stores, self.lane_loop_min)) is None:
         for u in stores: store(u)
       else:
         (x, run), lane, tmp = found, new_name("lane"), new_name("lanes")

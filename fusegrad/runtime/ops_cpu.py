@@ -445,7 +445,8 @@ class CPUDevice(Compiled):
     others = [] if CC.value else [c for c in ("clang", "gcc") if c != cc[0] and shutil.which(c)][:1]
     renderer = ClangRenderer(device="CPU", half_type="__fp16" if is_clang else "_Float16", supports_bfloat16=False,
                              threads=threads if threads > 1 else 0, machine=cpu_machine(isa), upcast_max=256,
-                             vector_widths=(2, 4, 8, 16), compilers=(cc[0], *others))
+                             vector_widths=(2, 4, 8, 16), compilers=(cc[0], *others),
+                             lane_loop_min=256 if is_clang else 128)
     default = ClangCompiler(cc, openmp, isa)
     def other(name: str) -> ClangCompiler:
       """The other compiler, or the default where it doesn't work (which then builds the kernels that chose it)."""

@@ -474,9 +474,9 @@ def test_vectors_stored_lane_by_lane_are_one_loop(monkeypatch):
   # lane by lane; compilers spent as long on AVX-512's 16 x 16 such stores as on the rest of the kernel, so a run of
   # them is one loop over the lanes. With the threshold lowered the host's own tiles take it, and compute the same
   import torch
-  import fusegrad.renderer.cstyle as cstyle
+  import dataclasses
   from fusegrad import Context
-  monkeypatch.setattr(cstyle, "LANE_LOOP_MIN", 2)
+  monkeypatch.setattr(Device[Device.DEFAULT], "renderer", dataclasses.replace(renderer(), lane_loop_min=2))
   rng = np.random.default_rng(0)
   xn, wn = rng.standard_normal((8, 16, 12, 12), dtype=np.float32), rng.standard_normal((32, 16, 3, 3), dtype=np.float32)
   with Context(DISABLE_COMPILER_CACHE=1):
@@ -489,17 +489,15 @@ def test_vectors_stored_lane_by_lane_are_one_loop(monkeypatch):
   torch.nn.functional.conv2d(tx, tw).relu().sum().backward()
   np.testing.assert_allclose(got, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
-def test_a_run_of_lane_stores_is_a_loop_only_when_it_writes_the_same(monkeypatch):
-  import fusegrad.renderer.cstyle as cstyle
+def test_a_run_of_lane_stores_is_a_loop_only_when_it_writes_the_same():
   from fusegrad.renderer.cstyle import lane_run
-  monkeypatch.setattr(cstyle, "LANE_LOOP_MIN", 2)
   buf, x = UOp(Ops.DEFINE_GLOBAL, dtypes.float.ptr(), (), 0), UOp(Ops.DEFINE_VAR, dtypes.int, (), ("x", 0, 99))
   a, b = (UOp(Ops.DEFINE_ACC, dtypes.float.vec(4), (UOp.const(dtypes.float.vec(4), 0.0),), k) for k in range(2))
   def st(v: UOp, lane: int, c: int, at: UOp = x) -> UOp:
     return UOp(Ops.STORE, dtypes.void, (buf, at + c, UOp(Ops.GEP, dtypes.float, (v,), lane)))
   good = [st(v, lane, c0 + 8 * lane) for lane in range(4) for v, c0 in ((a, 0), (b, 1))]
-  assert lane_run(good) == (x, [(a, 0, 8), (b, 1, 8)])
-  assert lane_run(good[:-1]) is None  # a lane missing
-  assert lane_run(good[:-1] + [st(b, 3, 99)]) is None  # not at b's stride
-  assert lane_run(good + [good[0]]) is None  # an address twice
-  assert lane_run(good[:-1] + [st(b, 3, 25, x * 2)]) is None  # another x
+  assert lane_run(good, 2) == (x, [(a, 0, 8), (b, 1, 8)])
+  assert lane_run(good[:-1], 2) is None  # a lane missing
+  assert lane_run(good[:-1] + [st(b, 3, 99)], 2) is None  # not at b's stride
+  assert lane_run(good + [good[0]], 2) is None  # an address twice
+  assert lane_run(good[:-1] + [st(b, 3, 25, x * 2)], 2) is None  # another x
