@@ -61,7 +61,7 @@ class CStyleLanguage(Renderer):
   locals_in_prelude: bool = False               # shared memory is declared outside the kernel function
   offset_addressing: bool = False               # `buf[x+c]` written `(buf+x)[c]` (render_address)
   lane_loop: str = ""  # a pragma keeping a loop rolled: vectors stored lane by lane become a loop over lanes (lane_run)
-  lane_loop_min: int = 256  # from this many stores (docs/developer/renderer.md: clang's, gcc's is 128)
+  lane_loop_min: int = 256  # the shortest run of lane stores lane_run makes a loop (CPUDevice: 128 with gcc)
   code_for_op: dict[Ops, str] = field(default_factory=lambda: dict(C_OPS))
 
   # *** how each op is written ***
