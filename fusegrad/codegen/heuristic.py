@@ -43,9 +43,9 @@ def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   return True
 
 def _out_axes(k: Kernel) -> list[tuple[int, UOp]]: return list(enumerate(k.output_axes()))
-def _bounded_window(k: Kernel) -> bool:
-  """A padded window whose loops bound_gated_reduces bounds to the taps inside the image: 4 images, no unrolling."""
-  return bool(_window_gated(k)) and any(bound_reduce(u) is not None for u in k.ast.toposort() if u.op is Ops.REDUCE)
+def _bounded_window(k: Kernel, gated: set[UOp]) -> bool:
+  """A padded window (gated: _window_gated's) whose loops bound_gated_reduces bounds to the taps inside the image."""
+  return bool(gated) and any(bound_reduce(u) is not None for u in k.ast.toposort() if u.op is Ops.REDUCE)
 def _reduce_loads(k: Kernel) -> list[UOp]:
   """The loads inside the reduce loops (not a bias added after them): those a register tile reuses."""
   red = k.ranges_of(AxisType.REDUCE, AxisType.UNROLL, AxisType.LANES, AxisType.GROUP)
@@ -119,7 +119,8 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
   # axes upcast whole (a pooled 3 x 3), for a long reduce, on CPUs (a GPU thread's registers are its occupancy too)
   short = {r.arg[0] for _, r in _out_axes(k) if 2 <= range_size(r) < 8 and long_reduce and not k.ren.has_local
            and not slides(r)}
-  half, cap, gated, bounded = k.ren.machine.vector_registers // 2, 0, _window_gated(k), _bounded_window(k)
+  half, cap, gated = k.ren.machine.vector_registers // 2, 0, _window_gated(k)
+  bounded = _bounded_window(k, gated)  # 4 images (8 ran slower: docs/developer/codegen.md, "Tile rules")
   way = max(k.ren.machine.l1d // k.ren.machine.l1_ways, 1)  # bytes between two addresses of one L1 set (4 KB on x86)
   def crowded(r: UOp, amt: int) -> bool:
     """amt loads along r, of values read again later, put more than half the L1's ways in one set (codegen.md)."""
@@ -362,8 +363,8 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   opts: list[Opt]
   k, opts = kernel.copy(), []
   steps = (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _column_reduce,
-           None if _bounded_window(k) else _unroll, _elementwise_vector_math, _elementwise_upcast, _pooled_loads,
-           _transposed_reads, _transpose_tile, _copy_order, _workgroups, _threads)
+           None if _bounded_window(k, _window_gated(k)) else _unroll, _elementwise_vector_math, _elementwise_upcast,
+           _pooled_loads, _transposed_reads, _transpose_tile, _copy_order, _workgroups, _threads)
   if not k.ren.has_local and prod(range_size(r) for r in k.ranges()) < SMALL_WORK:  # see SMALL_WORK
     # random bits (THREEFRY) keep a plain loop, which gcc vectorizes (upcasts repeat scalar rounds; codegen.md)
     steps = (_lanes, _elementwise_vector_math) + (() if _random_bits(k) else (_elementwise_upcast,))
