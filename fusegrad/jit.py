@@ -1,7 +1,7 @@
 """TinyJit: run a function once, capture the kernels it launches the second time, and replay them after that.
 `function` traces the graph a function builds once per input signature and reuses it."""
 from __future__ import annotations
-import dataclasses, functools, gc, math, struct, warnings, weakref
+import collections, dataclasses, functools, gc, math, struct, sys, warnings, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Generic, Iterator, TypeVar
 from fusegrad.device import Buffer, RUN_LOCK
@@ -120,12 +120,7 @@ def _same_kernels(a: list[ExecItem], b: list[ExecItem], inputs: list[Buffer]) ->
          (p is not q and id(q.base) not in written and p.as_bytes() != q.as_bytes()): return False
   return len(a) == len(b)
 
-@dataclass(frozen=True)
-class _Signature:
-  shapes: tuple
-  dtypes: tuple
-  devices: tuple
-  views: tuple
+_Signature = collections.namedtuple("_Signature", "shapes dtypes devices views")  # of a call's tensor inputs
 
 def _signature(tensors: list) -> _Signature:
   sym = _sym if STATE.value_shapes else lambda x: x  # (no length from a Variable was ever made: no SymInt to look for)
@@ -234,8 +229,9 @@ class TinyJit(Generic[ReturnType]):
     if not JIT or self.by_value: return self.fxn(*args, **kwargs)
     if STATE.captures: raise JitError("TinyJit: having TinyJit inside another TinyJit is not supported (as tinygrad)")
     if self._last is not None and not kwargs and (var_vals := self._same_as_last(args)) is not None:
-      # the very inputs of the last call: nothing to check again
-      return self._replay(_parts([a for a in args if type(a) is Tensor]), self._last[1], var_vals)
+      # the very inputs of the last call: nothing to check again (as tensors: for results that are views of them)
+      inputs = _parts([a for a in args if type(a) is Tensor]) if self.from_inputs else []
+      return self._replay(inputs, self._last[1], var_vals)
     inputs, binds, static = _split_args(args, kwargs)
     for t in inputs:  # a constant (Tensor.ones(3)) gets a buffer of its own, as tinygrad's: the capture reads it
       if any(state.view_base(u).op is Ops.CONST for u in (t.uop.src if t.uop.op is Ops.MULTI else (t.uop,))):
@@ -385,9 +381,10 @@ class TinyJit(Generic[ReturnType]):
             for slots in self.out_slots.values()]
     calls: list[Any] = [_bind(ei) for ei in cache]
     direct = [ei for ei, c in zip(cache, calls) if c is not ei]  # the others count themselves in run()
+    swapped = {i for i, _, _ in self.input_slots} | {k for s in self.out_slots.values() for k, _ in s}
     plan = _Plan(cache, swaps, outs, calls, sum(ei.runner.flops for ei in direct), sum(ei.mem for ei in direct),
                  sum(isinstance(ei.runner, CompiledRunner) for ei in direct),
-                 sorted({i for i, _, _ in self.input_slots} | {k for s in self.out_slots.values() for k, _ in s}))
+                 {i: [b._buf for b in cache[i].bufs] for i in sorted(swapped)})
     self._plan_cache = plan
     return plan
 
@@ -409,13 +406,16 @@ class TinyJit(Generic[ReturnType]):
     for rng, off in self.rng_draws:  # fresh random numbers: the counter each draw would have had now
       rng.copyin(struct.pack("<QQ", Tensor._seed & 0xFFFFFFFFFFFFFFFF, STATE.rng_counter + off))
     STATE.rng_counter += self.rng_step
-    for old, lists, js in plan.outs:  # new buffers for the results
-      new = Buffer(old.device, old.size, old.dtype).allocate()
-      for lst, j in zip(lists, js): lst[j] = new
+    for old, lists, js in plan.outs:  # the results' buffers: the last call's where only its slots hold it, else new
+      if sys.getrefcount(lists[0][js[0]]) > len(js) + 1:  # (+ 1: getrefcount's argument)
+        new = Buffer(old.device, old.size, old.dtype).allocate()
+        for lst, j in zip(lists, js): lst[j] = new
     if DEBUG.value >= 2:
       for ei in self.jit_cache: ei.run(var_vals, jit=True)  # the variables' values of this call
     else:
-      for i in plan.rebind: plan.calls[i] = _bind(self.jit_cache[i], plan.calls[i])  # (their buffers were swapped)
+      for i, bound in plan.rebind.items():  # bound again where a buffer's memory changed (a swapped input, new result)
+        if (handles := [b._buf for b in self.jit_cache[i].bufs]) != bound:
+          plan.calls[i], plan.rebind[i] = _bind(self.jit_cache[i], plan.calls[i]), handles
       for c in plan.calls:
         if type(c) is ExecItem: c.run(var_vals, jit=True)
         else: c()
@@ -457,12 +457,12 @@ class _Plan:
   """A replay, worked out once (TinyJit._plan)."""
   items: list[ExecItem]  # the jit_cache it was made for
   swaps: list[tuple[list[Buffer], int, int]]  # (an item's buffer list, position, input index)
-  outs: list[tuple[Buffer, list[list[Buffer]], list[int]]]  # per fresh result: its buffer, where it goes
+  outs: list[tuple[Buffer, list[list[Buffer]], list[int]]]  # per fresh result: a buffer like its, where it goes
   calls: list[Any]  # per item: its kernel's launch, bound (_bind), or the ExecItem to run
   flops: int
   mem: int
   kernels: int
-  rebind: list[int]  # the items bound again at each replay (their buffers are swapped)
+  rebind: dict[int, list[Any]]  # the items whose buffers a replay may swap (inputs, results): the memory bound to
 
 def _bind(ei: ExecItem, old: Any = None) -> Any:
   """ei's launch as a call of nothing, bound once: a kernel's (the program's own launcher where it has one), or a copy

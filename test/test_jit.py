@@ -426,6 +426,23 @@ def test_results_get_new_buffers_and_returned_state_is_copied():
   np.testing.assert_allclose(w.numpy(), np.full(3, 10.0))
   assert len({id(d.uop.base.arg) for d, _ in kept[1:]}) == 4  # a new buffer per call from the capture on
 
+def test_a_result_nothing_holds_gives_its_buffer_to_the_next_replay():
+  """The last call's result buffer is written again once nothing holds it (no allocation, no binding again); a result
+  held as a tensor, through a view or in a lazy graph keeps its buffer and its values."""
+  @TinyJit
+  def g(a: Tensor) -> Tensor: return a * 2
+  x = realized(np.ones(3, np.float32))
+  for _ in range(3): g(x)
+  first = weakref.ref(g(x).uop.base.arg)
+  assert g(x).uop.base.arg is first()  # (alive: the capture's slots hold it)
+  held, view, lazy = [g(realized(np.full(3, float(i), np.float32))) for i in range(3)]
+  view, lazy = view.reshape(3, 1), lazy + 1
+  for _ in range(3): np.testing.assert_allclose(g(x).numpy(), [2.0] * 3)
+  assert len({id(held.uop.base.arg), id(view.uop.base.arg)}) == 2
+  np.testing.assert_allclose(held.numpy(), [0.0] * 3)
+  np.testing.assert_allclose(view.numpy(), [[2.0]] * 3)
+  np.testing.assert_allclose(lazy.numpy(), [5.0] * 3)
+
 def test_non_tensor_argument_changes_raise():
   @TinyJit
   def g(a: Tensor, k: int, scale: float = 1.0) -> Tensor: return a * k * scale
