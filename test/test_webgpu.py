@@ -103,3 +103,12 @@ def test_launch_axes_fit_the_limits():  # 490000 workgroups in x split in two by
   ast = (Tensor.empty(490000, device="PYTHON") * 2).schedule()[-1].ast
   p = get_program(ast, WGSLRenderer(), opts=[])
   assert max(p.global_size) <= 65535 and np.prod(p.global_size) == 490000, p.global_size
+
+@needs_device
+def test_a_process_ends_cleanly_with_kernels_queued(tmp_path):  # compiled in it (an empty cache), still running at exit
+  import os, subprocess, sys
+  script = ("from fusegrad import Tensor, Variable\nx = Tensor.ones(16, 6).contiguous().realize()\n"
+            "for k in range(3): (x[Variable('r', 0, 15).bind(k)] * 2).realize()\nTensor.ones(4, 6).contiguous().realize()")
+  env = dict(os.environ, DEV="WEBGPU", XDG_CACHE_HOME=str(tmp_path), CACHEDB=str(tmp_path / "cache.db"))
+  out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, (out.returncode, out.stderr[-2000:])

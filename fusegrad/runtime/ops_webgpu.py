@@ -1,7 +1,7 @@
 """The WEBGPU device: WGSL compute shaders through `wgpu` (wgpu-native), on whatever adapter it finds. Never the
 default device: select it with DEV=WEBGPU. See docs/webgpu.md."""
 from __future__ import annotations
-import functools, os, struct
+import atexit, functools, os, struct
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
 from fusegrad.renderer.wgsl import WGSLRenderer
@@ -27,11 +27,7 @@ class WebGPUAllocator(Allocator):
     data = bytes(src)
     if src.nbytes % 4:  # the word holding the tail keeps the bytes after it (another view's)
       data += self.copy_out_words(dest, src.nbytes // 4 * 4, 4)[src.nbytes % 4:]
-    staging = self.dev.gpu.create_buffer_with_data(data=data, usage=self.dev.wgpu.BufferUsage.COPY_SRC)
-    encoder = self.dev.gpu.create_command_encoder()
-    encoder.copy_buffer_to_buffer(staging, 0, dest.buffer, dest.offset, len(data))
-    self.dev.gpu.queue.submit([encoder.finish()])
-    staging.destroy()
+    self.dev.gpu.queue.write_buffer(dest.buffer, dest.offset, data)  # (in queue order with the kernels submitted)
   def copyout(self, dest: memoryview, src: WebGPUBuffer) -> None:
     if dest.nbytes: dest[:] = self.copy_out_words(src, 0, _round4(dest.nbytes))[:dest.nbytes]
   def copy_out_words(self, src: WebGPUBuffer, offset: int, nbytes: int) -> bytes:
@@ -137,6 +133,7 @@ class WebGPUDevice(Compiled):
     self.sync_buf = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
     self.allocator: WebGPUAllocator = WebGPUAllocator(self)
     super().__init__(device, self.allocator, renderer, WebGPUCompiler(self), functools.partial(WebGPUProgram, self))
+    atexit.register(self.synchronize)  # (a process leaving with kernels queued crashed in lavapipe's LLVM as it ended)
   @property
   def is_accelerator(self) -> bool: return self.adapter_type not in ("CPU", "cpu")
   def synchronize(self) -> None:
