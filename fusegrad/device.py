@@ -1,7 +1,7 @@
 """Devices: the registry (Device["CPU"], Device.DEFAULT), Buffer, and the four pieces each backend provides (a
 `<Name>Device(Compiled)` in runtime/ops_<name>.py: docs/developer/runtime.md)."""
 from __future__ import annotations
-import errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings, weakref
+import atexit, errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings, weakref
 from typing import Any, Callable
 from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
@@ -102,6 +102,9 @@ def _before_fork() -> None:  # a fork waits for a realize in another thread (the
   for dev in Device._opened.values(): dev.synchronize()
 if hasattr(os, "register_at_fork"):
   os.register_at_fork(before=_before_fork, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
+@atexit.register
+def _wait_at_exit() -> None:  # (a process ending with kernels running on CL or WEBGPU crashed in their LLVM)
+  for dev in list(Device._opened.values()): dev.synchronize()
 
 # *** buffers ***
 class OutOfMemoryError(MemoryError, RuntimeError):

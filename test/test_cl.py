@@ -266,3 +266,9 @@ def test_large_sum_uses_grouped_reduction():
   assert "__local" in prg.src and "barrier(CLK_LOCAL_MEM_FENCE)" in prg.src
   np.testing.assert_allclose(x.sum().numpy(), data.astype(np.float64).sum(), rtol=1e-5)
   np.testing.assert_allclose(x.reshape(16, -1).max(1).numpy(), data.reshape(16, -1).max(1))
+
+def test_a_process_ends_cleanly_with_kernels_queued(tmp_path):  # compiled in it (an empty cache), still running at exit
+  script = "from fusegrad import Tensor\n(Tensor([1.0, 2, 3]) + 1).realize()"  # (PoCL crashed in its LLVM as it ended)
+  env = dict(os.environ, DEV="CL", XDG_CACHE_HOME=str(tmp_path), CACHEDB=str(tmp_path / "cache.db"))
+  out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, (out.returncode, out.stderr[-2000:])

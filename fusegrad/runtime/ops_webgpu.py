@@ -1,7 +1,7 @@
 """The WEBGPU device: WGSL compute shaders through `wgpu` (wgpu-native), on whatever adapter it finds. Never the
 default device: select it with DEV=WEBGPU. See docs/webgpu.md."""
 from __future__ import annotations
-import atexit, functools, os, struct
+import functools, os, struct
 from typing import Any
 from fusegrad.device import Compiled, Allocator, Compiler, CompileError
 from fusegrad.renderer.wgsl import WGSLRenderer
@@ -133,7 +133,6 @@ class WebGPUDevice(Compiled):
     self.sync_buf = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
     self.allocator: WebGPUAllocator = WebGPUAllocator(self)
     super().__init__(device, self.allocator, renderer, WebGPUCompiler(self), functools.partial(WebGPUProgram, self))
-    atexit.register(self.synchronize)  # (a process leaving with kernels queued crashed in lavapipe's LLVM as it ended)
   @property
   def is_accelerator(self) -> bool: return self.adapter_type not in ("CPU", "cpu")
   def synchronize(self) -> None:
