@@ -457,7 +457,7 @@ class _Plan:
   """A replay, worked out once (TinyJit._plan)."""
   items: list[ExecItem]  # the jit_cache it was made for
   swaps: list[tuple[list[Buffer], int, int]]  # (an item's buffer list, position, input index)
-  outs: list[tuple[Buffer, list[list[Buffer]], list[int]]]  # per fresh result: a buffer like its, where it goes
+  outs: list[tuple[Buffer, list[list[Buffer]], list[int]]]  # per fresh result: a buffer it had (its kind), its slots
   calls: list[Any]  # per item: its kernel's launch, bound (_bind), or the ExecItem to run
   flops: int
   mem: int
