@@ -1,7 +1,7 @@
 """Devices: the registry (Device["CPU"], Device.DEFAULT), Buffer, and the four pieces each backend provides (a
 `<Name>Device(Compiled)` in runtime/ops_<name>.py: docs/developer/runtime.md)."""
 from __future__ import annotations
-import atexit, errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings, weakref
+import atexit, contextlib, errno, functools, hashlib, importlib, inspect, os, pkgutil, re, threading, warnings, weakref
 from typing import Any, Callable
 from fusegrad.dtype import DType
 from fusegrad.helpers import DEV, GlobalCounters, diskcache_get, diskcache_put, dprint
@@ -104,7 +104,8 @@ if hasattr(os, "register_at_fork"):
   os.register_at_fork(before=_before_fork, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
 @atexit.register
 def _wait_at_exit() -> None:  # (a process ending with kernels running on CL or WEBGPU crashed in their LLVM)
-  for dev in list(Device._opened.values()): dev.synchronize()
+  for dev in list(Device._opened.values()):
+    with contextlib.suppress(Exception): dev.synchronize()  # (a device that failed before: the others still wait)
 
 # *** buffers ***
 class OutOfMemoryError(MemoryError, RuntimeError):
