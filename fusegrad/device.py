@@ -97,15 +97,15 @@ def _after_fork_in_child() -> None:
   RUN_LOCK.release()
   Device._lost_in_fork |= {name for name, dev in Device._opened.items() if not dev.fork_safe}
   Device._opened = {name: dev for name, dev in Device._opened.items() if dev.fork_safe}
+def _wait_for_devices() -> None:  # every opened device's queued work (one that failed before: the others still wait)
+  for dev in list(Device._opened.values()):
+    with contextlib.suppress(Exception): dev.synchronize()
 def _before_fork() -> None:  # a fork waits for a realize in another thread (the child's lock is free), then for the
   RUN_LOCK.acquire()         # devices' queued work (the child's memory holds every result)
-  for dev in Device._opened.values(): dev.synchronize()
+  _wait_for_devices()
 if hasattr(os, "register_at_fork"):
   os.register_at_fork(before=_before_fork, after_in_parent=RUN_LOCK.release, after_in_child=_after_fork_in_child)
-@atexit.register
-def _wait_at_exit() -> None:  # (a process ending with kernels running on CL or WEBGPU crashed in their LLVM)
-  for dev in list(Device._opened.values()):
-    with contextlib.suppress(Exception): dev.synchronize()  # (a device that failed before: the others still wait)
+atexit.register(_wait_for_devices)  # (a process ending with kernels running on CL or WEBGPU crashed in their LLVM)
 
 # *** buffers ***
 class OutOfMemoryError(MemoryError, RuntimeError):

@@ -465,7 +465,7 @@ def test_a_buffer_pickles_with_its_contents_and_a_view_with_its_base():
   assert list(b2.as_buffer().cast("i")) == list(range(10)) and list(v2.as_buffer().cast("i")) == [4, 5, 6]
   assert Tensor.ones(3).uop.realized is None and t.uop.realized is t.uop.buffer  # tinygrad's UOp.realized
 
-def test_at_exit_every_device_waits_and_one_that_fails_is_quiet():  # device._wait_at_exit (CL, WEBGPU: test_cl.py ...)
+def test_at_exit_every_device_waits_and_one_that_fails_is_quiet():  # device._wait_for_devices
   code = ("import fusegrad.device as d\nclass Lost:\n  def synchronize(self): raise RuntimeError('lost')\n"
           "class Queued:\n  def synchronize(self): print('waited')\n"
           "d.Device._opened['LOST'], d.Device._opened['QUEUED'] = Lost(), Queued()")
