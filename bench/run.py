@@ -108,6 +108,10 @@ def sum_axis(impl: str, n: int, axis: int | None) -> Runner | None:
   def np_sum(a: np.ndarray) -> Any: return a.sum(axis=axis)
   return elementwise(impl, [(n, n)], (lambda a: a.sum(axis)) if axis is not None else (lambda a: a.sum()), np_sum)
 
+def argmax(impl: str, n: int) -> Runner | None:
+  def np_argmax(a: np.ndarray) -> Any: return a.argmax(axis=1)
+  return elementwise(impl, [(n, n)], lambda a: a.argmax(1), np_argmax)
+
 def softmax(impl: str, n: int) -> Runner | None:
   def np_softmax(a: np.ndarray) -> np.ndarray:
     e = np.exp(a - a.max(axis=-1, keepdims=True))
@@ -283,6 +287,7 @@ def rows(full: bool) -> list[tuple[str, str, float, Callable[[str], Runner | Non
   out += [(f"matmul_{n}", "GFLOPS", 2 * n ** 3, lambda i, n=n: matmul(i, n)) for n in n_mm]
   out += [(f"sum_axis1_{n_red}", "s", 1, lambda i: sum_axis(i, n_red, 1)),
           (f"sum_all_{n_red}", "s", 1, lambda i: sum_axis(i, n_red, None)),
+          (f"argmax_axis1_{n_red}", "s", 1, lambda i: argmax(i, n_red)),
           (f"softmax_{n_red}", "s", 1, lambda i: softmax(i, n_red)),
           (f"layernorm_{n_red}", "s", 1, lambda i: layernorm(i, n_red, n_red)),
           (f"fused_relu_{n_ew}", "GB/s", 16 * n_ew, lambda i: fused(i, n_ew)),

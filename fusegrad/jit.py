@@ -11,12 +11,11 @@ from fusegrad.uop.ops import UOp, Ops, SymInt
 from fusegrad.uop.symbolic import simplify
 from fusegrad.engine.runner import CompiledRunner, CopyRunner
 from fusegrad.engine.realize import ExecItem, IndexCheck, read_flags, add_index_check, pending_index_checks
-from fusegrad.engine import state
+from fusegrad.engine import state, multi
 from fusegrad.engine.state import STATE, JitError
 from fusegrad.gradient import substitute_keeping_rules
 from fusegrad.tensor import Tensor, _assign_hooks, _assign_watchers, _is_training
 from fusegrad.mixin.creation import _rng_hooks
-from fusegrad.engine import multi
 
 ReturnType = TypeVar("ReturnType")
 

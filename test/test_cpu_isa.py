@@ -2,7 +2,8 @@
 registers. For the MNIST step's convolutions (forward, both gradients, from the step's schedule) and a 512 matmul,
 the heuristic's kernel compiled for the ISA has its tile within the machine model, computes with vector multiply-adds
 (SSE4: vector multiplies) and, compiled by clang and by gcc for AVX2 or AVX-512, has no spill (stack reference of a
-vector register) in its hot loop. The max pool gradients' comparison counts have no jump in their hot loop."""
+vector register) in its hot loop. The max pool gradients' comparison counts have no jump in their hot loop. A long
+reduce into integers (argmax's index, a count) keeps a plain loop, which each compiler makes vectors of."""
 import contextlib, dataclasses, functools, re, shutil, subprocess, tempfile
 import numpy as np
 import pytest
@@ -71,16 +72,18 @@ def disassemble(lib: bytes) -> str:
     f.flush()
     return subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.name], capture_output=True, text=True).stdout
 
-def hot_loop(lib: bytes) -> list[str]:
-  """The instructions of the innermost loop (a backward jump and what it jumps over) with the most multiplies in
-  lib."""
+def inner_loops(lib: bytes) -> list[list[str]]:
+  """The instructions of each innermost loop of lib (a backward jump and what it jumps over)."""
   dis = disassemble(lib)
   ins = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", dis, re.M)]
   loops = [(int(m.group(1), 16), a) for a, t in ins if (m := re.match(r"j\w+\s+([0-9a-f]+) ", t)) and
            int(m.group(1), 16) <= a]
   inner = [(lo, hi) for lo, hi in loops if not any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in loops)]
-  bodies = [[t for a, t in ins if lo <= a <= hi] for lo, hi in inner]
-  return max(bodies, key=lambda b: sum("mul" in t or "fmadd" in t for t in b), default=[])
+  return [[t for a, t in ins if lo <= a <= hi] for lo, hi in inner]
+
+def hot_loop(lib: bytes) -> list[str]:
+  """The innermost loop with the most multiplies in lib."""
+  return max(inner_loops(lib), key=lambda b: sum("mul" in t or "fmadd" in t for t in b), default=[])
 
 def function_text(lib: bytes, name: str) -> list[str]:
   """The instructions ("address: text") of the function of lib whose symbol contains name."""
@@ -362,3 +365,23 @@ def test_big_row_reduce_streams_a_few_hundred_bytes_of_a_row_a_step(isa):
     assert not any(o.op is OptOps.UPCAST for o in opts), (rows, cols, opts)
     if streams: assert unroll > 4 and unroll * lanes * 4 in (STREAM, STREAM // 2, STREAM // 4), (rows, cols, opts)
     else: assert unroll <= 4 or unroll * lanes == cols, (rows, cols, opts)
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
+@pytest.mark.parametrize("cc", [c for c in ("clang", "gcc") if shutil.which(c)])
+@pytest.mark.parametrize("isa", host_isas())
+def test_long_integer_reduces_keep_a_loop_the_compiler_vectorizes(isa, cc):
+  """A row's argmax (its index: an integer max), a count into int64 and an int32 row max, over 1024 elements: no
+  vector lanes (a reduce into integers keeps scalar accumulators, 16 elements apart: 2-7x slower), the plain loop,
+  which clang and gcc make vectors of: the hot loop computes on packed integers. The results are NumPy's."""
+  compiler = ClangCompiler([cc], ops_cpu.openmp_works([cc]), isa)
+  x = np.random.default_rng(0).integers(-50, 50, (64, 1024), dtype=np.int32)
+  for f, ref in ((lambda t: t.float().argmax(1), x.argmax(1)), (lambda t: (t == 3).sum(1), (x == 3).sum(1)),
+                 (lambda t: t.max(1), x.max(1))):
+    with device_isa(isa) as ren:
+      t = f(Tensor(x))
+      ast = [si.ast for si in t.schedule() if si.ast.op is Ops.SINK][-1]  # (argmax: the max first, then the index)
+      p = get_program(ast, ren)
+      np.testing.assert_equal(t.numpy(), ref)
+    assert not any(o.op is OptOps.LANES for o in p.applied_opts), p.applied_opts
+    loop = max((loop for loop in inner_loops(compiler.compile(p.src))), key=len)
+    assert any(re.match(r"v?p(cmp|max|add|sub|and|blend|min)\w*\s.*%[xyz]mm", t) for t in loop), "\n".join(loop)

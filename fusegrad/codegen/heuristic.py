@@ -7,7 +7,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size, index_stride
 from fusegrad.codegen.fold import bound_reduce
-from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous, TRANSPOSED
+from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous, TRANSPOSED, VECTOR_DTYPES
 
 # A kernel of fewer iterations (all loops) on a device without workgroups runs in microseconds whatever its opts: it
 # keeps those that make vectors, not tiles and unrolls that copy its code (MNIST's step: 55 such kernels, 29% of its C)
@@ -71,13 +71,15 @@ def _grouped_reduce(k: Kernel, opts: list[Opt]) -> None:
     if range_size(r) % amt == 0 and range_size(r) >= amt * 4 and _try(k, Opt(OptOps.GROUP, last, amt), opts): return
 
 def _lanes(k: Kernel, opts: list[Opt]) -> None:
-  """A reduce along an axis every load is contiguous in (or doesn't move along), on a device with vectors: that
-  axis's iterations go to the lanes of one vector accumulator (codegen/vectorize.py), summed up after the loop."""
+  """A reduce along an axis every load is contiguous in (or doesn't move along) keeps it in the lanes of one vector
+  accumulator (vectorize.py); on a CPU a long one into integers keeps its plain loop (docs/developer/codegen.md)."""
   if not k.ren.vector_widths or not _red_axes(k): return
   last, r = _red_axes(k)[-1]
   moving = [ld for ld in k.loads() if k.stride(ld, r) != 0]
   if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
   itemsize, n = k.stores()[0].src[0].dtype.base.itemsize, range_size(r)  # type: ignore[attr-defined]
+  if not k.ren.has_local and n >= 64 and n % 16 == 0 and \
+     any(u.op is Ops.REDUCE and r in u.src and u.dtype not in VECTOR_DTYPES for u in k.ast.toposort()): return
   any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and _try(k, Opt(OptOps.LANES, last, amt), opts)
       for amt in sorted(k.ren.vector_widths, reverse=True))
 
@@ -360,8 +362,7 @@ def hand_coded_optimizations(kernel: Kernel) -> list[Opt]:
   for a big matmul), column vectors for a strided reduce, unrolling (not a padded window's bounded loops), elementwise
   upcast (a whole vector for math, a pool's window for loads shared across it), a second axis for gathering loads,
   copies' tiles, workgroups, threads."""
-  opts: list[Opt]
-  k, opts = kernel.copy(), []
+  k, opts = kernel.copy(), list[Opt]()
   steps = (_grouped_reduce, _lanes, _register_tile if kernel.reduce_op else None, _matmul_panels, _column_reduce,
            None if _bounded_window(k, _window_gated(k)) else _unroll, _elementwise_vector_math, _elementwise_upcast,
            _pooled_loads, _transposed_reads, _transpose_tile, _copy_order, _workgroups, _threads)
