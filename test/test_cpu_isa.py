@@ -370,13 +370,13 @@ def test_big_row_reduce_streams_a_few_hundred_bytes_of_a_row_a_step(isa):
 @pytest.mark.parametrize("cc", [c for c in ("clang", "gcc") if shutil.which(c)])
 @pytest.mark.parametrize("isa", host_isas())
 def test_long_integer_reduces_keep_a_loop_the_compiler_vectorizes(isa, cc):
-  """A row's argmax (its index: an integer max), a count into int64 and an int32 row max, over 1024 elements: no
-  vector lanes (a reduce into integers keeps scalar accumulators, 16 elements apart: 2-7x slower), the plain loop,
-  which clang and gcc make vectors of: the hot loop computes on packed integers. The results are NumPy's."""
+  """A row's argmax (its index: an integer max), a count into int64, an int32 row max and any() (a byte max) over 1024
+  elements: no vector lanes (a reduce into integers keeps scalar accumulators, 16 elements apart: 2-7x slower), the
+  plain loop, which clang and gcc make vectors of: the hot loop computes on packed integers. The results are NumPy's."""
   compiler = ClangCompiler([cc], ops_cpu.openmp_works([cc]), isa)
   x = np.random.default_rng(0).integers(-50, 50, (64, 1024), dtype=np.int32)
   for f, ref in ((lambda t: t.float().argmax(1), x.argmax(1)), (lambda t: (t == 3).sum(1), (x == 3).sum(1)),
-                 (lambda t: t.max(1), x.max(1))):
+                 (lambda t: t.max(1), x.max(1)), (lambda t: (t > 48).any(1), (x > 48).any(1))):
     with device_isa(isa) as ren:
       t = f(Tensor(x))
       ast = [si.ast for si in t.schedule() if si.ast.op is Ops.SINK][-1]  # (argmax: the max first, then the index)

@@ -7,7 +7,7 @@ from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
 from fusegrad.codegen.kernel import Kernel, Opt, OptOps, KernelOptError, range_size, index_stride
 from fusegrad.codegen.fold import bound_reduce
-from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous, TRANSPOSED, VECTOR_DTYPES
+from fusegrad.codegen.vectorize import vector_range, loads_contiguous, is_contiguous, TRANSPOSED
 
 # A kernel of fewer iterations (all loops) on a device without workgroups runs in microseconds whatever its opts: it
 # keeps those that make vectors, not tiles and unrolls that copy its code (MNIST's step: 55 such kernels, 29% of its C)
@@ -79,7 +79,7 @@ def _lanes(k: Kernel, opts: list[Opt]) -> None:
   if not moving or any(k.stride(ld, r) != 1 for ld in moving): return
   itemsize, n = k.stores()[0].src[0].dtype.base.itemsize, range_size(r)  # type: ignore[attr-defined]
   if not k.ren.has_local and n >= 64 and n % 16 == 0 and \
-     any(u.op is Ops.REDUCE and r in u.src and u.dtype not in VECTOR_DTYPES for u in k.ast.toposort()): return
+     any(u.op is Ops.REDUCE and r in u.src and dtypes.is_int(u.dtype) for u in k.ast.toposort()): return
   any(amt <= k.ren.machine.vector(itemsize) and n % amt == 0 and _try(k, Opt(OptOps.LANES, last, amt), opts)
       for amt in sorted(k.ren.vector_widths, reverse=True))
 
