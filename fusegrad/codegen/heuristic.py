@@ -17,7 +17,7 @@ SMALL_WORK = 1 << 16
 # at most this many copies in all (a vector's copy is one operation, THREEFRY's ~100 a lane; why: "Tile rules")
 BODY_OPS, SCALAR_COST = 4096, {Ops.THREEFRY: 100}
 PAGE = 4096  # bytes: rows this far apart are read as separate streams (_unroll)
-STREAM = 512  # bytes of each row a step of a reduce streaming rows from memory reads (_unroll)
+STREAM = 128  # bytes of each row a step of a reduce streaming rows from memory reads (_unroll)
 
 def _body_ops(k: Kernel) -> int:
   """Value operations of the kernel's body once its tile and unroll copy it (see BODY_OPS)."""
@@ -251,7 +251,7 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones whole: up to 8 steps, 16 where nothing is upcast, as a batch
   norm's short rows, which gcc keeps as a loop: up to 2x slower) while the tile's operands fit the registers; not a tile
   filling half of them (but a big matmul's), nor rows a page apart read a few at a time. A vector reduce streaming rows
-  of a page or more that together outgrow the L2 (on a CPU): STREAM bytes of each row a step ("Tile rules")."""
+  of a page or more that together outgrow the L2 (on a CPU): STREAM bytes of each row a step, no more ("Tile rules")."""
   tile = k.ren.machine.register_tile(k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize)  # type: ignore
   if not _red_axes(k) or tile and not k.ren.has_local and not _big_matmul(k): return
   last, r = _red_axes(k)[-1]
@@ -261,8 +261,8 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
   step = [range_size(lanes[0]) * ld.dtype.itemsize for ld in k.loads() if k.stride(ld, lanes[0])] if lanes else []
   stream = bool(step) and not ups and not k.ren.has_local and min(step) * size >= PAGE and \
     sum(step) * size * prod(range_size(q) for q in k.output_axes()) > k.ren.machine.l2  # (step: bytes a load reads)
-  for amt in sorted({STREAM // max(step) >> i for i in range(3)} | {4, 2}, reverse=True) if stream else \
-             ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):
+  for amt in (max(STREAM // max(step), 1),) if stream else ((size,) if size <= (16 if not ups else 8) else ()) + \
+             (() if rows else (4, 2)):  # (a stream's 1: no unroll, KernelOptError)
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
     except KernelOptError: continue
     loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
