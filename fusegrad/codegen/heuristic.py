@@ -262,7 +262,7 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
   stream = bool(step) and not ups and not k.ren.has_local and min(step) * size >= PAGE and \
     sum(step) * size * prod(range_size(q) for q in k.output_axes()) > k.ren.machine.l2  # (step: bytes a load reads)
   for amt in (max(STREAM // max(step), 1),) if stream else ((size,) if size <= (16 if not ups else 8) else ()) + \
-             (() if rows else (4, 2)):  # (a stream's 1: no unroll, KernelOptError)
+             (() if rows else (4, 2)):  # (1 where one load reads STREAM bytes: refused)
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
     except KernelOptError: continue
     loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
