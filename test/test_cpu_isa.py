@@ -383,7 +383,7 @@ def test_long_integer_reduces_keep_a_loop_the_compiler_vectorizes(isa, cc):
       p = get_program(ast, ren)
       np.testing.assert_equal(t.numpy(), ref)
     assert not any(o.op is OptOps.LANES for o in p.applied_opts), p.applied_opts
-    loop = max((loop for loop in inner_loops(compiler.compile(p.src))), key=len)
+    loop = max(inner_loops(compiler.compile(p.src)), key=len)
     assert any(re.match(r"v?p(cmp|max|add|sub|and|blend|min)\w*\s.*%[xyz]mm", t) for t in loop), "\n".join(loop)
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) reads the compiled kernels")
