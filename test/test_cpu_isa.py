@@ -350,8 +350,9 @@ def test_transposed_tile_is_built_by_shuffles(isa):
 def test_big_row_reduce_streams_128_bytes_of_a_row_a_step(isa):
   """A row sum whose rows are a page or more and that reads more than the L2 holds: each row's elements in vector
   lanes, unrolled to read STREAM (128) bytes of the row a step, no more, one row per thread at a time (the 4096 x 4096
-  sum on Zen 4, same input, through TinyJit: 512 bytes a step took 1.04-1.28x the time with clang and gcc at AVX-512
-  and AVX2); short rows, or a matrix that fits the L2, keep the usual unroll (at most 4 steps, or short rows whole).
+  sums on Zen 4 through TinyJit: 512 bytes a step took 1.04-1.25x the time with gcc and with clang at AVX-512, about
+  the same with clang at AVX2: docs/speed.md, "December 7, 19:45"); short rows, or a matrix that fits the L2, keep
+  the usual unroll (at most 4 steps, or short rows whole).
   The sums are NumPy's either way."""
   l2 = cpu_machine(isa).l2
   for rows, cols, streams in ((l2 // 1024, 1024, True), (l2 // 8192, 1024, False), (l2 // 64, 256, False)):
