@@ -746,7 +746,6 @@ def _is_training() -> bool: return Tensor.training or bool(TRAINING)
 _assign_hooks: list[Callable[[Tensor], None]] = []
 _assign_watchers: list[Callable[[Tensor], Any]] = []  # told of every assign, changing nothing (TinyJit's calls)
 
-
 def _make_buffer(data: bytes | memoryview, shape: tuple[int, ...], dtype: DType, device: str | None) -> UOp:
   """A buffer node holding data (device: a canonical name, or None for the default)."""
   if isinstance(device := Device.DEFAULT if device is None else device, tuple):

@@ -249,9 +249,9 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones whole: up to 8 steps, 16 where nothing is upcast, as a batch
-  norm's short rows, which gcc keeps as a loop: up to 2x slower) while the tile's operands fit the registers; not a tile
-  filling half of them (but a big matmul's), nor rows a page apart read a few at a time. A vector reduce streaming rows
-  of a page or more that together outgrow the L2 (on a CPU): STREAM bytes of each row a step, no more ("Tile rules")."""
+  norm's short rows, which gcc keeps as a loop: 2x slower) while the tile's operands fit the registers; not a tile
+  filling half of them (but a big matmul's), nor rows a page apart read a few at a time. A vector reduce streaming
+  rows of a page or more, more than the L2 in all (CPU): STREAM bytes a row a step, 4x if it reduces exp2s or log2s."""
   tile = k.ren.machine.register_tile(k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize)  # type: ignore
   if not _red_axes(k) or tile and not k.ren.has_local and not _big_matmul(k): return
   last, r = _red_axes(k)[-1]
@@ -261,8 +261,9 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
   step = [range_size(lanes[0]) * ld.dtype.itemsize for ld in k.loads() if k.stride(ld, lanes[0])] if lanes else []
   stream = bool(step) and not ups and not k.ren.has_local and min(step) * size >= PAGE and \
     sum(step) * size * prod(range_size(q) for q in k.output_axes()) > k.ren.machine.l2  # (step: bytes a load reads)
-  for amt in (max(STREAM // max(step), 1),) if stream else ((size,) if size <= (16 if not ups else 8) else ()) + \
-             (() if rows else (4, 2)):  # (1 where one load reads STREAM bytes: refused)
+  reduced = {v.op for u in k.ast.toposort() if u.op is Ops.REDUCE for v in u.src[0].toposort()}  # (what is reduced)
+  for amt in (max(STREAM * (4 if reduced & {Ops.EXP2, Ops.LOG2} else 1) // max(step), 1),) if stream else \
+             ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):  # (1: refused)
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
     except KernelOptError: continue
     loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
