@@ -249,9 +249,9 @@ def _column_reduce(k: Kernel, opts: list[Opt]) -> None:
 
 def _unroll(k: Kernel, opts: list[Opt]) -> None:
   """Unroll the innermost reduce loop a little (small ones whole: up to 8 steps, 16 where nothing is upcast, as a batch
-  norm's short rows, which gcc keeps as a loop: 2x slower) while the tile's operands fit the registers; not a tile
-  filling half of them (but a big matmul's), nor rows a page apart read a few at a time. A vector reduce streaming
-  rows of a page or more, more than the L2 in all (CPU): STREAM bytes a row a step, 4x if it reduces exp2s or log2s."""
+  norm's short rows, which gcc keeps as a loop: up to 2x slower) while the tile's operands fit the registers; not a tile
+  filling half of them (but a big matmul's), nor rows a page apart read a few at a time. A CPU's vector reduce streaming
+  rows a page or more long, more than the L2 in all: STREAM bytes a row a step, 4x for exp2s/log2s ("Tile rules")."""
   tile = k.ren.machine.register_tile(k.upcast_size() * k.stores()[0].src[0].dtype.base.itemsize)  # type: ignore
   if not _red_axes(k) or tile and not k.ren.has_local and not _big_matmul(k): return
   last, r = _red_axes(k)[-1]
