@@ -263,7 +263,7 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
     sum(step) * size * prod(range_size(q) for q in k.output_axes()) > k.ren.machine.l2  # (step: bytes a load reads)
   reduced = {v.op for u in k.ast.toposort() if u.op is Ops.REDUCE for v in u.src[0].toposort()}  # (what is reduced)
   for amt in (max(STREAM * (4 if reduced & {Ops.EXP2, Ops.LOG2} else 1) // max(step), 1),) if stream else \
-             ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):  # (1: refused)
+             ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):  # (1: no unroll)
     try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
     except KernelOptError: continue
     loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
