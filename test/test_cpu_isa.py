@@ -1,5 +1,5 @@
 """CPU_ISA and the machine model: each instruction set the host runs gets kernels whose register tiles fit its vector
-registers. For the MNIST step's convolutions (forward, both gradients, from the step's schedule) and a 512 matmul,
+registers. For the MNIST step's convolutions (forward, both gradients, from the step's schedule) and two matmuls,
 the heuristic's kernel compiled for the ISA has its tile within the machine model, computes with vector multiply-adds
 (SSE4: vector multiplies) and, compiled by clang and by gcc for AVX2 or AVX-512, has no spill (stack reference of a
 vector register) in its hot loop. The max pool gradients' comparison counts have no jump in their hot loop. A long
@@ -48,13 +48,13 @@ def device_isa(isa: str):
 
 @functools.cache
 def _mnist_kernels(isa: str, min_iterations: float = 2e8, reduces: bool = True) -> list[tuple[str, UOp]]:
-  """(name, AST) of the biggest kernel of a 512 matmul (one of the bench's sizes: b packed in panels, the wide tile)
+  """(name, AST) of the biggest kernel of a 512 and a 1024 matmul (bench sizes: b packed in panels, the wide tiles)
   and of the MNIST step's convolutions: its kernels of over 2e8 iterations (forward, input and weight gradients, split
   reduces included; min_iterations=0: all its reduce kernels), batch 512, from the step's own schedule at isa
   (scheduled, never run; reduces=False: its elementwise kernels too)."""
   with device_isa(isa) as ren:
     def biggest(t: Tensor) -> UOp: return max(t.schedule(), key=lambda si: get_program(si.ast, ren).flops).ast
-    out = [("matmul", biggest(Tensor.empty(512, 512) @ Tensor.empty(512, 512)))]
+    out = [(f"matmul {n}", biggest(Tensor.empty(n, n) @ Tensor.empty(n, n))) for n in (512, 1024)]
     model = Model()
     for p in get_parameters(model): p.replace(Tensor.empty(*p.shape, requires_grad=True))  # no init kernels
     with Tensor.train():
@@ -345,6 +345,23 @@ def test_transposed_tile_is_built_by_shuffles(isa):
     (si,) = [si for si in t.schedule() if si.ast.op is Ops.SINK]
   src = get_program(si.ast, ren).src
   assert "= FG_SHUFFLE(val" in src and not re.search(r"\{val\d+\[\d+\], val\d+\[", src), src
+
+@pytest.mark.parametrize("isa", host_isas())
+def test_big_matmul_tile_keeps_the_fma_units_busy(isa):
+  """A big matmul's tile holds more accumulators than its FMA units keep in flight, within the registers: at AVX2 (2
+  units, 4 cycles each) 4 rows x 3 vectors, the columns padded to a multiple of 3 vectors (4 x 2 took 1.03-1.12x the
+  time on Zen 4 at 1024 and 2048, docs/speed.md); Zen 4 runs one AVX-512 FMA a cycle, its 4 x 2 zmm are enough. The
+  product (rows and columns no tile divides) is NumPy's."""
+  machine, rng = cpu_machine(isa), np.random.default_rng(0)
+  a, b = rng.standard_normal((1000, 1024), dtype=np.float32), rng.standard_normal((1024, 1016), dtype=np.float32)
+  with device_isa(isa) as ren:
+    t = Tensor(a) @ Tensor(b)
+    ast = max((si.ast for si in t.schedule() if si.ast.op is Ops.SINK), key=lambda x: get_program(x, ren).flops)
+    np.testing.assert_allclose(t.numpy(), a @ b, rtol=1e-3, atol=1e-3)
+  k = Kernel(merge_axes(simplify_gated_loads(fold_reduces(ast))), ren)
+  for o in (opts := hand_coded_optimizations(k)): k.apply_opt(o)
+  assert 4 * machine.fma_units < k.upcast_size() // machine.vector(4), opts
+  assert tile_registers(k, _reduce_loads(k)) <= machine.vector_registers, opts
 
 @pytest.mark.parametrize("isa", host_isas())
 def test_big_row_reduce_streams_128_bytes_of_a_row_a_step(isa):

@@ -1,7 +1,7 @@
 """The default choice of optimizations for a kernel, from its shape and the renderer's capabilities.
 In: a Kernel. Out: a list of Opts (the kernel is not changed). The steps: docs/developer/codegen.md, "Opts"."""
 from __future__ import annotations
-import math
+import functools, math
 from fusegrad.helpers import prod, ceildiv
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
@@ -146,13 +146,8 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       if broadcast: out.append((i, r, broadcast, contiguous, vector, loads, reach))
     return out
   wide = _big_matmul(k)  # _matmul_panels doubles the vector's columns: the other axes leave room for that
-  def upcast(i: int, amt: int) -> list[Opt]:  # a big matmul's rows: padded to a tile that doesn't divide them
-    return ([Opt(OptOps.PADTO, i, amt)] if wide and range_size(k.output_axes()[i]) % amt else []) + \
-      [Opt(OptOps.UPCAST, i, amt)]
   def fits(i: int, amt: int, registers: int = 0) -> bool:
-    trial = k.copy()
-    try: trial = [trial.apply_opt(o) for o in upcast(i, amt)][-1]
-    except KernelOptError: return False
+    if (trial := _applied(k, _padded_upcast(k, i, amt))) is None: return False
     doubled = trial.upcast_size() // vec + 1 if wide and done else 0  # as many accumulators more, and a column operand
     return tile_registers(trial, operands(trial)) + doubled <= (registers or k.ren.machine.vector_registers) and \
       _body_ops(trial) <= BODY_OPS
@@ -179,12 +174,21 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
       # the first axis after the vector's: the one whose loads lie nearest; then the next in axis order ("Tile rules")
       key = (first and loads, amt if first else 0, broadcast, contiguous, -reach if len(done) == 1 else 0)
       if amt is not None and (best is None or key > best[0]): best = (key, i, amt, r.arg[0])
-    if best is None or not all(_try(k, o, opts) for o in upcast(best[1], best[2])): break
+    if best is None or not all(_try(k, o, opts) for o in _padded_upcast(k, best[1], best[2])): break
     done.add(best[3])
     if best[3] in short and not lane_vector: cap = half
     # the second vector right after the first, before the broadcast axes take the registers; a big matmul's last
     if len(done) == 1 and not wide: second_vector()
   if wide: second_vector()
+
+def _padded_upcast(k: Kernel, i: int, amt: int) -> list[Opt]:
+  """Output axis i upcast by amt, padded first to a multiple of it (PADTO) where amt doesn't divide it."""
+  return [Opt(OptOps.PADTO, i, amt)] * (range_size(k.output_axes()[i]) % amt != 0) + [Opt(OptOps.UPCAST, i, amt)]
+
+def _applied(k: Kernel, opts: list[Opt]) -> Kernel | None:
+  """A copy of k with opts applied, None where one is refused."""
+  try: return functools.reduce(Kernel.apply_opt, opts, k.copy())
+  except KernelOptError: return None
 
 def _big_matmul(k: Kernel) -> bool:
   """A reduce over one axis of two operands (a matmul, batched or not, either operand transposed) that hold half the L2
@@ -204,11 +208,13 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   vec = next((range_size(u) for u in k.ranges_of(AxisType.UPCAST) if k.stride(store, u) == 1), 0)
   if not vec: return
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
-    if k.stride(store, r) == vec and range_size(r) % 2 == 0:
-      try: wider = k.copy().apply_opt(Opt(OptOps.UPCAST, i, 2))
-      except KernelOptError: continue  # a tile already upcast_max wide
-      if tile_registers(wider, _reduce_loads(wider)) <= k.ren.machine.vector_registers:
-        _try(k, Opt(OptOps.UPCAST, i, 2), opts)
+    if k.stride(store, r) != vec: continue
+    # 3 vectors (padded) where 2 would hold no more accumulators than the FMA units keep in flight (4 cycles each)
+    for wider in [_padded_upcast(k, i, 3)] * (k.upcast_size() // vec * 2 <= 4 * k.ren.machine.fma_units) + \
+                 [[Opt(OptOps.UPCAST, i, 2)]]:
+      if (trial := _applied(k, wider)) and tile_registers(trial, _reduce_loads(trial)) <= k.ren.machine.vector_registers:
+        all(_try(k, o, opts) for o in wider)
+        break
   def reread(outer: UOp, inner: UOp) -> int:
     """Elements read again for each iteration of outer: all that the loads outer doesn't move read along inner."""
     return range_size(outer) * sum(prod(range_size(r) for r in k.ranges() if k.stride(ld, r) != 0)

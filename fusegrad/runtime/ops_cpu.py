@@ -211,13 +211,15 @@ def _caches() -> dict[int, tuple[int, int]]:
 
 def cpu_machine(isa: str) -> MachineModel:
   """The machine model of this CPU running isa: SIMD registers from ISAS (NEON's 32 x 16 bytes on arm64), caches from
-  /sys (defaults where unreadable), two FMA units where the ISA has FMA (docs/developer/codegen.md)."""
+  /sys (defaults where unreadable), two FMA units where the ISA has FMA, one for AVX-512 on Zen 4 (AMD family 25),
+  which runs a 512-bit FMA on both halves of its two 256-bit units (docs/developer/codegen.md)."""
   _, vbytes, regs, _ = ISAS.get(isa, ("", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, []))
   caches, default = _caches(), MachineModel()
   (l1d, ways), (l2, _) = caches.get(1, (default.l1d, default.l1_ways)), caches.get(2, (default.l2, 0))
+  halves = isa == "avx512" and _cpuinfo("vendor_id") == "AuthenticAMD" and _cpuinfo("cpu family") == "25"
   return MachineModel(isa=isa or platform.machine(), vector_bytes=vbytes, vector_registers=regs,
-                      fma_units=2 if isa in ("avx2", "avx512") else 0, l1d=l1d, l1_ways=ways or default.l1_ways, l2=l2,
-                      panel_bytes=default.cache_line)
+                      fma_units=(1 if halves else 2) if isa in ("avx2", "avx512") else 0, l1d=l1d,
+                      l1_ways=ways or default.l1_ways, l2=l2, panel_bytes=default.cache_line)
 
 @functools.cache
 def compiler_version(cc: tuple[str, ...]) -> str:
