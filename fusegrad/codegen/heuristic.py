@@ -1,7 +1,7 @@
 """The default choice of optimizations for a kernel, from its shape and the renderer's capabilities.
 In: a Kernel. Out: a list of Opts (the kernel is not changed). The steps: docs/developer/codegen.md, "Opts"."""
 from __future__ import annotations
-import functools, math
+import math
 from fusegrad.helpers import prod, ceildiv
 from fusegrad.dtype import dtypes
 from fusegrad.uop.ops import UOp, Ops, AxisType, GroupOp
@@ -32,9 +32,7 @@ def _body_ops(k: Kernel) -> int:
     else: total += copies // (range_size(vec) if vec is not None and vec in varies[u] else 1)
   return total
 
-def _body_fits(k: Kernel, opt: Opt) -> bool:
-  try: return _body_ops(k.copy().apply_opt(opt)) <= BODY_OPS
-  except KernelOptError: return False
+def _body_fits(k: Kernel, opt: Opt) -> bool: return (t := k.with_opts([opt])) is not None and _body_ops(t) <= BODY_OPS
 
 def _try(k: Kernel, opt: Opt, opts: list[Opt]) -> bool:
   try: k.apply_opt(opt)
@@ -147,7 +145,7 @@ def _register_tile(k: Kernel, opts: list[Opt]) -> None:
     return out
   wide = _big_matmul(k)  # _matmul_panels doubles the vector's columns: the other axes leave room for that
   def fits(i: int, amt: int, registers: int = 0) -> bool:
-    if (trial := _applied(k, _padded_upcast(k, i, amt))) is None: return False
+    if (trial := k.with_opts(_padded_upcast(k, i, amt))) is None: return False
     doubled = trial.upcast_size() // vec + 1 if wide and done else 0  # as many accumulators more, and a column operand
     return tile_registers(trial, operands(trial)) + doubled <= (registers or k.ren.machine.vector_registers) and \
       _body_ops(trial) <= BODY_OPS
@@ -185,11 +183,6 @@ def _padded_upcast(k: Kernel, i: int, amt: int) -> list[Opt]:
   """Output axis i upcast by amt, padded first to a multiple of it (PADTO) where amt doesn't divide it."""
   return [Opt(OptOps.PADTO, i, amt)] * (range_size(k.output_axes()[i]) % amt != 0) + [Opt(OptOps.UPCAST, i, amt)]
 
-def _applied(k: Kernel, opts: list[Opt]) -> Kernel | None:
-  """A copy of k with opts applied, None where one is refused."""
-  try: return functools.reduce(Kernel.apply_opt, opts, k.copy())
-  except KernelOptError: return None
-
 def _big_matmul(k: Kernel) -> bool:
   """A reduce over one axis of two operands (a matmul, batched or not, either operand transposed) that hold half the L2
   cache or more, on a device without workgroups (loops, not a launch grid)."""
@@ -210,9 +203,9 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
     if k.stride(store, r) != vec: continue
     # 3 vectors (padded) where 2 would hold no more accumulators than the FMA units keep in flight (4 cycles each)
-    for wider in [_padded_upcast(k, i, 3)] * (k.upcast_size() // vec * 2 <= 4 * k.ren.machine.fma_units) + \
-                 [[Opt(OptOps.UPCAST, i, 2)]]:
-      if (trial := _applied(k, wider)) and tile_registers(trial, _reduce_loads(trial)) <= k.ren.machine.vector_registers:
+    three = k.upcast_size() // vec * 2 <= 4 * k.ren.machine.fma_units
+    for wider in [_padded_upcast(k, i, 3)] * three + [[Opt(OptOps.UPCAST, i, 2)]]:
+      if (t := k.with_opts(wider)) and tile_registers(t, _reduce_loads(t)) <= k.ren.machine.vector_registers:
         all(_try(k, o, opts) for o in wider)
         break
   def reread(outer: UOp, inner: UOp) -> int:
@@ -270,8 +263,7 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
   reduced = {v.op for u in k.ast.toposort() if u.op is Ops.REDUCE for v in u.src[0].toposort()}  # (what is reduced)
   for amt in (max(STREAM * (4 if reduced & {Ops.EXP2, Ops.LOG2} else 1) // max(step), 1),) if stream else \
              ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):  # (1: no unroll)
-    try: unrolled = k.copy().apply_opt(Opt(OptOps.UNROLL, last, amt))
-    except KernelOptError: continue
+    if (unrolled := k.with_opts([Opt(OptOps.UNROLL, last, amt)])) is None: continue
     loopless = amt == size <= 4 and len(_red_axes(k)) == 1  # (no loop left to carry the registers from step to step)
     if k.upcast_size() > 1 and not loopless and tile_registers(unrolled, _reduce_loads(unrolled)) > \
        k.ren.machine.vector_registers or _body_ops(unrolled) > BODY_OPS: continue
@@ -306,8 +298,8 @@ def _transposed_reads(k: Kernel, opts: list[Opt]) -> None:
   if (n := range_size(lanes)) not in TRANSPOSED or all(k.stride(ld, lanes) in (0, 1) for ld in k.loads()): return
   for i, r in _out_axes(k):
     if range_size(r) % n or range_size(r) < 2 * n: continue
-    try: trial = k.copy().apply_opt(opt := Opt(OptOps.UPCAST, i, n))  # (a gate along r, padding, may not depend on q)
-    except KernelOptError: continue
+    opt = Opt(OptOps.UPCAST, i, n)
+    if (trial := k.with_opts([opt])) is None: continue  # (a gate along r, padding, may not depend on q)
     vec, q = vector_range(trial.stores()[0]), next(u for u in trial.ranges_of(AxisType.UPCAST) if u not in k.ranges())
     if vec is not None and any(trial.stride(ld, vec) not in (0, 1) and is_contiguous(ld, q) for ld in trial.loads()) \
        and _body_ops(trial) <= BODY_OPS and _try(k, opt, opts): return

@@ -75,6 +75,11 @@ class Kernel:
     ret.ast, ret.ren, ret.applied_opts, ret._next_id = self.ast, self.ren, list(self.applied_opts), self._next_id
     return ret
 
+  def with_opts(self, opts: list[Opt]) -> Kernel | None:
+    """A copy of the kernel with opts applied, None where one of them is refused (KernelOptError)."""
+    try: return functools.reduce(Kernel.apply_opt, opts, self.copy())
+    except KernelOptError: return None
+
   def ranges(self) -> list[UOp]:
     """Every loop of the kernel, output axes first, each group in creation order."""
     rs = [u for u in self.ast.toposort() if u.op is Ops.RANGE]

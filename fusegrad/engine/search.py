@@ -99,12 +99,8 @@ def search_key(k: Kernel, width: int) -> str:
 def beam_search(k: Kernel, width: int) -> Kernel:
   """Grow the opts list one action at a time, keeping the `width` fastest kernels, until nothing gets faster."""
   key = search_key(k, width)
-  if not IGNORE_BEAM_CACHE and (cached := _cached_opts(key)) is not None:
-    try:
-      ret = k.copy()
-      for o in cached: ret.apply_opt(o)
-      return ret
-    except KernelOptError: pass  # an entry that doesn't fit this kernel: search again
+  if not IGNORE_BEAM_CACHE and (cached := _cached_opts(key)) is not None and (ret := k.with_opts(cached)) is not None:
+    return ret  # (a cached entry that doesn't fit this kernel is searched again)
   bufs, heuristic = _buffers_for(k), optimize(k.copy())
   if bufs is None or TOTAL[0] <= 0: return heuristic  # not searched (nor cached: searched in a later process)
   beam = [(heuristic, _time_all([heuristic], bufs, math.inf)[0])]
@@ -115,10 +111,7 @@ def beam_search(k: Kernel, width: int) -> Kernel:
     candidates: list[Kernel] = []
     for kern, _ in beam:
       for opt in candidate_opts(kern):
-        new = kern.copy()
-        try: new.apply_opt(opt)
-        except KernelOptError: continue
-        if (ident := tuple(new.applied_opts)) in seen: continue
+        if (new := kern.with_opts([opt])) is None or (ident := tuple(new.applied_opts)) in seen: continue
         seen.add(ident)
         candidates.append(new)
     timed = list(zip(candidates, _time_all(candidates, bufs, beam[0][1], deadline)))
