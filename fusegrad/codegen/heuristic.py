@@ -202,9 +202,9 @@ def _matmul_panels(k: Kernel, opts: list[Opt]) -> None:
   if not vec: return
   for i, r in _out_axes(k):  # the vector axis's outer part has store stride vec
     if k.stride(store, r) != vec: continue
-    # 3 vectors where 2 would hold no more accumulators than the FMA units keep in flight (4 cycles each), padded to a
-    # multiple of 3 on an axis of 32 or more (at most 6% more work)
-    three = k.upcast_size() // vec * 2 <= 4 * k.ren.machine.fma_units and range_size(r) >= 32
+    # 3 vectors where 2 would hold no more accumulators than the FMA units keep in flight (units x latency), padded to
+    # a multiple of 3 on an axis of 32 or more (at most 6% more work)
+    three = k.upcast_size() // vec * 2 <= k.ren.machine.fma_units * k.ren.machine.fma_latency and range_size(r) >= 32
     for wider in [_padded_upcast(k, i, 3)] * three + [[Opt(OptOps.UPCAST, i, 2)]]:
       if (t := k.with_opts(wider)) and tile_registers(t, _reduce_loads(t)) <= k.ren.machine.vector_registers:
         all(_try(k, o, opts) for o in wider)

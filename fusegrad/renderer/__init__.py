@@ -13,6 +13,7 @@ class MachineModel:
   vector_bytes: int = 16           # bytes in one SIMD register (16 SSE, 32 AVX2, 64 AVX-512)
   vector_registers: int = 16       # SIMD registers one thread can name (16 SSE and AVX2, 32 AVX-512)
   fma_units: int = 2               # vector multiply-adds started per cycle (0: no FMA, a multiply then an add)
+  fma_latency: int = 4             # cycles from a multiply-add's start to its result (x86 since Skylake and Zen)
   l1d: int = 32 * 1024             # bytes of L1 data cache per core
   l1_ways: int = 8                 # its associativity: each address maps to one set of this many lines
   l2: int = 1024 * 1024            # bytes of L2 cache per core (a GPU: the one all its multiprocessors share)
