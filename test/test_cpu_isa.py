@@ -350,8 +350,8 @@ def test_transposed_tile_is_built_by_shuffles(isa):
 def test_big_matmul_tile_keeps_the_fma_units_busy(isa):
   """A big matmul's tile holds more accumulators than its FMA units keep in flight (units x latency), within the
   registers: at AVX2 (2 units, 4 cycles) 4 rows x 3 vectors, the columns padded to a multiple of 3 vectors (4 x 2 took
-  1.03-1.12x the time on Zen 4 at 1024 and 2048, docs/speed.md); Zen 4 runs one AVX-512 FMA a cycle, its 4 x 2 zmm are
-  enough. The product (rows and columns no tile divides) is NumPy's."""
+  1.03-1.13x the time on Zen 4 at 1024 and 2048, docs/speed.md, "December 7, 22:15"); Zen 4 runs one AVX-512 FMA a
+  cycle, its 4 x 2 zmm are enough. The product (rows and columns no tile divides) is NumPy's."""
   machine, rng = cpu_machine(isa), np.random.default_rng(0)
   a, b = rng.standard_normal((1000, 1024), dtype=np.float32), rng.standard_normal((1024, 1016), dtype=np.float32)
   with device_isa(isa) as ren:
