@@ -242,8 +242,9 @@ def _pause(seconds: float) -> None:
 def measure(runners: dict[str, Runner], rounds: int, warmup: int = 3) -> dict[str, float]:
   """Median seconds per call of each runner. Implementations alternate round by round; in its turn each runs a number
   of calls back to back (fixed at warm-up: enough to last ROUND_S) and the turn's time per call counts, once as many
-  calls again ran uncounted where a call is short: a turn's first calls are slower by an amount that depends on what
-  ran before, another library's turn (docs/speed.md, "December 7, 19:45"), which a loop of one library never meets."""
+  calls again ran uncounted where a turn has more than one call: a turn's first calls are slower by an amount that
+  depends on what ran before, another library's turn (docs/speed.md, "December 7, 19:45"), which a loop of one library
+  never meets."""
   reps = {}
   for name, run in runners.items():
     for _ in range(warmup): run()

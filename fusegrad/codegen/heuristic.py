@@ -261,7 +261,7 @@ def _unroll(k: Kernel, opts: list[Opt]) -> None:
   step = [range_size(lanes[0]) * ld.dtype.itemsize for ld in k.loads() if k.stride(ld, lanes[0])] if lanes else []
   stream = bool(step) and not ups and not k.ren.has_local and min(step) * size >= PAGE and \
     sum(step) * size * prod(range_size(q) for q in k.output_axes()) > k.ren.machine.l2  # (step: bytes a load reads)
-  reduced = {v.op for u in k.ast.toposort() if u.op is Ops.REDUCE for v in u.src[0].toposort()}  # (what is reduced)
+  reduced = {v.op for u in k.ast.toposort() if u.op is Ops.REDUCE for v in u.src[0].toposort()} if stream else set()
   for amt in (max(STREAM * (4 if reduced & {Ops.EXP2, Ops.LOG2} else 1) // max(step), 1),) if stream else \
              ((size,) if size <= (16 if not ups else 8) else ()) + (() if rows else (4, 2)):  # (1: no unroll)
     if (unrolled := k.with_opts([Opt(OptOps.UNROLL, last, amt)])) is None: continue
